@@ -1,0 +1,43 @@
+# Every target sets up what it needs: a fresh clone needs only Python 3.11+ and make.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: run simulate serve test lint typecheck proto proto-check bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	touch $(STAMP)
+
+## run: the main job (a simulated match, printed)
+run: $(STAMP)
+	$(VENV)/bin/bergen simulate --matches 1 --players 2 --seed demo --out out/demo --show
+
+## test: every test (PostgreSQL ones need BERGEN_TEST_DATABASE_URL or Docker; see README)
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+## lint: ruff and mypy --strict
+lint: $(STAMP) typecheck
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# mypy resolves `bergen.*` through a tree of links that mirrors the installed layout.
+typecheck: $(STAMP)
+	rm -rf build/typecheck && mkdir -p build/typecheck/bergen
+	ln -s ../../../domain build/typecheck/bergen/domain
+	ln -s ../../../server build/typecheck/bergen/server
+	ln -s ../../../cli_client build/typecheck/bergen/cli_client
+	ln -s ../../../proto/bergen/v1 build/typecheck/bergen/v1
+	cd build/typecheck && MYPYPATH=. ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p bergen.domain -p bergen.cli_client -p bergen.server
+
+## bench: the benchmarks (ratios against their references, measured in one run)
+bench: $(STAMP)
+	$(PY) -m bench
+
+clean:
+	rm -rf build .mypy_cache .ruff_cache .pytest_cache

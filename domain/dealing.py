@@ -1,0 +1,84 @@
+"""Fair dealing by commit and reveal (RULES.md section 8)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Sequence
+
+from .errors import InvalidArgument
+from .tiles import ALL_TILES, Tile, hand_size
+
+SEED_BYTES = 32
+DEAL_ALGORITHM = "bergen-deal-v1"
+
+def commitment(server_seed: bytes) -> str:
+    """SHA-256 of the server seed, lowercase hex."""
+    return hashlib.sha256(server_seed).hexdigest()
+
+def parse_seed(text: str) -> bytes:
+    """A server seed from its lowercase hex. Raises InvalidArgument unless 32 bytes of hex."""
+    try:
+        seed = bytes.fromhex(text)
+    except (ValueError, TypeError):
+        raise InvalidArgument(f"a server seed is 64 hex digits, got {text!r}") from None
+    if len(seed) != SEED_BYTES:
+        raise InvalidArgument(f"a server seed is {SEED_BYTES} bytes, got {len(seed)}")
+    return seed
+
+def deal_key(
+    server_seed: bytes, match_id: str, hand: int, attempt: int, client_seeds: Sequence[str]
+) -> bytes:
+    """HMAC-SHA256(server_seed, "bergen-deal-v1|match|hand|attempt|seed0|...|seedN-1")."""
+    message = "|".join([DEAL_ALGORITHM, match_id, str(hand), str(attempt), *client_seeds])
+    return hmac.new(server_seed, message.encode("utf-8"), hashlib.sha256).digest()
+
+class _Numbers:
+    """Consecutive 4-byte big-endian integers of blocks HMAC-SHA256(key, i as 8 bytes)."""
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+        self._block = 0
+        self._buffer: list[int] = []
+        self._pos = 0
+
+    def next(self) -> int:
+        if self._pos == len(self._buffer):
+            digest = hmac.new(
+                self._key, self._block.to_bytes(8, "big"), hashlib.sha256
+            ).digest()
+            self._block += 1
+            self._buffer = [int.from_bytes(digest[i : i + 4], "big") for i in range(0, 32, 4)]
+            self._pos = 0
+        value = self._buffer[self._pos]
+        self._pos += 1
+        return value
+
+def shuffle(key: bytes) -> tuple[Tile, ...]:
+    """The 28 tiles in the order the deal key gives (Fisher-Yates, rejection sampled)."""
+    numbers = _Numbers(key)
+    order = list(ALL_TILES)
+    for i in range(len(order) - 1, 0, -1):
+        n = i + 1
+        limit = 2**32 - (2**32 % n)
+        x = numbers.next()
+        while x >= limit:
+            x = numbers.next()
+        j = x % n
+        order[i], order[j] = order[j], order[i]
+    return tuple(order)
+
+def split(
+    shuffled: Sequence[Tile], seats: int
+) -> tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]:
+    """Seat s takes positions s*h .. s*h+h-1; the rest is the boneyard in draw order."""
+    h = hand_size(seats)
+    hands = tuple(tuple(shuffled[s * h : s * h + h]) for s in range(seats))
+    return hands, tuple(shuffled[seats * h :])
+
+def deal(
+    server_seed: bytes, match_id: str, hand: int, attempt: int, client_seeds: Sequence[str]
+) -> tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]:
+    """The hands and boneyard of one deal attempt."""
+    key = deal_key(server_seed, match_id, hand, attempt, client_seeds)
+    return split(shuffle(key), len(client_seeds))

@@ -1,0 +1,140 @@
+"""Rule options and presets (RULES.md section 9) as one validated, frozen value."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .errors import InvalidOptions
+
+RULES_VERSION = "bergen-rules/1"
+"""Names this rule book; recorded with every event so a later reader knows what applied."""
+
+CHOICES: dict[str, tuple[object, ...]] = {
+    "lead": ("lowest_double", "highest_double", "lowest_double_else_lowest_tile"),
+    "draw": ("until_fits", "one_then_pass"),
+    "double_bonus": (0, 2),
+    "domino_points": (2, 1, 5),
+    "blocked": ("german", "american", "eastern", "pips"),
+    "endgame_reduction": ("on", "off"),
+    "match_end": ("instant", "end_of_hand"),
+}
+"""Each option's values, default first."""
+
+OPTION_NAMES: tuple[str, ...] = (*CHOICES, "target")
+
+PRESETS: dict[str, dict[str, object]] = {
+    "standard": {},
+    "american": {"blocked": "american"},
+    "pips": {"blocked": "pips"},
+    "eastern": {
+        "lead": "lowest_double_else_lowest_tile",
+        "draw": "one_then_pass",
+        "double_bonus": 2,
+        "blocked": "eastern",
+        "endgame_reduction": "off",
+    },
+}
+
+MAX_TARGET = 1000
+_INT_OPTIONS = ("double_bonus", "domino_points", "target")
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """Every option a match is played with, and the preset it started from."""
+
+    preset: str = "standard"
+    lead: str = "lowest_double"
+    draw: str = "until_fits"
+    double_bonus: int = 0
+    domino_points: int = 2
+    blocked: str = "german"
+    endgame_reduction: str = "on"
+    match_end: str = "instant"
+    target: int = 15
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS and self.preset != "custom":
+            raise InvalidOptions(
+                f"unknown preset {self.preset!r}; presets are {', '.join(PRESETS)} (or custom)"
+            )
+        for name, allowed in CHOICES.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or value not in allowed:
+                raise InvalidOptions(
+                    f"option {name} must be one of {', '.join(map(str, allowed))}, got {value!r}"
+                )
+        if (
+            isinstance(self.target, bool)
+            or not isinstance(self.target, int)
+            or not 0 < self.target <= MAX_TARGET
+        ):
+            raise InvalidOptions(f"option target must be 1..{MAX_TARGET}, got {self.target!r}")
+
+    def as_dict(self) -> dict[str, object]:
+        """The `rules` object of RECORD.md."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> Rules:
+        """Read back `as_dict()`. Raises InvalidOptions on unknown or missing keys."""
+        expected = {f.name for f in fields(Rules)}
+        if not isinstance(data, Mapping):
+            raise InvalidOptions(f"rules must be an object, got {type(data).__name__}")
+        unknown = set(data) - expected
+        missing = expected - set(data)
+        if unknown or missing:
+            raise InvalidOptions(
+                f"rules: unknown {sorted(unknown)} / missing {sorted(missing)}"
+                if unknown and missing
+                else f"rules: unknown options {sorted(unknown)}"
+                if unknown
+                else f"rules: missing options {sorted(missing)}"
+            )
+        return Rules(**dict(data))
+
+
+def default_target(seats: int, partnerships: bool) -> int:
+    """RULES.md section 7: 15 with two seats or two partnerships, 10 otherwise."""
+    return 15 if seats == 2 or partnerships else 10
+
+
+def _coerce(name: str, value: object) -> object:
+    if name in _INT_OPTIONS and isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+    return value
+
+
+def make_rules(
+    seats: int,
+    partnerships: bool,
+    preset: str | None = None,
+    options: Mapping[str, object] | None = None,
+) -> Rules:
+    """Build the rules for a match: a preset (default `standard`) with explicit overrides.
+
+    With no preset the result is named `custom`. Numbers may be given as decimal strings.
+    Raises InvalidOptions for an unknown preset or option, a bad value, or a seat count
+    or partnership setting the rules cannot play.
+    """
+    if isinstance(seats, bool) or not isinstance(seats, int) or not 2 <= seats <= 4:
+        raise InvalidOptions(f"a match has 2, 3 or 4 seats, got {seats!r}")
+    if partnerships and seats != 4:
+        raise InvalidOptions(f"partnerships need 4 seats, got {seats}")
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTION_NAMES))
+    if unknown:
+        raise InvalidOptions(
+            f"unknown option(s) {', '.join(unknown)}; options are {', '.join(OPTION_NAMES)}"
+        )
+    name = "custom" if preset is None or preset == "" else preset
+    if name not in PRESETS and name != "custom":
+        raise InvalidOptions(f"unknown preset {name!r}; presets are {', '.join(PRESETS)}")
+    values: dict[str, object] = {"target": default_target(seats, partnerships)}
+    values.update(PRESETS.get(name, {}))
+    values.update({k: _coerce(k, v) for k, v in options.items()})
+    return Rules(preset=name, **values)  # type: ignore[arg-type]
