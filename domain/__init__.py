@@ -1,0 +1,111 @@
+"""The rules of Bergen as a pure model: standard library only.
+
+`decide(state, command)` checks a command and returns the events it causes;
+`evolve(state, event)` applies one fact; `fold(events)` is the only way state is rebuilt.
+"""
+
+from .codec import decode, encode
+from .commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat
+from .dealing import commitment, deal, deal_key, shuffle
+from .engine import decide, execute
+from .errors import (
+    BergenError,
+    ConcurrencyConflict,
+    CorruptRecord,
+    IllegalPlay,
+    InvalidArgument,
+    InvalidOptions,
+    MatchNotInProgress,
+    NotFound,
+    NotYourTurn,
+    PermissionDenied,
+    RuleViolation,
+    SeatUnavailable,
+    Unauthenticated,
+)
+from .events import (
+    EVENT_TYPES,
+    Dealt,
+    DealVoided,
+    Event,
+    HandEnded,
+    MatchCreated,
+    MatchEnded,
+    Passed,
+    PointsScored,
+    SeatTaken,
+    SeedRevealed,
+    TileDrawn,
+    TilePlayed,
+)
+from .policies import POLICIES, greedy_policy, random_policy
+from .record import RECORD_FORMAT, build_record
+from .rules import PRESETS, RULES_VERSION, Rules, make_rules
+from .state import ENDED, PLAYING, SEATING, State, evolve, fold
+from .tiles import ALL_TILES, End, Tile
+from .views import View, redact_event, redact_stream, view
+
+__all__ = [
+    "ALL_TILES",
+    "ENDED",
+    "EVENT_TYPES",
+    "PLAYING",
+    "POLICIES",
+    "PRESETS",
+    "RECORD_FORMAT",
+    "RULES_VERSION",
+    "SEATING",
+    "Abandon",
+    "BergenError",
+    "Command",
+    "ConcurrencyConflict",
+    "CorruptRecord",
+    "CreateMatch",
+    "DealVoided",
+    "Dealt",
+    "End",
+    "Event",
+    "HandEnded",
+    "IllegalPlay",
+    "InvalidArgument",
+    "InvalidOptions",
+    "MatchCreated",
+    "MatchEnded",
+    "MatchNotInProgress",
+    "NotFound",
+    "NotYourTurn",
+    "Passed",
+    "PermissionDenied",
+    "Play",
+    "PointsScored",
+    "Resign",
+    "RuleViolation",
+    "Rules",
+    "SeatTaken",
+    "SeatUnavailable",
+    "SeedRevealed",
+    "State",
+    "TakeSeat",
+    "Tile",
+    "TileDrawn",
+    "TilePlayed",
+    "Unauthenticated",
+    "View",
+    "build_record",
+    "commitment",
+    "deal",
+    "deal_key",
+    "decide",
+    "decode",
+    "encode",
+    "evolve",
+    "execute",
+    "fold",
+    "greedy_policy",
+    "make_rules",
+    "random_policy",
+    "redact_event",
+    "redact_stream",
+    "shuffle",
+    "view",
+]

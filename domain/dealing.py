@@ -12,9 +12,11 @@ from .tiles import ALL_TILES, Tile, hand_size
 SEED_BYTES = 32
 DEAL_ALGORITHM = "bergen-deal-v1"
 
+
 def commitment(server_seed: bytes) -> str:
     """SHA-256 of the server seed, lowercase hex."""
     return hashlib.sha256(server_seed).hexdigest()
+
 
 def parse_seed(text: str) -> bytes:
     """A server seed from its lowercase hex. Raises InvalidArgument unless 32 bytes of hex."""
@@ -26,12 +28,14 @@ def parse_seed(text: str) -> bytes:
         raise InvalidArgument(f"a server seed is {SEED_BYTES} bytes, got {len(seed)}")
     return seed
 
+
 def deal_key(
     server_seed: bytes, match_id: str, hand: int, attempt: int, client_seeds: Sequence[str]
 ) -> bytes:
     """HMAC-SHA256(server_seed, "bergen-deal-v1|match|hand|attempt|seed0|...|seedN-1")."""
     message = "|".join([DEAL_ALGORITHM, match_id, str(hand), str(attempt), *client_seeds])
     return hmac.new(server_seed, message.encode("utf-8"), hashlib.sha256).digest()
+
 
 class _Numbers:
     """Consecutive 4-byte big-endian integers of blocks HMAC-SHA256(key, i as 8 bytes)."""
@@ -44,15 +48,14 @@ class _Numbers:
 
     def next(self) -> int:
         if self._pos == len(self._buffer):
-            digest = hmac.new(
-                self._key, self._block.to_bytes(8, "big"), hashlib.sha256
-            ).digest()
+            digest = hmac.new(self._key, self._block.to_bytes(8, "big"), hashlib.sha256).digest()
             self._block += 1
             self._buffer = [int.from_bytes(digest[i : i + 4], "big") for i in range(0, 32, 4)]
             self._pos = 0
         value = self._buffer[self._pos]
         self._pos += 1
         return value
+
 
 def shuffle(key: bytes) -> tuple[Tile, ...]:
     """The 28 tiles in the order the deal key gives (Fisher-Yates, rejection sampled)."""
@@ -68,6 +71,7 @@ def shuffle(key: bytes) -> tuple[Tile, ...]:
         order[i], order[j] = order[j], order[i]
     return tuple(order)
 
+
 def split(
     shuffled: Sequence[Tile], seats: int
 ) -> tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]:
@@ -75,6 +79,7 @@ def split(
     h = hand_size(seats)
     hands = tuple(tuple(shuffled[s * h : s * h + h]) for s in range(seats))
     return hands, tuple(shuffled[seats * h :])
+
 
 def deal(
     server_seed: bytes, match_id: str, hand: int, attempt: int, client_seeds: Sequence[str]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from .errors import InvalidArgument
 
@@ -72,7 +72,7 @@ for _t in ALL_TILES:
 TILE_INDEX: dict[Tile, int] = {t: i for i, t in enumerate(ALL_TILES)}
 
 
-class End(str, Enum):
+class End(StrEnum):
     """An end of the line."""
 
     LEFT = "left"

@@ -1,0 +1,148 @@
+"""Events: the facts of a match, in the order they happened. Frozen; tuples inside.
+
+Hidden content is `None` in a redacted copy of an event (see `views.redact_event`), so one
+`fold` serves full and partial knowledge alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .rules import Rules
+from .tiles import End, Tile
+
+
+@dataclass(frozen=True, slots=True)
+class MatchCreated:
+    """A match with its seats, rules and the commitment to its server seed.
+
+    `server_seed` (hex) is the server's secret: no viewer sees it before `SeedRevealed`.
+    """
+
+    match_id: str
+    seats: int
+    partnerships: bool
+    rules: Rules
+    commitment: str
+    name: str
+    server_seed: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SeatTaken:
+    seat: int
+    name: str
+    client_seed: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dealt:
+    """One deal attempt of a hand: each seat's tiles and the boneyard in draw order."""
+
+    hand: int
+    attempt: int
+    hands: tuple[tuple[Tile | None, ...], ...]
+    boneyard: tuple[Tile | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DealVoided:
+    """The attempt left no seat a double to lead (RULES.md section 2): it is dealt again."""
+
+    hand: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class TilePlayed:
+    """A tile laid on the line; `end` is None for the first tile of a hand (the lead)."""
+
+    hand: int
+    seat: int
+    tile: Tile
+    end: End | None
+
+
+@dataclass(frozen=True, slots=True)
+class TileDrawn:
+    hand: int
+    seat: int
+    tile: Tile | None
+
+
+@dataclass(frozen=True, slots=True)
+class Passed:
+    hand: int
+    seat: int
+
+
+@dataclass(frozen=True, slots=True)
+class PointsScored:
+    """Points to a side. `reason`: double_header, triple_header, double_bonus, domino or
+    blocked. `base` is the value before the near-target reduction (RULES.md section 5)."""
+
+    hand: int
+    side: int
+    points: int
+    reason: str
+    base: int
+    seat: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HandEnded:
+    """`reason`: domino, blocked or match_over; `side` won `points` (None / 0 when nobody)."""
+
+    hand: int
+    reason: str
+    side: int | None
+    points: int
+    scores: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MatchEnded:
+    """`reason`: target or abandoned. `resigned_seat` is set when a seat resigned."""
+
+    reason: str
+    winner_side: int | None
+    scores: tuple[int, ...]
+    resigned_seat: int | None
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class SeedRevealed:
+    server_seed: str
+
+
+Event = (
+    MatchCreated
+    | SeatTaken
+    | Dealt
+    | DealVoided
+    | TilePlayed
+    | TileDrawn
+    | Passed
+    | PointsScored
+    | HandEnded
+    | MatchEnded
+    | SeedRevealed
+)
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    MatchCreated,
+    SeatTaken,
+    Dealt,
+    DealVoided,
+    TilePlayed,
+    TileDrawn,
+    Passed,
+    PointsScored,
+    HandEnded,
+    MatchEnded,
+    SeedRevealed,
+)
+
+HEADER_REASONS = ("double_header", "triple_header", "double_bonus")
+END_REASONS = ("domino", "blocked", "match_over")

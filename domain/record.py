@@ -1,0 +1,118 @@
+"""The portable match record of RECORD.md, built by folding a finished match's events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import MatchNotInProgress
+from .events import (
+    HEADER_REASONS,
+    Dealt,
+    DealVoided,
+    Event,
+    HandEnded,
+    MatchEnded,
+    Passed,
+    PointsScored,
+    SeedRevealed,
+    TileDrawn,
+    TilePlayed,
+)
+from .state import ENDED, State, evolve
+
+RECORD_FORMAT = "bergen-match-record/1"
+
+
+def _tile(t: object) -> str:
+    return str(t)
+
+
+def build_record(events: Sequence[Event], *, log: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The RECORD.md object of a finished match (without `signature`).
+
+    `log` ({"events": n, "head": hash}) ties the record to a stored stream.
+    Raises MatchNotInProgress when the match has not ended: a live record would reveal
+    every hand.
+    """
+    state: State | None = None
+    hands: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    server_seed: str | None = None
+    for e in events:
+        state = evolve(state, e)
+        if isinstance(e, Dealt):
+            if current is None or current["number"] != e.hand:
+                current = {
+                    "number": e.hand,
+                    "deals": [],
+                    "actions": [],
+                    "end": None,
+                    "scores": list(state.scores),
+                }
+                hands.append(current)
+            current["deals"].append(
+                {
+                    "attempt": e.attempt,
+                    "hands": [[_tile(t) for t in h] for h in e.hands],
+                    "boneyard": [_tile(t) for t in e.boneyard],
+                    "void": False,
+                }
+            )
+        elif isinstance(e, DealVoided):
+            assert current is not None
+            current["deals"][-1]["void"] = True
+        elif isinstance(e, TilePlayed):
+            assert current is not None
+            current["actions"].append(
+                {
+                    "seat": e.seat,
+                    "act": "play",
+                    "tile": _tile(e.tile),
+                    "end": None if e.end is None else e.end.value,
+                    "points": 0,
+                }
+            )
+        elif isinstance(e, TileDrawn):
+            assert current is not None
+            current["actions"].append({"seat": e.seat, "act": "draw", "tile": _tile(e.tile)})
+        elif isinstance(e, Passed):
+            assert current is not None
+            current["actions"].append({"seat": e.seat, "act": "pass"})
+        elif isinstance(e, PointsScored):
+            assert current is not None
+            if e.reason in HEADER_REASONS:
+                current["actions"][-1]["points"] = e.points
+            current["scores"] = list(state.scores)
+        elif isinstance(e, HandEnded):
+            assert current is not None
+            current["end"] = {"reason": e.reason, "side": e.side, "points": e.points}
+            current["scores"] = list(e.scores)
+        elif isinstance(e, MatchEnded):
+            result = {
+                "reason": e.reason,
+                "winner_side": e.winner_side,
+                "scores": list(e.scores),
+            }
+        elif isinstance(e, SeedRevealed):
+            server_seed = e.server_seed
+    if state is None or state.phase != ENDED or result is None or server_seed is None:
+        raise MatchNotInProgress("a record is published only once its match has ended")
+    record: dict[str, Any] = {
+        "format": RECORD_FORMAT,
+        "match_id": state.match_id,
+        "rules": state.rules.as_dict(),
+        "seats": [
+            {"name": p.name if p else "", "client_seed": p.client_seed if p else ""}
+            for p in state.players
+        ],
+        "sides": [list(s) for s in state.sides],
+        "commitment": state.commitment,
+        "server_seed": server_seed,
+        "hands": hands,
+        "result": result,
+    }
+    if log is not None:
+        record["log"] = log
+    return record
