@@ -1,0 +1,106 @@
+"""`bergen simulate`: matches between the play policies, entirely in process."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import secrets
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+
+from bergen.domain import POLICIES, HandEnded, PointsScored, build_record, make_rules
+from bergen.domain.errors import InvalidOptions
+from bergen.domain.simulation import play_match
+
+from .exit_status import ExitStatus
+from .render import render_record
+
+PROGRESS_FROM = 20
+"""Show a progress bar from this many matches on."""
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "simulate",
+        help="play matches between the random and greedy policies in process",
+        description="Play matches between the random and greedy policies and write one "
+        "RECORD.md file per match.",
+    )
+    p.add_argument("--matches", type=int, required=True, help="how many matches")
+    p.add_argument("--players", type=int, choices=(2, 3, 4), default=2)
+    p.add_argument("--partnerships", action="store_true", help="4 seats as two sides")
+    p.add_argument("--preset", default="standard", help="rules preset (default: standard)")
+    p.add_argument("--seed", help="seed for the deals and the policies (default: random)")
+    p.add_argument("--out", type=Path, required=True, help="folder for the records")
+    p.add_argument("--show", action="store_true", help="print each match, hand by hand")
+    p.set_defaults(func=run)
+
+
+def _policies_for(match: int, seats: int, partnerships: bool) -> list[str]:
+    """Alternate the policies by side, swapping sides every match to cancel seat bias."""
+    names = ["greedy", "random"]
+    sides = 2 if partnerships else seats
+    order = [names[(side + match) % 2] for side in range(sides)]
+    return [order[seat % sides] for seat in range(seats)]
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(stderr=True)
+    if args.matches < 1:
+        console.print("bergen simulate: --matches must be at least 1")
+        return ExitStatus.USAGE
+    try:
+        rules = make_rules(args.players, args.partnerships, args.preset)
+    except InvalidOptions as e:
+        console.print(f"bergen simulate: {e}")
+        return ExitStatus.USAGE
+    seed = args.seed if args.seed is not None else secrets.token_hex(8)
+    args.out.mkdir(parents=True, exist_ok=True)
+    wins: Counter[str] = Counter()
+    seats_played: Counter[str] = Counter()
+    hands = 0
+    points = 0
+    out = Console(markup=False, highlight=False, soft_wrap=True)
+    with Progress(console=console, disable=args.matches < PROGRESS_FROM) as progress:
+        task = progress.add_task("matches", total=args.matches)
+        for i in range(args.matches):
+            digest = hashlib.sha256(f"bergen-simulate|{seed}|{i}".encode()).digest()
+            match_id = f"sim-{seed}-{i + 1}"
+            names = _policies_for(i, args.players, args.partnerships)
+            events, state = play_match(
+                match_id,
+                rules,
+                args.players,
+                args.partnerships,
+                digest,
+                [POLICIES[n] for n in names],
+                random.Random(digest),
+                names=[f"{n}{s}" for s, n in enumerate(names)],
+            )
+            record = build_record(events)
+            path = args.out / f"{match_id}.json"
+            path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+            assert state.result is not None and state.result.winner_side is not None
+            winner_seat = state.sides[state.result.winner_side][0]
+            wins[names[winner_seat]] += 1
+            seats_played.update(set(names))
+            hands += sum(isinstance(e, HandEnded) for e in events)
+            points += sum(e.points for e in events if isinstance(e, PointsScored))
+            if args.show:
+                out.print(render_record(record))
+                out.print(f"record: {path}")
+            progress.advance(task)
+    out.print(
+        f"{args.matches} match(es), {args.players} seats"
+        f"{' in partnerships' if args.partnerships else ''}, preset {rules.preset}, seed {seed}"
+    )
+    for name in sorted(seats_played):
+        out.print(f"  {name:7} won {wins[name]} of {args.matches}")
+    out.print(f"  hands: {hands}, average points per hand: {points / max(hands, 1):.2f}")
+    out.print(f"  records in {args.out}")
+    return ExitStatus.SUCCESS
