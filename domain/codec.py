@@ -140,9 +140,11 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
 
     Raises CorruptRecord for an unknown type or version, or a payload of the wrong shape.
     """
-    cls = _BY_NAME.get(type_name)
+    cls = _BY_NAME.get(type_name) if isinstance(type_name, str) else None
     if cls is None:
         raise CorruptRecord(f"unknown event type {type_name!r}")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise CorruptRecord(f"{type_name}: schema version must be a number, got {version!r}")
     if not isinstance(payload, Mapping):
         raise CorruptRecord(f"{type_name}: payload must be an object")
     data = dict(payload)

@@ -33,7 +33,7 @@ from .events import (
     TileDrawn,
     TilePlayed,
 )
-from .rules import make_rules
+from .rules import Rules, make_rules
 from .scoring import BLOCKED_POINTS, blocked_winner, lead_of, play_award
 from .state import ENDED, PLAYING, SEATING, State, evolve
 from .tiles import End, Tile
@@ -96,8 +96,10 @@ def _text(value: object, what: str, limit: int, *, empty: bool = True) -> str:
         raise InvalidArgument(f"{what} must be text, got {type(value).__name__}")
     if len(value) > limit:
         raise InvalidArgument(f"{what} is longer than {limit} characters")
-    if not empty and not value.strip():
-        raise InvalidArgument(f"{what} must not be empty")
+    if not empty and not any(
+        not c.isspace() and unicodedata.category(c) not in ("Cf", "Zs") for c in value
+    ):
+        raise InvalidArgument(f"{what} must have a visible character")
     if any(unicodedata.category(c) in ("Cc", "Cs") for c in value):
         raise InvalidArgument(f"{what} must not contain control characters")
     return value
@@ -110,6 +112,11 @@ def _create(run: _Run, c: CreateMatch) -> None:
     _text(c.name, "match name", 100)
     if not isinstance(c.server_seed, bytes) or len(c.server_seed) != SEED_BYTES:
         raise InvalidArgument(f"the server seed must be {SEED_BYTES} bytes")
+    # Checked here so that every accepted command gives events the codec can read back.
+    if not isinstance(c.partnerships, bool):
+        raise InvalidArgument(f"partnerships must be true or false, got {c.partnerships!r}")
+    if not isinstance(c.rules, Rules):
+        raise InvalidArgument(f"rules must be a Rules value, got {type(c.rules).__name__}")
     # Re-validates seats and partnerships against the rules value given.
     make_rules(c.seats, c.partnerships, "standard")
     run.emit(
@@ -128,6 +135,8 @@ def _create(run: _Run, c: CreateMatch) -> None:
 def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
     name = _text(c.name, "name", MAX_NAME, empty=False)
     seed = _text(c.client_seed, "client seed", MAX_CLIENT_SEED)
+    if state.phase == ENDED:
+        raise MatchNotInProgress(f"match {state.match_id} has ended")
     if state.phase != SEATING:
         raise SeatUnavailable(f"match {state.match_id}: every seat is taken")
     if c.seat is None:
@@ -150,6 +159,8 @@ def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
 def _check_play(state: State, c: Play) -> None:
     if state.phase != PLAYING or state.hand_over:
         raise MatchNotInProgress(f"match {state.match_id} is not being played ({state.phase})")
+    if isinstance(c.seat, bool) or not isinstance(c.seat, int):
+        raise InvalidArgument(f"seat must be a number, got {c.seat!r}")
     if not isinstance(c.tile, Tile):
         raise InvalidArgument("a play needs a tile")
     if c.end is not None and not isinstance(c.end, End):

@@ -56,13 +56,16 @@ class Rules:
     target: int = 15
 
     def __post_init__(self) -> None:
-        if self.preset not in PRESETS and self.preset != "custom":
+        if not isinstance(self.preset, str) or (
+            self.preset not in PRESETS and self.preset != "custom"
+        ):
             raise InvalidOptions(
                 f"unknown preset {self.preset!r}; presets are {', '.join(PRESETS)} (or custom)"
             )
         for name, allowed in CHOICES.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or value not in allowed:
+            # Exact types: a bool or a float equal to an allowed number is not that number.
+            if not any(type(value) is type(a) and value == a for a in allowed):
                 raise InvalidOptions(
                     f"option {name} must be one of {', '.join(map(str, allowed))}, got {value!r}"
                 )

@@ -6,8 +6,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 from .errors import CorruptRecord
 from .events import (
@@ -111,6 +111,33 @@ class State:
         return tuple(plays)
 
 
+_T = TypeVar("_T")
+
+
+def _slot_replacer(cls: type[_T]) -> Callable[..., _T]:
+    """`dataclasses.replace` for one frozen, slotted dataclass with no `__post_init__`.
+
+    `evolve` builds a new State for every event, and the generic `replace` (a loop over
+    fields, then a keyword `__init__`) was a third of the engine's time; this one, generated
+    once like dataclasses' own methods, fills the new object's slots directly, about three
+    times faster, with the same result (an unknown field is a TypeError).
+    """
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    if hasattr(cls, "__post_init__") or {"old", "new"} & set(names):
+        raise TypeError(f"{cls.__name__} cannot use a slot replacer")
+    params = ", ".join(f"{n}=_KEEP" for n in names)
+    body = "".join(f"    _set_{n}(new, old.{n} if {n} is _KEEP else {n})\n" for n in names)
+    source = f"def replace(old, *, {params}):\n    new = _new(_cls)\n{body}    return new\n"
+    namespace: dict[str, Any] = {"_KEEP": object(), "_new": object.__new__, "_cls": cls}
+    namespace.update({f"_set_{n}": getattr(cls, n).__set__ for n in names})
+    exec(source, namespace)
+    replacer: Callable[..., _T] = namespace["replace"]
+    return replacer
+
+
+_replace = _slot_replacer(State)
+
+
 def _next(state: State, seat: int) -> int:
     return (seat + 1) % state.seats
 
@@ -136,11 +163,11 @@ def _on_created(state: State | None, e: MatchCreated) -> State:
 def _on_seat(state: State, e: SeatTaken) -> State:
     players = list(state.players)
     players[e.seat] = Player(e.name, e.client_seed)
-    return replace(state, players=tuple(players), version=state.version + 1)
+    return _replace(state, players=tuple(players), version=state.version + 1)
 
 
 def _on_dealt(state: State, e: Dealt) -> State:
-    return replace(
+    return _replace(
         state,
         phase=PLAYING,
         hand=e.hand,
@@ -157,16 +184,17 @@ def _on_dealt(state: State, e: Dealt) -> State:
 
 
 def _on_voided(state: State, e: DealVoided) -> State:
-    return replace(state, version=state.version + 1)
+    return _replace(state, version=state.version + 1)
 
 
 def _remove(hand: tuple[Tile | None, ...], tile: Tile) -> tuple[Tile | None, ...]:
-    if tile in hand:
+    # One scan, not `in` then `index`: Tile equality is a Python call, on every play.
+    try:
         i = hand.index(tile)
-    elif None in hand:
+    except ValueError:
+        if None not in hand:
+            raise CorruptRecord(f"tile {tile} played from a hand that does not hold it") from None
         i = hand.index(None)
-    else:
-        raise CorruptRecord(f"tile {tile} played from a hand that does not hold it")
     return hand[:i] + hand[i + 1 :]
 
 
@@ -182,7 +210,7 @@ def _on_played(state: State, e: TilePlayed) -> State:
         line = ((ends[0], state.ends[0]), *state.line)
     else:
         line = (*state.line, (state.ends[1], ends[1]))
-    return replace(
+    return _replace(
         state,
         hands=tuple(hands),
         line=line,
@@ -199,7 +227,7 @@ def _on_drawn(state: State, e: TileDrawn) -> State:
     hands = list(state.hands)
     hands[e.seat] = (*hands[e.seat], e.tile)
     must = e.tile if e.tile is not None and state.fits(e.tile) else None
-    return replace(
+    return _replace(
         state,
         hands=tuple(hands),
         boneyard=state.boneyard[1:],
@@ -210,17 +238,17 @@ def _on_drawn(state: State, e: TileDrawn) -> State:
 
 
 def _on_passed(state: State, e: Passed) -> State:
-    return replace(state, turn=_next(state, e.seat), must_play=None, version=state.version + 1)
+    return _replace(state, turn=_next(state, e.seat), must_play=None, version=state.version + 1)
 
 
 def _on_points(state: State, e: PointsScored) -> State:
     scores = list(state.scores)
     scores[e.side] += e.points
-    return replace(state, scores=tuple(scores), version=state.version + 1)
+    return _replace(state, scores=tuple(scores), version=state.version + 1)
 
 
 def _on_hand_ended(state: State, e: HandEnded) -> State:
-    return replace(
+    return _replace(
         state,
         scores=e.scores,
         turn=None,
@@ -231,7 +259,7 @@ def _on_hand_ended(state: State, e: HandEnded) -> State:
 
 
 def _on_match_ended(state: State, e: MatchEnded) -> State:
-    return replace(
+    return _replace(
         state,
         phase=ENDED,
         turn=None,
@@ -243,7 +271,7 @@ def _on_match_ended(state: State, e: MatchEnded) -> State:
 
 
 def _on_revealed(state: State, e: SeedRevealed) -> State:
-    return replace(state, server_seed=e.server_seed, version=state.version + 1)
+    return _replace(state, server_seed=e.server_seed, version=state.version + 1)
 
 
 _HANDLERS: dict[type, Callable[[State, Any], State]] = {

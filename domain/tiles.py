@@ -54,7 +54,7 @@ class Tile:
         if not isinstance(text, str):
             raise InvalidArgument(f"a tile is written 'a-b', got {text!r}")
         parts = text.strip().split("-")
-        if len(parts) != 2 or not all(len(p) == 1 and p.isdigit() for p in parts):
+        if len(parts) != 2 or not all(len(p) == 1 and p in "0123456789" for p in parts):
             raise InvalidArgument(f"a tile is written 'a-b' with numbers 0..6, got {text!r}")
         return Tile.of(int(parts[0]), int(parts[1]))
 

@@ -1,0 +1,403 @@
+"""The rules engine's benchmark: moves per second against the peer `dominoes` package,
+folding a recorded match, and whole random matches per second.
+
+Every figure is measured in this one run, on this machine, with seeded generators, so the
+moves played are the same from run to run; only the wall time varies. Moves per second are
+measured as whole games played for a fixed wall-time budget, both engines alike, in rounds
+that alternate between them (so that drift in the machine's speed falls on both), and the
+median round is reported.
+
+A missed goal is printed as MISSED; it does not fail the run (`main` returns 0 unless the
+benchmark itself breaks).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import random
+import statistics
+import sys
+import timeit
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from time import perf_counter
+from typing import Protocol
+
+from bergen.domain import (
+    ENDED,
+    CreateMatch,
+    Event,
+    Play,
+    State,
+    TakeSeat,
+    decode,
+    encode,
+    execute,
+    fold,
+    make_rules,
+    random_policy,
+)
+from bergen.domain.dealing import SEED_BYTES
+from bergen.domain.simulation import MAX_PLAYS, play_match
+
+ROUNDS = 5
+ROUND_SECONDS = 1.2
+"""Each engine's budget per round: ROUNDS x ROUND_SECONDS of play each."""
+WARMUP_SECONDS = 0.3
+MATCH_ROUNDS = 3
+MATCH_ROUND_SECONDS = 1.0
+FOLD_EVENTS = 300
+FOLD_TARGET = 60
+"""A 2-seat match to 60 points is about 450 events; its first 300 are the recorded match."""
+FOLD_REPEATS = 7
+
+GOAL_RATIO = 1.0
+GOAL_FOLD_SECONDS = 1e-3
+PEER = "dominoes"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What one engine did in one timed stretch of whole games."""
+
+    moves: int
+    games: int
+    seconds: float
+
+    @property
+    def moves_per_second(self) -> float:
+        return self.moves / self.seconds
+
+    @property
+    def games_per_second(self) -> float:
+        return self.games / self.seconds
+
+
+class Player(Protocol):
+    tag: str
+    label: str
+
+    def run(self, budget: float) -> Sample: ...
+
+
+class OurMatches:
+    """Bergen matches between random players: a move is one `execute(state, Play(...))`,
+    decide and evolve with every forced event, the play chosen uniformly among
+    `state.legal_plays(seat)`. Creating and seating each match (its first deal included)
+    counts in the time, as the peer's `Game.new()` does."""
+
+    def __init__(self, seats: int, partnerships: bool, seed: str) -> None:
+        self.seats = seats
+        self.partnerships = partnerships
+        self.rules = make_rules(seats, partnerships, "standard")
+        self.rng = random.Random(seed)
+        self.matches = 0
+        kind = "partnerships" if partnerships else "each for themselves"
+        self.tag = f"ours {seats} seats"
+        self.label = f"ours, {seats} seats ({kind})"
+
+    def _new_match(self) -> State:
+        self.matches += 1
+        create = CreateMatch(
+            f"bench-{self.matches}",
+            self.seats,
+            self.partnerships,
+            self.rules,
+            self.rng.randbytes(SEED_BYTES),
+        )
+        state = execute(None, create)[1]
+        for seat in range(self.seats):
+            state = execute(state, TakeSeat(f"p{seat}", f"c{seat}", seat))[1]
+        return state
+
+    def run(self, budget: float) -> Sample:
+        choice = self.rng.choice
+        moves = games = 0
+        start = perf_counter()
+        deadline = start + budget
+        while True:
+            state = self._new_match()
+            plays = 0
+            while state.phase != ENDED:
+                seat = state.turn
+                assert seat is not None
+                tile, end = choice(state.legal_plays(seat))
+                state = execute(state, Play(seat, tile, end))[1]
+                plays += 1
+                if plays > MAX_PLAYS:
+                    raise RuntimeError(f"match {state.match_id} did not end")
+            moves += plays
+            games += 1
+            now = perf_counter()
+            if now >= deadline:
+                return Sample(moves, games, now - start)
+
+
+class PeerGames:
+    """The peer package's 4-player game with random legal moves: `Game.new()`, then
+    `make_move(*choice(valid_moves))` until `result`; a move is one `make_move`."""
+
+    def __init__(self, seed: str) -> None:
+        import dominoes  # type: ignore[import-untyped]
+
+        self.new_game = dominoes.Game.new
+        self.rng = random.Random(seed)
+        # The peer deals with the global `random`: give it a seeded stream of its own.
+        saved = random.getstate()
+        random.seed(f"{seed}-deal")
+        self.deal_state = random.getstate()
+        random.setstate(saved)
+        self.tag = "peer"
+        self.label = f"peer {PEER} {metadata.version(PEER)}, 4 players"
+
+    def run(self, budget: float) -> Sample:
+        saved = random.getstate()
+        random.setstate(self.deal_state)
+        try:
+            return self._run(budget)
+        finally:
+            self.deal_state = random.getstate()
+            random.setstate(saved)
+
+    def _run(self, budget: float) -> Sample:
+        choice = self.rng.choice
+        new_game = self.new_game
+        moves = games = 0
+        start = perf_counter()
+        deadline = start + budget
+        while True:
+            game = new_game()
+            while game.result is None:
+                game.make_move(*choice(game.valid_moves))
+                moves += 1
+            games += 1
+            now = perf_counter()
+            if now >= deadline:
+                return Sample(moves, games, now - start)
+
+
+def interleaved(
+    players: Sequence[Player], rounds: int, seconds: float, warmup: float
+) -> list[list[Sample]]:
+    """Samples per player, one per round; each round runs every player, in rotated order."""
+    for p in players:
+        p.run(warmup)
+    samples: list[list[Sample]] = [[] for _ in players]
+    for r in range(rounds):
+        order = [(i + r) % len(players) for i in range(len(players))]
+        for i in order:
+            samples[i].append(players[i].run(seconds))
+        line = ", ".join(
+            f"{p.tag} {ss[-1].moves_per_second:,.0f}/s"
+            for p, ss in zip(players, samples, strict=True)
+        )
+        print(f"  round {r + 1}/{rounds}: {line}", flush=True)
+    return samples
+
+
+def recorded_match(n: int) -> list[Event]:
+    """The first `n` events of a random 2-seat match long enough to have them (a prefix of
+    a stream is a valid stream). Raises RuntimeError if no seeded match is that long."""
+    rules = make_rules(2, False, "standard", options={"target": FOLD_TARGET})
+    for attempt in range(20):
+        rng = random.Random(f"bergen-bench-fold-{attempt}")
+        events, _ = play_match(
+            f"fold-{attempt}",
+            rules,
+            2,
+            False,
+            rng.randbytes(SEED_BYTES),
+            [random_policy, random_policy],
+            rng,
+        )
+        if len(events) >= n:
+            return events[:n]
+    raise RuntimeError(f"no seeded match reached {n} events")
+
+
+def per_call(fn: Callable[[], object], repeats: int = FOLD_REPEATS) -> float:
+    """Median seconds per call over `repeats` timings of about 0.2 s each, with the garbage
+    collector on, as it is in the server (timeit turns it off by default)."""
+    timer = timeit.Timer(fn, setup=gc.enable)
+    number, _ = timer.autorange()
+    return statistics.median(timer.repeat(repeat=repeats, number=number)) / number
+
+
+def random_matches(rounds: int, seconds: float) -> list[Sample]:
+    """Whole 2-seat standard matches, random policy on both seats, via `play_match`."""
+    rules = make_rules(2, False, "standard")
+    rng = random.Random("bergen-bench-matches")
+    policies = [random_policy, random_policy]
+    samples = []
+    count = 0
+    for _ in range(rounds):
+        matches = events = 0
+        start = perf_counter()
+        deadline = start + seconds
+        while True:
+            count += 1
+            played, _ = play_match(
+                f"m{count}", rules, 2, False, rng.randbytes(SEED_BYTES), policies, rng
+            )
+            matches += 1
+            events += len(played)
+            now = perf_counter()
+            if now >= deadline:
+                break
+        samples.append(Sample(events, matches, now - start))
+    return samples
+
+
+@dataclass(frozen=True)
+class Row:
+    figure: str
+    measured: str
+    spread: str = ""
+    """The range over rounds, min..max."""
+    goal: str = ""
+    passed: bool | None = None
+    """None: a figure reported without a goal."""
+
+    @property
+    def result(self) -> str:
+        if self.passed is None:
+            return ""
+        return "PASS" if self.passed else "MISSED"
+
+    def cells(self) -> tuple[str, str, str, str, str]:
+        return self.figure, self.measured, self.spread, self.goal, self.result
+
+
+def print_table(rows: Sequence[Row]) -> None:
+    table = [("figure", "measured", "rounds min..max", "goal", "result")]
+    table += [r.cells() for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(5)]
+    print()
+    for n, line in enumerate(table):
+        f, m, sp, g, res = line
+        print(
+            f"{f:{widths[0]}}  {m:>{widths[1]}}  {sp:>{widths[2]}}  {g:{widths[3]}}  {res}".rstrip()
+        )
+        if n == 0:
+            print("-" * (sum(widths) + 8))
+
+
+def machine() -> str:
+    cores = os.cpu_count()
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(
+                (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu
+            )
+    except OSError:
+        pass
+    return (
+        f"{platform.python_implementation()} {platform.python_version()} on "
+        f"{platform.system()} {platform.machine()}, {cores} cores ({usable} usable)"
+        + (f", {cpu}" if cpu else "")
+    )
+
+
+def _rate(samples: Sequence[Sample], per: Callable[[Sample], float]) -> tuple[float, str]:
+    values = [per(s) for s in samples]
+    return statistics.median(values), f"{min(values):,.0f}..{max(values):,.0f}"
+
+
+def main(scale: float = 1.0) -> int:
+    """Run every measurement and print the table. `scale` shortens the budgets (a smoke run)."""
+    print(f"Python {sys.version.split()[0]}: {machine()}")
+    started = perf_counter()
+
+    ours4 = OurMatches(4, True, "bergen-bench-4")
+    ours2 = OurMatches(2, False, "bergen-bench-2")
+    peer = PeerGames("bergen-bench-peer")
+    rounds = max(1, round(ROUNDS * min(scale, 1.0)))
+    print(
+        f"\n1. random moves: {rounds} rounds of {ROUND_SECONDS * scale:.2f} s per engine "
+        "(whole games, rotated order; median round)"
+    )
+    s4, s2, sp = interleaved(
+        [ours4, ours2, peer], rounds, ROUND_SECONDS * scale, WARMUP_SECONDS * scale
+    )
+    r4, spread4 = _rate(s4, lambda s: s.moves_per_second)
+    r2, spread2 = _rate(s2, lambda s: s.moves_per_second)
+    rp, spreadp = _rate(sp, lambda s: s.moves_per_second)
+    per_game = {
+        name: sum(s.moves for s in ss) / sum(s.games for s in ss)
+        for name, ss in (("ours4", s4), ("ours2", s2), ("peer", sp))
+    }
+    print(
+        f"  moves per match: ours 4 seats {per_game['ours4']:.1f}, ours 2 seats "
+        f"{per_game['ours2']:.1f}; per peer game {per_game['peer']:.1f}"
+    )
+
+    print(f"\n2. folding the first {FOLD_EVENTS} events of a recorded 2-seat match")
+    events = recorded_match(FOLD_EVENTS)
+    stored = [encode(e) for e in events]
+    final = fold(events)
+    if fold(decode(*s) for s in stored) != final:
+        raise RuntimeError("decode(encode(events)) does not fold to the same state")
+    kinds = Counter(type(e).__name__ for e in events)
+    print("  events: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
+    repeats = FOLD_REPEATS if scale >= 1.0 else 3
+    fold_s = per_call(lambda: fold(events), repeats)
+    load_s = per_call(lambda: fold([decode(t, v, p) for t, v, p in stored]), repeats)
+
+    m_rounds = max(1, round(MATCH_ROUNDS * min(scale, 1.0)))
+    print(f"\n3. random 2-seat matches: {m_rounds} rounds of {MATCH_ROUND_SECONDS * scale:.2f} s")
+    sm = random_matches(m_rounds, MATCH_ROUND_SECONDS * scale)
+    mps, spread_m = _rate(sm, lambda s: s.games_per_second)
+    events_per_match = sum(s.moves for s in sm) / sum(s.games for s in sm)
+
+    ratio4, ratio2 = r4 / rp, r2 / rp
+    rows = [
+        Row(f"moves/s, {ours4.label}", f"{r4:,.0f}/s ({1e6 / r4:.1f} µs)", spread4),
+        Row(f"moves/s, {ours2.label}", f"{r2:,.0f}/s ({1e6 / r2:.1f} µs)", spread2),
+        Row(f"moves/s, {peer.label}", f"{rp:,.0f}/s ({1e6 / rp:.1f} µs)", spreadp),
+        Row(
+            "ratio ours/peer, 4 seats",
+            f"{ratio4:.2f}",
+            "",
+            f">= {GOAL_RATIO}",
+            ratio4 >= GOAL_RATIO,
+        ),
+        Row("ratio ours/peer, 2 seats", f"{ratio2:.2f}", "", "(no goal)"),
+        Row(
+            f"fold, {FOLD_EVENTS} events",
+            f"{fold_s * 1e3:.3f} ms",
+            "",
+            f"< {GOAL_FOLD_SECONDS * 1e3:g} ms",
+            fold_s < GOAL_FOLD_SECONDS,
+        ),
+        Row(
+            f"decode + fold, {FOLD_EVENTS} stored payloads",
+            f"{load_s * 1e3:.3f} ms",
+            "",
+            "(no goal)",
+        ),
+        Row(
+            "random 2-seat matches/s (play_match)",
+            f"{mps:,.1f}/s ({events_per_match:.0f} events each)",
+            spread_m,
+            "(no goal)",
+        ),
+    ]
+    print_table(rows)
+    goals = [r for r in rows if r.passed is not None]
+    missed = [r.figure for r in goals if not r.passed]
+    print(
+        f"\ngoals: {len(goals) - len(missed)} of {len(goals)} passed"
+        + (f"; MISSED: {'; '.join(missed)}" if missed else "")
+        + f"  ({perf_counter() - started:.1f} s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
