@@ -88,7 +88,7 @@ def test_play_after_the_end_of_the_match(case2):
     refused(case2, Play(1, T("3-5"), End.LEFT), MatchNotInProgress)
     refused(case2, Abandon(), MatchNotInProgress)
     refused(case2, Resign(0), MatchNotInProgress)
-    refused(case2, TakeSeat("late"), SeatUnavailable)
+    refused(case2, TakeSeat("late"), MatchNotInProgress)
 
 
 def test_play_before_every_seat_is_taken():
@@ -119,7 +119,7 @@ def test_a_taken_seat_is_unavailable():
 
 
 def test_every_seat_taken(case2):
-    refused(case2, TakeSeat("late"), SeatUnavailable)
+    refused(case2, TakeSeat("late"), MatchNotInProgress)
     refused(case2, TakeSeat("late", "", 0), SeatUnavailable)
 
 
