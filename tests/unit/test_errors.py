@@ -119,7 +119,7 @@ def test_a_taken_seat_is_unavailable():
 
 
 def test_every_seat_taken(case2):
-    refused(case2, TakeSeat("late"), MatchNotInProgress)
+    refused(case2, TakeSeat("late"), SeatUnavailable)
     refused(case2, TakeSeat("late", "", 0), SeatUnavailable)
 
 
