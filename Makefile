@@ -22,7 +22,7 @@ test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## lint: ruff and mypy --strict
-lint: $(STAMP) typecheck
+lint: $(STAMP) typecheck proto-check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
@@ -34,6 +34,20 @@ typecheck: $(STAMP)
 	ln -s ../../../cli_client build/typecheck/bergen/cli_client
 	ln -s ../../../proto/bergen/v1 build/typecheck/bergen/v1
 	cd build/typecheck && MYPYPATH=. ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p bergen.domain -p bergen.cli_client -p bergen.server
+
+PROTOC = $(PY) -m grpc_tools.protoc -Iproto --python_out=$(1) --pyi_out=$(1) --grpc_python_out=$(1) proto/bergen/v1/bergen.proto
+
+## proto: regenerate the committed gRPC code from proto/bergen/v1/bergen.proto
+proto: $(STAMP)
+	$(call PROTOC,proto)
+
+## proto-check: fail when the committed generated code differs from a fresh generation
+proto-check: $(STAMP)
+	rm -rf build/proto-check && mkdir -p build/proto-check
+	$(call PROTOC,build/proto-check)
+	for f in bergen_pb2.py bergen_pb2.pyi bergen_pb2_grpc.py; do \
+	  diff -u proto/bergen/v1/$$f build/proto-check/bergen/v1/$$f || { echo "proto/bergen/v1/$$f is stale: run make proto"; exit 1; }; \
+	done
 
 ## bench: the benchmarks (ratios against their references, measured in one run)
 bench: $(STAMP)

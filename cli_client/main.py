@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bergen.server import main as server_main
+
 from . import simulate
 
 
@@ -14,6 +16,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     simulate.add_parser(sub)
+    server_main.add_parser(sub)
+    server_main.add_migrate_parser(sub)
     return parser
 
 

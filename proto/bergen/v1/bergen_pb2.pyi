@@ -1,0 +1,536 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class End(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    END_UNSPECIFIED: _ClassVar[End]
+    END_LEFT: _ClassVar[End]
+    END_RIGHT: _ClassVar[End]
+
+class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PHASE_UNSPECIFIED: _ClassVar[Phase]
+    PHASE_SEATING: _ClassVar[Phase]
+    PHASE_PLAYING: _ClassVar[Phase]
+    PHASE_ENDED: _ClassVar[Phase]
+END_UNSPECIFIED: End
+END_LEFT: End
+END_RIGHT: End
+PHASE_UNSPECIFIED: Phase
+PHASE_SEATING: Phase
+PHASE_PLAYING: Phase
+PHASE_ENDED: Phase
+
+class Tile(_message.Message):
+    __slots__ = ("low", "high")
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    low: int
+    high: int
+    def __init__(self, low: _Optional[int] = ..., high: _Optional[int] = ...) -> None: ...
+
+class Rules(_message.Message):
+    __slots__ = ("preset", "lead", "draw", "double_bonus", "domino_points", "blocked", "endgame_reduction", "match_end", "target")
+    PRESET_FIELD_NUMBER: _ClassVar[int]
+    LEAD_FIELD_NUMBER: _ClassVar[int]
+    DRAW_FIELD_NUMBER: _ClassVar[int]
+    DOUBLE_BONUS_FIELD_NUMBER: _ClassVar[int]
+    DOMINO_POINTS_FIELD_NUMBER: _ClassVar[int]
+    BLOCKED_FIELD_NUMBER: _ClassVar[int]
+    ENDGAME_REDUCTION_FIELD_NUMBER: _ClassVar[int]
+    MATCH_END_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    preset: str
+    lead: str
+    draw: str
+    double_bonus: int
+    domino_points: int
+    blocked: str
+    endgame_reduction: str
+    match_end: str
+    target: int
+    def __init__(self, preset: _Optional[str] = ..., lead: _Optional[str] = ..., draw: _Optional[str] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[str] = ..., endgame_reduction: _Optional[str] = ..., match_end: _Optional[str] = ..., target: _Optional[int] = ...) -> None: ...
+
+class RuleOptions(_message.Message):
+    __slots__ = ("lead", "draw", "double_bonus", "domino_points", "blocked", "endgame_reduction", "match_end", "target")
+    LEAD_FIELD_NUMBER: _ClassVar[int]
+    DRAW_FIELD_NUMBER: _ClassVar[int]
+    DOUBLE_BONUS_FIELD_NUMBER: _ClassVar[int]
+    DOMINO_POINTS_FIELD_NUMBER: _ClassVar[int]
+    BLOCKED_FIELD_NUMBER: _ClassVar[int]
+    ENDGAME_REDUCTION_FIELD_NUMBER: _ClassVar[int]
+    MATCH_END_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    lead: str
+    draw: str
+    double_bonus: int
+    domino_points: int
+    blocked: str
+    endgame_reduction: str
+    match_end: str
+    target: int
+    def __init__(self, lead: _Optional[str] = ..., draw: _Optional[str] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[str] = ..., endgame_reduction: _Optional[str] = ..., match_end: _Optional[str] = ..., target: _Optional[int] = ...) -> None: ...
+
+class CreateMatchRequest(_message.Message):
+    __slots__ = ("seats", "partnerships", "preset", "options", "name")
+    SEATS_FIELD_NUMBER: _ClassVar[int]
+    PARTNERSHIPS_FIELD_NUMBER: _ClassVar[int]
+    PRESET_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    seats: int
+    partnerships: bool
+    preset: str
+    options: RuleOptions
+    name: str
+    def __init__(self, seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[str] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., name: _Optional[str] = ...) -> None: ...
+
+class CreateMatchResponse(_message.Message):
+    __slots__ = ("match_id", "commitment", "rules")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    commitment: str
+    rules: Rules
+    def __init__(self, match_id: _Optional[str] = ..., commitment: _Optional[str] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ...) -> None: ...
+
+class JoinMatchRequest(_message.Message):
+    __slots__ = ("match_id", "seat", "name", "client_seed")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    seat: int
+    name: str
+    client_seed: str
+    def __init__(self, match_id: _Optional[str] = ..., seat: _Optional[int] = ..., name: _Optional[str] = ..., client_seed: _Optional[str] = ...) -> None: ...
+
+class JoinMatchResponse(_message.Message):
+    __slots__ = ("seat", "seat_token", "view")
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    SEAT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    seat: int
+    seat_token: str
+    view: MatchView
+    def __init__(self, seat: _Optional[int] = ..., seat_token: _Optional[str] = ..., view: _Optional[_Union[MatchView, _Mapping]] = ...) -> None: ...
+
+class GetMatchRequest(_message.Message):
+    __slots__ = ("match_id",)
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    def __init__(self, match_id: _Optional[str] = ...) -> None: ...
+
+class SeatInfo(_message.Message):
+    __slots__ = ("seat", "name", "taken", "tile_count", "side")
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_FIELD_NUMBER: _ClassVar[int]
+    TILE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SIDE_FIELD_NUMBER: _ClassVar[int]
+    seat: int
+    name: str
+    taken: bool
+    tile_count: int
+    side: int
+    def __init__(self, seat: _Optional[int] = ..., name: _Optional[str] = ..., taken: _Optional[bool] = ..., tile_count: _Optional[int] = ..., side: _Optional[int] = ...) -> None: ...
+
+class LineTile(_message.Message):
+    __slots__ = ("left", "right")
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    RIGHT_FIELD_NUMBER: _ClassVar[int]
+    left: int
+    right: int
+    def __init__(self, left: _Optional[int] = ..., right: _Optional[int] = ...) -> None: ...
+
+class Ends(_message.Message):
+    __slots__ = ("left", "right", "left_double", "right_double")
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    RIGHT_FIELD_NUMBER: _ClassVar[int]
+    LEFT_DOUBLE_FIELD_NUMBER: _ClassVar[int]
+    RIGHT_DOUBLE_FIELD_NUMBER: _ClassVar[int]
+    left: int
+    right: int
+    left_double: bool
+    right_double: bool
+    def __init__(self, left: _Optional[int] = ..., right: _Optional[int] = ..., left_double: _Optional[bool] = ..., right_double: _Optional[bool] = ...) -> None: ...
+
+class LegalPlay(_message.Message):
+    __slots__ = ("tile", "end")
+    TILE_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    tile: Tile
+    end: End
+    def __init__(self, tile: _Optional[_Union[Tile, _Mapping]] = ..., end: _Optional[_Union[End, str]] = ...) -> None: ...
+
+class Hand(_message.Message):
+    __slots__ = ("tiles",)
+    TILES_FIELD_NUMBER: _ClassVar[int]
+    tiles: _containers.RepeatedCompositeFieldContainer[Tile]
+    def __init__(self, tiles: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ...) -> None: ...
+
+class Result(_message.Message):
+    __slots__ = ("reason", "winner_side", "scores", "resigned_seat", "note")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    WINNER_SIDE_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    RESIGNED_SEAT_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    winner_side: int
+    scores: _containers.RepeatedScalarFieldContainer[int]
+    resigned_seat: int
+    note: str
+    def __init__(self, reason: _Optional[str] = ..., winner_side: _Optional[int] = ..., scores: _Optional[_Iterable[int]] = ..., resigned_seat: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+
+class MatchView(_message.Message):
+    __slots__ = ("match_id", "name", "phase", "rules", "partnerships", "viewer_seat", "seats", "commitment", "server_seed", "hand_number", "my_tiles", "revealed_hands", "boneyard_size", "drawable", "line", "ends", "scores", "turn", "must_play", "legal_plays", "result", "version")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    PARTNERSHIPS_FIELD_NUMBER: _ClassVar[int]
+    VIEWER_SEAT_FIELD_NUMBER: _ClassVar[int]
+    SEATS_FIELD_NUMBER: _ClassVar[int]
+    COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    SERVER_SEED_FIELD_NUMBER: _ClassVar[int]
+    HAND_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    MY_TILES_FIELD_NUMBER: _ClassVar[int]
+    REVEALED_HANDS_FIELD_NUMBER: _ClassVar[int]
+    BONEYARD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    DRAWABLE_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    ENDS_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    MUST_PLAY_FIELD_NUMBER: _ClassVar[int]
+    LEGAL_PLAYS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    name: str
+    phase: Phase
+    rules: Rules
+    partnerships: bool
+    viewer_seat: int
+    seats: _containers.RepeatedCompositeFieldContainer[SeatInfo]
+    commitment: str
+    server_seed: str
+    hand_number: int
+    my_tiles: _containers.RepeatedCompositeFieldContainer[Tile]
+    revealed_hands: _containers.RepeatedCompositeFieldContainer[Hand]
+    boneyard_size: int
+    drawable: int
+    line: _containers.RepeatedCompositeFieldContainer[LineTile]
+    ends: Ends
+    scores: _containers.RepeatedScalarFieldContainer[int]
+    turn: int
+    must_play: Tile
+    legal_plays: _containers.RepeatedCompositeFieldContainer[LegalPlay]
+    result: Result
+    version: int
+    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., partnerships: _Optional[bool] = ..., viewer_seat: _Optional[int] = ..., seats: _Optional[_Iterable[_Union[SeatInfo, _Mapping]]] = ..., commitment: _Optional[str] = ..., server_seed: _Optional[str] = ..., hand_number: _Optional[int] = ..., my_tiles: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ..., revealed_hands: _Optional[_Iterable[_Union[Hand, _Mapping]]] = ..., boneyard_size: _Optional[int] = ..., drawable: _Optional[int] = ..., line: _Optional[_Iterable[_Union[LineTile, _Mapping]]] = ..., ends: _Optional[_Union[Ends, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., turn: _Optional[int] = ..., must_play: _Optional[_Union[Tile, _Mapping]] = ..., legal_plays: _Optional[_Iterable[_Union[LegalPlay, _Mapping]]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class PlayRequest(_message.Message):
+    __slots__ = ("match_id", "tile", "end", "expected_version", "command_id")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    TILE_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    tile: Tile
+    end: End
+    expected_version: int
+    command_id: str
+    def __init__(self, match_id: _Optional[str] = ..., tile: _Optional[_Union[Tile, _Mapping]] = ..., end: _Optional[_Union[End, str]] = ..., expected_version: _Optional[int] = ..., command_id: _Optional[str] = ...) -> None: ...
+
+class PlayResponse(_message.Message):
+    __slots__ = ("events", "view", "replayed")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[Event]
+    view: MatchView
+    replayed: bool
+    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., view: _Optional[_Union[MatchView, _Mapping]] = ..., replayed: _Optional[bool] = ...) -> None: ...
+
+class ResignRequest(_message.Message):
+    __slots__ = ("match_id", "command_id")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    command_id: str
+    def __init__(self, match_id: _Optional[str] = ..., command_id: _Optional[str] = ...) -> None: ...
+
+class ResignResponse(_message.Message):
+    __slots__ = ("events", "view")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[Event]
+    view: MatchView
+    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., view: _Optional[_Union[MatchView, _Mapping]] = ...) -> None: ...
+
+class WatchMatchRequest(_message.Message):
+    __slots__ = ("match_id", "after_seq")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    after_seq: int
+    def __init__(self, match_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+
+class WatchMatchResponse(_message.Message):
+    __slots__ = ("view", "event")
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    view: MatchView
+    event: Event
+    def __init__(self, view: _Optional[_Union[MatchView, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ...) -> None: ...
+
+class GetReplayRequest(_message.Message):
+    __slots__ = ("match_id", "after_seq")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    after_seq: int
+    def __init__(self, match_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+
+class GetReplayResponse(_message.Message):
+    __slots__ = ("events", "complete")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[Event]
+    complete: bool
+    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., complete: _Optional[bool] = ...) -> None: ...
+
+class GetRecordRequest(_message.Message):
+    __slots__ = ("match_id",)
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    def __init__(self, match_id: _Optional[str] = ...) -> None: ...
+
+class GetRecordResponse(_message.Message):
+    __slots__ = ("record_json",)
+    RECORD_JSON_FIELD_NUMBER: _ClassVar[int]
+    record_json: str
+    def __init__(self, record_json: _Optional[str] = ...) -> None: ...
+
+class ListMatchesRequest(_message.Message):
+    __slots__ = ("phase", "player_name", "page_size", "page_token")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_NAME_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    phase: Phase
+    player_name: str
+    page_size: int
+    page_token: str
+    def __init__(self, phase: _Optional[_Union[Phase, str]] = ..., player_name: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class MatchSummary(_message.Message):
+    __slots__ = ("match_id", "name", "phase", "seat_count", "partnerships", "preset", "players", "scores", "version")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    SEAT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PARTNERSHIPS_FIELD_NUMBER: _ClassVar[int]
+    PRESET_FIELD_NUMBER: _ClassVar[int]
+    PLAYERS_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    name: str
+    phase: Phase
+    seat_count: int
+    partnerships: bool
+    preset: str
+    players: _containers.RepeatedScalarFieldContainer[str]
+    scores: _containers.RepeatedScalarFieldContainer[int]
+    version: int
+    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., seat_count: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[str] = ..., players: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[int]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class ListMatchesResponse(_message.Message):
+    __slots__ = ("matches", "next_page_token")
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    matches: _containers.RepeatedCompositeFieldContainer[MatchSummary]
+    next_page_token: str
+    def __init__(self, matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class AbandonMatchRequest(_message.Message):
+    __slots__ = ("match_id", "reason")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    reason: str
+    def __init__(self, match_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AbandonMatchResponse(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[Event]
+    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("seq", "match_created", "seat_taken", "dealt", "deal_voided", "tile_played", "tile_drawn", "passed", "points_scored", "hand_ended", "match_ended", "seed_revealed")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    MATCH_CREATED_FIELD_NUMBER: _ClassVar[int]
+    SEAT_TAKEN_FIELD_NUMBER: _ClassVar[int]
+    DEALT_FIELD_NUMBER: _ClassVar[int]
+    DEAL_VOIDED_FIELD_NUMBER: _ClassVar[int]
+    TILE_PLAYED_FIELD_NUMBER: _ClassVar[int]
+    TILE_DRAWN_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    POINTS_SCORED_FIELD_NUMBER: _ClassVar[int]
+    HAND_ENDED_FIELD_NUMBER: _ClassVar[int]
+    MATCH_ENDED_FIELD_NUMBER: _ClassVar[int]
+    SEED_REVEALED_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    match_created: MatchCreated
+    seat_taken: SeatTaken
+    dealt: Dealt
+    deal_voided: DealVoided
+    tile_played: TilePlayed
+    tile_drawn: TileDrawn
+    passed: Passed
+    points_scored: PointsScored
+    hand_ended: HandEnded
+    match_ended: MatchEnded
+    seed_revealed: SeedRevealed
+    def __init__(self, seq: _Optional[int] = ..., match_created: _Optional[_Union[MatchCreated, _Mapping]] = ..., seat_taken: _Optional[_Union[SeatTaken, _Mapping]] = ..., dealt: _Optional[_Union[Dealt, _Mapping]] = ..., deal_voided: _Optional[_Union[DealVoided, _Mapping]] = ..., tile_played: _Optional[_Union[TilePlayed, _Mapping]] = ..., tile_drawn: _Optional[_Union[TileDrawn, _Mapping]] = ..., passed: _Optional[_Union[Passed, _Mapping]] = ..., points_scored: _Optional[_Union[PointsScored, _Mapping]] = ..., hand_ended: _Optional[_Union[HandEnded, _Mapping]] = ..., match_ended: _Optional[_Union[MatchEnded, _Mapping]] = ..., seed_revealed: _Optional[_Union[SeedRevealed, _Mapping]] = ...) -> None: ...
+
+class MatchCreated(_message.Message):
+    __slots__ = ("match_id", "seats", "partnerships", "rules", "commitment", "name")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    SEATS_FIELD_NUMBER: _ClassVar[int]
+    PARTNERSHIPS_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    seats: int
+    partnerships: bool
+    rules: Rules
+    commitment: str
+    name: str
+    def __init__(self, match_id: _Optional[str] = ..., seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., commitment: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class SeatTaken(_message.Message):
+    __slots__ = ("seat", "name", "client_seed")
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
+    seat: int
+    name: str
+    client_seed: str
+    def __init__(self, seat: _Optional[int] = ..., name: _Optional[str] = ..., client_seed: _Optional[str] = ...) -> None: ...
+
+class DealtHand(_message.Message):
+    __slots__ = ("tiles", "count")
+    TILES_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    tiles: _containers.RepeatedCompositeFieldContainer[Tile]
+    count: int
+    def __init__(self, tiles: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ..., count: _Optional[int] = ...) -> None: ...
+
+class Dealt(_message.Message):
+    __slots__ = ("hand", "attempt", "hands", "boneyard", "boneyard_size")
+    HAND_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    HANDS_FIELD_NUMBER: _ClassVar[int]
+    BONEYARD_FIELD_NUMBER: _ClassVar[int]
+    BONEYARD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    hand: int
+    attempt: int
+    hands: _containers.RepeatedCompositeFieldContainer[DealtHand]
+    boneyard: _containers.RepeatedCompositeFieldContainer[Tile]
+    boneyard_size: int
+    def __init__(self, hand: _Optional[int] = ..., attempt: _Optional[int] = ..., hands: _Optional[_Iterable[_Union[DealtHand, _Mapping]]] = ..., boneyard: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ..., boneyard_size: _Optional[int] = ...) -> None: ...
+
+class DealVoided(_message.Message):
+    __slots__ = ("hand", "attempt")
+    HAND_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    hand: int
+    attempt: int
+    def __init__(self, hand: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class TilePlayed(_message.Message):
+    __slots__ = ("hand", "seat", "tile", "end")
+    HAND_FIELD_NUMBER: _ClassVar[int]
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    TILE_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    hand: int
+    seat: int
+    tile: Tile
+    end: End
+    def __init__(self, hand: _Optional[int] = ..., seat: _Optional[int] = ..., tile: _Optional[_Union[Tile, _Mapping]] = ..., end: _Optional[_Union[End, str]] = ...) -> None: ...
+
+class TileDrawn(_message.Message):
+    __slots__ = ("hand", "seat", "tile")
+    HAND_FIELD_NUMBER: _ClassVar[int]
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    TILE_FIELD_NUMBER: _ClassVar[int]
+    hand: int
+    seat: int
+    tile: Tile
+    def __init__(self, hand: _Optional[int] = ..., seat: _Optional[int] = ..., tile: _Optional[_Union[Tile, _Mapping]] = ...) -> None: ...
+
+class Passed(_message.Message):
+    __slots__ = ("hand", "seat")
+    HAND_FIELD_NUMBER: _ClassVar[int]
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    hand: int
+    seat: int
+    def __init__(self, hand: _Optional[int] = ..., seat: _Optional[int] = ...) -> None: ...
+
+class PointsScored(_message.Message):
+    __slots__ = ("hand", "side", "points", "reason", "base", "seat")
+    HAND_FIELD_NUMBER: _ClassVar[int]
+    SIDE_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    hand: int
+    side: int
+    points: int
+    reason: str
+    base: int
+    seat: int
+    def __init__(self, hand: _Optional[int] = ..., side: _Optional[int] = ..., points: _Optional[int] = ..., reason: _Optional[str] = ..., base: _Optional[int] = ..., seat: _Optional[int] = ...) -> None: ...
+
+class HandEnded(_message.Message):
+    __slots__ = ("hand", "reason", "side", "points", "scores")
+    HAND_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SIDE_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    hand: int
+    reason: str
+    side: int
+    points: int
+    scores: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, hand: _Optional[int] = ..., reason: _Optional[str] = ..., side: _Optional[int] = ..., points: _Optional[int] = ..., scores: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class MatchEnded(_message.Message):
+    __slots__ = ("result",)
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    result: Result
+    def __init__(self, result: _Optional[_Union[Result, _Mapping]] = ...) -> None: ...
+
+class SeedRevealed(_message.Message):
+    __slots__ = ("server_seed",)
+    SERVER_SEED_FIELD_NUMBER: _ClassVar[int]
+    server_seed: str
+    def __init__(self, server_seed: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,206 @@
+"""`bergen serve`: the gRPC server on the embedded SQLite store or on PostgreSQL."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from bergen.v1 import bergen_pb2
+
+from .app import MatchService, Settings
+from .feed import EventFeed, postgres_listener
+from .servicer import SERVICE, generic_handler
+from .store import backend_of, open_store, schema_is_behind, upgrade_to_head
+from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact
+
+log = logging.getLogger("bergen.server")
+
+DEFAULT_LISTEN = "127.0.0.1:50051"
+MAX_REQUEST_BYTES = 64 * 1024
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+WORKERS = 256
+"""Threads for calls; each open WatchMatch stream holds one."""
+GRACE_SECONDS = 10.0
+
+
+@dataclass
+class Running:
+    server: grpc.Server
+    port: int
+    feed: EventFeed
+    service: MatchService
+    health: health.HealthServicer
+
+    def stop(self, grace: float = GRACE_SECONDS) -> None:
+        """Refuse new calls, end watch streams, let in-flight commands finish."""
+        self.health.enter_graceful_shutdown()
+        self.feed.stop()
+        self.server.stop(grace).wait()
+
+
+class SchemaBehind(RuntimeError):
+    """The database schema is older than this server's; it was told not to migrate."""
+
+
+def create_server(
+    listen: str = DEFAULT_LISTEN,
+    database_url: str = DEFAULT_DATABASE_URL,
+    settings: Settings | None = None,
+    migrate: bool = True,
+    workers: int = WORKERS,
+) -> Running:
+    """Open the store (running migrations, or refusing when the schema is behind and
+    `migrate` is false), start the feed and the server. Returns it with the bound port, so
+    `listen` may end in `:0`. Raises SchemaBehind, or RuntimeError when the port is taken.
+    """
+    if schema_is_behind(database_url):
+        if not migrate:
+            raise SchemaBehind(
+                f"the schema of {redact(database_url)} is behind this server: run "
+                "`bergen migrate --database URL`, or start without --no-migrate"
+            )
+        upgrade_to_head(database_url)
+    store = open_store(database_url)
+    listen_fn = None
+    poll = 0.05
+    if backend_of(database_url) == "postgresql":
+        listen_fn = postgres_listener(psycopg_conninfo(database_url))
+        poll = 0.5
+    feed = EventFeed(store, poll_interval=poll, listen=listen_fn)
+    service = MatchService(store, feed, settings or Settings())
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bergen-rpc"),
+        options=[
+            ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+            ("grpc.max_send_message_length", MAX_RESPONSE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    server.add_generic_rpc_handlers((generic_handler(service),))
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (
+            bergen_pb2.DESCRIPTOR.services_by_name["Bergen"].full_name,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise RuntimeError(f"cannot listen on {listen}")
+    feed.start()
+    server.start()
+    for name in ("", SERVICE):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return Running(server, port, feed, service, health_servicer)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "serve", help="run the gRPC server", description="Run the Bergen gRPC server."
+    )
+    p.add_argument(
+        "--listen",
+        default=os.environ.get("BERGEN_LISTEN", DEFAULT_LISTEN),
+        help=f"HOST:PORT (default {DEFAULT_LISTEN}; port 0 picks a free one)",
+    )
+    p.add_argument(
+        "--database",
+        default=os.environ.get("BERGEN_DATABASE_URL", DEFAULT_DATABASE_URL),
+        help="postgresql://... or sqlite:///path (default: BERGEN_DATABASE_URL, "
+        f"else {DEFAULT_DATABASE_URL})",
+    )
+    p.add_argument(
+        "--organiser-token-file",
+        help="file holding the organiser token (else BERGEN_ORGANISER_TOKEN)",
+    )
+    p.add_argument(
+        "--restrict-create", action="store_true", help="only the organiser token may create matches"
+    )
+    p.add_argument(
+        "--no-migrate",
+        action="store_true",
+        help="refuse to start when the schema is behind instead of migrating",
+    )
+    p.add_argument("--port-file", help="write the bound port to this file once serving")
+    p.set_defaults(func=serve)
+
+
+def add_migrate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "migrate",
+        help="bring the database schema up to date",
+        description="Run the event store's migrations (Alembic) to head.",
+    )
+    p.add_argument(
+        "--database", default=os.environ.get("BERGEN_DATABASE_URL", DEFAULT_DATABASE_URL)
+    )
+    p.set_defaults(func=migrate_command)
+
+
+def migrate_command(args: argparse.Namespace) -> int:
+    if schema_is_behind(args.database):
+        upgrade_to_head(args.database)
+        print(f"migrated {redact(args.database)} to the current schema")
+    else:
+        print(f"{redact(args.database)} is up to date")
+    return 0
+
+
+def serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=os.environ.get("BERGEN_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    token = os.environ.get("BERGEN_ORGANISER_TOKEN") or None
+    if args.organiser_token_file:
+        with open(args.organiser_token_file, encoding="utf-8") as f:
+            token = f.read().strip() or None
+    if args.restrict_create and token is None:
+        print("bergen serve: --restrict-create needs an organiser token", file=sys.stderr)
+        return 2
+    try:
+        running = create_server(
+            args.listen,
+            args.database,
+            Settings(token, args.restrict_create),
+            migrate=not args.no_migrate,
+        )
+    except SchemaBehind as e:
+        print(f"bergen serve: {e}", file=sys.stderr)
+        return 3
+    except RuntimeError as e:
+        print(f"bergen serve: {e}", file=sys.stderr)
+        return 4
+    host = args.listen.rsplit(":", 1)[0]
+    log.info(
+        "serving bergen.v1.Bergen on %s:%d, store %s", host, running.port, redact(args.database)
+    )
+    if args.port_file:
+        with open(args.port_file + ".tmp", "w", encoding="utf-8") as f:
+            f.write(str(running.port))
+        os.replace(args.port_file + ".tmp", args.port_file)
+    done = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %d: shutting down (in-flight commands finish)", signum)
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    done.wait()
+    running.stop()
+    log.info("stopped")
+    return 0

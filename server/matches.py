@@ -1,0 +1,129 @@
+"""Loading matches: read the stream, fold it, and keep the folded state per process.
+
+The cache is keyed by match and version and is never the truth: every load reads the events
+the cache has not seen (one query), so a command on any replica acts on the latest state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bergen.domain import codec
+from bergen.domain.errors import CorruptRecord, NotFound
+from bergen.domain.events import Event, SeatTaken
+from bergen.domain.state import State, evolve, fold
+
+from .store import EventStore, StoredEvent
+
+TOKEN_KEY = "seat_token_sha256"
+COMMAND_KEY = "command"
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """A command appended to a match: its events' seqs and what the command was."""
+
+    first_seq: int
+    last_seq: int
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A match folded up to `version`, with what the server keeps beside the rules state."""
+
+    state: State
+    events: tuple[Event, ...]
+    token_hashes: tuple[str | None, ...]
+    commands: dict[str, Applied]
+
+    @property
+    def version(self) -> int:
+        return len(self.events)
+
+    def state_at(self, version: int) -> State:
+        """The state after the first `version` events."""
+        return fold(self.events[:version])
+
+
+def decode_stored(e: StoredEvent) -> Event:
+    """Raises CorruptRecord for an event that does not decode."""
+    try:
+        return codec.decode(e.type, e.schema_version, e.payload)
+    except CorruptRecord as err:
+        raise CorruptRecord(f"match {e.stream_id} seq {e.seq}: {err}") from err
+
+
+def extend(match: Match | None, stored: Sequence[StoredEvent]) -> Match:
+    """`match` with `stored` (the events after its version) folded in.
+
+    Raises CorruptRecord when the events do not follow on or do not fold.
+    """
+    state = match.state if match is not None else None
+    events = list(match.events) if match is not None else []
+    tokens = list(match.token_hashes) if match is not None else []
+    commands = dict(match.commands) if match is not None else {}
+    for e in stored:
+        if e.seq != len(events) + 1:
+            raise CorruptRecord(f"match {e.stream_id}: expected seq {len(events) + 1}, got {e.seq}")
+        event = decode_stored(e)
+        try:
+            state = evolve(state, event)
+        except CorruptRecord as err:
+            raise CorruptRecord(f"match {e.stream_id} seq {e.seq}: {err}") from err
+        events.append(event)
+        if len(tokens) < state.seats:
+            tokens = [None] * state.seats
+        extra = e.metadata.extra
+        if isinstance(event, SeatTaken) and TOKEN_KEY in extra:
+            tokens[event.seat] = extra[TOKEN_KEY]
+        command_id = e.metadata.command_id
+        if command_id:
+            known = commands.get(command_id)
+            if known is None:
+                commands[command_id] = Applied(e.seq, e.seq, extra.get(COMMAND_KEY, ""))
+            else:
+                commands[command_id] = Applied(known.first_seq, e.seq, known.fingerprint)
+    if state is None:
+        raise NotFound("no such match")
+    return Match(state, tuple(events), tuple(tokens), commands)
+
+
+class MatchRepository:
+    """Reads matches from the store through a bounded per-process cache of folded state."""
+
+    def __init__(self, store: EventStore, cache_size: int = 10_000) -> None:
+        self._store = store
+        self._size = cache_size
+        self._cache: OrderedDict[str, Match] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def load(self, match_id: str) -> Match:
+        """The match at its latest version. Raises NotFound, or CorruptRecord."""
+        with self._lock:
+            cached = self._cache.get(match_id)
+        from_seq = cached.version + 1 if cached is not None else 1
+        new = self._store.read_stream(match_id, from_seq)
+        if cached is None and not new:
+            raise NotFound(f"no match {match_id}")
+        if not new:
+            assert cached is not None
+            return cached
+        match = extend(cached, new)
+        self.remember(match_id, match)
+        return match
+
+    def remember(self, match_id: str, match: Match) -> None:
+        """Keep `match` unless the cache already holds a newer version."""
+        with self._lock:
+            known = self._cache.get(match_id)
+            if known is not None and known.version >= match.version:
+                self._cache.move_to_end(match_id)
+                return
+            self._cache[match_id] = match
+            self._cache.move_to_end(match_id)
+            while len(self._cache) > self._size:
+                self._cache.popitem(last=False)

@@ -1,0 +1,76 @@
+"""The event store: append-only streams of events on PostgreSQL or on an embedded SQLite file.
+
+    store = open_store()                      # BERGEN_DATABASE_URL, else sqlite:///./bergen.db
+    result = store.append("match-1", 0, [NewEvent("MatchCreated", 1, {...})], command_id=...)
+    events = store.read_stream("match-1")
+
+`upgrade_to_head(url)` applies the migrations; `schema_is_behind(url)` says whether it is needed.
+"""
+
+from __future__ import annotations
+
+from .model import (
+    AppendResult,
+    ChainFault,
+    ChainReport,
+    EventMetadata,
+    EventStore,
+    NewEvent,
+    StoredEvent,
+    StreamInfo,
+)
+from .url import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, backend_of, database_url
+
+__all__ = [
+    "DATABASE_URL_ENV",
+    "DEFAULT_DATABASE_URL",
+    "AppendResult",
+    "ChainFault",
+    "ChainReport",
+    "EventMetadata",
+    "EventStore",
+    "NewEvent",
+    "StoredEvent",
+    "StreamInfo",
+    "backend_of",
+    "database_url",
+    "open_store",
+    "schema_is_behind",
+    "upgrade_to_head",
+]
+
+
+def upgrade_to_head(url: str | None = None) -> None:
+    """Apply every migration not yet applied to `url` (default: the setting).
+
+    Raises the driver's error if the database cannot be reached.
+    """
+    from .migrate import upgrade_to_head as upgrade
+
+    upgrade(url)
+
+
+def schema_is_behind(url: str | None = None) -> bool:
+    """True when the database at `url` lacks a migration this version ships."""
+    from .migrate import schema_is_behind as behind
+
+    return behind(url)
+
+
+def open_store(url: str | None = None, *, upgrade: bool = False) -> EventStore:
+    """The store for `url` (default: BERGEN_DATABASE_URL, else ./bergen.db), chosen by scheme.
+
+    With `upgrade`, applies the migrations first. Raises ValueError for an unsupported URL, and
+    the driver's error if the database cannot be reached.
+    """
+    url = url or database_url()
+    backend = backend_of(url)
+    if upgrade:
+        upgrade_to_head(url)
+    if backend == "postgresql":
+        from .postgres import PostgresEventStore
+
+        return PostgresEventStore(url)
+    from .sqlite import SQLiteEventStore
+
+    return SQLiteEventStore(url)

@@ -1,0 +1,97 @@
+"""Turning a batch of new events into rows: seqs, canonical text, salts and chained hashes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from .chain import canonical_json, content_bytes, event_hash, metadata_json, new_salt
+from .model import EventMetadata, NewEvent, StoredEvent
+from .schema import COMMAND_ID_MAX, EVENT_TYPE_MAX, STREAM_ID_MAX
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One event ready to insert."""
+
+    event: NewEvent
+    seq: int
+    payload_json: str
+    metadata_json: str
+    command_id: str | None
+    prev_hash: bytes
+    hash: bytes
+    salt: bytes
+
+
+def check_append(
+    stream_id: str, expected_version: int, events: Sequence[NewEvent], command_id: str | None
+) -> None:
+    """Raises ValueError for arguments no store accepts."""
+    if not stream_id or len(stream_id) > STREAM_ID_MAX:
+        raise ValueError(f"stream id must be 1 to {STREAM_ID_MAX} characters: {stream_id!r}")
+    if expected_version < 0:
+        raise ValueError(f"stream {stream_id}: expected version {expected_version} is negative")
+    if not events:
+        raise ValueError(f"stream {stream_id}: nothing to append")
+    if command_id is not None and not 0 < len(command_id) <= COMMAND_ID_MAX:
+        raise ValueError(f"command id must be 1 to {COMMAND_ID_MAX} characters: {command_id!r}")
+    for event in events:
+        if not event.type or len(event.type) > EVENT_TYPE_MAX:
+            raise ValueError(f"event type must be 1 to {EVENT_TYPE_MAX} characters: {event.type!r}")
+
+
+def build_rows(
+    stream_id: str,
+    expected_version: int,
+    events: Sequence[NewEvent],
+    metadata: EventMetadata,
+    prev_hash: bytes,
+) -> list[Row]:
+    """The rows for `events` after seq `expected_version`, whose hash is `prev_hash`.
+
+    Raises ValueError for a payload that is not JSON-able.
+    """
+    meta = metadata_json(metadata)
+    meta_text = meta.decode()
+    rows: list[Row] = []
+    for i, event in enumerate(events):
+        seq = expected_version + 1 + i
+        payload = canonical_json(event.payload, f"stream {stream_id} seq {seq}: payload")
+        salt = new_salt()
+        content = content_bytes(stream_id, seq, event.type, event.schema_version, payload, meta)
+        digest = event_hash(prev_hash, salt, content)
+        rows.append(
+            Row(
+                event,
+                seq,
+                payload.decode(),
+                meta_text,
+                metadata.command_id if i == 0 else None,
+                prev_hash,
+                digest,
+                salt,
+            )
+        )
+        prev_hash = digest
+    return rows
+
+
+def stored(
+    stream_id: str, row: Row, position: int, recorded_at: datetime, metadata: EventMetadata
+) -> StoredEvent:
+    """The StoredEvent a row became."""
+    return StoredEvent(
+        stream_id=stream_id,
+        seq=row.seq,
+        position=position,
+        type=row.event.type,
+        schema_version=row.event.schema_version,
+        payload=row.event.payload,
+        metadata=metadata,
+        recorded_at=recorded_at,
+        prev_hash=row.prev_hash,
+        hash=row.hash,
+        salt=row.salt,
+    )

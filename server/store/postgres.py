@@ -1,0 +1,356 @@
+"""The PostgreSQL event store: psycopg 3, a small pool of autocommit connections.
+
+An append is one prepared INSERT (one round trip, one commit): the version check is the primary
+key on (stream_id, seq), and the predecessor's hash comes from a per-process cache of stream
+heads. The cache holds facts that never change (the hash of seq n of a stream), so it is never
+stale, only incomplete; on a miss one SELECT fetches the predecessor. A unique violation is the
+only sign of a conflict or of a replayed command, and is examined only then.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import queue
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import psycopg.errors
+
+from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
+from bergen.domain.rules import RULES_VERSION
+
+from .batch import build_rows, check_append, stored
+from .chain import parse_metadata, verify_rows
+from .model import AppendResult, ChainReport, EventMetadata, NewEvent, StoredEvent, StreamInfo
+from .schema import GENESIS_HASH
+from .url import psycopg_conninfo
+
+_COLUMNS = (
+    "stream_id, seq, position, type, schema_version, payload::text, metadata::text,"
+    " recorded_at, prev_hash, hash, salt"
+)
+_VISIBLE = "tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(n: int) -> str:
+    values = ", ".join(["(%s, %s::bigint, %s, %s::int, %s::json, %s::json, %s, %b, %b, %b)"] * n)
+    return (
+        "INSERT INTO events (stream_id, seq, type, schema_version, payload, metadata,"
+        f" command_id, prev_hash, hash, salt) VALUES {values}"
+        " RETURNING seq, position, recorded_at"
+    )
+
+
+def _event(row: tuple[Any, ...]) -> StoredEvent:
+    """The StoredEvent of a selected row. Raises CorruptRecord if it cannot be decoded."""
+    try:
+        return _decode(row)
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptRecord(f"stream {row[0]} seq {row[1]}: undecodable event row: {e!r}") from e
+
+
+def _decode(row: tuple[Any, ...]) -> StoredEvent:
+    return StoredEvent(
+        stream_id=row[0],
+        seq=row[1],
+        position=row[2],
+        type=row[3],
+        schema_version=row[4],
+        payload=json.loads(row[5]),
+        metadata=parse_metadata(row[6]),
+        recorded_at=row[7],
+        prev_hash=bytes(row[8]),
+        hash=bytes(row[9]),
+        salt=bytes(row[10]),
+    )
+
+
+class _Heads:
+    """Stream id -> (seq, hash) of the newest event this process knows of; bounded."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._heads: dict[str, tuple[int, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def hash_at(self, stream_id: str, seq: int) -> bytes | None:
+        head = self._heads.get(stream_id)
+        return head[1] if head is not None and head[0] == seq else None
+
+    def learn(self, stream_id: str, seq: int, digest: bytes) -> None:
+        with self._lock:
+            known = self._heads.get(stream_id)
+            if known is not None and known[0] >= seq:
+                return
+            if known is None and len(self._heads) >= self._size:
+                del self._heads[next(iter(self._heads))]
+            self._heads[stream_id] = (seq, digest)
+
+
+class _Pool:
+    """A small LIFO pool of autocommit connections, cheap on the hot path.
+
+    A connection comes back to the pool only when idle and unbroken; otherwise it is closed and
+    a new one is opened on demand. Waits when `size` connections are in use.
+    """
+
+    def __init__(self, conninfo: str, size: int) -> None:
+        self._conninfo = conninfo
+        self._idle: queue.LifoQueue[psycopg.Connection[tuple[Any, ...]]] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(size)
+        self._all: set[psycopg.Connection[tuple[Any, ...]]] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
+        # prepare_threshold=0: every statement is prepared on its first use.
+        conn = psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=0)
+        with self._lock:
+            self._all.add(conn)
+        return conn
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """A connection for the block. Raises RuntimeError once closed, OperationalError if
+        a new connection cannot be made."""
+        if self._closed:
+            raise RuntimeError("the event store is closed")
+        self._slots.acquire()
+        try:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                conn = self._connect()
+            try:
+                yield conn
+            finally:
+                if (
+                    self._closed
+                    or conn.broken
+                    or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+                ):
+                    self._discard(conn)
+                else:
+                    self._idle.put(conn)
+        finally:
+            self._slots.release()
+
+    def _discard(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+        with self._lock:
+            self._all.discard(conn)
+        conn.close()
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            conns, self._all = list(self._all), set()
+        for conn in conns:
+            conn.close()
+
+
+class PostgresEventStore:
+    """The event store on PostgreSQL (schema from the migrations in bergen.migrations)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_connections: int = 8,
+        head_cache_size: int = 100_000,
+    ) -> None:
+        """Connect to `url`. Raises psycopg.OperationalError if the database does not answer."""
+        self._pool = _Pool(psycopg_conninfo(url), max_connections)
+        with self._pool.connection() as conn:  # fail now if the database does not answer
+            conn.execute("SELECT 1")
+        self._heads = _Heads(head_cache_size)
+
+    def close(self) -> None:
+        """Close every connection; the store cannot be used afterwards."""
+        self._pool.close()
+
+    def append(
+        self,
+        stream_id: str,
+        expected_version: int,
+        events: Sequence[NewEvent],
+        *,
+        command_id: str | None = None,
+        actor: str | None = None,
+        rules_version: str = RULES_VERSION,
+        extra: Mapping[str, str] | None = None,
+    ) -> AppendResult:
+        """Append `events` atomically after seq `expected_version` (0 for a new stream).
+
+        Raises ConcurrencyConflict when the stream is elsewhere, ValueError for bad arguments.
+        A command id appended before returns the first result, marked `replayed`.
+        """
+        check_append(stream_id, expected_version, events, command_id)
+        metadata = EventMetadata(actor, command_id, rules_version, dict(extra or {}))
+        with self._pool.connection() as conn:
+            prev = (
+                GENESIS_HASH
+                if expected_version == 0
+                else self._heads.hash_at(stream_id, expected_version)
+            )
+            if prev is None:
+                prev = self._hash_at(conn, stream_id, expected_version)
+                if prev is None:
+                    return self._refused(conn, stream_id, expected_version, command_id, None)
+            rows = build_rows(stream_id, expected_version, events, metadata, prev)
+            params: list[Any] = []
+            for r in rows:
+                params += (
+                    stream_id,
+                    r.seq,
+                    r.event.type,
+                    r.event.schema_version,
+                    r.payload_json,
+                    r.metadata_json,
+                    r.command_id,
+                    r.prev_hash,
+                    r.hash,
+                    r.salt,
+                )
+            try:
+                returned = conn.execute(_insert_sql(len(rows)), params).fetchall()
+            except psycopg.errors.UniqueViolation as e:
+                return self._refused(conn, stream_id, expected_version, command_id, e)
+        last = rows[-1]
+        self._heads.learn(stream_id, last.seq, last.hash)
+        by_seq = {seq: (position, at) for seq, position, at in returned}
+        return AppendResult(
+            stream_id,
+            tuple(stored(stream_id, r, *by_seq[r.seq], metadata) for r in rows),
+        )
+
+    def _hash_at(self, conn: psycopg.Connection[Any], stream_id: str, seq: int) -> bytes | None:
+        row = conn.execute(
+            "SELECT hash FROM events WHERE stream_id = %s AND seq = %s::bigint", (stream_id, seq)
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def _refused(
+        self,
+        conn: psycopg.Connection[Any],
+        stream_id: str,
+        expected_version: int,
+        command_id: str | None,
+        cause: Exception | None,
+    ) -> AppendResult:
+        """The replay of `command_id` if it was appended before; else raises ConcurrencyConflict."""
+        if command_id is not None:
+            replay = self._replay(conn, stream_id, command_id)
+            if replay is not None:
+                return replay
+        actual = self._version(conn, stream_id)
+        raise ConcurrencyConflict(
+            f"stream {stream_id}: expected version {expected_version}, actual {actual}"
+        ) from cause
+
+    def _replay(
+        self, conn: psycopg.Connection[Any], stream_id: str, command_id: str
+    ) -> AppendResult | None:
+        head = conn.execute(
+            "SELECT seq FROM events WHERE stream_id = %s AND command_id = %s",
+            (stream_id, command_id),
+        ).fetchone()
+        if head is None:
+            return None
+        batch: list[StoredEvent] = []
+        seq = head[0]
+        while True:
+            page = [
+                _event(r)
+                for r in conn.execute(
+                    f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND seq >= %s::bigint"
+                    " ORDER BY seq LIMIT 256",
+                    (stream_id, seq),
+                )
+            ]
+            for event in page:
+                if event.metadata.command_id != command_id:
+                    return AppendResult(stream_id, tuple(batch), replayed=True)
+                batch.append(event)
+            if len(page) < 256:
+                return AppendResult(stream_id, tuple(batch), replayed=True)
+            seq = page[-1].seq + 1
+
+    @staticmethod
+    def _version(conn: psycopg.Connection[Any], stream_id: str) -> int:
+        row = conn.execute(
+            "SELECT max(seq) FROM events WHERE stream_id = %s", (stream_id,)
+        ).fetchone()
+        return 0 if row is None or row[0] is None else int(row[0])
+
+    def read_stream(self, stream_id: str, from_seq: int = 1) -> tuple[StoredEvent, ...]:
+        """The stream's events from `from_seq` in seq order (empty for an unknown stream)."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND seq >= %s::bigint"
+                " ORDER BY seq",
+                (stream_id, from_seq),
+            ).fetchall()
+        events = tuple(_event(r) for r in rows)
+        if events:
+            self._heads.learn(stream_id, events[-1].seq, events[-1].hash)
+        return events
+
+    def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:
+        """Up to `limit` events after the one at `after_position`, in commit-safe global order.
+
+        Only rows written by transactions older than every transaction still running are
+        shown, ordered by (transaction, position): a transaction that commits late cannot add
+        an event before the reader's cursor. Raises NotFound for an unknown `after_position`.
+        """
+        with self._pool.connection() as conn:
+            if after_position == 0:
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM events WHERE {_VISIBLE}"
+                    " ORDER BY tx_id, position LIMIT %s::bigint",
+                    (limit,),
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM events"
+                    " WHERE (tx_id, position) > (SELECT tx_id, position FROM events"
+                    "                            WHERE position = %s::bigint)"
+                    f" AND {_VISIBLE} ORDER BY tx_id, position LIMIT %s::bigint",
+                    (after_position, limit),
+                ).fetchall()
+                if (
+                    not rows
+                    and conn.execute(
+                        "SELECT 1 FROM events WHERE position = %s::bigint", (after_position,)
+                    ).fetchone()
+                    is None
+                ):
+                    raise NotFound(f"no event at global position {after_position}")
+        return tuple(_event(r) for r in rows)
+
+    def stream_version(self, stream_id: str) -> int:
+        """The stream's last seq, 0 for a stream with no event."""
+        with self._pool.connection() as conn:
+            return self._version(conn, stream_id)
+
+    def list_streams(self, after: str | None = None, limit: int = 100) -> tuple[StreamInfo, ...]:
+        """Up to `limit` streams and their versions, by stream id (bytewise), after `after`."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT stream_id, max(seq) FROM events WHERE stream_id > %s"
+                " GROUP BY stream_id ORDER BY stream_id LIMIT %s::bigint",
+                (after or "", limit),
+            ).fetchall()
+        return tuple(StreamInfo(r[0], int(r[1])) for r in rows)
+
+    def verify_chain(self, stream_id: str) -> ChainReport:
+        """Re-walk the stream's hash chain; the report names the first bad seq and why."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s ORDER BY seq", (stream_id,)
+            ).fetchall()
+        return verify_rows(stream_id, rows, _event)

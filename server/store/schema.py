@@ -1,0 +1,71 @@
+"""The events table as SQLAlchemy metadata: what the migrations must produce, on both backends.
+
+The hot paths speak SQL through psycopg and sqlite3 directly; this metadata exists so that
+Alembic's comparison (`alembic check`) can prove the migrated schema is the declared one.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+GENESIS_HASH = bytes(32)
+"""The `prev_hash` of every stream's first event."""
+
+HASH_SIZE = 32
+SALT_SIZE = 16
+STREAM_ID_MAX = 200
+EVENT_TYPE_MAX = 200
+COMMAND_ID_MAX = 200
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    # Bytewise order on both backends ("C" on PostgreSQL), so listing pages the same way.
+    sa.Column(
+        "stream_id",
+        sa.String(STREAM_ID_MAX).with_variant(
+            sa.String(STREAM_ID_MAX, collation="C"), "postgresql"
+        ),
+        nullable=False,
+    ),
+    # Gap-free from 1 within a stream; the store writes seq = expected_version + i.
+    sa.Column("seq", sa.BigInteger(), nullable=False),
+    # Global order for readers following every stream. PostgreSQL: an identity column;
+    # SQLite: max + 1 under the database's single write lock.
+    sa.Column("position", sa.BigInteger(), sa.Identity(always=True), nullable=False),
+    sa.Column("type", sa.String(EVENT_TYPE_MAX), nullable=False),
+    sa.Column("schema_version", sa.Integer(), nullable=False),
+    # The RFC 8785 text of the payload / of {actor, command_id, rules_version}. PostgreSQL's
+    # `json` keeps the text as written (`jsonb` would reject \u0000 and reorder keys).
+    sa.Column("payload", sa.JSON(), nullable=False),
+    sa.Column("metadata", sa.JSON(), nullable=False),
+    # Set on the first event of a batch appended with a command id: the idempotency key.
+    sa.Column("command_id", sa.String(COMMAND_ID_MAX), nullable=True),
+    sa.Column("prev_hash", sa.LargeBinary(HASH_SIZE), nullable=False),
+    sa.Column("hash", sa.LargeBinary(HASH_SIZE), nullable=False),
+    sa.Column("salt", sa.LargeBinary(SALT_SIZE), nullable=False),
+    # PostgreSQL: the writing transaction's id (defaulted by the migration), so that readers
+    # of the global order expose only rows no in-flight transaction can precede. NULL on SQLite,
+    # whose single writer commits in position order.
+    sa.Column("tx_id", sa.BigInteger(), nullable=True),
+    sa.Column(
+        "recorded_at",
+        sa.DateTime(timezone=True),
+        nullable=False,
+        server_default=sa.func.current_timestamp(),
+    ),
+    sa.PrimaryKeyConstraint("stream_id", "seq"),
+    sa.UniqueConstraint("position"),
+    sa.CheckConstraint("seq >= 1", name="seq_positive"),
+    sa.Index("ix_events_stream_id_command_id", "stream_id", "command_id", unique=True),
+    sa.Index("ix_events_tx_id_position", "tx_id", "position"),
+)

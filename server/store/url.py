@@ -1,0 +1,67 @@
+"""The one database setting, `BERGEN_DATABASE_URL`, and its spellings for each driver."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import unquote
+
+DATABASE_URL_ENV = "BERGEN_DATABASE_URL"
+DEFAULT_DATABASE_URL = "sqlite:///./bergen.db"
+
+_PG_PREFIXES = ("postgresql+psycopg://", "postgresql://", "postgres://")
+_SQLITE_PREFIX = "sqlite:///"
+
+
+def database_url() -> str:
+    """The configured URL: `BERGEN_DATABASE_URL`, else the embedded SQLite file."""
+    return os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
+
+
+def backend_of(url: str) -> str:
+    """`"postgresql"` or `"sqlite"`. Raises ValueError for any other scheme."""
+    if url.startswith(_PG_PREFIXES):
+        return "postgresql"
+    if url.startswith(_SQLITE_PREFIX):
+        return "sqlite"
+    raise ValueError(
+        f"unsupported database URL {redact(url)!r}: "
+        "use postgresql://..., postgresql+psycopg://... or sqlite:///path"
+    )
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The URL for SQLAlchemy, with the psycopg 3 driver named. Raises ValueError as backend_of."""
+    if backend_of(url) == "postgresql":
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def psycopg_conninfo(url: str) -> str:
+    """The URL for psycopg (`postgresql://...`). Raises ValueError for a non-PostgreSQL URL."""
+    if backend_of(url) != "postgresql":
+        raise ValueError(f"not a PostgreSQL URL: {redact(url)!r}")
+    return "postgresql://" + url.split("://", 1)[1]
+
+
+def sqlite_path(url: str) -> str:
+    """The file path of a `sqlite:///path` URL (`sqlite:////abs/path` for an absolute one).
+
+    Raises ValueError for another scheme or for an in-memory database, which a store shared by
+    several connections cannot use.
+    """
+    if backend_of(url) != "sqlite":
+        raise ValueError(f"not a SQLite URL: {redact(url)!r}")
+    path = unquote(url[len(_SQLITE_PREFIX) :].split("?", 1)[0])
+    if path in ("", ":memory:"):
+        raise ValueError("an in-memory SQLite database cannot hold a shared event store")
+    return path
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced by `***`, for messages."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    user, colon, _ = credentials.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}@{host}"
