@@ -160,10 +160,12 @@ class EventFeed:
         *,
         poll_interval: float = 0.25,
         listen: Callable[[Callable[[], None], threading.Event], None] | None = None,
+        notifier: PostgresNotifier | None = None,
     ) -> None:
         self._store = store
         self._poll = poll_interval
         self._listen = listen
+        self._notifier = notifier
         self.index = MatchIndex()
         self._subs: dict[str, set[Subscription]] = {}
         self._subs_lock = threading.Lock()
@@ -187,11 +189,15 @@ class EventFeed:
             self._threads.append(listener)
         for t in self._threads:
             t.start()
+        if self._notifier is not None:
+            self._notifier.start()
 
     def stop(self) -> None:
         """Stop following and close every subscription, so watchers end."""
         self._stop.set()
         self._wake.set()
+        if self._notifier is not None:
+            self._notifier.stop()
         with self._subs_lock:
             subs = [s for group in self._subs.values() for s in group]
         for s in subs:
@@ -221,7 +227,8 @@ class EventFeed:
     def observe(self, events: Sequence[StoredEvent]) -> None:
         """Deliver events this process has just written, without waiting for the follower."""
         self._deliver(events)
-        self._wake.set()
+        if self._notifier is not None:
+            self._notifier.poke()
 
     def _deliver(self, events: Sequence[StoredEvent]) -> None:
         by_match: dict[str, list[StoredEvent]] = {}
@@ -251,6 +258,48 @@ class EventFeed:
                     self._wake.clear()
             except Exception:  # keep following: a passing database error must not end it
                 log.exception("event feed: reading the global order failed; retrying")
+                self._stop.wait(1.0)
+
+
+class PostgresNotifier:
+    """Tells other replicas that this one has written, without slowing its appends.
+
+    A NOTIFY inside the append would make commits queue on PostgreSQL's notification lock;
+    instead one thread sends NOTIFY on a connection of its own after appends commit, and
+    appends made while one is being sent share the next.
+    """
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._pending = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bergen-notify", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._pending.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._pending.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        import psycopg
+
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                    while not self._stop.is_set():
+                        self._pending.wait()
+                        self._pending.clear()
+                        if self._stop.is_set():
+                            return
+                        conn.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+            except Exception:
+                log.exception("event feed: NOTIFY connection lost; replicas fall back to polling")
                 self._stop.wait(1.0)
 
 

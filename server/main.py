@@ -18,7 +18,7 @@ from grpc_reflection.v1alpha import reflection
 from bergen.v1 import bergen_pb2
 
 from .app import MatchService, Settings
-from .feed import EventFeed, postgres_listener
+from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .servicer import SERVICE, generic_handler
 from .store import backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact
@@ -72,11 +72,13 @@ def create_server(
         upgrade_to_head(database_url)
     store = open_store(database_url)
     listen_fn = None
+    notifier = None
     poll = 0.05
     if backend_of(database_url) == "postgresql":
         listen_fn = postgres_listener(psycopg_conninfo(database_url))
-        poll = 0.5
-    feed = EventFeed(store, poll_interval=poll, listen=listen_fn)
+        notifier = PostgresNotifier(psycopg_conninfo(database_url))
+        poll = 0.1
+    feed = EventFeed(store, poll_interval=poll, listen=listen_fn, notifier=notifier)
     service = MatchService(store, feed, settings or Settings())
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bergen-rpc"),
