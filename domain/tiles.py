@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 from .errors import InvalidArgument
@@ -10,20 +9,49 @@ from .errors import InvalidArgument
 MAX_PIPS = 6
 
 
-@dataclass(frozen=True, order=True, slots=True)
 class Tile:
-    """An unordered pair `low-high`, `0 <= low <= high <= 6`. Ordered by (low, high)."""
+    """An unordered pair `low-high`, `0 <= low <= high <= 6`, ordered by (low, high).
 
+    There is one object per tile: `Tile(a, b)` returns it, so equality and hashing are
+    identity (as fast as they get, on the engine's hottest path). Immutable.
+    """
+
+    __slots__ = ("bit", "high", "index", "is_double", "low", "pips")
     low: int
     high: int
+    index: int
+    """Position in the canonical order, 0..27."""
+    bit: int
+    """`1 << index`: a set of tiles is an int of these bits."""
+    is_double: bool
+    pips: int
 
-    @property
-    def is_double(self) -> bool:
-        return self.low == self.high
+    def __new__(cls, low: int, high: int) -> Tile:
+        return Tile.of(low, high)
 
-    @property
-    def pips(self) -> int:
-        return self.low + self.high
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"tiles are immutable: cannot set {name}")
+
+    def __reduce__(self) -> tuple[object, tuple[int, int]]:
+        return (Tile.of, (self.low, self.high))
+
+    def __copy__(self) -> Tile:
+        return self
+
+    def __deepcopy__(self, memo: object) -> Tile:
+        return self
+
+    def __lt__(self, other: Tile) -> bool:
+        return self.index < other.index
+
+    def __le__(self, other: Tile) -> bool:
+        return self.index <= other.index
+
+    def __gt__(self, other: Tile) -> bool:
+        return self.index > other.index
+
+    def __ge__(self, other: Tile) -> bool:
+        return self.index >= other.index
 
     def has(self, number: int) -> bool:
         return self.low == number or self.high == number
@@ -40,12 +68,16 @@ class Tile:
 
     @staticmethod
     def of(a: int, b: int) -> Tile:
-        """The interned tile with numbers `a` and `b`, in either order.
+        """The tile with numbers `a` and `b`, in either order.
 
         Raises InvalidArgument when a number is outside 0..6.
         """
-        if not (0 <= a <= MAX_PIPS and 0 <= b <= MAX_PIPS):
-            raise InvalidArgument(f"tile numbers must be 0..6, got {a} and {b}")
+        if (
+            type(a) is not int
+            or type(b) is not int
+            or not (0 <= a <= MAX_PIPS and 0 <= b <= MAX_PIPS)
+        ):
+            raise InvalidArgument(f"tile numbers must be 0..6, got {a!r} and {b!r}")
         return _BY_PAIR[a][b]
 
     @staticmethod
@@ -59,8 +91,23 @@ class Tile:
         return Tile.of(int(parts[0]), int(parts[1]))
 
 
+def _make(low: int, high: int, index: int) -> Tile:
+    tile = object.__new__(Tile)
+    for name, value in (
+        ("low", low),
+        ("high", high),
+        ("index", index),
+        ("bit", 1 << index),
+        ("is_double", low == high),
+        ("pips", low + high),
+    ):
+        object.__setattr__(tile, name, value)
+    return tile
+
+
 ALL_TILES: tuple[Tile, ...] = tuple(
-    Tile(a, b) for a in range(MAX_PIPS + 1) for b in range(a, MAX_PIPS + 1)
+    _make(a, b, i)
+    for i, (a, b) in enumerate((a, b) for a in range(MAX_PIPS + 1) for b in range(a, MAX_PIPS + 1))
 )
 """The 28 tiles in canonical order: 0-0, 0-1, ..., 0-6, 1-1, ..., 6-6."""
 
@@ -69,7 +116,12 @@ for _t in ALL_TILES:
     _BY_PAIR[_t.low][_t.high] = _t
     _BY_PAIR[_t.high][_t.low] = _t
 
-TILE_INDEX: dict[Tile, int] = {t: i for i, t in enumerate(ALL_TILES)}
+TILE_INDEX: dict[Tile, int] = {t: t.index for t in ALL_TILES}
+
+FITS: tuple[int, ...] = tuple(
+    sum(t.bit for t in ALL_TILES if t.has(n)) for n in range(MAX_PIPS + 1)
+)
+"""For each number, the set (as bits) of tiles showing it."""
 
 
 class End(StrEnum):
