@@ -245,6 +245,32 @@ def eventsourcing_rebuild_seconds(
     return statistics.median(times)
 
 
+def load_and_fold_seconds(url: str, events: int = 300, repeats: int = 50) -> float:
+    """Median seconds to load a stored match of `events` events through a cold repository:
+    read the stream, decode every event, fold it (what a replica does on a cache miss)."""
+    from bench.domain_bench import recorded_match
+    from bergen.domain import encode
+    from bergen.server.matches import MatchRepository
+
+    store = open_store(url)
+    try:
+        match = recorded_match(events)
+        stream = f"fold-{uuid.uuid4().hex[:8]}"
+        for start in range(0, len(match), 20):
+            batch = [NewEvent(*encode(e)) for e in match[start : start + 20]]
+            store.append(stream, start, batch)
+        MatchRepository(store).load(stream)  # warm up
+        times = []
+        for _ in range(repeats):
+            begin = time.perf_counter()
+            loaded = MatchRepository(store).load(stream)
+            times.append(time.perf_counter() - begin)
+        assert loaded.version == events
+        return statistics.median(times)
+    finally:
+        store.close()
+
+
 # --- latency with few and many stored matches --------------------------------------------
 
 
@@ -373,6 +399,17 @@ def measure(backend: str, url: str, seconds: float, appends: int, rounds: int = 
             f"{es:,.0f}/s",
             single / es,
             ">= 2.0",
+        )
+    )
+    ours_load = load_and_fold_seconds(url)
+    es_load = eventsourcing_rebuild_seconds(backend, url)
+    lines.append(
+        Line(
+            "load + fold a 300-event match vs eventsourcing rebuild",
+            f"{ours_load * 1000:.2f} ms",
+            f"{es_load * 1000:.2f} ms",
+            es_load / ours_load,
+            ">= 5.0",
         )
     )
     few = _populate_through_store(url, 10)

@@ -12,7 +12,7 @@ from typing import Any
 from .errors import BergenError, CorruptRecord
 from .events import EVENT_TYPES, Event
 from .rules import Rules
-from .tiles import End, Tile
+from .tiles import ALL_TILES, End, Tile
 
 SCHEMA_VERSION = 1
 
@@ -84,37 +84,91 @@ def _encode_value(kind: str, v: Any) -> Any:
     return v
 
 
-def _check(kind: str, v: Any) -> Any:
-    optional = kind.endswith("?")
-    base = kind.rstrip("?")
-    if v is None and optional:
-        return None
-    if base == "str" and isinstance(v, str):
-        return v
-    if base == "int" and isinstance(v, int) and not isinstance(v, bool):
-        return v
-    if base == "bool" and isinstance(v, bool):
-        return v
-    if base == "rules":
-        return Rules.from_dict(v)
-    if base == "tile":
-        tile = _tile_in(v)
-        if tile is None:
+_TILE_TEXT: dict[str, Tile] = {f"{t.low}-{t.high}": t for t in ALL_TILES} | {
+    f"{t.high}-{t.low}": t for t in ALL_TILES
+}
+
+
+def _tile(v: Any) -> Tile:
+    tile = _TILE_TEXT.get(v) if type(v) is str else None
+    if tile is None:
+        if v is None:
             raise CorruptRecord("a tile is missing")
-        return tile
-    if base == "end" and isinstance(v, str):
-        return End.parse(v)
-    if base == "tiles" and isinstance(v, list):
-        return tuple(_tile_in(t) for t in v)
-    if base == "hands" and isinstance(v, list) and all(isinstance(h, list) for h in v):
-        return tuple(tuple(_tile_in(t) for t in h) for h in v)
-    if (
-        base == "ints"
-        and isinstance(v, list)
-        and all(isinstance(i, int) and not isinstance(i, bool) for i in v)
-    ):
-        return tuple(v)
-    raise CorruptRecord(f"expected {kind}, got {v!r:.60}")
+        result = _tile_in(v)  # raises with the reason
+        assert result is not None
+        return result
+    return tile
+
+
+def _tile_or_none(v: Any) -> Tile | None:
+    return None if v is None else _tile(v)
+
+
+def _str(v: Any) -> str:
+    if type(v) is not str:
+        raise CorruptRecord(f"expected text, got {v!r:.60}")
+    return v
+
+
+def _int(v: Any) -> int:
+    if type(v) is not int:
+        raise CorruptRecord(f"expected a whole number, got {v!r:.60}")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if type(v) is not bool:
+        raise CorruptRecord(f"expected true or false, got {v!r:.60}")
+    return v
+
+
+def _end(v: Any) -> End:
+    if type(v) is not str:
+        raise CorruptRecord(f"expected an end, got {v!r:.60}")
+    return End.parse(v)
+
+
+def _list(v: Any) -> list[Any]:
+    if type(v) is not list:
+        raise CorruptRecord(f"expected a list, got {v!r:.60}")
+    return v
+
+
+def _tiles(v: Any) -> tuple[Tile | None, ...]:
+    return tuple([_tile_or_none(t) for t in _list(v)])
+
+
+def _hands(v: Any) -> tuple[tuple[Tile | None, ...], ...]:
+    return tuple([_tiles(h) for h in _list(v)])
+
+
+def _ints(v: Any) -> tuple[int, ...]:
+    return tuple([_int(i) for i in _list(v)])
+
+
+def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def optional(v: Any) -> Any:
+        return None if v is None else check(v)
+
+    return optional
+
+
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "str": _str,
+    "int": _int,
+    "bool": _bool,
+    "rules": Rules.from_dict,
+    "tile": _tile,
+    "end": _end,
+    "tiles": _tiles,
+    "hands": _hands,
+    "ints": _ints,
+}
+
+
+def _check(kind: str, v: Any) -> Any:
+    check = _CHECKS[kind.rstrip("?")]
+    return _optional(check)(v) if kind.endswith("?") else check(v)
 
 
 def _kind(type_name: str, field: str) -> str:
@@ -126,6 +180,22 @@ def _kind(type_name: str, field: str) -> str:
     if field == "side" and type_name in _OPTIONAL_SIDE:
         return "int?"
     return kind
+
+
+def _decoder(cls: type[Event]) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    name = cls.__name__
+    out = []
+    for f in _FIELDS[cls]:
+        kind = _kind(name, f)
+        check = _CHECKS[kind.rstrip("?")]
+        out.append((f, _optional(check) if kind.endswith("?") else check))
+    return tuple(out)
+
+
+_NAMES: dict[type[Event], frozenset[str]] = {cls: frozenset(_FIELDS[cls]) for cls in EVENT_TYPES}
+_DECODERS: dict[type[Event], tuple[tuple[str, Callable[[Any], Any]], ...]] = {
+    cls: _decoder(cls) for cls in EVENT_TYPES
+}
 
 
 def encode(event: Event) -> tuple[str, int, dict[str, Any]]:
@@ -147,20 +217,21 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
         raise CorruptRecord(f"{type_name}: schema version must be a number, got {version!r}")
     if not isinstance(payload, Mapping):
         raise CorruptRecord(f"{type_name}: payload must be an object")
-    data = dict(payload)
+    data = payload
     while version < SCHEMA_VERSION:
         up = UPCASTERS.get((type_name, version))
         if up is None:
             raise CorruptRecord(f"{type_name}: no upcaster from schema version {version}")
-        data = up(data)
+        data = up(dict(data))
         version += 1
     if version != SCHEMA_VERSION:
         raise CorruptRecord(f"{type_name}: unknown schema version {version}")
-    names = _FIELDS[cls]
-    if set(data) != set(names):
-        raise CorruptRecord(f"{type_name}: fields {sorted(data)} do not match {sorted(names)}")
+    if data.keys() != _NAMES[cls]:
+        raise CorruptRecord(
+            f"{type_name}: fields {sorted(map(str, data))} do not match {sorted(_NAMES[cls])}"
+        )
     try:
-        return cls(**{f: _check(_kind(type_name, f), data[f]) for f in names})
+        return cls(*[check(data[f]) for f, check in _DECODERS[cls]])
     except CorruptRecord:
         raise
     except BergenError as e:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from bergen.domain import codec
 from bergen.domain.errors import CorruptRecord, NotFound
-from bergen.domain.events import Event, SeatTaken
-from bergen.domain.state import State, evolve, fold
+from bergen.domain.events import Event
+from bergen.domain.state import State, fold
 
 from .store import EventStore, StoredEvent
 
@@ -58,38 +58,44 @@ def decode_stored(e: StoredEvent) -> Event:
 
 
 def extend(match: Match | None, stored: Sequence[StoredEvent]) -> Match:
-    """`match` with `stored` (the events after its version) folded in.
+    """`match` with `stored` (the events after its version, in seq order) folded in.
 
-    Raises CorruptRecord when the events do not follow on or do not fold.
+    Raises CorruptRecord when the events do not follow on or do not fold, NotFound when
+    there is no match at all.
     """
-    state = match.state if match is not None else None
-    events = list(match.events) if match is not None else []
-    tokens = list(match.token_hashes) if match is not None else []
+    if not stored:
+        if match is None:
+            raise NotFound("no such match")
+        return match
+    base = match.version if match is not None else 0
+    first, last = stored[0], stored[-1]
+    if first.seq != base + 1 or last.seq != base + len(stored):
+        raise CorruptRecord(
+            f"match {first.stream_id}: events {first.seq}..{last.seq} do not follow seq {base}"
+        )
+    events = [decode_stored(e) for e in stored]
+    try:
+        state = fold(events, match.state if match is not None else None)
+    except CorruptRecord as err:
+        raise CorruptRecord(f"match {first.stream_id}: {err}") from err
+    tokens: list[str | None] = (
+        list(match.token_hashes) if match is not None else [None] * state.seats
+    )
     commands = dict(match.commands) if match is not None else {}
     for e in stored:
-        if e.seq != len(events) + 1:
-            raise CorruptRecord(f"match {e.stream_id}: expected seq {len(events) + 1}, got {e.seq}")
-        event = decode_stored(e)
-        try:
-            state = evolve(state, event)
-        except CorruptRecord as err:
-            raise CorruptRecord(f"match {e.stream_id} seq {e.seq}: {err}") from err
-        events.append(event)
-        if len(tokens) < state.seats:
-            tokens = [None] * state.seats
-        extra = e.metadata.extra
-        if isinstance(event, SeatTaken) and TOKEN_KEY in extra:
-            tokens[event.seat] = extra[TOKEN_KEY]
-        command_id = e.metadata.command_id
+        meta = e.metadata
+        command_id = meta.command_id
         if command_id:
             known = commands.get(command_id)
             if known is None:
-                commands[command_id] = Applied(e.seq, e.seq, extra.get(COMMAND_KEY, ""))
+                commands[command_id] = Applied(e.seq, e.seq, meta.extra.get(COMMAND_KEY, ""))
             else:
                 commands[command_id] = Applied(known.first_seq, e.seq, known.fingerprint)
-    if state is None:
-        raise NotFound("no such match")
-    return Match(state, tuple(events), tuple(tokens), commands)
+        if e.type == "SeatTaken" and TOKEN_KEY in meta.extra:
+            tokens[int(e.payload["seat"])] = meta.extra[TOKEN_KEY]
+    return Match(
+        state, (*match.events, *events) if match else tuple(events), tuple(tokens), commands
+    )
 
 
 class MatchRepository:

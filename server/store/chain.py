@@ -12,6 +12,7 @@ import hashlib
 import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import rfc8785
@@ -151,14 +152,35 @@ def _content_of(event: StoredEvent, seq: int) -> bytes:
 
 
 def parse_metadata(text: str | bytes) -> EventMetadata:
-    """The metadata of a stored row. Raises ValueError for malformed text."""
-    raw: Mapping[str, Any] = json.loads(text)
-    return EventMetadata(
+    """The metadata of a stored row. Raises ValueError for malformed text.
+
+    Every event of one append shares its metadata, so the parsed value (immutable) is
+    remembered by its text: loading a match parses each command's metadata once.
+    """
+    key = text if isinstance(text, str) else text.decode()
+    known = _METADATA.get(key)
+    if known is not None:
+        return known
+    raw: Mapping[str, Any] = json.loads(key)
+    if not isinstance(raw, Mapping):
+        raise ValueError("metadata must be an object")
+    extra = raw.get("extra") or {}
+    if not isinstance(extra, Mapping):
+        raise ValueError("metadata extra must be an object")
+    parsed = EventMetadata(
         actor=raw.get("actor"),
         command_id=raw.get("command_id"),
         rules_version=raw["rules_version"],
-        extra=raw.get("extra") or {},
+        extra=MappingProxyType(dict(extra)),
     )
+    if len(_METADATA) >= _METADATA_CACHE:
+        _METADATA.clear()
+    _METADATA[key] = parsed
+    return parsed
+
+
+_METADATA: dict[str, EventMetadata] = {}
+_METADATA_CACHE = 4096
 
 
 def verify_rows(

@@ -294,6 +294,8 @@ class PostgresEventStore:
                 f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND seq >= %s::bigint"
                 " ORDER BY seq",
                 (stream_id, from_seq),
+                # Binary results: bytea and numbers arrive without text parsing.
+                binary=True,
             ).fetchall()
         events = tuple(_event(r) for r in rows)
         if events:
