@@ -13,8 +13,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	touch $(STAMP)
 
-## run: the main job (a simulated match, printed)
+## run: the server on 127.0.0.1:50051 with the embedded SQLite store (./bergen.db)
 run: $(STAMP)
+	$(VENV)/bin/bergen serve
+
+## simulate: one simulated match between the play policies, printed hand by hand
+simulate: $(STAMP)
 	$(VENV)/bin/bergen simulate --matches 1 --players 2 --seed demo --out out/demo --show
 
 ## test: every test (PostgreSQL ones need BERGEN_TEST_DATABASE_URL or Docker; see README)
