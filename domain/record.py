@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import MatchNotInProgress
+from .errors import CorruptRecord, MatchNotInProgress
 from .events import (
     HEADER_REASONS,
     Dealt,
@@ -34,6 +34,20 @@ def build_record(events: Sequence[Event], *, log: dict[str, Any] | None = None) 
     `log` ({"events": n, "head": hash}) ties the record to a stored stream.
     Raises MatchNotInProgress when the match has not ended: a live record would reveal
     every hand.
+    """
+    record, state = record_so_far(events)
+    if state.phase != ENDED or record["result"] is None or record["server_seed"] is None:
+        raise MatchNotInProgress("a record is published only once its match has ended")
+    if log is not None:
+        record["log"] = log
+    return record
+
+
+def record_so_far(events: Sequence[Event]) -> tuple[dict[str, Any], State]:
+    """The record of `events` as far as they go (`result` and `server_seed` None until the
+    end), and the state they fold to. For auditing; publish only `build_record`.
+
+    Raises CorruptRecord for an empty or unfoldable stream.
     """
     state: State | None = None
     hands: list[dict[str, Any]] = []
@@ -97,8 +111,8 @@ def build_record(events: Sequence[Event], *, log: dict[str, Any] | None = None) 
             }
         elif isinstance(e, SeedRevealed):
             server_seed = e.server_seed
-    if state is None or state.phase != ENDED or result is None or server_seed is None:
-        raise MatchNotInProgress("a record is published only once its match has ended")
+    if state is None:
+        raise CorruptRecord("an empty stream holds no match")
     record: dict[str, Any] = {
         "format": RECORD_FORMAT,
         "match_id": state.match_id,
@@ -113,6 +127,4 @@ def build_record(events: Sequence[Event], *, log: dict[str, Any] | None = None) 
         "hands": hands,
         "result": result,
     }
-    if log is not None:
-        record["log"] = log
-    return record
+    return record, state
