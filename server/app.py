@@ -33,6 +33,7 @@ from bergen.domain.views import View, redact_event, view
 from . import auth
 from .feed import EventFeed, MatchSummary
 from .matches import COMMAND_KEY, TOKEN_KEY, Applied, Match, MatchRepository, extend
+from .signing import RecordSigner
 from .store import EventStore, NewEvent, StoredEvent
 
 log = logging.getLogger("bergen.server")
@@ -61,6 +62,8 @@ class Outcome:
 class Settings:
     organiser_token: str | None = None
     restrict_create: bool = False
+    signer: RecordSigner | None = None
+    """Signs finished matches' records; unsigned records when None."""
 
 
 Deadline = Callable[[], None]
@@ -366,7 +369,24 @@ class MatchService:
             )
         head = self._store.read_stream(match_id, match.version)
         log_info = {"events": match.version, "head": head[-1].hash.hex()} if head else None
-        return build_record(match.events, log=log_info)
+        record = build_record(match.events, log=log_info)
+        signer = self._settings.signer
+        return signer.sign(record) if signer is not None else record
+
+    def audit_log(self, caller: Caller, match_id: str) -> tuple[StoredEvent, ...]:
+        """Every stored event of a finished match, as stored. The organiser may read a live
+        match's too. Raises NotFound, MatchNotInProgress (live, for anyone else)."""
+        match = self._repo.load(match_id)
+        if match.state.phase != ENDED and not self._is_organiser(caller):
+            raise MatchNotInProgress(
+                f"match {match_id} has not ended: its log would reveal every hand"
+            )
+        return self._store.read_stream(match_id)
+
+    @property
+    def public_key(self) -> str:
+        signer = self._settings.signer
+        return signer.public_key if signer is not None else ""
 
     def list_matches(
         self, phase: str | None, player: str, page_size: int, page_token: str

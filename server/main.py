@@ -20,6 +20,7 @@ from bergen.v1 import bergen_pb2
 from .app import MatchService, Settings
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .servicer import SERVICE, generic_handler
+from .signing import DEFAULT_KEY_FILE, RecordSigner
 from .store import backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact
 
@@ -137,6 +138,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="refuse to start when the schema is behind instead of migrating",
     )
     p.add_argument("--port-file", help="write the bound port to this file once serving")
+    p.add_argument(
+        "--signing-key",
+        default=os.environ.get("BERGEN_SIGNING_KEY", DEFAULT_KEY_FILE),
+        help="Ed25519 private key (PEM) that signs match records; made there on first start "
+        f"(default: BERGEN_SIGNING_KEY, else ./{DEFAULT_KEY_FILE}). Give every replica the "
+        "same file.",
+    )
     p.set_defaults(func=serve)
 
 
@@ -174,10 +182,15 @@ def serve(args: argparse.Namespace) -> int:
         print("bergen serve: --restrict-create needs an organiser token", file=sys.stderr)
         return 2
     try:
+        signer = RecordSigner.load_or_create(args.signing_key)
+    except (OSError, ValueError) as e:
+        print(f"bergen serve: signing key {args.signing_key}: {e}", file=sys.stderr)
+        return 2
+    try:
         running = create_server(
             args.listen,
             args.database,
-            Settings(token, args.restrict_create),
+            Settings(token, args.restrict_create, signer),
             migrate=not args.no_migrate,
         )
     except SchemaBehind as e:
@@ -188,7 +201,11 @@ def serve(args: argparse.Namespace) -> int:
         return 4
     host = args.listen.rsplit(":", 1)[0]
     log.info(
-        "serving bergen.v1.Bergen on %s:%d, store %s", host, running.port, redact(args.database)
+        "serving bergen.v1.Bergen on %s:%d, store %s, records signed by %s",
+        host,
+        running.port,
+        redact(args.database),
+        signer.public_key,
     )
     if args.port_file:
         with open(args.port_file + ".tmp", "w", encoding="utf-8") as f:

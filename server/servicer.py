@@ -7,6 +7,7 @@ in one place (`_status_of`).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -25,10 +26,14 @@ from bergen.domain.errors import (
     RuleViolation,
     Unauthenticated,
 )
+from bergen.domain.record import RECORD_FORMAT
+from bergen.domain.rules import RULES_VERSION
 from bergen.v1 import bergen_pb2 as pb
 
 from . import auth, convert
 from .app import Caller, MatchService
+from .signing import ALGORITHM
+from .store.chain import canonical_json, metadata_json
 
 log = logging.getLogger("bergen.server.grpc")
 
@@ -178,11 +183,40 @@ class BergenServicer:
         return pb.GetReplayResponse(events=_events(events), complete=complete)
 
     def GetRecord(self, data: bytes, context: grpc.ServicerContext) -> pb.GetRecordResponse:
-        import json
-
         req = _parse(pb.GetRecordRequest, data)
         record = self._s.record(_caller(context), _match_id(req.match_id))
         return pb.GetRecordResponse(record_json=json.dumps(record, ensure_ascii=False))
+
+    def GetServerInfo(self, data: bytes, context: grpc.ServicerContext) -> pb.ServerInfo:
+        _parse(pb.GetServerInfoRequest, data)
+        return pb.ServerInfo(
+            signature_algorithm=ALGORITHM if self._s.public_key else "",
+            public_key=self._s.public_key,
+            record_format=RECORD_FORMAT,
+            rules_version=RULES_VERSION,
+        )
+
+    def GetAuditLog(self, data: bytes, context: grpc.ServicerContext) -> pb.GetAuditLogResponse:
+        req = _parse(pb.GetAuditLogRequest, data)
+        match_id = _match_id(req.match_id)
+        stored = self._s.audit_log(_caller(context), match_id)
+        return pb.GetAuditLogResponse(
+            match_id=match_id,
+            events=[
+                pb.AuditEvent(
+                    seq=e.seq,
+                    type=e.type,
+                    schema_version=e.schema_version,
+                    payload_json=canonical_json(e.payload, "payload").decode(),
+                    metadata_json=metadata_json(e.metadata).decode(),
+                    prev_hash=e.prev_hash.hex(),
+                    salt=e.salt.hex(),
+                    hash=e.hash.hex(),
+                    recorded_at=e.recorded_at.isoformat(),
+                )
+                for e in stored
+            ],
+        )
 
     def ListMatches(self, data: bytes, context: grpc.ServicerContext) -> pb.ListMatchesResponse:
         req = _parse(pb.ListMatchesRequest, data)
@@ -279,5 +313,7 @@ def generic_handler(service: MatchService) -> grpc.GenericRpcHandler:
         "GetRecord": _unary("GetRecord", s.GetRecord),
         "ListMatches": _unary("ListMatches", s.ListMatches),
         "AbandonMatch": _unary("AbandonMatch", s.AbandonMatch),
+        "GetServerInfo": _unary("GetServerInfo", s.GetServerInfo),
+        "GetAuditLog": _unary("GetAuditLog", s.GetAuditLog),
     }
     return grpc.method_handlers_generic_handler(SERVICE, handlers)

@@ -323,6 +323,58 @@ class GetRecordResponse(_message.Message):
     record_json: str
     def __init__(self, record_json: _Optional[str] = ...) -> None: ...
 
+class GetServerInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ServerInfo(_message.Message):
+    __slots__ = ("signature_algorithm", "public_key", "record_format", "rules_version")
+    SIGNATURE_ALGORITHM_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    RULES_VERSION_FIELD_NUMBER: _ClassVar[int]
+    signature_algorithm: str
+    public_key: str
+    record_format: str
+    rules_version: str
+    def __init__(self, signature_algorithm: _Optional[str] = ..., public_key: _Optional[str] = ..., record_format: _Optional[str] = ..., rules_version: _Optional[str] = ...) -> None: ...
+
+class GetAuditLogRequest(_message.Message):
+    __slots__ = ("match_id",)
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    def __init__(self, match_id: _Optional[str] = ...) -> None: ...
+
+class AuditEvent(_message.Message):
+    __slots__ = ("seq", "type", "schema_version", "payload_json", "metadata_json", "prev_hash", "salt", "hash", "recorded_at")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    PREV_HASH_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    type: str
+    schema_version: int
+    payload_json: str
+    metadata_json: str
+    prev_hash: str
+    salt: str
+    hash: str
+    recorded_at: str
+    def __init__(self, seq: _Optional[int] = ..., type: _Optional[str] = ..., schema_version: _Optional[int] = ..., payload_json: _Optional[str] = ..., metadata_json: _Optional[str] = ..., prev_hash: _Optional[str] = ..., salt: _Optional[str] = ..., hash: _Optional[str] = ..., recorded_at: _Optional[str] = ...) -> None: ...
+
+class GetAuditLogResponse(_message.Message):
+    __slots__ = ("match_id", "events")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    events: _containers.RepeatedCompositeFieldContainer[AuditEvent]
+    def __init__(self, match_id: _Optional[str] = ..., events: _Optional[_Iterable[_Union[AuditEvent, _Mapping]]] = ...) -> None: ...
+
 class ListMatchesRequest(_message.Message):
     __slots__ = ("phase", "player_name", "page_size", "page_token")
     PHASE_FIELD_NUMBER: _ClassVar[int]

@@ -85,6 +85,16 @@ class BergenStub:
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.AbandonMatchRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.AbandonMatchResponse.FromString,
                 _registered_method=True)
+        self.GetServerInfo = channel.unary_unary(
+                '/bergen.v1.Bergen/GetServerInfo',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.GetServerInfoRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.ServerInfo.FromString,
+                _registered_method=True)
+        self.GetAuditLog = channel.unary_unary(
+                '/bergen.v1.Bergen/GetAuditLog',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.GetAuditLogRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetAuditLogResponse.FromString,
+                _registered_method=True)
 
 
 class BergenServicer:
@@ -162,6 +172,21 @@ class BergenServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetServerInfo(self, request, context):
+        """The server's identity: the public key its match records are signed with.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAuditLog(self, request, context):
+        """The stored events of a finished match with their hash chain, for an independent check
+        that nothing in the log was changed (the organiser token may read a live match's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BergenServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -214,6 +239,16 @@ def add_BergenServicer_to_server(servicer, server):
                     servicer.AbandonMatch,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.AbandonMatchRequest.FromString,
                     response_serializer=bergen_dot_v1_dot_bergen__pb2.AbandonMatchResponse.SerializeToString,
+            ),
+            'GetServerInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetServerInfo,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetServerInfoRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.ServerInfo.SerializeToString,
+            ),
+            'GetAuditLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAuditLog,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetAuditLogRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.GetAuditLogResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -487,6 +522,60 @@ class Bergen:
             '/bergen.v1.Bergen/AbandonMatch',
             bergen_dot_v1_dot_bergen__pb2.AbandonMatchRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.AbandonMatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetServerInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.Bergen/GetServerInfo',
+            bergen_dot_v1_dot_bergen__pb2.GetServerInfoRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.ServerInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAuditLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.Bergen/GetAuditLog',
+            bergen_dot_v1_dot_bergen__pb2.GetAuditLogRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.GetAuditLogResponse.FromString,
             options,
             channel_credentials,
             insecure,

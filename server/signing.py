@@ -1,0 +1,130 @@
+"""Signed match records: an Ed25519 key held by the server, signatures as RECORD.md says.
+
+The signature covers the UTF-8 bytes of the record without its `signature` field in
+RFC 8785 (JCS) canonical JSON.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import rfc8785
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+
+ALGORITHM = "ed25519"
+DEFAULT_KEY_FILE = "bergen-signing-key.pem"
+
+
+class SignatureError(Exception):
+    """A record's signature is missing, malformed, from another key, or does not verify."""
+
+
+def signing_bytes(record: dict[str, Any]) -> bytes:
+    """What the signature covers. Raises ValueError for a record that is not JSON."""
+    body = {k: v for k, v in record.items() if k != "signature"}
+    try:
+        return rfc8785.dumps(body)
+    except rfc8785.CanonicalizationError as e:
+        raise ValueError(f"the record is not canonical JSON: {e}") from e
+
+
+class RecordSigner:
+    """The server's signing key."""
+
+    def __init__(self, key: Ed25519PrivateKey) -> None:
+        self._key = key
+        self.public_key = (
+            key.public_key()
+            .public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+            .hex()
+        )
+
+    @classmethod
+    def load_or_create(cls, path: str | os.PathLike[str]) -> RecordSigner:
+        """The key in `path` (PEM, PKCS#8), made and stored there (mode 0600) when the file
+        does not exist. Raises ValueError for a file that holds no Ed25519 private key."""
+        p = Path(path)
+        if p.exists():
+            key = serialization.load_pem_private_key(p.read_bytes(), password=None)
+            if not isinstance(key, Ed25519PrivateKey):
+                raise ValueError(f"{p} does not hold an Ed25519 private key")
+            return cls(key)
+        key = Ed25519PrivateKey.generate()
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(p.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+        try:
+            # Another replica may have made it at the same moment: keep the first.
+            os.link(tmp, p)
+        except FileExistsError:
+            tmp.unlink()
+            return cls.load_or_create(p)
+        tmp.unlink()
+        return cls(key)
+
+    def sign(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The record with its `signature` field."""
+        signed = copy.deepcopy(record)
+        signed.pop("signature", None)
+        value = self._key.sign(signing_bytes(signed)).hex()
+        signed["signature"] = {
+            "algorithm": ALGORITHM,
+            "public_key": self.public_key,
+            "value": value,
+        }
+        return signed
+
+
+def verify_signature(record: dict[str, Any], trusted_public_key: str | None = None) -> str:
+    """Check a signed record; returns the public key (hex) that signed it.
+
+    With `trusted_public_key`, the record must be signed by that key. Raises SignatureError.
+    """
+    sig = record.get("signature")
+    if not isinstance(sig, dict):
+        raise SignatureError("the record is not signed")
+    if sig.get("algorithm") != ALGORITHM:
+        raise SignatureError(f"unknown signature algorithm {sig.get('algorithm')!r}")
+    try:
+        public = bytes.fromhex(str(sig.get("public_key")))
+        value = bytes.fromhex(str(sig.get("value")))
+        key = Ed25519PublicKey.from_public_bytes(public)
+    except ValueError as e:
+        raise SignatureError(f"malformed signature: {e}") from None
+    if trusted_public_key is not None and public.hex() != trusted_public_key.lower():
+        raise SignatureError("signed by another key than the one given")
+    try:
+        key.verify(value, signing_bytes(record))
+    except (InvalidSignature, ValueError):
+        raise SignatureError("the signature does not match the record") from None
+    return public.hex()
+
+
+def load_public_key(path: str | os.PathLike[str]) -> str:
+    """A public key from a file: 64 hex digits, or a PEM public key. Raises ValueError."""
+    data = Path(path).read_bytes().strip()
+    if len(data) == 64:
+        try:
+            bytes.fromhex(data.decode())
+            return data.decode().lower()
+        except ValueError:
+            pass
+    key = serialization.load_pem_public_key(data)
+    if not isinstance(key, Ed25519PublicKey):
+        raise ValueError(f"{path} does not hold an Ed25519 public key")
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
