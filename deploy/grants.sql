@@ -1,0 +1,6 @@
+-- After `BERGEN_DATABASE_URL=postgresql://bergen_owner:...@host/bergen bergen migrate`,
+-- as bergen_owner (or a superuser):  psql -d bergen -v ON_ERROR_STOP=1 -f deploy/grants.sql
+-- (PostgreSQL 15 grants USAGE on schema public to everyone already.)
+GRANT SELECT, INSERT ON events TO bergen_app;
+GRANT USAGE ON SEQUENCE events_position_seq TO bergen_app;
+GRANT SELECT ON alembic_version TO bergen_app;
