@@ -1,64 +1,630 @@
-"""Plain-text rendering of a match record, hand by hand."""
+"""A match as text, hand by hand, built by folding its events.
+
+`tell(events)` folds a stream (whole, or redacted for a viewer: hidden tiles are None) one
+event at a time and keeps the state after each moment worth showing: a deal, an action with
+the points it scored, the end of a hand, the end of the match. `render_story` lays that out
+as a listing, `render_frame` as one screen of `bergen-replay --step`. Neither knows a rule:
+the line, the ends, the scores and every legal play come from the folded states and the
+domain's views.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from bergen.domain.scoring import place
-from bergen.domain.tiles import Tile
+from rich.text import Text
+
+from bergen.domain.audit import replay_record
+from bergen.domain.errors import CorruptRecord
+from bergen.domain.events import (
+    HEADER_REASONS,
+    Dealt,
+    DealVoided,
+    Event,
+    HandEnded,
+    MatchEnded,
+    Passed,
+    PointsScored,
+    TileDrawn,
+    TilePlayed,
+)
+from bergen.domain.state import ENDED, SEATING, State, evolve
+from bergen.domain.tiles import RESERVE, End, Tile
+from bergen.domain.views import view
+
+from .terminal import PLAIN, Look
+
+REASONS = {
+    "double_header": "double header",
+    "triple_header": "triple header",
+    "double_bonus": "double bonus",
+    "domino": "going out",
+    "blocked": "blocked hand",
+}
+
+DEAL = "deal"
+LEAD = "lead"
+PLAY = "play"
+DRAW = "draw"
+PASS = "pass"
+HAND_END = "hand_end"
+MATCH_END = "match_end"
+ACTIONS = (LEAD, PLAY, DRAW, PASS)
 
 
-def line_text(line: list[tuple[int, int]]) -> str:
-    return "".join(f"[{a}|{b}]" for a, b in line)
+@dataclass(slots=True)
+class Scored:
+    """Points as scored, and the side's total right after them."""
+
+    event: PointsScored
+    total: int
+
+
+@dataclass(slots=True)
+class Step:
+    """One moment of a match worth showing, and the state right after it (after the points
+    it caused, for a play)."""
+
+    kind: str
+    hand: int
+    event: Event
+    state: State
+    number: int = 0
+    """The action's place in its hand, from 1 (as RECORD.md and the verifier count)."""
+    void: bool = False
+    """For a deal: void, dealt again."""
+    points: list[Scored] = field(default_factory=list)
+    laid_by: tuple[int, ...] = ()
+    """The seat that laid each tile of `state.line`."""
+    before: State | None = None
+    """The state before the step (for a hand's end: before its last points)."""
+
+
+@dataclass(slots=True)
+class HandStory:
+    number: int
+    deals: list[Step] = field(default_factory=list)
+    actions: list[Step] = field(default_factory=list)
+    end: Step | None = None
+
+
+@dataclass(slots=True)
+class Story:
+    """A match as far as its events go, as the viewer of those events knows it."""
+
+    final: State
+    hands: list[HandStory]
+    steps: list[Step]
+    result: MatchEnded | None
+
+    def hand(self, number: int) -> HandStory | None:
+        for h in self.hands:
+            if h.number == number:
+                return h
+        return None
+
+
+def tell(events: Sequence[Event]) -> Story:
+    """Fold `events`, keeping the state after each deal, action, hand end and match end.
+
+    Raises CorruptRecord for a stream that does not fold.
+    """
+    state: State | None = None
+    hands: list[HandStory] = []
+    steps: list[Step] = []
+    current: HandStory | None = None
+    last_action: Step | None = None
+    laid_by: tuple[int, ...] = ()
+    end_points: list[Scored] = []
+    before_end: State | None = None
+    result: MatchEnded | None = None
+    for e in events:
+        previous = state
+        state = evolve(state, e)
+        if isinstance(e, Dealt):
+            if current is None or current.number != e.hand:
+                current = HandStory(e.hand)
+                hands.append(current)
+            step = Step(DEAL, e.hand, e, state, before=previous)
+            current.deals.append(step)
+            steps.append(step)
+            last_action, laid_by, end_points, before_end = None, (), [], None
+        elif isinstance(e, DealVoided):
+            if current is not None and current.deals:
+                current.deals[-1].void = True
+        elif isinstance(e, TilePlayed | TileDrawn | Passed):
+            if current is None:
+                raise CorruptRecord(f"{type(e).__name__} before any deal")
+            if isinstance(e, TilePlayed):
+                if e.end is None:
+                    laid_by = (e.seat,)
+                elif e.end is End.LEFT:
+                    laid_by = (e.seat, *laid_by)
+                else:
+                    laid_by = (*laid_by, e.seat)
+                kind = LEAD if e.end is None else PLAY
+            else:
+                kind = DRAW if isinstance(e, TileDrawn) else PASS
+            last_action = Step(
+                kind,
+                e.hand,
+                e,
+                state,
+                number=len(current.actions) + 1,
+                laid_by=laid_by,
+                before=previous,
+            )
+            current.actions.append(last_action)
+            steps.append(last_action)
+        elif isinstance(e, PointsScored):
+            scored = Scored(e, state.scores[e.side])
+            if e.reason in HEADER_REASONS and last_action is not None:
+                last_action.points.append(scored)
+                last_action.state = state
+            else:
+                if not end_points:
+                    before_end = previous
+                end_points.append(scored)
+        elif isinstance(e, HandEnded):
+            step = Step(
+                HAND_END,
+                e.hand,
+                e,
+                state,
+                points=end_points,
+                laid_by=laid_by,
+                before=before_end or previous,
+            )
+            if current is not None:
+                current.end = step
+            steps.append(step)
+            end_points = []
+        elif isinstance(e, MatchEnded):
+            result = e
+            steps.append(Step(MATCH_END, state.hand, e, state, laid_by=laid_by, before=previous))
+        elif steps:
+            # SeedRevealed and the like change nothing shown, but later steps see them.
+            steps[-1].state = state
+    if state is None:
+        raise CorruptRecord("an empty stream holds no match")
+    return Story(state, hands, steps, result)
+
+
+# ----- words ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """How seats and sides are called."""
+
+    seats: tuple[str, ...]
+    sides: tuple[tuple[int, ...], ...]
+    partnerships: bool
+
+    @staticmethod
+    def of(state: State) -> Names:
+        seats = tuple(
+            p.name if p is not None and p.name else f"seat {i}" for i, p in enumerate(state.players)
+        )
+        return Names(seats, state.sides, state.partnerships)
+
+    @property
+    def width(self) -> int:
+        return min(max(len("boneyard"), *(len(n) for n in self.seats)), 16)
+
+    def side_of(self, seat: int) -> int:
+        for side, members in enumerate(self.sides):
+            if seat in members:
+                return side
+        return seat
+
+    def side(self, side: int) -> str:
+        if side >= len(self.sides):
+            return f"side {side}"
+        members = [self.seats[s] for s in self.sides[side] if s < len(self.seats)]
+        if self.partnerships:
+            return f"side {side} ({' & '.join(members)})"
+        return members[0] if members else f"side {side}"
+
+
+def _seat(text: Text, names: Names, look: Look, seat: int, pad: bool = False) -> None:
+    name = names.seats[seat] if seat < len(names.seats) else f"seat {seat}"
+    if pad:
+        name = name[: names.width].ljust(names.width)
+    text.append(name, look.side_style(names.side_of(seat)))
+
+
+def _side(text: Text, names: Names, look: Look, side: int) -> None:
+    text.append(names.side(side), look.side_style(side))
+
+
+def _tiles(tiles: Sequence[Tile | None], look: Look) -> Text:
+    """Known tiles as `a-b`; unknown ones as a count."""
+    known = [str(t) for t in tiles if t is not None]
+    hidden = sum(t is None for t in tiles)
+    text = Text(" ".join(known))
+    if hidden:
+        if known:
+            text.append(" + ")
+        text.append(look.hidden(hidden), look.style("dim"))
+    if not tiles:
+        text.append("none", look.style("dim"))
+    return text
+
+
+def line_text(
+    line: Sequence[tuple[int, int]],
+    look: Look = PLAIN,
+    laid_by: Sequence[int] = (),
+    names: Names | None = None,
+    fresh: int | None = None,
+) -> Text:
+    """The line as laid, left to right; each tile in the colour of the side that laid it,
+    the tile at index `fresh` (the one just played) underlined."""
+    text = Text()
+    for i, (a, b) in enumerate(line):
+        if look.unicode and i:
+            text.append(" ")
+        style = ""
+        if names is not None and i < len(laid_by):
+            style = look.side_style(names.side_of(laid_by[i]))
+        if i == fresh and look.colour:
+            style = f"{style} underline".strip()
+        text.append(look.line_tile(a, b), style)
+    return text
+
+
+def points_text(scored: Scored, names: Names, look: Look) -> Text:
+    """`+2 double header (3 cut to 2 near the target): bob 11`."""
+    p = scored.event
+    text = Text()
+    text.append(f"+{p.points} {REASONS.get(p.reason, p.reason)}", look.style("bold green"))
+    if p.base > p.points:
+        text.append(f" ({p.base} cut to {p.points} near the target)", look.style("yellow"))
+    text.append(" → ")
+    _side(text, names, look, p.side)
+    text.append(f" {scored.total}")
+    return text
+
+
+def action_text(step: Step, names: Names, look: Look) -> Text:
+    """`bob plays 3-5 left`, `ann draws a tile`, ... without the number or the line."""
+    e = step.event
+    text = Text()
+    if isinstance(e, TilePlayed):
+        _seat(text, names, look, e.seat)
+        if e.end is None:
+            text.append(f" leads {e.tile}")
+        else:
+            text.append(f" plays {e.tile} {e.end.value}")
+    elif isinstance(e, TileDrawn):
+        _seat(text, names, look, e.seat)
+        text.append(" draws ")
+        text.append(
+            str(e.tile) if e.tile is not None else "a tile", "" if e.tile else look.style("dim")
+        )
+    elif isinstance(e, Passed):
+        _seat(text, names, look, e.seat)
+        text.append(" passes")
+    return text
+
+
+def hand_end_text(step: Step, names: Names, look: Look) -> list[Text]:
+    """How the hand ended and what it scored."""
+    e = step.event
+    assert isinstance(e, HandEnded)
+    out: list[Text] = []
+    head = Text()
+    if e.reason == "domino":
+        who = next((s.event.seat for s in step.points if s.event.seat is not None), None)
+        if who is not None:
+            _seat(head, names, look, who)
+        elif e.side is not None:
+            _side(head, names, look, e.side)
+        else:
+            head.append("a seat")
+        head.append(" went out")
+    elif e.reason == "blocked":
+        head.append("blocked: ", look.style("bold"))
+        head.append(
+            "only the reserve is left and nobody can play"
+            if e.side is not None
+            else "only the reserve is left and nobody can play; a tie, nobody scores"
+        )
+    elif e.reason == "match_over":
+        head.append("the target is reached: the hand stops here")
+    else:
+        head.append(f"the hand ends ({e.reason})")
+    out.append(head)
+    for scored in step.points:
+        out.append(Text("  ").append_text(points_text(scored, names, look)))
+    left = step.state.hands
+    if left and any(left):
+        rest = Text("left in hands: ")
+        for seat, tiles in enumerate(left):
+            if seat:
+                rest.append(" · ")
+            _seat(rest, names, look, seat)
+            rest.append(" ")
+            rest.append_text(_tiles(tiles, look))
+        out.append(rest)
+    return out
+
+
+def scores_text(scores: Sequence[int], names: Names, look: Look) -> Text:
+    text = Text()
+    for side, score in enumerate(scores):
+        if side:
+            text.append(" · ")
+        _side(text, names, look, side)
+        text.append(f" {score}", look.style("bold"))
+    return text
+
+
+def result_text(result: MatchEnded, names: Names, look: Look) -> Text:
+    text = Text()
+    if result.reason == "target" and result.winner_side is not None:
+        _side(text, names, look, result.winner_side)
+        text.append(" wins", look.style("bold"))
+    elif result.reason == "abandoned":
+        text.append("abandoned, no winner", look.style("bold"))
+        if result.resigned_seat is not None:
+            text.append(" (")
+            _seat(text, names, look, result.resigned_seat)
+            text.append(" resigned)")
+    else:
+        text.append(f"{result.reason}, no winner", look.style("bold"))
+    text.append(": ")
+    text.append_text(scores_text(result.scores, names, look))
+    if result.note:
+        text.append(f" ({result.note})")
+    return text
+
+
+def status_text(story: Story, names: Names, look: Look) -> Text:
+    """Where the match stands: its result, or who is to play."""
+    s = story.final
+    if story.result is not None:
+        return Text("result: ", look.style("bold")).append_text(
+            result_text(story.result, names, look)
+        )
+    if s.phase == SEATING:
+        taken = sum(p is not None for p in s.players)
+        return Text(f"waiting for players: {taken} of {s.seats} seats taken")
+    text = Text(f"live, hand {s.hand}: ", look.style("bold"))
+    if s.turn is not None:
+        _seat(text, names, look, s.turn)
+        text.append(" to play; ")
+    text.append_text(scores_text(s.scores, names, look))
+    return text
+
+
+def header_text(story: Story, names: Names, look: Look) -> list[Text]:
+    s = story.final
+    rules = s.rules
+    title = Text("match ", look.style("bold"))
+    title.append(s.match_id, look.style("bold"))
+    if s.name:
+        title.append(f"  “{s.name}”")
+    title.append(
+        f"  {rules.preset}, target {rules.target}, {s.seats} seats"
+        f"{' in partnerships' if s.partnerships else ''}"
+    )
+    seats = Text("seats: ")
+    for seat in range(s.seats):
+        if seat:
+            seats.append(", ")
+        seats.append(f"{seat} ")
+        _seat(seats, names, look, seat)
+    if s.partnerships:
+        seats.append(f"; sides: {names.side(0)}, {names.side(1)}")
+    return [title, seats, status_text(story, names, look)]
+
+
+# ----- the listing ------------------------------------------------------------------------
+
+
+def render_story(
+    story: Story, look: Look = PLAIN, only_hand: int | None = None, note: str = ""
+) -> list[Text]:
+    """The match as lines of text: the header, then each hand (or only `only_hand`)."""
+    names = Names.of(story.final)
+    out = header_text(story, names, look)
+    if note:
+        out.append(Text(note, look.style("dim")))
+    for hand in story.hands:
+        if only_hand is not None and hand.number != only_hand:
+            continue
+        out.append(Text())
+        out.extend(_hand_lines(hand, names, look))
+    if only_hand is None and story.result is not None and story.hands:
+        out.append(Text())
+        out.append(Text("result: ", look.style("bold")).append_text(
+            result_text(story.result, names, look)
+        ))  # fmt: skip
+    return out
+
+
+def _hand_lines(hand: HandStory, names: Names, look: Look) -> list[Text]:
+    out = [Text(f"hand {hand.number}", look.style("bold underline"))]
+    for deal in hand.deals:
+        e = deal.event
+        assert isinstance(e, Dealt)
+        head = Text(f"  deal {e.attempt}", look.style("bold"))
+        if deal.void:
+            head.append(": void, no seat holds a double; dealt again", look.style("yellow"))
+        out.append(head)
+        for seat, tiles in enumerate(e.hands):
+            row = Text("    ")
+            _seat(row, names, look, seat, pad=True)
+            row.append("  ")
+            row.append_text(_tiles(tiles, look))
+            out.append(row)
+        out.append(Text("    ").append_text(_boneyard(e.boneyard, names, look)))
+    for step in hand.actions:
+        row = Text(f"  {step.number:>3}  ")
+        words = action_text(step, names, look)
+        row.append_text(words)
+        if step.kind in (LEAD, PLAY):
+            row.append(" " * max(1, names.width + 19 - len(words.plain)))
+            fresh = 0 if isinstance(step.event, TilePlayed) and step.event.end is End.LEFT else -1
+            row.append_text(
+                line_text(step.state.line, look, step.laid_by, names, fresh % len(step.state.line))
+            )
+        elif step.kind == DRAW:
+            row.append(f"  ({step.state.drawable} left to draw)", look.style("dim"))
+        out.append(row)
+        for scored in step.points:
+            out.append(Text("         ").append_text(points_text(scored, names, look)))
+    if hand.end is not None:
+        for t in hand_end_text(hand.end, names, look):
+            out.append(Text("  ").append_text(t))
+        e = hand.end.event
+        assert isinstance(e, HandEnded)
+        out.append(
+            Text(f"  scores after hand {hand.number}: ").append_text(
+                scores_text(e.scores, names, look)
+            )
+        )
+    elif hand.actions or hand.deals:
+        last = (hand.actions or hand.deals)[-1].state
+        if last.phase == ENDED:
+            out.append(Text("  the match ended during this hand", look.style("dim")))
+        elif last.turn is not None:
+            row = Text("  in play: ")
+            _seat(row, names, look, last.turn)
+            row.append(" to play")
+            out.append(row)
+    return out
+
+
+def _boneyard(boneyard: Sequence[Tile | None], names: Names, look: Look) -> Text:
+    text = Text("boneyard".ljust(names.width), look.style("dim"))
+    text.append("  ")
+    if boneyard and all(t is not None for t in boneyard):
+        drawable = [str(t) for t in boneyard[:-RESERVE]]
+        reserve = [str(t) for t in boneyard[-RESERVE:]]
+        text.append(" ".join(drawable))
+        text.append("  reserve ", look.style("dim"))
+        text.append(" ".join(reserve))
+    else:
+        text.append_text(_tiles(boneyard, look))
+    return text
+
+
+# ----- one screen of --step ---------------------------------------------------------------
+
+
+def render_frame(
+    story: Story, index: int, steps: Sequence[Step], look: Look = PLAIN, note: str = ""
+) -> list[Text]:
+    """Step `index` of `steps` as one screen: the hands as known then, the line, the last
+    action and its points, and the scores."""
+    step = steps[index]
+    s = step.state
+    names = Names.of(story.final)
+    out: list[Text] = []
+    title = Text(f"match {s.match_id}", look.style("bold"))
+    title.append(f"  hand {step.hand}, deal {s.attempt}  ·  step {index + 1} of {len(steps)}")
+    out.append(title)
+    if note:
+        out.append(Text(note, look.style("dim")))
+    out.append(Text("scores: ").append_text(scores_text(s.scores, names, look)).append(
+        f"   (target {s.rules.target})"
+    ))  # fmt: skip
+    out.append(Text())
+    for seat, tiles in enumerate(s.hands):
+        row = Text("  ")
+        _seat(row, names, look, seat, pad=True)
+        row.append("  ")
+        row.append_text(_tiles(tiles, look))
+        if s.turn == seat and not s.hand_over:
+            row.append("   ◀ to play" if look.unicode else "   <- to play", look.style("bold"))
+        out.append(row)
+    out.append(
+        Text("  ")
+        .append_text(_boneyard(s.boneyard, names, look))
+        .append(f"   ({s.drawable} left to draw)", look.style("dim"))
+    )
+    out.append(Text())
+    fresh = None
+    if step.kind in (LEAD, PLAY) and isinstance(step.event, TilePlayed):
+        fresh = 0 if step.event.end is End.LEFT else len(s.line) - 1
+    if s.line:
+        out.append(
+            Text("  line  ").append_text(line_text(s.line, look, step.laid_by, names, fresh))
+        )
+        if s.ends is not None:
+            left, right, ld, rd = s.ends
+            out.append(Text(f"  ends  {left}{'*' if ld else ''} | {right}{'*' if rd else ''}", ""))
+    else:
+        out.append(Text("  line  (empty)", look.style("dim")))
+    out.append(Text())
+    out.extend(_what_happened(step, names, look))
+    hint = _options(s, names, look)
+    if hint is not None:
+        out.append(hint)
+    out.append(Text())
+    keys = (
+        "→ n space: forward   ← p: back   ] [: next/previous hand   g G: first/last   q: quit"
+        if look.unicode
+        else "right n space: forward   left p: back   ] [: next/previous hand   "
+        "g G: first/last   q: quit"
+    )
+    out.append(Text(keys, look.style("dim")))
+    return out
+
+
+def _what_happened(step: Step, names: Names, look: Look) -> list[Text]:
+    e = step.event
+    if step.kind == DEAL:
+        assert isinstance(e, Dealt)
+        text = Text(f"hand {e.hand}, deal {e.attempt} dealt", look.style("bold"))
+        if step.void:
+            text.append(": void, no seat holds a double; dealt again", look.style("yellow"))
+        return [text]
+    if step.kind in ACTIONS:
+        text = Text(f"{step.number:>3}  ").append_text(action_text(step, names, look))
+        out = [text]
+        out.extend(Text("     ").append_text(points_text(p, names, look)) for p in step.points)
+        return out
+    if step.kind == HAND_END:
+        out = [Text(f"end of hand {step.hand}: ", look.style("bold"))]
+        lines = hand_end_text(step, names, look)
+        out[0].append_text(lines[0])
+        out.extend(Text("  ").append_text(t) for t in lines[1:])
+        return out
+    assert isinstance(e, MatchEnded)
+    return [Text("match over: ", look.style("bold")).append_text(result_text(e, names, look))]
+
+
+def _options(s: State, names: Names, look: Look) -> Text | None:
+    """The legal plays of the seat to play, when its tiles are known (from its view)."""
+    if s.turn is None or s.hand_over or s.phase != "playing":
+        return None
+    if any(t is None for t in s.hands[s.turn]):
+        return None
+    plays = view(s, s.turn).legal_plays
+    text = Text("     ")
+    _seat(text, names, look, s.turn)
+    if not plays:
+        text.append(" has nothing that fits")
+        return text
+    text.append(" may play ")
+    text.append(", ".join(f"{t} {end.value}" for t, end in plays))
+    return text
+
+
+# ----- records ----------------------------------------------------------------------------
 
 
 def render_record(record: dict[str, Any]) -> str:
-    """The record as text: each deal, each action with the line after it, each result."""
-    names = [s["name"] for s in record["seats"]]
-    out: list[str] = [
-        f"match {record['match_id']}  ({record['rules']['preset']}, target "
-        f"{record['rules']['target']})",
-        "seats: " + ", ".join(f"{i}:{n}" for i, n in enumerate(names)),
-    ]
-    for hand in record["hands"]:
-        out.append(f"\nhand {hand['number']}")
-        for deal in hand["deals"]:
-            tag = " (void: no double, dealt again)" if deal["void"] else ""
-            out.append(f"  deal {deal['attempt']}{tag}")
-            for seat, tiles in enumerate(deal["hands"]):
-                out.append(f"    {names[seat]:>10}: {' '.join(tiles)}")
-            out.append(f"    {'boneyard':>10}: {' '.join(deal['boneyard'])}")
-        line: list[tuple[int, int]] = []
-        ends: tuple[int, int, bool, bool] | None = None
-        for action in hand["actions"]:
-            who = names[action["seat"]]
-            if action["act"] == "play":
-                tile = Tile.parse(action["tile"])
-                at_left = action["end"] == "left"
-                new = place(ends, tile, at_left)
-                if ends is None:
-                    line = [(tile.low, tile.high)]
-                elif at_left:
-                    line.insert(0, (new[0], ends[0]))
-                else:
-                    line.append((ends[1], new[1]))
-                ends = new
-                where = "leads" if action["end"] is None else f"plays {action['end']:>5}"
-                pts = f" +{action['points']}" if action["points"] else ""
-                out.append(f"  {who:>10} {where} {action['tile']}{pts:4}  {line_text(line)}")
-            elif action["act"] == "draw":
-                out.append(f"  {who:>10} draws {action['tile']}")
-            else:
-                out.append(f"  {who:>10} passes")
-        end = hand.get("end")
-        if end:
-            won = "nobody" if end["side"] is None else f"side {end['side']}"
-            out.append(f"  hand ends: {end['reason']}, {won} +{end['points']}")
-        out.append(f"  scores: {hand['scores']}")
-    result = record["result"]
-    winner = result["winner_side"]
-    out.append(
-        f"\nresult: {result['reason']}, "
-        f"{'no winner' if winner is None else f'side {winner} wins'}, scores {result['scores']}"
-    )
-    return "\n".join(out)
+    """A RECORD.md record as plain text, hand by hand (the record replayed through the
+    rules, then told as `bergen-replay` tells a match). Raises CorruptRecord for a record
+    that does not check."""
+    verdict = replay_record(record)
+    if not verdict.ok:
+        raise CorruptRecord(verdict.line())
+    return "\n".join(t.plain for t in render_story(tell(verdict.events)))

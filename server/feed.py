@@ -129,9 +129,12 @@ class MatchIndex:
         after: int | None = None
         if token:
             try:
-                after = int(json.loads(base64.urlsafe_b64decode(token.encode()))["before"])
+                after = json.loads(base64.urlsafe_b64decode(token.encode()))["before"]
             except (ValueError, KeyError, TypeError) as e:
                 raise InvalidArgument("page_token is not one this server gave") from e
+            # Only an int was ever given: int() of 1e999 (inf) would raise OverflowError.
+            if type(after) is not int:
+                raise InvalidArgument("page_token is not one this server gave")
         with self.lock:
             rows = sorted(self.matches.values(), key=lambda s: -s.order)
             chosen = [

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import logging.handlers
 import os
 import signal
 import sys
 import threading
 from concurrent import futures
 from dataclasses import dataclass
+from queue import Queue
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -170,10 +172,7 @@ def migrate_command(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=os.environ.get("BERGEN_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    log_listener = _log_in_background(os.environ.get("BERGEN_LOG_LEVEL", "INFO"))
     token = os.environ.get("BERGEN_ORGANISER_TOKEN") or None
     if args.organiser_token_file:
         with open(args.organiser_token_file, encoding="utf-8") as f:
@@ -222,4 +221,19 @@ def serve(args: argparse.Namespace) -> int:
     done.wait()
     running.stop()
     log.info("stopped")
+    log_listener.stop()
     return 0
+
+
+def _log_in_background(level: str) -> logging.handlers.QueueListener:
+    """Log lines are queued by the calling thread and written by one thread of their own,
+    so a command never waits for stderr."""
+    queue: Queue[logging.LogRecord] = Queue()
+    out = logging.StreamHandler()
+    out.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    listener = logging.handlers.QueueListener(queue, out)
+    root = logging.getLogger()
+    root.setLevel(level)
+    root.addHandler(logging.handlers.QueueHandler(queue))
+    listener.start()
+    return listener

@@ -1,7 +1,9 @@
 """Loading matches: read the stream, fold it, and keep the folded state per process.
 
-The cache is keyed by match and version and is never the truth: every load reads the events
-the cache has not seen (one query), so a command on any replica acts on the latest state.
+The cache is keyed by match and version and is never the truth: `load` reads the events the
+cache has not seen (one query). A command may be decided on the cached copy without a read
+(`cached`), because its append names the version it was decided on: if another replica
+wrote since, the store refuses the append and the command is decided again on a fresh load.
 """
 
 from __future__ import annotations
@@ -121,6 +123,11 @@ class MatchRepository:
         match = extend(cached, new)
         self.remember(match_id, match)
         return match
+
+    def cached(self, match_id: str) -> Match | None:
+        """The match as this process last saw it (possibly behind the store), or None."""
+        with self._lock:
+            return self._cache.get(match_id)
 
     def remember(self, match_id: str, match: Match) -> None:
         """Keep `match` unless the cache already holds a newer version."""

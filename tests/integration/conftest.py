@@ -1,106 +1,20 @@
 """Fixtures for the store on both backends.
 
-PostgreSQL: BERGEN_TEST_DATABASE_URL (an admin URL, e.g. postgresql://postgres@127.0.0.1:5432/test),
-else a testcontainers PostgreSQL when a Docker engine answers, else the tests are skipped, or
-fail when BERGEN_REQUIRE_POSTGRES=1. Each test gets its own database, cloned from a migrated
-template made once per session, and dropped afterwards.
+The PostgreSQL databases (`pg_database`, `empty_pg_database`) come from tests/conftest.py.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 
 from bergen.server.store import EventStore, open_store, upgrade_to_head
-from bergen.server.store.url import psycopg_conninfo
-
-HOW_TO_RUN = (
-    "PostgreSQL tests need a server: set BERGEN_TEST_DATABASE_URL="
-    "postgresql://postgres@127.0.0.1:5432/test (a role that may CREATE DATABASE), "
-    "or run a Docker engine for testcontainers"
-)
-
-
-def _docker_answers() -> bool:
-    try:
-        import docker  # type: ignore[import-untyped]
-
-        docker.from_env(timeout=3).ping()
-    except Exception:
-        return False
-    return True
-
-
-@pytest.fixture(scope="session")
-def pg_admin_url() -> Iterator[str]:
-    """A URL on which the tests may create and drop databases."""
-    url = os.environ.get("BERGEN_TEST_DATABASE_URL")
-    if url:
-        yield psycopg_conninfo(url)
-        return
-    if _docker_answers():
-        from testcontainers.postgres import PostgresContainer
-
-        with PostgresContainer("postgres:15-alpine", driver=None) as pg:
-            yield psycopg_conninfo(pg.get_connection_url())
-        return
-    if os.environ.get("BERGEN_REQUIRE_POSTGRES") == "1":
-        pytest.fail(f"BERGEN_REQUIRE_POSTGRES=1 but no PostgreSQL: {HOW_TO_RUN}")
-    pytest.skip(HOW_TO_RUN)
-
-
-def with_database(admin_url: str, name: str) -> str:
-    """`admin_url` pointing at database `name`."""
-    return urlunsplit(urlsplit(admin_url)._replace(path=f"/{name}"))
-
-
-def admin_execute(admin_url: str, *statements: str) -> None:
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        for statement in statements:
-            conn.execute(statement)
-
-
-@pytest.fixture(scope="session")
-def pg_template(pg_admin_url: str) -> Iterator[str]:
-    """A migrated database that each test's database is cloned from."""
-    name = f"bergen_tmpl_{uuid.uuid4().hex[:12]}"
-    admin_execute(pg_admin_url, f"CREATE DATABASE {name}")
-    try:
-        upgrade_to_head(with_database(pg_admin_url, name))
-        yield name
-    finally:
-        admin_execute(pg_admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
-@pytest.fixture
-def pg_database(pg_admin_url: str, pg_template: str) -> Iterator[str]:
-    """The URL of a migrated database of this test's own, dropped at the end."""
-    name = f"bergen_test_{uuid.uuid4().hex[:12]}"
-    admin_execute(pg_admin_url, f"CREATE DATABASE {name} TEMPLATE {pg_template}")
-    try:
-        yield with_database(pg_admin_url, name)
-    finally:
-        admin_execute(pg_admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
-@pytest.fixture
-def empty_pg_database(pg_admin_url: str) -> Iterator[str]:
-    """The URL of an empty database of this test's own, dropped at the end."""
-    name = f"bergen_test_{uuid.uuid4().hex[:12]}"
-    admin_execute(pg_admin_url, f"CREATE DATABASE {name}")
-    try:
-        yield with_database(pg_admin_url, name)
-    finally:
-        admin_execute(pg_admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @dataclass(frozen=True)

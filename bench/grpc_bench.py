@@ -1,0 +1,711 @@
+"""The gRPC service against its references, on PostgreSQL, in one run.
+
+    python -m bench grpc            (or: python -m bench.grpc_bench --seconds 3 --rounds 3)
+
+Every server is a separate process, started on a PostgreSQL database made for the run (from
+BERGEN_BENCH_DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/postgres) and dropped
+afterwards:
+
+- ours: `bergen serve` (its default settings and logging);
+- the serial limit: `bench._ref_server --kind insert`, the same gRPC settings (thread pool,
+  message limits, options) with a `Play` handler that does nothing but one INSERT + COMMIT of a
+  row like an event through psycopg 3;
+- the peer: `bench._ref_server --kind eventsourcing`, the same settings with a handler that
+  saves one event through the `eventsourcing` library (PostgreSQL), one aggregate per client.
+
+Throughput: 1 and then 8 clients (threads of this process, one channel and one connection each),
+each on its own match (our server) or stream (the references). A client of our server sends
+`Play` for whichever seat's turn it is, choosing among that seat's legal plays (see `Player`:
+it fetches a seat's view with `GetMatch` only when that seat's hand changed out of its sight,
+about 0.3 times per Play), and when a match ends it starts another. Only `Play` calls are
+counted and timed (GetMatch and new matches are not): a
+client's rate is its Play calls over the time spent inside them, summed over clients. Each
+figure is the median of `--rounds` runs of `--seconds`, the servers taking turns in a rotating
+order so drift on a shared machine falls on all of them alike.
+
+Fan-out: 100 spectators stream `WatchMatch` (grpc.aio, a separate process, one channel each) on
+one match while one client plays it at a steady pace (a play every 100 ms: ten times a brisk
+human, and below the rate that saturates a 2-core machine); delivery latency is the time from the
+return of the Play call that wrote an event to each watcher receiving it, matched by seq
+(perf_counter is the system's monotonic clock, shared by the processes). Once on a single
+server, once with the watchers on a second replica (B) and the plays on the first (A).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
+from bergen.v1 import bergen_pb2 as pb
+
+BENCH_URL_ENV = "BERGEN_BENCH_DATABASE_URL"
+SERVICE = "/bergen.v1.Bergen/"
+CALL_TIMEOUT = 30.0
+START_TIMEOUT = 60.0
+WARMUP_CALLS = 20
+CHANNEL_OPTIONS = [("grpc.use_local_subchannel_pool", 1)]
+"""A connection of its own per channel, as separate clients would have."""
+
+OURS, LIMIT, PEER = "bergen", "limit", "peer"
+KINDS = (OURS, LIMIT, PEER)
+REFERENCE_RATES = {(LIMIT, 1): 850, (LIMIT, 8): 1480, (PEER, 1): 560, (PEER, 8): 780}
+"""Calls per second measured on this kind of machine (issue 4), for orientation only."""
+FANOUT_GOAL_MS = 100.0
+"""Issue 4, part 4: a watcher receives events written through another replica within 100 ms
+at p99. Held to the single server too."""
+
+
+# --- servers -------------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+def _bergen_command(url: str, port_file: Path) -> list[str]:
+    script = Path(sys.executable).with_name("bergen")
+    prefix = (
+        [str(script)]
+        if script.exists()
+        else [
+            sys.executable,
+            "-c",
+            "import sys; from bergen.cli_client.main import main; sys.exit(main())",
+        ]
+    )
+    return [*prefix, "serve", "--listen", "127.0.0.1:0", "--database", url,
+            "--port-file", str(port_file)]  # fmt: skip
+
+
+def _reference_command(kind: str, url: str, port_file: Path) -> list[str]:
+    return [sys.executable, "-m", "bench._ref_server", "--kind", kind, "--database", url,
+            "--port-file", str(port_file)]  # fmt: skip
+
+
+def _launch(name: str, command: list[str], folder: Path) -> subprocess.Popen[bytes]:
+    log = folder / f"{name}.log"
+    root = Path(__file__).resolve().parent.parent
+    # `bench._ref_server` is imported from this checkout, wherever the benchmark is run from.
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=folder,  # whatever a server writes where it runs (a signing key) stays there
+        )
+    return proc
+
+
+def _wait_for_port(name: str, proc: subprocess.Popen[bytes], port_file: Path, log: Path) -> int:
+    """The port a started server wrote to its port file. Raises RuntimeError if it exits or
+    does not write one within START_TIMEOUT."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while not port_file.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"server {name} did not start (exit {proc.poll()}):\n{tail}")
+        time.sleep(0.02)
+    return int(port_file.read_text())
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def servers(url: str, folder: Path, names: Sequence[str]) -> Iterator[dict[str, Server]]:
+    """Start the named servers (ours, limit, peer, or replica names for more of ours) at once,
+    wait until each listens, and stop them all (SIGTERM) at the end."""
+    started: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+    try:
+        for name in names:
+            port_file = folder / f"{name}.port"
+            if name == LIMIT:
+                command = _reference_command("insert", url, port_file)
+            elif name == PEER:
+                command = _reference_command("eventsourcing", url, port_file)
+            else:
+                command = _bergen_command(url, port_file)
+            started[name] = (_launch(name, command, folder), port_file)
+        running = {}
+        for name, (proc, port_file) in started.items():
+            log = folder / f"{name}.log"
+            running[name] = Server(name, proc, _wait_for_port(name, proc, port_file, log), log)
+        yield running
+    finally:
+        for proc, _ in started.values():
+            _stop(proc)
+
+
+# --- clients -------------------------------------------------------------------------------
+
+
+def _channel(target: str) -> grpc.Channel:
+    channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+    grpc.channel_ready_future(channel).result(timeout=START_TIMEOUT)
+    return channel
+
+
+def _bearer(token: str) -> list[tuple[str, str]]:
+    return [("authorization", f"Bearer {token}")]
+
+
+class _Calls:
+    """The Bergen unary calls a client makes, on one channel."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        def unary(name: str, response: Any) -> Any:
+            return channel.unary_unary(
+                SERVICE + name,
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=response.FromString,
+            )
+
+        self.create = unary("CreateMatch", pb.CreateMatchResponse)
+        self.join = unary("JoinMatch", pb.JoinMatchResponse)
+        self.get = unary("GetMatch", pb.MatchView)
+        self.play = unary("Play", pb.PlayResponse)
+
+
+@dataclass
+class Tally:
+    """What one client did in the timed window."""
+
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        return len(self.latencies)
+
+    @property
+    def busy(self) -> float:
+        return sum(self.latencies)
+
+
+class Player:
+    """Plays matches of two seats on our server, both seats, choosing at random among the legal
+    plays of the seat to move.
+
+    A Play answers with the caller's view only, so the client keeps each seat's hand as that
+    seat last saw it, takes out the tiles it plays, and finds its legal plays from the ends of
+    the line (a tile fits an end showing one of its numbers: RULES.md, `State.legal_plays`). It
+    fetches the seat's view with GetMatch only when that hand has changed out of its sight (a
+    draw or a new deal) or no hand is known; a refused play also makes it fetch the view.
+    """
+
+    def __init__(self, calls: _Calls, rng: random.Random) -> None:
+        self._c = calls
+        self._rng = rng
+        self.match_id = ""
+        self.refused = 0
+        self.fetched = 0
+        self._tokens: list[str] = []
+        self._hands: list[list[tuple[int, int]] | None] = []
+        self._view = pb.MatchView()
+        self.new_match()
+
+    def new_match(self) -> None:
+        created = self._c.create(pb.CreateMatchRequest(seats=2), timeout=CALL_TIMEOUT)
+        self.match_id = created.match_id
+        joined = [
+            self._c.join(
+                pb.JoinMatchRequest(match_id=self.match_id, name=f"bench{seat}"),
+                timeout=CALL_TIMEOUT,
+            )
+            for seat in range(2)
+        ]
+        self._tokens = [j.seat_token for j in joined]
+        self._hands = [None, None]
+        self._view = pb.MatchView()
+        self._fetch(joined[-1].view.turn)
+
+    def _fetch(self, seat: int) -> None:
+        self.fetched += 1
+        self._see(
+            self._c.get(
+                pb.GetMatchRequest(match_id=self.match_id),
+                metadata=_bearer(self._tokens[seat]),
+                timeout=CALL_TIMEOUT,
+            )
+        )
+
+    def _see(self, view: pb.MatchView) -> None:
+        self._view = view
+        if view.HasField("viewer_seat"):
+            self._hands[view.viewer_seat] = [(t.low, t.high) for t in view.my_tiles]
+
+    def next_request(self) -> tuple[pb.PlayRequest, list[tuple[str, str]]]:
+        """The next play and its metadata, fetching a view or starting a match when needed
+        (work outside the timed Play calls)."""
+        while True:
+            v = self._view
+            if v.phase == pb.PHASE_ENDED:
+                self.new_match()
+                continue
+            if not v.HasField("turn"):
+                self._fetch(0)
+                continue
+            seat = v.turn
+            if v.HasField("viewer_seat") and v.viewer_seat == seat:
+                plays = [(p.tile.low, p.tile.high, p.end) for p in v.legal_plays]
+            else:
+                hand = self._hands[seat]
+                if hand is None or not v.HasField("ends"):
+                    self._fetch(seat)
+                    continue
+                plays = [
+                    (low, high, end)
+                    for low, high in hand
+                    for end, number in ((pb.END_LEFT, v.ends.left), (pb.END_RIGHT, v.ends.right))
+                    if number in (low, high)
+                ]
+            if not plays:
+                self._fetch(seat)
+                continue
+            low, high, end = self._rng.choice(plays)
+            request = pb.PlayRequest(
+                match_id=self.match_id, tile=pb.Tile(low=low, high=high), end=end
+            )
+            return request, _bearer(self._tokens[seat])
+
+    def play(
+        self, request: pb.PlayRequest, metadata: list[tuple[str, str]]
+    ) -> pb.PlayResponse | None:
+        """Send the play; None when it was refused (FAILED_PRECONDITION)."""
+        seat = 0 if metadata == _bearer(self._tokens[0]) else 1
+        try:
+            response: pb.PlayResponse = self._c.play(
+                request, metadata=metadata, timeout=CALL_TIMEOUT
+            )
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+            self.refused += 1
+            self._fetch(seat)
+            return None
+        other = 1 - seat
+        for event in response.events:
+            which = event.WhichOneof("body")
+            if which == "dealt" or (which == "tile_drawn" and event.tile_drawn.seat == other):
+                self._hands[other] = None  # it changed out of this seat's sight
+            elif which == "tile_played" and event.tile_played.seat == other:
+                hand = self._hands[other]
+                tile = (event.tile_played.tile.low, event.tile_played.tile.high)
+                if hand is not None and tile in hand:
+                    hand.remove(tile)
+        self._see(response.view)
+        return response
+
+
+class _RefClient:
+    """A client of a reference server: its own stream, one Play per row or event."""
+
+    def __init__(self, calls: _Calls) -> None:
+        self._c = calls
+        self._stream = str(uuid.uuid4())
+        self._sent = 0
+        self._metadata = _bearer("bgs_" + "x" * 43)
+
+    def next_request(self) -> tuple[pb.PlayRequest, list[tuple[str, str]]]:
+        request = pb.PlayRequest(
+            match_id=self._stream,
+            tile=pb.Tile(low=3, high=5),
+            end=pb.END_LEFT,
+            expected_version=self._sent,
+        )
+        return request, self._metadata
+
+    def play(self, request: pb.PlayRequest, metadata: list[tuple[str, str]]) -> bool:
+        self._c.play(request, metadata=metadata, timeout=CALL_TIMEOUT)
+        self._sent += 1
+        return True
+
+
+def _client_loop(
+    client: Player | _RefClient, start: threading.Barrier, stop_at: list[float], tally: Tally
+) -> None:
+    for _ in range(WARMUP_CALLS):
+        client.play(*client.next_request())
+    start.wait()
+    end = stop_at[0]
+    now = time.perf_counter
+    while True:
+        request, metadata = client.next_request()
+        if now() >= end:
+            return
+        t0 = now()
+        done = client.play(request, metadata)
+        t1 = now()
+        if done:
+            tally.latencies.append(t1 - t0)
+
+
+@dataclass
+class Run:
+    kind: str
+    clients: int
+    rate: float
+    """Play calls per second inside Play calls, summed over clients."""
+    wall_rate: float
+    """Play calls per second of the window (includes the untimed work)."""
+    latencies: list[float]
+    fetched: int = 0
+    """GetMatch calls (untimed), warm-up and new matches included."""
+    refused: int = 0
+    """Plays refused because the client's guess of a hand was wrong (untimed; should be 0)."""
+
+
+def measure_rate(kind: str, target: str, clients: int, seconds: float, seed: int) -> Run:
+    """Run `clients` clients against `target` for `seconds` (after a warm-up)."""
+    channels = [_channel(target) for _ in range(clients)]
+    try:
+        rngs = [random.Random(seed * 100 + i) for i in range(clients)]
+        workers: list[Player | _RefClient] = [
+            Player(_Calls(ch), rng) if kind == OURS else _RefClient(_Calls(ch))
+            for ch, rng in zip(channels, rngs, strict=True)
+        ]
+        stop_at = [0.0]
+
+        def open_window() -> None:  # run once, when the last client is warm
+            stop_at[0] = time.perf_counter() + seconds
+
+        start = threading.Barrier(clients + 1, action=open_window)
+        tallies = [Tally() for _ in range(clients)]
+        errors: list[BaseException] = []
+
+        def run(i: int) -> None:
+            try:
+                _client_loop(workers[i], start, stop_at, tallies[i])
+            except BaseException as e:
+                errors.append(e)
+                start.abort()
+
+        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(clients)]
+        for t in threads:
+            t.start()
+        with suppress(threading.BrokenBarrierError):  # a client failed: its error is raised below
+            start.wait()
+        for t in threads:
+            t.join(timeout=seconds + 2 * CALL_TIMEOUT)
+        if errors:
+            raise RuntimeError(f"{kind}, {clients} client(s): {errors[0]!r}") from errors[0]
+        rate = sum(t.calls / t.busy for t in tallies if t.busy > 0)
+        lat = [x for t in tallies for x in t.latencies]
+        players = [w for w in workers if isinstance(w, Player)]
+        fetched = sum(p.fetched for p in players)
+        refused = sum(p.refused for p in players)
+        return Run(kind, clients, rate, len(lat) / seconds, lat, fetched, refused)
+    finally:
+        for ch in channels:
+            ch.close()
+
+
+# --- fan-out -------------------------------------------------------------------------------
+
+
+async def _watch_all(
+    target: str, match_id: str, watchers: int, ready: Any, timeout: float
+) -> list[list[tuple[int, float]]]:
+    channels = [grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) for _ in range(watchers)]
+    received: list[list[tuple[int, float]]] = [[] for _ in range(watchers)]
+    viewed = 0
+
+    async def one(i: int) -> None:
+        nonlocal viewed
+        call = channels[i].unary_stream(
+            SERVICE + "WatchMatch",
+            request_serializer=pb.WatchMatchRequest.SerializeToString,
+            response_deserializer=pb.WatchMatchResponse.FromString,
+        )(pb.WatchMatchRequest(match_id=match_id), timeout=timeout)
+        got = received[i]
+        async for item in call:
+            t = time.perf_counter()
+            if item.HasField("event"):
+                got.append((item.event.seq, t))
+            else:
+                viewed += 1
+                if viewed == watchers:
+                    ready.set()
+
+    try:
+        await asyncio.gather(*(one(i) for i in range(watchers)))
+    finally:
+        for ch in channels:
+            await ch.close()
+    return received
+
+
+def _watchers_process(
+    target: str, match_id: str, watchers: int, ready: Any, results: Any, timeout: float
+) -> None:
+    try:
+        results.put(asyncio.run(_watch_all(target, match_id, watchers, ready, timeout)))
+    except BaseException as e:
+        results.put(repr(e))
+        raise
+
+
+@dataclass
+class Fanout:
+    p50_ms: float
+    p99_ms: float
+    deliveries: int
+    missing: int
+    plays: int
+
+
+def measure_fanout(
+    play_target: str, watch_target: str, watchers: int, interval: float, max_plays: int
+) -> Fanout:
+    """Delivery latency to `watchers` spectators on `watch_target` of a match played through
+    `play_target`, one play every `interval` seconds, until it ends (or `max_plays`)."""
+    channel = _channel(play_target)
+    try:
+        player = Player(_Calls(channel), random.Random(7))
+        ctx = mp.get_context("spawn")
+        ready = ctx.Event()
+        results = ctx.Queue()
+        timeout = START_TIMEOUT + max_plays * (interval + 1.0)
+        proc = ctx.Process(
+            target=_watchers_process,
+            args=(watch_target, player.match_id, watchers, ready, results, timeout),
+        )
+        proc.start()
+        deadline = time.monotonic() + START_TIMEOUT
+        while not ready.wait(0.1):
+            if not proc.is_alive() or time.monotonic() > deadline:
+                proc.terminate()
+                raise RuntimeError("the watchers did not all receive their first view")
+        returned: dict[int, float] = {}
+        plays = 0
+        ended = False
+        next_at = time.perf_counter()
+        while plays < max_plays and not ended:
+            request, metadata = player.next_request()
+            time.sleep(max(0.0, next_at - time.perf_counter()))
+            response = player.play(request, metadata)
+            t = time.perf_counter()
+            next_at += interval
+            if response is None:
+                continue
+            for e in response.events:
+                returned[e.seq] = t
+            plays += 1
+            ended = response.view.phase == pb.PHASE_ENDED
+        if not ended:
+            proc.terminate()
+            raise RuntimeError(f"the match did not end within {max_plays} plays")
+        outcome = results.get(timeout=timeout)
+        proc.join(timeout=10)
+        if isinstance(outcome, str):
+            raise RuntimeError(f"the watchers failed: {outcome}")
+    finally:
+        channel.close()
+    delays = [(t - returned[seq]) * 1000 for got in outcome for seq, t in got if seq in returned]
+    missing = sum(len(set(returned) - {seq for seq, _ in got}) for got in outcome)
+    q = statistics.quantiles(delays, n=100, method="inclusive")
+    return Fanout(statistics.median(delays), q[98], len(delays), missing, plays)
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+def _percentile(values: Sequence[float], p: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
+
+
+@dataclass
+class Line:
+    measure: str
+    ours: str
+    reference: str
+    ratio: float | None
+    goal: str
+    passed: bool | None
+
+    @property
+    def verdict(self) -> str:
+        return "" if self.passed is None else ("PASS" if self.passed else "MISSED")
+
+
+def _throughput(
+    found: dict[str, Server], clients: int, seconds: float, rounds: int, say: Callable[[str], None]
+) -> dict[str, list[Run]]:
+    runs: dict[str, list[Run]] = {k: [] for k in KINDS}
+    for r in range(rounds):
+        order = KINDS[r % 3 :] + KINDS[: r % 3]
+        parts = []
+        for kind in order:
+            run = measure_rate(kind, found[kind].target, clients, seconds, seed=r)
+            runs[kind].append(run)
+            p50 = statistics.median(run.latencies) * 1000
+            extra = ""
+            if kind == OURS:
+                extra = f", {run.fetched / max(1, len(run.latencies)):.2f} GetMatch/Play"
+                extra += f", {run.refused} refused" if run.refused else ""
+            parts.append(f"{kind} {run.rate:,.0f}/s (p50 {p50:.2f} ms{extra})")
+        say(f"  {clients} client(s), round {r + 1}: " + ", ".join(parts))
+    return runs
+
+
+def _rate_lines(clients: int, runs: dict[str, list[Run]]) -> list[Line]:
+    rate = {k: statistics.median(r.rate for r in runs[k]) for k in KINDS}
+    lat = {k: [x for r in runs[k] for x in r.latencies] for k in KINDS}
+
+    def ms(kind: str) -> str:
+        return f"{_percentile(lat[kind], 50) * 1000:.2f}/{_percentile(lat[kind], 99) * 1000:.2f}"
+
+    ours = f"{rate[OURS]:,.0f}/s"
+    limit_ratio = rate[OURS] / rate[LIMIT]
+    peer_ratio = rate[OURS] / rate[PEER]
+    return [
+        Line(
+            f"Play/s, {clients} client(s), vs serial limit",
+            ours,
+            f"{rate[LIMIT]:,.0f}/s (~{REFERENCE_RATES[LIMIT, clients]:,})",
+            limit_ratio,
+            ">= 0.8",
+            limit_ratio >= 0.8,
+        ),
+        Line(
+            f"Play/s, {clients} client(s), vs eventsourcing",
+            ours,
+            f"{rate[PEER]:,.0f}/s (~{REFERENCE_RATES[PEER, clients]:,})",
+            peer_ratio,
+            "> 1.2",
+            peer_ratio > 1.2,
+        ),
+        Line(
+            f"Play p50/p99 ms, {clients} client(s) (limit; peer)",
+            ms(OURS),
+            f"{ms(LIMIT)}; {ms(PEER)}",
+            None,
+            "",
+            None,
+        ),
+    ]
+
+
+def _fanout_line(where: str, f: Fanout) -> Line:
+    figures = f"{f.p50_ms:.1f}/{f.p99_ms:.1f}"
+    note = f"{f.deliveries:,} deliveries" + (f", {f.missing} MISSING" if f.missing else "")
+    return Line(
+        f"WatchMatch delivery p50/p99 ms, {where}",
+        figures,
+        note,
+        None,
+        f"p99 <= {FANOUT_GOAL_MS:.0f}",
+        f.p99_ms <= FANOUT_GOAL_MS and f.missing == 0,
+    )
+
+
+def print_table(lines: list[Line]) -> None:
+    header = (
+        f"{'measure':<52} {'bergen':>13} {'reference (issue figure)':>30} {'ratio':>6} {'goal':>12}"
+    )
+    print(header)
+    print("-" * (len(header) + 8))
+    for ln in lines:
+        ratio = f"{ln.ratio:.2f}" if ln.ratio is not None else "-"
+        print(
+            f"{ln.measure:<52} {ln.ours:>13} {ln.reference:>30} {ratio:>6} {ln.goal:>12}"
+            f"  {ln.verdict}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.grpc_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get(BENCH_URL_ENV) or DEFAULT_ADMIN_URL,
+        help=f"an admin URL to create the run's database from (${BENCH_URL_ENV})",
+    )
+    parser.add_argument("--seconds", type=float, default=3.0, help="per throughput run")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per figure (median)")
+    parser.add_argument("--watchers", type=int, default=100)
+    parser.add_argument(
+        "--play-interval",
+        type=float,
+        default=0.1,
+        help="seconds between plays in the fan-out (0.02 overloads 2 cores: 100 watchers x"
+        " ~100 events/s, so it measures a queue, not delivery)",
+    )
+    args = parser.parse_args(argv)
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+
+    say(
+        f"{os.cpu_count()} cores; every server is its own process with bergen's gRPC settings;"
+        " clients are threads of this process, one channel each; only Play calls are timed."
+    )
+    lines: list[Line] = []
+    with (
+        bench_database(args.database_url) as url,
+        tempfile.TemporaryDirectory(prefix="bergen-grpc-bench-") as tmp,
+        ExitStack() as stack,
+    ):
+        folder = Path(tmp)
+        found = stack.enter_context(servers(url, folder, KINDS))
+        for clients in (1, 8):
+            runs = _throughput(found, clients, args.seconds, args.rounds, say)
+            lines += _rate_lines(clients, runs)
+        for kind in (LIMIT, PEER):
+            _stop(found[kind].process)
+        say(f"  fan-out: {args.watchers} watchers, a play every {args.play_interval * 1000:.0f} ms")
+        single = measure_fanout(
+            found[OURS].target, found[OURS].target, args.watchers, args.play_interval, 400
+        )
+        lines.append(_fanout_line("one server", single))
+        replica = stack.enter_context(servers(url, folder, ["replica-b"]))["replica-b"]
+        across = measure_fanout(
+            found[OURS].target, replica.target, args.watchers, args.play_interval, 400
+        )
+        lines.append(_fanout_line("plays on A, watchers on B", across))
+    print()
+    print_table(lines)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

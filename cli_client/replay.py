@@ -1,0 +1,420 @@
+"""`bergen-replay`: a match hand by hand, from the server or from a saved record.
+
+Everything shown is built by folding the match's events (GetReplay, or the events the
+verifier rebuilds from a record file) and the domain's views; the server hides what the
+caller may not see while the match is live.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import grpc
+from rich.console import Console
+from rich.text import Text
+
+from bergen.domain.audit import replay_record
+from bergen.domain.errors import BergenError
+from bergen.domain.events import Event
+from bergen.domain.views import redact_stream
+from bergen.v1 import bergen_pb2 as pb
+from bergen.v1 import bergen_pb2_grpc as rpc
+
+from . import terminal, wire
+from .exit_status import ExitStatus
+from .render import Story, render_frame, render_story, tell
+
+PROG = "bergen-replay"
+DEFAULT_SERVER = "127.0.0.1:50051"
+CONNECT_TIMEOUT_S = 5.0
+"""How long to wait for the server to answer at all before calling it unreachable."""
+CALL_TIMEOUT_S = 30.0
+
+
+class Failure(Exception):
+    """A reason to stop, with the exit status that says which."""
+
+    def __init__(self, status: ExitStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise Failure(ExitStatus.USAGE, message)
+
+
+def _address(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return text
+
+
+def _token(text: str) -> str:
+    if not text or not all(33 <= ord(c) < 127 for c in text):
+        raise argparse.ArgumentTypeError("a token is printable ASCII without spaces")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=PROG,
+        description="Replay a Bergen match hand by hand: each deal, every action with the "
+        "line after it, the points and why, the scores and the result.",
+        epilog="Exit statuses: 0 ok, 1 other error, 2 bad arguments, 3 unknown match, "
+        "4 token refused, 5 server unreachable, 6 invalid record file.",
+    )
+    p.add_argument("match_id", nargs="?", metavar="MATCH_ID", help="the match to replay")
+    p.add_argument(
+        "--server",
+        type=_address,
+        default=os.environ.get("BERGEN_SERVER") or DEFAULT_SERVER,
+        metavar="HOST:PORT",
+        help=f"the server (default: $BERGEN_SERVER or {DEFAULT_SERVER})",
+    )
+    p.add_argument(
+        "--token",
+        type=_token,
+        help="a seat token, to see the match as that seat may (default: $BERGEN_TOKEN); "
+        "without one you are a spectator",
+    )
+    p.add_argument("--hand", type=int, metavar="N", help="only hand N")
+    p.add_argument(
+        "--seat",
+        type=int,
+        metavar="S",
+        help="the match as seat S saw it at each step: only what it knew then",
+    )
+    p.add_argument(
+        "--step",
+        action="store_true",
+        help="step through the actions with the keyboard (right/n/space forward, "
+        "left/p back, q quit)",
+    )
+    p.add_argument(
+        "--record", action="store_true", help="print the match's RECORD.md JSON and stop"
+    )
+    p.add_argument(
+        "--file",
+        metavar="RECORD",
+        help="replay a saved RECORD.md record (a path, or - for stdin), without a server",
+    )
+    p.add_argument(
+        "--plain",
+        action="store_true",
+        help="plain text: [3|5] tiles, no colour (always so when output is not a terminal)",
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `bergen-replay`; returns its exit status."""
+    try:
+        return _run(argv)
+    except Failure as f:
+        _complain(f.message)
+        return f.status
+    except BrokenPipeError:
+        # The reader went away (`| head`): not an error of ours.
+        _silence_stdout()
+        return ExitStatus.SUCCESS
+    except KeyboardInterrupt:
+        return ExitStatus.ERROR
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help
+        return int(e.code or 0)
+    _check_combination(args)
+    if args.record:
+        text = _fetch_record(args.server, args.match_id, args.token)
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return ExitStatus.SUCCESS
+    if args.file is not None:
+        source = _from_file(args.file)
+    else:
+        source = _from_server(args.server, args.match_id, args.token)
+    story, note = _story(source, args.seat)
+    if args.hand is not None and story.hand(args.hand) is None:
+        numbers = [h.number for h in story.hands]
+        have = f"hands 1 to {numbers[-1]}" if numbers else "no hand dealt yet"
+        raise Failure(ExitStatus.USAGE, f"there is no hand {args.hand}: the match has {have}")
+    console = Console(highlight=False, soft_wrap=True)
+    look = terminal.detect_look(console, args.plain)
+    if args.step:
+        return _step(story, console, look, args.hand, note)
+    _show(render_story(story, look, args.hand, note), console, look)
+    return ExitStatus.SUCCESS
+
+
+def _check_combination(args: argparse.Namespace) -> None:
+    if args.file is not None and args.match_id is not None:
+        raise Failure(ExitStatus.USAGE, "give a match id or --file, not both")
+    if args.file is None and args.match_id is None:
+        raise Failure(ExitStatus.USAGE, "give a match id, or --file RECORD to work offline")
+    if args.file is not None and args.record:
+        raise Failure(ExitStatus.USAGE, "--record fetches a record from the server; --file "
+                      "already is one")  # fmt: skip
+    if args.file is not None and args.token is not None:
+        raise Failure(ExitStatus.USAGE, "--token is for the server; --file works offline")
+    if args.file is None and args.token is None and os.environ.get("BERGEN_TOKEN"):
+        try:
+            args.token = _token(os.environ["BERGEN_TOKEN"])
+        except argparse.ArgumentTypeError as e:
+            raise Failure(ExitStatus.USAGE, f"BERGEN_TOKEN: {e}") from None
+    if args.record and (args.hand is not None or args.seat is not None or args.step):
+        raise Failure(ExitStatus.USAGE, "--record prints the whole record: it takes no "
+                      "--hand, --seat or --step")  # fmt: skip
+    if args.hand is not None and args.hand < 1:
+        raise Failure(ExitStatus.USAGE, "--hand counts from 1")
+    if args.seat is not None and args.seat < 0:
+        raise Failure(ExitStatus.USAGE, "--seat counts from 0")
+    if args.step and not terminal.is_interactive():
+        raise Failure(
+            ExitStatus.USAGE,
+            "--step reads keys from a terminal: run it in one, without redirecting its "
+            "input or output",
+        )
+
+
+# ----- where the events come from ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A match's events as the caller may see them."""
+
+    events: list[Event]
+    viewer: int | None
+    """The caller's seat (its token's), None for a spectator."""
+    complete: bool
+    """Nothing is hidden: the match has ended."""
+    origin: str
+
+
+def _bearer(token: str | None) -> tuple[tuple[str, str], ...]:
+    return () if token is None else (("authorization", f"Bearer {token}"),)
+
+
+def _refusal(e: grpc.RpcError, server: str, match_id: str) -> Failure:
+    code = e.code()
+    details = e.details() or ""
+    if code == grpc.StatusCode.NOT_FOUND:
+        return Failure(ExitStatus.NOT_FOUND, f"no match {match_id} on {server}")
+    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        return Failure(ExitStatus.REFUSED, f"the server refused the token: {details}")
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return Failure(
+            ExitStatus.UNREACHABLE,
+            f"cannot reach a server at {server} ({details or code.name}); start one with "
+            "`bergen serve`, or give --server HOST:PORT",
+        )
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return Failure(ExitStatus.USAGE, f"the server refused the request: {details}")
+    return Failure(ExitStatus.ERROR, f"the server says ({code.name}): {details}")
+
+
+def _from_server(server: str, match_id: str, token: str | None) -> Source:
+    metadata = _bearer(token)
+    with grpc.insecure_channel(server) as channel:
+        stub = rpc.BergenStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            # The first call has a short deadline: a server that does not answer it is
+            # unreachable (a refused connection fails at once).
+            seen = stub.GetMatch(
+                pb.GetMatchRequest(match_id=match_id), metadata=metadata, timeout=CONNECT_TIMEOUT_S
+            )
+            reply = stub.GetReplay(
+                pb.GetReplayRequest(match_id=match_id), metadata=metadata, timeout=CALL_TIMEOUT_S
+            )
+        except grpc.RpcError as e:
+            raise _refusal(e, server, match_id) from None
+    try:
+        pairs = [wire.event_in(m) for m in reply.events]
+    except BergenError as e:
+        raise Failure(
+            ExitStatus.ERROR, f"the server sent an event this client cannot read: {e}"
+        ) from None
+    seqs = [seq for seq, _ in pairs]
+    if seqs != list(range(1, len(seqs) + 1)):
+        raise Failure(ExitStatus.ERROR, "the server sent the match's events out of order")
+    viewer = seen.viewer_seat if seen.HasField("viewer_seat") else None
+    return Source([e for _, e in pairs], viewer, reply.complete, server)
+
+
+def _fetch_record(server: str, match_id: str, token: str | None) -> str:
+    metadata = _bearer(token)
+    with grpc.insecure_channel(server) as channel:
+        stub = rpc.BergenStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            stub.GetMatch(
+                pb.GetMatchRequest(match_id=match_id), metadata=metadata, timeout=CONNECT_TIMEOUT_S
+            )
+            reply = stub.GetRecord(
+                pb.GetRecordRequest(match_id=match_id),
+                metadata=metadata,
+                timeout=CALL_TIMEOUT_S,
+            )
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                raise Failure(
+                    ExitStatus.ERROR,
+                    f"match {match_id} has not ended: its record would reveal every hand, "
+                    "so there is none yet (replay it without --record)",
+                ) from None
+            raise _refusal(e, server, match_id) from None
+    return str(reply.record_json)
+
+
+def _from_file(path: str) -> Source:
+    name = "stdin" if path == "-" else path
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise Failure(ExitStatus.INVALID, f"{name}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise Failure(ExitStatus.INVALID, f"{name}: cannot read it: {e}") from None
+    try:
+        record: Any = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise Failure(
+            ExitStatus.INVALID,
+            f"{name}: not JSON (line {e.lineno}, column {e.colno}: {e.msg})",
+        ) from None
+    except RecursionError:
+        raise Failure(ExitStatus.INVALID, f"{name}: not a match record (nested too deep)") from None
+    try:
+        verdict = replay_record(record)
+    except (BergenError, ValueError, TypeError, KeyError, IndexError, RecursionError) as e:
+        raise Failure(ExitStatus.INVALID, f"{name}: not a valid match record: {e}") from None
+    if not verdict.ok:
+        where = f" at {verdict.where}" if verdict.where else ""
+        raise Failure(
+            ExitStatus.INVALID, f"{name}: the record does not check{where}: {verdict.why}"
+        )
+    return Source(list(verdict.events), None, True, name)
+
+
+def _story(source: Source, seat: int | None) -> tuple[Story, str]:
+    """The story to tell, and a note saying whose knowledge it shows."""
+    try:
+        whole = tell(source.events)
+    except BergenError as e:
+        raise Failure(ExitStatus.ERROR, f"the match's events do not fold: {e}") from None
+    state = whole.final
+    if seat is None:
+        if source.complete:
+            return whole, ""
+        if source.viewer is None:
+            return whole, (
+                "live: shown as a spectator may see it; every hand is revealed when the match ends"
+            )
+        return whole, (
+            f"live: shown as seat {source.viewer} ({_name(state, source.viewer)}) may see it"
+        )
+    if seat >= state.seats:
+        raise Failure(
+            ExitStatus.USAGE, f"there is no seat {seat}: the match has seats 0 to {state.seats - 1}"
+        )
+    # What the seat knew at each step, even after the end.
+    story = tell(redact_stream(source.events, seat, ended=False))
+    note = f"as seat {seat} ({_name(state, seat)}) saw it: only what it knew at each step"
+    if not source.complete and source.viewer != seat:
+        who = "a spectator" if source.viewer is None else f"seat {source.viewer}"
+        note += f", limited to what you ({who}) may see while the match is live"
+    return story, note
+
+
+def _name(state: Any, seat: int) -> str:
+    player = state.players[seat]
+    return player.name if player is not None else "empty"
+
+
+# ----- output -----------------------------------------------------------------------------
+
+
+def _show(lines: list[Text], console: Console, look: terminal.Look) -> None:
+    if look == terminal.PLAIN:
+        sys.stdout.write("".join(t.plain + "\n" for t in lines))
+        sys.stdout.flush()
+        return
+    for t in lines:
+        console.print(t)
+
+
+def _step(
+    story: Story, console: Console, look: terminal.Look, only_hand: int | None, note: str
+) -> int:
+    steps = [s for s in story.steps if only_hand is None or s.hand == only_hand]
+    if not steps:
+        _show(render_story(story, look, only_hand, note), console, look)
+        _complain("nothing to step through yet: no hand has been dealt")
+        return ExitStatus.SUCCESS
+    index = 0
+    try:
+        with terminal.raw_keys() as fd:
+            console.show_cursor(False)
+            while True:
+                console.clear()
+                _show(render_frame(story, index, steps, look, note), console, look)
+                key = terminal.read_key(fd)
+                if key == terminal.QUIT:
+                    break
+                index = _move(steps, index, key)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        console.show_cursor(True)
+    return ExitStatus.SUCCESS
+
+
+def _move(steps: Sequence[Any], index: int, key: str | None) -> int:
+    last = len(steps) - 1
+    hand = steps[index].hand
+    if key == terminal.FORWARD:
+        return min(index + 1, last)
+    if key == terminal.BACK:
+        return max(index - 1, 0)
+    if key == terminal.FIRST:
+        return 0
+    if key == terminal.LAST:
+        return last
+    if key == terminal.NEXT_HAND:
+        return next((i for i in range(index, last + 1) if steps[i].hand > hand), last)
+    if key == terminal.PREVIOUS_HAND:
+        start = next(i for i in range(last + 1) if steps[i].hand == hand)
+        if start < index:
+            return start
+        before = steps[start - 1].hand if start else hand
+        return next(i for i in range(last + 1) if steps[i].hand == before)
+    return index
+
+
+def _complain(message: str) -> None:
+    sys.stderr.write(f"{PROG}: {message}\n")
+    sys.stderr.flush()
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

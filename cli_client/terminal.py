@@ -1,0 +1,151 @@
+"""How the terminal shows things: Unicode domino tiles, colours for sides, and raw keys.
+
+Nothing here knows a rule of Bergen: it draws tiles and reads keys.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import termios
+import tty
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from rich.console import Console
+
+HORIZONTAL_TILE_00 = 0x1F031
+"""U+1F031 DOMINO TILE HORIZONTAL-00-00; the tile a|b as laid left to right is + 7*a + b."""
+HORIZONTAL_BACK = "\U0001f030"
+
+SIDE_STYLES = ("bold cyan", "bold magenta", "bold yellow", "bold green")
+"""One colour per side, in side order (at most four sides)."""
+
+_NO_DOMINO_GLYPHS = ("dumb", "linux", "vt100", "vt220")
+"""TERM values of terminals whose fonts have no domino tiles."""
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """How to draw: Unicode domino tiles or `[a|b]` text, and whether to colour."""
+
+    unicode: bool = False
+    colour: bool = False
+
+    def line_tile(self, left: int, right: int) -> str:
+        """A tile on the line, `left` touching the tile before it."""
+        if self.unicode:
+            return chr(HORIZONTAL_TILE_00 + 7 * left + right)
+        return f"[{left}|{right}]"
+
+    def hidden(self, count: int) -> str:
+        """`count` tiles the viewer may not see."""
+        noun = "tile" if count == 1 else "tiles"
+        if self.unicode and count:
+            return f"{HORIZONTAL_BACK * count} ({count} {noun} hidden)"
+        return f"({count} {noun} hidden)"
+
+    def side_style(self, side: int) -> str:
+        return SIDE_STYLES[side % len(SIDE_STYLES)] if self.colour else ""
+
+    def style(self, style: str) -> str:
+        return style if self.colour else ""
+
+
+PLAIN = Look()
+
+
+def detect_look(console: Console, plain: bool) -> Look:
+    """Unicode tiles on a UTF-8 terminal whose font has them, colour on a colour terminal;
+    plain when `plain` or when the output is not a terminal."""
+    if plain or not console.is_terminal:
+        return PLAIN
+    term = os.environ.get("TERM", "")
+    unicode = console.encoding.lower().replace("-", "") == "utf8" and term not in _NO_DOMINO_GLYPHS
+    return Look(unicode=unicode, colour=console.color_system is not None)
+
+
+# ----- keys -------------------------------------------------------------------------------
+
+FORWARD = "forward"
+BACK = "back"
+NEXT_HAND = "next_hand"
+PREVIOUS_HAND = "previous_hand"
+FIRST = "first"
+LAST = "last"
+QUIT = "quit"
+
+_KEYS = {
+    b"\x1b[C": FORWARD,
+    b"\x1bOC": FORWARD,
+    b"n": FORWARD,
+    b" ": FORWARD,
+    b"\r": FORWARD,
+    b"\n": FORWARD,
+    b"l": FORWARD,
+    b"\x1b[D": BACK,
+    b"\x1bOD": BACK,
+    b"p": BACK,
+    b"h": BACK,
+    b"\x7f": BACK,
+    b"]": NEXT_HAND,
+    b"\x1b[6~": NEXT_HAND,
+    b"[": PREVIOUS_HAND,
+    b"\x1b[5~": PREVIOUS_HAND,
+    b"g": FIRST,
+    b"\x1b[H": FIRST,
+    b"\x1bOH": FIRST,
+    b"G": LAST,
+    b"\x1b[F": LAST,
+    b"\x1bOF": LAST,
+    b"q": QUIT,
+    b"Q": QUIT,
+    b"\x1b": QUIT,
+    b"\x03": QUIT,
+    b"\x04": QUIT,
+}
+
+
+def is_interactive() -> bool:
+    """Both ends of the conversation are a terminal."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+@contextmanager
+def raw_keys() -> Iterator[int]:
+    """Put the terminal on stdin in cbreak mode (keys arrive one at a time, unechoed) and
+    give its file descriptor; the old mode comes back on exit. Raises termios.error when
+    stdin is not a terminal."""
+    fd = sys.stdin.fileno()
+    old = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield fd
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, old)
+
+
+def read_key(fd: int) -> str | None:
+    """The next key as one of FORWARD, BACK, ..., QUIT; None for a key that means nothing.
+    End of input reads as QUIT."""
+    data = os.read(fd, 1)
+    if not data:
+        return QUIT
+    if data == b"\x1b" and _ready(fd):
+        # An escape sequence arrives at once; a lone Escape has nothing after it.
+        data += os.read(fd, 1)
+        if data == b"\x1bO" and _ready(fd):
+            data += os.read(fd, 1)
+        elif data == b"\x1b[":
+            while _ready(fd):
+                more = os.read(fd, 1)
+                data += more
+                if not more or more.isalpha() or more == b"~":
+                    break
+    return _KEYS.get(data)
+
+
+def _ready(fd: int) -> bool:
+    return bool(select.select([fd], [], [], 0.05)[0])

@@ -1,0 +1,111 @@
+"""Fixtures shared by every suite: PostgreSQL databases of a test's (or a module's) own.
+
+PostgreSQL: BERGEN_TEST_DATABASE_URL (an admin URL, e.g. postgresql://postgres@127.0.0.1:5432/test),
+else a testcontainers PostgreSQL when a Docker engine answers, else the tests that need it are
+skipped, or fail when BERGEN_REQUIRE_POSTGRES=1. Each database is cloned from a migrated
+template made once per session (or created empty), and dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+from bergen.server.store import upgrade_to_head
+from bergen.server.store.url import psycopg_conninfo
+
+HOW_TO_RUN = (
+    "PostgreSQL tests need a server: set BERGEN_TEST_DATABASE_URL="
+    "postgresql://postgres@127.0.0.1:5432/test (a role that may CREATE DATABASE), "
+    "or run a Docker engine for testcontainers"
+)
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker  # type: ignore[import-untyped]
+
+        docker.from_env(timeout=3).ping()
+    except Exception:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    """A URL on which the tests may create and drop databases."""
+    url = os.environ.get("BERGEN_TEST_DATABASE_URL")
+    if url:
+        yield psycopg_conninfo(url)
+        return
+    if _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:15-alpine", driver=None) as pg:
+            yield psycopg_conninfo(pg.get_connection_url())
+        return
+    if os.environ.get("BERGEN_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"BERGEN_REQUIRE_POSTGRES=1 but no PostgreSQL: {HOW_TO_RUN}")
+    pytest.skip(HOW_TO_RUN)
+
+
+def with_database(admin_url: str, name: str) -> str:
+    """`admin_url` pointing at database `name`."""
+    return urlunsplit(urlsplit(admin_url)._replace(path=f"/{name}"))
+
+
+def admin_execute(admin_url: str, *statements: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+@contextmanager
+def new_database(admin_url: str, template: str | None = None) -> Iterator[str]:
+    """The URL of a new database (a copy of `template`, else empty), dropped on exit."""
+    name = f"bergen_test_{uuid.uuid4().hex[:12]}"
+    clause = f" TEMPLATE {template}" if template else ""
+    admin_execute(admin_url, f"CREATE DATABASE {name}{clause}")
+    try:
+        yield with_database(admin_url, name)
+    finally:
+        admin_execute(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_admin_url: str) -> Iterator[str]:
+    """A migrated database that each test's database is cloned from."""
+    name = f"bergen_tmpl_{uuid.uuid4().hex[:12]}"
+    admin_execute(pg_admin_url, f"CREATE DATABASE {name}")
+    try:
+        upgrade_to_head(with_database(pg_admin_url, name))
+        yield name
+    finally:
+        admin_execute(pg_admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def pg_database(pg_admin_url: str, pg_template: str) -> Iterator[str]:
+    """The URL of a migrated database of this test's own, dropped at the end."""
+    with new_database(pg_admin_url, pg_template) as url:
+        yield url
+
+
+@pytest.fixture
+def empty_pg_database(pg_admin_url: str) -> Iterator[str]:
+    """The URL of an empty database of this test's own, dropped at the end."""
+    with new_database(pg_admin_url) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_pg_database(pg_admin_url: str, pg_template: str) -> Iterator[str]:
+    """The URL of a migrated database of this module's own, dropped after its last test."""
+    with new_database(pg_admin_url, pg_template) as url:
+        yield url

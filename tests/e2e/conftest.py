@@ -1,0 +1,66 @@
+"""Fixtures of the end-to-end tests: real server processes on SQLite and PostgreSQL.
+
+Every server started through a farm is stopped with SIGTERM at the end and must exit 0; the
+logs of a failing test's servers are attached to its report.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .servers import ServerFarm
+
+FARMS = pytest.StashKey[list[ServerFarm]]()
+ORGANISER_TOKEN = "org_" + secrets.token_urlsafe(24)
+
+
+def _farm(request: pytest.FixtureRequest, workdir: Path) -> Iterator[ServerFarm]:
+    farm = ServerFarm(workdir)
+    request.node.stash.setdefault(FARMS, []).append(farm)
+    yield farm
+    problems = farm.stop_all()
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def farm(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerFarm]:
+    """Servers of this test's own."""
+    yield from _farm(request, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_farm(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerFarm]:
+    """Servers shared by the tests of a module."""
+    yield from _farm(request, tmp_path_factory.mktemp("servers"))
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A SQLite file of this test's own (the server creates and migrates it)."""
+    return f"sqlite:///{tmp_path / 'bergen.db'}"
+
+
+@pytest.fixture(scope="module")
+def module_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('db') / 'bergen.db'}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if not report.failed:
+        return
+    for node in item.listchain():
+        for farm in node.stash.get(FARMS, []):
+            for server in farm.servers:
+                report.sections.append(
+                    (f"log of {server.name} ({server.database})", server.log_tail(200))
+                )

@@ -1,0 +1,231 @@
+"""The server as a process: graceful shutdown on SIGTERM, deadlines, the message size limit,
+server reflection and the health service."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import grpc
+import psycopg
+import pytest
+from google.protobuf import descriptor_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from bergen.domain.events import TilePlayed
+from bergen.v1 import bergen_pb2 as pb
+
+from .client import Client, Watcher, bearer, new_command_id, seat_everyone
+from .servers import ServerFarm, ServerProcess
+from .truth import check_every_match, decoded, store_at
+
+pytestmark = pytest.mark.timeout(120)
+
+Code = grpc.StatusCode
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database(request: pytest.FixtureRequest, sqlite_url: str) -> str:
+    if request.param == "sqlite":
+        return sqlite_url
+    url: str = request.getfixturevalue("pg_database")
+    return url
+
+
+@contextmanager
+def writes_held(url: str) -> Iterator[None]:
+    """Hold the database's write lock (appends wait) until the block ends."""
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            yield
+            conn.execute("ROLLBACK")
+        finally:
+            conn.close()
+        return
+    with psycopg.connect(url) as pg:
+        pg.execute("LOCK TABLE events IN EXCLUSIVE MODE")
+        yield
+        pg.rollback()
+
+
+def wait_until_an_append_waits(url: str) -> None:
+    """Return once an append waits for the lock (PostgreSQL shows it; on SQLite, a while)."""
+    if url.startswith("sqlite"):
+        time.sleep(1.5)
+        return
+    deadline = time.monotonic() + 20
+    with psycopg.connect(url, autocommit=True) as pg:
+        while time.monotonic() < deadline:
+            row = pg.execute(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'events'::regclass"
+            ).fetchone()
+            if row is not None and row[0] > 0:
+                return
+            time.sleep(0.02)
+    raise AssertionError("no append ever waited for the lock")
+
+
+def test_sigterm_lets_the_play_in_flight_finish_and_ends_watch_streams_cleanly(
+    farm: ServerFarm, database: str
+) -> None:
+    server = farm.start(database)
+    with Client(server.target) as client:
+        table = seat_everyone(client, 2)
+        watcher = Watcher(client, table.match_id).started()
+        public = client.view(table.match_id)
+        token = table.tokens[public.turn]
+        choice = client.view(table.match_id, token).legal_plays[0]
+        command_id = new_command_id()
+        request = pb.PlayRequest(
+            match_id=table.match_id, tile=choice.tile, end=choice.end, command_id=command_id
+        )
+        with writes_held(database):
+            in_flight = client.stub.Play.future(request, metadata=bearer(token), timeout=60)
+            wait_until_an_append_waits(database)
+            assert not in_flight.done(), "the play was not held up by the lock"
+            server.proc.send_signal(15)
+            assert watcher.finished.wait(10), "the watch stream did not end on SIGTERM"
+            assert watcher.error is None, f"the watch stream ended with {watcher.error}"
+            assert not in_flight.done(), "the play ended before it could be written"
+            assert server.proc.poll() is None, "the server exited with a command in flight"
+        reply = in_flight.result(timeout=30)
+        assert reply.view.version > public.version
+    code = server.wait()  # the one SIGTERM above is all it takes
+    assert code == 0, server.log_tail()
+    assert "stopped" in server.log()
+
+    with store_at(database) as store:
+        stored = store.read_stream(table.match_id)
+    tagged = [e for e in stored if e.metadata.command_id == command_id]
+    assert [e.seq for e in tagged] == [e.seq for e in reply.events]
+    played = decoded(tagged)[0]
+    assert isinstance(played, TilePlayed) and played.seat == public.turn
+    check_every_match(database)
+
+
+@pytest.fixture(scope="module")
+def server(module_farm: ServerFarm, module_sqlite_url: str) -> ServerProcess:
+    return module_farm.start(module_sqlite_url)
+
+
+@pytest.fixture(scope="module")
+def client(server: ServerProcess) -> Iterator[Client]:
+    with Client(server.target) as c:
+        yield c
+
+
+TINY_DEADLINES = [0.0001, 0.001, 0.003, 0.01, 0.03]
+
+
+def test_a_request_with_a_tiny_deadline_completes_or_exceeds_it_and_never_fails_inside(
+    server: ServerProcess, client: Client
+) -> None:
+    table = seat_everyone(client, 2)
+    stub = client.stub
+    calls: list[tuple[Any, Any, tuple[tuple[str, str], ...]]] = [
+        (stub.CreateMatch, pb.CreateMatchRequest(seats=2), ()),
+        (stub.GetMatch, pb.GetMatchRequest(match_id=table.match_id), ()),
+        (stub.GetReplay, pb.GetReplayRequest(match_id=table.match_id), ()),
+        (stub.ListMatches, pb.ListMatchesRequest(), ()),
+    ]
+    seen: set[Code] = set()
+    for deadline in TINY_DEADLINES:
+        for method, request, md in calls:
+            seen.add(_code_of(method, request, md, deadline))
+        seen.add(_code_of(stub.JoinMatch, _join(client), (), deadline))
+        # A play with a tiny deadline either happened or did not; the same command id then
+        # tells which, and it is in the log at most once.
+        seat = client.view(table.match_id).turn
+        token = table.tokens[seat]
+        choice = client.view(table.match_id, token).legal_plays[0]
+        request = pb.PlayRequest(
+            match_id=table.match_id, tile=choice.tile, end=choice.end, command_id=new_command_id()
+        )
+        seen.add(_code_of(stub.Play, request, bearer(token), deadline))
+        again = stub.Play(request, metadata=bearer(token), timeout=10)
+        assert again.events
+        if client.view(table.match_id).phase == pb.PHASE_ENDED:
+            table = seat_everyone(client, 2)
+    assert seen <= {Code.OK, Code.DEADLINE_EXCEEDED}, seen
+    assert Code.DEADLINE_EXCEEDED in seen, "no deadline was short enough to test anything"
+    assert server.health() == health_pb2.HealthCheckResponse.SERVING
+    check_every_match(server.database)
+    assert "Traceback" not in server.log(), server.log_tail()
+
+
+def _join(client: Client) -> pb.JoinMatchRequest:
+    created = client.create(3)
+    return pb.JoinMatchRequest(match_id=created.match_id, name="hasty")
+
+
+def _code_of(method: Any, request: Any, md: tuple[tuple[str, str], ...], timeout: float) -> Code:
+    try:
+        method(request, metadata=md, timeout=timeout)
+    except grpc.RpcError as e:
+        code: Code = e.code()  # type: ignore[attr-defined]
+        return code
+    return Code.OK
+
+
+def test_a_request_larger_than_the_limit_is_refused_as_resource_exhausted(
+    server: ServerProcess, client: Client
+) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        client.create(2, name="n" * 100_000)
+    assert info.value.code() == Code.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+    created = client.create(2)
+    with pytest.raises(grpc.RpcError) as info:
+        client.join(created.match_id, "big", client_seed="s" * 100_000)
+    assert info.value.code() == Code.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+    # Just under the limit is read, then refused for what it says.
+    with pytest.raises(grpc.RpcError) as info:
+        client.create(2, name="n" * 60_000)
+    assert info.value.code() == Code.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert server.health() == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_reflection_lists_the_bergen_service_and_describes_its_methods(
+    server: ServerProcess,
+) -> None:
+    with grpc.insecure_channel(server.target) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        answers = list(
+            stub.ServerReflectionInfo(
+                iter(
+                    [
+                        reflection_pb2.ServerReflectionRequest(list_services=""),
+                        reflection_pb2.ServerReflectionRequest(
+                            file_containing_symbol="bergen.v1.Bergen"
+                        ),
+                    ]
+                ),
+                timeout=10,
+            )
+        )
+    services = {s.name for s in answers[0].list_services_response.service}
+    assert {"bergen.v1.Bergen", "grpc.health.v1.Health"} <= services
+    files = [
+        descriptor_pb2.FileDescriptorProto.FromString(raw)
+        for raw in answers[1].file_descriptor_response.file_descriptor_proto
+    ]
+    methods = {m.name for f in files for s in f.service if s.name == "Bergen" for m in s.method}
+    assert methods == set(pb.DESCRIPTOR.services_by_name["Bergen"].methods_by_name)
+    assert {"CreateMatch", "JoinMatch", "Play", "WatchMatch", "AbandonMatch"} <= methods
+
+
+def test_the_health_service_says_serving_for_the_server_and_the_bergen_service(
+    server: ServerProcess,
+) -> None:
+    assert server.health("") == health_pb2.HealthCheckResponse.SERVING
+    assert server.health("bergen.v1.Bergen") == health_pb2.HealthCheckResponse.SERVING
+    with grpc.insecure_channel(server.target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        with pytest.raises(grpc.RpcError) as info:
+            stub.Check(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=5)
+    assert info.value.code() == Code.NOT_FOUND  # type: ignore[attr-defined]
