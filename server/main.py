@@ -219,6 +219,9 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     done.wait()
+    # Shutting down already: a second SIGTERM must not kill the process with the default
+    # action while streams close and the interpreter exits. SIGKILL still ends it.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     running.stop()
     log.info("stopped")
     log_listener.stop()
