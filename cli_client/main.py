@@ -7,7 +7,7 @@ import sys
 
 from bergen.server import main as server_main
 
-from . import simulate
+from . import export, simulate, verify
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,6 +16,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     simulate.add_parser(sub)
+    verify.add_parser(sub)
+    export.add_parser(sub)
     server_main.add_parser(sub)
     server_main.add_migrate_parser(sub)
     return parser

@@ -21,7 +21,7 @@ from .errors import BergenError, CorruptRecord
 from .events import Event
 from .record import RECORD_FORMAT, record_so_far
 from .rules import Rules
-from .state import ENDED, PLAYING, State
+from .state import ENDED, PLAYING, SEATING, State
 from .tiles import End, Tile
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -35,7 +35,9 @@ class Verdict:
     where: str = ""
     why: str = ""
     events: tuple[Event, ...] = ()
-    """The match's events as the rules rebuild them (when the record could be replayed)."""
+    """The match's events as the rules rebuild them from the record's seeds and plays; when
+    not `ok`, those the rules gave before the replay stopped (an auditor holding the stored
+    log compares them with it to find the first event that differs)."""
 
     def line(self) -> str:
         if self.ok:
@@ -231,15 +233,16 @@ def replay_record(record: Any) -> Verdict:
     Never raises for bad input: a record of the wrong shape or one that breaks a rule gives
     a Verdict that is not ok, with the first place that is wrong and why.
     """
+    events: list[Event] = []
     try:
         _shape(record)
-        events = _replay(record)
+        _replay(record, events)
     except _Reject as e:
-        return Verdict(False, e.where, e.why)
+        return Verdict(False, e.where, e.why, tuple(events))
     return Verdict(True, events=tuple(events))
 
 
-def _replay(r: Mapping[str, Any]) -> list[Event]:
+def _replay(r: Mapping[str, Any], events: list[Event]) -> None:
     seed = bytes.fromhex(r["server_seed"])
     if commitment(seed) != r["commitment"]:
         raise _Reject("commitment", "it is not SHA-256 of the revealed server seed")
@@ -249,7 +252,6 @@ def _replay(r: Mapping[str, Any]) -> list[Event]:
         raise _Reject("rules", str(e)) from None
     seats = len(r["seats"])
     partnerships = seats == 4 and r["sides"] == [[0, 2], [1, 3]]
-    events: list[Event] = []
 
     def run(state: State | None, command: Any, where: str) -> State:
         try:
@@ -269,6 +271,8 @@ def _replay(r: Mapping[str, Any]) -> list[Event]:
             f"play as sides {expected_sides}",
         )
     for i, seat in enumerate(r["seats"]):
+        if seat["name"] == "" and seat["client_seed"] == "":
+            continue  # a seat never taken: the match was abandoned before it filled up
         state = run(state, TakeSeat(seat["name"], seat["client_seed"], i), f"seats[{i}]")
     hands = r["hands"]
     while state.phase != ENDED:
@@ -292,12 +296,13 @@ def _replay(r: Mapping[str, Any]) -> list[Event]:
             state = run(state, Abandon(""), "result")
             continue
         _first_difference(r, events)
+        if state.phase == SEATING:
+            raise _Reject("seats", "a seat is free, but the match was not abandoned")
         raise _Reject(
             f"hand {state.hand}, action {done + 1}",
             f"the record stops here, but seat {state.turn} is to play",
         )
     _first_difference(r, events, whole=True)
-    return events
 
 
 def _actions_in_hand(events: list[Event], hand: int) -> int:

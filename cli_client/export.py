@@ -1,0 +1,321 @@
+"""`bergen export`: the signed record of every finished match, and a manifest of them.
+
+DIR/<match-id>.json holds a record as the server signed it (indented JSON; the signature
+covers the canonical form, so the layout does not matter), and DIR/manifest.json lists every
+record written with the SHA-256 of its file's bytes, its result, when its match ended (the
+time its last event was recorded) and the key that signed it. A record is written only once
+it verifies offline against the server's key. Running again into the same DIR adds the
+matches that ended since (those not in the manifest yet) and rewrites a listed file that went
+missing or changed; every file is written whole and then renamed into place, the manifest last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from bergen.v1 import bergen_pb2 as pb
+from bergen.v1 import bergen_pb2_grpc as rpc
+
+from .exit_status import ExitStatus
+from .verify import (
+    DEFAULT_SERVER,
+    RPC_TIMEOUT_S,
+    SERVER_ENV,
+    open_channel,
+    parse_json,
+    rpc_problem,
+    verify_record,
+)
+
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = "bergen-export/1"
+PAGE_SIZE = 100
+
+EPILOG = """\
+--since takes an ISO 8601 time (UTC when it names no zone), or a match id: then the time
+that match ended. A match "ended" when its last event was recorded (its audit log says when).
+Matches already in DIR's manifest are not fetched again (unless their file went missing or
+changed), so re-running the same command adds only what is new.
+
+exit status:
+  0  every finished match is in DIR
+  6  a record the server served did not verify (it is not written; the others are)
+  2  usage: DIR or its manifest cannot be used, a bad --since
+  3  --since names a match the server does not have
+  4  refused by the server
+  5  the server cannot be reached
+  1  any other error
+"""
+
+
+class _Stop(Exception):
+    def __init__(self, status: ExitStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One record in the manifest."""
+
+    match_id: str
+    file: str
+    sha256: str
+    ended_at: str
+    result: dict[str, Any]
+    hands: int
+    log: dict[str, Any] | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "match_id": self.match_id,
+            "file": self.file,
+            "sha256": self.sha256,
+            "ended_at": self.ended_at,
+            "result": self.result,
+            "hands": self.hands,
+            "log": self.log,
+        }
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "export",
+        help="write the signed record of every finished match and a manifest",
+        description="Write the signed record of every finished match on the server as\n"
+        "DIR/<match-id>.json (each checked against the server's key first), and\n"
+        "DIR/manifest.json listing each with the SHA-256 of its file, its result, when it\n"
+        "ended and the server's public key.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where to write")
+    p.add_argument(
+        "--since",
+        metavar="TIMESTAMP|MATCH-ID",
+        help="only matches that ended after this time, or after this match ended",
+    )
+    p.add_argument(
+        "--server",
+        default=os.environ.get(SERVER_ENV, DEFAULT_SERVER),
+        metavar="HOST:PORT",
+        help=f"default: {SERVER_ENV}, else {DEFAULT_SERVER}",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        with open_channel(args.server) as channel:
+            stub = rpc.BergenStub(channel)  # type: ignore[no-untyped-call]
+            written, listed, rejected = export(stub, args.server, args.out, args.since)
+    except _Stop as stop:
+        print(f"bergen export: {stop.message}", file=sys.stderr)
+        return int(stop.status)
+    except ValueError as e:  # a malformed --server
+        print(f"bergen export: --server {args.server}: {e}", file=sys.stderr)
+        return int(ExitStatus.USAGE)
+    for line in rejected:
+        print(f"bergen export: not written: {line}", file=sys.stderr)
+    print(f"exported {written} new record(s) to {args.out}; the manifest lists {listed}")
+    return int(ExitStatus.INVALID if rejected else ExitStatus.SUCCESS)
+
+
+def parse_since(text: str) -> datetime | None:
+    """The time `text` gives (UTC when it names no zone), or None when it is no time."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _call(server: str, what: str, method: Any, request: Any) -> Any:
+    try:
+        return method(request, timeout=RPC_TIMEOUT_S)
+    except grpc.RpcError as e:
+        outcome = rpc_problem(e, server, what)
+        raise _Stop(outcome.status, outcome.line) from None
+
+
+def _ended_at(stub: Any, server: str, match_id: str) -> datetime:
+    log = _call(server, f"the audit log of {match_id}", stub.GetAuditLog,
+                pb.GetAuditLogRequest(match_id=match_id))  # fmt: skip
+    if not log.events:
+        raise _Stop(ExitStatus.ERROR, f"{server} sent an empty log for match {match_id}")
+    return datetime.fromisoformat(log.events[-1].recorded_at)
+
+
+def read_manifest(out: Path) -> dict[str, Any] | None:
+    """DIR's manifest, or None when there is none. Raises _Stop for one that is not."""
+    path = out / MANIFEST
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise _Stop(ExitStatus.USAGE, f"cannot read {path}: {e}") from None
+    try:
+        manifest = parse_json(text)
+    except ValueError as e:
+        raise _Stop(ExitStatus.USAGE, f"{path} is not JSON: {e}") from None
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != MANIFEST_FORMAT
+        or not isinstance(manifest.get("matches"), list)
+        or not all(
+            isinstance(m, dict) and isinstance(m.get("match_id"), str) for m in manifest["matches"]
+        )
+    ):
+        raise _Stop(ExitStatus.USAGE, f"{path} is not a {MANIFEST_FORMAT} manifest")
+    return manifest
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole: a reader sees the old file or the new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _safe_file_name(match_id: str) -> bool:
+    return (
+        bool(match_id)
+        and len(match_id) <= 200
+        and not match_id.startswith(".")
+        and all(c.isalnum() or c in "-_." for c in match_id)
+    )
+
+
+def _finished_matches(stub: Any, server: str) -> list[str]:
+    ids: list[str] = []
+    token = ""
+    while True:
+        page = _call(
+            server,
+            "the list of finished matches",
+            stub.ListMatches,
+            pb.ListMatchesRequest(phase=pb.PHASE_ENDED, page_size=PAGE_SIZE, page_token=token),
+        )
+        ids.extend(m.match_id for m in page.matches if m.match_id not in ids)
+        token = page.next_page_token
+        if not token:
+            return ids
+
+
+def export(stub: Any, server: str, out: Path, since: str | None) -> tuple[int, int, list[str]]:
+    """Export into `out`. Returns (records written, records listed, rejections).
+
+    Raises _Stop."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _Stop(ExitStatus.USAGE, f"cannot make {out}: {e.strerror or e}") from None
+    if not out.is_dir():
+        raise _Stop(ExitStatus.USAGE, f"{out} is not a folder")
+    manifest = read_manifest(out)
+    info = _call(server, "its public key", stub.GetServerInfo, pb.GetServerInfoRequest())
+    key = info.public_key.lower()
+    if manifest is not None and manifest.get("public_key") not in (key, None):
+        raise _Stop(
+            ExitStatus.USAGE,
+            f"{out} holds records signed by {manifest.get('public_key')}, but {server} signs "
+            f"with {key or 'no key'}: export into another folder",
+        )
+    entries: dict[str, dict[str, Any]] = {
+        m["match_id"]: m for m in (manifest["matches"] if manifest else [])
+    }
+    cutoff: datetime | None = None
+    if since is not None:
+        cutoff = parse_since(since)
+        if cutoff is None:
+            try:
+                cutoff = _ended_at(stub, server, since)
+            except _Stop as stop:
+                if stop.status != ExitStatus.USAGE:
+                    raise
+                raise _Stop(
+                    ExitStatus.USAGE, f"--since {since}: neither an ISO 8601 time nor a match id"
+                ) from None
+    written = 0
+    rejected: list[str] = []
+    for match_id in _finished_matches(stub, server):
+        known = entries.get(match_id)
+        if known is not None:
+            file_ok = _sha256(out / str(known.get("file"))) == known.get("sha256")
+            if file_ok:
+                continue
+            print(f"bergen export: {known.get('file')} is missing or changed: fetching it again",
+                  file=sys.stderr)  # fmt: skip
+        if not _safe_file_name(match_id):
+            rejected.append(f"match id {match_id!r} cannot be a file name")
+            continue
+        ended = _ended_at(stub, server, match_id)
+        if known is None and cutoff is not None and ended <= cutoff:
+            continue
+        reply = _call(server, f"the record of {match_id}", stub.GetRecord,
+                      pb.GetRecordRequest(match_id=match_id))  # fmt: skip
+        try:
+            record = parse_json(reply.record_json)
+        except ValueError as e:
+            rejected.append(f"{match_id}: the server's record is not JSON: {e}")
+            continue
+        outcome = verify_record(record, key or None)
+        if not outcome.ok or record.get("match_id") != match_id:
+            rejected.append(f"{match_id}: {outcome.line}")
+            continue
+        name = f"{match_id}.json"
+        data = (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+        _write(out / name, data)
+        entries[match_id] = Entry(
+            match_id=match_id,
+            file=name,
+            sha256=hashlib.sha256(data).hexdigest(),
+            ended_at=ended.isoformat(),
+            result=record["result"],
+            hands=len(record["hands"]),
+            log=record.get("log"),
+        ).as_json()
+        written += 1
+    listed = sorted(entries.values(), key=lambda m: (str(m.get("ended_at")), m["match_id"]))
+    new_manifest = {
+        "format": MANIFEST_FORMAT,
+        "server": server,
+        "signature_algorithm": info.signature_algorithm or None,
+        "public_key": key or None,
+        "record_format": info.record_format,
+        "updated_at": datetime.now(UTC).isoformat(),
+        "matches": listed,
+    }
+    if manifest is None or written or listed != manifest.get("matches"):
+        _write(
+            out / MANIFEST,
+            (json.dumps(new_manifest, ensure_ascii=False, indent=2) + "\n").encode("utf-8"),
+        )
+    return written, len(listed), rejected

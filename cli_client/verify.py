@@ -1,0 +1,730 @@
+"""`bergen verify`: check a match record offline, or a match and its stored log on a server.
+
+Offline (a RECORD.md file): the record's shape, the commitment against the revealed server
+seed, every deal dealt again, every action replayed through the rules, every point, score and
+the result recomputed (`bergen.domain.audit.replay_record`), and the Ed25519 signature.
+
+Through the server (a match id): the same for the record it serves, checked against its public
+key, and the stored log: the hash chain walked from seq 1 to the head (on this side, with the
+hash formula of the API), every event decoded and compared with what the rules give, the
+record rebuilt from the log and compared with the signed one, and the record's `log` (events,
+head hash) tied to the chain's head. A fault in the log is named by its seq.
+
+The verdict is one line: `OK: ...` or `REJECTED: <where>: <why>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+from cryptography.exceptions import UnsupportedAlgorithm
+
+from bergen.domain import codec
+from bergen.domain.audit import replay_record
+from bergen.domain.errors import BergenError, CorruptRecord, MatchNotInProgress
+from bergen.domain.events import (
+    Dealt,
+    DealVoided,
+    Event,
+    HandEnded,
+    MatchCreated,
+    MatchEnded,
+    Passed,
+    PointsScored,
+    SeatTaken,
+    SeedRevealed,
+    TileDrawn,
+    TilePlayed,
+)
+from bergen.domain.record import build_record
+from bergen.domain.state import State, evolve
+from bergen.server.signing import SignatureError, load_public_key, verify_signature
+from bergen.server.store.chain import (
+    canonical_json,
+    content_bytes,
+    event_hash,
+    metadata_json,
+    parse_metadata,
+    verify_events,
+)
+from bergen.server.store.model import ChainFault, ChainReport, StoredEvent
+from bergen.v1 import bergen_pb2 as pb
+from bergen.v1 import bergen_pb2_grpc as rpc
+
+from .exit_status import ExitStatus
+
+DEFAULT_SERVER = "127.0.0.1:50051"
+SERVER_ENV = "BERGEN_SERVER"
+RPC_TIMEOUT_S = 30.0
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+"""An audit log is far smaller; the default 4 MiB limit of gRPC would not do for a long match."""
+
+_HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
+
+EPILOG = """\
+The argument is a record file when such a file exists (RECORD.md, as `bergen export` or
+`bergen-replay --record` write it), else a match id asked of the server.
+
+The signature: with --public-key (a file holding the key as 64 hex digits or a PEM public
+key, or the 64 hex digits themselves) the record must be signed by that key. Without it,
+a record file's signature is checked against the key the record names, and the verdict
+says so: that proves the record was not changed since that key signed it, not who holds
+the key, so get the server's key from a trusted place (the README, GetServerInfo) and pass
+it. Through the server the record must be signed by the key the server publishes
+(GetServerInfo), unless --public-key is given. An unsigned record file passes without
+--public-key (the verdict says "not signed") and is rejected with it.
+
+exit status:
+  0  verified: the verdict line starts with OK
+  6  rejected: the record or the log is wrong (the verdict names the first place, as
+     "hand H, action A", a record field, or "seq N" of the stored log, and why); also a
+     record file that is not JSON or not a record
+  2  usage: no such file, an unreadable file or public key, not a match id
+  3  the server has no such match
+  4  refused: the match has not ended yet, or the server will not show it
+  5  the server cannot be reached
+  1  any other error
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A verdict: an exit status, the one line to print, and the facts for --json."""
+
+    status: ExitStatus
+    line: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == ExitStatus.SUCCESS
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "status": self.status.name.lower(),
+            "exit_status": int(self.status),
+            "verdict": self.line,
+            **self.facts,
+        }
+
+
+def _rejected(where: str, why: str, **facts: Any) -> Outcome:
+    line = f"REJECTED: {where}: {why}" if where else f"REJECTED: {why}"
+    return Outcome(ExitStatus.INVALID, line, {"where": where, "why": why, **facts})
+
+
+def _problem(status: ExitStatus, message: str, **facts: Any) -> Outcome:
+    return Outcome(status, message, {"why": message, **facts})
+
+
+# ----- parser -----------------------------------------------------------------------------
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "verify",
+        help="check a match record (a file) or a finished match (an id) on a server",
+        description="Check a match record offline, or a finished match and its stored,\n"
+        "hash-chained event log through the server: the commitment, every deal, every\n"
+        "action, every score and the result, the signature, and (with a match id) the log\n"
+        "walked from seq 1 to its head and tied to the signed record. Prints one line.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("target", metavar="RECORD-FILE|MATCH-ID", help="a record file or a match id")
+    p.add_argument(
+        "--server",
+        default=os.environ.get(SERVER_ENV, DEFAULT_SERVER),
+        metavar="HOST:PORT",
+        help=f"the server for a match id (default: {SERVER_ENV}, else {DEFAULT_SERVER})",
+    )
+    p.add_argument(
+        "--public-key",
+        metavar="FILE",
+        help="the trusted Ed25519 public key: a file with 64 hex digits or a PEM key, or the "
+        "hex digits themselves",
+    )
+    p.add_argument("--json", action="store_true", help="print the verdict as a JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    outcome = verify_target(args.target, args.server, args.public_key)
+    if args.json:
+        print(json.dumps(outcome.as_json(), ensure_ascii=False))
+    elif outcome.status in (ExitStatus.SUCCESS, ExitStatus.INVALID):
+        print(outcome.line)
+    else:
+        print(f"bergen verify: {outcome.line}", file=sys.stderr)
+    return int(outcome.status)
+
+
+def verify_target(target: str, server: str, public_key: str | None) -> Outcome:
+    """Verify a record file or a match id. Never raises: every failure is an Outcome."""
+    trusted: str | None = None
+    if public_key is not None:
+        try:
+            trusted = read_public_key(public_key)
+        except ValueError as e:
+            return _problem(ExitStatus.USAGE, f"public key {public_key}: {e}")
+    path = Path(target)
+    if path.is_file():
+        return verify_file(path, trusted)
+    if path.exists():
+        return _problem(ExitStatus.USAGE, f"{target} is not a file")
+    if os.sep in target or target.lower().endswith(".json"):
+        return _problem(ExitStatus.USAGE, f"no such file: {target}")
+    return verify_match(server, target, trusted)
+
+
+def read_public_key(text: str) -> str:
+    """The key (lowercase hex) in file `text`, or `text` itself when it is 64 hex digits.
+
+    Raises ValueError, saying why."""
+    if not os.path.exists(text) and _HEX64.match(text):
+        return text.lower()
+    try:
+        return load_public_key(text)
+    except OSError as e:
+        raise ValueError(e.strerror or str(e)) from None
+    except (ValueError, UnsupportedAlgorithm) as e:
+        raise ValueError(f"not an Ed25519 public key (64 hex digits or PEM): {e}") from None
+
+
+# ----- offline ----------------------------------------------------------------------------
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _NotJson(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON number")
+
+
+def parse_json(text: str) -> Any:
+    """Strict JSON: no duplicate keys, no NaN or Infinity. Raises ValueError, saying why."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except _NotJson:
+        raise
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{e.msg} at line {e.lineno}, column {e.colno}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError as e:  # e.g. a number of more digits than Python converts
+        raise ValueError(str(e)) from None
+
+
+def verify_file(path: Path, trusted_key: str | None) -> Outcome:
+    """Verify the record in `path`. Never raises."""
+    facts: dict[str, Any] = {"source": "file", "file": str(path)}
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        return _problem(ExitStatus.USAGE, f"cannot read {path}: {e.strerror or e}", **facts)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return _rejected("", f"{path} is not UTF-8 text (byte {e.start})", **facts)
+    try:
+        record = parse_json(text.removeprefix("\ufeff"))
+    except ValueError as e:
+        return _rejected("", f"{path} is not JSON: {e}", **facts)
+    return verify_record(record, trusted_key, facts)
+
+
+def verify_record(
+    record: Any, trusted_key: str | None, facts: dict[str, Any] | None = None
+) -> Outcome:
+    """Verify a parsed record (any JSON value) and its signature. Never raises."""
+    facts = dict(facts or {})
+    facts.setdefault("source", "record")
+    verdict = replay_record(record)
+    if not verdict.ok:
+        return _rejected(verdict.where, verdict.why, **facts)
+    assert isinstance(record, dict)
+    facts.update(_summary(record))
+    signed, key_text = _check_signature(record, trusted_key, facts)
+    if signed is not None:
+        return signed
+    return Outcome(
+        ExitStatus.SUCCESS,
+        f"OK: match {record['match_id']}, {_hands(record)}, {_result(record['result'])}, "
+        f"{key_text}",
+        facts,
+    )
+
+
+def _check_signature(
+    record: dict[str, Any], trusted_key: str | None, facts: dict[str, Any]
+) -> tuple[Outcome | None, str]:
+    """(a rejection or None, the words on the signature for the OK line)."""
+    facts["key_checked"] = trusted_key is not None
+    if "signature" not in record:
+        facts["public_key"] = None
+        if trusted_key is not None:
+            return _rejected("signature", "the record is not signed", **facts), ""
+        return None, "not signed"
+    try:
+        key = verify_signature(record, trusted_key)
+    except SignatureError as e:
+        return _rejected("signature", str(e), **facts), ""
+    facts["public_key"] = key
+    if trusted_key is not None:
+        return None, f"signed by {key}"
+    return None, (f"signed by {key}, a key not checked against a trusted one (give --public-key)")
+
+
+def _summary(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "match_id": record["match_id"],
+        "hands": len(record["hands"]),
+        "result": record["result"],
+    }
+
+
+def _hands(record: dict[str, Any]) -> str:
+    n = len(record["hands"])
+    return f"{n} hand{'' if n == 1 else 's'}"
+
+
+def _result(result: dict[str, Any]) -> str:
+    scores = "-".join(str(s) for s in result["scores"])
+    if result["winner_side"] is not None:
+        return f"side {result['winner_side']} won {scores}"
+    return f"{result['reason']} at {scores}"
+
+
+# ----- through the server -----------------------------------------------------------------
+
+
+class _Stop(Exception):
+    """Carries an Outcome out of the middle of a check."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.line)
+        self.outcome = outcome
+
+
+def open_channel(server: str) -> grpc.Channel:
+    return grpc.insecure_channel(
+        server,
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.enable_retries", 0),
+        ],
+    )
+
+
+def rpc_problem(e: grpc.RpcError, server: str, what: str) -> Outcome:
+    """The Outcome of a failed call: NOT_FOUND, REFUSED, UNREACHABLE, USAGE or ERROR."""
+    code = e.code() if isinstance(e, grpc.Call) else None
+    detail = (e.details() if isinstance(e, grpc.Call) else None) or str(code)
+    if code == grpc.StatusCode.NOT_FOUND:
+        return _problem(ExitStatus.NOT_FOUND, f"{server}: {what}: {detail}")
+    if code in (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNAUTHENTICATED,
+    ):
+        return _problem(ExitStatus.REFUSED, f"{server} refused {what}: {detail}")
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return _problem(ExitStatus.UNREACHABLE, f"cannot reach {server}: {detail}")
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return _problem(ExitStatus.USAGE, f"{server}: {what}: {detail}")
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return _problem(ExitStatus.ERROR, f"{server} does not offer {what}: {detail}")
+    return _problem(ExitStatus.ERROR, f"{server}: {what}: {detail}")
+
+
+def verify_match(server: str, match_id: str, trusted_key: str | None) -> Outcome:
+    """Verify a finished match through `server`. Never raises."""
+    try:
+        with open_channel(server) as channel:
+            stub = rpc.BergenStub(channel)  # type: ignore[no-untyped-call]
+            return check_match(stub, server, match_id, trusted_key)
+    except ValueError as e:  # grpc refuses a malformed target
+        return _problem(ExitStatus.USAGE, f"--server {server}: {e}")
+
+
+def _call(server: str, what: str, method: Any, request: Any) -> Any:
+    try:
+        return method(request, timeout=RPC_TIMEOUT_S)
+    except grpc.RpcError as e:
+        raise _Stop(rpc_problem(e, server, what)) from None
+
+
+def check_match(stub: Any, server: str, match_id: str, trusted_key: str | None) -> Outcome:
+    """The whole check of one match through `stub` (a bergen.v1 Bergen stub). Never raises
+    for what the server answers: every failure is an Outcome."""
+    try:
+        return _check_match(stub, server, match_id, trusted_key)
+    except _Stop as stop:
+        return stop.outcome
+
+
+def _check_match(stub: Any, server: str, match_id: str, trusted_key: str | None) -> Outcome:
+    facts: dict[str, Any] = {"source": "server", "server": server, "match_id": match_id}
+    log = _call(server, "the audit log", stub.GetAuditLog, pb.GetAuditLogRequest(match_id=match_id))
+    # The log first: a fault in it is named by seq even when the server can no longer build
+    # the record from it.
+    stored, events = check_log(match_id, log.events, facts)
+    head = stored[-1].hash.hex()
+    facts.update(events=len(stored), head=head, chain="intact")
+    rebuilt = _rebuild(stored, events, head, facts)
+    _check_rules(rebuilt, events, facts)
+    info = _call(server, "its public key", stub.GetServerInfo, pb.GetServerInfoRequest())
+    reply = _call(server, "the record", stub.GetRecord, pb.GetRecordRequest(match_id=match_id))
+    try:
+        served = parse_json(reply.record_json)
+    except ValueError as e:
+        return _rejected("record", f"the server's record is not JSON: {e}", **facts)
+    verdict = replay_record(served)
+    if not verdict.ok:
+        # The log is sound, so the record the server signed was not built from it.
+        seq = _first_difference(events, verdict.events)
+        where = f"record, {verdict.where}" + (f" (seq {seq})" if seq else "")
+        return _rejected(where, verdict.why, **facts)
+    facts.update(_summary(served))
+    key = trusted_key if trusted_key is not None else (info.public_key.lower() or None)
+    bad, key_text = _check_signature(served, key, facts)
+    facts["key_checked"] = key is not None
+    facts["key_from"] = "--public-key" if trusted_key is not None else "server"
+    if bad is not None:
+        return bad
+    _tie(served, stored, facts)
+    _compare(served, rebuilt, events, verdict.events, facts)
+    return Outcome(
+        ExitStatus.SUCCESS,
+        f"OK: match {match_id}, {_hands(served)}, {len(stored)} events, {_result(served['result'])}"
+        f", {key_text}, chain intact",
+        facts,
+    )
+
+
+def stored_event(match_id: str, e: pb.AuditEvent) -> StoredEvent:
+    """An audit event as the store held it. Raises ValueError for a malformed one."""
+    payload = parse_json(e.payload_json)
+    if not isinstance(payload, dict):
+        raise ValueError("the payload is not an object")
+    try:
+        metadata = parse_metadata(e.metadata_json)
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"malformed metadata: {err}") from None
+    return StoredEvent(
+        stream_id=match_id,
+        seq=e.seq,
+        position=0,
+        type=e.type,
+        schema_version=e.schema_version,
+        payload=payload,
+        metadata=metadata,
+        recorded_at=datetime.fromisoformat(e.recorded_at),
+        prev_hash=bytes.fromhex(e.prev_hash),
+        hash=bytes.fromhex(e.hash),
+        salt=bytes.fromhex(e.salt),
+    )
+
+
+def check_log(
+    match_id: str, audit: Sequence[pb.AuditEvent], facts: dict[str, Any]
+) -> tuple[list[StoredEvent], list[Event]]:
+    """The log's stored events, chain-checked, and their decoded events. Raises _Stop."""
+    if not audit:
+        raise _Stop(_rejected("log", "the server has no event of this match", **facts))
+    stored: list[StoredEvent] = []
+    for e in audit:
+        try:
+            stored.append(stored_event(match_id, e))
+        except ValueError as err:
+            raise _Stop(_rejected(f"seq {e.seq}", f"malformed: {err}", **facts)) from None
+    report = verify_events(match_id, stored)
+    if not report.ok:
+        seq, why = chain_fault(report, stored)
+        raise _Stop(_rejected(f"seq {seq}", why, chain="broken", **facts))
+    events: list[Event] = []
+    for s in stored:
+        try:
+            events.append(codec.decode(s.type, s.schema_version, s.payload))
+        except CorruptRecord as err:
+            raise _Stop(_rejected(f"seq {s.seq}", f"does not decode: {err}", **facts)) from None
+    return stored, events
+
+
+def _hash_as(event: StoredEvent, seq: int) -> bytes:
+    content = content_bytes(
+        event.stream_id,
+        seq,
+        event.type,
+        event.schema_version,
+        canonical_json(event.payload, "payload"),
+        metadata_json(event.metadata),
+    )
+    return event_hash(event.prev_hash, event.salt, content)
+
+
+def _written_as(event: StoredEvent, last: int) -> int | None:
+    try:
+        for seq in range(1, last + 1):
+            if seq != event.seq and _hash_as(event, seq) == event.hash:
+                return seq
+    except ValueError:
+        return None
+    return None
+
+
+def chain_fault(report: ChainReport, stored: Sequence[StoredEvent]) -> tuple[int, str]:
+    """(the seq to name, why) for a broken chain: the event that was changed, removed,
+    inserted or moved, rather than the one where the walk noticed it."""
+    assert report.bad_seq is not None
+    bad = report.bad_seq
+    at = report.events  # index of the event the walk stopped at
+    last = max(len(stored), stored[-1].seq) + 1
+    if report.fault == ChainFault.MISSING:
+        missing = report.events + 1
+        return missing, f"missing: the stored events go from seq {missing - 1} to seq {bad}"
+    if report.fault == ChainFault.PREV_LINK:
+        return bad - 1, (
+            f"its hash is not the one seq {bad} was chained to (seq {bad - 1} was changed)"
+        )
+    if report.fault == ChainFault.CHANGED:
+        following = stored[at + 1] if at + 1 < len(stored) else None
+        if following is not None and _written_as(following, last) == bad:
+            return bad, f"inserted: seq {bad + 1} holds the event first written as seq {bad}"
+        return bad, f"its stored hash does not match its content (seq {bad} was changed)"
+    if report.fault in (ChainFault.INSERTED, ChainFault.REORDERED):
+        moved_from = _written_as(stored[at], last)
+        if moved_from is None:  # cannot happen: the walk found it
+            return bad, report.detail
+        if moved_from < bad:
+            return moved_from, (
+                f"{bad - moved_from} event(s) inserted here: seq {bad} holds the event first "
+                f"written as seq {moved_from}"
+            )
+        partner = next((s for s in stored if s.seq == moved_from), None)
+        if partner is not None and _written_as(partner, last) == bad:
+            return bad, (
+                f"holds the event written as seq {moved_from}, and seq {moved_from} the one "
+                f"written as seq {bad}: the two were swapped"
+            )
+        return bad, (
+            f"holds the event written as seq {moved_from}: the events written as seq {bad} "
+            f"to {moved_from - 1} were removed"
+        )
+    return bad, report.detail.removeprefix(f"seq {bad}: ")
+
+
+def _rebuild(
+    stored: Sequence[StoredEvent], events: Sequence[Event], head: str, facts: dict[str, Any]
+) -> dict[str, Any]:
+    """The record rebuilt from the log (with its `log` tied to the head). Raises _Stop."""
+    state: State | None = None
+    for s, e in zip(stored, events, strict=True):
+        try:
+            state = evolve(state, e)
+        except Exception as err:  # evolve never checks: a forged event may break it anywhere
+            raise _Stop(
+                _rejected(f"seq {s.seq}", f"does not follow the events before it: {err!r}", **facts)
+            ) from None
+    try:
+        return build_record(events, log={"events": len(stored), "head": head})
+    except MatchNotInProgress:
+        raise _Stop(
+            _rejected(
+                f"seq {stored[-1].seq}", "the log stops here, before its match has ended", **facts
+            )
+        ) from None
+    except BergenError as err:
+        raise _Stop(_rejected("log", f"no record can be built from it: {err}", **facts)) from None
+
+
+def _check_rules(rebuilt: dict[str, Any], events: Sequence[Event], facts: dict[str, Any]) -> None:
+    """The log must be exactly what the rules give from its seeds and plays. Raises _Stop."""
+    verdict = replay_record(rebuilt)
+    seq = _first_difference(events, verdict.events)
+    if verdict.ok and seq is None:
+        return
+    if verdict.where == "commitment":
+        # Checked before any event is replayed: the seed revealed at the end is the culprit.
+        seq = next(
+            (i + 1 for i in range(len(events) - 1, -1, -1) if isinstance(events[i], SeedRevealed)),
+            1,
+        )
+    if seq is None:
+        raise _Stop(_rejected(f"log, {verdict.where}", verdict.why, **facts))
+    i = seq - 1
+    if verdict.where == "commitment":
+        why = "the server seed revealed here is not the one committed to at seq 1"
+    elif not verdict.ok:
+        why = f"{verdict.where}: {verdict.why}"
+    elif i >= len(verdict.events):
+        why = f"{_describe(events[i])}, after the rules have ended the match"
+    elif i >= len(events):
+        why = f"missing: the rules give {_describe(verdict.events[i])}"
+    else:
+        why = f"the log has {_describe(events[i])}, the rules give {_describe(verdict.events[i])}"
+    raise _Stop(_rejected(f"seq {seq}", why, **facts))
+
+
+def _tie(served: dict[str, Any], stored: Sequence[StoredEvent], facts: dict[str, Any]) -> None:
+    """The signed record's `log` must name the chain's head. Raises _Stop."""
+    log = served.get("log")
+    n, head = len(stored), stored[-1].hash.hex()
+    if log is None:
+        raise _Stop(_rejected("log", "the record is not tied to the stored log", **facts))
+    signed_n, signed_head = log["events"], log["head"]
+    if signed_n < n:
+        raise _Stop(
+            _rejected(
+                f"seq {signed_n + 1}",
+                f"after the head the record was signed at (seq {signed_n}): added later",
+                **facts,
+            )
+        )
+    if signed_n > n:
+        raise _Stop(
+            _rejected(
+                f"seq {n + 1}",
+                f"missing: the record was signed at seq {signed_n}, the log ends at seq {n}",
+                **facts,
+            )
+        )
+    if signed_head != head:
+        raise _Stop(
+            _rejected(
+                f"seq {n}",
+                f"its hash is not the head the record was signed with (seq {n} was changed)",
+                **facts,
+            )
+        )
+
+
+def _compare(
+    served: dict[str, Any],
+    rebuilt: dict[str, Any],
+    events: Sequence[Event],
+    served_events: Sequence[Event],
+    facts: dict[str, Any],
+) -> None:
+    """The signed record must be the record rebuilt from the log. Raises _Stop."""
+    body = {k: v for k, v in served.items() if k != "signature"}
+    if body == rebuilt:
+        return
+    seq = _first_difference(events, served_events)
+    if seq is not None:
+        i = seq - 1
+        has = _describe(events[i]) if i < len(events) else "nothing"
+        gives = _describe(served_events[i]) if i < len(served_events) else "nothing"
+        raise _Stop(
+            _rejected(
+                f"seq {seq}",
+                f"the signed record differs from the log here: the log has {has}, the "
+                f"record gives {gives}",
+                **facts,
+            )
+        )
+    path, got, want = _field_difference(body, rebuilt)
+    raise _Stop(
+        _rejected(
+            f"record {path}",
+            f"is {json.dumps(got)[:80]} in the signed record, {json.dumps(want)[:80]} in the log",
+            **facts,
+        )
+    )
+
+
+def _field_difference(got: Any, want: Any, path: str = "") -> tuple[str, Any, Any]:
+    if isinstance(got, dict) and isinstance(want, dict):
+        for k in sorted(set(got) | set(want)):
+            if got.get(k) != want.get(k):
+                return _field_difference(got.get(k), want.get(k), f"{path}.{k}" if path else k)
+    if isinstance(got, list) and isinstance(want, list) and len(got) == len(want):
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            if g != w:
+                return _field_difference(g, w, f"{path}[{i}]")
+    return path or "(whole)", got, want
+
+
+def _comparable(e: Event) -> Event:
+    """What a record fixes of an event: not the match's name, nor an abandonment's words."""
+    if isinstance(e, MatchCreated):
+        return dataclasses.replace(e, name="")
+    if isinstance(e, MatchEnded):
+        return dataclasses.replace(e, note="", resigned_seat=None)
+    return e
+
+
+def _first_difference(logged: Sequence[Event], given: Sequence[Event]) -> int | None:
+    """The seq (1-based) of the first event where `logged` and `given` differ, or None.
+
+    Seats may be taken in any order, so the seats taken before the first deal are compared
+    as a set."""
+
+    def seating(events: Sequence[Event]) -> int:
+        n = 1 if events and isinstance(events[0], MatchCreated) else 0
+        while n < len(events) and isinstance(events[n], SeatTaken):
+            n += 1
+        return n
+
+    a, b = seating(logged), seating(given)
+    if a == b and set(logged[1:a]) == set(given[1:b]):
+        start = a
+        if logged[:1] and given[:1] and _comparable(logged[0]) != _comparable(given[0]):
+            return 1
+    else:
+        start = 0
+    for i in range(start, max(len(logged), len(given))):
+        if i >= len(logged) or i >= len(given):
+            return i + 1
+        if _comparable(logged[i]) != _comparable(given[i]):
+            return i + 1
+    return None
+
+
+def _describe(e: Event) -> str:
+    if isinstance(e, TilePlayed):
+        end = e.end.value if e.end is not None else "lead"
+        return f"hand {e.hand}: seat {e.seat} plays {e.tile} ({end})"
+    if isinstance(e, TileDrawn):
+        return f"hand {e.hand}: seat {e.seat} draws {e.tile}"
+    if isinstance(e, Passed):
+        return f"hand {e.hand}: seat {e.seat} passes"
+    if isinstance(e, PointsScored):
+        return f"hand {e.hand}: side {e.side} scores {e.points} ({e.reason})"
+    if isinstance(e, Dealt):
+        return f"hand {e.hand}: deal {e.attempt}"
+    if isinstance(e, DealVoided):
+        return f"hand {e.hand}: deal {e.attempt} void"
+    if isinstance(e, HandEnded):
+        return f"hand {e.hand} ends ({e.reason}, side {e.side}, {e.points} points)"
+    if isinstance(e, MatchEnded):
+        return f"the match ends ({e.reason}, scores {list(e.scores)})"
+    if isinstance(e, SeedRevealed):
+        return f"the server seed revealed as {e.server_seed[:16]}..."
+    if isinstance(e, SeatTaken):
+        return f"seat {e.seat} taken by {e.name!r}"
+    if isinstance(e, MatchCreated):
+        return "the match created"
+    return type(e).__name__
