@@ -7,7 +7,7 @@ import sys
 
 from bergen.server import main as server_main
 
-from . import export, simulate, verify
+from . import bots, export, play, simulate, verify
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,6 +16,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     simulate.add_parser(sub)
+    play.add_parser(sub)
+    bots.add_parser(sub)
     verify.add_parser(sub)
     export.add_parser(sub)
     server_main.add_parser(sub)

@@ -1,0 +1,543 @@
+"""Bots as ordinary gRPC clients, and `bergen bots`.
+
+A bot holds only its seat token. It learns the match from GetReplay (the stream as its seat
+may see it), then follows WatchMatch, resuming with `after_seq` when the stream drops, and
+folds every event into its seat's knowledge (`montecarlo.learn`). When the seat is to play
+it asks its decision function (random, greedy or Monte Carlo: `montecarlo.decider`) and sends
+the play with the version it decided on, so a play decided on a stale view is refused
+(ABORTED) and decided again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import random
+import secrets
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from bergen.domain.events import Event
+from bergen.domain.montecarlo import (
+    MAX_BUDGET_S,
+    POLICY_NAMES,
+    Decider,
+    Knowledge,
+    Settings,
+    decider,
+    learn,
+)
+from bergen.domain.rules import PRESETS
+from bergen.domain.state import ENDED, PLAYING, State
+from bergen.domain.tiles import End, Tile, side_of
+
+from .client import (
+    DEFAULT_SERVER,
+    Client,
+    Unreachable,
+    WatchCall,
+    describe_error,
+    exit_status_of,
+    watch_events,
+)
+from .exit_status import ExitStatus
+from .wire import event_in
+
+RECONNECT_S = 30.0
+"""How long a dropped WatchMatch stream is retried before the bot gives up."""
+SETTLE_S = 0.02
+"""After an event, wait this long for the rest of its command's events before deciding."""
+WAIT_S = 0.25
+MATCH_TIMEOUT_S = 600.0
+
+_RETRY = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+)
+
+
+class _StreamEnded:
+    """The WatchMatch stream finished: the match has ended."""
+
+
+class BotFailed(Exception):
+    """A seat's connection failed for good; carries the exit status to report."""
+
+    def __init__(self, message: str, status: ExitStatus) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class SeatLink:
+    """One seat's live knowledge of a match: GetReplay, then WatchMatch in a thread.
+
+    `on_event(seq, event)` is called from the watcher thread for every streamed event, in
+    order, before the event is queued (the terminal client prints from it).
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        match_id: str,
+        seat: int,
+        token: str,
+        on_event: Callable[[int, Event], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.match_id = match_id
+        self.seat = seat
+        self.token = token
+        self.k = Knowledge(seat, None)
+        self.seq = 0
+        self.on_event = on_event
+        self.stop = threading.Event()
+        self._items: queue.Queue[tuple[int, Event] | _StreamEnded | BotFailed] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._call: WatchCall | None = None
+        self.stream_ended = False
+        self.streamed = 0
+        """The last seq the stream delivered (and `on_event` was called for)."""
+
+    @property
+    def state(self) -> State:
+        assert self.k.state is not None
+        return self.k.state
+
+    def start(self) -> None:
+        """Fold the replay and start following the stream. Raises grpc.RpcError."""
+        self.load()
+        self.follow()
+
+    def load(self) -> list[Event]:
+        """Fold the replay; returns its events. Raises grpc.RpcError."""
+        events = self.client.replay(self.match_id, self.token)
+        for seq, event in events:
+            self.apply(seq, event)
+        return [e for _, e in events]
+
+    def follow(self) -> None:
+        """Follow WatchMatch from the last event folded, in a daemon thread."""
+        self._thread = threading.Thread(
+            target=self._watch, name=f"watch-{self.match_id}-{self.seat}", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        call = self._call
+        if call is not None:
+            call.cancel()
+
+    def apply(self, seq: int, event: Event) -> bool:
+        """Fold one event unless already folded. Returns whether it was new."""
+        if seq <= self.seq:
+            return False
+        if seq != self.seq + 1:
+            # A gap should not happen; fill it from the replay rather than fold out of order.
+            for s, e in self.client.replay(self.match_id, self.token, after_seq=self.seq):
+                if s < seq:
+                    self.apply(s, e)
+        self.k = learn(self.k, event)
+        self.seq = seq
+        return True
+
+    def _watch(self) -> None:
+        after = self.seq
+        failing_since: float | None = None
+        while not self.stop.is_set():
+            try:
+                call = self.client.watch(self.match_id, self.token, after_seq=after)
+                self._call = call
+                for item in watch_events(call):
+                    failing_since = None
+                    if not isinstance(item, tuple):
+                        continue
+                    seq, event = item
+                    if seq <= after:
+                        continue
+                    after = seq
+                    if self.on_event is not None:
+                        self.on_event(seq, event)
+                    self.streamed = seq
+                    self._items.put(item)
+                self._items.put(_StreamEnded())
+                return
+            except grpc.RpcError as e:
+                if self.stop.is_set():
+                    return
+                code = e.code() if isinstance(e, grpc.Call) else None
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if code not in _RETRY or now - failing_since > RECONNECT_S:
+                    self._items.put(
+                        BotFailed(
+                            f"match {self.match_id}, seat {self.seat}: the event stream "
+                            f"failed: {describe_error(e)}",
+                            exit_status_of(e),
+                        )
+                    )
+                    return
+                time.sleep(min(2.0, 0.1 + (now - failing_since) / 4))
+
+    def wait(self, timeout: float) -> bool:
+        """Fold what the stream delivered: block up to `timeout` for a first event, then take
+        the rest of its batch. Returns whether anything new was folded. Raises BotFailed."""
+        got = False
+        block = timeout
+        while True:
+            try:
+                item = self._items.get(timeout=block)
+            except queue.Empty:
+                return got
+            if isinstance(item, BotFailed):
+                raise item
+            if isinstance(item, _StreamEnded):
+                self.stream_ended = True
+                return got
+            got = self.apply(*item) or got
+            block = SETTLE_S
+
+    def wait_streamed(self, timeout: float) -> None:
+        """Wait until the stream has delivered every event folded so far (those a play's
+        answer brought included), or `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while self.streamed < self.seq and not self.stream_ended:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
+
+    @property
+    def ended(self) -> bool:
+        return self.k.state is not None and self.k.state.phase == ENDED
+
+    def my_turn(self) -> bool:
+        s = self.k.state
+        return (
+            s is not None
+            and s.phase == PLAYING
+            and s.turn == self.seat
+            and bool(s.legal_plays(self.seat))
+        )
+
+    def play(self, tile: Tile, end: End | None) -> bool:
+        """Send a play decided on the current version and fold its events. Returns False
+        when the match moved on meanwhile (decide again). Raises grpc.RpcError."""
+        try:
+            reply = self.client.play(
+                self.match_id,
+                self.token,
+                tile,
+                end,
+                expected_version=self.state.version,
+                command_id=uuid.uuid4().hex,
+            )
+        except grpc.RpcError as e:
+            code = e.code() if isinstance(e, grpc.Call) else None
+            if code in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION):
+                self.resync()
+                return False
+            raise
+        for msg in reply.events:
+            self.apply(*event_in(msg))
+        return True
+
+    def resync(self) -> None:
+        """Fold whatever the server has that this seat has not seen."""
+        for seq, event in self.client.replay(self.match_id, self.token, after_seq=self.seq):
+            self.apply(seq, event)
+
+
+def run_seat(
+    link: SeatLink,
+    decide: Decider,
+    rng: random.Random,
+    deadline: float | None = None,
+) -> State:
+    """Play the seat until the match ends; returns the final state.
+
+    Raises BotFailed (stream lost, or the match did not end by `deadline`), grpc.RpcError.
+    """
+    while not link.ended:
+        if link.stop.is_set():
+            raise BotFailed(f"match {link.match_id}, seat {link.seat}: stopped", ExitStatus.ERROR)
+        if deadline is not None and time.monotonic() > deadline:
+            raise BotFailed(
+                f"match {link.match_id}, seat {link.seat}: the match did not end in time",
+                ExitStatus.ERROR,
+            )
+        if link.my_turn():
+            tile, end = decide(link.k, rng)
+            if link.play(tile, end):
+                continue
+        if link.stream_ended:
+            link.resync()
+            if not link.ended:
+                raise BotFailed(
+                    f"match {link.match_id}: the stream ended before the match", ExitStatus.ERROR
+                )
+            break
+        link.wait(WAIT_S)
+    return link.state
+
+
+@dataclass
+class BotSeat:
+    """A bot's seat in a match: what it needs to (re)connect."""
+
+    seat: int
+    token: str
+    policy: str
+    name: str
+
+
+def start_bot(
+    client: Client,
+    match_id: str,
+    bot: BotSeat,
+    settings: Settings,
+    rng: random.Random,
+    on_error: Callable[[BaseException], None] | None = None,
+) -> threading.Thread:
+    """Run a bot in a daemon thread; `on_error` gets what made it stop early."""
+
+    def body() -> None:
+        link = SeatLink(client, match_id, bot.seat, bot.token)
+        try:
+            link.start()
+            run_seat(link, decider(bot.policy, settings), rng)
+        except BaseException as e:  # reported to the caller, who decides
+            if on_error is not None:
+                on_error(e)
+        finally:
+            link.close()
+
+    thread = threading.Thread(target=body, name=f"bot-{match_id}-{bot.seat}", daemon=True)
+    thread.start()
+    return thread
+
+
+# --- `bergen bots` ---------------------------------------------------------------------
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings(samples=args.mc_samples, budget_s=min(args.mc_budget, MAX_BUDGET_S))
+
+
+def add_policy_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--mc-budget",
+        type=float,
+        default=Settings().budget_s,
+        metavar="SECONDS",
+        help="Monte Carlo time per decision (default %(default)s, at most 0.9)",
+    )
+    p.add_argument(
+        "--mc-samples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Monte Carlo worlds per decision (default: as many as the time allows)",
+    )
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "bots",
+        help="play matches between bots against a server",
+        description="Create matches on a server and play them with bot clients, one thread "
+        "per seat, each holding only its seat token. With several policies the seats rotate "
+        "every match. Prints each match id and a summary; exit status 0 when every match "
+        "ended.",
+    )
+    p.add_argument("--server", default=DEFAULT_SERVER, help="HOST:PORT (default %(default)s)")
+    p.add_argument("--matches", type=int, default=1, help="how many matches (default 1)")
+    p.add_argument("--players", type=int, choices=(2, 3, 4), default=2)
+    p.add_argument("--partnerships", action="store_true", help="4 seats as two sides")
+    p.add_argument("--preset", default="standard", choices=sorted(PRESETS))
+    p.add_argument(
+        "--policy",
+        nargs="+",
+        choices=POLICY_NAMES,
+        default=["greedy"],
+        help="one policy for every seat, or one per seat (or per side), rotated each match",
+    )
+    p.add_argument("--seed", help="seed of the bots' choices (default: random)")
+    add_policy_options(p)
+    p.set_defaults(func=run)
+
+
+def seat_policies(policies: list[str], seats: int, partnerships: bool, match: int) -> list[str]:
+    """Each seat's policy in match number `match` (0-based): one for all, one per seat or one
+    per side, rotated by one place every match so no policy keeps a seat."""
+    sides = 2 if partnerships else seats
+    if len(policies) == 1:
+        return policies * seats
+    if len(policies) == sides:
+        return [policies[(side_of(s, partnerships) + match) % sides] for s in range(seats)]
+    return [policies[(s + match) % seats] for s in range(seats)]
+
+
+@dataclass
+class MatchOutcome:
+    match_id: str
+    policies: list[str]
+    state: State
+
+
+def play_match(
+    client: Client,
+    seats: int,
+    partnerships: bool,
+    preset: str,
+    policies: list[str],
+    settings: Settings,
+    rng: random.Random,
+) -> MatchOutcome:
+    """Create a match and play it with one bot thread per seat.
+
+    Raises grpc.RpcError (creating or joining) and BotFailed (a bot stopped early).
+    """
+    created = client.create(seats, partnerships, preset, name="bergen bots")
+    match_id = created.match_id
+    errors: list[BaseException] = []
+    finals: dict[int, State] = {}
+    deadline = time.monotonic() + MATCH_TIMEOUT_S
+
+    def body(seat: int, seat_rng: random.Random) -> None:
+        link: SeatLink | None = None
+        try:
+            joined = client.join(match_id, f"{policies[seat]}{seat}", seat=seat)
+            link = SeatLink(client, match_id, seat, joined.seat_token)
+            link.start()
+            finals[seat] = run_seat(link, decider(policies[seat], settings), seat_rng, deadline)
+        except BaseException as e:  # collected and raised by the caller
+            errors.append(e)
+        finally:
+            if link is not None:
+                link.close()
+
+    threads = [
+        threading.Thread(
+            target=body, args=(s, random.Random(rng.random())), name=f"bot-{s}", daemon=True
+        )
+        for s in range(seats)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        e = errors[0]
+        if isinstance(e, grpc.RpcError):
+            raise e
+        if isinstance(e, BotFailed):
+            raise e
+        raise BotFailed(f"match {match_id}: a bot failed: {e!r}", ExitStatus.ERROR) from e
+    return MatchOutcome(match_id, policies, finals[0])
+
+
+def run(args: argparse.Namespace) -> int:
+    err = Console(stderr=True, highlight=False)
+    out = Console(highlight=False, soft_wrap=True)
+    if args.matches < 1:
+        err.print("bergen bots: --matches must be at least 1")
+        return ExitStatus.USAGE
+    if args.partnerships and args.players != 4:
+        err.print("bergen bots: --partnerships needs --players 4")
+        return ExitStatus.USAGE
+    sides = 2 if args.partnerships else args.players
+    if len(args.policy) not in (1, args.players, sides):
+        err.print(
+            f"bergen bots: give one --policy for all seats, or {args.players} (one per seat)"
+            + (f" or {sides} (one per side)" if sides != args.players else "")
+        )
+        return ExitStatus.USAGE
+    seed = args.seed if args.seed is not None else secrets.token_hex(8)
+    rng = random.Random(seed)
+    settings = settings_from(args)
+    wins: Counter[str] = Counter()
+    played: Counter[str] = Counter()
+    hands = 0
+    with Client(args.server) as client:
+        try:
+            client.wait_ready()
+        except Unreachable as e:
+            err.print(f"bergen bots: the server is unreachable: {e}")
+            return ExitStatus.UNREACHABLE
+        progress = Progress(
+            TextColumn("[bold]matches"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            disable=not err.is_terminal,
+            transient=True,
+        )
+        with progress:
+            task = progress.add_task("matches", total=args.matches)
+            for i in range(args.matches):
+                policies = seat_policies(args.policy, args.players, args.partnerships, i)
+                try:
+                    outcome = play_match(
+                        client, args.players, args.partnerships, args.preset, policies,
+                        settings, rng,
+                    )  # fmt: skip
+                except grpc.RpcError as e:
+                    err.print(f"bergen bots: {describe_error(e)}")
+                    return exit_status_of(e)
+                except BotFailed as e:
+                    err.print(f"bergen bots: {e}")
+                    return e.status
+                state = outcome.state
+                result = state.result
+                assert result is not None
+                hands += state.hand
+                for name in set(policies):
+                    played[name] += 1
+                winner = "nobody"
+                if result.winner_side is not None:
+                    seats_won = state.sides[result.winner_side]
+                    names = sorted({policies[s] for s in seats_won})
+                    for name in names:
+                        wins[name] += 1
+                    who = "+".join(f"seat {s}" for s in seats_won)
+                    winner = f"{'+'.join(names)} ({who})"
+                scores = "-".join(map(str, result.scores))
+                out.print(
+                    f"{outcome.match_id} winner {winner} scores {scores} hands {state.hand} "
+                    f"seats {','.join(policies)}",
+                    markup=False,
+                )
+                progress.advance(task)
+    out.print(
+        f"{args.matches} match(es), {args.players} seats"
+        f"{' in partnerships' if args.partnerships else ''}, preset {args.preset}, "
+        f"server {args.server}, seed {seed}",
+        markup=False,
+    )
+    for name in sorted(played):
+        out.print(f"  {name:10} won {wins[name]} of {played[name]}", markup=False)
+    out.print(f"  hands: {hands}", markup=False)
+    return ExitStatus.SUCCESS
+
+
+__all__ = [
+    "BotFailed",
+    "BotSeat",
+    "SeatLink",
+    "play_match",
+    "run",
+    "run_seat",
+    "seat_policies",
+    "start_bot",
+]

@@ -1,0 +1,161 @@
+"""A small client of bergen.v1.Bergen for the command line: one channel, typed calls with
+the seat token as bearer metadata, and gRPC errors mapped to exit statuses."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Protocol
+
+import grpc
+
+from bergen.domain.events import Event
+from bergen.domain.tiles import End, Tile
+from bergen.v1 import bergen_pb2 as pb
+from bergen.v1 import bergen_pb2_grpc as rpc
+
+from .exit_status import ExitStatus
+from .wire import event_in
+
+DEFAULT_SERVER = "127.0.0.1:50051"
+CALL_TIMEOUT_S = 20.0
+CONNECT_TIMEOUT_S = 5.0
+
+_END_OUT = {None: pb.END_UNSPECIFIED, End.LEFT: pb.END_LEFT, End.RIGHT: pb.END_RIGHT}
+
+
+class WatchCall(Protocol):
+    """A server-streaming call of WatchMatch."""
+
+    def __iter__(self) -> Iterator[pb.WatchMatchResponse]: ...
+
+    def cancel(self) -> bool: ...
+
+
+class Unreachable(Exception):
+    """The server did not answer."""
+
+
+def exit_status_of(error: grpc.RpcError) -> ExitStatus:
+    """The exit status that reports a failed call."""
+    code = error.code() if isinstance(error, grpc.Call) else None
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return ExitStatus.UNREACHABLE
+    if code is grpc.StatusCode.NOT_FOUND:
+        return ExitStatus.NOT_FOUND
+    if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+        return ExitStatus.REFUSED
+    if code is grpc.StatusCode.INVALID_ARGUMENT:
+        return ExitStatus.INVALID
+    return ExitStatus.ERROR
+
+
+def describe_error(error: grpc.RpcError) -> str:
+    if isinstance(error, grpc.Call):
+        return f"{error.code().name.lower()}: {error.details()}"
+    return str(error)
+
+
+class Client:
+    """One channel to one server. Calls raise grpc.RpcError."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.channel = grpc.insecure_channel(target)
+        self.stub = rpc.BergenStub(self.channel)  # type: ignore[no-untyped-call]
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def wait_ready(self, timeout: float = CONNECT_TIMEOUT_S) -> None:
+        """Raises Unreachable when no connection is made within `timeout` seconds."""
+        try:
+            grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            raise Unreachable(f"no answer from {self.target} within {timeout:g} s") from None
+
+    @staticmethod
+    def _auth(token: str | None) -> tuple[tuple[str, str], ...]:
+        return () if token is None else (("authorization", f"Bearer {token}"),)
+
+    def create(
+        self, seats: int, partnerships: bool = False, preset: str = "standard", name: str = ""
+    ) -> pb.CreateMatchResponse:
+        reply: pb.CreateMatchResponse = self.stub.CreateMatch(
+            pb.CreateMatchRequest(seats=seats, partnerships=partnerships, preset=preset, name=name),
+            timeout=CALL_TIMEOUT_S,
+        )
+        return reply
+
+    def join(
+        self, match_id: str, name: str, seat: int | None = None, client_seed: str = ""
+    ) -> pb.JoinMatchResponse:
+        req = pb.JoinMatchRequest(match_id=match_id, name=name, client_seed=client_seed)
+        if seat is not None:
+            req.seat = seat
+        reply: pb.JoinMatchResponse = self.stub.JoinMatch(req, timeout=CALL_TIMEOUT_S)
+        return reply
+
+    def get_match(self, match_id: str, token: str | None = None) -> pb.MatchView:
+        reply: pb.MatchView = self.stub.GetMatch(
+            pb.GetMatchRequest(match_id=match_id),
+            metadata=self._auth(token),
+            timeout=CALL_TIMEOUT_S,
+        )
+        return reply
+
+    def replay(
+        self, match_id: str, token: str | None = None, after_seq: int = 0
+    ) -> list[tuple[int, Event]]:
+        """The match's events after `after_seq` as the token's seat may see them."""
+        reply = self.stub.GetReplay(
+            pb.GetReplayRequest(match_id=match_id, after_seq=after_seq),
+            metadata=self._auth(token),
+            timeout=CALL_TIMEOUT_S,
+        )
+        return [event_in(e) for e in reply.events]
+
+    def watch(self, match_id: str, token: str | None = None, after_seq: int = 0) -> WatchCall:
+        """The WatchMatch stream: WatchMatchResponse items; cancel() ends it."""
+        call: WatchCall = self.stub.WatchMatch(
+            pb.WatchMatchRequest(match_id=match_id, after_seq=after_seq),
+            metadata=self._auth(token),
+        )
+        return call
+
+    def play(
+        self,
+        match_id: str,
+        token: str,
+        tile: Tile,
+        end: End | None,
+        expected_version: int | None = None,
+        command_id: str | None = None,
+    ) -> pb.PlayResponse:
+        req = pb.PlayRequest(
+            match_id=match_id,
+            tile=pb.Tile(low=tile.low, high=tile.high),
+            end=_END_OUT[end],
+            command_id=command_id or uuid.uuid4().hex,
+        )
+        if expected_version is not None:
+            req.expected_version = expected_version
+        reply: pb.PlayResponse = self.stub.Play(
+            req, metadata=self._auth(token), timeout=CALL_TIMEOUT_S
+        )
+        return reply
+
+
+def watch_events(call: WatchCall) -> Iterator[tuple[int, Event] | pb.MatchView]:
+    """The items of a WatchMatch stream: its first view, then (seq, event) pairs."""
+    for item in call:
+        if item.HasField("view"):
+            yield item.view
+        else:
+            yield event_in(item.event)

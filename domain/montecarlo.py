@@ -1,0 +1,383 @@
+"""A Monte Carlo play policy that knows only what its seat has seen.
+
+The seat's knowledge is the fold of its redacted event stream (hidden tiles are None) plus
+what the stream implies about the hidden tiles:
+
+- a seat that draws or passes facing ends `L|R` holds no tile showing L or R at that moment;
+  tiles it draws afterwards are not covered by that fact;
+- the forced lead tells which doubles (or tiles) no dealt hand held.
+
+Each hidden tile of another seat is a *slot* with the set of tiles it cannot be (a bit mask,
+as `Tile.bit`). Every fact applies to all the slots a seat holds at the time, so a seat's
+slots, oldest first, have shrinking masks. When the seat plays a known tile, its oldest slot
+that may hold it is removed: any other choice leaves a stricter set of slots, so the possible
+worlds stay exactly those consistent with what was seen.
+
+A decision samples worlds (every hidden tile given a place, consistent with the slots), then
+plays out each legal play in each world to the end of the hand with the greedy policy for
+every seat, through `engine.execute`, and picks the play with the best average of
+(my side's points - the best other side's points) over the rest of the hand, with a bonus
+for winning the match.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from .commands import Play
+from .engine import execute
+from .events import Dealt, Event, HandEnded, MatchEnded, Passed, PointsScored, TileDrawn, TilePlayed
+from .policies import POLICIES, greedy_policy
+from .state import ENDED, PLAYING, MatchInfo, State, evolve
+from .tiles import ALL_TILES, FITS, End, Tile
+from .views import view
+
+PLAYOUT_SEED = "00" * 32
+"""A stand-in server seed so the engine can run past a hand's end; nothing after it counts."""
+MAX_BUDGET_S = 0.9
+"""A decision never takes longer than this (the goal is under one second)."""
+ALL_BITS = (1 << len(ALL_TILES)) - 1
+MATCH_WIN_BONUS = 10.0
+"""Value of ending the match as its winner inside a playout, on top of the points."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How hard the policy thinks.
+
+    `samples`: worlds sampled per decision (each play is tried in every world); None for as
+    many as `budget_s` allows. `budget_s`: wall time per decision, capped at MAX_BUDGET_S
+    when `samples` is None; with `samples` set it only caps the time, uncapped (give
+    `math.inf` for a run that does not depend on the machine's speed). `horizon`: plays
+    per playout after the candidate (None: to the end of the hand).
+    """
+
+    samples: int | None = None
+    budget_s: float = 0.3
+    horizon: int | None = None
+    min_samples: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Knowledge:
+    """What seat `seat` knows: the fold of its redacted stream, and per seat the forbidden
+    masks of that seat's hidden tiles, oldest first (empty for the seat itself)."""
+
+    seat: int
+    state: State | None
+    slots: tuple[tuple[int, ...], ...] = ()
+
+
+def _lead_forbidden(lead_rule: str, tile: Tile) -> int:
+    """Tiles no dealt hand held, given the forced lead `tile`."""
+    if lead_rule == "highest_double":
+        return sum(t.bit for t in ALL_TILES if t.is_double and t > tile)
+    if tile.is_double:
+        return sum(t.bit for t in ALL_TILES if t.is_double and t < tile)
+    # lowest_double_else_lowest_tile without a double dealt: no double, nothing lower.
+    return sum(t.bit for t in ALL_TILES if t.is_double or t < tile)
+
+
+def _without_slot(slots: tuple[int, ...], tile: Tile) -> tuple[int, ...]:
+    """`slots` less the oldest one that may hold `tile` (the newest if none may)."""
+    for i, mask in enumerate(slots):
+        if not mask & tile.bit:
+            return slots[:i] + slots[i + 1 :]
+    return slots[:-1]
+
+
+def learn(k: Knowledge, event: Event) -> Knowledge:
+    """Knowledge after one more event of the seat's redacted stream."""
+    before = k.state
+    state = evolve(before, event)
+    slots = k.slots
+    seat = k.seat
+    if isinstance(event, Dealt):
+        slots = tuple(() if s == seat else (0,) * len(h) for s, h in enumerate(event.hands))
+    elif isinstance(event, TilePlayed) and slots:
+        assert before is not None
+        if before.ends is None:
+            forbid = _lead_forbidden(before.rules.lead, event.tile)
+            slots = tuple(tuple(m | forbid for m in ms) for ms in slots)
+        if event.seat != seat:
+            slots = _replace_at(slots, event.seat, _without_slot(slots[event.seat], event.tile))
+    elif isinstance(event, (TileDrawn, Passed)) and event.seat != seat and slots:
+        assert before is not None
+        ends = before.ends
+        forbid = FITS[ends[0]] | FITS[ends[1]] if ends is not None else 0
+        held = tuple(m | forbid for m in slots[event.seat])
+        if isinstance(event, TileDrawn):
+            held += (0,) if event.tile is None else (ALL_BITS & ~event.tile.bit,)
+        slots = _replace_at(slots, event.seat, held)
+    return Knowledge(seat, state, slots)
+
+
+def _replace_at(
+    slots: tuple[tuple[int, ...], ...], seat: int, new: tuple[int, ...]
+) -> tuple[tuple[int, ...], ...]:
+    return (*slots[:seat], new, *slots[seat + 1 :])
+
+
+def knowledge(events: Iterable[Event], seat: int) -> Knowledge:
+    """Fold a seat's redacted stream into its knowledge. Raises CorruptRecord as `fold`."""
+    k = Knowledge(seat, None)
+    for e in events:
+        k = learn(k, e)
+    return k
+
+
+def unseen_tiles(k: Knowledge) -> list[Tile]:
+    """Tiles the seat cannot place: not in its hand and not on the line."""
+    s = k.state
+    assert s is not None
+    known = 0
+    for t in s.hands[k.seat]:
+        if t is not None:
+            known |= t.bit
+    for a, b in s.line:
+        known |= Tile.of(a, b).bit
+    return [t for t in ALL_TILES if not known & t.bit]
+
+
+class Sampler:
+    """Deals the hidden tiles into worlds consistent with a seat's knowledge.
+
+    Built once per decision. Slots with constraints are filled first, most constrained
+    first, each a random allowed tile (moving earlier ones along an augmenting path when
+    none is left); the free slots take the rest in random order; then
+    random swaps that keep every constraint mix the result towards uniform.
+
+    Raises ValueError when the knowledge does not add up (slots and hidden tiles differ in
+    number, or no world satisfies it).
+    """
+
+    def __init__(self, k: Knowledge) -> None:
+        s = k.state
+        if s is None or s.phase != PLAYING or not s.hands:
+            raise ValueError("no hand is being played")
+        self.k = k
+        self.pool = unseen_tiles(k)
+        pool_bits = sum(t.bit for t in self.pool)
+        owners: list[int] = []
+        masks: list[int] = []
+        for seat, ms in enumerate(k.slots):
+            for m in ms:
+                owners.append(seat)
+                masks.append(m & pool_bits)
+        for _ in s.boneyard:
+            owners.append(-1)
+            masks.append(0)
+        if len(owners) != len(self.pool):
+            raise ValueError(
+                f"match {s.match_id}, hand {s.hand}: {len(owners)} hidden places for "
+                f"{len(self.pool)} hidden tiles"
+            )
+        self.owners = owners
+        self.masks = masks
+        self.allowed = [[t for t in self.pool if not m & t.bit] for m in masks]
+        # Most constrained first: fewer augmenting paths needed.
+        self.constrained = sorted(
+            (i for i, m in enumerate(masks) if m), key=lambda i: len(self.allowed[i])
+        )
+        self.free = [i for i, m in enumerate(masks) if not m]
+
+    def assignment(self, rng: random.Random) -> list[Tile]:
+        """One tile per slot (indexed like `owners`). Raises ValueError if none exists."""
+        n = len(self.owners)
+        out: list[Tile | None] = [None] * n
+        holder: dict[Tile, int] = {}
+        allowed = self.allowed
+
+        def place(i: int, seen: set[Tile]) -> bool:
+            # Kuhn's augmenting path: a free allowed tile, else move a holder elsewhere.
+            options = allowed[i][:]
+            rng.shuffle(options)
+            for t in options:
+                if t not in holder:
+                    out[i], holder[t] = t, i
+                    return True
+            for t in options:
+                if t in seen:
+                    continue
+                seen.add(t)
+                if place(holder[t], seen):
+                    out[i], holder[t] = t, i
+                    return True
+            return False
+
+        for i in self.constrained:
+            if not place(i, set()):
+                s = self.k.state
+                assert s is not None
+                raise ValueError(f"match {s.match_id}, hand {s.hand}: no world fits what was seen")
+        rest = [t for t in self.pool if t not in holder]
+        rng.shuffle(rest)
+        for i, t in zip(self.free, rest, strict=True):
+            out[i] = t
+        tiles = [t for t in out if t is not None]
+        self._mix(tiles, rng)
+        return tiles
+
+    def _mix(self, tiles: list[Tile], rng: random.Random) -> None:
+        if not self.constrained:
+            return  # already a uniform shuffle
+        n = len(tiles)
+        masks = self.masks
+        for _ in range(4 * n):
+            i = rng.randrange(n)
+            j = rng.randrange(n)
+            a, b = tiles[i], tiles[j]
+            if not masks[i] & b.bit and not masks[j] & a.bit:
+                tiles[i], tiles[j] = b, a
+
+    def world(self, rng: random.Random) -> State:
+        """A full state: the seat's state with every hidden tile filled in."""
+        s = self.k.state
+        assert s is not None
+        tiles = self.assignment(rng)
+        hands: list[list[Tile]] = [[] for _ in range(s.seats)]
+        boneyard: list[Tile] = []
+        for owner, t in zip(self.owners, tiles, strict=True):
+            (boneyard if owner < 0 else hands[owner]).append(t)
+        hands[self.k.seat] = [t for t in s.hands[self.k.seat] if t is not None]
+        rng.shuffle(boneyard)
+        full = tuple(tuple(h) for h in hands)
+        masks = tuple(sum(t.bit for t in h) for h in full)
+        info = s.info
+        info = MatchInfo(
+            info.match_id, info.seats, info.partnerships, info.rules, info.commitment,
+            info.name, PLAYOUT_SEED, info.players, info.sides,
+        )  # fmt: skip
+        return s._replace(info=info, hands=full, masks=masks, boneyard=tuple(boneyard))
+
+
+def playout(
+    world: State, seat: int, tile: Tile, end: End, rng: random.Random, horizon: int | None = None
+) -> float:
+    """Play `tile` at `end` for `seat` in `world`, then greedy for everyone to the end of the
+    hand (or `horizon` more plays). Returns my side's points minus the best other side's,
+    plus MATCH_WIN_BONUS for a match won (minus it for one lost)."""
+    me = world.side_of(seat)
+    gained = [0] * len(world.scores)
+    state = world
+    command = Play(seat=seat, tile=tile, end=end)
+    plays = 0
+    while True:
+        events, state = execute(state, command)
+        for e in events:
+            if isinstance(e, PointsScored):
+                gained[e.side] += e.points
+            elif isinstance(e, MatchEnded):
+                bonus = MATCH_WIN_BONUS if e.winner_side == me else -MATCH_WIN_BONUS
+                return _margin(gained, me) + bonus
+            elif isinstance(e, HandEnded):
+                # A match won at the hand's end is announced after it; look ahead for it.
+                won = next((x for x in events if isinstance(x, MatchEnded)), None)
+                bonus = 0.0
+                if won is not None:
+                    bonus = MATCH_WIN_BONUS if won.winner_side == me else -MATCH_WIN_BONUS
+                return _margin(gained, me) + bonus
+        plays += 1
+        if state.phase == ENDED or (horizon is not None and plays > horizon):
+            return float(_margin(gained, me))
+        turn = state.turn
+        assert turn is not None
+        legal = state.legal_plays(turn)
+        if len(legal) == 1:
+            t, e2 = legal[0]
+        else:
+            t, e2 = greedy_policy(view(state, turn), rng)
+        command = Play(seat=turn, tile=t, end=e2)
+
+
+def _margin(gained: Sequence[int], me: int) -> int:
+    others = [g for side, g in enumerate(gained) if side != me]
+    return gained[me] - max(others)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A play and how it was found: worlds sampled and each legal play's mean value."""
+
+    tile: Tile
+    end: End
+    samples: int
+    values: tuple[tuple[Tile, End, float], ...]
+    seconds: float
+
+
+def decide_play(k: Knowledge, rng: random.Random, settings: Settings = Settings()) -> Decision:
+    """The Monte Carlo play for the seat of `k`, which must be the seat to play.
+
+    Raises ValueError when the seat has no legal play or its knowledge does not add up.
+    """
+    start = time.perf_counter()
+    s = k.state
+    if s is None:
+        raise ValueError("no match")
+    legal = s.legal_plays(k.seat)
+    if not legal:
+        raise ValueError(f"match {s.match_id}: seat {k.seat} has no legal play now")
+    if len(legal) == 1:
+        t, e = legal[0]
+        return Decision(t, e, 0, ((t, e, 0.0),), time.perf_counter() - start)
+    sampler = Sampler(k)
+    totals = [0.0] * len(legal)
+    # A fixed number of samples is for reproducible runs: only an explicit budget caps it.
+    budget = (
+        settings.budget_s if settings.samples is not None else min(settings.budget_s, MAX_BUDGET_S)
+    )
+    deadline = start + budget
+    n = 0
+    slowest = 0.0
+    while True:
+        if settings.samples is not None and n >= settings.samples:
+            break
+        now = time.perf_counter()
+        # Stop before a sample that would likely overrun the budget.
+        if n >= settings.min_samples and now + slowest >= deadline:
+            break
+        world = sampler.world(rng)
+        for i, (t, e) in enumerate(legal):
+            totals[i] += playout(world, k.seat, t, e, rng, settings.horizon)
+        n += 1
+        slowest = max(slowest, time.perf_counter() - now)
+    best = max(totals)
+    choices = [i for i, v in enumerate(totals) if v == best]
+    i = rng.choice(choices)
+    values = tuple((t, e, v / n) for (t, e), v in zip(legal, totals, strict=True))
+    return Decision(legal[i][0], legal[i][1], n, values, time.perf_counter() - start)
+
+
+def montecarlo_play(
+    k: Knowledge, rng: random.Random, settings: Settings = Settings()
+) -> tuple[Tile, End]:
+    """`decide_play`, as (tile, end)."""
+    d = decide_play(k, rng, settings)
+    return d.tile, d.end
+
+
+Decider = Callable[[Knowledge, random.Random], tuple[Tile, End]]
+"""A policy as a function of what its seat knows."""
+
+POLICY_NAMES = ("random", "greedy", "montecarlo")
+
+
+def decider(name: str, settings: Settings = Settings()) -> Decider:
+    """The decision function of a policy by name: random and greedy play from the seat's
+    view (the fold of its redacted stream), montecarlo from its whole knowledge.
+
+    Raises KeyError for an unknown name.
+    """
+    if name == "montecarlo":
+        return lambda k, rng: montecarlo_play(k, rng, settings)
+    policy = POLICIES[name]
+
+    def from_view(k: Knowledge, rng: random.Random) -> tuple[Tile, End]:
+        assert k.state is not None
+        return policy(view(k.state, k.seat), rng)
+
+    return from_view

@@ -1,0 +1,94 @@
+"""`bergen bots` against a real server: bots holding only their seat tokens play whole
+matches, and the server agrees every match ended."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from bergen.v1 import bergen_pb2 as pb
+
+from .client import Client
+from .servers import ServerFarm, ServerProcess, bergen_command
+
+pytestmark = pytest.mark.timeout(300)
+
+MATCH_LINE = re.compile(r"^([0-9a-f-]{36}) winner (.+) scores ([\d-]+) hands (\d+)", re.M)
+
+
+@pytest.fixture(scope="module")
+def server(module_farm: ServerFarm, module_sqlite_url: str) -> Iterator[ServerProcess]:
+    yield module_farm.start(module_sqlite_url)
+
+
+def bots(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*bergen_command(), "bots", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def check_ended(server: ServerProcess, out: str, matches: int) -> list[str]:
+    ids = [m.group(1) for m in MATCH_LINE.finditer(out)]
+    assert len(ids) == matches, out
+    with Client(server.target) as client:
+        for match_id in ids:
+            view = client.view(match_id)
+            assert view.phase == pb.PHASE_ENDED
+            assert view.result.reason == "target"
+            assert max(view.scores) >= view.rules.target
+    return ids
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--matches", "2", "--policy", "random", "greedy"],
+        ["--matches", "1", "--players", "3", "--preset", "eastern", "--policy", "random"],
+        ["--matches", "1", "--players", "4", "--partnerships", "--policy", "greedy", "random"],
+    ],
+    ids=["two-seats", "three-seats-eastern", "partnerships"],
+)
+def test_random_and_greedy_bots_play_whole_matches(server: ServerProcess, args: list[str]):
+    result = bots("--server", server.target, *args)
+    assert result.returncode == 0, result.stderr + result.stdout
+    matches = int(args[1])
+    check_ended(server, result.stdout, matches)
+    assert "won" in result.stdout and "hands:" in result.stdout
+
+
+def test_the_monte_carlo_bot_plays_whole_matches(server: ServerProcess):
+    result = bots(
+        "--server", server.target, "--matches", "2", "--policy", "montecarlo", "greedy",
+        "--mc-budget", "0.02", "--seed", "e2e",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr + result.stdout
+    check_ended(server, result.stdout, 2)
+    # Seats rotate: each policy played each seat once, and the summary counts both.
+    assert re.search(r"montecarlo\s+won \d of 2", result.stdout)
+    assert re.search(r"greedy\s+won \d of 2", result.stdout)
+
+
+def test_an_unreachable_server_is_exit_status_5():
+    result = bots("--server", "127.0.0.1:1", "--matches", "1", timeout=60)
+    assert result.returncode == 5
+    assert "unreachable" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--matches", "0"],
+        ["--players", "3", "--partnerships"],
+        ["--players", "3", "--policy", "random", "greedy"],
+    ],
+)
+def test_bad_options_are_exit_status_2(server: ServerProcess, args: list[str]):
+    result = bots("--server", server.target, *args, timeout=60)
+    assert result.returncode == 2, result.stderr
