@@ -357,7 +357,7 @@ class MatchService:
         )
         if result.replayed:
             return None
-        updated = extend(match, result.events)
+        updated = extend(match, result.events, decided=(events, state))
         self._repo.remember(match_id, updated)
         self._feed.observe(result.events)
         return result.first_seq

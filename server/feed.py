@@ -272,8 +272,9 @@ class PostgresNotifier:
     appends made while one is being sent share the next.
     """
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, replica: str) -> None:
         self._conninfo = conninfo
+        self._replica = replica
         self._pending = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bergen-notify", daemon=True)
@@ -300,14 +301,17 @@ class PostgresNotifier:
                         self._pending.clear()
                         if self._stop.is_set():
                             return
-                        conn.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+                        conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self._replica))
             except Exception:
                 log.exception("event feed: NOTIFY connection lost; replicas fall back to polling")
                 self._stop.wait(1.0)
 
 
-def postgres_listener(conninfo: str) -> Callable[[Callable[[], None], threading.Event], None]:
-    """A LISTEN loop on its own connection that calls `wake` on every notification."""
+def postgres_listener(
+    conninfo: str, replica: str
+) -> Callable[[Callable[[], None], threading.Event], None]:
+    """A LISTEN loop on its own connection that calls `wake` on every notification sent by
+    another replica (this one's own appends reach its watchers directly)."""
 
     def listen(wake: Callable[[], None], stop: threading.Event) -> None:
         import psycopg
@@ -317,8 +321,9 @@ def postgres_listener(conninfo: str) -> Callable[[Callable[[], None], threading.
                 with psycopg.connect(conninfo, autocommit=True) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     while not stop.is_set():
-                        for _ in conn.notifies(timeout=0.5, stop_after=1):
-                            wake()
+                        for note in conn.notifies(timeout=0.5, stop_after=1):
+                            if note.payload != replica:
+                                wake()
             except Exception:
                 log.exception("event feed: LISTEN connection lost; polling until it is back")
                 stop.wait(1.0)

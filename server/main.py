@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+import uuid
 from concurrent import futures
 from dataclasses import dataclass
 from queue import Queue
@@ -78,8 +79,9 @@ def create_server(
     notifier = None
     poll = 0.05
     if backend_of(database_url) == "postgresql":
-        listen_fn = postgres_listener(psycopg_conninfo(database_url))
-        notifier = PostgresNotifier(psycopg_conninfo(database_url))
+        replica = uuid.uuid4().hex
+        listen_fn = postgres_listener(psycopg_conninfo(database_url), replica)
+        notifier = PostgresNotifier(psycopg_conninfo(database_url), replica)
         poll = 0.1
     feed = EventFeed(store, poll_interval=poll, listen=listen_fn, notifier=notifier)
     service = MatchService(store, feed, settings or Settings())

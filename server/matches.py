@@ -59,11 +59,16 @@ def decode_stored(e: StoredEvent) -> Event:
         raise CorruptRecord(f"match {e.stream_id} seq {e.seq}: {err}") from err
 
 
-def extend(match: Match | None, stored: Sequence[StoredEvent]) -> Match:
+def extend(
+    match: Match | None,
+    stored: Sequence[StoredEvent],
+    decided: tuple[Sequence[Event], State] | None = None,
+) -> Match:
     """`match` with `stored` (the events after its version, in seq order) folded in.
 
-    Raises CorruptRecord when the events do not follow on or do not fold, NotFound when
-    there is no match at all.
+    `decided` gives those events already decoded and the state they fold to, when the caller
+    has just decided them. Raises CorruptRecord when the events do not follow on or do not
+    fold, NotFound when there is no match at all.
     """
     if not stored:
         if match is None:
@@ -75,11 +80,14 @@ def extend(match: Match | None, stored: Sequence[StoredEvent]) -> Match:
         raise CorruptRecord(
             f"match {first.stream_id}: events {first.seq}..{last.seq} do not follow seq {base}"
         )
-    events = [decode_stored(e) for e in stored]
-    try:
-        state = fold(events, match.state if match is not None else None)
-    except CorruptRecord as err:
-        raise CorruptRecord(f"match {first.stream_id}: {err}") from err
+    if decided is not None:
+        events, state = list(decided[0]), decided[1]
+    else:
+        events = [decode_stored(e) for e in stored]
+        try:
+            state = fold(events, match.state if match is not None else None)
+        except CorruptRecord as err:
+            raise CorruptRecord(f"match {first.stream_id}: {err}") from err
     tokens: list[str | None] = (
         list(match.token_hashes) if match is not None else [None] * state.seats
     )

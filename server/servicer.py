@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -26,6 +28,7 @@ from bergen.domain.errors import (
     RuleViolation,
     Unauthenticated,
 )
+from bergen.domain.events import Event
 from bergen.domain.record import RECORD_FORMAT
 from bergen.domain.rules import RULES_VERSION
 from bergen.v1 import bergen_pb2 as pb
@@ -167,13 +170,13 @@ class BergenServicer:
 
     def WatchMatch(
         self, data: bytes, context: grpc.ServicerContext
-    ) -> Iterator[pb.WatchMatchResponse]:
+    ) -> Iterator[pb.WatchMatchResponse | bytes]:
         req = _parse(pb.WatchMatchRequest, data)
         for item in self._s.watch(
             _caller(context), _match_id(req.match_id), req.after_seq, context.is_active
         ):
             if isinstance(item, tuple):
-                yield pb.WatchMatchResponse(event=convert.event_out(*item))
+                yield _watched_event(req.match_id, *item)
             else:
                 yield pb.WatchMatchResponse(view=convert.view_out(item))
 
@@ -271,9 +274,9 @@ def _unary(
 
 
 def _stream(
-    name: str, fn: Callable[[bytes, grpc.ServicerContext], Iterator[Message]]
+    name: str, fn: Callable[[bytes, grpc.ServicerContext], Iterator[Message | bytes]]
 ) -> grpc.RpcMethodHandler[Any, Any]:
-    def handle(data: bytes, context: grpc.ServicerContext) -> Iterator[Message]:
+    def handle(data: bytes, context: grpc.ServicerContext) -> Iterator[Message | bytes]:
         try:
             yield from fn(data, context)
         except BergenError as e:
@@ -287,8 +290,30 @@ def _stream(
     )
 
 
-def _serialize(msg: Message) -> bytes:
-    return msg.SerializeToString()
+def _serialize(msg: Message | bytes) -> bytes:
+    return msg if isinstance(msg, bytes) else msg.SerializeToString()
+
+
+_WATCHED: OrderedDict[tuple[str, int, Event], bytes] = OrderedDict()
+_WATCHED_LOCK = threading.Lock()
+_WATCHED_SIZE = 4096
+
+
+def _watched_event(match_id: str, seq: int, event: Event) -> bytes:
+    """The serialized stream message of an event as shown to a watcher. Every watcher shown
+    the same event (all spectators, say) shares one translation: a move watched by a
+    hundred clients is converted once, not a hundred times."""
+    key = (match_id, seq, event)
+    with _WATCHED_LOCK:
+        cached = _WATCHED.get(key)
+    if cached is not None:
+        return cached
+    data = pb.WatchMatchResponse(event=convert.event_out(seq, event)).SerializeToString()
+    with _WATCHED_LOCK:
+        _WATCHED[key] = data
+        if len(_WATCHED) > _WATCHED_SIZE:
+            _WATCHED.popitem(last=False)
+    return data
 
 
 def _abort(context: grpc.ServicerContext, name: str, error: BergenError) -> None:
