@@ -22,6 +22,7 @@ import getpass
 import json
 import os
 import random
+import signal
 import threading
 import time
 from dataclasses import asdict
@@ -324,6 +325,9 @@ def ask(console: Console, count: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Ctrl-C must interrupt even when the shell that started us ignored SIGINT (a job
+    # started with `&` from a script inherits SIG_IGN, and Python then keeps it).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # Soft wrap: long lines (commands to copy) are left to the terminal to wrap.
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False)

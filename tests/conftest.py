@@ -9,6 +9,11 @@ template made once per session (or created empty), and dropped afterwards.
 from __future__ import annotations
 
 import os
+
+# The tests fork (pexpect's pseudo-terminals) from a process holding gRPC channels; gRPC's
+# fork handlers can then block the fork for ever. Nothing here needs gRPC in a forked child.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
