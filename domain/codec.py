@@ -122,10 +122,14 @@ def _bool(v: Any) -> bool:
     return v
 
 
+_END_TEXT: dict[str, End] = {e.value: e for e in End}
+
+
 def _end(v: Any) -> End:
-    if type(v) is not str:
-        raise CorruptRecord(f"expected an end, got {v!r:.60}")
-    return End.parse(v)
+    end = _END_TEXT.get(v) if type(v) is str else None
+    if end is None:
+        raise CorruptRecord(f"expected an end, 'left' or 'right', got {v!r:.60}")
+    return end
 
 
 def _list(v: Any) -> list[Any]:
@@ -210,9 +214,16 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
 
     Raises CorruptRecord for an unknown type or version, or a payload of the wrong shape.
     """
-    cls = _BY_NAME.get(type_name) if isinstance(type_name, str) else None
+    cls = _BY_NAME.get(type_name) if type(type_name) is str else None
     if cls is None:
         raise CorruptRecord(f"unknown event type {type_name!r}")
+    if (
+        version == SCHEMA_VERSION
+        and type(version) is int
+        and type(payload) is dict
+        and payload.keys() == _NAMES[cls]
+    ):
+        return _build(cls, type_name, payload)  # the common case, without the checks below
     if isinstance(version, bool) or not isinstance(version, int):
         raise CorruptRecord(f"{type_name}: schema version must be a number, got {version!r}")
     if not isinstance(payload, Mapping):
@@ -230,6 +241,10 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
         raise CorruptRecord(
             f"{type_name}: fields {sorted(map(str, data))} do not match {sorted(_NAMES[cls])}"
         )
+    return _build(cls, type_name, data)
+
+
+def _build(cls: type[Event], type_name: str, data: Mapping[str, Any]) -> Event:
     try:
         return cls(*[check(data[f]) for f, check in _DECODERS[cls]])
     except CorruptRecord:

@@ -18,7 +18,7 @@ from bergen.domain.errors import CorruptRecord, NotFound
 from bergen.domain.events import Event
 from bergen.domain.state import State, fold
 
-from .store import EventStore, StoredEvent
+from .store import EventRow, EventStore, StoredEvent
 
 TOKEN_KEY = "seat_token_sha256"
 COMMAND_KEY = "command"
@@ -51,7 +51,7 @@ class Match:
         return fold(self.events[:version])
 
 
-def decode_stored(e: StoredEvent) -> Event:
+def decode_stored(e: StoredEvent | EventRow) -> Event:
     """Raises CorruptRecord for an event that does not decode."""
     try:
         return codec.decode(e.type, e.schema_version, e.payload)
@@ -61,7 +61,7 @@ def decode_stored(e: StoredEvent) -> Event:
 
 def extend(
     match: Match | None,
-    stored: Sequence[StoredEvent],
+    stored: Sequence[StoredEvent] | Sequence[EventRow],
     decided: tuple[Sequence[Event], State] | None = None,
 ) -> Match:
     """`match` with `stored` (the events after its version, in seq order) folded in.
@@ -122,7 +122,7 @@ class MatchRepository:
         with self._lock:
             cached = self._cache.get(match_id)
         from_seq = cached.version + 1 if cached is not None else 1
-        new = self._store.read_stream(match_id, from_seq)
+        new = self._store.read_rows(match_id, from_seq)
         if cached is None and not new:
             raise NotFound(f"no match {match_id}")
         if not new:

@@ -24,8 +24,16 @@ from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
 from bergen.domain.rules import RULES_VERSION
 
 from .batch import build_rows, check_append, stored
-from .chain import parse_metadata, verify_rows
-from .model import AppendResult, ChainReport, EventMetadata, NewEvent, StoredEvent, StreamInfo
+from .chain import parse_metadata, parse_payloads, verify_rows
+from .model import (
+    AppendResult,
+    ChainReport,
+    EventMetadata,
+    EventRow,
+    NewEvent,
+    StoredEvent,
+    StreamInfo,
+)
 from .schema import GENESIS_HASH
 from .url import psycopg_conninfo
 
@@ -300,6 +308,26 @@ class PostgresEventStore:
         events = tuple(_event(r) for r in rows)
         if events:
             self._heads.learn(stream_id, events[-1].seq, events[-1].hash)
+        return events
+
+    def read_rows(self, stream_id: str, from_seq: int = 1) -> tuple[EventRow, ...]:
+        """What `read_stream` gives, less the chain fields, for folding (faster)."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT seq, type, schema_version, payload::text, metadata::text, hash"
+                " FROM events WHERE stream_id = %s AND seq >= %s::bigint ORDER BY seq",
+                (stream_id, from_seq),
+                binary=True,
+            ).fetchall()
+        try:
+            events = tuple(
+                EventRow(stream_id, r[0], r[1], r[2], payload, parse_metadata(r[4]))
+                for r, payload in zip(rows, parse_payloads([r[3] for r in rows]), strict=True)
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptRecord(f"stream {stream_id}: undecodable event row: {e!r}") from e
+        if rows:
+            self._heads.learn(stream_id, rows[-1][0], bytes(rows[-1][5]))
         return events
 
     def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:

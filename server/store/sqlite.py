@@ -17,8 +17,16 @@ from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
 from bergen.domain.rules import RULES_VERSION
 
 from .batch import build_rows, check_append, stored
-from .chain import parse_metadata, verify_rows
-from .model import AppendResult, ChainReport, EventMetadata, NewEvent, StoredEvent, StreamInfo
+from .chain import parse_metadata, parse_payloads, verify_rows
+from .model import (
+    AppendResult,
+    ChainReport,
+    EventMetadata,
+    EventRow,
+    NewEvent,
+    StoredEvent,
+    StreamInfo,
+)
 from .schema import GENESIS_HASH
 from .url import sqlite_path
 
@@ -200,6 +208,25 @@ class SQLiteEventStore:
             .fetchall()
         )
         return tuple(_event(r) for r in rows)
+
+    def read_rows(self, stream_id: str, from_seq: int = 1) -> tuple[EventRow, ...]:
+        """What `read_stream` gives, less the chain fields, for folding (faster)."""
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT seq, type, schema_version, payload, metadata FROM events"
+                " WHERE stream_id = ? AND seq >= ? ORDER BY seq",
+                (stream_id, from_seq),
+            )
+            .fetchall()
+        )
+        try:
+            return tuple(
+                EventRow(stream_id, r[0], r[1], r[2], payload, parse_metadata(r[4]))
+                for r, payload in zip(rows, parse_payloads([r[3] for r in rows]), strict=True)
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptRecord(f"stream {stream_id}: undecodable event row: {e!r}") from e
 
     def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:
         """Up to `limit` events after the one at `after_position`, in global order.

@@ -80,6 +80,27 @@ def test_a_stream_reads_in_seq_order_and_from_a_given_seq(store: EventStore) -> 
     assert store.read_stream("m", from_seq=6) == ()
 
 
+def test_rows_for_folding_hold_what_the_full_read_holds(store: EventStore) -> None:
+    store.append(
+        "m",
+        0,
+        [ev(1, text="ünïcode"), ev(2, nested={"a": [1, None, True]})],
+        command_id="c1",
+        actor="seat:0",
+        extra={"k": "v"},
+    )
+    store.append("m", 2, [ev(3)], command_id="c2")
+    store.append("other", 0, [ev(9)])
+    for start in (1, 2, 4):
+        full = store.read_stream("m", start)
+        rows = store.read_rows("m", start)
+        assert [
+            (e.stream_id, e.seq, e.type, e.schema_version, e.payload, e.metadata) for e in full
+        ] == [tuple(r) for r in rows]
+    assert store.read_rows("m", 4) == ()
+    assert store.read_rows("nobody") == ()
+
+
 def test_an_unknown_stream_reads_empty_at_version_zero(store: EventStore) -> None:
     assert store.read_stream("nobody") == ()
     assert store.stream_version("nobody") == 0
