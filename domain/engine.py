@@ -16,7 +16,6 @@ from .errors import (
     InvalidArgument,
     MatchNotInProgress,
     NotYourTurn,
-    RuleViolation,
     SeatUnavailable,
 )
 from .events import (
@@ -350,6 +349,3 @@ def _resign(run: _Run, state: State, c: Resign) -> None:
     if isinstance(c.seat, bool) or not isinstance(c.seat, int) or not 0 <= c.seat < state.seats:
         raise InvalidArgument(f"match {state.match_id} has no seat {c.seat!r}")
     _end_match(run, "abandoned", None, c.seat, f"seat {c.seat} resigned")
-
-
-__all__ = ["RuleViolation", "decide", "execute"]

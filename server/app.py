@@ -182,20 +182,13 @@ class MatchService:
         SeatUnavailable, InvalidArgument."""
         token = auth.new_seat_token()
         extra = {TOKEN_KEY: auth.token_hash(token), COMMAND_KEY: "join"}
-        for _ in range(RETRIES):
-            match = self._repo.load(match_id)
-            deadline()
-            events, state = execute(match.state, TakeSeat(name, client_seed, seat))
-            first = events[0]
-            assert isinstance(first, SeatTaken)
-            taken = first.seat
-            try:
-                self._append(match_id, match, events, state, None, f"seat:{taken}", extra)
-            except ConcurrencyConflict:
-                continue
-            log.info("match %s: seat %d taken by %r", match_id, taken, name)
-            return taken, token, view(state, taken)
-        raise ConcurrencyConflict(f"match {match_id}: too busy, try again")
+        events, state, _ = self._retrying(
+            match_id, TakeSeat(name, client_seed, seat), "seat", extra, deadline
+        )
+        first = events[0]
+        assert isinstance(first, SeatTaken)
+        log.info("match %s: seat %d taken by %r", match_id, first.seat, name)
+        return first.seat, token, view(state, first.seat)
 
     def play(
         self,
@@ -317,19 +310,35 @@ class MatchService:
         """End a match early. Raises Unauthenticated / PermissionDenied without the organiser
         token, NotFound, MatchNotInProgress."""
         self._require_organiser(caller, "abandoning a match")
+        events, state, first = self._retrying(
+            match_id, Abandon(reason), "organiser", {COMMAND_KEY: "abandon"}, deadline
+        )
+        log.info("match %s abandoned: %s", match_id, reason)
+        return self._seen(events, first, state, None)
+
+    def _retrying(
+        self,
+        match_id: str,
+        command: Command,
+        actor: str,
+        extra: dict[str, str],
+        deadline: Deadline,
+    ) -> tuple[tuple[Event, ...], State, int]:
+        """Decide `command` on the latest state and append it, again on a lost race.
+        Returns the events, the state after them and the first seq written. Raises what
+        `decide` raises, NotFound, or ConcurrencyConflict when every retry lost."""
         for _ in range(RETRIES):
             match = self._repo.load(match_id)
             deadline()
-            events, state = execute(match.state, Abandon(reason))
+            events, state = execute(match.state, command)
+            taker = events[0]
+            who = f"seat:{taker.seat}" if isinstance(taker, SeatTaken) else actor
             try:
-                first = self._append(
-                    match_id, match, events, state, None, "organiser", {COMMAND_KEY: "abandon"}
-                )
+                first = self._append(match_id, match, events, state, None, who, extra)
             except ConcurrencyConflict:
                 continue
             assert first is not None
-            log.info("match %s abandoned: %s", match_id, reason)
-            return self._seen(events, first, state, None)
+            return events, state, first
         raise ConcurrencyConflict(f"match {match_id}: too busy, try again")
 
     def _append(

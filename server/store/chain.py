@@ -19,7 +19,7 @@ import rfc8785
 
 from bergen.domain.errors import CorruptRecord
 
-from .model import ChainFault, ChainReport, EventMetadata, StoredEvent
+from .model import ChainFault, ChainReport, EventMetadata, EventRow, StoredEvent
 from .schema import GENESIS_HASH, HASH_SIZE, SALT_SIZE
 
 T = TypeVar("T")
@@ -177,6 +177,19 @@ def parse_metadata(text: str | bytes) -> EventMetadata:
         _METADATA.clear()
     _METADATA[key] = parsed
     return parsed
+
+
+def event_rows(stream_id: str, rows: Sequence[Sequence[Any]]) -> tuple[EventRow, ...]:
+    """EventRows from selected (seq, type, schema_version, payload text, metadata text)
+    rows of one stream. Raises CorruptRecord for a row that cannot be decoded."""
+    try:
+        payloads = parse_payloads([r[3] for r in rows])
+        return tuple(
+            EventRow(stream_id, r[0], r[1], r[2], payload, parse_metadata(r[4]))
+            for r, payload in zip(rows, payloads, strict=True)
+        )
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptRecord(f"stream {stream_id}: undecodable event row: {e!r}") from e
 
 
 def parse_payloads(texts: Sequence[str]) -> list[Any]:

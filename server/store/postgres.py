@@ -24,7 +24,7 @@ from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
 from bergen.domain.rules import RULES_VERSION
 
 from .batch import build_rows, check_append, stored
-from .chain import parse_metadata, parse_payloads, verify_rows
+from .chain import event_rows, parse_metadata, verify_rows
 from .model import (
     AppendResult,
     ChainReport,
@@ -319,13 +319,7 @@ class PostgresEventStore:
                 (stream_id, from_seq),
                 binary=True,
             ).fetchall()
-        try:
-            events = tuple(
-                EventRow(stream_id, r[0], r[1], r[2], payload, parse_metadata(r[4]))
-                for r, payload in zip(rows, parse_payloads([r[3] for r in rows]), strict=True)
-            )
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptRecord(f"stream {stream_id}: undecodable event row: {e!r}") from e
+        events = event_rows(stream_id, rows)
         if rows:
             self._heads.learn(stream_id, rows[-1][0], bytes(rows[-1][5]))
         return events

@@ -17,7 +17,7 @@ from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
 from bergen.domain.rules import RULES_VERSION
 
 from .batch import build_rows, check_append, stored
-from .chain import parse_metadata, parse_payloads, verify_rows
+from .chain import event_rows, parse_metadata, verify_rows
 from .model import (
     AppendResult,
     ChainReport,
@@ -220,13 +220,7 @@ class SQLiteEventStore:
             )
             .fetchall()
         )
-        try:
-            return tuple(
-                EventRow(stream_id, r[0], r[1], r[2], payload, parse_metadata(r[4]))
-                for r, payload in zip(rows, parse_payloads([r[3] for r in rows]), strict=True)
-            )
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptRecord(f"stream {stream_id}: undecodable event row: {e!r}") from e
+        return event_rows(stream_id, rows)
 
     def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:
         """Up to `limit` events after the one at `after_position`, in global order.
