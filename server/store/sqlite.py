@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -87,13 +88,38 @@ class SQLiteEventStore:
         conn = sqlite3.connect(
             self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
-        conn.execute("PRAGMA journal_mode=WAL")
-        # FULL: an acknowledged append survives a power loss, not only a crash of the process.
-        conn.execute("PRAGMA synchronous=FULL")
+        try:
+            self._configure(conn)
+        except BaseException:
+            conn.close()
+            raise
         self._local.conn = conn
         with self._lock:
             self._all.append(conn)
         return conn
+
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        """Put a new connection in WAL mode with FULL sync, waiting out other processes' locks.
+
+        Switching to (or confirming) WAL can report "database is locked" at once, without
+        SQLite's busy handler, while another process opens or recovers the same file; such a
+        refusal is retried until the busy timeout.
+        """
+        deadline = time.monotonic() + self._timeout
+        delay = 0.001
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        if str(mode).lower() != "wal":
+            raise sqlite3.OperationalError(f"{self._path}: cannot use WAL (journal mode {mode})")
+        # FULL: an acknowledged append survives a power loss, not only a crash of the process.
+        conn.execute("PRAGMA synchronous=FULL")
 
     def close(self) -> None:
         """Close every connection this store opened."""
