@@ -268,13 +268,16 @@ class PostgresNotifier:
     """Tells other replicas that this one has written, without slowing its appends.
 
     A NOTIFY inside the append would make commits queue on PostgreSQL's notification lock;
-    instead one thread sends NOTIFY on a connection of its own after appends commit, and
-    appends made while one is being sent share the next.
+    instead one thread sends NOTIFY on a connection of its own after appends commit. It sends
+    at most one every `min_interval` seconds: appends made in between share the next, which
+    keeps the cost of a busy replica's notifications (a round trip, and a wake-up of every
+    listening replica) bounded while adding at most `min_interval` to what a watcher waits.
     """
 
-    def __init__(self, conninfo: str, replica: str) -> None:
+    def __init__(self, conninfo: str, replica: str, min_interval: float = 0.01) -> None:
         self._conninfo = conninfo
         self._replica = replica
+        self._min_interval = min_interval
         self._pending = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bergen-notify", daemon=True)
@@ -302,6 +305,7 @@ class PostgresNotifier:
                         if self._stop.is_set():
                             return
                         conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self._replica))
+                        self._stop.wait(self._min_interval)
             except Exception:
                 log.exception("event feed: NOTIFY connection lost; replicas fall back to polling")
                 self._stop.wait(1.0)

@@ -1,0 +1,84 @@
+"""Replicas wake each other with PostgreSQL NOTIFY: paced, and never losing the last wake-up."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import psycopg
+import pytest
+
+from bergen.server.feed import NOTIFY_CHANNEL, PostgresNotifier, postgres_listener
+from bergen.server.store.url import psycopg_conninfo
+
+pytestmark = pytest.mark.postgres
+
+
+def _notes_until(conn: psycopg.Connection[tuple[object, ...]], quiet: float) -> list[float]:
+    """Arrival times of notifications until none has come for `quiet` seconds."""
+    times = []
+    while True:
+        got = list(conn.notifies(timeout=quiet, stop_after=1))
+        if not got:
+            return times
+        times.append(time.monotonic())
+
+
+def test_a_burst_of_appends_shares_paced_notifications_and_the_last_is_never_lost(
+    pg_database: str,
+) -> None:
+    conninfo = psycopg_conninfo(pg_database)
+    interval = 0.2
+    notifier = PostgresNotifier(conninfo, "replica-a", min_interval=interval)
+    with psycopg.connect(conninfo, autocommit=True) as listener:
+        listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        notifier.start()
+        try:
+            start = time.monotonic()
+            for _ in range(60):
+                notifier.poke()
+                time.sleep(0.01)
+            last_poke = time.monotonic()
+            arrivals = _notes_until(listener, quiet=3 * interval + 1.0)
+        finally:
+            notifier.stop()
+    elapsed = last_poke - start
+    assert arrivals, "no notification at all"
+    # Paced: at most one per interval (plus the one sent at once and the one after the burst).
+    assert len(arrivals) <= elapsed / interval + 2, (len(arrivals), elapsed)
+    assert len(arrivals) < 60
+    # The appends of the burst's end are announced: a notification follows the last poke.
+    assert arrivals[-1] >= last_poke
+
+
+def test_a_listener_wakes_for_other_replicas_only(pg_database: str) -> None:
+    conninfo = psycopg_conninfo(pg_database)
+    stop = threading.Event()
+    wakes: list[float] = []
+    listen = postgres_listener(conninfo, "me")
+    thread = threading.Thread(target=listen, args=(lambda: wakes.append(1.0), stop), daemon=True)
+    thread.start()
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            deadline = time.monotonic() + 10
+            # Wait until the listener's LISTEN is in place, announcing ourselves as "me".
+            while time.monotonic() < deadline:
+                n = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE %s",
+                    (f"LISTEN {NOTIFY_CHANNEL}%",),
+                ).fetchone()
+                if n and n[0]:
+                    break
+                time.sleep(0.05)
+            conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, "me"))
+            time.sleep(1.0)
+            assert wakes == []
+            conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, uuid.uuid4().hex))
+            deadline = time.monotonic() + 10
+            while not wakes and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert wakes == [1.0]
+    finally:
+        stop.set()
+        thread.join(timeout=5)
