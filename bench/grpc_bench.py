@@ -23,12 +23,15 @@ client's rate is its Play calls over the time spent inside them, summed over cli
 figure is the median of `--rounds` runs of `--seconds`, the servers taking turns in a rotating
 order so drift on a shared machine falls on all of them alike.
 
-Fan-out: 100 spectators stream `WatchMatch` (grpc.aio, a separate process, one channel each) on
+Delivery: spectators stream `WatchMatch` (grpc.aio, a separate process, one channel each) on
 one match while one client plays it at a steady pace (a play every 100 ms: ten times a brisk
 human, and below the rate that saturates a 2-core machine); delivery latency is the time from the
 return of the Play call that wrote an event to each watcher receiving it, matched by seq
-(perf_counter is the system's monotonic clock, shared by the processes). Once on a single
-server, once with the watchers on a second replica (B) and the plays on the first (A).
+(perf_counter is the system's monotonic clock, shared by the processes).
+
+- Replicas (issue 4, part 4, goal p99 <= 100 ms): 10 watchers on a second replica (B), the
+  plays sent to the first (A), so every event crosses PostgreSQL NOTIFY and B's read.
+- Fan-out (issue 4, part 6, reported): 100 watchers, once on a single server, once on B.
 """
 
 from __future__ import annotations
@@ -69,9 +72,11 @@ OURS, LIMIT, PEER = "bergen", "limit", "peer"
 KINDS = (OURS, LIMIT, PEER)
 REFERENCE_RATES = {(LIMIT, 1): 850, (LIMIT, 8): 1480, (PEER, 1): 560, (PEER, 8): 780}
 """Calls per second measured on this kind of machine (issue 4), for orientation only."""
-FANOUT_GOAL_MS = 100.0
+REPLICA_GOAL_MS = 100.0
 """Issue 4, part 4: a watcher receives events written through another replica within 100 ms
-at p99. Held to the single server too."""
+at p99."""
+REPLICA_WATCHERS = 10
+"""Watchers of the replica measurement: the players of a 4-seat match and a few spectators."""
 
 
 # --- servers -------------------------------------------------------------------------------
@@ -622,16 +627,27 @@ def _rate_lines(clients: int, runs: dict[str, list[Run]]) -> list[Line]:
     ]
 
 
-def _fanout_line(where: str, f: Fanout) -> Line:
+def _fanout_line(where: str, f: Fanout, goal_ms: float | None) -> Line:
+    """A delivery figure; held to `goal_ms` at p99 when given, else reported only. Missing
+    deliveries always fail it."""
     figures = f"{f.p50_ms:.1f}/{f.p99_ms:.1f}"
     note = f"{f.deliveries:,} deliveries" + (f", {f.missing} MISSING" if f.missing else "")
+    if goal_ms is None:
+        return Line(
+            f"WatchMatch delivery p50/p99 ms, {where}",
+            figures,
+            note,
+            None,
+            "",
+            False if f.missing else None,
+        )
     return Line(
         f"WatchMatch delivery p50/p99 ms, {where}",
         figures,
         note,
         None,
-        f"p99 <= {FANOUT_GOAL_MS:.0f}",
-        f.p99_ms <= FANOUT_GOAL_MS and f.missing == 0,
+        f"p99 <= {goal_ms:.0f}",
+        f.p99_ms <= goal_ms and f.missing == 0,
     )
 
 
@@ -692,16 +708,19 @@ def main(argv: list[str] | None = None) -> int:
             lines += _rate_lines(clients, runs)
         for kind in (LIMIT, PEER):
             _stop(found[kind].process)
-        say(f"  fan-out: {args.watchers} watchers, a play every {args.play_interval * 1000:.0f} ms")
-        single = measure_fanout(
-            found[OURS].target, found[OURS].target, args.watchers, args.play_interval, 400
-        )
-        lines.append(_fanout_line("one server", single))
         replica = stack.enter_context(servers(url, folder, ["replica-b"]))["replica-b"]
-        across = measure_fanout(
-            found[OURS].target, replica.target, args.watchers, args.play_interval, 400
+        a, b = found[OURS].target, replica.target
+        pace = f"a play every {args.play_interval * 1000:.0f} ms"
+        say(f"  replicas: {REPLICA_WATCHERS} watchers on B, plays on A, {pace}")
+        near = measure_fanout(a, b, REPLICA_WATCHERS, args.play_interval, 400)
+        lines.append(
+            _fanout_line(f"{REPLICA_WATCHERS} watchers on B, plays on A", near, REPLICA_GOAL_MS)
         )
-        lines.append(_fanout_line("plays on A, watchers on B", across))
+        say(f"  fan-out: {args.watchers} watchers, {pace}")
+        single = measure_fanout(a, a, args.watchers, args.play_interval, 400)
+        lines.append(_fanout_line(f"{args.watchers} watchers, one server", single, None))
+        across = measure_fanout(a, b, args.watchers, args.play_interval, 400)
+        lines.append(_fanout_line(f"{args.watchers} watchers on B, plays on A", across, None))
     print()
     print_table(lines)
     return 0
