@@ -57,6 +57,7 @@ SETTLE_S = 0.02
 """After an event, wait this long for the rest of its command's events before deciding."""
 WAIT_S = 0.25
 MATCH_TIMEOUT_S = 600.0
+MAX_PARALLEL = 64
 
 _RETRY = (
     grpc.StatusCode.UNAVAILABLE,
@@ -371,6 +372,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=["greedy"],
         help="one policy for every seat, or one per seat (or per side), rotated each match",
     )
+    p.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        metavar="N",
+        help=f"matches played at once, 1 to {MAX_PARALLEL} (default 1)",
+    )
     p.add_argument("--seed", help="seed of the bots' choices (default: random)")
     add_policy_options(p)
     p.set_defaults(func=run)
@@ -452,6 +460,9 @@ def run(args: argparse.Namespace) -> int:
     if args.matches < 1:
         err.print("bergen bots: --matches must be at least 1")
         return ExitStatus.USAGE
+    if not 1 <= args.parallel <= MAX_PARALLEL:
+        err.print(f"bergen bots: --parallel must be 1 to {MAX_PARALLEL}")
+        return ExitStatus.USAGE
     if args.partnerships and args.players != 4:
         err.print("bergen bots: --partnerships needs --players 4")
         return ExitStatus.USAGE
@@ -464,10 +475,37 @@ def run(args: argparse.Namespace) -> int:
         return ExitStatus.USAGE
     seed = args.seed if args.seed is not None else secrets.token_hex(8)
     rng = random.Random(seed)
+    # One generator per match, drawn in match order: a seed gives the same bots' choices
+    # whatever --parallel is.
+    match_rngs = [random.Random(rng.random()) for _ in range(args.matches)]
     settings = settings_from(args)
     wins: Counter[str] = Counter()
     played: Counter[str] = Counter()
     hands = 0
+
+    def report(outcome: MatchOutcome) -> None:
+        nonlocal hands
+        state, policies = outcome.state, outcome.policies
+        result = state.result
+        assert result is not None
+        hands += state.hand
+        for name in set(policies):
+            played[name] += 1
+        winner = "nobody"
+        if result.winner_side is not None:
+            seats_won = state.sides[result.winner_side]
+            names = sorted({policies[s] for s in seats_won})
+            for name in names:
+                wins[name] += 1
+            who = "+".join(f"seat {s}" for s in seats_won)
+            winner = f"{'+'.join(names)} ({who})"
+        scores = "-".join(map(str, result.scores))
+        out.print(
+            f"{outcome.match_id} winner {winner} scores {scores} hands {state.hand} "
+            f"seats {','.join(policies)}",
+            markup=False,
+        )
+
     with Client(args.server) as client:
         try:
             client.wait_ready()
@@ -483,42 +521,64 @@ def run(args: argparse.Namespace) -> int:
             disable=not err.is_terminal,
             transient=True,
         )
+        failure: tuple[str, int] | None = None
+        # Each match plays in a daemon thread of its own (its seats in theirs), so Ctrl-C ends
+        # the command at once whatever is running.
+        ended: queue.Queue[MatchOutcome | BaseException] = queue.Queue()
+
+        def play(policies: list[str], match_rng: random.Random) -> None:
+            try:
+                ended.put(
+                    play_match(
+                        client,
+                        args.players,
+                        args.partnerships,
+                        args.preset,
+                        policies,
+                        settings,
+                        match_rng,
+                    )
+                )
+            except BaseException as e:  # reported by the main thread
+                ended.put(e)
+
+        started = running = 0
+
+        def start_next() -> None:
+            nonlocal started, running
+            policies = seat_policies(args.policy, args.players, args.partnerships, started)
+            threading.Thread(
+                target=play,
+                args=(policies, match_rngs[started]),
+                name=f"bots-match-{started}",
+                daemon=True,
+            ).start()
+            started += 1
+            running += 1
+
         with progress:
             task = progress.add_task("matches", total=args.matches)
-            for i in range(args.matches):
-                policies = seat_policies(args.policy, args.players, args.partnerships, i)
-                try:
-                    outcome = play_match(
-                        client, args.players, args.partnerships, args.preset, policies,
-                        settings, rng,
-                    )  # fmt: skip
-                except grpc.RpcError as e:
-                    err.print(f"bergen bots: {describe_error(e)}")
-                    return exit_status_of(e)
-                except BotFailed as e:
-                    err.print(f"bergen bots: {e}")
-                    return e.status
-                state = outcome.state
-                result = state.result
-                assert result is not None
-                hands += state.hand
-                for name in set(policies):
-                    played[name] += 1
-                winner = "nobody"
-                if result.winner_side is not None:
-                    seats_won = state.sides[result.winner_side]
-                    names = sorted({policies[s] for s in seats_won})
-                    for name in names:
-                        wins[name] += 1
-                    who = "+".join(f"seat {s}" for s in seats_won)
-                    winner = f"{'+'.join(names)} ({who})"
-                scores = "-".join(map(str, result.scores))
-                out.print(
-                    f"{outcome.match_id} winner {winner} scores {scores} hands {state.hand} "
-                    f"seats {','.join(policies)}",
-                    markup=False,
-                )
+            while started < min(args.parallel, args.matches):
+                start_next()
+            # Matches are reported as they end. After a failure no match is started; those
+            # already running are played out and reported, then the failure is.
+            while running:
+                got = ended.get()
+                running -= 1
+                if isinstance(got, MatchOutcome):
+                    report(got)
+                elif isinstance(got, grpc.RpcError):
+                    failure = failure or (describe_error(got), exit_status_of(got))
+                elif isinstance(got, BotFailed):
+                    failure = failure or (str(got), got.status)
+                else:
+                    raise got
                 progress.advance(task)
+                if failure is None and started < args.matches:
+                    start_next()
+        if failure is not None:
+            err.print(f"bergen bots: {failure[0]}")
+            return failure[1]
     out.print(
         f"{args.matches} match(es), {args.players} seats"
         f"{' in partnerships' if args.partnerships else ''}, preset {args.preset}, "

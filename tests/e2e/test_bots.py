@@ -75,6 +75,24 @@ def test_the_monte_carlo_bot_plays_whole_matches(server: ServerProcess):
     assert re.search(r"greedy\s+won \d of 2", result.stdout)
 
 
+def test_matches_played_in_parallel_all_end_and_are_all_counted(server: ServerProcess):
+    result = bots(
+        "--server", server.target, "--matches", "5", "--parallel", "3",
+        "--policy", "random", "greedy", "--seed", "parallel",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr + result.stdout
+    ids = check_ended(server, result.stdout, 5)
+    assert len(set(ids)) == 5
+    # Seats rotate by match number, whatever order the matches end in: 5 matches of two
+    # policies, each policy in every match.
+    assert re.search(r"random\s+won \d of 5", result.stdout)
+    assert re.search(r"greedy\s+won \d of 5", result.stdout)
+    wins = sum(int(n) for n in re.findall(r"won (\d) of 5", result.stdout))
+    assert wins == 5
+    seats = re.findall(r"seats (\S+)", result.stdout)
+    assert sorted(seats) == sorted(["random,greedy", "greedy,random"] * 2 + ["random,greedy"])
+
+
 def test_an_unreachable_server_is_exit_status_5():
     result = bots("--server", "127.0.0.1:1", "--matches", "1", timeout=60)
     assert result.returncode == 5
@@ -87,6 +105,8 @@ def test_an_unreachable_server_is_exit_status_5():
         ["--matches", "0"],
         ["--players", "3", "--partnerships"],
         ["--players", "3", "--policy", "random", "greedy"],
+        ["--parallel", "0"],
+        ["--parallel", "65"],
     ],
 )
 def test_bad_options_are_exit_status_2(server: ServerProcess, args: list[str]):
