@@ -475,8 +475,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitStatus.USAGE
     seed = args.seed if args.seed is not None else secrets.token_hex(8)
     rng = random.Random(seed)
-    # One generator per match, drawn in match order: a seed gives the same bots' choices
-    # whatever --parallel is.
+    # One generator per match, drawn in match order, whatever order the matches end in.
     match_rngs = [random.Random(rng.random()) for _ in range(args.matches)]
     settings = settings_from(args)
     wins: Counter[str] = Counter()
