@@ -32,8 +32,11 @@ log = logging.getLogger("bergen.server")
 DEFAULT_LISTEN = "127.0.0.1:50051"
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-WORKERS = 256
-"""Threads for calls; each open WatchMatch stream holds one."""
+MAX_WATCHERS = 200
+"""Open WatchMatch streams a server keeps at once by default; each holds a thread."""
+CALL_WORKERS = 56
+"""Threads kept for every other call, however many streams are open."""
+WORKERS = MAX_WATCHERS + CALL_WORKERS
 GRACE_SECONDS = 10.0
 
 
@@ -61,12 +64,17 @@ def create_server(
     database_url: str = DEFAULT_DATABASE_URL,
     settings: Settings | None = None,
     migrate: bool = True,
-    workers: int = WORKERS,
+    max_watchers: int = MAX_WATCHERS,
 ) -> Running:
     """Open the store (running migrations, or refusing when the schema is behind and
     `migrate` is false), start the feed and the server. Returns it with the bound port, so
     `listen` may end in `:0`. Raises SchemaBehind, or RuntimeError when the port is taken.
+
+    At most `max_watchers` WatchMatch streams are open at once (more are refused with
+    RESOURCE_EXHAUSTED), so streams can never take the threads that commands need.
     """
+    if max_watchers < 1:
+        raise ValueError(f"max_watchers must be at least 1, not {max_watchers}")
     if schema_is_behind(database_url):
         if not migrate:
             raise SchemaBehind(
@@ -86,14 +94,16 @@ def create_server(
     feed = EventFeed(store, poll_interval=poll, listen=listen_fn, notifier=notifier)
     service = MatchService(store, feed, settings or Settings())
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bergen-rpc"),
+        futures.ThreadPoolExecutor(
+            max_workers=max_watchers + CALL_WORKERS, thread_name_prefix="bergen-rpc"
+        ),
         options=[
             ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
             ("grpc.max_send_message_length", MAX_RESPONSE_BYTES),
             ("grpc.so_reuseport", 0),
         ],
     )
-    server.add_generic_rpc_handlers((generic_handler(service),))
+    server.add_generic_rpc_handlers((generic_handler(service, max_watchers),))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -140,6 +150,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--no-migrate",
         action="store_true",
         help="refuse to start when the schema is behind instead of migrating",
+    )
+    p.add_argument(
+        "--max-watchers",
+        type=int,
+        default=int(os.environ.get("BERGEN_MAX_WATCHERS", MAX_WATCHERS)),
+        metavar="N",
+        help="WatchMatch streams open at once; more are refused with RESOURCE_EXHAUSTED "
+        f"(default: BERGEN_MAX_WATCHERS, else {MAX_WATCHERS})",
     )
     p.add_argument("--port-file", help="write the bound port to this file once serving")
     p.add_argument(
@@ -193,6 +211,7 @@ def serve(args: argparse.Namespace) -> int:
             args.database,
             Settings(token, args.restrict_create, signer),
             migrate=not args.no_migrate,
+            max_watchers=args.max_watchers,
         )
     except SchemaBehind as e:
         print(f"bergen serve: {e}", file=sys.stderr)

@@ -45,6 +45,10 @@ _MATCH_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 M = TypeVar("M", bound=Message)
 
 
+class AtCapacity(BergenError):
+    """A limit of this server is reached (open watch streams); nothing was done."""
+
+
 class DeadlineExceeded(BergenError):
     """The caller's deadline passed before the work was done."""
 
@@ -66,6 +70,8 @@ def _status_of(error: BergenError) -> grpc.StatusCode:
         return grpc.StatusCode.ABORTED
     if isinstance(error, DeadlineExceeded):
         return grpc.StatusCode.DEADLINE_EXCEEDED
+    if isinstance(error, AtCapacity):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
     return grpc.StatusCode.INTERNAL
 
 
@@ -106,8 +112,10 @@ def _events(pairs: Any) -> list[pb.Event]:
 class BergenServicer:
     """One method per RPC: request bytes in, response message out."""
 
-    def __init__(self, service: MatchService) -> None:
+    def __init__(self, service: MatchService, max_watchers: int) -> None:
         self._s = service
+        self._max_watchers = max_watchers
+        self._watch_slots = threading.BoundedSemaphore(max_watchers)
 
     def CreateMatch(self, data: bytes, context: grpc.ServicerContext) -> pb.CreateMatchResponse:
         req = _parse(pb.CreateMatchRequest, data)
@@ -172,13 +180,22 @@ class BergenServicer:
         self, data: bytes, context: grpc.ServicerContext
     ) -> Iterator[pb.WatchMatchResponse | bytes]:
         req = _parse(pb.WatchMatchRequest, data)
-        for item in self._s.watch(
-            _caller(context), _match_id(req.match_id), req.after_seq, context.is_active
-        ):
-            if isinstance(item, tuple):
-                yield _watched_event(req.match_id, *item)
-            else:
-                yield pb.WatchMatchResponse(view=convert.view_out(item))
+        match_id = _match_id(req.match_id)
+        # Each open stream holds a thread: past the limit a stream is refused, so that the
+        # threads commands need are never all taken by watchers.
+        if not self._watch_slots.acquire(blocking=False):
+            raise AtCapacity(
+                f"this server already serves {self._max_watchers} watch streams; "
+                "try again later, or another replica"
+            )
+        try:
+            for item in self._s.watch(_caller(context), match_id, req.after_seq, context.is_active):
+                if isinstance(item, tuple):
+                    yield _watched_event(match_id, *item)
+                else:
+                    yield pb.WatchMatchResponse(view=convert.view_out(item))
+        finally:
+            self._watch_slots.release()
 
     def GetReplay(self, data: bytes, context: grpc.ServicerContext) -> pb.GetReplayResponse:
         req = _parse(pb.GetReplayRequest, data)
@@ -325,8 +342,8 @@ def _abort(context: grpc.ServicerContext, name: str, error: BergenError) -> None
     context.abort(code, str(error))
 
 
-def generic_handler(service: MatchService) -> grpc.GenericRpcHandler:
-    s = BergenServicer(service)
+def generic_handler(service: MatchService, max_watchers: int) -> grpc.GenericRpcHandler:
+    s = BergenServicer(service, max_watchers)
     handlers = {
         "CreateMatch": _unary("CreateMatch", s.CreateMatch),
         "JoinMatch": _unary("JoinMatch", s.JoinMatch),

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,6 +115,7 @@ class ServerFarm:
         organiser_token: str | None = None,
         restrict_create: bool = False,
         name: str | None = None,
+        extra_args: Sequence[str] = (),
     ) -> ServerProcess:
         """Start `bergen serve` on `database` and wait until it answers health checks.
 
@@ -135,6 +137,7 @@ class ServerFarm:
         ]
         if restrict_create:
             args.append("--restrict-create")
+        args += extra_args
         env = {k: v for k, v in os.environ.items() if not k.startswith("BERGEN_")}
         env["BERGEN_LOG_LEVEL"] = "INFO"
         # One record-signing key per farm, shared by its replicas, kept out of the repository.

@@ -229,3 +229,47 @@ def test_the_health_service_says_serving_for_the_server_and_the_bergen_service(
         with pytest.raises(grpc.RpcError) as info:
             stub.Check(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=5)
     assert info.value.code() == Code.NOT_FOUND  # type: ignore[attr-defined]
+
+
+def test_watch_streams_past_the_limit_are_refused_and_never_starve_commands(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    server = farm.start(sqlite_url, extra_args=["--max-watchers", "3"])
+    with Client(server.target) as client:
+        table = seat_everyone(client, 2)
+        clients = [Client(server.target) for _ in range(3)]
+        watchers = [Watcher(c, table.match_id).started() for c in clients]
+        with Client(server.target) as other:
+            refused = Watcher(other, table.match_id)
+            refused.start()
+            assert refused.finished.wait(10), "the stream past the limit was not refused"
+            assert refused.error is not None
+            assert refused.error.code() == Code.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+            assert "3 watch streams" in (refused.error.details() or "")
+        # Commands still have threads: a view and a play are answered at once.
+        view = client.view(table.match_id, table.tokens[0])
+        token = table.tokens[view.turn]
+        choice = client.view(table.match_id, token).legal_plays[0]
+        reply = client.stub.Play(
+            pb.PlayRequest(match_id=table.match_id, tile=choice.tile, end=choice.end),
+            metadata=bearer(token),
+            timeout=10,
+        )
+        assert reply.view.version > view.version
+        # A stream that ends gives its place back.
+        watchers[0].call.cancel()
+        assert watchers[0].finished.wait(10)
+        deadline = time.monotonic() + 10
+        while True:
+            again = Watcher(client, table.match_id)
+            again.start()
+            if again.first.wait(10) and again.error is None:
+                break
+            assert time.monotonic() < deadline, f"no place freed: {again.error}"
+            time.sleep(0.1)
+        assert again.items[0].HasField("view")
+        for w in [*watchers[1:], again]:
+            w.call.cancel()
+            assert w.finished.wait(10)
+        for c in clients:
+            c.close()

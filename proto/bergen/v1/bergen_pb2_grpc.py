@@ -139,6 +139,7 @@ class BergenServicer:
 
     def WatchMatch(self, request, context):
         """The caller's view, then every new event as the caller may see it, until the match ends.
+        RESOURCE_EXHAUSTED when the server already has its limit of open streams.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
