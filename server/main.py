@@ -124,6 +124,16 @@ def create_server(
     return Running(server, port, feed, service, health_servicer)
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "serve", help="run the gRPC server", description="Run the Bergen gRPC server."
@@ -153,8 +163,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--max-watchers",
-        type=int,
-        default=int(os.environ.get("BERGEN_MAX_WATCHERS", MAX_WATCHERS)),
+        type=_at_least_one,
+        default=os.environ.get("BERGEN_MAX_WATCHERS", str(MAX_WATCHERS)),
         metavar="N",
         help="WatchMatch streams open at once; more are refused with RESOURCE_EXHAUSTED "
         f"(default: BERGEN_MAX_WATCHERS, else {MAX_WATCHERS})",

@@ -3,10 +3,13 @@ server reflection and the health service."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -20,7 +23,7 @@ from bergen.domain.events import TilePlayed
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client, Watcher, bearer, new_command_id, seat_everyone
-from .servers import ServerFarm, ServerProcess
+from .servers import ServerFarm, ServerProcess, bergen_command
 from .truth import check_every_match, decoded, store_at
 
 pytestmark = pytest.mark.timeout(120)
@@ -273,3 +276,23 @@ def test_watch_streams_past_the_limit_are_refused_and_never_starve_commands(
             assert w.finished.wait(10)
         for c in clients:
             c.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (["--max-watchers", "0"], {}, "must be at least 1, not 0"),
+        ([], {"BERGEN_MAX_WATCHERS": "many"}, "not a whole number: 'many'"),
+    ],
+)
+def test_a_watch_limit_below_one_is_a_usage_error(
+    tmp_path: Path, args: list[str], env: dict[str, str], said: str
+) -> None:
+    result = subprocess.run(
+        [*bergen_command(), "serve", "--listen", "127.0.0.1:0",
+         "--database", f"sqlite:///{tmp_path / 'b.db'}", *args],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={**os.environ, **env}, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert said in result.stderr
