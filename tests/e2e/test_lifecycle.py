@@ -22,7 +22,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from bergen.domain.events import TilePlayed
 from bergen.v1 import bergen_pb2 as pb
 
-from .client import Client, Watcher, bearer, new_command_id, seat_everyone
+from .client import Client, Table, Watcher, bearer, new_command_id, seat_everyone
 from .servers import ServerFarm, ServerProcess, bergen_command
 from .truth import check_every_match, decoded, store_at
 
@@ -130,6 +130,24 @@ def test_a_request_with_a_tiny_deadline_completes_or_exceeds_it_and_never_fails_
     server: ServerProcess, client: Client
 ) -> None:
     table = seat_everyone(client, 2)
+    seen: set[Code] = set()
+    # Now and then every call of a round beats even the tiniest deadline: more rounds, until
+    # one has not.
+    rounds = 0
+    while Code.DEADLINE_EXCEEDED not in seen and rounds < 6:
+        rounds += 1
+        table = _exercise(client, table, seen)
+    assert seen <= {Code.OK, Code.DEADLINE_EXCEEDED}, seen
+    assert Code.DEADLINE_EXCEEDED in seen, "no deadline was short enough to test anything"
+    assert server.health() == health_pb2.HealthCheckResponse.SERVING
+    check_every_match(server.database)
+    assert "Traceback" not in server.log(), server.log_tail()
+
+
+def _exercise(client: Client, table: Table, seen: set[Code]) -> Table:
+    """Every kind of call once per tiny deadline, adding the codes answered to `seen`; a play
+    cut short is sent again with its command id, which must apply it exactly once. Returns
+    the table to go on with (a new one when the match ended)."""
     stub = client.stub
     calls: list[tuple[Any, Any, tuple[tuple[str, str], ...]]] = [
         (stub.CreateMatch, pb.CreateMatchRequest(seats=2), ()),
@@ -137,7 +155,6 @@ def test_a_request_with_a_tiny_deadline_completes_or_exceeds_it_and_never_fails_
         (stub.GetReplay, pb.GetReplayRequest(match_id=table.match_id), ()),
         (stub.ListMatches, pb.ListMatchesRequest(), ()),
     ]
-    seen: set[Code] = set()
     for deadline in TINY_DEADLINES:
         for method, request, md in calls:
             seen.add(_code_of(method, request, md, deadline))
@@ -155,11 +172,7 @@ def test_a_request_with_a_tiny_deadline_completes_or_exceeds_it_and_never_fails_
         assert again.events
         if client.view(table.match_id).phase == pb.PHASE_ENDED:
             table = seat_everyone(client, 2)
-    assert seen <= {Code.OK, Code.DEADLINE_EXCEEDED}, seen
-    assert Code.DEADLINE_EXCEEDED in seen, "no deadline was short enough to test anything"
-    assert server.health() == health_pb2.HealthCheckResponse.SERVING
-    check_every_match(server.database)
-    assert "Traceback" not in server.log(), server.log_tail()
+    return table
 
 
 def _join(client: Client) -> pb.JoinMatchRequest:
