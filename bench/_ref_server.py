@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 import grpc
 import psycopg
 
-from bergen.server.main import MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES, WORKERS
+from bergen.server.main import WORKERS, server_options
 from bergen.server.servicer import SERVICE
 from bergen.v1 import bergen_pb2 as pb
 
@@ -64,15 +64,6 @@ _INSERT = (
     f"INSERT INTO {LIMIT_TABLE} (stream_id, seq, type, schema_version, payload, metadata,"
     " prev_hash, hash, salt) VALUES (%s, %s::bigint, %s, %s::int, %s::json, %s::json, %b, %b, %b)"
 )
-
-
-def server_options() -> list[tuple[str, Any]]:
-    """The channel options `bergen.server.main.create_server` passes to grpc.server."""
-    return [
-        ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
-        ("grpc.max_send_message_length", MAX_RESPONSE_BYTES),
-        ("grpc.so_reuseport", 0),
-    ]
 
 
 class _Pool:

@@ -13,6 +13,7 @@ import uuid
 from concurrent import futures
 from dataclasses import dataclass
 from queue import Queue
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -38,6 +39,9 @@ CALL_WORKERS = 56
 """Threads kept for every other call, however many streams are open."""
 WORKERS = MAX_WATCHERS + CALL_WORKERS
 GRACE_SECONDS = 10.0
+KEEPALIVE_SECONDS = 60.0
+"""How long a call may go without a sign of its client before the server pings it (and
+how long, at most 20 s, an answer may take before the connection is dropped)."""
 
 
 @dataclass
@@ -65,13 +69,16 @@ def create_server(
     settings: Settings | None = None,
     migrate: bool = True,
     max_watchers: int = MAX_WATCHERS,
+    keepalive_s: float = KEEPALIVE_SECONDS,
 ) -> Running:
     """Open the store (running migrations, or refusing when the schema is behind and
     `migrate` is false), start the feed and the server. Returns it with the bound port, so
     `listen` may end in `:0`. Raises SchemaBehind, or RuntimeError when the port is taken.
 
     At most `max_watchers` WatchMatch streams are open at once (more are refused with
-    RESOURCE_EXHAUSTED), so streams can never take the threads that commands need.
+    RESOURCE_EXHAUSTED), so streams can never take the threads that commands need; a stream
+    whose client vanished without closing its connection ends once a keepalive ping goes
+    unanswered, `keepalive_s` after the client was last heard from.
     """
     if max_watchers < 1:
         raise ValueError(f"max_watchers must be at least 1, not {max_watchers}")
@@ -97,11 +104,7 @@ def create_server(
         futures.ThreadPoolExecutor(
             max_workers=max_watchers + CALL_WORKERS, thread_name_prefix="bergen-rpc"
         ),
-        options=[
-            ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
-            ("grpc.max_send_message_length", MAX_RESPONSE_BYTES),
-            ("grpc.so_reuseport", 0),
-        ],
+        options=server_options(keepalive_s),
     )
     server.add_generic_rpc_handlers((generic_handler(service, max_watchers),))
     health_servicer = health.HealthServicer()
@@ -124,6 +127,23 @@ def create_server(
     return Running(server, port, feed, service, health_servicer)
 
 
+def server_options(keepalive_s: float = KEEPALIVE_SECONDS) -> list[tuple[str, Any]]:
+    """The gRPC server's options: message size limits, no port sharing, and HTTP/2 keepalive
+    pings while calls are open (however long a watched match stays quiet), so that a dead
+    client's stream ends and gives its thread back."""
+    every_ms = max(1, round(keepalive_s * 1000))
+    return [
+        ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+        ("grpc.max_send_message_length", MAX_RESPONSE_BYTES),
+        ("grpc.so_reuseport", 0),
+        ("grpc.keepalive_time_ms", every_ms),
+        ("grpc.keepalive_timeout_ms", min(every_ms, 20_000)),
+        ("grpc.keepalive_permit_without_calls", 0),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.http2.ping_timeout_ms", min(every_ms, 20_000)),
+    ]
+
+
 def _at_least_one(text: str) -> int:
     try:
         value = int(text)
@@ -131,6 +151,16 @@ def _at_least_one(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0.1 <= value <= 86_400:
+        raise argparse.ArgumentTypeError(f"must be 0.1 to 86400 seconds, not {text}")
     return value
 
 
@@ -168,6 +198,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="N",
         help="WatchMatch streams open at once; more are refused with RESOURCE_EXHAUSTED "
         f"(default: BERGEN_MAX_WATCHERS, else {MAX_WATCHERS})",
+    )
+    p.add_argument(
+        "--keepalive",
+        type=_positive_seconds,
+        default=KEEPALIVE_SECONDS,
+        metavar="SECONDS",
+        help="ping a client heard nothing from for this long while it has calls open, and "
+        "drop its connection when the ping goes unanswered (at most 20 s), so that a vanished "
+        f"watcher's stream ends (default {KEEPALIVE_SECONDS:g})",
     )
     p.add_argument("--port-file", help="write the bound port to this file once serving")
     p.add_argument(
@@ -222,6 +261,7 @@ def serve(args: argparse.Namespace) -> int:
             Settings(token, args.restrict_create, signer),
             migrate=not args.no_migrate,
             max_watchers=args.max_watchers,
+            keepalive_s=args.keepalive,
         )
     except SchemaBehind as e:
         print(f"bergen serve: {e}", file=sys.stderr)

@@ -4,8 +4,10 @@ server reflection and the health service."""
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -309,3 +311,55 @@ def test_a_watch_limit_below_one_is_a_usage_error(
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert said in result.stderr
+
+
+WATCH_AND_HANG = """
+import sys
+import grpc
+from bergen.v1 import bergen_pb2 as pb, bergen_pb2_grpc as rpc
+stub = rpc.BergenStub(grpc.insecure_channel(sys.argv[1]))
+stream = stub.WatchMatch(pb.WatchMatchRequest(match_id=sys.argv[2]))
+next(stream)
+print("watching", flush=True)
+for _ in stream:
+    pass
+"""
+
+
+def test_a_watcher_that_stops_answering_gives_its_place_back(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    server = farm.start(sqlite_url, extra_args=["--max-watchers", "1", "--keepalive", "1"])
+    with Client(server.target) as client:
+        match_id = client.create(2).match_id
+        hung = subprocess.Popen(
+            [sys.executable, "-c", WATCH_AND_HANG, server.target, match_id],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert hung.stdout is not None and hung.stdout.readline().strip() == "watching"
+            # Its only place is taken...
+            refused = Watcher(client, match_id)
+            refused.start()
+            assert refused.finished.wait(10) and refused.error is not None
+            assert refused.error.code() == Code.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+            # ...until the watcher stops answering (its process frozen, its connection open):
+            # the unanswered keepalive ping ends its stream.
+            os.kill(hung.pid, signal.SIGSTOP)
+            deadline = time.monotonic() + 30
+            while True:
+                again = Watcher(client, match_id)
+                again.start()
+                assert again.first.wait(10)
+                if again.error is None:
+                    break
+                assert again.error.code() == Code.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+                assert time.monotonic() < deadline, "the frozen watcher kept its place"
+                time.sleep(0.5)
+            assert again.items[0].HasField("view")
+            again.call.cancel()
+            assert again.finished.wait(10)
+        finally:
+            hung.kill()
+            hung.wait(timeout=10)
