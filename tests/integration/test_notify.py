@@ -65,7 +65,8 @@ def test_a_listener_wakes_for_other_replicas_only(pg_database: str) -> None:
             # Wait until the listener's LISTEN is in place, announcing ourselves as "me".
             while time.monotonic() < deadline:
                 n = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE %s",
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND query LIKE %s",
                     (f"LISTEN {NOTIFY_CHANNEL}%",),
                 ).fetchone()
                 if n and n[0]:
