@@ -33,9 +33,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
+from bergen.api.stored import GENESIS_HASH
 from bergen.server.store import EventMetadata, NewEvent, open_store, upgrade_to_head
 from bergen.server.store.batch import build_rows
-from bergen.server.store.schema import GENESIS_HASH
 
 BENCH_URL_ENV = "BERGEN_BENCH_DATABASE_URL"
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"

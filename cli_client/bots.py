@@ -25,6 +25,7 @@ import grpc
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from bergen.api.wire import event_in
 from bergen.domain.events import Event
 from bergen.domain.montecarlo import (
     MAX_BUDGET_S,
@@ -49,7 +50,6 @@ from .client import (
     watch_events,
 )
 from .exit_status import ExitStatus
-from .wire import event_in
 
 RECONNECT_S = 30.0
 """How long a dropped WatchMatch stream is retried before the bot gives up."""

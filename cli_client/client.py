@@ -9,13 +9,13 @@ from typing import Protocol
 
 import grpc
 
+from bergen.api.wire import event_in
 from bergen.domain.events import Event
 from bergen.domain.tiles import End, Tile
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
 from .exit_status import ExitStatus
-from .wire import event_in
 
 DEFAULT_SERVER = "127.0.0.1:50051"
 CALL_TIMEOUT_S = 20.0

@@ -20,6 +20,7 @@ import grpc
 from rich.console import Console
 from rich.text import Text
 
+from bergen.api import wire
 from bergen.domain.audit import replay_record
 from bergen.domain.errors import BergenError
 from bergen.domain.events import Event
@@ -27,7 +28,7 @@ from bergen.domain.views import redact_stream
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
-from . import terminal, wire
+from . import terminal
 from .exit_status import ExitStatus
 from .render import Story, render_frame, render_story, tell
 

@@ -30,6 +30,16 @@ from typing import Any
 import grpc
 from cryptography.exceptions import UnsupportedAlgorithm
 
+from bergen.api.chain import (
+    canonical_json,
+    content_bytes,
+    event_hash,
+    metadata_json,
+    parse_metadata,
+    verify_events,
+)
+from bergen.api.signing import SignatureError, load_public_key, verify_signature
+from bergen.api.stored import ChainFault, ChainReport, StoredEvent
 from bergen.domain import codec
 from bergen.domain.audit import replay_record
 from bergen.domain.errors import BergenError, CorruptRecord, MatchNotInProgress
@@ -49,16 +59,6 @@ from bergen.domain.events import (
 )
 from bergen.domain.record import build_record
 from bergen.domain.state import State, evolve
-from bergen.server.signing import SignatureError, load_public_key, verify_signature
-from bergen.server.store.chain import (
-    canonical_json,
-    content_bytes,
-    event_hash,
-    metadata_json,
-    parse_metadata,
-    verify_events,
-)
-from bergen.server.store.model import ChainFault, ChainReport, StoredEvent
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from bergen.api.signing import RecordSigner
 from bergen.domain import codec
 from bergen.domain.commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat
 from bergen.domain.engine import execute
@@ -39,7 +40,6 @@ from bergen.domain.views import View, redact_event, view
 from . import auth
 from .feed import EventFeed, MatchSummary
 from .matches import COMMAND_KEY, TOKEN_KEY, Applied, Match, MatchRepository, extend
-from .signing import RecordSigner
 from .store import EventStore, NewEvent, StoredEvent
 
 log = logging.getLogger("bergen.server")

@@ -19,12 +19,12 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from bergen.api.signing import DEFAULT_KEY_FILE, RecordSigner
 from bergen.v1 import bergen_pb2
 
 from .app import MatchService, Settings
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .servicer import SERVICE, generic_handler
-from .signing import DEFAULT_KEY_FILE, RecordSigner
 from .store import backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact
 

@@ -18,6 +18,9 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
+from bergen.api import convert
+from bergen.api.chain import canonical_json, metadata_json
+from bergen.api.signing import ALGORITHM
 from bergen.domain.errors import (
     BergenError,
     ConcurrencyConflict,
@@ -33,10 +36,8 @@ from bergen.domain.record import RECORD_FORMAT
 from bergen.domain.rules import RULES_VERSION
 from bergen.v1 import bergen_pb2 as pb
 
-from . import auth, convert
+from . import auth
 from .app import Caller, MatchService
-from .signing import ALGORITHM
-from .store.chain import canonical_json, metadata_json
 
 log = logging.getLogger("bergen.server.grpc")
 

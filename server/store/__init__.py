@@ -9,17 +9,9 @@
 
 from __future__ import annotations
 
-from .model import (
-    AppendResult,
-    ChainFault,
-    ChainReport,
-    EventMetadata,
-    EventRow,
-    EventStore,
-    NewEvent,
-    StoredEvent,
-    StreamInfo,
-)
+from bergen.api.stored import ChainFault, ChainReport, EventMetadata, EventRow, StoredEvent
+
+from .model import AppendResult, EventStore, NewEvent, StreamInfo
 from .url import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, backend_of, database_url
 
 __all__ = [

@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from .chain import canonical_json, content_bytes, event_hash, metadata_json, new_salt
-from .model import EventMetadata, NewEvent, StoredEvent
+from bergen.api.chain import canonical_json, content_bytes, event_hash, metadata_json, new_salt
+from bergen.api.stored import EventMetadata, StoredEvent
+
+from .model import NewEvent
 from .schema import COMMAND_ID_MAX, EVENT_TYPE_MAX, STREAM_ID_MAX
 
 

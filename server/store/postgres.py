@@ -20,21 +20,13 @@ from typing import Any
 import psycopg
 import psycopg.errors
 
+from bergen.api.chain import event_rows, parse_metadata, verify_rows
+from bergen.api.stored import GENESIS_HASH, ChainReport, EventMetadata, EventRow, StoredEvent
 from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
 from bergen.domain.rules import RULES_VERSION
 
 from .batch import build_rows, check_append, stored
-from .chain import event_rows, parse_metadata, verify_rows
-from .model import (
-    AppendResult,
-    ChainReport,
-    EventMetadata,
-    EventRow,
-    NewEvent,
-    StoredEvent,
-    StreamInfo,
-)
-from .schema import GENESIS_HASH
+from .model import AppendResult, NewEvent, StreamInfo
 from .url import psycopg_conninfo
 
 _COLUMNS = (

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-GENESIS_HASH = bytes(32)
-"""The `prev_hash` of every stream's first event."""
+from bergen.api.stored import HASH_SIZE, SALT_SIZE
 
-HASH_SIZE = 32
-SALT_SIZE = 16
 STREAM_ID_MAX = 200
 EVENT_TYPE_MAX = 200
 COMMAND_ID_MAX = 200

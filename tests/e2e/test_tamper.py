@@ -23,8 +23,7 @@ from typing import Any, NamedTuple
 import psycopg
 import pytest
 
-from bergen.cli_client.exit_status import ExitStatus
-from bergen.server.store.chain import (
+from bergen.api.chain import (
     canonical_json,
     content_bytes,
     event_hash,
@@ -32,6 +31,7 @@ from bergen.server.store.chain import (
     new_salt,
     parse_metadata,
 )
+from bergen.cli_client.exit_status import ExitStatus
 
 from .client import Client, play_to_end, seat_everyone
 from .servers import ServerFarm, ServerProcess

@@ -9,7 +9,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bergen.server.store.chain import canonical_json, content_bytes
+from bergen.api.chain import canonical_json, content_bytes
 
 json_values = st.recursive(
     st.none()

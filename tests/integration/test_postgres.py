@@ -12,11 +12,11 @@ import psycopg
 import pytest
 from helpers import read_all_until
 
+from bergen.api.stored import GENESIS_HASH
 from bergen.domain.errors import ConcurrencyConflict
 from bergen.server.store import EventMetadata, NewEvent, open_store
 from bergen.server.store.batch import build_rows
 from bergen.server.store.postgres import PostgresEventStore
-from bergen.server.store.schema import GENESIS_HASH
 
 pytestmark = pytest.mark.postgres
 

@@ -13,11 +13,11 @@ import rfc8785
 from conftest import Backend
 from helpers import read_all_until, start_worker
 
+from bergen.api.stored import GENESIS_HASH
 from bergen.domain.errors import ConcurrencyConflict, NotFound
 from bergen.domain.rules import RULES_VERSION
 from bergen.server.store import ChainFault, EventMetadata, EventStore, NewEvent, open_store
 from bergen.server.store.batch import build_rows
-from bergen.server.store.schema import GENESIS_HASH
 
 
 def ev(n: int, **payload: Any) -> NewEvent:

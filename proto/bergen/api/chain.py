@@ -19,8 +19,16 @@ import rfc8785
 
 from bergen.domain.errors import CorruptRecord
 
-from .model import ChainFault, ChainReport, EventMetadata, EventRow, StoredEvent
-from .schema import GENESIS_HASH, HASH_SIZE, SALT_SIZE
+from .stored import (
+    GENESIS_HASH,
+    HASH_SIZE,
+    SALT_SIZE,
+    ChainFault,
+    ChainReport,
+    EventMetadata,
+    EventRow,
+    StoredEvent,
+)
 
 T = TypeVar("T")
 
