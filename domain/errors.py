@@ -59,3 +59,8 @@ class IllegalPlay(RuleViolation):
 
 class ConcurrencyConflict(BergenError):
     """The stream moved on since the caller read it; nothing was written."""
+
+
+class StorageUnavailable(BergenError):
+    """The event store cannot be reached or written now (database down, disk full, read-only
+    file); nothing was written, and the same command may be sent again."""
