@@ -6,7 +6,7 @@ import hashlib
 import hmac
 from collections.abc import Sequence
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, shown
 from .tiles import ALL_TILES, Tile, hand_size
 
 SEED_BYTES = 32
@@ -23,7 +23,7 @@ def parse_seed(text: str) -> bytes:
     try:
         seed = bytes.fromhex(text)
     except (ValueError, TypeError):
-        raise InvalidArgument(f"a server seed is 64 hex digits, got {text!r}") from None
+        raise InvalidArgument(f"a server seed is 64 hex digits, got {shown(text)}") from None
     if len(seed) != SEED_BYTES:
         raise InvalidArgument(f"a server seed is {SEED_BYTES} bytes, got {len(seed)}")
     return seed

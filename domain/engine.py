@@ -17,6 +17,7 @@ from .errors import (
     MatchNotInProgress,
     NotYourTurn,
     SeatUnavailable,
+    shown,
 )
 from .events import (
     Dealt,
@@ -72,7 +73,9 @@ def execute(state: State | None, command: Command) -> tuple[tuple[Event, ...], S
     if isinstance(command, CreateMatch):
         _create(run, command)
     elif state is None:
-        raise MatchNotInProgress(f"{type(command).__name__}: the match does not exist")
+        raise MatchNotInProgress(
+            f"{type(command).__name__}: the match does not exist", reason="MATCH_NOT_FOUND"
+        )
     elif isinstance(command, Play):
         _check_play(state, command)
         _play(run, command.seat, command.tile, _choose_end(state, command))
@@ -82,38 +85,54 @@ def execute(state: State | None, command: Command) -> tuple[tuple[Event, ...], S
         _resign(run, state, command)
     elif isinstance(command, Abandon):
         if state.phase == ENDED:
-            raise MatchNotInProgress(f"match {state.match_id} has already ended")
+            raise MatchNotInProgress(
+                f"match {state.match_id} has already ended",
+                reason="MATCH_ENDED",
+                match_id=state.match_id,
+            )
         _end_match(run, "abandoned", None, None, _text(command.reason, "reason", 200))
     else:
-        raise InvalidArgument(f"unknown command {type(command).__name__}")
+        raise InvalidArgument(f"unknown command {type(command).__name__}", reason="UNKNOWN_COMMAND")
     assert run.state is not None
     return tuple(run.events), run.state
 
 
 def _text(value: object, what: str, limit: int, *, empty: bool = True) -> str:
     if not isinstance(value, str):
-        raise InvalidArgument(f"{what} must be text, got {type(value).__name__}")
+        raise InvalidArgument(f"{what} must be text, got {type(value).__name__}", field=what)
     if len(value) > limit:
-        raise InvalidArgument(f"{what} is longer than {limit} characters")
+        raise InvalidArgument(
+            f"{what} is longer than {limit} characters", reason="TEXT_TOO_LONG", field=what
+        )
     if not empty and not any(
         not c.isspace() and unicodedata.category(c) not in ("Cf", "Zs") for c in value
     ):
-        raise InvalidArgument(f"{what} must have a visible character")
+        raise InvalidArgument(
+            f"{what} must have a visible character", reason="TEXT_BLANK", field=what
+        )
     if any(unicodedata.category(c) in ("Cc", "Cs") for c in value):
-        raise InvalidArgument(f"{what} must not contain control characters")
+        raise InvalidArgument(
+            f"{what} must not contain control characters",
+            reason="CONTROL_CHARACTER",
+            field=what,
+        )
     return value
 
 
 def _create(run: _Run, c: CreateMatch) -> None:
     if run.state is not None:
-        raise MatchNotInProgress(f"match {run.state.match_id} already exists")
+        raise MatchNotInProgress(
+            f"match {run.state.match_id} already exists",
+            reason="MATCH_EXISTS",
+            match_id=run.state.match_id,
+        )
     _text(c.match_id, "match id", MAX_MATCH_ID, empty=False)
     _text(c.name, "match name", 100)
     if not isinstance(c.server_seed, bytes) or len(c.server_seed) != SEED_BYTES:
         raise InvalidArgument(f"the server seed must be {SEED_BYTES} bytes")
     # Checked here so that every accepted command gives events the codec can read back.
     if not isinstance(c.partnerships, bool):
-        raise InvalidArgument(f"partnerships must be true or false, got {c.partnerships!r}")
+        raise InvalidArgument(f"partnerships must be true or false, got {shown(c.partnerships)}")
     if not isinstance(c.rules, Rules):
         raise InvalidArgument(f"rules must be a Rules value, got {type(c.rules).__name__}")
     # Re-validates seats and partnerships against the rules value given.
@@ -135,9 +154,15 @@ def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
     name = _text(c.name, "name", MAX_NAME, empty=False)
     seed = _text(c.client_seed, "client seed", MAX_CLIENT_SEED)
     if state.phase == ENDED:
-        raise MatchNotInProgress(f"match {state.match_id} has ended")
+        raise MatchNotInProgress(
+            f"match {state.match_id} has ended", reason="MATCH_ENDED", match_id=state.match_id
+        )
     if state.phase != SEATING:
-        raise SeatUnavailable(f"match {state.match_id}: every seat is taken")
+        raise SeatUnavailable(
+            f"match {state.match_id}: every seat is taken",
+            reason="MATCH_FULL",
+            match_id=state.match_id,
+        )
     if c.seat is None:
         seat = state.players.index(None)
     else:
@@ -145,11 +170,19 @@ def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
             raise InvalidArgument("seat must be a number")
         if not 0 <= c.seat < state.seats:
             raise InvalidArgument(
-                f"match {state.match_id} has seats 0..{state.seats - 1}, not {c.seat}"
+                f"match {state.match_id} has seats 0..{state.seats - 1}, not {c.seat}",
+                reason="NO_SUCH_SEAT",
+                match_id=state.match_id,
+                seat=c.seat,
             )
         seat = c.seat
         if state.players[seat] is not None:
-            raise SeatUnavailable(f"match {state.match_id}: seat {seat} is taken")
+            raise SeatUnavailable(
+                f"match {state.match_id}: seat {seat} is taken",
+                reason="SEAT_TAKEN",
+                match_id=state.match_id,
+                seat=seat,
+            )
     after = run.emit(SeatTaken(seat=seat, name=name.strip(), client_seed=seed))
     if all(p is not None for p in after.players):
         _start_hand(run, 1)
@@ -157,33 +190,53 @@ def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
 
 def _check_play(state: State, c: Play) -> None:
     if state.phase != PLAYING or state.hand_over:
-        raise MatchNotInProgress(f"match {state.match_id} is not being played ({state.phase})")
+        raise _not_being_played(state)
     if isinstance(c.seat, bool) or not isinstance(c.seat, int):
-        raise InvalidArgument(f"seat must be a number, got {c.seat!r}")
+        raise InvalidArgument(f"seat must be a number, got {shown(c.seat)}")
     if not isinstance(c.tile, Tile):
-        raise InvalidArgument("a play needs a tile")
+        raise InvalidArgument("a play needs a tile", reason="TILE_REQUIRED")
     if c.end is not None and not isinstance(c.end, End):
-        raise InvalidArgument("end must be left or right")
+        raise InvalidArgument("end must be left or right", reason="INVALID_END")
     if state.turn != c.seat:
         raise NotYourTurn(
             f"match {state.match_id}, hand {state.hand}: seat {state.turn} is to play, "
-            f"not seat {c.seat}"
+            f"not seat {c.seat}",
+            reason="NOT_YOUR_TURN",
+            match_id=state.match_id,
+            seat=c.seat,
         )
     if c.tile not in state.hands[c.seat]:
         raise IllegalPlay(
-            f"match {state.match_id}, hand {state.hand}: seat {c.seat} does not hold {c.tile}"
+            f"match {state.match_id}, hand {state.hand}: seat {c.seat} does not hold {c.tile}",
+            reason="TILE_NOT_HELD",
+            match_id=state.match_id,
+            seat=c.seat,
         )
     if state.must_play is not None and c.tile != state.must_play:
         raise IllegalPlay(
             f"match {state.match_id}, hand {state.hand}: seat {c.seat} must play the tile it "
-            f"drew, {state.must_play}"
+            f"drew, {state.must_play}",
+            reason="MUST_PLAY_DRAWN_TILE",
+            match_id=state.match_id,
+            seat=c.seat,
         )
     if not state.fits(c.tile):
         assert state.ends is not None
         raise IllegalPlay(
             f"match {state.match_id}, hand {state.hand}: {c.tile} fits neither end "
-            f"({state.ends[0]}|{state.ends[1]})"
+            f"({state.ends[0]}|{state.ends[1]})",
+            reason="TILE_DOES_NOT_FIT",
+            match_id=state.match_id,
+            seat=c.seat,
         )
+
+
+def _not_being_played(state: State) -> MatchNotInProgress:
+    return MatchNotInProgress(
+        f"match {state.match_id} is not being played ({state.phase})",
+        reason="MATCH_ENDED" if state.phase == ENDED else "MATCH_NOT_IN_PROGRESS",
+        match_id=state.match_id,
+    )
 
 
 def _choose_end(state: State, c: Play) -> End:
@@ -193,14 +246,20 @@ def _choose_end(state: State, c: Play) -> End:
     if (c.end is End.LEFT and not on_left) or (c.end is End.RIGHT and not on_right):
         raise IllegalPlay(
             f"match {state.match_id}, hand {state.hand}: {c.tile} does not fit the "
-            f"{c.end.value} end ({left if c.end is End.LEFT else right})"
+            f"{c.end.value} end ({left if c.end is End.LEFT else right})",
+            reason="TILE_DOES_NOT_FIT",
+            match_id=state.match_id,
+            seat=c.seat,
         )
     if c.end is not None:
         return c.end
     if on_left and on_right:
         raise IllegalPlay(
             f"match {state.match_id}, hand {state.hand}: {c.tile} fits both ends "
-            f"({left}|{right}); say which"
+            f"({left}|{right}); say which",
+            reason="END_REQUIRED",
+            match_id=state.match_id,
+            seat=c.seat,
         )
     return End.LEFT if on_left else End.RIGHT
 
@@ -345,7 +404,11 @@ def _end_match(run: _Run, reason: str, winner: int | None, resigned: int | None,
 
 def _resign(run: _Run, state: State, c: Resign) -> None:
     if state.phase != PLAYING:
-        raise MatchNotInProgress(f"match {state.match_id} is not being played ({state.phase})")
+        raise _not_being_played(state)
     if isinstance(c.seat, bool) or not isinstance(c.seat, int) or not 0 <= c.seat < state.seats:
-        raise InvalidArgument(f"match {state.match_id} has no seat {c.seat!r}")
+        raise InvalidArgument(
+            f"match {state.match_id} has no seat {shown(c.seat)}",
+            reason="NO_SUCH_SEAT",
+            match_id=state.match_id,
+        )
     _end_match(run, "abandoned", None, c.seat, f"seat {c.seat} resigned")

@@ -37,7 +37,9 @@ def build_record(events: Sequence[Event], *, log: dict[str, Any] | None = None) 
     """
     record, state = record_so_far(events)
     if state.phase != ENDED or record["result"] is None or record["server_seed"] is None:
-        raise MatchNotInProgress("a record is published only once its match has ended")
+        raise MatchNotInProgress(
+            "a record is published only once its match has ended", reason="MATCH_NOT_ENDED"
+        )
     if log is not None:
         record["log"] = log
     return record

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .errors import InvalidOptions
+from .errors import InvalidOptions, shown
 
 RULES_VERSION = "bergen-rules/1"
 """Names this rule book; recorded with every event so a later reader knows what applied."""
@@ -60,21 +60,28 @@ class Rules:
             self.preset not in PRESETS and self.preset != "custom"
         ):
             raise InvalidOptions(
-                f"unknown preset {self.preset!r}; presets are {', '.join(PRESETS)} (or custom)"
+                f"unknown preset {shown(self.preset)}; presets are {', '.join(PRESETS)} "
+                "(or custom)",
+                reason="UNKNOWN_PRESET",
             )
         for name, allowed in CHOICES.items():
             value = getattr(self, name)
             # Exact types: a bool or a float equal to an allowed number is not that number.
             if not any(type(value) is type(a) and value == a for a in allowed):
                 raise InvalidOptions(
-                    f"option {name} must be one of {', '.join(map(str, allowed))}, got {value!r}"
+                    f"option {name} must be one of {', '.join(map(str, allowed))}, "
+                    f"got {shown(value)}",
+                    option=name,
                 )
         if (
             isinstance(self.target, bool)
             or not isinstance(self.target, int)
             or not 0 < self.target <= MAX_TARGET
         ):
-            raise InvalidOptions(f"option target must be 1..{MAX_TARGET}, got {self.target!r}")
+            raise InvalidOptions(
+                f"option target must be 1..{MAX_TARGET}, got {shown(self.target)}",
+                option="target",
+            )
 
     def as_dict(self) -> dict[str, object]:
         """The `rules` object of RECORD.md."""
@@ -90,9 +97,9 @@ class Rules:
         missing = expected - set(data)
         if unknown or missing:
             raise InvalidOptions(
-                f"rules: unknown {sorted(unknown)} / missing {sorted(missing)}"
+                f"rules: unknown {shown(sorted(unknown))} / missing {sorted(missing)}"
                 if unknown and missing
-                else f"rules: unknown options {sorted(unknown)}"
+                else f"rules: unknown options {shown(sorted(unknown))}"
                 if unknown
                 else f"rules: missing options {sorted(missing)}"
             )
@@ -125,18 +132,24 @@ def make_rules(
     or partnership setting the rules cannot play.
     """
     if isinstance(seats, bool) or not isinstance(seats, int) or not 2 <= seats <= 4:
-        raise InvalidOptions(f"a match has 2, 3 or 4 seats, got {seats!r}")
+        raise InvalidOptions(
+            f"a match has 2, 3 or 4 seats, got {shown(seats)}", reason="INVALID_SEATS"
+        )
     if partnerships and seats != 4:
         raise InvalidOptions(f"partnerships need 4 seats, got {seats}")
     options = dict(options or {})
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
         raise InvalidOptions(
-            f"unknown option(s) {', '.join(unknown)}; options are {', '.join(OPTION_NAMES)}"
+            f"unknown option(s) {shown(', '.join(unknown))}; options are {', '.join(OPTION_NAMES)}",
+            reason="UNKNOWN_OPTION",
         )
     name = "custom" if preset is None or preset == "" else preset
     if name not in PRESETS and name != "custom":
-        raise InvalidOptions(f"unknown preset {name!r}; presets are {', '.join(PRESETS)}")
+        raise InvalidOptions(
+            f"unknown preset {shown(name)}; presets are {', '.join(PRESETS)}",
+            reason="UNKNOWN_PRESET",
+        )
     values: dict[str, object] = {"target": default_target(seats, partnerships)}
     values.update(PRESETS.get(name, {}))
     values.update({k: _coerce(k, v) for k, v in options.items()})

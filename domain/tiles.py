@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, shown
 
 MAX_PIPS = 6
 
@@ -77,17 +77,24 @@ class Tile:
             or type(b) is not int
             or not (0 <= a <= MAX_PIPS and 0 <= b <= MAX_PIPS)
         ):
-            raise InvalidArgument(f"tile numbers must be 0..6, got {a!r} and {b!r}")
+            raise InvalidArgument(
+                f"tile numbers must be 0..6, got {shown(a)} and {shown(b)}", reason="INVALID_TILE"
+            )
         return _BY_PAIR[a][b]
 
     @staticmethod
     def parse(text: str) -> Tile:
         """Parse `"a-b"` (either order). Raises InvalidArgument on anything else."""
         if not isinstance(text, str):
-            raise InvalidArgument(f"a tile is written 'a-b', got {text!r}")
+            raise InvalidArgument(
+                f"a tile is written 'a-b', got {shown(text)}", reason="INVALID_TILE"
+            )
         parts = text.strip().split("-")
         if len(parts) != 2 or not all(len(p) == 1 and p in "0123456789" for p in parts):
-            raise InvalidArgument(f"a tile is written 'a-b' with numbers 0..6, got {text!r}")
+            raise InvalidArgument(
+                f"a tile is written 'a-b' with numbers 0..6, got {shown(text)}",
+                reason="INVALID_TILE",
+            )
         return Tile.of(int(parts[0]), int(parts[1]))
 
 
@@ -136,7 +143,9 @@ class End(StrEnum):
         try:
             return End(text)
         except ValueError:
-            raise InvalidArgument(f"an end is 'left' or 'right', got {text!r}") from None
+            raise InvalidArgument(
+                f"an end is 'left' or 'right', got {shown(text)}", reason="INVALID_END"
+            ) from None
 
 
 def pips(tiles: tuple[Tile, ...] | list[Tile]) -> int:
