@@ -22,7 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from bergen.api.signing import DEFAULT_KEY_FILE, RecordSigner
 from bergen.v1 import bergen_pb2
 
-from .app import MatchService, Settings
+from .app import Application, Settings, build_application
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .servicer import SERVICE, generic_handler
 from .store import backend_of, open_store, schema_is_behind, upgrade_to_head
@@ -49,7 +49,7 @@ class Running:
     server: grpc.Server
     port: int
     feed: EventFeed
-    service: MatchService
+    app: Application
     health: health.HealthServicer
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
@@ -99,14 +99,14 @@ def create_server(
         notifier = PostgresNotifier(psycopg_conninfo(database_url), replica)
         poll = 0.1
     feed = EventFeed(store, poll_interval=poll, listen=listen_fn, notifier=notifier)
-    service = MatchService(store, feed, settings or Settings())
+    app = build_application(store, feed, settings or Settings())
     server = grpc.server(
         futures.ThreadPoolExecutor(
             max_workers=max_watchers + CALL_WORKERS, thread_name_prefix="bergen-rpc"
         ),
         options=server_options(keepalive_s),
     )
-    server.add_generic_rpc_handlers((generic_handler(service, max_watchers),))
+    server.add_generic_rpc_handlers((generic_handler(app, max_watchers),))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -124,7 +124,7 @@ def create_server(
     server.start()
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return Running(server, port, feed, service, health_servicer)
+    return Running(server, port, feed, app, health_servicer)
 
 
 def server_options(keepalive_s: float = KEEPALIVE_SECONDS) -> list[tuple[str, Any]]:

@@ -37,7 +37,8 @@ from bergen.domain.rules import RULES_VERSION
 from bergen.v1 import bergen_pb2 as pb
 
 from . import auth
-from .app import Caller, MatchService
+from .app import Application
+from .identity import Caller
 
 log = logging.getLogger("bergen.server.grpc")
 
@@ -113,8 +114,9 @@ def _events(pairs: Any) -> list[pb.Event]:
 class BergenServicer:
     """One method per RPC: request bytes in, response message out."""
 
-    def __init__(self, service: MatchService, max_watchers: int) -> None:
-        self._s = service
+    def __init__(self, app: Application, max_watchers: int) -> None:
+        self._commands = app.commands
+        self._queries = app.queries
         self._max_watchers = max_watchers
         self._watch_slots = threading.BoundedSemaphore(max_watchers)
 
@@ -122,7 +124,7 @@ class BergenServicer:
         req = _parse(pb.CreateMatchRequest, data)
         options = convert.options_in(req.options)
         preset = req.preset or (None if options else "standard")
-        state = self._s.create_match(
+        state = self._commands.create_match(
             _caller(context),
             req.seats,
             req.partnerships,
@@ -139,7 +141,7 @@ class BergenServicer:
 
     def JoinMatch(self, data: bytes, context: grpc.ServicerContext) -> pb.JoinMatchResponse:
         req = _parse(pb.JoinMatchRequest, data)
-        seat, token, view = self._s.join_match(
+        seat, token, view = self._commands.join_match(
             _match_id(req.match_id),
             req.seat if req.HasField("seat") else None,
             req.name,
@@ -150,14 +152,14 @@ class BergenServicer:
 
     def GetMatch(self, data: bytes, context: grpc.ServicerContext) -> pb.MatchView:
         req = _parse(pb.GetMatchRequest, data)
-        return convert.view_out(self._s.get_view(_caller(context), _match_id(req.match_id)))
+        return convert.view_out(self._queries.get_view(_caller(context), _match_id(req.match_id)))
 
     def Play(self, data: bytes, context: grpc.ServicerContext) -> pb.PlayResponse:
         req = _parse(pb.PlayRequest, data)
         match_id = _match_id(req.match_id)
         if not req.HasField("tile"):
             raise InvalidArgument("a play needs a tile")
-        out = self._s.play(
+        out = self._commands.play(
             _caller(context),
             match_id,
             convert.tile_in(req.tile),
@@ -172,7 +174,7 @@ class BergenServicer:
 
     def Resign(self, data: bytes, context: grpc.ServicerContext) -> pb.ResignResponse:
         req = _parse(pb.ResignRequest, data)
-        out = self._s.resign(
+        out = self._commands.resign(
             _caller(context), _match_id(req.match_id), req.command_id or None, _deadline(context)
         )
         return pb.ResignResponse(events=_events(out.events), view=convert.view_out(out.view))
@@ -190,7 +192,9 @@ class BergenServicer:
                 "try again later, or another replica"
             )
         try:
-            for item in self._s.watch(_caller(context), match_id, req.after_seq, context.is_active):
+            for item in self._queries.watch(
+                _caller(context), match_id, req.after_seq, context.is_active
+            ):
                 if isinstance(item, tuple):
                     yield _watched_event(match_id, *item)
                 else:
@@ -200,19 +204,21 @@ class BergenServicer:
 
     def GetReplay(self, data: bytes, context: grpc.ServicerContext) -> pb.GetReplayResponse:
         req = _parse(pb.GetReplayRequest, data)
-        events, complete = self._s.replay(_caller(context), _match_id(req.match_id), req.after_seq)
+        events, complete = self._queries.replay(
+            _caller(context), _match_id(req.match_id), req.after_seq
+        )
         return pb.GetReplayResponse(events=_events(events), complete=complete)
 
     def GetRecord(self, data: bytes, context: grpc.ServicerContext) -> pb.GetRecordResponse:
         req = _parse(pb.GetRecordRequest, data)
-        record = self._s.record(_caller(context), _match_id(req.match_id))
+        record = self._queries.record(_caller(context), _match_id(req.match_id))
         return pb.GetRecordResponse(record_json=json.dumps(record, ensure_ascii=False))
 
     def GetServerInfo(self, data: bytes, context: grpc.ServicerContext) -> pb.ServerInfo:
         _parse(pb.GetServerInfoRequest, data)
         return pb.ServerInfo(
-            signature_algorithm=ALGORITHM if self._s.public_key else "",
-            public_key=self._s.public_key,
+            signature_algorithm=ALGORITHM if self._queries.public_key else "",
+            public_key=self._queries.public_key,
             record_format=RECORD_FORMAT,
             rules_version=RULES_VERSION,
         )
@@ -220,7 +226,7 @@ class BergenServicer:
     def GetAuditLog(self, data: bytes, context: grpc.ServicerContext) -> pb.GetAuditLogResponse:
         req = _parse(pb.GetAuditLogRequest, data)
         match_id = _match_id(req.match_id)
-        stored = self._s.audit_log(_caller(context), match_id)
+        stored = self._queries.audit_log(_caller(context), match_id)
         return pb.GetAuditLogResponse(
             match_id=match_id,
             events=[
@@ -246,7 +252,9 @@ class BergenServicer:
         phase = convert.PHASE_NAMES.get(req.phase)
         if len(req.player_name) > 64:
             raise InvalidArgument("player_name is at most 64 characters")
-        rows, token = self._s.list_matches(phase, req.player_name, req.page_size, req.page_token)
+        rows, token = self._queries.list_matches(
+            phase, req.player_name, req.page_size, req.page_token
+        )
         return pb.ListMatchesResponse(
             matches=[
                 pb.MatchSummary(
@@ -267,7 +275,7 @@ class BergenServicer:
 
     def AbandonMatch(self, data: bytes, context: grpc.ServicerContext) -> pb.AbandonMatchResponse:
         req = _parse(pb.AbandonMatchRequest, data)
-        events = self._s.abandon(
+        events = self._commands.abandon(
             _caller(context), _match_id(req.match_id), req.reason, _deadline(context)
         )
         return pb.AbandonMatchResponse(events=_events(events))
@@ -343,8 +351,8 @@ def _abort(context: grpc.ServicerContext, name: str, error: BergenError) -> None
     context.abort(code, str(error))
 
 
-def generic_handler(service: MatchService, max_watchers: int) -> grpc.GenericRpcHandler:
-    s = BergenServicer(service, max_watchers)
+def generic_handler(app: Application, max_watchers: int) -> grpc.GenericRpcHandler:
+    s = BergenServicer(app, max_watchers)
     handlers = {
         "CreateMatch": _unary("CreateMatch", s.CreateMatch),
         "JoinMatch": _unary("JoinMatch", s.JoinMatch),

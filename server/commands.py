@@ -1,0 +1,352 @@
+"""The command side: one unit of work serves every command.
+
+A command is authorised against the match it names (who may do this, for which seat), then
+decided by the rules on the match at a version, and its events are appended naming that
+version. The match is first taken from this process's cache, without a read: if another
+replica wrote since, the store refuses the append and the command is decided again on the
+latest state, and nothing is refused (a rule, a version, a seat) without a fresh read. A
+command id already applied is answered with its first result, so no command is applied
+twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from bergen.domain import codec
+from bergen.domain.commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat
+from bergen.domain.engine import execute
+from bergen.domain.errors import BergenError, ConcurrencyConflict, InvalidArgument
+from bergen.domain.events import Event, SeatTaken
+from bergen.domain.rules import RULES_VERSION, make_rules
+from bergen.domain.state import ENDED, State
+from bergen.domain.tiles import End, Tile
+from bergen.domain.views import View, redact_event, view
+
+from . import auth
+from .feed import EventFeed
+from .identity import Caller, Identity
+from .matches import COMMAND_KEY, TOKEN_KEY, Match, MatchRepository, extend
+from .store import EventStore, NewEvent
+
+log = logging.getLogger("bergen.server")
+
+RETRIES = 8
+MAX_COMMAND_ID = 100
+
+Deadline = Callable[[], None]
+"""Raises when the caller's deadline has passed; called before each costly step."""
+
+
+def no_deadline() -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """A command as authorised for one caller: what to decide, who it is recorded as, and
+    what else is recorded with its events."""
+
+    command: Command
+    actor: str
+    fingerprint: str
+    """What the command was, recorded with its events: a command id sent again must name
+    the same command."""
+    extra: Mapping[str, str] = field(default_factory=dict)
+    seat: int | None = None
+    """The seat acted for, whose eyes the outcome is shown through; None for none."""
+
+
+Authorise = Callable[[Match | None], Intent]
+"""Builds a command's intent from the match it names (None for a match not yet created).
+Raises what identity and existence checks raise."""
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What one command wrote (or had written, for a repeated command id): its events from
+    seq `first_seq`, the state right after them, and the intent they were decided from."""
+
+    events: tuple[Event, ...]
+    first_seq: int
+    state: State
+    intent: Intent
+    replayed: bool = False
+
+
+class UnitOfWork:
+    """Load at a version, authorise, decide, append with the expected version; again on a
+    lost race; a repeated command id answered from the log."""
+
+    def __init__(self, store: EventStore, repository: MatchRepository, feed: EventFeed) -> None:
+        self._store = store
+        self._repo = repository
+        self._feed = feed
+
+    def run(
+        self,
+        match_id: str,
+        authorise: Authorise,
+        *,
+        new: bool = False,
+        command_id: str | None = None,
+        expected_version: int | None = None,
+        deadline: Deadline = no_deadline,
+    ) -> Written:
+        """Raises what `authorise` and the rules raise, NotFound, InvalidArgument (a command
+        id used for another command), ConcurrencyConflict (a stale `expected_version`, or
+        every retry lost a race)."""
+        if command_id is not None and not 0 < len(command_id) <= MAX_COMMAND_ID:
+            raise InvalidArgument(
+                f"a command id is 1 to {MAX_COMMAND_ID} characters", reason="BAD_COMMAND_ID"
+            )
+        reread = False
+        for _ in range(RETRIES):
+            match: Match | None = None
+            fresh = True
+            if not new:
+                match = None if reread else self._repo.cached(match_id)
+                fresh = match is None
+                if match is None:
+                    match = self._repo.load(match_id)
+            deadline()
+            try:
+                intent = authorise(match)
+                if match is not None:
+                    if command_id is not None and command_id in match.commands:
+                        return self._replayed(match, command_id, intent)
+                    if expected_version is not None and expected_version != match.version:
+                        raise ConcurrencyConflict(
+                            f"match {match_id} is at version {match.version}, "
+                            f"not {expected_version}",
+                            reason="STALE_VERSION",
+                        )
+                events, state = execute(match.state if match else None, intent.command)
+            except BergenError:
+                if fresh:
+                    raise
+                reread = True
+                continue
+            try:
+                written = self._append(match_id, match, events, state, command_id, intent)
+            except ConcurrencyConflict:
+                if new or (fresh and expected_version is not None):
+                    raise
+                reread = True
+                continue
+            if written is None:  # the store had this command id already
+                assert command_id is not None
+                return self._replayed(self._repo.load(match_id), command_id, intent)
+            return written
+        raise ConcurrencyConflict(f"match {match_id}: too busy, try again", reason="CONTENDED")
+
+    @staticmethod
+    def _replayed(match: Match, command_id: str, intent: Intent) -> Written:
+        applied = match.commands[command_id]
+        if applied.fingerprint != intent.fingerprint:
+            raise InvalidArgument(
+                f"command id already used in match {match.state.match_id} for another command",
+                reason="COMMAND_ID_REUSED",
+            )
+        return Written(
+            match.events[applied.first_seq - 1 : applied.last_seq],
+            applied.first_seq,
+            match.state_at(applied.last_seq),
+            intent,
+            replayed=True,
+        )
+
+    def _append(
+        self,
+        match_id: str,
+        match: Match | None,
+        events: tuple[Event, ...],
+        state: State,
+        command_id: str | None,
+        intent: Intent,
+    ) -> Written | None:
+        """Append and cache; None for a command id the store had already. Raises
+        ConcurrencyConflict."""
+        result = self._store.append(
+            match_id,
+            match.version if match is not None else 0,
+            [NewEvent(*codec.encode(e)) for e in events],
+            command_id=command_id,
+            actor=intent.actor,
+            rules_version=RULES_VERSION,
+            extra={**intent.extra, COMMAND_KEY: intent.fingerprint},
+        )
+        if result.replayed:
+            return None
+        self._repo.remember(match_id, extend(match, result.events, decided=(events, state)))
+        self._feed.observe(result.events)
+        return Written(events, result.first_seq, state, intent)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a command did: its events with their seqs as `viewer` may see them, and the
+    view after."""
+
+    events: tuple[tuple[int, Event], ...]
+    view: View
+    replayed: bool = False
+
+
+def seen(
+    events: tuple[Event, ...], first_seq: int, after: State, viewer: int | None
+) -> tuple[tuple[int, Event], ...]:
+    """`events` from `first_seq` as `viewer` (None: a spectator) may see them in `after`."""
+    ended = after.phase == ENDED
+    return tuple(
+        (first_seq + i, e if ended else redact_event(e, viewer)) for i, e in enumerate(events)
+    )
+
+
+class MatchCommands:
+    """Every command on a match, each an intent for the one unit of work."""
+
+    def __init__(self, work: UnitOfWork, identity: Identity, restrict_create: bool) -> None:
+        self._work = work
+        self._identity = identity
+        self._restrict_create = restrict_create
+
+    def create_match(
+        self,
+        caller: Caller,
+        seats: int,
+        partnerships: bool,
+        preset: str | None,
+        options: dict[str, object],
+        name: str,
+        deadline: Deadline = no_deadline,
+    ) -> State:
+        """Create a match with a fresh server seed. Raises InvalidOptions, InvalidArgument,
+        Unauthenticated / PermissionDenied when creation is restricted to the organiser."""
+        if self._restrict_create:
+            self._identity.require_organiser(caller, "creating a match on this server")
+        rules = make_rules(seats, partnerships, preset, options)
+        match_id = str(uuid.uuid4())
+        command = CreateMatch(match_id, seats, partnerships, rules, secrets.token_bytes(32), name)
+        actor = "organiser" if self._identity.is_organiser(caller) else "anonymous"
+        written = self._work.run(
+            match_id, lambda _: Intent(command, actor, "create"), new=True, deadline=deadline
+        )
+        log.info("match %s created: %d seats, %s", match_id, seats, rules.preset)
+        return written.state
+
+    def join_match(
+        self,
+        match_id: str,
+        seat: int | None,
+        name: str,
+        client_seed: str,
+        deadline: Deadline = no_deadline,
+    ) -> tuple[int, str, View]:
+        """Take a seat. Returns (seat, token, the seat's view). Raises NotFound,
+        SeatUnavailable, InvalidArgument."""
+        token = auth.new_seat_token()
+
+        def authorise(match: Match | None) -> Intent:
+            assert match is not None
+            free = [s for s, p in enumerate(match.state.players) if p is None]
+            taking = seat if seat is not None else (free[0] if free else None)
+            return Intent(
+                TakeSeat(name, client_seed, seat),
+                f"seat:{taking}",
+                "join",
+                {TOKEN_KEY: auth.token_hash(token)},
+            )
+
+        written = self._work.run(match_id, authorise, deadline=deadline)
+        first = written.events[0]
+        assert isinstance(first, SeatTaken)
+        log.info("match %s: seat %d taken by %r", match_id, first.seat, name)
+        return first.seat, token, view(written.state, first.seat)
+
+    def play(
+        self,
+        caller: Caller,
+        match_id: str,
+        tile: Tile,
+        end: End | None,
+        expected_version: int | None,
+        command_id: str | None,
+        deadline: Deadline = no_deadline,
+    ) -> Outcome:
+        """Play for the caller's seat. Raises NotFound, Unauthenticated, PermissionDenied,
+        RuleViolation, ConcurrencyConflict (stale expected version), InvalidArgument."""
+        what = f"play {tile} {end.value if end else '-'}"
+        return self._for_seat(
+            caller,
+            match_id,
+            lambda seat: Play(seat, tile, end),
+            what,
+            expected_version,
+            command_id,
+            deadline,
+        )
+
+    def resign(
+        self,
+        caller: Caller,
+        match_id: str,
+        command_id: str | None,
+        deadline: Deadline = no_deadline,
+    ) -> Outcome:
+        """Resign for the caller's seat. Raises as `play`."""
+        return self._for_seat(caller, match_id, Resign, "resign", None, command_id, deadline)
+
+    def _for_seat(
+        self,
+        caller: Caller,
+        match_id: str,
+        build: Callable[[int], Command],
+        what: str,
+        expected_version: int | None,
+        command_id: str | None,
+        deadline: Deadline,
+    ) -> Outcome:
+        def authorise(match: Match | None) -> Intent:
+            assert match is not None
+            seat = self._identity.require_seat(match, caller)
+            return Intent(build(seat), f"seat:{seat}", f"seat {seat} {what}", seat=seat)
+
+        written = self._work.run(
+            match_id,
+            authorise,
+            command_id=command_id,
+            expected_version=expected_version,
+            deadline=deadline,
+        )
+        seat = written.intent.seat
+        if not written.replayed:
+            log.info(
+                "match %s: seat %d %s -> %d events, version %d",
+                match_id,
+                seat,
+                what,
+                len(written.events),
+                written.state.version,
+            )
+        return Outcome(
+            seen(written.events, written.first_seq, written.state, seat),
+            view(written.state, seat),
+            replayed=written.replayed,
+        )
+
+    def abandon(
+        self, caller: Caller, match_id: str, reason: str, deadline: Deadline = no_deadline
+    ) -> tuple[tuple[int, Event], ...]:
+        """End a match early. Raises Unauthenticated / PermissionDenied without the organiser
+        token, NotFound, MatchNotInProgress."""
+        self._identity.require_organiser(caller, "abandoning a match")
+        written = self._work.run(
+            match_id, lambda _: Intent(Abandon(reason), "organiser", "abandon"), deadline=deadline
+        )
+        log.info("match %s abandoned: %s", match_id, reason)
+        return seen(written.events, written.first_seq, written.state, None)

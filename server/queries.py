@@ -1,0 +1,141 @@
+"""The query and watch side: views, replays, records, the audit log, the listing, and live
+streams. Nothing here writes; each answer is the folded match shown through the caller's
+eyes (a seat's, or a spectator's: no hidden tile before the end)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from bergen.api.signing import RecordSigner
+from bergen.api.stored import StoredEvent
+from bergen.domain.errors import CorruptRecord, MatchNotInProgress, NotFound
+from bergen.domain.events import Event
+from bergen.domain.record import build_record
+from bergen.domain.state import ENDED
+from bergen.domain.views import View, redact_event, view
+
+from .commands import seen
+from .feed import EventFeed, MatchSummary
+from .identity import Caller, Identity
+from .matches import Match, MatchRepository, extend
+from .store import EventStore
+
+
+class MatchQueries:
+    """Answers about matches, for any caller."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        repository: MatchRepository,
+        feed: EventFeed,
+        identity: Identity,
+        signer: RecordSigner | None,
+    ) -> None:
+        self._store = store
+        self._repo = repository
+        self._feed = feed
+        self._identity = identity
+        self._signer = signer
+
+    @property
+    def public_key(self) -> str:
+        """The key match records are signed with; empty when they are not signed."""
+        return self._signer.public_key if self._signer is not None else ""
+
+    def get_view(self, caller: Caller, match_id: str) -> View:
+        """Raises NotFound, Unauthenticated, PermissionDenied."""
+        match = self._repo.load(match_id)
+        return view(match.state, self._identity.viewer(match, caller))
+
+    def replay(
+        self, caller: Caller, match_id: str, after_seq: int
+    ) -> tuple[tuple[tuple[int, Event], ...], bool]:
+        """The events after `after_seq` as the caller may see them, and whether the match has
+        ended (then nothing is hidden). Raises NotFound, PermissionDenied."""
+        match = self._repo.load(match_id)
+        viewer = self._identity.viewer(match, caller)
+        events = match.events[after_seq:]
+        return seen(events, after_seq + 1, match.state, viewer), match.state.phase == ENDED
+
+    def record(self, caller: Caller, match_id: str) -> dict[str, object]:
+        """The RECORD.md record of a finished match, signed when the server signs. Raises
+        NotFound, MatchNotInProgress."""
+        match = self._repo.load(match_id)
+        if match.state.phase != ENDED:
+            raise MatchNotInProgress(
+                f"match {match_id} has not ended: its record would reveal every hand",
+                reason="MATCH_NOT_ENDED",
+            )
+        head = self._store.read_stream(match_id, match.version)
+        log_info = {"events": match.version, "head": head[-1].hash.hex()} if head else None
+        record = build_record(match.events, log=log_info)
+        return self._signer.sign(record) if self._signer is not None else record
+
+    def audit_log(self, caller: Caller, match_id: str) -> tuple[StoredEvent, ...]:
+        """Every stored event of a finished match, as stored. The organiser may read a live
+        match's too. Raises NotFound, MatchNotInProgress (live, for anyone else)."""
+        if self._identity.is_organiser(caller):
+            stored = self._store.read_stream(match_id)
+            if not stored:
+                raise NotFound(f"no match {match_id}")
+            return stored
+        try:
+            ended = self._repo.load(match_id).state.phase == ENDED
+            stored = self._store.read_stream(match_id)
+        except CorruptRecord:
+            # A log that no longer folds (changed in the database) is still served, so that
+            # an auditor can name the bad seq; its revealed seed says the match had ended.
+            stored = self._store.read_stream(match_id)
+            ended = any(e.type == "SeedRevealed" for e in stored)
+        if not ended:
+            raise MatchNotInProgress(
+                f"match {match_id} has not ended: its log would reveal every hand",
+                reason="MATCH_NOT_ENDED",
+            )
+        return stored
+
+    def list_matches(
+        self, phase: str | None, player: str, page_size: int, page_token: str
+    ) -> tuple[list[MatchSummary], str]:
+        """A page of the listing, newest first. Raises InvalidArgument for a bad page token."""
+        return self._feed.index.page(phase, player, page_size, page_token)
+
+    def watch(
+        self, caller: Caller, match_id: str, after_seq: int, active: Callable[[], bool]
+    ) -> Iterator[View | tuple[int, Event]]:
+        """The caller's view, then every event after it (or after `after_seq`) as the caller
+        may see it, until the match ends or `active()` turns false. Raises NotFound,
+        PermissionDenied, CorruptRecord."""
+        subscription = self._feed.subscribe(match_id)
+        try:
+            match = self._repo.load(match_id)
+            viewer = self._identity.viewer(match, caller)
+            yield view(match.state, viewer)
+            sent = min(after_seq, match.version) if after_seq else match.version
+            while True:
+                ended = match.state.phase == ENDED
+                for event in match.events[sent:]:
+                    sent += 1
+                    yield sent, event if ended else redact_event(event, viewer)
+                if ended:
+                    return
+                if not subscription.wait(active):
+                    return
+                match = self._catch_up(match_id, match, subscription.take())
+        finally:
+            self._feed.unsubscribe(match_id, subscription)
+
+    def _catch_up(self, match_id: str, match: Match, delivered: list[StoredEvent]) -> Match:
+        """`match` with the events delivered by the feed, reading the store only for a gap."""
+        fresh = sorted((e for e in delivered if e.seq > match.version), key=lambda e: e.seq)
+        if not fresh:  # all seen before: the feed delivers this process's own appends twice
+            return match
+        shared = self._repo.cached(match_id)  # folded once for every watcher of the match
+        if shared is not None and shared.version >= fresh[-1].seq:
+            return shared
+        if all(e.seq == match.version + 1 + i for i, e in enumerate(fresh)):
+            match = extend(match, fresh)
+            self._repo.remember(match_id, match)
+            return match
+        return self._repo.load(match_id)
