@@ -72,7 +72,7 @@ def extend(
     """
     if not stored:
         if match is None:
-            raise NotFound("no such match")
+            raise NotFound("no such match", reason="MATCH_NOT_FOUND")
         return match
     base = match.version if match is not None else 0
     first, last = stored[0], stored[-1]
@@ -124,7 +124,7 @@ class MatchRepository:
         from_seq = cached.version + 1 if cached is not None else 1
         new = self._store.read_rows(match_id, from_seq)
         if cached is None and not new:
-            raise NotFound(f"no match {match_id}")
+            raise NotFound(f"no match {match_id}", reason="MATCH_NOT_FOUND", match_id=match_id)
         if not new:
             assert cached is not None
             return cached

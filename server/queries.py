@@ -78,7 +78,7 @@ class MatchQueries:
         if self._identity.is_organiser(caller):
             stored = self._store.read_stream(match_id)
             if not stored:
-                raise NotFound(f"no match {match_id}")
+                raise NotFound(f"no match {match_id}", reason="MATCH_NOT_FOUND", match_id=match_id)
             return stored
         try:
             ended = self._repo.load(match_id).state.phase == ENDED
