@@ -124,6 +124,8 @@ class UnitOfWork:
                             f"match {match_id} is at version {match.version}, "
                             f"not {expected_version}",
                             reason="STALE_VERSION",
+                            match_id=match_id,
+                            version=match.version,
                         )
                 events, state = execute(match.state if match else None, intent.command)
             except BergenError:
@@ -142,7 +144,9 @@ class UnitOfWork:
                 assert command_id is not None
                 return self._replayed(self._repo.load(match_id), command_id, intent)
             return written
-        raise ConcurrencyConflict(f"match {match_id}: too busy, try again", reason="CONTENDED")
+        raise ConcurrencyConflict(
+            f"match {match_id}: too busy, try again", reason="CONTENDED", match_id=match_id
+        )
 
     @staticmethod
     def _replayed(match: Match, command_id: str, intent: Intent) -> Written:
