@@ -7,6 +7,7 @@
 from .codec import decode, encode
 from .commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat
 from .dealing import commitment, deal, deal_key, shuffle
+from .describe import describe, phrase
 from .engine import decide, execute
 from .errors import (
     BergenError,
@@ -44,6 +45,7 @@ from .rules import PRESETS, RULES_VERSION, Rules, make_rules
 from .state import ENDED, PLAYING, SEATING, State, evolve, fold
 from .tiles import ALL_TILES, End, Tile
 from .views import View, redact_event, redact_stream, view
+from .vocabulary import HandEndReason, MatchEndReason, Phase, PointsReason, StepKind
 
 __all__ = [
     "ALL_TILES",
@@ -65,18 +67,22 @@ __all__ = [
     "Dealt",
     "End",
     "Event",
+    "HandEndReason",
     "HandEnded",
     "IllegalPlay",
     "InvalidArgument",
     "InvalidOptions",
     "MatchCreated",
+    "MatchEndReason",
     "MatchEnded",
     "MatchNotInProgress",
     "NotFound",
     "NotYourTurn",
     "Passed",
     "PermissionDenied",
+    "Phase",
     "Play",
+    "PointsReason",
     "PointsScored",
     "Resign",
     "RuleViolation",
@@ -85,6 +91,7 @@ __all__ = [
     "SeatUnavailable",
     "SeedRevealed",
     "State",
+    "StepKind",
     "TakeSeat",
     "Tile",
     "TileDrawn",
@@ -97,12 +104,14 @@ __all__ = [
     "deal_key",
     "decide",
     "decode",
+    "describe",
     "encode",
     "evolve",
     "execute",
     "fold",
     "greedy_policy",
     "make_rules",
+    "phrase",
     "random_policy",
     "redact_event",
     "redact_stream",

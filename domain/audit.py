@@ -23,6 +23,7 @@ from .record import RECORD_FORMAT, record_so_far
 from .rules import Rules
 from .state import ENDED, PLAYING, SEATING, State
 from .tiles import End, Tile
+from .vocabulary import MatchEndReason, StepKind
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -188,16 +189,16 @@ def _shape(record: Any) -> None:
             if not isinstance(action, dict):
                 raise _Reject(aw, f"expected an object, got {_kind(action)}")
             act = action.get("act")
-            if act == "play":
+            if act == StepKind.PLAY:
                 ac = _obj(action, aw, {"seat", "act", "tile", "end", "points"})
                 _tile(ac["tile"], f"{aw}: tile")
                 if ac["end"] not in (None, "left", "right"):
                     raise _Reject(f"{aw}: end", "expected 'left', 'right' or null")
                 _int(ac["points"], f"{aw}: points")
-            elif act == "draw":
+            elif act == StepKind.DRAW:
                 ac = _obj(action, aw, {"seat", "act", "tile"})
                 _tile(ac["tile"], f"{aw}: tile")
-            elif act == "pass":
+            elif act == StepKind.PASS:
                 ac = _obj(action, aw, {"seat", "act"})
             else:
                 raise _Reject(f"{aw}: act", f"expected play, draw or pass, got {act!r}")
@@ -283,7 +284,7 @@ def _replay(r: Mapping[str, Any], events: list[Event]) -> None:
         if awaiting and done < len(record_actions):
             action = record_actions[done]
             where = f"hand {state.hand}, action {done + 1}"
-            if action["act"] != "play":
+            if action["act"] != StepKind.PLAY:
                 _first_difference(r, events)
                 raise _Reject(
                     where,
@@ -292,7 +293,7 @@ def _replay(r: Mapping[str, Any], events: list[Event]) -> None:
             end = None if action["end"] is None else End(action["end"])
             state = run(state, Play(action["seat"], Tile.parse(action["tile"]), end), where)
             continue
-        if r["result"]["reason"] == "abandoned" and hand_index == len(hands) - 1:
+        if r["result"]["reason"] == MatchEndReason.ABANDONED and hand_index == len(hands) - 1:
             state = run(state, Abandon(""), "result")
             continue
         _first_difference(r, events)
@@ -409,10 +410,12 @@ def _deal_difference(got: Mapping[str, Any], want: Mapping[str, Any]) -> str | N
 
 
 def _describe(action: Mapping[str, Any]) -> str:
+    """A record's action as written there (a tile as the record spells it, which an event
+    would normalise, so `describe` of an event would hide the difference)."""
     seat = action.get("seat")
-    if action.get("act") == "play":
+    if action.get("act") == StepKind.PLAY:
         end = action.get("end") or "lead"
         return f"seat {seat} plays {action.get('tile')} ({end}) for {action.get('points')}"
-    if action.get("act") == "draw":
+    if action.get("act") == StepKind.DRAW:
         return f"seat {seat} draws {action.get('tile')}"
     return f"seat {seat} passes"

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import BergenError, CorruptRecord
 from .events import EVENT_TYPES, Event
 from .rules import Rules
 from .tiles import ALL_TILES, End, Tile
+from .vocabulary import HandEndReason, MatchEndReason, PointsReason, word
 
 SCHEMA_VERSION = 1
 
@@ -35,7 +36,7 @@ _KINDS: dict[str, str] = {
     "end": "end?",
     "side": "int",
     "points": "int",
-    "reason": "str",
+    "reason": "reason",
     "base": "int",
     "scores": "ints",
     "winner_side": "int?",
@@ -45,6 +46,11 @@ _KINDS: dict[str, str] = {
 _OPTIONAL_SEAT = {"PointsScored"}
 _OPTIONAL_TILE = {"TileDrawn"}
 _OPTIONAL_SIDE = {"HandEnded"}
+_REASON_KINDS = {
+    "PointsScored": "points_reason",
+    "HandEnded": "hand_end_reason",
+    "MatchEnded": "match_end_reason",
+}
 
 _BY_NAME: dict[str, type[Event]] = {cls.__name__: cls for cls in EVENT_TYPES}
 _FIELDS: dict[type[Event], tuple[str, ...]] = {
@@ -79,6 +85,8 @@ def _encode_value(kind: str, v: Any) -> Any:
         return [[_tile_out(t) for t in h] for h in v]
     if kind in ("end", "end?"):
         return None if v is None else v.value
+    if kind.endswith("_reason"):
+        return str(v)  # the word itself, never the enum: payloads stay plain JSON
     if kind == "ints":
         return list(v)
     return v
@@ -157,6 +165,20 @@ def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return optional
 
 
+W = TypeVar("W", PointsReason, HandEndReason, MatchEndReason)
+
+
+def _words(kind: type[W]) -> Callable[[Any], W]:
+    """A check of a `kind` word: a dict lookup on the common path (decoding is hot)."""
+    table = {m.value: m for m in kind}
+
+    def check(v: Any) -> W:
+        member = table.get(v) if type(v) is str else None
+        return word(kind, v) if member is None else member  # word() raises saying why
+
+    return check
+
+
 _CHECKS: dict[str, Callable[[Any], Any]] = {
     "str": _str,
     "int": _int,
@@ -167,6 +189,9 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "tiles": _tiles,
     "hands": _hands,
     "ints": _ints,
+    "points_reason": _words(PointsReason),
+    "hand_end_reason": _words(HandEndReason),
+    "match_end_reason": _words(MatchEndReason),
 }
 
 
@@ -183,6 +208,8 @@ def _kind(type_name: str, field: str) -> str:
         return "tile?"
     if field == "side" and type_name in _OPTIONAL_SIDE:
         return "int?"
+    if field == "reason":
+        return _REASON_KINDS[type_name]
     return kind
 
 

@@ -37,6 +37,7 @@ from .rules import Rules, make_rules
 from .scoring import BLOCKED_POINTS, blocked_winner, lead_of, play_award
 from .state import ENDED, PLAYING, SEATING, State, evolve
 from .tiles import End, Tile
+from .vocabulary import HandEndReason, MatchEndReason, PointsReason
 
 MAX_NAME = 64
 MAX_CLIENT_SEED = 256
@@ -90,7 +91,7 @@ def execute(state: State | None, command: Command) -> tuple[tuple[Event, ...], S
                 reason="MATCH_ENDED",
                 match_id=state.match_id,
             )
-        _end_match(run, "abandoned", None, None, _text(command.reason, "reason", 200))
+        _end_match(run, MatchEndReason.ABANDONED, None, None, _text(command.reason, "reason", 200))
     else:
         raise InvalidArgument(f"unknown command {type(command).__name__}", reason="UNKNOWN_COMMAND")
     assert run.state is not None
@@ -290,7 +291,7 @@ def _play(run: _Run, seat: int, tile: Tile, end: End | None) -> None:
     points, base, reason = play_award(
         state.rules, tile, state.ends, len(state.line), state.scores[side]
     )
-    if points:
+    if points and reason is not None:
         state = run.emit(
             PointsScored(
                 hand=state.hand, side=side, points=points, reason=reason, base=base, seat=seat
@@ -302,9 +303,16 @@ def _play(run: _Run, seat: int, tile: Tile, end: End | None) -> None:
     if not state.hands[seat]:
         dp = state.rules.domino_points
         state = run.emit(
-            PointsScored(hand=state.hand, side=side, points=dp, reason="domino", base=dp, seat=seat)
+            PointsScored(
+                hand=state.hand,
+                side=side,
+                points=dp,
+                reason=PointsReason.DOMINO,
+                base=dp,
+                seat=seat,
+            )
         )
-        _end_hand(run, "domino", side, dp)
+        _end_hand(run, HandEndReason.DOMINO, side, dp)
         return
     if _is_blocked(state):
         _block(run)
@@ -353,15 +361,15 @@ def _block(run: _Run) -> None:
                 hand=state.hand,
                 side=winner,
                 points=BLOCKED_POINTS,
-                reason="blocked",
+                reason=PointsReason.BLOCKED,
                 base=BLOCKED_POINTS,
                 seat=None,
             )
         )
-    _end_hand(run, "blocked", winner, BLOCKED_POINTS if winner is not None else 0)
+    _end_hand(run, HandEndReason.BLOCKED, winner, BLOCKED_POINTS if winner is not None else 0)
 
 
-def _end_hand(run: _Run, reason: str, side: int | None, points: int) -> None:
+def _end_hand(run: _Run, reason: HandEndReason, side: int | None, points: int) -> None:
     state = run.state
     assert state is not None
     state = run.emit(
@@ -371,7 +379,7 @@ def _end_hand(run: _Run, reason: str, side: int | None, points: int) -> None:
     if top >= state.rules.target:
         leaders = [i for i, s in enumerate(state.scores) if s == top]
         if len(leaders) == 1:
-            _end_match(run, "target", leaders[0], None, "")
+            _end_match(run, MatchEndReason.TARGET, leaders[0], None, "")
             return
         # end_of_hand: a tie for highest plays another hand (RULES.md section 7).
     _start_hand(run, state.hand + 1)
@@ -381,13 +389,21 @@ def _match_over_in_hand(run: _Run) -> None:
     state = run.state
     assert state is not None
     run.emit(
-        HandEnded(hand=state.hand, reason="match_over", side=None, points=0, scores=state.scores)
+        HandEnded(
+            hand=state.hand,
+            reason=HandEndReason.MATCH_OVER,
+            side=None,
+            points=0,
+            scores=state.scores,
+        )
     )
     top = max(state.scores)
-    _end_match(run, "target", state.scores.index(top), None, "")
+    _end_match(run, MatchEndReason.TARGET, state.scores.index(top), None, "")
 
 
-def _end_match(run: _Run, reason: str, winner: int | None, resigned: int | None, note: str) -> None:
+def _end_match(
+    run: _Run, reason: MatchEndReason, winner: int | None, resigned: int | None, note: str
+) -> None:
     state = run.state
     assert state is not None and state.server_seed is not None
     run.emit(
@@ -411,4 +427,4 @@ def _resign(run: _Run, state: State, c: Resign) -> None:
             reason="NO_SUCH_SEAT",
             match_id=state.match_id,
         )
-    _end_match(run, "abandoned", None, c.seat, f"seat {c.seat} resigned")
+    _end_match(run, MatchEndReason.ABANDONED, None, c.seat, f"seat {c.seat} resigned")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from .rules import Rules
 from .tiles import End, Tile
+from .vocabulary import HandEndReason, MatchEndReason, PointsReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,23 +79,23 @@ class Passed:
 
 @dataclass(frozen=True, slots=True)
 class PointsScored:
-    """Points to a side. `reason`: double_header, triple_header, double_bonus, domino or
-    blocked. `base` is the value before the near-target reduction (RULES.md section 5)."""
+    """Points to a side, and why. `base` is the value before the near-target reduction
+    (RULES.md section 5)."""
 
     hand: int
     side: int
     points: int
-    reason: str
+    reason: PointsReason
     base: int
     seat: int | None
 
 
 @dataclass(frozen=True, slots=True)
 class HandEnded:
-    """`reason`: domino, blocked or match_over; `side` won `points` (None / 0 when nobody)."""
+    """`side` won `points` (None / 0 when nobody)."""
 
     hand: int
-    reason: str
+    reason: HandEndReason
     side: int | None
     points: int
     scores: tuple[int, ...]
@@ -102,9 +103,9 @@ class HandEnded:
 
 @dataclass(frozen=True, slots=True)
 class MatchEnded:
-    """`reason`: target or abandoned. `resigned_seat` is set when a seat resigned."""
+    """`resigned_seat` is set when a seat resigned."""
 
-    reason: str
+    reason: MatchEndReason
     winner_side: int | None
     scores: tuple[int, ...]
     resigned_seat: int | None
@@ -143,6 +144,3 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     MatchEnded,
     SeedRevealed,
 )
-
-HEADER_REASONS = ("double_header", "triple_header", "double_bonus")
-END_REASONS = ("domino", "blocked", "match_over")

@@ -7,7 +7,6 @@ from typing import Any
 
 from .errors import CorruptRecord, MatchNotInProgress
 from .events import (
-    HEADER_REASONS,
     Dealt,
     DealVoided,
     Event,
@@ -20,6 +19,7 @@ from .events import (
     TilePlayed,
 )
 from .state import ENDED, State, evolve
+from .vocabulary import HEADER_REASONS, StepKind
 
 RECORD_FORMAT = "bergen-match-record/1"
 
@@ -84,7 +84,7 @@ def record_so_far(events: Sequence[Event]) -> tuple[dict[str, Any], State]:
             current["actions"].append(
                 {
                     "seat": e.seat,
-                    "act": "play",
+                    "act": StepKind.PLAY.value,
                     "tile": _tile(e.tile),
                     "end": None if e.end is None else e.end.value,
                     "points": 0,
@@ -92,10 +92,12 @@ def record_so_far(events: Sequence[Event]) -> tuple[dict[str, Any], State]:
             )
         elif isinstance(e, TileDrawn):
             assert current is not None
-            current["actions"].append({"seat": e.seat, "act": "draw", "tile": _tile(e.tile)})
+            current["actions"].append(
+                {"seat": e.seat, "act": StepKind.DRAW.value, "tile": _tile(e.tile)}
+            )
         elif isinstance(e, Passed):
             assert current is not None
-            current["actions"].append({"seat": e.seat, "act": "pass"})
+            current["actions"].append({"seat": e.seat, "act": StepKind.PASS.value})
         elif isinstance(e, PointsScored):
             assert current is not None
             if e.reason in HEADER_REASONS:
@@ -103,11 +105,11 @@ def record_so_far(events: Sequence[Event]) -> tuple[dict[str, Any], State]:
             current["scores"] = list(state.scores)
         elif isinstance(e, HandEnded):
             assert current is not None
-            current["end"] = {"reason": e.reason, "side": e.side, "points": e.points}
+            current["end"] = {"reason": str(e.reason), "side": e.side, "points": e.points}
             current["scores"] = list(e.scores)
         elif isinstance(e, MatchEnded):
             result = {
-                "reason": e.reason,
+                "reason": str(e.reason),
                 "winner_side": e.winner_side,
                 "scores": list(e.scores),
             }

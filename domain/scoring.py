@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from .rules import Rules
 from .tiles import ALL_TILES, Tile, pips
+from .vocabulary import PointsReason
 
 BLOCKED_POINTS = 2
 """Every blocked-hand rule gives 2 points (RULES.md section 9)."""
@@ -13,18 +14,18 @@ BLOCKED_POINTS = 2
 
 def header(
     left: int, right: int, left_double: bool, right_double: bool, tiles_on_line: int
-) -> tuple[int, str]:
+) -> tuple[int, PointsReason | None]:
     """The header made by the line as it stands after a play (RULES.md section 4).
 
-    Returns (points, reason) with reason '' when none.
+    Returns (points, reason) with reason None when none.
     """
     if tiles_on_line == 1:
-        return (2, "double_header") if left_double else (0, "")
+        return (2, PointsReason.DOUBLE_HEADER) if left_double else (0, None)
     if left != right:
-        return 0, ""
+        return 0, None
     if left_double != right_double:
-        return 3, "triple_header"
-    return 2, "double_header"
+        return 3, PointsReason.TRIPLE_HEADER
+    return 2, PointsReason.DOUBLE_HEADER
 
 
 def reduce(rules: Rules, points: int, side_score: int) -> int:
@@ -45,15 +46,16 @@ def play_award(
     ends: tuple[int, int, bool, bool],
     tiles_on_line: int,
     side_score: int,
-) -> tuple[int, int, str]:
-    """What a play scores given the ends after it: (points, value before reduction, reason).
+) -> tuple[int, int, PointsReason | None]:
+    """What a play scores given the ends after it: (points, value before reduction, reason),
+    reason None when it scores nothing.
 
     With `double_bonus` a double scores that much; a play scores only its best award, the
     header winning a tie.
     """
     base, reason = header(ends[0], ends[1], ends[2], ends[3], tiles_on_line)
     if rules.double_bonus and tile.is_double and rules.double_bonus > base:
-        base, reason = rules.double_bonus, "double_bonus"
+        base, reason = rules.double_bonus, PointsReason.DOUBLE_BONUS
     return reduce(rules, base, side_score), base, reason
 
 

@@ -31,10 +31,11 @@ from .events import (
 )
 from .rules import Rules
 from .tiles import FITS, RESERVE, End, Tile, side_of, sides_of
+from .vocabulary import Phase
 
-SEATING = "seating"
-PLAYING = "playing"
-ENDED = "ended"
+SEATING = Phase.SEATING
+PLAYING = Phase.PLAYING
+ENDED = Phase.ENDED
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,7 @@ class State(NamedTuple):
     """
 
     info: MatchInfo
-    phase: str = SEATING
+    phase: Phase = SEATING
     hand: int = 0
     attempt: int = 0
     hands: tuple[tuple[Tile | None, ...], ...] = ()

@@ -13,6 +13,7 @@ from .events import Dealt, Event, MatchCreated, MatchEnded, TileDrawn
 from .rules import Rules
 from .state import ENDED, State
 from .tiles import End, Tile
+from .vocabulary import Phase
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +23,7 @@ class View:
     match_id: str
     name: str
     seat: int | None
-    phase: str
+    phase: Phase
     rules: Rules
     partnerships: bool
     sides: tuple[tuple[int, ...], ...]
