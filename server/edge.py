@@ -1,0 +1,412 @@
+"""The gRPC edge: what every call shares, as one chain of server interceptors.
+
+`interceptors(...)` gives the chain `create_server` installs, outermost first:
+
+1. `StatusInterceptor`: times the call, tells the observers (`CallObserver`) when it starts
+   and ends, and turns an exception into a status. A `BergenError` carries its own status
+   name, reason and metadata: the status has that code, the error's message (cut to
+   `MAX_STATUS_MESSAGE_BYTES`) and a `google.rpc.ErrorInfo` detail (reason, `DOMAIN`,
+   metadata), with a `google.rpc.RetryInfo` hint when the code is UNAVAILABLE. Any other
+   exception is a bug: logged with its traceback, answered INTERNAL "internal error".
+2. `RequestInterceptor`: before any work, refuses a call whose deadline has passed
+   (DEADLINE_EXCEEDED) or whose request is larger than the server takes
+   (RESOURCE_EXHAUSTED), and parses the request itself, so that bytes that are not the
+   message are INVALID_ARGUMENT (gRPC would answer a failed parse with INTERNAL).
+
+`service_handler(descriptor, servicer)` builds the handler table of a service from its
+descriptor: every RPC the .proto declares is served by the servicer's method of the same
+name, unary or server-streaming as declared, so a new RPC needs no second registration.
+
+Observers are the hook for metrics and tracing: an object with `call_started(call)` and
+`call_ended(call)` (see `CallObserver`), given to `interceptors(observers=...)`. The log line
+of each call (`CallLog`) is one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, Protocol
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2, message_factory
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import DecodeError, Message
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from bergen.domain.errors import BergenError, DeadlineExceeded, InvalidArgument, ResourceExhausted
+
+log = logging.getLogger("bergen.server.grpc")
+
+DOMAIN = "bergen.v1"
+"""The `domain` of every ErrorInfo this server sends: its reasons are unique within it."""
+MAX_STATUS_MESSAGE_BYTES = 512
+"""A status message is cut to this many bytes (UTF-8), whatever raised it."""
+MAX_METADATA_VALUE_CHARS = 64
+RETRY_AFTER_S = 1
+"""The retry hint sent with UNAVAILABLE."""
+INTERNAL_MESSAGE = "internal error"
+
+Behavior = Callable[..., Any]
+Handler = grpc.RpcMethodHandler[Any, Any]
+
+
+@dataclass
+class Call:
+    """One call as the observers see it. `code` (and `reason`, `message` on an error) are set
+    before `call_ended`; `notes` is for observers to keep their own state (a span, say)."""
+
+    method: str
+    peer: str
+    started_ns: int
+    ended_ns: int = 0
+    code: grpc.StatusCode = grpc.StatusCode.OK
+    reason: str = ""
+    message: str = ""
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.ended_ns - self.started_ns) / 1e6
+
+
+class CallObserver(Protocol):
+    """Told of every call, in the thread serving it: `call_started` before any work,
+    `call_ended` once its status is known (for a stream, when the stream ends). An observer
+    that raises is logged and never changes the call's outcome."""
+
+    def call_started(self, call: Call) -> None: ...
+
+    def call_ended(self, call: Call) -> None: ...
+
+
+class CallLog:
+    """One log line per call: method, status (and reason), duration, peer. Bugs and lost
+    data are logged at ERROR, the rest at INFO."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self._log = logger or logging.getLogger("bergen.server.calls")
+
+    def call_started(self, call: Call) -> None:
+        pass
+
+    def call_ended(self, call: Call) -> None:
+        level = logging.ERROR if call.code in _SERIOUS else logging.INFO
+        if not self._log.isEnabledFor(level):
+            return
+        if call.code is grpc.StatusCode.OK:
+            self._log.log(level, "%s OK %.1f ms %s", call.method, call.duration_ms, call.peer)
+        else:
+            self._log.log(
+                level,
+                "%s %s %s %.1f ms %s: %s",
+                call.method,
+                call.code.name,
+                call.reason or "-",
+                call.duration_ms,
+                call.peer,
+                call.message,
+            )
+
+
+_SERIOUS = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.DATA_LOSS})
+
+
+def interceptors(
+    max_request_bytes: int,
+    observers: Sequence[CallObserver] = (),
+    domain: str = DOMAIN,
+) -> list[grpc.ServerInterceptor]:
+    """The edge's chain, outermost first, for `grpc.server(interceptors=...)`. A call's
+    log line is written unless `observers` is given without a `CallLog`."""
+    return [
+        StatusInterceptor(observers or (CallLog(),), domain),
+        RequestInterceptor(max_request_bytes),
+    ]
+
+
+def short_message(text: str, limit: int = MAX_STATUS_MESSAGE_BYTES) -> str:
+    """`text` cut to at most `limit` bytes of UTF-8, on a character boundary."""
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= limit:
+        return text
+    return data[: limit - 3].decode("utf-8", errors="ignore") + "..."
+
+
+def status_of(error: BergenError, domain: str = DOMAIN) -> grpc.Status:
+    """The status a client is sent for `error`: its own code, its message cut short, and an
+    ErrorInfo (plus a RetryInfo when UNAVAILABLE). An error whose status names no code
+    is answered INTERNAL."""
+    code = _CODES.get(error.status, grpc.StatusCode.INTERNAL)
+    message = INTERNAL_MESSAGE if code is grpc.StatusCode.INTERNAL else short_message(str(error))
+    info = error_details_pb2.ErrorInfo(
+        reason=error.reason,
+        domain=domain,
+        metadata={k: v[:MAX_METADATA_VALUE_CHARS] for k, v in error.metadata.items()},
+    )
+    details = [_packed(info)]
+    if code is grpc.StatusCode.UNAVAILABLE:
+        retry = duration_pb2.Duration(seconds=RETRY_AFTER_S)
+        details.append(_packed(error_details_pb2.RetryInfo(retry_delay=retry)))
+    status = status_pb2.Status(code=code.value[0], message=message, details=details)
+    return rpc_status.to_status(status)
+
+
+def _packed(detail: Message) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(detail)
+    return packed
+
+
+_CODES = {code.name: code for code in grpc.StatusCode if code is not grpc.StatusCode.OK}
+
+
+def _internal_status(domain: str) -> grpc.Status:
+    info = error_details_pb2.ErrorInfo(reason="INTERNAL", domain=domain)
+    status = status_pb2.Status(
+        code=grpc.StatusCode.INTERNAL.value[0], message=INTERNAL_MESSAGE, details=[_packed(info)]
+    )
+    return rpc_status.to_status(status)
+
+
+class StatusInterceptor(grpc.ServerInterceptor):
+    """Observes each call and answers every exception with a status (see the module)."""
+
+    def __init__(self, observers: Sequence[CallObserver], domain: str = DOMAIN) -> None:
+        self._observers = tuple(observers)
+        self._domain = domain
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
+        details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        handler = continuation(details)
+        if handler is None:
+            return None
+        method: str = details.method
+        if handler.response_streaming:
+            return _rewrap(handler, lambda fn: self._streaming(method, fn))
+        return _rewrap(handler, lambda fn: self._unary(method, fn))
+
+    def _unary(self, method: str, fn: Behavior) -> Behavior:
+        def behavior(request: Any, context: grpc.ServicerContext) -> Any:
+            call = self._start(method, context)
+            try:
+                response = fn(request, context)
+            except BaseException as e:
+                self._fail(call, context, e)
+            finally:
+                self._end(call, context)
+            return response
+
+        return behavior
+
+    def _streaming(self, method: str, fn: Behavior) -> Behavior:
+        def behavior(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            call = self._start(method, context)
+            try:
+                yield from fn(request, context)
+            except GeneratorExit:
+                # The client went away or the server is stopping: nothing to answer.
+                call.code = grpc.StatusCode.CANCELLED
+                raise
+            except BaseException as e:
+                self._fail(call, context, e)
+            finally:
+                self._end(call, context)
+
+        return behavior
+
+    def _start(self, method: str, context: grpc.ServicerContext) -> Call:
+        call = Call(method=method, peer=context.peer(), started_ns=time.perf_counter_ns())
+        for observer in self._observers:
+            try:
+                observer.call_started(call)
+            except Exception:
+                log.exception("call observer %r failed", observer)
+        return call
+
+    def _end(self, call: Call, context: grpc.ServicerContext) -> None:
+        call.ended_ns = time.perf_counter_ns()
+        if call.code is grpc.StatusCode.OK:
+            # A handler may set a code without raising (the health service does).
+            call.code = _code_of(context) or grpc.StatusCode.OK
+        for observer in self._observers:
+            try:
+                observer.call_ended(call)
+            except Exception:
+                log.exception("call observer %r failed", observer)
+
+    def _fail(self, call: Call, context: grpc.ServicerContext, error: BaseException) -> NoReturn:
+        """Record the outcome on `call` and abort the call with its status (or re-raise what
+        must not be answered). Always raises."""
+        if isinstance(error, BergenError):
+            status = status_of(error, self._domain)
+            call.code, call.reason, call.message = status.code, error.reason, status.details
+            if status.code is grpc.StatusCode.INTERNAL:
+                log.error("%s: an error with no status", call.method, exc_info=error)
+            context.abort_with_status(status)
+        if not isinstance(error, Exception) or _code_of(context) not in (None, grpc.StatusCode.OK):
+            # Already answered (a handler called context.abort, which raises), or not an
+            # error of the call (KeyboardInterrupt, SystemExit): let it through.
+            call.code = _code_of(context) or grpc.StatusCode.UNKNOWN
+            raise error
+        log.error("%s failed: a bug", call.method, exc_info=error)
+        call.code, call.reason, call.message = grpc.StatusCode.INTERNAL, "INTERNAL", "bug"
+        context.abort_with_status(_internal_status(self._domain))
+
+
+class RequestInterceptor(grpc.ServerInterceptor):
+    """The checks made before any work (see the module). A handler with a request stream
+    is left as it is: gRPC's own size limit covers it."""
+
+    def __init__(self, max_request_bytes: int) -> None:
+        self._max = max_request_bytes
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
+        details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        handler = continuation(details)
+        if handler is None or handler.request_streaming:
+            return handler
+        parse: Callable[[bytes], Any] | None = handler.request_deserializer
+        if handler.response_streaming:
+            return _rewrap(handler, lambda fn: self._streaming(parse, fn), parsed_here=True)
+        return _rewrap(handler, lambda fn: self._unary(parse, fn), parsed_here=True)
+
+    def _unary(self, parse: Callable[[bytes], Any] | None, fn: Behavior) -> Behavior:
+        def behavior(data: bytes, context: grpc.ServicerContext) -> Any:
+            return fn(self._checked(parse, data, context), context)
+
+        return behavior
+
+    def _streaming(self, parse: Callable[[bytes], Any] | None, fn: Behavior) -> Behavior:
+        def behavior(data: bytes, context: grpc.ServicerContext) -> Iterator[Any]:
+            yield from fn(self._checked(parse, data, context), context)
+
+        return behavior
+
+    def _checked(
+        self, parse: Callable[[bytes], Any] | None, data: bytes, context: grpc.ServicerContext
+    ) -> Any:
+        """The request `data` parses to. Raises DeadlineExceeded when the call's deadline
+        has passed, ResourceExhausted when `data` is too large, InvalidArgument when it
+        does not parse."""
+        remaining = context.time_remaining()
+        if remaining is not None and remaining <= 0:
+            raise DeadlineExceeded("the deadline passed before the call was started")
+        if len(data) > self._max:
+            raise ResourceExhausted(
+                f"the request is {len(data)} bytes; this server takes at most {self._max}",
+                reason="REQUEST_TOO_LARGE",
+                limit=self._max,
+            )
+        if parse is None:
+            return data
+        try:
+            return parse(data)
+        # upb raises DecodeError; the pure-Python backend may raise the others.
+        except (DecodeError, RuntimeError, ValueError) as e:
+            name = getattr(parse, "__self__", None)
+            what = getattr(getattr(name, "DESCRIPTOR", None), "full_name", "message")
+            raise InvalidArgument(
+                f"the request is not a valid {what}", reason="MALFORMED_REQUEST"
+            ) from e
+
+
+def _code_of(context: grpc.ServicerContext) -> grpc.StatusCode | None:
+    """The code a handler set or aborted with, if any (gRPC's context has `code()`; its
+    type stubs do not say so)."""
+    code = getattr(context, "code", None)
+    return code() if callable(code) else None
+
+
+def _rewrap(
+    handler: Handler, wrap: Callable[[Behavior], Behavior], *, parsed_here: bool = False
+) -> Handler:
+    """`handler` with its behaviour wrapped; with `parsed_here`, the wrapped behaviour gets
+    the request's bytes (gRPC does not parse them)."""
+    deserializer = None if parsed_here else handler.request_deserializer
+    serializer = handler.response_serializer
+    if handler.request_streaming and handler.response_streaming:
+        assert handler.stream_stream is not None
+        return grpc.stream_stream_rpc_method_handler(
+            wrap(handler.stream_stream), deserializer, serializer
+        )
+    if handler.request_streaming:
+        assert handler.stream_unary is not None
+        return grpc.stream_unary_rpc_method_handler(
+            wrap(handler.stream_unary), deserializer, serializer
+        )
+    if handler.response_streaming:
+        assert handler.unary_stream is not None
+        return grpc.unary_stream_rpc_method_handler(
+            wrap(handler.unary_stream), deserializer, serializer
+        )
+    assert handler.unary_unary is not None
+    return grpc.unary_unary_rpc_method_handler(wrap(handler.unary_unary), deserializer, serializer)
+
+
+def service_handler(service: ServiceDescriptor, servicer: object) -> grpc.GenericRpcHandler:
+    """The handlers of every RPC of `service`: for each, the servicer's method of the same
+    name, taking the parsed request and the context and returning (or, for a
+    server-streaming RPC, yielding) the response message (or its serialized bytes).
+
+    Raises TypeError when the servicer lacks a method for an RPC, or when an RPC streams
+    requests (none does; the edge would need to parse a stream).
+    """
+    missing = [m.name for m in service.methods if not callable(getattr(servicer, m.name, None))]
+    if missing:
+        raise TypeError(
+            f"{type(servicer).__name__} serves no {', '.join(missing)} of {service.full_name}"
+        )
+    handlers: dict[str, Handler] = {}
+    for m in service.methods:
+        if m.client_streaming:
+            raise TypeError(f"{service.full_name}.{m.name} streams requests; none may")
+        request = message_factory.GetMessageClass(m.input_type)
+        response = message_factory.GetMessageClass(m.output_type)
+        name, fn = f"{service.full_name}.{m.name}", getattr(servicer, m.name)
+        if m.server_streaming:
+            handlers[m.name] = grpc.unary_stream_rpc_method_handler(
+                _typed_stream(name, fn, response), request.FromString, _serialize
+            )
+        else:
+            handlers[m.name] = grpc.unary_unary_rpc_method_handler(
+                _typed(name, fn, response), request.FromString, _serialize
+            )
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
+def _typed(name: str, fn: Behavior, response: type[Message]) -> Behavior:
+    def behavior(request: Message, context: grpc.ServicerContext) -> Message | bytes:
+        out = fn(request, context)
+        _check_response(name, out, response)
+        return out  # type: ignore[no-any-return]
+
+    return behavior
+
+
+def _typed_stream(name: str, fn: Behavior, response: type[Message]) -> Behavior:
+    def behavior(request: Message, context: grpc.ServicerContext) -> Iterator[Message | bytes]:
+        for out in fn(request, context):
+            _check_response(name, out, response)
+            yield out
+
+    return behavior
+
+
+def _check_response(name: str, out: object, response: type[Message]) -> None:
+    # A servicer answering with another message would be read by the client as garbage.
+    if not isinstance(out, bytes | response):
+        raise TypeError(f"{name} answered {type(out).__name__}, not {response.__name__}")
+
+
+def _serialize(msg: Message | bytes) -> bytes:
+    return msg if isinstance(msg, bytes) else msg.SerializeToString()
