@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2, message_factory
@@ -51,7 +51,9 @@ RETRY_AFTER_S = 1
 INTERNAL_MESSAGE = "internal error"
 
 Behavior = Callable[..., Any]
-Handler = grpc.RpcMethodHandler[Any, Any]
+if TYPE_CHECKING:
+    # Generic in the type stubs only.
+    Handler = grpc.RpcMethodHandler[Any, Any]
 
 
 @dataclass
