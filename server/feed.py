@@ -1,29 +1,37 @@
 """Following every stream in global order: wake-ups for watchers and the match listing.
 
-Each server process follows the store's commit-safe global order. On PostgreSQL a
-LISTEN/NOTIFY channel wakes the follower as soon as any replica commits; polling remains
-as the fallback. The process's own appends are delivered at once through `observe`.
+Each server process follows the store's commit-safe global order from where it stood when
+the process started: watchers load their match from the store after subscribing, so they
+need only what comes later. On PostgreSQL a LISTEN/NOTIFY channel wakes the follower as soon
+as any replica commits; polling remains as the fallback. The process's own appends are
+delivered at once through `observe`. The match listing (`index`) is a projection kept in the
+database (bergen.server.projections), folded in a thread of its own and before each page.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 
-from bergen.domain.errors import InvalidArgument
-from bergen.domain.state import ENDED, PLAYING, SEATING
-
-from .store import EventStore, StoredEvent
+from .projections import DEFAULT_PAGE, MAX_PAGE, MatchListProjection
+from .store import EventStore, MatchSummary, StoredEvent
 
 log = logging.getLogger("bergen.server.feed")
 
 NOTIFY_CHANNEL = "bergen_events"
-MAX_PAGE = 100
-DEFAULT_PAGE = 20
+
+__all__ = [
+    "DEFAULT_PAGE",
+    "MAX_PAGE",
+    "NOTIFY_CHANNEL",
+    "EventFeed",
+    "MatchListProjection",
+    "MatchSummary",
+    "PostgresNotifier",
+    "Subscription",
+    "postgres_listener",
+]
 
 
 class Subscription:
@@ -59,101 +67,6 @@ class Subscription:
             return items
 
 
-@dataclass
-class MatchSummary:
-    match_id: str
-    name: str
-    phase: str
-    seats: int
-    partnerships: bool
-    preset: str
-    players: list[str]
-    scores: list[int]
-    version: int
-    order: int = 0
-
-
-@dataclass
-class MatchIndex:
-    """A listing of matches derived from their events; never the truth, rebuilt at start."""
-
-    matches: dict[str, MatchSummary] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    _counter: int = 0
-
-    def apply(self, e: StoredEvent) -> None:
-        with self.lock:
-            summary = self.matches.get(e.stream_id)
-            if summary is not None and e.seq <= summary.version:
-                return
-            p = e.payload
-            if e.type == "MatchCreated":
-                if summary is not None:
-                    return
-                self._counter += 1
-                seats = int(p["seats"])
-                partnerships = bool(p["partnerships"])
-                summary = MatchSummary(
-                    e.stream_id,
-                    str(p["name"]),
-                    SEATING,
-                    seats,
-                    partnerships,
-                    str(p["rules"]["preset"]),
-                    [""] * seats,
-                    [0] * (2 if partnerships else seats),
-                    e.seq,
-                    self._counter,
-                )
-                self.matches[e.stream_id] = summary
-                return
-            if summary is None or e.seq != summary.version + 1:
-                # Out of order: the follower will deliver the missing events; rebuild then.
-                return
-            summary.version = e.seq
-            if e.type == "SeatTaken":
-                summary.players[int(p["seat"])] = str(p["name"])
-            elif e.type == "Dealt" and summary.phase == SEATING:
-                summary.phase = PLAYING
-            elif e.type in ("PointsScored",):
-                summary.scores[int(p["side"])] += int(p["points"])
-            elif e.type == "MatchEnded":
-                summary.phase = ENDED
-                summary.scores = [int(s) for s in p["scores"]]
-
-    def page(
-        self, phase: str | None, player: str, size: int, token: str
-    ) -> tuple[list[MatchSummary], str]:
-        """Newest first. Raises InvalidArgument for a page token this index did not give."""
-        size = DEFAULT_PAGE if size == 0 else min(size, MAX_PAGE)
-        after: int | None = None
-        if token:
-            try:
-                after = json.loads(base64.urlsafe_b64decode(token.encode()))["before"]
-            except (ValueError, KeyError, TypeError) as e:
-                raise InvalidArgument("page_token is not one this server gave") from e
-            # Only an int was ever given: int() of 1e999 (inf) would raise OverflowError.
-            if type(after) is not int:
-                raise InvalidArgument("page_token is not one this server gave")
-        with self.lock:
-            rows = sorted(self.matches.values(), key=lambda s: -s.order)
-            chosen = [
-                MatchSummary(**{**s.__dict__, "players": list(s.players), "scores": list(s.scores)})
-                for s in rows
-                if (after is None or s.order < after)
-                and (phase is None or s.phase == phase)
-                and (not player or player in s.players)
-            ][: size + 1]
-        more = len(chosen) > size
-        chosen = chosen[:size]
-        next_token = ""
-        if more:
-            next_token = base64.urlsafe_b64encode(
-                json.dumps({"before": chosen[-1].order}).encode()
-            ).decode()
-        return chosen, next_token
-
-
 class EventFeed:
     """Follows the global order in a thread and fans events out to subscribers."""
 
@@ -169,19 +82,24 @@ class EventFeed:
         self._poll = poll_interval
         self._listen = listen
         self._notifier = notifier
-        self.index = MatchIndex()
+        self.index = MatchListProjection(store)
         self._subs: dict[str, set[Subscription]] = {}
         self._subs_lock = threading.Lock()
         self._wake = threading.Event()
+        self._wake_index = threading.Event()
         self._stop = threading.Event()
         self._position = 0
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        """Catch up with every stored event, then follow in the background."""
-        self._catch_up()
+        """Follow from the store's head in the background, and keep the listing folded.
+
+        Raises StorageUnavailable when the store cannot be read."""
+        self._position = self._store.head_position()
         follower = threading.Thread(target=self._follow, name="bergen-feed", daemon=True)
         self._threads.append(follower)
+        projector = threading.Thread(target=self._project, name="bergen-listing", daemon=True)
+        self._threads.append(projector)
         if self._listen is not None:
             listener = threading.Thread(
                 target=self._listen,
@@ -198,7 +116,7 @@ class EventFeed:
     def stop(self) -> None:
         """Stop following and close every subscription, so watchers end."""
         self._stop.set()
-        self._wake.set()
+        self.wake()
         if self._notifier is not None:
             self._notifier.stop()
         with self._subs_lock:
@@ -210,6 +128,7 @@ class EventFeed:
 
     def wake(self) -> None:
         self._wake.set()
+        self._wake_index.set()
 
     def subscribe(self, match_id: str) -> Subscription:
         sub = Subscription()
@@ -228,7 +147,9 @@ class EventFeed:
                     del self._subs[match_id]
 
     def observe(self, events: Sequence[StoredEvent]) -> None:
-        """Deliver events this process has just written, without waiting for the follower."""
+        """Deliver events this process has just written, without waiting for the follower;
+        the listing's next page shows them."""
+        self.index.expect(events)
         self._deliver(events)
         if self._notifier is not None:
             self._notifier.poke()
@@ -236,7 +157,6 @@ class EventFeed:
     def _deliver(self, events: Sequence[StoredEvent]) -> None:
         by_match: dict[str, list[StoredEvent]] = {}
         for e in events:
-            self.index.apply(e)
             by_match.setdefault(e.stream_id, []).append(e)
         with self._subs_lock:
             targets = [(s, by_match[m]) for m in by_match for s in self._subs.get(m, ())]
@@ -262,6 +182,18 @@ class EventFeed:
             except Exception:  # keep following: a passing database error must not end it
                 log.exception("event feed: reading the global order failed; retrying")
                 self._stop.wait(1.0)
+
+    def _project(self) -> None:
+        """Fold the listing as other replicas write (this process's own writes are folded
+        when a page is asked for, or on the next poll)."""
+        while not self._stop.is_set():
+            try:
+                self.index.catch_up()
+            except Exception:  # keep folding: a passing database error must not end it
+                log.exception("match list: folding failed; retrying")
+                self._stop.wait(1.0)
+            self._wake_index.wait(self._poll)
+            self._wake_index.clear()
 
 
 class PostgresNotifier:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bergen.api.stored import ChainFault, ChainReport, EventMetadata, EventRow, StoredEvent
 
+from .listing import MatchList, MatchSummary
 from .model import AppendResult, EventStore, NewEvent, StreamInfo
 from .url import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, backend_of, database_url
 
@@ -23,6 +24,8 @@ __all__ = [
     "EventMetadata",
     "EventRow",
     "EventStore",
+    "MatchList",
+    "MatchSummary",
     "NewEvent",
     "StoredEvent",
     "StreamInfo",
@@ -54,8 +57,8 @@ def schema_is_behind(url: str | None = None) -> bool:
 def open_store(url: str | None = None, *, upgrade: bool = False) -> EventStore:
     """The store for `url` (default: BERGEN_DATABASE_URL, else ./bergen.db), chosen by scheme.
 
-    With `upgrade`, applies the migrations first. Raises ValueError for an unsupported URL, and
-    the driver's error if the database cannot be reached.
+    With `upgrade`, applies the migrations first. Raises ValueError for an unsupported URL,
+    StorageUnavailable if the database cannot be reached (the driver's error while migrating).
     """
     url = url or database_url()
     backend = backend_of(url)

@@ -9,6 +9,8 @@ from typing import Any, Protocol
 from bergen.api.stored import ChainReport, EventRow, StoredEvent
 from bergen.domain.rules import RULES_VERSION
 
+from .listing import MatchList
+
 
 @dataclass(frozen=True, slots=True)
 class NewEvent:
@@ -50,7 +52,11 @@ class StreamInfo:
 
 
 class EventStore(Protocol):
-    """The event store: append-only streams of events, gap-free seq from 1 in each stream."""
+    """The event store: append-only streams of events, gap-free seq from 1 in each stream.
+
+    Every method raises StorageUnavailable when the database cannot be reached or written
+    (down, connection lost, disk full, read-only), never the driver's own exception.
+    """
 
     def append(
         self,
@@ -90,6 +96,15 @@ class EventStore(Protocol):
         writing transaction, then position, so positions need not increase along it. Raises
         NotFound when `after_position` names no visible event.
         """
+        ...
+
+    def head_position(self) -> int:
+        """The position of the last event in the global order so far (0: none yet), for a
+        reader that wants only what comes after: `read_all(head_position())`."""
+        ...
+
+    def match_list(self) -> MatchList:
+        """The match listing's tables in the same database (a read model)."""
         ...
 
     def stream_version(self, stream_id: str) -> int:

@@ -13,7 +13,7 @@ import functools
 import json
 import queue
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,6 +26,15 @@ from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
 from bergen.domain.rules import RULES_VERSION
 
 from .batch import build_rows, check_append, stored
+from .faults import guard, unavailable
+from .listing import (
+    SUMMARY_COLUMNS,
+    FoldTransaction,
+    MatchSummary,
+    player_rows,
+    summary_of,
+    summary_params,
+)
 from .model import AppendResult, NewEvent, StreamInfo
 from .url import psycopg_conninfo
 
@@ -34,6 +43,30 @@ _COLUMNS = (
     " recorded_at, prev_hash, hash, salt"
 )
 _VISIBLE = "tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+
+_READ_AFTER = (
+    "SELECT e.* FROM (SELECT tx_id, position FROM events WHERE position = %s::bigint) c"
+    " LEFT JOIN LATERAL (SELECT stream_id, seq, position, type, schema_version,"
+    " payload::text AS payload, metadata::text AS metadata, recorded_at, prev_hash, hash, salt"
+    " FROM events WHERE (tx_id, position) > (c.tx_id, c.position)"
+    f" AND {_VISIBLE} ORDER BY tx_id, position LIMIT %s::bigint) e ON true"
+)
+
+
+def _fault(e: BaseException) -> str | None:
+    """What a storage fault is, in a few words; None for any other error."""
+    if isinstance(e, psycopg.errors.ReadOnlySqlTransaction):
+        return "the database is read-only"
+    if isinstance(e, psycopg.errors.InsufficientResources):
+        return "the database is out of disk space or memory"
+    if isinstance(e, psycopg.errors.OperatorIntervention):
+        return "the database is shutting down or was restarted"
+    if isinstance(e, psycopg.OperationalError | psycopg.InterfaceError):
+        return "the database cannot be reached"
+    return None
+
+
+_guarded = guard(_fault)
 
 
 @functools.lru_cache(maxsize=64)
@@ -129,9 +162,13 @@ class _Pool:
             try:
                 yield conn
             finally:
-                if (
+                if conn.broken:
+                    # The server went away: the idle connections went with it, and each
+                    # would fail one more call.
+                    self._discard(conn)
+                    self._discard_idle()
+                elif (
                     self._closed
-                    or conn.broken
                     or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
                 ):
                     self._discard(conn)
@@ -144,6 +181,14 @@ class _Pool:
         with self._lock:
             self._all.discard(conn)
         conn.close()
+
+    def _discard_idle(self) -> None:
+        while True:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            self._discard(conn)
 
     def close(self) -> None:
         self._closed = True
@@ -163,16 +208,22 @@ class PostgresEventStore:
         max_connections: int = 8,
         head_cache_size: int = 100_000,
     ) -> None:
-        """Connect to `url`. Raises psycopg.OperationalError if the database does not answer."""
+        """Connect to `url`. Raises StorageUnavailable if the database does not answer."""
         self._pool = _Pool(psycopg_conninfo(url), max_connections)
+        self._check()
+        self._heads = _Heads(head_cache_size)
+        self._match_list = PostgresMatchList(self._pool)
+
+    @_guarded
+    def _check(self) -> None:
         with self._pool.connection() as conn:  # fail now if the database does not answer
             conn.execute("SELECT 1")
-        self._heads = _Heads(head_cache_size)
 
     def close(self) -> None:
         """Close every connection; the store cannot be used afterwards."""
         self._pool.close()
 
+    @_guarded
     def append(
         self,
         stream_id: str,
@@ -186,8 +237,9 @@ class PostgresEventStore:
     ) -> AppendResult:
         """Append `events` atomically after seq `expected_version` (0 for a new stream).
 
-        Raises ConcurrencyConflict when the stream is elsewhere, ValueError for bad arguments.
-        A command id appended before returns the first result, marked `replayed`.
+        Raises ConcurrencyConflict when the stream is elsewhere, ValueError for bad arguments,
+        StorageUnavailable (as every method here) when the database cannot be reached or
+        written. A command id appended before returns the first result, marked `replayed`.
         """
         check_append(stream_id, expected_version, events, command_id)
         metadata = EventMetadata(actor, command_id, rules_version, dict(extra or {}))
@@ -287,6 +339,7 @@ class PostgresEventStore:
         ).fetchone()
         return 0 if row is None or row[0] is None else int(row[0])
 
+    @_guarded
     def read_stream(self, stream_id: str, from_seq: int = 1) -> tuple[StoredEvent, ...]:
         """The stream's events from `from_seq` in seq order (empty for an unknown stream)."""
         with self._pool.connection() as conn:
@@ -302,6 +355,7 @@ class PostgresEventStore:
             self._heads.learn(stream_id, events[-1].seq, events[-1].hash)
         return events
 
+    @_guarded
     def read_rows(self, stream_id: str, from_seq: int = 1) -> tuple[EventRow, ...]:
         """What `read_stream` gives, less the chain fields, for folding (faster)."""
         with self._pool.connection() as conn:
@@ -316,6 +370,7 @@ class PostgresEventStore:
             self._heads.learn(stream_id, rows[-1][0], bytes(rows[-1][5]))
         return events
 
+    @_guarded
     def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:
         """Up to `limit` events after the one at `after_position`, in commit-safe global order.
 
@@ -331,28 +386,37 @@ class PostgresEventStore:
                     (limit,),
                 ).fetchall()
             else:
-                rows = conn.execute(
-                    f"SELECT {_COLUMNS} FROM events"
-                    " WHERE (tx_id, position) > (SELECT tx_id, position FROM events"
-                    "                            WHERE position = %s::bigint)"
-                    f" AND {_VISIBLE} ORDER BY tx_id, position LIMIT %s::bigint",
-                    (after_position, limit),
-                ).fetchall()
-                if (
-                    not rows
-                    and conn.execute(
-                        "SELECT 1 FROM events WHERE position = %s::bigint", (after_position,)
-                    ).fetchone()
-                    is None
-                ):
+                # One query, also when nothing is new: no row at all means no such cursor,
+                # one row of NULLs means nothing after it yet.
+                rows = conn.execute(_READ_AFTER, (after_position, limit)).fetchall()
+                if not rows:
                     raise NotFound(f"no event at global position {after_position}")
+                if rows[0][0] is None:
+                    return ()
         return tuple(_event(r) for r in rows)
 
+    @_guarded
+    def head_position(self) -> int:
+        """The position of the last event of the commit-safe global order so far (0: none):
+        `read_all` from it gives only events that become visible later."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT position FROM events WHERE {_VISIBLE}"
+                " ORDER BY tx_id DESC, position DESC LIMIT 1"
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def match_list(self) -> PostgresMatchList:
+        """The match listing's tables in this database."""
+        return self._match_list
+
+    @_guarded
     def stream_version(self, stream_id: str) -> int:
         """The stream's last seq, 0 for a stream with no event."""
         with self._pool.connection() as conn:
             return self._version(conn, stream_id)
 
+    @_guarded
     def list_streams(self, after: str | None = None, limit: int = 100) -> tuple[StreamInfo, ...]:
         """Up to `limit` streams and their versions, by stream id (bytewise), after `after`."""
         with self._pool.connection() as conn:
@@ -363,6 +427,7 @@ class PostgresEventStore:
             ).fetchall()
         return tuple(StreamInfo(r[0], int(r[1])) for r in rows)
 
+    @_guarded
     def verify_chain(self, stream_id: str) -> ChainReport:
         """Re-walk the stream's hash chain; the report names the first bad seq and why."""
         with self._pool.connection() as conn:
@@ -370,3 +435,138 @@ class PostgresEventStore:
                 f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s ORDER BY seq", (stream_id,)
             ).fetchall()
         return verify_rows(stream_id, rows, _event)
+
+
+_NO_LIMIT = 2**63 - 1
+_UPSERT = (
+    f"INSERT INTO match_list ({SUMMARY_COLUMNS})"
+    " VALUES (%s, %s::bigint, %s, %s, %s::int, %s, %s, %s, %s, %s::bigint)"
+    " ON CONFLICT (match_id) DO UPDATE SET phase = excluded.phase, players = excluded.players,"
+    " scores = excluded.scores, version = excluded.version"
+)
+_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in SUMMARY_COLUMNS.split(","))
+_PAGES = {
+    (False, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list"
+    " WHERE listed < %s::bigint ORDER BY listed DESC LIMIT %s::bigint",
+    (True, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list"
+    " WHERE phase = %s AND listed < %s::bigint ORDER BY listed DESC LIMIT %s::bigint",
+    (False, True): f"SELECT {_M_COLUMNS} FROM match_list_players p"
+    " JOIN match_list m ON m.match_id = p.match_id"
+    " WHERE p.name = %s AND p.listed < %s::bigint ORDER BY p.listed DESC LIMIT %s::bigint",
+    (True, True): f"SELECT {_M_COLUMNS} FROM match_list_players p"
+    " JOIN match_list m ON m.match_id = p.match_id"
+    " WHERE p.name = %s AND p.phase = %s AND p.listed < %s::bigint"
+    " ORDER BY p.listed DESC LIMIT %s::bigint",
+}
+
+
+class _PostgresFold:
+    """A projection's transaction on one connection, its position row locked."""
+
+    def __init__(self, conn: psycopg.Connection[Any], projection: str, position: int) -> None:
+        self._conn = conn
+        self._projection = projection
+        self.position = position
+        self._seated: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    def load(self, match_ids: Collection[str]) -> dict[str, MatchSummary]:
+        if not match_ids:
+            return {}
+        rows = self._conn.execute(
+            f"SELECT {SUMMARY_COLUMNS} FROM match_list WHERE match_id = ANY(%s)",
+            (list(match_ids),),
+        ).fetchall()
+        found = {r[0]: summary_of(r) for r in rows}
+        for s in found.values():
+            self._seated[s.match_id] = (s.phase, tuple(s.players))
+        return found
+
+    def save(self, changed: Sequence[MatchSummary], position: int) -> None:
+        # A player's rows change only with the seats or the phase: most events leave them be.
+        reseated = [
+            s for s in changed if self._seated.get(s.match_id) != (s.phase, tuple(s.players))
+        ]
+        with self._conn.cursor() as cur:
+            if changed:
+                cur.executemany(_UPSERT, [summary_params(s) for s in changed])
+            if reseated:
+                cur.execute(
+                    "DELETE FROM match_list_players WHERE match_id = ANY(%s)",
+                    ([s.match_id for s in reseated],),
+                )
+                players = player_rows(reseated)
+                if players:
+                    cur.executemany(
+                        "INSERT INTO match_list_players (match_id, name, phase, listed)"
+                        " VALUES (%s, %s, %s, %s::bigint)",
+                        players,
+                    )
+            cur.execute(
+                "UPDATE projection_positions SET position = %s::bigint WHERE name = %s",
+                (position, self._projection),
+            )
+        for s in changed:
+            self._seated[s.match_id] = (s.phase, tuple(s.players))
+        self.position = position
+
+
+class PostgresMatchList:
+    """The match listing in PostgreSQL; shares the event store's connections."""
+
+    def __init__(self, pool: _Pool) -> None:
+        self._pool = pool
+
+    @_guarded
+    def position(self, projection: str) -> int:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT position FROM projection_positions WHERE name = %s", (projection,)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    @contextmanager
+    def folding(self, projection: str) -> Iterator[FoldTransaction]:
+        """A transaction holding `projection`'s position row (FOR UPDATE: another replica
+        folding waits here, then sees the position this one wrote). Raises
+        StorageUnavailable."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                locked = "SELECT position FROM projection_positions WHERE name = %s FOR UPDATE"
+                row = conn.execute(locked, (projection,)).fetchone()
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO projection_positions (name, position) VALUES (%s, 0)"
+                        " ON CONFLICT (name) DO NOTHING",
+                        (projection,),
+                    )
+                    row = conn.execute(locked, (projection,)).fetchone()
+                    assert row is not None
+                yield _PostgresFold(conn, projection, int(row[0]))
+        except Exception as e:
+            what = _fault(e)
+            if what is None:
+                raise
+            raise unavailable(what) from e
+
+    @_guarded
+    def page(
+        self, phase: str | None, player: str, before: int | None, limit: int
+    ) -> list[MatchSummary]:
+        params: list[Any] = [player] if player else []
+        if phase is not None:
+            params.append(phase)
+        params += (_NO_LIMIT if before is None else before, limit)
+        with self._pool.connection() as conn:
+            rows = conn.execute(_PAGES[phase is not None, bool(player)], params).fetchall()
+        return [summary_of(r) for r in rows]
+
+    @_guarded
+    def versions(self, match_ids: Collection[str]) -> dict[str, int]:
+        if not match_ids:
+            return {}
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT match_id, version FROM match_list WHERE match_id = ANY(%s)",
+                (list(match_ids),),
+            ).fetchall()
+        return {r[0]: int(r[1]) for r in rows}

@@ -1,4 +1,4 @@
-"""The events table as SQLAlchemy metadata: what the migrations must produce, on both backends.
+"""The tables as SQLAlchemy metadata: what the migrations must produce, on both backends.
 
 The hot paths speak SQL through psycopg and sqlite3 directly; this metadata exists so that
 Alembic's comparison (`alembic check`) can prove the migrated schema is the declared one.
@@ -65,4 +65,66 @@ events = sa.Table(
     sa.CheckConstraint("seq >= 1", name="seq_positive"),
     sa.Index("ix_events_stream_id_command_id", "stream_id", "command_id", unique=True),
     sa.Index("ix_events_tx_id_position", "tx_id", "position"),
+)
+
+# --- read models: rows folded from the events, never the truth -----------------------------
+
+PROJECTION_NAME_MAX = 100
+
+projection_positions = sa.Table(
+    "projection_positions",
+    metadata,
+    sa.Column("name", sa.String(PROJECTION_NAME_MAX), nullable=False),
+    # The global position of the last event the projection has folded (0: none yet). Written
+    # in the same transaction as the projection's rows; its row lock lets one replica fold a
+    # batch at a time.
+    sa.Column("position", sa.BigInteger(), nullable=False),
+    sa.PrimaryKeyConstraint("name"),
+)
+
+match_list = sa.Table(
+    "match_list",
+    metadata,
+    sa.Column(
+        "match_id",
+        sa.String(STREAM_ID_MAX).with_variant(
+            sa.String(STREAM_ID_MAX, collation="C"), "postgresql"
+        ),
+        nullable=False,
+    ),
+    # The global position of the match's MatchCreated: the listing is newest first by it, and
+    # a page token names the last one given.
+    sa.Column("listed", sa.BigInteger(), nullable=False),
+    sa.Column("name", sa.Text(), nullable=False),
+    sa.Column("phase", sa.String(20), nullable=False),
+    sa.Column("seats", sa.Integer(), nullable=False),
+    sa.Column("partnerships", sa.Boolean(), nullable=False),
+    sa.Column("preset", sa.Text(), nullable=False),
+    # JSON arrays: the name in each seat ("" for an empty one) and each side's score.
+    sa.Column("players", sa.Text(), nullable=False),
+    sa.Column("scores", sa.Text(), nullable=False),
+    sa.Column("version", sa.BigInteger(), nullable=False),
+    sa.PrimaryKeyConstraint("match_id"),
+    sa.UniqueConstraint("listed"),
+    sa.Index("ix_match_list_phase_listed", "phase", "listed"),
+)
+
+match_list_players = sa.Table(
+    "match_list_players",
+    metadata,
+    # One row per distinct player name in a match, with the match's phase and listing order
+    # copied, so a player's matches (of a phase) page by index alone.
+    sa.Column(
+        "match_id",
+        sa.String(STREAM_ID_MAX).with_variant(
+            sa.String(STREAM_ID_MAX, collation="C"), "postgresql"
+        ),
+        nullable=False,
+    ),
+    sa.Column("name", sa.Text(), nullable=False),
+    sa.Column("phase", sa.String(20), nullable=False),
+    sa.Column("listed", sa.BigInteger(), nullable=False),
+    sa.PrimaryKeyConstraint("match_id", "name"),
+    sa.Index("ix_match_list_players_name_listed", "name", "listed"),
+    sa.Index("ix_match_list_players_name_phase_listed", "name", "phase", "listed"),
 )

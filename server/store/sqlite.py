@@ -10,7 +10,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +21,15 @@ from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
 from bergen.domain.rules import RULES_VERSION
 
 from .batch import build_rows, check_append, stored
+from .faults import guard, unavailable
+from .listing import (
+    SUMMARY_COLUMNS,
+    FoldTransaction,
+    MatchSummary,
+    player_rows,
+    summary_of,
+    summary_params,
+)
 from .model import AppendResult, NewEvent, StreamInfo
 from .url import sqlite_path
 
@@ -31,6 +41,30 @@ _INSERT = (
     "INSERT INTO events (stream_id, seq, position, type, schema_version, payload, metadata,"
     " command_id, prev_hash, hash, salt, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+_CHUNK = 500
+"""Ids per `IN (...)`: below every SQLite build's limit on bound parameters."""
+
+
+def _fault(e: BaseException) -> str | None:
+    """What a storage fault is, in a few words; None for any other error."""
+    if not isinstance(e, sqlite3.OperationalError):
+        return None
+    text = str(e).lower()
+    if "readonly" in text or "read-only" in text:
+        return "the database file is read-only"
+    if "full" in text:
+        return "the disk is full"
+    if "locked" in text or "busy" in text:
+        return "the database is busy"
+    if "unable to open" in text:
+        return "the database file cannot be opened"
+    if "disk i/o" in text:
+        return "the disk cannot be read or written"
+    return "the database cannot be used"
+
+
+_guarded = guard(_fault)
 
 
 def _event(row: tuple[Any, ...]) -> StoredEvent:
@@ -70,6 +104,7 @@ class SQLiteEventStore:
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._match_list = SQLiteMatchList(self._conn)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -121,6 +156,7 @@ class SQLiteEventStore:
                 conn.close()
             self._all.clear()
 
+    @_guarded
     def append(
         self,
         stream_id: str,
@@ -135,7 +171,8 @@ class SQLiteEventStore:
         """Append `events` atomically after seq `expected_version` (0 for a new stream).
 
         Raises ConcurrencyConflict when the stream is elsewhere, ValueError for bad arguments,
-        sqlite3.OperationalError when the write lock is not had within the busy timeout.
+        StorageUnavailable (as every method here) when the file cannot be read or written, or
+        the write lock is not had within the busy timeout.
         A command id appended before returns the first result, marked `replayed`.
         """
         check_append(stream_id, expected_version, events, command_id)
@@ -215,6 +252,7 @@ class SQLiteEventStore:
             batch.append(event)
         return AppendResult(stream_id, tuple(batch), replayed=True)
 
+    @_guarded
     def read_stream(self, stream_id: str, from_seq: int = 1) -> tuple[StoredEvent, ...]:
         """The stream's events from `from_seq` in seq order (empty for an unknown stream)."""
         rows = (
@@ -227,6 +265,7 @@ class SQLiteEventStore:
         )
         return tuple(_event(r) for r in rows)
 
+    @_guarded
     def read_rows(self, stream_id: str, from_seq: int = 1) -> tuple[EventRow, ...]:
         """What `read_stream` gives, less the chain fields, for folding (faster)."""
         rows = (
@@ -240,6 +279,7 @@ class SQLiteEventStore:
         )
         return event_rows(stream_id, rows)
 
+    @_guarded
     def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:
         """Up to `limit` events after the one at `after_position`, in global order.
 
@@ -262,6 +302,19 @@ class SQLiteEventStore:
             raise NotFound(f"no event at global position {after_position}")
         return tuple(_event(r) for r in rows)
 
+    @_guarded
+    def head_position(self) -> int:
+        """The position of the last event so far (0: none)."""
+        (position,) = (
+            self._conn().execute("SELECT coalesce(max(position), 0) FROM events").fetchone()
+        )
+        return int(position)
+
+    def match_list(self) -> SQLiteMatchList:
+        """The match listing's tables in this file."""
+        return self._match_list
+
+    @_guarded
     def stream_version(self, stream_id: str) -> int:
         """The stream's last seq, 0 for a stream with no event."""
         (version,) = (
@@ -271,6 +324,7 @@ class SQLiteEventStore:
         )
         return int(version)
 
+    @_guarded
     def list_streams(self, after: str | None = None, limit: int = 100) -> tuple[StreamInfo, ...]:
         """Up to `limit` streams and their versions, by stream id (bytewise), after `after`."""
         rows = (
@@ -284,6 +338,7 @@ class SQLiteEventStore:
         )
         return tuple(StreamInfo(r[0], int(r[1])) for r in rows)
 
+    @_guarded
     def verify_chain(self, stream_id: str) -> ChainReport:
         """Re-walk the stream's hash chain; the report names the first bad seq and why."""
         rows = (
@@ -294,3 +349,147 @@ class SQLiteEventStore:
             .fetchall()
         )
         return verify_rows(stream_id, rows, _event)
+
+
+_NO_LIMIT = 2**63 - 1
+_UPSERT = (
+    f"INSERT INTO match_list ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (match_id) DO UPDATE SET phase = excluded.phase, players = excluded.players,"
+    " scores = excluded.scores, version = excluded.version"
+)
+_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in SUMMARY_COLUMNS.split(","))
+_PAGES = {
+    (False, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list"
+    " WHERE listed < ? ORDER BY listed DESC LIMIT ?",
+    (True, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list"
+    " WHERE phase = ? AND listed < ? ORDER BY listed DESC LIMIT ?",
+    (False, True): f"SELECT {_M_COLUMNS} FROM match_list_players p"
+    " JOIN match_list m ON m.match_id = p.match_id"
+    " WHERE p.name = ? AND p.listed < ? ORDER BY p.listed DESC LIMIT ?",
+    (True, True): f"SELECT {_M_COLUMNS} FROM match_list_players p"
+    " JOIN match_list m ON m.match_id = p.match_id"
+    " WHERE p.name = ? AND p.phase = ? AND p.listed < ? ORDER BY p.listed DESC LIMIT ?",
+}
+
+
+def _chunks(ids: Collection[str]) -> Iterator[list[str]]:
+    items = list(ids)
+    for i in range(0, len(items), _CHUNK):
+        yield items[i : i + _CHUNK]
+
+
+def _in(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+class _SQLiteFold:
+    """A projection's transaction, under the database's write lock."""
+
+    def __init__(self, conn: sqlite3.Connection, projection: str, position: int) -> None:
+        self._conn = conn
+        self._projection = projection
+        self.position = position
+        self._seated: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    def load(self, match_ids: Collection[str]) -> dict[str, MatchSummary]:
+        found: dict[str, MatchSummary] = {}
+        for chunk in _chunks(match_ids):
+            for r in self._conn.execute(
+                f"SELECT {SUMMARY_COLUMNS} FROM match_list WHERE match_id IN ({_in(len(chunk))})",
+                chunk,
+            ):
+                s = summary_of(r)
+                found[s.match_id] = s
+                self._seated[s.match_id] = (s.phase, tuple(s.players))
+        return found
+
+    def save(self, changed: Sequence[MatchSummary], position: int) -> None:
+        # A player's rows change only with the seats or the phase: most events leave them be.
+        reseated = [
+            s for s in changed if self._seated.get(s.match_id) != (s.phase, tuple(s.players))
+        ]
+        conn = self._conn
+        if changed:
+            conn.executemany(_UPSERT, [summary_params(s) for s in changed])
+        for chunk in _chunks([s.match_id for s in reseated]):
+            conn.execute(
+                f"DELETE FROM match_list_players WHERE match_id IN ({_in(len(chunk))})", chunk
+            )
+        conn.executemany(
+            "INSERT INTO match_list_players (match_id, name, phase, listed) VALUES (?, ?, ?, ?)",
+            player_rows(reseated),
+        )
+        conn.execute(
+            "UPDATE projection_positions SET position = ? WHERE name = ?",
+            (position, self._projection),
+        )
+        for s in changed:
+            self._seated[s.match_id] = (s.phase, tuple(s.players))
+        self.position = position
+
+
+class SQLiteMatchList:
+    """The match listing in the SQLite file; uses the event store's connections."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+        self._connect = connect
+
+    @_guarded
+    def position(self, projection: str) -> int:
+        row = (
+            self._connect()
+            .execute("SELECT position FROM projection_positions WHERE name = ?", (projection,))
+            .fetchone()
+        )
+        return 0 if row is None else int(row[0])
+
+    @contextmanager
+    def folding(self, projection: str) -> Iterator[FoldTransaction]:
+        """A transaction under the database's write lock (BEGIN IMMEDIATE: one folder at a
+        time, in this process or another). Raises StorageUnavailable."""
+        try:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT INTO projection_positions (name, position) VALUES (?, 0)"
+                    " ON CONFLICT (name) DO NOTHING",
+                    (projection,),
+                )
+                (position,) = conn.execute(
+                    "SELECT position FROM projection_positions WHERE name = ?", (projection,)
+                ).fetchone()
+                yield _SQLiteFold(conn, projection, int(position))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except Exception as e:
+            what = _fault(e)
+            if what is None:
+                raise
+            raise unavailable(what) from e
+
+    @_guarded
+    def page(
+        self, phase: str | None, player: str, before: int | None, limit: int
+    ) -> list[MatchSummary]:
+        params: list[Any] = [player] if player else []
+        if phase is not None:
+            params.append(phase)
+        params += (_NO_LIMIT if before is None else before, limit)
+        rows = self._connect().execute(_PAGES[phase is not None, bool(player)], params).fetchall()
+        return [summary_of(r) for r in rows]
+
+    @_guarded
+    def versions(self, match_ids: Collection[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        conn = self._connect()
+        for chunk in _chunks(match_ids):
+            for match_id, version in conn.execute(
+                f"SELECT match_id, version FROM match_list WHERE match_id IN ({_in(len(chunk))})",
+                chunk,
+            ):
+                found[match_id] = int(version)
+        return found
