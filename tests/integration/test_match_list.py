@@ -1,0 +1,318 @@
+"""The match listing: a projection folded from the events into the database, paged by keyset.
+
+Every test runs on SQLite and on PostgreSQL (the `backend` fixture), against real stores.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+import pytest
+
+from bergen.domain import codec
+from bergen.domain.errors import InvalidArgument
+from bergen.domain.events import Event
+from bergen.domain.policies import greedy_policy
+from bergen.domain.rules import make_rules
+from bergen.domain.simulation import play_match
+from bergen.domain.state import State, fold
+from bergen.server.projections import MatchListProjection, page_token, parse_page_token
+from bergen.server.store import EventStore, MatchSummary, NewEvent, StoredEvent, open_store
+
+NAMES = ("ada", "bo", "cy", "dee", "eve")
+
+
+def real_match(i: int) -> list[Event]:
+    """The events of a real match, cut short for most: some seating, some playing, some
+    ended; seats named from NAMES (a name may sit twice in one match)."""
+    seats = 2 + i % 3
+    partnerships = seats == 4 and i % 2 == 0
+    events, _ = play_match(
+        f"match-{i}",
+        make_rules(seats, partnerships),
+        seats,
+        partnerships,
+        i.to_bytes(32, "big"),
+        [greedy_policy] * seats,
+        random.Random(i),
+        names=[NAMES[(i * 7 + k * 3) % len(NAMES)] for k in range(seats)],
+    )
+    cut = (len(events), 1, seats, 1 + seats + 5 + i % 40)[i % 4]
+    return events[:cut]
+
+
+def write(store: EventStore, match_id: str, events: Sequence[Event]) -> tuple[StoredEvent, ...]:
+    """Append `events` to a new stream in a few commands, as a server would."""
+    written: list[StoredEvent] = []
+    for start in range(0, len(events), 7):
+        chunk = [NewEvent(*codec.encode(e)) for e in events[start : start + 7]]
+        written += store.append(match_id, start, chunk).events
+    return tuple(written)
+
+
+def listed_as_folded(state: State) -> tuple[str, list[str], list[int], int]:
+    return (
+        str(state.phase),
+        [p.name if p is not None else "" for p in state.players],
+        list(state.scores),
+        state.version,
+    )
+
+
+def every_page(
+    projection: MatchListProjection, phase: str | None = None, player: str = "", size: int = 7
+) -> Iterator[list[MatchSummary]]:
+    token = ""
+    while True:
+        rows, token = projection.page(phase, player, size, token)
+        yield rows
+        if not token:
+            return
+
+
+def listing(projection: MatchListProjection, **filters: str) -> list[MatchSummary]:
+    return [row for page in every_page(projection, **filters) for row in page]
+
+
+@pytest.fixture
+def other_store(store: EventStore, backend: Any) -> Iterator[EventStore]:
+    """A second store on the same database, as another replica would have."""
+    second = open_store(backend.url)
+    yield second
+    second.close()
+
+
+def test_the_listing_is_what_folding_each_match_gives(store: EventStore) -> None:
+    folded = {}
+    for i in range(40):
+        events = real_match(i)
+        write(store, f"match-{i}", events)
+        folded[f"match-{i}"] = fold(events)
+    projection = MatchListProjection(store, batch=50)
+    projection.catch_up()
+
+    rows = listing(projection)
+
+    assert [r.match_id for r in rows] == [f"match-{i}" for i in reversed(range(40))]
+    for r in rows:
+        state = folded[r.match_id]
+        assert (r.phase, r.players, r.scores, r.version) == listed_as_folded(state), r.match_id
+        assert (r.name, r.seats, r.partnerships, r.preset) == (
+            state.name,
+            state.seats,
+            state.partnerships,
+            state.rules.preset,
+        )
+    assert {str(s.phase) for s in folded.values()} == {"seating", "playing", "ended"}
+
+
+def test_filters_by_phase_and_by_a_seated_name_give_exactly_the_matching_matches(
+    store: EventStore,
+) -> None:
+    folded = {}
+    for i in range(30):
+        events = real_match(i)
+        write(store, f"match-{i}", events)
+        folded[f"match-{i}"] = fold(events)
+    projection = MatchListProjection(store)
+    projection.catch_up()
+    newest_first = [f"match-{i}" for i in reversed(range(30))]
+
+    for phase in ("seating", "playing", "ended"):
+        for player in ("", *NAMES):
+            got = [r.match_id for r in listing(projection, phase=phase, player=player)]
+            want = [
+                m
+                for m in newest_first
+                if folded[m].phase == phase
+                and (not player or player in [p.name for p in folded[m].players if p])
+            ]
+            assert got == want, (phase, player)
+    ada = [r.match_id for r in listing(projection, player="ada")]
+    assert ada == [m for m in newest_first if "ada" in [p.name for p in folded[m].players if p]]
+
+
+def test_pages_are_20_by_default_and_100_at_most(store: EventStore) -> None:
+    created = real_match(1)[:1]
+    for i in range(130):
+        write(store, f"m{i:03}", created)
+    projection = MatchListProjection(store)
+
+    assert len(projection.page(None, "", 0, "")[0]) == 20
+    first, token = projection.page(None, "", 1000, "")
+    assert len(first) == 100 and token
+    rest, last = projection.page(None, "", 1000, token)
+    assert len(rest) == 30 and last == ""
+
+
+def test_two_replicas_folding_one_database_fold_every_event_once(
+    store: EventStore, other_store: EventStore
+) -> None:
+    replicas = [MatchListProjection(store, batch=20), MatchListProjection(other_store, batch=20)]
+    folded_here = [0, 0]
+    written: list[int] = []
+
+    def run(k: int) -> None:
+        own = (store, other_store)[k]
+        count = 0
+        for i in range(k, 40, 2):
+            count += len(write(own, f"match-{i}", real_match(i)))
+            folded_here[k] += replicas[k].catch_up()
+        written.append(count)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in (0, 1):
+        folded_here[k] += replicas[k].catch_up()
+    deadline = time.monotonic() + 30
+    while sum(folded_here) < sum(written) and time.monotonic() < deadline:
+        # PostgreSQL may hold back a late commit for a moment (a bound, not a timing check).
+        folded_here[0] += replicas[0].catch_up()
+
+    assert sum(folded_here) == sum(written)
+    for replica in replicas:
+        rows = {r.match_id: r for r in listing(replica)}
+        assert sorted(rows) == sorted(f"match-{i}" for i in range(40))
+        for i in range(40):
+            r = rows[f"match-{i}"]
+            assert (r.phase, r.players, r.scores, r.version) == listed_as_folded(
+                fold(real_match(i))
+            )
+
+
+def test_a_restart_resumes_from_the_stored_position_and_reads_only_what_is_new(
+    store: EventStore, other_store: EventStore
+) -> None:
+    for i in range(12):
+        write(store, f"match-{i}", real_match(i))
+    MatchListProjection(store).catch_up()
+
+    restarted = MatchListProjection(other_store)
+    assert restarted.catch_up() == 0
+    assert restarted.events_read == 0
+    assert len(listing(restarted)) == 12
+
+    new = write(store, "match-new", real_match(12))
+    again = MatchListProjection(other_store)
+    again.catch_up()
+    assert again.events_read == len(new)
+    assert listing(again)[0].match_id == "match-new"
+
+
+def test_a_match_written_here_is_in_the_next_page_without_waiting_for_a_follower(
+    store: EventStore,
+) -> None:
+    projection = MatchListProjection(store)
+    assert projection.page(None, "", 0, "")[0] == []
+    for i in range(3):
+        events = write(store, f"match-{i}", real_match(i * 4))
+        projection.expect(events)
+        rows, _ = projection.page(None, "", 0, "")
+        assert rows[0].match_id == f"match-{i}"
+        assert rows[0].version == len(events)
+
+
+def test_walking_the_pages_while_matches_are_created_gives_each_earlier_match_once(
+    store: EventStore, other_store: EventStore
+) -> None:
+    created = real_match(1)[:1]
+    for i in range(60):
+        write(store, f"old-{i:02}", created)
+    projection = MatchListProjection(store)
+    projection.catch_up()
+    stop = threading.Event()
+
+    def create() -> None:
+        n = 0
+        while not stop.is_set():
+            write(other_store, f"new-{n:04}", created)
+            n += 1
+
+    creator = threading.Thread(target=create)
+    creator.start()
+    try:
+        seen = [r.match_id for page in every_page(projection, size=5) for r in page]
+    finally:
+        stop.set()
+        creator.join()
+
+    assert len(seen) == len(set(seen))
+    assert [m for m in seen if m.startswith("old-")] == [f"old-{i:02}" for i in reversed(range(60))]
+
+
+def b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+BAD_TOKENS = [
+    "x",
+    "!!!!",
+    "a" * 41,
+    "a" * 100_000,
+    "[" * 10_000,
+    '{"before": 5}',
+    "\u00e9" * 8,
+    "\x00",
+    page_token(5) + "\n",
+    " " + page_token(5),
+    page_token(5) + "=",
+    page_token(5)[:-1],
+    b64("before:-5"),
+    b64("before:0"),
+    b64("before:05"),
+    b64("before:" + "9" * 19),  # past 64 bits
+    b64("before:1e999"),
+    b64("before:1.5"),
+    b64("before:\u0665"),  # a digit, but not an ASCII one
+    b64('{"before": 5}'),  # the tokens of earlier versions
+    b64("[" * 29),
+    b64("before:5") + "AAAA",
+    "AAAA",
+]
+
+
+@pytest.mark.parametrize("token", BAD_TOKENS, ids=range(len(BAD_TOKENS)))
+def test_a_page_token_the_server_did_not_give_is_an_invalid_argument(
+    store: EventStore, token: str
+) -> None:
+    projection = MatchListProjection(store)
+    with pytest.raises(InvalidArgument) as raised:
+        projection.page(None, "", 0, token)
+    assert len(str(raised.value)) < 100
+
+
+def test_page_tokens_name_the_order_they_were_made_from() -> None:
+    for order in (1, 7, 2**40, 10**18 - 1):
+        assert parse_page_token(page_token(order)) == order
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_page_waits_for_a_write_of_its_own_that_an_older_transaction_holds_back(
+    pg_database: str,
+) -> None:
+    store = open_store(pg_database)
+    try:
+        projection = MatchListProjection(store)
+        projection.catch_up()
+        with psycopg.connect(pg_database) as blocker:
+            # An older transaction still open hides later commits from the global order.
+            blocker.execute("SELECT pg_current_xact_id()")
+            events = write(store, "match-0", real_match(0))
+            projection.expect(events)
+            assert projection.catch_up() == 0
+            release = threading.Timer(0.3, blocker.commit)
+            release.start()
+            rows, _ = projection.page(None, "", 0, "")
+            release.join()
+    finally:
+        store.close()
+    assert [r.match_id for r in rows] == ["match-0"]
