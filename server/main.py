@@ -19,6 +19,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from bergen.api.exit_status import ExitStatus
 from bergen.api.signing import DEFAULT_KEY_FILE, RecordSigner
 from bergen.v1 import bergen_pb2
 
@@ -237,7 +238,7 @@ def migrate_command(args: argparse.Namespace) -> int:
         print(f"migrated {redact(args.database)} to the current schema")
     else:
         print(f"{redact(args.database)} is up to date")
-    return 0
+    return ExitStatus.SUCCESS
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -248,12 +249,12 @@ def serve(args: argparse.Namespace) -> int:
             token = f.read().strip() or None
     if args.restrict_create and token is None:
         print("bergen serve: --restrict-create needs an organiser token", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     try:
         signer = RecordSigner.load_or_create(args.signing_key)
     except (OSError, ValueError) as e:
         print(f"bergen serve: signing key {args.signing_key}: {e}", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     try:
         running = create_server(
             args.listen,
@@ -265,10 +266,10 @@ def serve(args: argparse.Namespace) -> int:
         )
     except SchemaBehind as e:
         print(f"bergen serve: {e}", file=sys.stderr)
-        return 3
+        return ExitStatus.NOT_READY
     except RuntimeError as e:
         print(f"bergen serve: {e}", file=sys.stderr)
-        return 4
+        return ExitStatus.NOT_READY
     host = args.listen.rsplit(":", 1)[0]
     log.info(
         "serving bergen.v1.Bergen on %s:%d, store %s, records signed by %s",
@@ -296,7 +297,7 @@ def serve(args: argparse.Namespace) -> int:
     running.stop()
     log.info("stopped")
     log_listener.stop()
-    return 0
+    return ExitStatus.SUCCESS
 
 
 def _log_in_background(level: str) -> logging.handlers.QueueListener:

@@ -22,8 +22,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bergen.api.exit_status import ExitStatus
 from bergen.api.signing import RecordSigner
-from bergen.cli_client.exit_status import ExitStatus
 from bergen.cli_client.main import main
 from bergen.cli_client.verify import check_match, verify_record
 from bergen.v1 import bergen_pb2 as pb
