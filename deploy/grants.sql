@@ -4,3 +4,6 @@
 GRANT SELECT, INSERT ON events TO bergen_app;
 GRANT USAGE ON SEQUENCE events_position_seq TO bergen_app;
 GRANT SELECT ON alembic_version TO bergen_app;
+-- The match listing: a read model folded from the events, with the position it reached.
+GRANT SELECT, INSERT, UPDATE, DELETE ON match_list, match_list_players TO bergen_app;
+GRANT SELECT, INSERT, UPDATE ON projection_positions TO bergen_app;

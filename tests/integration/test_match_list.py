@@ -9,8 +9,11 @@ import base64
 import random
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -316,3 +319,30 @@ def test_on_postgresql_a_page_waits_for_a_write_of_its_own_that_an_older_transac
     finally:
         store.close()
     assert [r.match_id for r in rows] == ["match-0"]
+
+
+@pytest.mark.postgres
+def test_the_server_role_of_deploy_grants_can_fold_and_page_the_listing(pg_database: str) -> None:
+    role = f"bergen_app_{uuid.uuid4().hex[:10]}"
+    grants = (Path(__file__).parents[2] / "deploy" / "grants.sql").read_text()
+    owner = open_store(pg_database)
+    write(owner, "match-0", real_match(0))
+    owner.close()
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT CONNECT ON DATABASE {urlsplit(pg_database).path[1:]} TO {role}")
+        conn.execute(grants.replace("bergen_app", role))
+    parts = urlsplit(pg_database)
+    app_url = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rpartition('@')[2]}"))
+    try:
+        store = open_store(app_url)
+        try:
+            projection = MatchListProjection(store)
+            projection.catch_up()
+            assert [r.match_id for r in projection.page(None, "ada", 0, "")[0]] == ["match-0"]
+        finally:
+            store.close()
+    finally:
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
