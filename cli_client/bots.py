@@ -11,6 +11,7 @@ the play with the version it decided on, so a play decided on a stale view is re
 from __future__ import annotations
 
 import argparse
+import json
 import queue
 import random
 import secrets
@@ -25,7 +26,8 @@ import grpc
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bergen.api.wire import event_in
+from bergen.api.convert import event_in
+from bergen.api.exit_status import ExitStatus
 from bergen.domain.events import Event
 from bergen.domain.montecarlo import (
     MAX_BUDGET_S,
@@ -40,16 +42,8 @@ from bergen.domain.rules import PRESETS
 from bergen.domain.state import ENDED, PLAYING, State
 from bergen.domain.tiles import End, Tile, side_of
 
-from .client import (
-    DEFAULT_SERVER,
-    Client,
-    Unreachable,
-    WatchCall,
-    describe_error,
-    exit_status_of,
-    watch_events,
-)
-from .exit_status import ExitStatus
+from .client import Client, Unreachable, WatchCall, watch_events
+from .connect import add_server_option, describe_error, exit_status_of
 
 RECONNECT_S = 30.0
 """How long a dropped WatchMatch stream is retried before the bot gives up."""
@@ -360,7 +354,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "every match. Prints each match id and a summary; exit status 0 when every match "
         "ended.",
     )
-    p.add_argument("--server", default=DEFAULT_SERVER, help="HOST:PORT (default %(default)s)")
+    add_server_option(p)
     p.add_argument("--matches", type=int, default=1, help="how many matches (default 1)")
     p.add_argument("--players", type=int, choices=(2, 3, 4), default=2)
     p.add_argument("--partnerships", action="store_true", help="4 seats as two sides")
@@ -380,6 +374,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"matches played at once, 1 to {MAX_PARALLEL} (default 1)",
     )
     p.add_argument("--seed", help="seed of the bots' choices (default: random)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object at the end instead of lines: the settings, each match "
+        "(match_id, policies, winner_side, winner_seats, scores, hands) and wins per policy",
+    )
     add_policy_options(p)
     p.set_defaults(func=run)
 
@@ -481,6 +481,7 @@ def run(args: argparse.Namespace) -> int:
     wins: Counter[str] = Counter()
     played: Counter[str] = Counter()
     hands = 0
+    reports: list[dict[str, object]] = []
 
     def report(outcome: MatchOutcome) -> None:
         nonlocal hands
@@ -498,6 +499,20 @@ def run(args: argparse.Namespace) -> int:
                 wins[name] += 1
             who = "+".join(f"seat {s}" for s in seats_won)
             winner = f"{'+'.join(names)} ({who})"
+        reports.append(
+            {
+                "match_id": outcome.match_id,
+                "policies": list(policies),
+                "winner_side": result.winner_side,
+                "winner_seats": []
+                if result.winner_side is None
+                else list(state.sides[result.winner_side]),
+                "scores": list(result.scores),
+                "hands": state.hand,
+            }
+        )
+        if args.json:
+            return
         scores = "-".join(map(str, result.scores))
         out.print(
             f"{outcome.match_id} winner {winner} scores {scores} hands {state.hand} "
@@ -578,6 +593,19 @@ def run(args: argparse.Namespace) -> int:
         if failure is not None:
             err.print(f"bergen bots: {failure[0]}")
             return failure[1]
+    if args.json:
+        summary = {
+            "server": args.server,
+            "seed": seed,
+            "players": args.players,
+            "partnerships": args.partnerships,
+            "preset": args.preset,
+            "matches": reports,
+            "policies": {n: {"won": wins[n], "played": played[n]} for n in sorted(played)},
+            "hands": hands,
+        }
+        print(json.dumps(summary))
+        return ExitStatus.SUCCESS
     out.print(
         f"{args.matches} match(es), {args.players} seats"
         f"{' in partnerships' if args.partnerships else ''}, preset {args.preset}, "

@@ -1,5 +1,5 @@
-"""A small client of bergen.v1.Bergen for the command line: one channel, typed calls with
-the seat token as bearer metadata, and gRPC errors mapped to exit statuses."""
+"""A small client of bergen.v1.Bergen for the command line: one channel (`connect`), typed
+calls with the seat token as bearer metadata."""
 
 from __future__ import annotations
 
@@ -9,15 +9,14 @@ from typing import Protocol
 
 import grpc
 
-from bergen.api.wire import event_in
+from bergen.api.convert import PRESET, event_in
 from bergen.domain.events import Event
 from bergen.domain.tiles import End, Tile
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
-from .exit_status import ExitStatus
+from .connect import bearer, open_channel
 
-DEFAULT_SERVER = "127.0.0.1:50051"
 CALL_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 5.0
 
@@ -36,33 +35,13 @@ class Unreachable(Exception):
     """The server did not answer."""
 
 
-def exit_status_of(error: grpc.RpcError) -> ExitStatus:
-    """The exit status that reports a failed call."""
-    code = error.code() if isinstance(error, grpc.Call) else None
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return ExitStatus.UNREACHABLE
-    if code is grpc.StatusCode.NOT_FOUND:
-        return ExitStatus.NOT_FOUND
-    if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
-        return ExitStatus.REFUSED
-    if code is grpc.StatusCode.INVALID_ARGUMENT:
-        return ExitStatus.INVALID
-    return ExitStatus.ERROR
-
-
-def describe_error(error: grpc.RpcError) -> str:
-    if isinstance(error, grpc.Call):
-        return f"{error.code().name.lower()}: {error.details()}"
-    return str(error)
-
-
 class Client:
     """One channel to one server. Calls raise grpc.RpcError."""
 
     def __init__(self, target: str) -> None:
         self.target = target
-        self.channel = grpc.insecure_channel(target)
-        self.stub = rpc.BergenStub(self.channel)  # type: ignore[no-untyped-call]
+        self.channel = open_channel(target)
+        self.stub = rpc.BergenServiceStub(self.channel)  # type: ignore[no-untyped-call]
 
     def close(self) -> None:
         self.channel.close()
@@ -80,15 +59,13 @@ class Client:
         except grpc.FutureTimeoutError:
             raise Unreachable(f"no answer from {self.target} within {timeout:g} s") from None
 
-    @staticmethod
-    def _auth(token: str | None) -> tuple[tuple[str, str], ...]:
-        return () if token is None else (("authorization", f"Bearer {token}"),)
-
     def create(
         self, seats: int, partnerships: bool = False, preset: str = "standard", name: str = ""
     ) -> pb.CreateMatchResponse:
         reply: pb.CreateMatchResponse = self.stub.CreateMatch(
-            pb.CreateMatchRequest(seats=seats, partnerships=partnerships, preset=preset, name=name),
+            pb.CreateMatchRequest(
+                seats=seats, partnerships=partnerships, preset=PRESET.out(preset), name=name
+            ),
             timeout=CALL_TIMEOUT_S,
         )
         return reply
@@ -103,12 +80,12 @@ class Client:
         return reply
 
     def get_match(self, match_id: str, token: str | None = None) -> pb.MatchView:
-        reply: pb.MatchView = self.stub.GetMatch(
+        reply: pb.GetMatchResponse = self.stub.GetMatch(
             pb.GetMatchRequest(match_id=match_id),
-            metadata=self._auth(token),
+            metadata=bearer(token),
             timeout=CALL_TIMEOUT_S,
         )
-        return reply
+        return reply.view
 
     def replay(
         self, match_id: str, token: str | None = None, after_seq: int = 0
@@ -116,7 +93,7 @@ class Client:
         """The match's events after `after_seq` as the token's seat may see them."""
         reply = self.stub.GetReplay(
             pb.GetReplayRequest(match_id=match_id, after_seq=after_seq),
-            metadata=self._auth(token),
+            metadata=bearer(token),
             timeout=CALL_TIMEOUT_S,
         )
         return [event_in(e) for e in reply.events]
@@ -125,7 +102,7 @@ class Client:
         """The WatchMatch stream: WatchMatchResponse items; cancel() ends it."""
         call: WatchCall = self.stub.WatchMatch(
             pb.WatchMatchRequest(match_id=match_id, after_seq=after_seq),
-            metadata=self._auth(token),
+            metadata=bearer(token),
         )
         return call
 
@@ -146,9 +123,7 @@ class Client:
         )
         if expected_version is not None:
             req.expected_version = expected_version
-        reply: pb.PlayResponse = self.stub.Play(
-            req, metadata=self._auth(token), timeout=CALL_TIMEOUT_S
-        )
+        reply: pb.PlayResponse = self.stub.Play(req, metadata=bearer(token), timeout=CALL_TIMEOUT_S)
         return reply
 
 

@@ -24,19 +24,13 @@ from typing import Any
 
 import grpc
 
+from bergen.api.convert import timestamp_in
+from bergen.api.exit_status import ExitStatus, help_text
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
-from .exit_status import ExitStatus
-from .verify import (
-    DEFAULT_SERVER,
-    RPC_TIMEOUT_S,
-    SERVER_ENV,
-    open_channel,
-    parse_json,
-    rpc_problem,
-    verify_record,
-)
+from .connect import add_server_option, open_channel
+from .verify import RPC_TIMEOUT_S, parse_json, rpc_problem, verify_record
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "bergen-export/1"
@@ -48,15 +42,14 @@ that match ended. A match "ended" when its last event was recorded (its audit lo
 Matches already in DIR's manifest are not fetched again (unless their file went missing or
 changed), so re-running the same command adds only what is new.
 
-exit status:
-  0  every finished match is in DIR
-  6  a record the server served did not verify (it is not written; the others are)
-  2  usage: DIR or its manifest cannot be used, a bad --since
-  3  --since names a match the server does not have
-  4  refused by the server
-  5  the server cannot be reached
-  1  any other error
-"""
+A record the server served that does not verify is not written (the others are), and the
+exit status is then 6.
+
+--json prints one object: {"out": DIR, "manifest": "DIR/manifest.json", "written": [the
+match ids written now], "listed": how many records the manifest lists, "rejected": [why
+each record not written was not]}.
+
+""" + help_text()
 
 
 class _Stop(Exception):
@@ -107,19 +100,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="TIMESTAMP|MATCH-ID",
         help="only matches that ended after this time, or after this match ended",
     )
-    p.add_argument(
-        "--server",
-        default=os.environ.get(SERVER_ENV, DEFAULT_SERVER),
-        metavar="HOST:PORT",
-        help=f"default: {SERVER_ENV}, else {DEFAULT_SERVER}",
-    )
+    add_server_option(p)
+    p.add_argument("--json", action="store_true", help="print what was done as a JSON object")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         with open_channel(args.server) as channel:
-            stub = rpc.BergenStub(channel)  # type: ignore[no-untyped-call]
+            stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
             written, listed, rejected = export(stub, args.server, args.out, args.since)
     except _Stop as stop:
         print(f"bergen export: {stop.message}", file=sys.stderr)
@@ -129,7 +118,17 @@ def run(args: argparse.Namespace) -> int:
         return int(ExitStatus.USAGE)
     for line in rejected:
         print(f"bergen export: not written: {line}", file=sys.stderr)
-    print(f"exported {written} new record(s) to {args.out}; the manifest lists {listed}")
+    if args.json:
+        report = {
+            "out": str(args.out),
+            "manifest": str(args.out / MANIFEST),
+            "written": written,
+            "listed": listed,
+            "rejected": rejected,
+        }
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        print(f"exported {len(written)} new record(s) to {args.out}; the manifest lists {listed}")
     return int(ExitStatus.INVALID if rejected else ExitStatus.SUCCESS)
 
 
@@ -155,7 +154,7 @@ def _ended_at(stub: Any, server: str, match_id: str) -> datetime:
                 pb.GetAuditLogRequest(match_id=match_id))  # fmt: skip
     if not log.events:
         raise _Stop(ExitStatus.ERROR, f"{server} sent an empty log for match {match_id}")
-    return datetime.fromisoformat(log.events[-1].recorded_at)
+    return timestamp_in(log.events[-1].recorded_at)
 
 
 def read_manifest(out: Path) -> dict[str, Any] | None:
@@ -229,8 +228,10 @@ def _finished_matches(stub: Any, server: str) -> list[str]:
             return ids
 
 
-def export(stub: Any, server: str, out: Path, since: str | None) -> tuple[int, int, list[str]]:
-    """Export into `out`. Returns (records written, records listed, rejections).
+def export(
+    stub: Any, server: str, out: Path, since: str | None
+) -> tuple[list[str], int, list[str]]:
+    """Export into `out`. Returns (the match ids written, records listed, rejections).
 
     Raises _Stop."""
     try:
@@ -263,7 +264,7 @@ def export(stub: Any, server: str, out: Path, since: str | None) -> tuple[int, i
                 raise _Stop(
                     ExitStatus.USAGE, f"--since {since}: neither an ISO 8601 time nor a match id"
                 ) from None
-    written = 0
+    written: list[str] = []
     rejected: list[str] = []
     for match_id in _finished_matches(stub, server):
         known = entries.get(match_id)
@@ -302,7 +303,7 @@ def export(stub: Any, server: str, out: Path, since: str | None) -> tuple[int, i
             hands=len(record["hands"]),
             log=record.get("log"),
         ).as_json()
-        written += 1
+        written.append(match_id)
     listed = sorted(entries.values(), key=lambda m: (str(m.get("ended_at")), m["match_id"]))
     new_manifest = {
         "format": MANIFEST_FORMAT,

@@ -1,27 +1,84 @@
-"""`bergen`: the product's command line."""
+"""`bergen`: the product's command line.
+
+The client's own commands are registered here; other packages contribute theirs through the
+`bergen.commands` entry-point group (the server registers `serve` and `migrate` so), so the
+client never imports the server. Each entry point names a function that adds its subparser
+to the subparsers it is given and sets `func(args) -> int` on it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from importlib import metadata
+from typing import TypeAlias
 
-from bergen.server import main as server_main
+from bergen.api.exit_status import ExitStatus, help_text
 
 from . import bots, export, play, simulate, verify
+
+COMMANDS_GROUP = "bergen.commands"
+DISTRIBUTION = "bergen"
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def version() -> str:
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _unavailable(name: str, why: str) -> Callable[[Subparsers], None]:
+    """A stand-in for a contributed command that failed to load: the other commands still
+    work, and this one says why it cannot."""
+
+    def add(sub: Subparsers) -> None:
+        p = sub.add_parser(name, help=f"(unavailable: {why})", add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+
+        def run(_: argparse.Namespace) -> int:
+            print(f"bergen {name}: unavailable here: {why}", file=sys.stderr)
+            return ExitStatus.ERROR
+
+        p.set_defaults(func=run)
+
+    return add
+
+
+def contributed() -> list[tuple[str, Callable[[Subparsers], None]]]:
+    """(name, add-parser function) of each command in the entry-point group, by name."""
+    found: list[tuple[str, Callable[[Subparsers], None]]] = []
+    for entry in sorted(metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        try:
+            add = entry.load()
+        except Exception as e:  # a broken plugin must not take the other commands down
+            add = _unavailable(entry.name, f"{type(e).__name__}: {e}")
+        found.append((entry.name, add))
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="bergen", description="Bergen domino server, client and tools."
+        prog="bergen",
+        description="Bergen domino server, client and tools.",
+        epilog=help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"bergen {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    own = {"simulate", "play", "bots", "verify", "export"}
     simulate.add_parser(sub)
     play.add_parser(sub)
     bots.add_parser(sub)
     verify.add_parser(sub)
     export.add_parser(sub)
-    server_main.add_parser(sub)
-    server_main.add_migrate_parser(sub)
+    for name, add in contributed():
+        if name in own:
+            continue  # a contributed command never shadows one of the client's
+        add(sub)
     return parser
 
 

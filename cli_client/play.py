@@ -11,8 +11,8 @@ Your seat token, and those of the bots started here, are saved in a state file
 restarts the bots); a dropped stream is resumed with `after_seq`.
 
 Exit status: 0 when the match ended (whoever won), or when you leave with `q` or the input
-ends (your seat stays saved); 130 on Ctrl-C (the seat stays saved); else the named statuses
-of `exit_status.ExitStatus` (unreachable server, unknown match, refused token...).
+ends (your seat stays saved); 130 on Ctrl-C (the seat stays saved); else the statuses the
+README lists (unreachable server, unknown match, refused token...).
 """
 
 from __future__ import annotations
@@ -33,16 +33,15 @@ import grpc
 from rich.console import Console
 from rich.markup import escape
 
+from bergen.api.exit_status import ExitStatus
+from bergen.domain.describe import Phrase, draws_words, join, phrase, points_words, result_words
 from bergen.domain.events import (
     Dealt,
-    DealVoided,
     Event,
     HandEnded,
+    MatchCreated,
     MatchEnded,
-    Passed,
     PointsScored,
-    SeatTaken,
-    SeedRevealed,
     TileDrawn,
     TilePlayed,
 )
@@ -50,23 +49,14 @@ from bergen.domain.montecarlo import POLICY_NAMES
 from bergen.domain.rules import PRESETS
 from bergen.domain.state import SEATING, State, evolve, fold
 from bergen.domain.tiles import Tile
+from bergen.domain.vocabulary import PointsReason
 
 from .bots import BotFailed, BotSeat, SeatLink, add_policy_options, settings_from, start_bot
-from .client import DEFAULT_SERVER, Client, Unreachable, describe_error, exit_status_of
-from .exit_status import ExitStatus
+from .client import Client, Unreachable
+from .connect import add_server_option, describe_error, exit_status_of
 
-INTERRUPTED = 130
-"""Ctrl-C: the shell's convention (128 + SIGINT)."""
 WAIT_S = 0.2
 END_WAIT_S = 5.0
-
-_REASONS = {
-    "double_header": "double header",
-    "triple_header": "triple header",
-    "double_bonus": "double bonus",
-    "domino": "going out",
-    "blocked": "blocked hand",
-}
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -76,7 +66,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=(__doc__ or "").split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--server", default=DEFAULT_SERVER, help="HOST:PORT (default %(default)s)")
+    add_server_option(p)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--match", metavar="ID", help="join (or resume) this match")
     which.add_argument("--create", action="store_true", help="create a new match")
@@ -136,8 +126,9 @@ def load_state(match_id: str) -> dict[str, Any] | None:
 
 
 class Narrator:
-    """Prints each event as it happens, one line per action: a play and the points it made
-    on one line, a run of draws on one. Thread-safe; `flush()` prints a line held back."""
+    """Prints each event as it happens (in the domain's words, `describe`), one line per
+    action: a play and the points it made on one line, a run of draws on one. Thread-safe;
+    `flush()` prints a line held back."""
 
     def __init__(self, console: Console, seat: int, state: State | None = None) -> None:
         self.console = console
@@ -166,6 +157,11 @@ class Narrator:
             return self.who(seats[0])
         return "side " + "+".join(self.who(s) for s in seats)
 
+    def words(self, words: Phrase) -> str:
+        """The domain's words as console markup, each seat and side named."""
+        marked = tuple(escape(w) if isinstance(w, str) else w for w in words)
+        return join(marked, self.who, self.side_name)
+
     def flush(self) -> None:
         with self.lock:
             self._flush_draws()
@@ -178,12 +174,7 @@ class Narrator:
             return
         seat, tiles = self.pending_draws
         self.pending_draws = None
-        n = len(tiles)
-        shown = [str(t) for t in tiles if t is not None]
-        what = f"{n} tile{'s' if n != 1 else ''}"
-        if shown:
-            what += f": {' '.join(shown)}"
-        self.console.print(f"{self.who(seat)} draws {what}")
+        self.console.print(f"{self.who(seat)} {escape(draws_words(tiles))}")
 
     def feed(self, event: Event) -> None:
         """Print `event` (events come in order, after those of the starting state)."""
@@ -196,13 +187,12 @@ class Narrator:
 
     def _say(self, event: Event) -> None:
         if isinstance(event, PointsScored) and event.seat is not None and self.pending:
-            why = _REASONS.get(event.reason, event.reason)
-            if event.reason == "domino":
+            if event.reason == PointsReason.DOMINO:
                 self.console.print(self.pending)
                 self.pending = None
-                self.console.print(f"  {self.who(event.seat)} goes out: [bold]+{event.points}[/]")
+                self.console.print(f"  {self.words(phrase(event))}")
             else:
-                self.pending += f" [bold green]+{event.points}[/] ({why})"
+                self.pending += f" [bold green]{escape(points_words(event))}[/]"
             return
         if isinstance(event, TileDrawn):
             if self.pending_draws is not None and self.pending_draws[0] != event.seat:
@@ -222,34 +212,19 @@ class Narrator:
             self.console.print(line)
 
     def describe(self, event: Event) -> str:
-        if isinstance(event, SeatTaken):
-            return f"seat {event.seat} taken by {escape(event.name)}"
+        if isinstance(event, MatchCreated):
+            return ""  # the match was announced when created or joined
         if isinstance(event, Dealt):
             mine = event.hands[self.seat] if self.seat < len(event.hands) else ()
             tiles = " ".join(str(t) for t in mine if t is not None)
-            return f"[bold]hand {event.hand}[/] dealt; your tiles: {tiles}"
-        if isinstance(event, DealVoided):
-            return "nobody was dealt a double: the hand is dealt again"
-        if isinstance(event, TilePlayed):
-            if event.end is None:
-                return f"{self.who(event.seat)} leads {event.tile}"
-            return f"{self.who(event.seat)} plays {event.tile} {event.end.value}"
-        if isinstance(event, Passed):
-            return f"{self.who(event.seat)} passes"
+            return f"[bold]{self.words(phrase(event))}[/]; your tiles: {tiles}"
         if isinstance(event, PointsScored):
-            why = _REASONS.get(event.reason, event.reason)
-            return f"  {self.side_name(event.side)} scores [bold]+{event.points}[/] ({why})"
+            return f"  {self.words(phrase(event))}"
         if isinstance(event, HandEnded):
-            how = {"domino": "someone went out", "blocked": "blocked", "match_over": "target"}
-            return (
-                f"[bold]hand {event.hand} over[/] ({how.get(event.reason, event.reason)}); "
-                f"scores {self.scores(event.scores)}"
-            )
+            return f"[bold]{self.words(phrase(event))}[/]; scores {self.scores(event.scores)}"
         if isinstance(event, MatchEnded):
             return self.result(event)
-        if isinstance(event, SeedRevealed):
-            return f"server seed revealed: {event.server_seed}"
-        return ""
+        return self.words(phrase(event))
 
     def scores(self, scores: tuple[int, ...]) -> str:
         if self.state is None:
@@ -258,13 +233,13 @@ class Narrator:
 
     def result(self, event: MatchEnded) -> str:
         scores = self.scores(event.scores)
-        if event.winner_side is None:
-            why = f": {escape(event.note)}" if event.note else ""
-            return f"[bold]match over[/], abandoned{why}; scores {scores}"
-        if self.state is not None and self.seat in self.state.sides[event.winner_side]:
+        won = event.winner_side
+        if won is not None and self.state is not None and self.seat in self.state.sides[won]:
             verdict = "[bold green]you win[/]"
+        elif won is not None:
+            verdict = f"[bold red]{self.words(result_words(event))}[/]"
         else:
-            verdict = f"[bold red]{self.side_name(event.winner_side)} wins[/]"
+            verdict = self.words(result_words(event))
         return f"[bold]match over[/]: {verdict}; final scores {scores}"
 
 
@@ -377,7 +352,7 @@ def run(args: argparse.Namespace) -> int:
             return ExitStatus.SUCCESS
         except KeyboardInterrupt:
             console.print(f"\ninterrupted; your seat is saved: {_resume_hint(link)}")
-            return INTERRUPTED
+            return ExitStatus.INTERRUPTED
         finally:
             if link is not None:
                 link.close()

@@ -3,9 +3,10 @@
 `tell(events)` folds a stream (whole, or redacted for a viewer: hidden tiles are None) one
 event at a time and keeps the state after each moment worth showing: a deal, an action with
 the points it scored, the end of a hand, the end of the match. `render_story` lays that out
-as a listing, `render_frame` as one screen of `bergen-replay --step`. Neither knows a rule:
-the line, the ends, the scores and every legal play come from the folded states and the
-domain's views.
+as a listing, `render_frame` as one screen of `bergen-replay --step`, `story_json` as JSON.
+Neither knows a rule: the line, the ends, the scores and every legal play come from the
+folded states and the domain's views, and the words from the domain's `describe`; only the
+layout, the names and the colours are chosen here.
 """
 
 from __future__ import annotations
@@ -17,9 +18,19 @@ from typing import Any
 from rich.text import Text
 
 from bergen.domain.audit import replay_record
+from bergen.domain.describe import (
+    VOID_WORDS,
+    Phrase,
+    SeatRef,
+    hand_end_words,
+    join,
+    phrase,
+    points_words,
+    result_words,
+    step_kind,
+)
 from bergen.domain.errors import CorruptRecord
 from bergen.domain.events import (
-    HEADER_REASONS,
     Dealt,
     DealVoided,
     Event,
@@ -33,25 +44,9 @@ from bergen.domain.events import (
 from bergen.domain.state import ENDED, SEATING, State, evolve
 from bergen.domain.tiles import RESERVE, End, Tile
 from bergen.domain.views import view
+from bergen.domain.vocabulary import ACTIONS, HEADER_REASONS, Phase, StepKind
 
 from .terminal import PLAIN, Look
-
-REASONS = {
-    "double_header": "double header",
-    "triple_header": "triple header",
-    "double_bonus": "double bonus",
-    "domino": "going out",
-    "blocked": "blocked hand",
-}
-
-DEAL = "deal"
-LEAD = "lead"
-PLAY = "play"
-DRAW = "draw"
-PASS = "pass"
-HAND_END = "hand_end"
-MATCH_END = "match_end"
-ACTIONS = (LEAD, PLAY, DRAW, PASS)
 
 
 @dataclass(slots=True)
@@ -67,7 +62,7 @@ class Step:
     """One moment of a match worth showing, and the state right after it (after the points
     it caused, for a play)."""
 
-    kind: str
+    kind: StepKind
     hand: int
     event: Event
     state: State
@@ -127,7 +122,7 @@ def tell(events: Sequence[Event]) -> Story:
             if current is None or current.number != e.hand:
                 current = HandStory(e.hand)
                 hands.append(current)
-            step = Step(DEAL, e.hand, e, state, before=previous)
+            step = Step(StepKind.DEAL, e.hand, e, state, before=previous)
             current.deals.append(step)
             steps.append(step)
             last_action, laid_by, end_points, before_end = None, (), [], None
@@ -144,9 +139,8 @@ def tell(events: Sequence[Event]) -> Story:
                     laid_by = (e.seat, *laid_by)
                 else:
                     laid_by = (*laid_by, e.seat)
-                kind = LEAD if e.end is None else PLAY
-            else:
-                kind = DRAW if isinstance(e, TileDrawn) else PASS
+            kind = step_kind(e)
+            assert kind is not None
             last_action = Step(
                 kind,
                 e.hand,
@@ -169,7 +163,7 @@ def tell(events: Sequence[Event]) -> Story:
                 end_points.append(scored)
         elif isinstance(e, HandEnded):
             step = Step(
-                HAND_END,
+                StepKind.HAND_END,
                 e.hand,
                 e,
                 state,
@@ -183,7 +177,9 @@ def tell(events: Sequence[Event]) -> Story:
             end_points = []
         elif isinstance(e, MatchEnded):
             result = e
-            steps.append(Step(MATCH_END, state.hand, e, state, laid_by=laid_by, before=previous))
+            steps.append(
+                Step(StepKind.MATCH_END, state.hand, e, state, laid_by=laid_by, before=previous)
+            )
         elif steps:
             # SeedRevealed and the like change nothing shown, but later steps see them.
             steps[-1].state = state
@@ -227,6 +223,18 @@ class Names:
         if self.partnerships:
             return f"side {side} ({' & '.join(members)})"
         return members[0] if members else f"side {side}"
+
+
+def _words(text: Text, words: Phrase, names: Names, look: Look) -> Text:
+    """Append the domain's words to `text`, each seat and side by name in its side's colour."""
+    for w in words:
+        if isinstance(w, SeatRef):
+            _seat(text, names, look, w.seat)
+        elif isinstance(w, str):
+            text.append(w)
+        else:
+            _side(text, names, look, w.side)
+    return text
 
 
 def _seat(text: Text, names: Names, look: Look, seat: int, pad: bool = False) -> None:
@@ -277,12 +285,14 @@ def line_text(
 
 
 def points_text(scored: Scored, names: Names, look: Look) -> Text:
-    """`+2 double header (3 cut to 2 near the target): bob 11`."""
+    """`+2 double header (3 cut to 2 near the target) → bob 11`."""
     p = scored.event
+    words = points_words(p)
+    cut = words.find(" (")
     text = Text()
-    text.append(f"+{p.points} {REASONS.get(p.reason, p.reason)}", look.style("bold green"))
-    if p.base > p.points:
-        text.append(f" ({p.base} cut to {p.points} near the target)", look.style("yellow"))
+    text.append(words if cut < 0 else words[:cut], look.style("bold green"))
+    if cut >= 0:
+        text.append(words[cut:], look.style("yellow"))
     text.append(" → ")
     _side(text, names, look, p.side)
     text.append(f" {scored.total}")
@@ -291,53 +301,14 @@ def points_text(scored: Scored, names: Names, look: Look) -> Text:
 
 def action_text(step: Step, names: Names, look: Look) -> Text:
     """`bob plays 3-5 left`, `ann draws a tile`, ... without the number or the line."""
-    e = step.event
-    text = Text()
-    if isinstance(e, TilePlayed):
-        _seat(text, names, look, e.seat)
-        if e.end is None:
-            text.append(f" leads {e.tile}")
-        else:
-            text.append(f" plays {e.tile} {e.end.value}")
-    elif isinstance(e, TileDrawn):
-        _seat(text, names, look, e.seat)
-        text.append(" draws ")
-        text.append(
-            str(e.tile) if e.tile is not None else "a tile", "" if e.tile else look.style("dim")
-        )
-    elif isinstance(e, Passed):
-        _seat(text, names, look, e.seat)
-        text.append(" passes")
-    return text
+    return _words(Text(), phrase(step.event), names, look)
 
 
 def hand_end_text(step: Step, names: Names, look: Look) -> list[Text]:
     """How the hand ended and what it scored."""
     e = step.event
     assert isinstance(e, HandEnded)
-    out: list[Text] = []
-    head = Text()
-    if e.reason == "domino":
-        who = next((s.event.seat for s in step.points if s.event.seat is not None), None)
-        if who is not None:
-            _seat(head, names, look, who)
-        elif e.side is not None:
-            _side(head, names, look, e.side)
-        else:
-            head.append("a seat")
-        head.append(" went out")
-    elif e.reason == "blocked":
-        head.append("blocked: ", look.style("bold"))
-        head.append(
-            "only the reserve is left and nobody can play"
-            if e.side is not None
-            else "only the reserve is left and nobody can play; a tie, nobody scores"
-        )
-    elif e.reason == "match_over":
-        head.append("the target is reached: the hand stops here")
-    else:
-        head.append(f"the hand ends ({e.reason})")
-    out.append(head)
+    out: list[Text] = [_words(Text(), hand_end_words(e), names, look)]
     for scored in step.points:
         out.append(Text("  ").append_text(points_text(scored, names, look)))
     left = step.state.hands
@@ -364,22 +335,9 @@ def scores_text(scores: Sequence[int], names: Names, look: Look) -> Text:
 
 
 def result_text(result: MatchEnded, names: Names, look: Look) -> Text:
-    text = Text()
-    if result.reason == "target" and result.winner_side is not None:
-        _side(text, names, look, result.winner_side)
-        text.append(" wins", look.style("bold"))
-    elif result.reason == "abandoned":
-        text.append("abandoned, no winner", look.style("bold"))
-        if result.resigned_seat is not None:
-            text.append(" (")
-            _seat(text, names, look, result.resigned_seat)
-            text.append(" resigned)")
-    else:
-        text.append(f"{result.reason}, no winner", look.style("bold"))
-    text.append(": ")
+    text = _words(Text(style=look.style("bold")), result_words(result), names, look)
+    text.append(": ", "")
     text.append_text(scores_text(result.scores, names, look))
-    if result.note:
-        text.append(f" ({result.note})")
     return text
 
 
@@ -454,7 +412,7 @@ def _hand_lines(hand: HandStory, names: Names, look: Look) -> list[Text]:
         assert isinstance(e, Dealt)
         head = Text(f"  deal {e.attempt}", look.style("bold"))
         if deal.void:
-            head.append(": void, no seat holds a double; dealt again", look.style("yellow"))
+            head.append(f": {VOID_WORDS}", look.style("yellow"))
         out.append(head)
         for seat, tiles in enumerate(e.hands):
             row = Text("    ")
@@ -467,13 +425,13 @@ def _hand_lines(hand: HandStory, names: Names, look: Look) -> list[Text]:
         row = Text(f"  {step.number:>3}  ")
         words = action_text(step, names, look)
         row.append_text(words)
-        if step.kind in (LEAD, PLAY):
+        if step.kind in (StepKind.LEAD, StepKind.PLAY):
             row.append(" " * max(1, names.width + 19 - len(words.plain)))
             fresh = 0 if isinstance(step.event, TilePlayed) and step.event.end is End.LEFT else -1
             row.append_text(
                 line_text(step.state.line, look, step.laid_by, names, fresh % len(step.state.line))
             )
-        elif step.kind == DRAW:
+        elif step.kind == StepKind.DRAW:
             row.append(f"  ({step.state.drawable} left to draw)", look.style("dim"))
         out.append(row)
         for scored in step.points:
@@ -550,7 +508,7 @@ def render_frame(
     )
     out.append(Text())
     fresh = None
-    if step.kind in (LEAD, PLAY) and isinstance(step.event, TilePlayed):
+    if step.kind in (StepKind.LEAD, StepKind.PLAY) and isinstance(step.event, TilePlayed):
         fresh = 0 if step.event.end is End.LEFT else len(s.line) - 1
     if s.line:
         out.append(
@@ -579,18 +537,17 @@ def render_frame(
 
 def _what_happened(step: Step, names: Names, look: Look) -> list[Text]:
     e = step.event
-    if step.kind == DEAL:
-        assert isinstance(e, Dealt)
-        text = Text(f"hand {e.hand}, deal {e.attempt} dealt", look.style("bold"))
+    if step.kind == StepKind.DEAL:
+        text = _words(Text(style=look.style("bold")), phrase(e), names, look)
         if step.void:
-            text.append(": void, no seat holds a double; dealt again", look.style("yellow"))
+            text.append(f": {VOID_WORDS}", look.style("yellow"))
         return [text]
     if step.kind in ACTIONS:
         text = Text(f"{step.number:>3}  ").append_text(action_text(step, names, look))
         out = [text]
         out.extend(Text("     ").append_text(points_text(p, names, look)) for p in step.points)
         return out
-    if step.kind == HAND_END:
+    if step.kind == StepKind.HAND_END:
         out = [Text(f"end of hand {step.hand}: ", look.style("bold"))]
         lines = hand_end_text(step, names, look)
         out[0].append_text(lines[0])
@@ -602,7 +559,7 @@ def _what_happened(step: Step, names: Names, look: Look) -> list[Text]:
 
 def _options(s: State, names: Names, look: Look) -> Text | None:
     """The legal plays of the seat to play, when its tiles are known (from its view)."""
-    if s.turn is None or s.hand_over or s.phase != "playing":
+    if s.turn is None or s.hand_over or s.phase != Phase.PLAYING:
         return None
     if any(t is None for t in s.hands[s.turn]):
         return None
@@ -615,6 +572,84 @@ def _options(s: State, names: Names, look: Look) -> Text | None:
     text.append(" may play ")
     text.append(", ".join(f"{t} {end.value}" for t, end in plays))
     return text
+
+
+# ----- JSON -------------------------------------------------------------------------------
+
+STORY_FORMAT = "bergen-replay/1"
+
+
+def story_json(story: Story, only_hand: int | None = None, note: str = "") -> dict[str, Any]:
+    """The story as JSON (the README's `bergen-replay --json`): the match, then each step
+    (of `only_hand`, or all) with its words, its seat and tile, the points it scored, the
+    line and the scores after it; hidden tiles are null."""
+    s = story.final
+    names = Names.of(s)
+    steps = [_step_json(step, names) for step in story.steps]
+    result = story.result
+    return {
+        "format": STORY_FORMAT,
+        "match_id": s.match_id,
+        "name": s.name,
+        "rules": s.rules.as_dict(),
+        "seats": [p.name if p is not None else None for p in s.players],
+        "sides": [list(side) for side in s.sides],
+        "phase": str(s.phase),
+        "note": note,
+        "steps": [
+            j
+            for j, step in zip(steps, story.steps, strict=True)
+            if only_hand is None or step.hand == only_hand
+        ],
+        "result": None
+        if result is None
+        else {
+            "reason": str(result.reason),
+            "winner_side": result.winner_side,
+            "scores": list(result.scores),
+            "resigned_seat": result.resigned_seat,
+            "note": result.note,
+        },
+    }
+
+
+def _tile_json(t: Tile | None) -> str | None:
+    return None if t is None else str(t)
+
+
+def _step_json(step: Step, names: Names) -> dict[str, Any]:
+    e = step.event
+    seat = getattr(e, "seat", None)
+    tile = getattr(e, "tile", None)
+    end = getattr(e, "end", None)
+    out: dict[str, Any] = {
+        "kind": str(step.kind),
+        "hand": step.hand,
+        "number": step.number if step.kind in ACTIONS else None,
+        "text": join(phrase(e), lambda n: names.seats[n], names.side),
+        "seat": seat if step.kind in ACTIONS else None,
+        "tile": _tile_json(tile) if step.kind in ACTIONS else None,
+        "end": end.value if isinstance(end, End) else None,
+        "points": [
+            {
+                "side": p.event.side,
+                "points": p.event.points,
+                "base": p.event.base,
+                "reason": str(p.event.reason),
+                "text": points_words(p.event),
+                "total": p.total,
+            }
+            for p in step.points
+        ],
+        "line": [[a, b] for a, b in step.state.line],
+        "scores": list(step.state.scores),
+    }
+    if isinstance(e, Dealt):
+        out["attempt"] = e.attempt
+        out["void"] = step.void
+        out["hands"] = [[_tile_json(t) for t in h] for h in e.hands]
+        out["boneyard"] = [_tile_json(t) for t in e.boneyard]
+    return out
 
 
 # ----- records ----------------------------------------------------------------------------

@@ -20,7 +20,8 @@ import grpc
 from rich.console import Console
 from rich.text import Text
 
-from bergen.api import wire
+from bergen.api.convert import event_in
+from bergen.api.exit_status import ExitStatus, help_text
 from bergen.domain.audit import replay_record
 from bergen.domain.errors import BergenError
 from bergen.domain.events import Event
@@ -29,14 +30,24 @@ from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
 from . import terminal
-from .exit_status import ExitStatus
-from .render import Story, render_frame, render_story, tell
+from .connect import add_server_option, bearer, code_of, exit_status_of, open_channel
+from .render import Story, render_frame, render_story, story_json, tell
 
 PROG = "bergen-replay"
-DEFAULT_SERVER = "127.0.0.1:50051"
 CONNECT_TIMEOUT_S = 5.0
 """How long to wait for the server to answer at all before calling it unreachable."""
 CALL_TIMEOUT_S = 30.0
+
+
+JSON_HELP = """\
+--json prints one object (format "bergen-replay/1"): match_id, name, rules, seats (names,
+null for a free seat), sides, phase, origin (the server or the file), complete (nothing is
+hidden), viewer_seat, note, result (reason, winner_side, scores, resigned_seat, note; null
+while live) and steps: each with kind (deal, lead, play, draw, pass, hand_end, match_end),
+hand, number (an action's place in its hand), text (the words of the listing), seat, tile
+and end (for an action), points (side, points, base, reason, text, total), and the line
+(pairs as laid, left to right) and scores after it; a deal adds attempt, void, hands and
+boneyard. A hidden tile is null."""
 
 
 class Failure(Exception):
@@ -54,13 +65,6 @@ class _Parser(argparse.ArgumentParser):
         raise Failure(ExitStatus.USAGE, message)
 
 
-def _address(text: str) -> str:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return text
-
-
 def _token(text: str) -> str:
     if not text or not all(33 <= ord(c) < 127 for c in text):
         raise argparse.ArgumentTypeError("a token is printable ASCII without spaces")
@@ -72,17 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Replay a Bergen match hand by hand: each deal, every action with the "
         "line after it, the points and why, the scores and the result.",
-        epilog="Exit statuses: 0 ok, 1 other error, 2 bad arguments, 3 unknown match, "
-        "4 token refused, 5 server unreachable, 6 invalid record file.",
+        epilog=JSON_HELP + "\n\n" + help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("match_id", nargs="?", metavar="MATCH_ID", help="the match to replay")
-    p.add_argument(
-        "--server",
-        type=_address,
-        default=os.environ.get("BERGEN_SERVER") or DEFAULT_SERVER,
-        metavar="HOST:PORT",
-        help=f"the server (default: $BERGEN_SERVER or {DEFAULT_SERVER})",
-    )
+    add_server_option(p)
     p.add_argument(
         "--token",
         type=_token,
@@ -115,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="plain text: [3|5] tiles, no colour (always so when output is not a terminal)",
     )
+    p.add_argument("--json", action="store_true", help="print the match's steps as JSON")
     return p
 
 
@@ -155,6 +154,11 @@ def _run(argv: Sequence[str] | None) -> int:
         raise Failure(ExitStatus.USAGE, f"there is no hand {args.hand}: the match has {have}")
     console = Console(highlight=False, soft_wrap=True)
     look = terminal.detect_look(console, args.plain)
+    if args.json:
+        shown = story_json(story, args.hand, note)
+        shown.update(origin=source.origin, complete=source.complete, viewer_seat=source.viewer)
+        print(json.dumps(shown, ensure_ascii=False))
+        return ExitStatus.SUCCESS
     if args.step:
         return _step(story, console, look, args.hand, note)
     _show(render_story(story, look, args.hand, note), console, look)
@@ -183,6 +187,8 @@ def _check_combination(args: argparse.Namespace) -> None:
         raise Failure(ExitStatus.USAGE, "--hand counts from 1")
     if args.seat is not None and args.seat < 0:
         raise Failure(ExitStatus.USAGE, "--seat counts from 0")
+    if args.json and (args.step or args.record):
+        raise Failure(ExitStatus.USAGE, "--json prints the steps: it takes no --step or --record")
     if args.step and not terminal.is_interactive():
         raise Failure(
             ExitStatus.USAGE,
@@ -206,32 +212,33 @@ class Source:
     origin: str
 
 
-def _bearer(token: str | None) -> tuple[tuple[str, str], ...]:
-    return () if token is None else (("authorization", f"Bearer {token}"),)
-
-
 def _refusal(e: grpc.RpcError, server: str, match_id: str) -> Failure:
-    code = e.code()
-    details = e.details() or ""
-    if code == grpc.StatusCode.NOT_FOUND:
-        return Failure(ExitStatus.NOT_FOUND, f"no match {match_id} on {server}")
-    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
-        return Failure(ExitStatus.REFUSED, f"the server refused the token: {details}")
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+    """The failure of a call: its exit status (`connect.exit_status_of`), in words."""
+    status = exit_status_of(e)
+    code = code_of(e)
+    details = (e.details() if isinstance(e, grpc.Call) else None) or ""
+    name = code.name if code is not None else "no status"
+    if status == ExitStatus.NOT_FOUND:
+        return Failure(status, f"no match {match_id} on {server}")
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        return Failure(status, f"the server refused: {details}")
+    if status == ExitStatus.REFUSED:
+        return Failure(status, f"the server refused the token: {details}")
+    if status == ExitStatus.UNREACHABLE:
         return Failure(
-            ExitStatus.UNREACHABLE,
-            f"cannot reach a server at {server} ({details or code.name}); start one with "
+            status,
+            f"cannot reach a server at {server} ({details or name}); start one with "
             "`bergen serve`, or give --server HOST:PORT",
         )
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return Failure(ExitStatus.USAGE, f"the server refused the request: {details}")
-    return Failure(ExitStatus.ERROR, f"the server says ({code.name}): {details}")
+    if status == ExitStatus.USAGE:
+        return Failure(status, f"the server refused the request: {details}")
+    return Failure(status, f"the server says ({name}): {details}")
 
 
 def _from_server(server: str, match_id: str, token: str | None) -> Source:
-    metadata = _bearer(token)
-    with grpc.insecure_channel(server) as channel:
-        stub = rpc.BergenStub(channel)  # type: ignore[no-untyped-call]
+    metadata = bearer(token)
+    with open_channel(server) as channel:
+        stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
         try:
             # The first call has a short deadline: a server that does not answer it is
             # unreachable (a refused connection fails at once).
@@ -244,7 +251,7 @@ def _from_server(server: str, match_id: str, token: str | None) -> Source:
         except grpc.RpcError as e:
             raise _refusal(e, server, match_id) from None
     try:
-        pairs = [wire.event_in(m) for m in reply.events]
+        pairs = [event_in(m) for m in reply.events]
     except BergenError as e:
         raise Failure(
             ExitStatus.ERROR, f"the server sent an event this client cannot read: {e}"
@@ -252,14 +259,14 @@ def _from_server(server: str, match_id: str, token: str | None) -> Source:
     seqs = [seq for seq, _ in pairs]
     if seqs != list(range(1, len(seqs) + 1)):
         raise Failure(ExitStatus.ERROR, "the server sent the match's events out of order")
-    viewer = seen.viewer_seat if seen.HasField("viewer_seat") else None
+    viewer = seen.view.viewer_seat if seen.view.HasField("viewer_seat") else None
     return Source([e for _, e in pairs], viewer, reply.complete, server)
 
 
 def _fetch_record(server: str, match_id: str, token: str | None) -> str:
-    metadata = _bearer(token)
-    with grpc.insecure_channel(server) as channel:
-        stub = rpc.BergenStub(channel)  # type: ignore[no-untyped-call]
+    metadata = bearer(token)
+    with open_channel(server) as channel:
+        stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
         try:
             stub.GetMatch(
                 pb.GetMatchRequest(match_id=match_id), metadata=metadata, timeout=CONNECT_TIMEOUT_S
@@ -270,9 +277,9 @@ def _fetch_record(server: str, match_id: str, token: str | None) -> str:
                 timeout=CALL_TIMEOUT_S,
             )
         except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.FAILED_PRECONDITION:
+            if code_of(e) == grpc.StatusCode.FAILED_PRECONDITION:
                 raise Failure(
-                    ExitStatus.ERROR,
+                    ExitStatus.REFUSED,
                     f"match {match_id} has not ended: its record would reveal every hand, "
                     "so there is none yet (replay it without --record)",
                 ) from None
@@ -285,9 +292,11 @@ def _from_file(path: str) -> Source:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise Failure(ExitStatus.INVALID, f"{name}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise Failure(ExitStatus.INVALID, f"{name}: cannot read it: {e}") from None
+        raise Failure(ExitStatus.USAGE, f"{name}: no such file") from None
+    except OSError as e:
+        raise Failure(ExitStatus.USAGE, f"{name}: cannot read it: {e}") from None
+    except UnicodeDecodeError as e:
+        raise Failure(ExitStatus.INVALID, f"{name}: not UTF-8 text: {e}") from None
     try:
         record: Any = json.loads(text)
     except json.JSONDecodeError as e:

@@ -13,11 +13,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress
 
+from bergen.api.exit_status import ExitStatus
 from bergen.domain import POLICIES, HandEnded, PointsScored, build_record, make_rules
 from bergen.domain.errors import InvalidOptions
 from bergen.domain.simulation import play_match
 
-from .exit_status import ExitStatus
 from .render import render_record
 
 PROGRESS_FROM = 20
@@ -38,6 +38,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--seed", help="seed for the deals and the policies (default: random)")
     p.add_argument("--out", type=Path, required=True, help="folder for the records")
     p.add_argument("--show", action="store_true", help="print each match, hand by hand")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as one JSON object (matches, players, partnerships, preset, "
+        "seed, out, policies: {name: {won, played}}, hands, points, records)",
+    )
     p.set_defaults(func=run)
 
 
@@ -65,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     seats_played: Counter[str] = Counter()
     hands = 0
     points = 0
+    records: list[str] = []
     out = Console(markup=False, highlight=False, soft_wrap=True)
     with Progress(console=console, disable=args.matches < PROGRESS_FROM) as progress:
         task = progress.add_task("matches", total=args.matches)
@@ -85,16 +92,32 @@ def run(args: argparse.Namespace) -> int:
             record = build_record(events)
             path = args.out / f"{match_id}.json"
             path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+            records.append(str(path))
             assert state.result is not None and state.result.winner_side is not None
             winner_seat = state.sides[state.result.winner_side][0]
             wins[names[winner_seat]] += 1
             seats_played.update(set(names))
             hands += sum(isinstance(e, HandEnded) for e in events)
             points += sum(e.points for e in events if isinstance(e, PointsScored))
-            if args.show:
+            if args.show and not args.json:
                 out.print(render_record(record))
                 out.print(f"record: {path}")
             progress.advance(task)
+    if args.json:
+        summary = {
+            "matches": args.matches,
+            "players": args.players,
+            "partnerships": args.partnerships,
+            "preset": rules.preset,
+            "seed": seed,
+            "out": str(args.out),
+            "policies": {n: {"won": wins[n], "played": args.matches} for n in sorted(seats_played)},
+            "hands": hands,
+            "points": points,
+            "records": records,
+        }
+        print(json.dumps(summary))
+        return ExitStatus.SUCCESS
     out.print(
         f"{args.matches} match(es), {args.players} seats"
         f"{' in partnerships' if args.partnerships else ''}, preset {rules.preset}, seed {seed}"

@@ -23,7 +23,6 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,37 +37,23 @@ from bergen.api.chain import (
     parse_metadata,
     verify_events,
 )
+from bergen.api.convert import timestamp_in
+from bergen.api.exit_status import ExitStatus, help_text
 from bergen.api.signing import SignatureError, load_public_key, verify_signature
 from bergen.api.stored import ChainFault, ChainReport, StoredEvent
 from bergen.domain import codec
 from bergen.domain.audit import replay_record
+from bergen.domain.describe import describe
 from bergen.domain.errors import BergenError, CorruptRecord, MatchNotInProgress
-from bergen.domain.events import (
-    Dealt,
-    DealVoided,
-    Event,
-    HandEnded,
-    MatchCreated,
-    MatchEnded,
-    Passed,
-    PointsScored,
-    SeatTaken,
-    SeedRevealed,
-    TileDrawn,
-    TilePlayed,
-)
+from bergen.domain.events import Event, MatchCreated, MatchEnded, SeatTaken, SeedRevealed
 from bergen.domain.record import build_record
 from bergen.domain.state import State, evolve
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
-from .exit_status import ExitStatus
+from .connect import add_server_option, code_of, exit_status_of, open_channel
 
-DEFAULT_SERVER = "127.0.0.1:50051"
-SERVER_ENV = "BERGEN_SERVER"
 RPC_TIMEOUT_S = 30.0
-MAX_MESSAGE_BYTES = 256 * 1024 * 1024
-"""An audit log is far smaller; the default 4 MiB limit of gRPC would not do for a long match."""
 
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 
@@ -85,17 +70,16 @@ it. Through the server the record must be signed by the key the server publishes
 (GetServerInfo), unless --public-key is given. An unsigned record file passes without
 --public-key (the verdict says "not signed") and is rejected with it.
 
-exit status:
-  0  verified: the verdict line starts with OK
-  6  rejected: the record or the log is wrong (the verdict names the first place, as
-     "hand H, action A", a record field, or "seq N" of the stored log, and why); also a
-     record file that is not JSON or not a record
-  2  usage: no such file, an unreadable file or public key, not a match id
-  3  the server has no such match
-  4  refused: the match has not ended yet, or the server will not show it
-  5  the server cannot be reached
-  1  any other error
-"""
+A rejection (exit status 6) names the first wrong place, as "hand H, action A", a record
+field, or "seq N" of the stored log, and why; a record file that is not JSON or not a record
+is rejected too. A match that has not ended yet is refused by the server (4).
+
+--json prints one object: ok, status (the exit status's name, lowercase), exit_status,
+verdict (the line), and the facts found: source ("file" or "server"), match_id, hands,
+result, public_key, key_checked, where and why for a rejection, events, head and chain for
+a match checked through the server.
+
+""" + help_text()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +128,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("target", metavar="RECORD-FILE|MATCH-ID", help="a record file or a match id")
-    p.add_argument(
-        "--server",
-        default=os.environ.get(SERVER_ENV, DEFAULT_SERVER),
-        metavar="HOST:PORT",
-        help=f"the server for a match id (default: {SERVER_ENV}, else {DEFAULT_SERVER})",
-    )
+    add_server_option(p)
     p.add_argument(
         "--public-key",
         metavar="FILE",
@@ -328,42 +307,26 @@ class _Stop(Exception):
         self.outcome = outcome
 
 
-def open_channel(server: str) -> grpc.Channel:
-    return grpc.insecure_channel(
-        server,
-        options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.enable_retries", 0),
-        ],
-    )
-
-
 def rpc_problem(e: grpc.RpcError, server: str, what: str) -> Outcome:
-    """The Outcome of a failed call: NOT_FOUND, REFUSED, UNREACHABLE, USAGE or ERROR."""
-    code = e.code() if isinstance(e, grpc.Call) else None
+    """The Outcome of a failed call: its exit status (`connect.exit_status_of`) and a line
+    saying what was asked of which server."""
+    status = exit_status_of(e)
+    code = code_of(e)
     detail = (e.details() if isinstance(e, grpc.Call) else None) or str(code)
-    if code == grpc.StatusCode.NOT_FOUND:
-        return _problem(ExitStatus.NOT_FOUND, f"{server}: {what}: {detail}")
-    if code in (
-        grpc.StatusCode.FAILED_PRECONDITION,
-        grpc.StatusCode.PERMISSION_DENIED,
-        grpc.StatusCode.UNAUTHENTICATED,
-    ):
-        return _problem(ExitStatus.REFUSED, f"{server} refused {what}: {detail}")
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return _problem(ExitStatus.UNREACHABLE, f"cannot reach {server}: {detail}")
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return _problem(ExitStatus.USAGE, f"{server}: {what}: {detail}")
+    if status == ExitStatus.REFUSED:
+        return _problem(status, f"{server} refused {what}: {detail}")
+    if status == ExitStatus.UNREACHABLE:
+        return _problem(status, f"cannot reach {server}: {detail}")
     if code == grpc.StatusCode.UNIMPLEMENTED:
-        return _problem(ExitStatus.ERROR, f"{server} does not offer {what}: {detail}")
-    return _problem(ExitStatus.ERROR, f"{server}: {what}: {detail}")
+        return _problem(status, f"{server} does not offer {what}: {detail}")
+    return _problem(status, f"{server}: {what}: {detail}")
 
 
 def verify_match(server: str, match_id: str, trusted_key: str | None) -> Outcome:
     """Verify a finished match through `server`. Never raises."""
     try:
         with open_channel(server) as channel:
-            stub = rpc.BergenStub(channel)  # type: ignore[no-untyped-call]
+            stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
             return check_match(stub, server, match_id, trusted_key)
     except ValueError as e:  # grpc refuses a malformed target
         return _problem(ExitStatus.USAGE, f"--server {server}: {e}")
@@ -441,7 +404,7 @@ def stored_event(match_id: str, e: pb.AuditEvent) -> StoredEvent:
         schema_version=e.schema_version,
         payload=payload,
         metadata=metadata,
-        recorded_at=datetime.fromisoformat(e.recorded_at),
+        recorded_at=timestamp_in(e.recorded_at),
         prev_hash=bytes.fromhex(e.prev_hash),
         hash=bytes.fromhex(e.hash),
         salt=bytes.fromhex(e.salt),
@@ -580,11 +543,11 @@ def _check_rules(rebuilt: dict[str, Any], events: Sequence[Event], facts: dict[s
     elif not verdict.ok:
         why = f"{verdict.where}: {verdict.why}"
     elif i >= len(verdict.events):
-        why = f"{_describe(events[i])}, after the rules have ended the match"
+        why = f"{_said(events[i])}, after the rules have ended the match"
     elif i >= len(events):
-        why = f"missing: the rules give {_describe(verdict.events[i])}"
+        why = f"missing: the rules give {_said(verdict.events[i])}"
     else:
-        why = f"the log has {_describe(events[i])}, the rules give {_describe(verdict.events[i])}"
+        why = f"the log has {_said(events[i])}, the rules give {_said(verdict.events[i])}"
     raise _Stop(_rejected(f"seq {seq}", why, **facts))
 
 
@@ -635,8 +598,8 @@ def _compare(
     seq = _first_difference(events, served_events)
     if seq is not None:
         i = seq - 1
-        has = _describe(events[i]) if i < len(events) else "nothing"
-        gives = _describe(served_events[i]) if i < len(served_events) else "nothing"
+        has = _said(events[i]) if i < len(events) else "nothing"
+        gives = _said(served_events[i]) if i < len(served_events) else "nothing"
         raise _Stop(
             _rejected(
                 f"seq {seq}",
@@ -703,28 +666,5 @@ def _first_difference(logged: Sequence[Event], given: Sequence[Event]) -> int | 
     return None
 
 
-def _describe(e: Event) -> str:
-    if isinstance(e, TilePlayed):
-        end = e.end.value if e.end is not None else "lead"
-        return f"hand {e.hand}: seat {e.seat} plays {e.tile} ({end})"
-    if isinstance(e, TileDrawn):
-        return f"hand {e.hand}: seat {e.seat} draws {e.tile}"
-    if isinstance(e, Passed):
-        return f"hand {e.hand}: seat {e.seat} passes"
-    if isinstance(e, PointsScored):
-        return f"hand {e.hand}: side {e.side} scores {e.points} ({e.reason})"
-    if isinstance(e, Dealt):
-        return f"hand {e.hand}: deal {e.attempt}"
-    if isinstance(e, DealVoided):
-        return f"hand {e.hand}: deal {e.attempt} void"
-    if isinstance(e, HandEnded):
-        return f"hand {e.hand} ends ({e.reason}, side {e.side}, {e.points} points)"
-    if isinstance(e, MatchEnded):
-        return f"the match ends ({e.reason}, scores {list(e.scores)})"
-    if isinstance(e, SeedRevealed):
-        return f"the server seed revealed as {e.server_seed[:16]}..."
-    if isinstance(e, SeatTaken):
-        return f"seat {e.seat} taken by {e.name!r}"
-    if isinstance(e, MatchCreated):
-        return "the match created"
-    return type(e).__name__
+def _said(e: Event) -> str:
+    return describe(e, with_hand=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bergen.cli_client.exit_status import ExitStatus
+from bergen.api.exit_status import ExitStatus
 from bergen.cli_client.main import main
 from bergen.v1 import bergen_pb2 as pb
 

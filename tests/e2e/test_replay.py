@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bergen.cli_client.exit_status import ExitStatus
+from bergen.api.exit_status import ExitStatus
 from bergen.domain.events import (
     Dealt,
     DealVoided,

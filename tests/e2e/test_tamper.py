@@ -31,7 +31,7 @@ from bergen.api.chain import (
     new_salt,
     parse_metadata,
 )
-from bergen.cli_client.exit_status import ExitStatus
+from bergen.api.exit_status import ExitStatus
 
 from .client import Client, play_to_end, seat_everyone
 from .servers import ServerFarm, ServerProcess
