@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: run simulate test lint typecheck proto proto-check bench clean
+.PHONY: run simulate test lint typecheck proto proto-check proto-lint proto-breaking bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,8 @@ simulate: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-## lint: ruff and mypy --strict
-lint: $(STAMP) typecheck proto-check
+## lint: ruff, mypy --strict, the generated code's freshness, buf lint and buf breaking
+lint: $(STAMP) typecheck proto-check proto-lint proto-breaking
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
@@ -53,6 +53,24 @@ proto-check: $(STAMP)
 	for f in bergen_pb2.py bergen_pb2.pyi bergen_pb2_grpc.py; do \
 	  diff -u proto/bergen/v1/$$f build/proto-check/bergen/v1/$$f || { echo "proto/bergen/v1/$$f is stale: run make proto"; exit 1; }; \
 	done
+
+# buf from npm, at the exact version pinned in proto/package.json and proto/package-lock.json
+# (the platform's binary comes as an npm package too: no other download).
+BUF := build/buf/node_modules/.bin/buf
+$(BUF): proto/package.json proto/package-lock.json
+	rm -rf build/buf && mkdir -p build/buf
+	cp proto/package.json proto/package-lock.json build/buf/
+	cd build/buf && npm ci --no-audit --no-fund --ignore-scripts
+	touch $(BUF)
+
+## proto-lint: buf lint, the STANDARD rules (proto/buf.yaml)
+proto-lint: $(BUF)
+	$(BUF) lint proto
+
+## proto-breaking: buf breaking, the API against the API before the latest change; a
+## deliberate break is a commit with a line `API-Break: <why>` (see proto/check-breaking)
+proto-breaking: $(BUF)
+	proto/check-breaking $(BUF)
 
 ## bench: the benchmarks (ratios against their references, measured in one run)
 bench: $(STAMP)

@@ -2,7 +2,7 @@
 
     python -m bench._ref_server --kind insert|eventsourcing --database URL --port-file FILE
 
-It serves `bergen.v1.Bergen/Play` (so the benchmark's client is the same for every server)
+It serves `bergen.v1.BergenService/Play` (so the benchmark's client is the same for every server)
 with the thread pool, message limits and channel options of `bergen.server.main`, and a
 handler that does nothing but:
 

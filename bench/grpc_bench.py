@@ -61,7 +61,7 @@ from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
 from bergen.v1 import bergen_pb2 as pb
 
 BENCH_URL_ENV = "BERGEN_BENCH_DATABASE_URL"
-SERVICE = "/bergen.v1.Bergen/"
+SERVICE = f"/{pb.DESCRIPTOR.services_by_name['BergenService'].full_name}/"
 CALL_TIMEOUT = 30.0
 START_TIMEOUT = 60.0
 WARMUP_CALLS = 20
@@ -204,7 +204,7 @@ class _Calls:
 
         self.create = unary("CreateMatch", pb.CreateMatchResponse)
         self.join = unary("JoinMatch", pb.JoinMatchResponse)
-        self.get = unary("GetMatch", pb.MatchView)
+        self.get = unary("GetMatch", pb.GetMatchResponse)
         self.play = unary("Play", pb.PlayResponse)
 
 
@@ -267,7 +267,7 @@ class Player:
                 pb.GetMatchRequest(match_id=self.match_id),
                 metadata=_bearer(self._tokens[seat]),
                 timeout=CALL_TIMEOUT,
-            )
+            ).view
         )
 
     def _see(self, view: pb.MatchView) -> None:

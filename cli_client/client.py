@@ -1,4 +1,4 @@
-"""A small client of bergen.v1.Bergen for the command line: one channel (`connect`), typed
+"""A small client of bergen.v1.BergenService for the command line: one channel (`connect`), typed
 calls with the seat token as bearer metadata."""
 
 from __future__ import annotations

@@ -272,7 +272,7 @@ def serve(args: argparse.Namespace) -> int:
         return ExitStatus.NOT_READY
     host = args.listen.rsplit(":", 1)[0]
     log.info(
-        "serving bergen.v1.Bergen on %s:%d, store %s, records signed by %s",
+        "serving bergen.v1.BergenService on %s:%d, store %s, records signed by %s",
         host,
         running.port,
         redact(args.database),

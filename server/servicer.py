@@ -42,7 +42,7 @@ from .identity import Caller
 
 log = logging.getLogger("bergen.server.grpc")
 
-SERVICE = "bergen.v1.Bergen"
+SERVICE = "bergen.v1.BergenService"
 _MATCH_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 M = TypeVar("M", bound=Message)
 
@@ -123,7 +123,7 @@ class BergenServicer:
     def CreateMatch(self, data: bytes, context: grpc.ServicerContext) -> pb.CreateMatchResponse:
         req = _parse(pb.CreateMatchRequest, data)
         options = convert.options_in(req.options)
-        preset = req.preset or (None if options else "standard")
+        preset = convert.preset_in(req.preset) or (None if options else "standard")
         state = self._commands.create_match(
             _caller(context),
             req.seats,
@@ -150,9 +150,10 @@ class BergenServicer:
         )
         return pb.JoinMatchResponse(seat=seat, seat_token=token, view=convert.view_out(view))
 
-    def GetMatch(self, data: bytes, context: grpc.ServicerContext) -> pb.MatchView:
+    def GetMatch(self, data: bytes, context: grpc.ServicerContext) -> pb.GetMatchResponse:
         req = _parse(pb.GetMatchRequest, data)
-        return convert.view_out(self._queries.get_view(_caller(context), _match_id(req.match_id)))
+        view = self._queries.get_view(_caller(context), _match_id(req.match_id))
+        return pb.GetMatchResponse(view=convert.view_out(view))
 
     def Play(self, data: bytes, context: grpc.ServicerContext) -> pb.PlayResponse:
         req = _parse(pb.PlayRequest, data)
@@ -214,9 +215,11 @@ class BergenServicer:
         record = self._queries.record(_caller(context), _match_id(req.match_id))
         return pb.GetRecordResponse(record_json=json.dumps(record, ensure_ascii=False))
 
-    def GetServerInfo(self, data: bytes, context: grpc.ServicerContext) -> pb.ServerInfo:
+    def GetServerInfo(
+        self, data: bytes, context: grpc.ServicerContext
+    ) -> pb.GetServerInfoResponse:
         _parse(pb.GetServerInfoRequest, data)
-        return pb.ServerInfo(
+        return pb.GetServerInfoResponse(
             signature_algorithm=ALGORITHM if self._queries.public_key else "",
             public_key=self._queries.public_key,
             record_format=RECORD_FORMAT,
@@ -239,7 +242,7 @@ class BergenServicer:
                     prev_hash=e.prev_hash.hex(),
                     salt=e.salt.hex(),
                     hash=e.hash.hex(),
-                    recorded_at=e.recorded_at.isoformat(),
+                    recorded_at=convert.timestamp_out(e.recorded_at),
                 )
                 for e in stored
             ],
@@ -260,10 +263,10 @@ class BergenServicer:
                 pb.MatchSummary(
                     match_id=r.match_id,
                     name=r.name,
-                    phase=convert.PHASES[r.phase],  # type: ignore[arg-type]
+                    phase=convert.PHASES[r.phase],
                     seat_count=r.seats,
                     partnerships=r.partnerships,
-                    preset=r.preset,
+                    preset=convert.PRESET.out(r.preset),
                     players=r.players,
                     scores=r.scores,
                     version=r.version,
@@ -276,7 +279,7 @@ class BergenServicer:
     def AbandonMatch(self, data: bytes, context: grpc.ServicerContext) -> pb.AbandonMatchResponse:
         req = _parse(pb.AbandonMatchRequest, data)
         events = self._commands.abandon(
-            _caller(context), _match_id(req.match_id), req.reason, _deadline(context)
+            _caller(context), _match_id(req.match_id), req.note, _deadline(context)
         )
         return pb.AbandonMatchResponse(events=_events(events))
 

@@ -1,14 +1,19 @@
-"""A small test client of bergen.v1.Bergen over the generated stubs.
+"""A small test client of bergen.v1.BergenService over the generated stubs.
 
 Create, join and play helpers with bearer metadata; a driver that plays random legal moves
 through one or several servers (replicas); a watcher thread; and the translation of served
 events back into domain events, so that a replay can be folded with `bergen.domain.fold`.
+
+Enums are read and written here by buf's naming alone (a domain word `w` of enum `TypeName`
+is the value `TYPE_NAME_W`), not through `bergen.api.convert`, so that these tests check
+the server's tables independently.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -16,12 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.message import Message
 
 from bergen.domain import events as ev
 from bergen.domain.rules import Rules
 from bergen.domain.state import State, fold
 from bergen.domain.tiles import End, Tile
+from bergen.domain.vocabulary import HandEndReason, MatchEndReason, PointsReason
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
@@ -44,7 +51,7 @@ class Client:
     def __init__(self, target: str) -> None:
         self.target = target
         self.channel = grpc.insecure_channel(target)
-        self.stub = rpc.BergenStub(self.channel)
+        self.stub = rpc.BergenServiceStub(self.channel)
 
     def close(self) -> None:
         self.channel.close()
@@ -68,9 +75,9 @@ class Client:
         request = pb.CreateMatchRequest(
             seats=seats,
             partnerships=partnerships,
-            preset=preset,
+            preset=word_number(pb.Preset.DESCRIPTOR, preset),  # type: ignore[arg-type]
             name=name,
-            options=pb.RuleOptions(**options),
+            options=rule_options(**options),
         )
         return self.stub.CreateMatch(request, metadata=bearer(token), timeout=RPC_TIMEOUT_S)
 
@@ -83,9 +90,10 @@ class Client:
         return self.stub.JoinMatch(request, timeout=RPC_TIMEOUT_S)
 
     def view(self, match_id: str, token: str | None = None) -> pb.MatchView:
-        return self.stub.GetMatch(
+        reply: pb.GetMatchResponse = self.stub.GetMatch(
             pb.GetMatchRequest(match_id=match_id), metadata=bearer(token), timeout=RPC_TIMEOUT_S
         )
+        return reply.view
 
     def play(
         self,
@@ -134,11 +142,9 @@ class Client:
         record: dict[str, Any] = json.loads(reply.record_json)
         return record
 
-    def abandon(
-        self, match_id: str, token: str | None, reason: str = ""
-    ) -> pb.AbandonMatchResponse:
+    def abandon(self, match_id: str, token: str | None, note: str = "") -> pb.AbandonMatchResponse:
         return self.stub.AbandonMatch(
-            pb.AbandonMatchRequest(match_id=match_id, reason=reason),
+            pb.AbandonMatchRequest(match_id=match_id, note=note),
             metadata=bearer(token),
             timeout=RPC_TIMEOUT_S,
         )
@@ -321,6 +327,33 @@ class Watcher(threading.Thread):
         self.call.cancel()
 
 
+# enums by name --------------------------------------------------------------------------
+
+
+def _prefix(enum: EnumDescriptor) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", enum.name).upper() + "_"
+
+
+def word_number(enum: EnumDescriptor, word: str) -> int:
+    """The number of domain word `word` in `enum` (`lowest_double` -> LEAD_LOWEST_DOUBLE).
+    Raises KeyError when the enum has no such value."""
+    return int(enum.values_by_name[_prefix(enum) + word.upper()].number)
+
+
+def number_word(enum: EnumDescriptor, number: int) -> str:
+    """The domain word of `number` in `enum`. Raises KeyError for an unknown number."""
+    return str(enum.values_by_number[number].name.removeprefix(_prefix(enum)).lower())
+
+
+def rule_options(**options: Any) -> pb.RuleOptions:
+    """RuleOptions from domain words and numbers (`lead="highest_double", target=5`)."""
+    msg = pb.RuleOptions()
+    for name, value in options.items():
+        enum = pb.RuleOptions.DESCRIPTOR.fields_by_name[name].enum_type
+        setattr(msg, name, value if enum is None else word_number(enum, value))
+    return msg
+
+
 # served messages back to domain values ------------------------------------------------
 
 
@@ -333,15 +366,18 @@ def _end_in(value: int) -> End | None:
 
 
 def rules_in(r: pb.Rules) -> Rules:
+    def word(name: str) -> str:
+        return number_word(pb.Rules.DESCRIPTOR.fields_by_name[name].enum_type, getattr(r, name))
+
     return Rules(
-        preset=r.preset,
-        lead=r.lead,
-        draw=r.draw,
+        preset=word("preset"),
+        lead=word("lead"),
+        draw=word("draw"),
         double_bonus=r.double_bonus,
         domino_points=r.domino_points,
-        blocked=r.blocked,
-        endgame_reduction=r.endgame_reduction,
-        match_end=r.match_end,
+        blocked=word("blocked"),
+        endgame_reduction=word("endgame_reduction"),
+        match_end=word("match_end"),
         target=r.target,
     )
 
@@ -379,17 +415,26 @@ def event_in(msg: pb.Event) -> ev.Event:
     if kind == "points_scored":
         s = msg.points_scored
         return ev.PointsScored(
-            s.hand, s.side, s.points, s.reason, s.base, s.seat if s.HasField("seat") else None
+            s.hand,
+            s.side,
+            s.points,
+            PointsReason(number_word(pb.PointsReason.DESCRIPTOR, s.reason)),
+            s.base,
+            s.seat if s.HasField("seat") else None,
         )
     if kind == "hand_ended":
         h = msg.hand_ended
         return ev.HandEnded(
-            h.hand, h.reason, h.side if h.HasField("side") else None, h.points, tuple(h.scores)
+            h.hand,
+            HandEndReason(number_word(pb.HandEndReason.DESCRIPTOR, h.reason)),
+            h.side if h.HasField("side") else None,
+            h.points,
+            tuple(h.scores),
         )
     if kind == "match_ended":
         r = msg.match_ended.result
         return ev.MatchEnded(
-            r.reason,
+            MatchEndReason(number_word(pb.MatchEndReason.DESCRIPTOR, r.reason)),
             r.winner_side if r.HasField("winner_side") else None,
             tuple(r.scores),
             r.resigned_seat if r.HasField("resigned_seat") else None,

@@ -3,6 +3,7 @@ matches, and the server agrees every match ended."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections.abc import Iterator
@@ -41,7 +42,7 @@ def check_ended(server: ServerProcess, out: str, matches: int) -> list[str]:
         for match_id in ids:
             view = client.view(match_id)
             assert view.phase == pb.PHASE_ENDED
-            assert view.result.reason == "target"
+            assert view.result.reason == pb.MATCH_END_REASON_TARGET
             assert max(view.scores) >= view.rules.target
     return ids
 
@@ -112,3 +113,23 @@ def test_an_unreachable_server_is_exit_status_5():
 def test_bad_options_are_exit_status_2(server: ServerProcess, args: list[str]):
     result = bots("--server", server.target, *args, timeout=60)
     assert result.returncode == 2, result.stderr
+
+
+def test_json_reports_each_match_and_the_wins(server: ServerProcess):
+    result = bots(
+        "--server", server.target, "--matches", "2", "--policy", "random", "greedy",
+        "--seed", "json", "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr + result.stdout
+    report = json.loads(result.stdout)
+    assert (report["seed"], report["players"], report["preset"]) == ("json", 2, "standard")
+    assert len(report["matches"]) == 2
+    with Client(server.target) as client:
+        for match in report["matches"]:
+            view = client.view(match["match_id"])
+            assert view.phase == pb.PHASE_ENDED
+            assert list(view.scores) == match["scores"]
+            assert match["winner_side"] == view.result.winner_side
+            assert sorted(match["policies"]) == ["greedy", "random"]
+    wins = sum(p["won"] for p in report["policies"].values())
+    assert wins == 2 and report["policies"]["greedy"]["played"] == 2

@@ -218,7 +218,7 @@ def test_abandoning_a_match_needs_the_organiser_token(
     assert kinds == ["match_ended", "seed_revealed"]
     view = client.view(table.match_id)
     assert view.phase == pb.PHASE_ENDED
-    assert view.result.reason == "abandoned"
+    assert view.result.reason == pb.MATCH_END_REASON_ABANDONED
     assert view.result.note == "the hall closes"
     assert not view.result.HasField("winner_side")
     refused(Code.FAILED_PRECONDITION, leak_free, client.abandon, table.match_id, ORGANISER_TOKEN)

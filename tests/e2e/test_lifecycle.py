@@ -219,7 +219,7 @@ def test_reflection_lists_the_bergen_service_and_describes_its_methods(
                     [
                         reflection_pb2.ServerReflectionRequest(list_services=""),
                         reflection_pb2.ServerReflectionRequest(
-                            file_containing_symbol="bergen.v1.Bergen"
+                            file_containing_symbol="bergen.v1.BergenService"
                         ),
                     ]
                 ),
@@ -227,13 +227,15 @@ def test_reflection_lists_the_bergen_service_and_describes_its_methods(
             )
         )
     services = {s.name for s in answers[0].list_services_response.service}
-    assert {"bergen.v1.Bergen", "grpc.health.v1.Health"} <= services
+    assert {"bergen.v1.BergenService", "grpc.health.v1.Health"} <= services
     files = [
         descriptor_pb2.FileDescriptorProto.FromString(raw)
         for raw in answers[1].file_descriptor_response.file_descriptor_proto
     ]
-    methods = {m.name for f in files for s in f.service if s.name == "Bergen" for m in s.method}
-    assert methods == set(pb.DESCRIPTOR.services_by_name["Bergen"].methods_by_name)
+    methods = {
+        m.name for f in files for s in f.service if s.name == "BergenService" for m in s.method
+    }
+    assert methods == set(pb.DESCRIPTOR.services_by_name["BergenService"].methods_by_name)
     assert {"CreateMatch", "JoinMatch", "Play", "WatchMatch", "AbandonMatch"} <= methods
 
 
@@ -241,7 +243,7 @@ def test_the_health_service_says_serving_for_the_server_and_the_bergen_service(
     server: ServerProcess,
 ) -> None:
     assert server.health("") == health_pb2.HealthCheckResponse.SERVING
-    assert server.health("bergen.v1.Bergen") == health_pb2.HealthCheckResponse.SERVING
+    assert server.health("bergen.v1.BergenService") == health_pb2.HealthCheckResponse.SERVING
     with grpc.insecure_channel(server.target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         with pytest.raises(grpc.RpcError) as info:
@@ -317,7 +319,7 @@ WATCH_AND_HANG = """
 import sys
 import grpc
 from bergen.v1 import bergen_pb2 as pb, bergen_pb2_grpc as rpc
-stub = rpc.BergenStub(grpc.insecure_channel(sys.argv[1]))
+stub = rpc.BergenServiceStub(grpc.insecure_channel(sys.argv[1]))
 stream = stub.WatchMatch(pb.WatchMatchRequest(match_id=sys.argv[2]))
 next(stream)
 print("watching", flush=True)

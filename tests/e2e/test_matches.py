@@ -19,6 +19,7 @@ from .client import (
     Watcher,
     event_in,
     fold_served,
+    number_word,
     play_random_move,
     play_to_end,
     seat_everyone,
@@ -81,7 +82,7 @@ def play_watched_match(
     table = seat_everyone(
         rng.choice(clients), seats, partnerships=partnerships, preset=preset, before_joining=watch
     )
-    assert table.created.rules.preset == preset
+    assert number_word(pb.Preset.DESCRIPTOR, table.created.rules.preset) == preset
     watcher = watchers[0]
     assert watcher.view().version == 1, "the watcher started right after MatchCreated"
 
@@ -96,7 +97,7 @@ def play_watched_match(
         moves.append(move)
     final = moves[-1].response.view
     assert final.phase == pb.PHASE_ENDED
-    assert final.result.reason == "target"
+    assert final.result.reason == pb.MATCH_END_REASON_TARGET
     n = final.version
 
     watcher.join(30)

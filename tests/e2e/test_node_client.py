@@ -116,7 +116,7 @@ class Server:
             raise AssertionError(f"{e}; its log:\n{self.log()}") from None
         self.address = f"127.0.0.1:{port}"
         self.channel = grpc.insecure_channel(self.address)
-        self.stub = pb_grpc.BergenStub(self.channel)
+        self.stub = pb_grpc.BergenServiceStub(self.channel)
 
     def _wait_for_port(self) -> int:
         deadline = time.monotonic() + SERVER_START_TIMEOUT
@@ -196,7 +196,7 @@ def _check_against_server(server: Server, summary: dict[str, Any], seats: int) -
     record_plays = sum(1 for h in record["hands"] for a in h["actions"] if a["act"] == "play")
     assert record_plays == summary["plays"] + len(record["hands"]), (record_plays, summary)
 
-    view = server.stub.GetMatch(pb.GetMatchRequest(match_id=match_id))
+    view = server.stub.GetMatch(pb.GetMatchRequest(match_id=match_id)).view
     assert view.phase == pb.PHASE_ENDED
     assert list(view.scores) == summary["scores"]
     assert view.version == summary["version"]

@@ -540,7 +540,9 @@ class LyingServer:
         return self.real.GetAuditLog(request, timeout=timeout)
 
     def GetServerInfo(self, request: Any, timeout: float | None = None) -> Any:
-        return pb.ServerInfo(signature_algorithm="ed25519", public_key=self.signer.public_key)
+        return pb.GetServerInfoResponse(
+            signature_algorithm="ed25519", public_key=self.signer.public_key
+        )
 
     def GetRecord(self, request: Any, timeout: float | None = None) -> Any:
         record = json.loads(self.real.GetRecord(request, timeout=timeout).record_json)

@@ -1,83 +1,257 @@
-"""Translation between domain values and the `bergen.v1` messages. No rules here."""
+"""Translation between domain values and the `bergen.v1` messages, both ways. No rules here.
+
+`*_out` turns a domain value into a message (the server's answers); `*_in` turns a message
+into a domain value (the server reading a request, a client reading an answer). Every closed
+set of words has one explicit table below, from the domain's word to the enum number; the
+domain keeps its words (the ones stored in events and written in records).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
+
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from bergen.domain import events as ev
-from bergen.domain.errors import InvalidArgument
+from bergen.domain.errors import CorruptRecord, InvalidArgument, InvalidOptions
 from bergen.domain.rules import Rules
-from bergen.domain.state import ENDED, PLAYING, SEATING
 from bergen.domain.tiles import End, Tile
 from bergen.domain.views import View
+from bergen.domain.vocabulary import HandEndReason, MatchEndReason, Phase, PointsReason
 from bergen.v1 import bergen_pb2 as pb
 
-PHASES: Mapping[str, int] = {
-    SEATING: pb.PHASE_SEATING,
-    PLAYING: pb.PHASE_PLAYING,
-    ENDED: pb.PHASE_ENDED,
+W = TypeVar("W", bound=str)
+N = TypeVar("N", bound=int)
+
+
+class Words(Generic[W, N]):
+    """One closed set: each domain word and its enum number, both ways. Number 0 (the
+    enum's *_UNSPECIFIED) stands for no word."""
+
+    def __init__(self, what: str, numbers: Mapping[W, N]) -> None:
+        self.what = what
+        self.numbers: Mapping[W, N] = MappingProxyType(dict(numbers))
+        self.words: Mapping[int, W] = MappingProxyType({n: w for w, n in numbers.items()})
+        if len(self.words) != len(self.numbers) or 0 in self.words:
+            raise ValueError(f"{what}: the numbers must be distinct and not 0")
+
+    def out(self, word: W) -> N:
+        """The enum number of a domain word. Raises KeyError for a word of no table (a bug:
+        the domain makes only the words it lists)."""
+        return self.numbers[word]
+
+    def into(self, number: int, error: type[InvalidArgument] = InvalidArgument) -> W:
+        """The domain word of an enum number. Raises `error` for 0 or an unknown number."""
+        word = self.words.get(number)
+        if word is None:
+            problem = "is not set" if number == 0 else f"has no value {number}"
+            raise error(f"{self.what} {problem}", field=self.what)
+        return word
+
+
+# Keyed by str: the match listing's rows hold a phase as its stored word.
+PHASE: Words[str, pb.Phase] = Words(
+    "phase",
+    {Phase.SEATING: pb.PHASE_SEATING, Phase.PLAYING: pb.PHASE_PLAYING, Phase.ENDED: pb.PHASE_ENDED},
+)
+# RULES.md section 9.
+PRESET = Words(
+    "preset",
+    {
+        "standard": pb.PRESET_STANDARD,
+        "american": pb.PRESET_AMERICAN,
+        "pips": pb.PRESET_PIPS,
+        "eastern": pb.PRESET_EASTERN,
+        "custom": pb.PRESET_CUSTOM,
+    },
+)
+LEAD = Words(
+    "lead",
+    {
+        "lowest_double": pb.LEAD_LOWEST_DOUBLE,
+        "highest_double": pb.LEAD_HIGHEST_DOUBLE,
+        "lowest_double_else_lowest_tile": pb.LEAD_LOWEST_DOUBLE_ELSE_LOWEST_TILE,
+    },
+)
+DRAW = Words("draw", {"until_fits": pb.DRAW_UNTIL_FITS, "one_then_pass": pb.DRAW_ONE_THEN_PASS})
+BLOCKED = Words(
+    "blocked",
+    {
+        "german": pb.BLOCKED_GERMAN,
+        "american": pb.BLOCKED_AMERICAN,
+        "eastern": pb.BLOCKED_EASTERN,
+        "pips": pb.BLOCKED_PIPS,
+    },
+)
+ENDGAME_REDUCTION = Words(
+    "endgame_reduction", {"on": pb.ENDGAME_REDUCTION_ON, "off": pb.ENDGAME_REDUCTION_OFF}
+)
+MATCH_END = Words(
+    "match_end", {"instant": pb.MATCH_END_INSTANT, "end_of_hand": pb.MATCH_END_END_OF_HAND}
+)
+POINTS_REASON = Words(
+    "points reason",
+    {
+        PointsReason.DOUBLE_HEADER: pb.POINTS_REASON_DOUBLE_HEADER,
+        PointsReason.TRIPLE_HEADER: pb.POINTS_REASON_TRIPLE_HEADER,
+        PointsReason.DOUBLE_BONUS: pb.POINTS_REASON_DOUBLE_BONUS,
+        PointsReason.DOMINO: pb.POINTS_REASON_DOMINO,
+        PointsReason.BLOCKED: pb.POINTS_REASON_BLOCKED,
+    },
+)
+HAND_END_REASON = Words(
+    "hand end reason",
+    {
+        HandEndReason.DOMINO: pb.HAND_END_REASON_DOMINO,
+        HandEndReason.BLOCKED: pb.HAND_END_REASON_BLOCKED,
+        HandEndReason.MATCH_OVER: pb.HAND_END_REASON_MATCH_OVER,
+    },
+)
+MATCH_END_REASON = Words(
+    "match end reason",
+    {
+        MatchEndReason.TARGET: pb.MATCH_END_REASON_TARGET,
+        MatchEndReason.ABANDONED: pb.MATCH_END_REASON_ABANDONED,
+    },
+)
+
+# The rule options that are words, by option name.
+OPTION_WORDS: Mapping[str, Words[str, Any]] = {
+    "lead": LEAD,
+    "draw": DRAW,
+    "blocked": BLOCKED,
+    "endgame_reduction": ENDGAME_REDUCTION,
+    "match_end": MATCH_END,
 }
-PHASE_NAMES: Mapping[int, str] = {v: k for k, v in PHASES.items()}
-ENDS: Mapping[End | None, int] = {
+_NUMBER_OPTIONS = ("double_bonus", "domino_points", "target")
+
+PHASES: Mapping[str, pb.Phase] = PHASE.numbers
+PHASE_NAMES: Mapping[int, str] = PHASE.words
+ENDS: Mapping[End | None, pb.End] = {
     None: pb.END_UNSPECIFIED,
     End.LEFT: pb.END_LEFT,
     End.RIGHT: pb.END_RIGHT,
 }
+_END_OF: Mapping[int, End | None] = {n: e for e, n in ENDS.items()}
 
 
-def tile_in(msg: pb.Tile, what: str = "tile") -> Tile:
-    """Raises InvalidArgument for numbers outside 0..6."""
+# Tiles, ends and times ------------------------------------------------------------------
+
+
+def tile_in(
+    msg: pb.Tile, what: str = "tile", error: type[InvalidArgument] = InvalidArgument
+) -> Tile:
+    """Raises `error` for numbers outside 0..6."""
     if msg.low > 6 or msg.high > 6:
-        raise InvalidArgument(f"{what}: numbers must be 0..6, got {msg.low}-{msg.high}")
+        raise error(f"{what}: numbers must be 0..6, got {msg.low}-{msg.high}")
     return Tile.of(msg.low, msg.high)
-
-
-def end_in(value: int) -> End | None:
-    """Raises InvalidArgument for an unknown enum number."""
-    if value == pb.END_UNSPECIFIED:
-        return None
-    if value == pb.END_LEFT:
-        return End.LEFT
-    if value == pb.END_RIGHT:
-        return End.RIGHT
-    raise InvalidArgument(f"end must be END_LEFT or END_RIGHT, got {value}")
 
 
 def tile_out(t: Tile) -> pb.Tile:
     return pb.Tile(low=t.low, high=t.high)
 
 
+def end_in(value: int, error: type[InvalidArgument] = InvalidArgument) -> End | None:
+    """None for END_UNSPECIFIED. Raises `error` for an unknown enum number."""
+    if value not in _END_OF:
+        raise error(f"end has no value {value}", field="end")
+    return _END_OF[value]
+
+
+def timestamp_out(at: datetime) -> Timestamp:
+    """Raises ValueError for a naive datetime (a time without its zone is ambiguous)."""
+    if at.tzinfo is None:
+        raise ValueError(f"a time without a zone: {at.isoformat()}")
+    ts = Timestamp()
+    ts.FromDatetime(at.astimezone(UTC))
+    return ts
+
+
+def timestamp_in(ts: Timestamp) -> datetime:
+    """The time in UTC."""
+    return ts.ToDatetime(tzinfo=UTC)
+
+
+# Rules ----------------------------------------------------------------------------------
+
+
 def rules_out(r: Rules) -> pb.Rules:
     return pb.Rules(
-        preset=r.preset,
-        lead=r.lead,
-        draw=r.draw,
+        preset=PRESET.out(r.preset),
+        lead=LEAD.out(r.lead),
+        draw=DRAW.out(r.draw),
         double_bonus=r.double_bonus,
         domino_points=r.domino_points,
-        blocked=r.blocked,
-        endgame_reduction=r.endgame_reduction,
-        match_end=r.match_end,
+        blocked=BLOCKED.out(r.blocked),
+        endgame_reduction=ENDGAME_REDUCTION.out(r.endgame_reduction),
+        match_end=MATCH_END.out(r.match_end),
         target=r.target,
     )
 
 
-def options_in(msg: pb.RuleOptions) -> dict[str, object]:
-    """The options set in a RuleOptions message."""
-    names = (
-        "lead",
-        "draw",
-        "double_bonus",
-        "domino_points",
-        "blocked",
-        "endgame_reduction",
-        "match_end",
-        "target",
+def rules_in(msg: pb.Rules, error: type[InvalidArgument] = CorruptRecord) -> Rules:
+    """Raises `error` for an unset or unknown word, InvalidOptions for rules that cannot be."""
+    return Rules(
+        preset=PRESET.into(msg.preset, error),
+        lead=LEAD.into(msg.lead, error),
+        draw=DRAW.into(msg.draw, error),
+        double_bonus=msg.double_bonus,
+        domino_points=msg.domino_points,
+        blocked=BLOCKED.into(msg.blocked, error),
+        endgame_reduction=ENDGAME_REDUCTION.into(msg.endgame_reduction, error),
+        match_end=MATCH_END.into(msg.match_end, error),
+        target=msg.target,
     )
-    return {n: getattr(msg, n) for n in names if msg.HasField(n)}
+
+
+def preset_in(value: int) -> str | None:
+    """A request's preset; None for PRESET_UNSPECIFIED. Raises InvalidOptions for an unknown
+    number."""
+    return None if value == pb.PRESET_UNSPECIFIED else PRESET.into(value, InvalidOptions)
+
+
+def options_in(msg: pb.RuleOptions) -> dict[str, object]:
+    """The options set in a RuleOptions message. Raises InvalidOptions for an unset or
+    unknown enum number."""
+    options: dict[str, object] = {
+        name: words.into(getattr(msg, name), InvalidOptions)
+        for name, words in OPTION_WORDS.items()
+        if msg.HasField(name)
+    }
+    options.update({n: getattr(msg, n) for n in _NUMBER_OPTIONS if msg.HasField(n)})
+    return options
+
+
+def options_out(options: Mapping[str, object]) -> pb.RuleOptions:
+    """Options by name (words and numbers as `make_rules` takes them). Raises InvalidOptions
+    for an unknown option or word, or a number that is not one."""
+    msg = pb.RuleOptions()
+    for name, value in options.items():
+        words = OPTION_WORDS.get(name)
+        if words is not None:
+            number = words.numbers.get(value) if isinstance(value, str) else None
+            if number is None:
+                raise InvalidOptions(f"option {name} has no value {value!r:.40}", field=name)
+            setattr(msg, name, number)
+        elif name in _NUMBER_OPTIONS and type(value) is int and value >= 0:
+            setattr(msg, name, value)
+        else:
+            raise InvalidOptions(f"no option {name!r:.40} with value {value!r:.40}", field=name)
+    return msg
+
+
+# Views and events, out ------------------------------------------------------------------
 
 
 def result_out(r: ev.MatchEnded) -> pb.Result:
-    msg = pb.Result(reason=r.reason, scores=list(r.scores), note=r.note)
+    msg = pb.Result(
+        reason=MATCH_END_REASON.out(r.reason),
+        scores=list(r.scores),
+        note=r.note,
+    )
     if r.winner_side is not None:
         msg.winner_side = r.winner_side
     if r.resigned_seat is not None:
@@ -89,7 +263,7 @@ def view_out(v: View) -> pb.MatchView:
     msg = pb.MatchView(
         match_id=v.match_id,
         name=v.name,
-        phase=PHASES[v.phase],  # type: ignore[arg-type]
+        phase=PHASE.out(v.phase),
         rules=rules_out(v.rules),
         partnerships=v.partnerships,
         commitment=v.commitment,
@@ -100,7 +274,7 @@ def view_out(v: View) -> pb.MatchView:
         drawable=v.drawable,
         line=[pb.LineTile(left=a, right=b) for a, b in v.line],
         scores=list(v.scores),
-        legal_plays=[pb.LegalPlay(tile=tile_out(t), end=ENDS[e]) for t, e in v.legal_plays],  # type: ignore[arg-type]
+        legal_plays=[pb.LegalPlay(tile=tile_out(t), end=ENDS[e]) for t, e in v.legal_plays],
         version=v.version,
     )
     for seat, name in enumerate(v.players):
@@ -164,7 +338,7 @@ def event_out(seq: int, e: ev.Event) -> pb.Event:
         msg.deal_voided.CopyFrom(pb.DealVoided(hand=e.hand, attempt=e.attempt))
     elif isinstance(e, ev.TilePlayed):
         msg.tile_played.CopyFrom(
-            pb.TilePlayed(hand=e.hand, seat=e.seat, tile=tile_out(e.tile), end=ENDS[e.end])  # type: ignore[arg-type]
+            pb.TilePlayed(hand=e.hand, seat=e.seat, tile=tile_out(e.tile), end=ENDS[e.end])
         )
     elif isinstance(e, ev.TileDrawn):
         drawn = pb.TileDrawn(hand=e.hand, seat=e.seat)
@@ -175,13 +349,22 @@ def event_out(seq: int, e: ev.Event) -> pb.Event:
         msg.passed.CopyFrom(pb.Passed(hand=e.hand, seat=e.seat))
     elif isinstance(e, ev.PointsScored):
         scored = pb.PointsScored(
-            hand=e.hand, side=e.side, points=e.points, reason=e.reason, base=e.base
+            hand=e.hand,
+            side=e.side,
+            points=e.points,
+            reason=POINTS_REASON.out(e.reason),
+            base=e.base,
         )
         if e.seat is not None:
             scored.seat = e.seat
         msg.points_scored.CopyFrom(scored)
     elif isinstance(e, ev.HandEnded):
-        ended = pb.HandEnded(hand=e.hand, reason=e.reason, points=e.points, scores=list(e.scores))
+        ended = pb.HandEnded(
+            hand=e.hand,
+            reason=HAND_END_REASON.out(e.reason),
+            points=e.points,
+            scores=list(e.scores),
+        )
         if e.side is not None:
             ended.side = e.side
         msg.hand_ended.CopyFrom(ended)
@@ -190,3 +373,76 @@ def event_out(seq: int, e: ev.Event) -> pb.Event:
     elif isinstance(e, ev.SeedRevealed):
         msg.seed_revealed.CopyFrom(pb.SeedRevealed(server_seed=e.server_seed))
     return msg
+
+
+# Events, in: clients fold what the server sent like the server folds its log --------------
+
+
+def result_in(msg: pb.Result) -> ev.MatchEnded:
+    """Raises CorruptRecord for an unset or unknown reason."""
+    return ev.MatchEnded(
+        reason=MATCH_END_REASON.into(msg.reason, CorruptRecord),
+        winner_side=msg.winner_side if msg.HasField("winner_side") else None,
+        scores=tuple(msg.scores),
+        resigned_seat=msg.resigned_seat if msg.HasField("resigned_seat") else None,
+        note=msg.note,
+    )
+
+
+def event_in(msg: pb.Event) -> tuple[int, ev.Event]:
+    """(seq, event); tiles the server hid are None. Raises CorruptRecord for an empty event,
+    an unknown enum number or a tile that is not one."""
+
+    def tile(t: pb.Tile) -> Tile:
+        return tile_in(t, f"event {msg.seq}: tile", CorruptRecord)
+
+    kind = msg.WhichOneof("body")
+    if kind == "match_created":
+        m = msg.match_created
+        return msg.seq, ev.MatchCreated(
+            m.match_id, m.seats, m.partnerships, rules_in(m.rules), m.commitment, m.name, None
+        )
+    if kind == "seat_taken":
+        s = msg.seat_taken
+        return msg.seq, ev.SeatTaken(s.seat, s.name, s.client_seed)
+    if kind == "dealt":
+        d = msg.dealt
+        hands = tuple(
+            tuple(tile(t) for t in h.tiles) if h.tiles else (None,) * h.count for h in d.hands
+        )
+        boneyard = tuple(tile(t) for t in d.boneyard) if d.boneyard else (None,) * d.boneyard_size
+        return msg.seq, ev.Dealt(d.hand, d.attempt, hands, boneyard)
+    if kind == "deal_voided":
+        return msg.seq, ev.DealVoided(msg.deal_voided.hand, msg.deal_voided.attempt)
+    if kind == "tile_played":
+        p = msg.tile_played
+        return msg.seq, ev.TilePlayed(p.hand, p.seat, tile(p.tile), end_in(p.end, CorruptRecord))
+    if kind == "tile_drawn":
+        t = msg.tile_drawn
+        return msg.seq, ev.TileDrawn(t.hand, t.seat, tile(t.tile) if t.HasField("tile") else None)
+    if kind == "passed":
+        return msg.seq, ev.Passed(msg.passed.hand, msg.passed.seat)
+    if kind == "points_scored":
+        p2 = msg.points_scored
+        return msg.seq, ev.PointsScored(
+            p2.hand,
+            p2.side,
+            p2.points,
+            POINTS_REASON.into(p2.reason, CorruptRecord),
+            p2.base,
+            p2.seat if p2.HasField("seat") else None,
+        )
+    if kind == "hand_ended":
+        h2 = msg.hand_ended
+        return msg.seq, ev.HandEnded(
+            h2.hand,
+            HAND_END_REASON.into(h2.reason, CorruptRecord),
+            h2.side if h2.HasField("side") else None,
+            h2.points,
+            tuple(h2.scores),
+        )
+    if kind == "match_ended":
+        return msg.seq, result_in(msg.match_ended.result)
+    if kind == "seed_revealed":
+        return msg.seq, ev.SeedRevealed(msg.seed_revealed.server_seed)
+    raise CorruptRecord(f"event {msg.seq} has no body")

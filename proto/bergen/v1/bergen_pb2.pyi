@@ -1,3 +1,6 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -19,6 +22,70 @@ class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PHASE_SEATING: _ClassVar[Phase]
     PHASE_PLAYING: _ClassVar[Phase]
     PHASE_ENDED: _ClassVar[Phase]
+
+class Preset(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PRESET_UNSPECIFIED: _ClassVar[Preset]
+    PRESET_STANDARD: _ClassVar[Preset]
+    PRESET_AMERICAN: _ClassVar[Preset]
+    PRESET_PIPS: _ClassVar[Preset]
+    PRESET_EASTERN: _ClassVar[Preset]
+    PRESET_CUSTOM: _ClassVar[Preset]
+
+class Lead(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LEAD_UNSPECIFIED: _ClassVar[Lead]
+    LEAD_LOWEST_DOUBLE: _ClassVar[Lead]
+    LEAD_HIGHEST_DOUBLE: _ClassVar[Lead]
+    LEAD_LOWEST_DOUBLE_ELSE_LOWEST_TILE: _ClassVar[Lead]
+
+class Draw(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DRAW_UNSPECIFIED: _ClassVar[Draw]
+    DRAW_UNTIL_FITS: _ClassVar[Draw]
+    DRAW_ONE_THEN_PASS: _ClassVar[Draw]
+
+class Blocked(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BLOCKED_UNSPECIFIED: _ClassVar[Blocked]
+    BLOCKED_GERMAN: _ClassVar[Blocked]
+    BLOCKED_AMERICAN: _ClassVar[Blocked]
+    BLOCKED_EASTERN: _ClassVar[Blocked]
+    BLOCKED_PIPS: _ClassVar[Blocked]
+
+class EndgameReduction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ENDGAME_REDUCTION_UNSPECIFIED: _ClassVar[EndgameReduction]
+    ENDGAME_REDUCTION_ON: _ClassVar[EndgameReduction]
+    ENDGAME_REDUCTION_OFF: _ClassVar[EndgameReduction]
+
+class MatchEnd(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MATCH_END_UNSPECIFIED: _ClassVar[MatchEnd]
+    MATCH_END_INSTANT: _ClassVar[MatchEnd]
+    MATCH_END_END_OF_HAND: _ClassVar[MatchEnd]
+
+class MatchEndReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MATCH_END_REASON_UNSPECIFIED: _ClassVar[MatchEndReason]
+    MATCH_END_REASON_TARGET: _ClassVar[MatchEndReason]
+    MATCH_END_REASON_ABANDONED: _ClassVar[MatchEndReason]
+
+class PointsReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    POINTS_REASON_UNSPECIFIED: _ClassVar[PointsReason]
+    POINTS_REASON_DOUBLE_HEADER: _ClassVar[PointsReason]
+    POINTS_REASON_TRIPLE_HEADER: _ClassVar[PointsReason]
+    POINTS_REASON_DOUBLE_BONUS: _ClassVar[PointsReason]
+    POINTS_REASON_DOMINO: _ClassVar[PointsReason]
+    POINTS_REASON_BLOCKED: _ClassVar[PointsReason]
+
+class HandEndReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    HAND_END_REASON_UNSPECIFIED: _ClassVar[HandEndReason]
+    HAND_END_REASON_DOMINO: _ClassVar[HandEndReason]
+    HAND_END_REASON_BLOCKED: _ClassVar[HandEndReason]
+    HAND_END_REASON_MATCH_OVER: _ClassVar[HandEndReason]
 END_UNSPECIFIED: End
 END_LEFT: End
 END_RIGHT: End
@@ -26,6 +93,43 @@ PHASE_UNSPECIFIED: Phase
 PHASE_SEATING: Phase
 PHASE_PLAYING: Phase
 PHASE_ENDED: Phase
+PRESET_UNSPECIFIED: Preset
+PRESET_STANDARD: Preset
+PRESET_AMERICAN: Preset
+PRESET_PIPS: Preset
+PRESET_EASTERN: Preset
+PRESET_CUSTOM: Preset
+LEAD_UNSPECIFIED: Lead
+LEAD_LOWEST_DOUBLE: Lead
+LEAD_HIGHEST_DOUBLE: Lead
+LEAD_LOWEST_DOUBLE_ELSE_LOWEST_TILE: Lead
+DRAW_UNSPECIFIED: Draw
+DRAW_UNTIL_FITS: Draw
+DRAW_ONE_THEN_PASS: Draw
+BLOCKED_UNSPECIFIED: Blocked
+BLOCKED_GERMAN: Blocked
+BLOCKED_AMERICAN: Blocked
+BLOCKED_EASTERN: Blocked
+BLOCKED_PIPS: Blocked
+ENDGAME_REDUCTION_UNSPECIFIED: EndgameReduction
+ENDGAME_REDUCTION_ON: EndgameReduction
+ENDGAME_REDUCTION_OFF: EndgameReduction
+MATCH_END_UNSPECIFIED: MatchEnd
+MATCH_END_INSTANT: MatchEnd
+MATCH_END_END_OF_HAND: MatchEnd
+MATCH_END_REASON_UNSPECIFIED: MatchEndReason
+MATCH_END_REASON_TARGET: MatchEndReason
+MATCH_END_REASON_ABANDONED: MatchEndReason
+POINTS_REASON_UNSPECIFIED: PointsReason
+POINTS_REASON_DOUBLE_HEADER: PointsReason
+POINTS_REASON_TRIPLE_HEADER: PointsReason
+POINTS_REASON_DOUBLE_BONUS: PointsReason
+POINTS_REASON_DOMINO: PointsReason
+POINTS_REASON_BLOCKED: PointsReason
+HAND_END_REASON_UNSPECIFIED: HandEndReason
+HAND_END_REASON_DOMINO: HandEndReason
+HAND_END_REASON_BLOCKED: HandEndReason
+HAND_END_REASON_MATCH_OVER: HandEndReason
 
 class Tile(_message.Message):
     __slots__ = ("low", "high")
@@ -46,16 +150,16 @@ class Rules(_message.Message):
     ENDGAME_REDUCTION_FIELD_NUMBER: _ClassVar[int]
     MATCH_END_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
-    preset: str
-    lead: str
-    draw: str
+    preset: Preset
+    lead: Lead
+    draw: Draw
     double_bonus: int
     domino_points: int
-    blocked: str
-    endgame_reduction: str
-    match_end: str
+    blocked: Blocked
+    endgame_reduction: EndgameReduction
+    match_end: MatchEnd
     target: int
-    def __init__(self, preset: _Optional[str] = ..., lead: _Optional[str] = ..., draw: _Optional[str] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[str] = ..., endgame_reduction: _Optional[str] = ..., match_end: _Optional[str] = ..., target: _Optional[int] = ...) -> None: ...
+    def __init__(self, preset: _Optional[_Union[Preset, str]] = ..., lead: _Optional[_Union[Lead, str]] = ..., draw: _Optional[_Union[Draw, str]] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[_Union[Blocked, str]] = ..., endgame_reduction: _Optional[_Union[EndgameReduction, str]] = ..., match_end: _Optional[_Union[MatchEnd, str]] = ..., target: _Optional[int] = ...) -> None: ...
 
 class RuleOptions(_message.Message):
     __slots__ = ("lead", "draw", "double_bonus", "domino_points", "blocked", "endgame_reduction", "match_end", "target")
@@ -67,15 +171,15 @@ class RuleOptions(_message.Message):
     ENDGAME_REDUCTION_FIELD_NUMBER: _ClassVar[int]
     MATCH_END_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
-    lead: str
-    draw: str
+    lead: Lead
+    draw: Draw
     double_bonus: int
     domino_points: int
-    blocked: str
-    endgame_reduction: str
-    match_end: str
+    blocked: Blocked
+    endgame_reduction: EndgameReduction
+    match_end: MatchEnd
     target: int
-    def __init__(self, lead: _Optional[str] = ..., draw: _Optional[str] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[str] = ..., endgame_reduction: _Optional[str] = ..., match_end: _Optional[str] = ..., target: _Optional[int] = ...) -> None: ...
+    def __init__(self, lead: _Optional[_Union[Lead, str]] = ..., draw: _Optional[_Union[Draw, str]] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[_Union[Blocked, str]] = ..., endgame_reduction: _Optional[_Union[EndgameReduction, str]] = ..., match_end: _Optional[_Union[MatchEnd, str]] = ..., target: _Optional[int] = ...) -> None: ...
 
 class CreateMatchRequest(_message.Message):
     __slots__ = ("seats", "partnerships", "preset", "options", "name")
@@ -86,10 +190,10 @@ class CreateMatchRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     seats: int
     partnerships: bool
-    preset: str
+    preset: Preset
     options: RuleOptions
     name: str
-    def __init__(self, seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[str] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., name: _Optional[str] = ...) -> None: ...
+    def __init__(self, seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., name: _Optional[str] = ...) -> None: ...
 
 class CreateMatchResponse(_message.Message):
     __slots__ = ("match_id", "commitment", "rules")
@@ -128,6 +232,12 @@ class GetMatchRequest(_message.Message):
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     def __init__(self, match_id: _Optional[str] = ...) -> None: ...
+
+class GetMatchResponse(_message.Message):
+    __slots__ = ("view",)
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    view: MatchView
+    def __init__(self, view: _Optional[_Union[MatchView, _Mapping]] = ...) -> None: ...
 
 class SeatInfo(_message.Message):
     __slots__ = ("seat", "name", "taken", "tile_count", "side")
@@ -184,12 +294,12 @@ class Result(_message.Message):
     SCORES_FIELD_NUMBER: _ClassVar[int]
     RESIGNED_SEAT_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
-    reason: str
+    reason: MatchEndReason
     winner_side: int
     scores: _containers.RepeatedScalarFieldContainer[int]
     resigned_seat: int
     note: str
-    def __init__(self, reason: _Optional[str] = ..., winner_side: _Optional[int] = ..., scores: _Optional[_Iterable[int]] = ..., resigned_seat: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+    def __init__(self, reason: _Optional[_Union[MatchEndReason, str]] = ..., winner_side: _Optional[int] = ..., scores: _Optional[_Iterable[int]] = ..., resigned_seat: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
 
 class MatchView(_message.Message):
     __slots__ = ("match_id", "name", "phase", "rules", "partnerships", "viewer_seat", "seats", "commitment", "server_seed", "hand_number", "my_tiles", "revealed_hands", "boneyard_size", "drawable", "line", "ends", "scores", "turn", "must_play", "legal_plays", "result", "version")
@@ -327,7 +437,7 @@ class GetServerInfoRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
-class ServerInfo(_message.Message):
+class GetServerInfoResponse(_message.Message):
     __slots__ = ("signature_algorithm", "public_key", "record_format", "rules_version")
     SIGNATURE_ALGORITHM_FIELD_NUMBER: _ClassVar[int]
     PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -364,8 +474,8 @@ class AuditEvent(_message.Message):
     prev_hash: str
     salt: str
     hash: str
-    recorded_at: str
-    def __init__(self, seq: _Optional[int] = ..., type: _Optional[str] = ..., schema_version: _Optional[int] = ..., payload_json: _Optional[str] = ..., metadata_json: _Optional[str] = ..., prev_hash: _Optional[str] = ..., salt: _Optional[str] = ..., hash: _Optional[str] = ..., recorded_at: _Optional[str] = ...) -> None: ...
+    recorded_at: _timestamp_pb2.Timestamp
+    def __init__(self, seq: _Optional[int] = ..., type: _Optional[str] = ..., schema_version: _Optional[int] = ..., payload_json: _Optional[str] = ..., metadata_json: _Optional[str] = ..., prev_hash: _Optional[str] = ..., salt: _Optional[str] = ..., hash: _Optional[str] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetAuditLogResponse(_message.Message):
     __slots__ = ("match_id", "events")
@@ -403,11 +513,11 @@ class MatchSummary(_message.Message):
     phase: Phase
     seat_count: int
     partnerships: bool
-    preset: str
+    preset: Preset
     players: _containers.RepeatedScalarFieldContainer[str]
     scores: _containers.RepeatedScalarFieldContainer[int]
     version: int
-    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., seat_count: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[str] = ..., players: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[int]] = ..., version: _Optional[int] = ...) -> None: ...
+    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., seat_count: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., players: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[int]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class ListMatchesResponse(_message.Message):
     __slots__ = ("matches", "next_page_token")
@@ -418,12 +528,12 @@ class ListMatchesResponse(_message.Message):
     def __init__(self, matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class AbandonMatchRequest(_message.Message):
-    __slots__ = ("match_id", "reason")
+    __slots__ = ("match_id", "note")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     match_id: str
-    reason: str
-    def __init__(self, match_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    note: str
+    def __init__(self, match_id: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
 
 class AbandonMatchResponse(_message.Message):
     __slots__ = ("events",)
@@ -556,10 +666,10 @@ class PointsScored(_message.Message):
     hand: int
     side: int
     points: int
-    reason: str
+    reason: PointsReason
     base: int
     seat: int
-    def __init__(self, hand: _Optional[int] = ..., side: _Optional[int] = ..., points: _Optional[int] = ..., reason: _Optional[str] = ..., base: _Optional[int] = ..., seat: _Optional[int] = ...) -> None: ...
+    def __init__(self, hand: _Optional[int] = ..., side: _Optional[int] = ..., points: _Optional[int] = ..., reason: _Optional[_Union[PointsReason, str]] = ..., base: _Optional[int] = ..., seat: _Optional[int] = ...) -> None: ...
 
 class HandEnded(_message.Message):
     __slots__ = ("hand", "reason", "side", "points", "scores")
@@ -569,11 +679,11 @@ class HandEnded(_message.Message):
     POINTS_FIELD_NUMBER: _ClassVar[int]
     SCORES_FIELD_NUMBER: _ClassVar[int]
     hand: int
-    reason: str
+    reason: HandEndReason
     side: int
     points: int
     scores: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, hand: _Optional[int] = ..., reason: _Optional[str] = ..., side: _Optional[int] = ..., points: _Optional[int] = ..., scores: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, hand: _Optional[int] = ..., reason: _Optional[_Union[HandEndReason, str]] = ..., side: _Optional[int] = ..., points: _Optional[int] = ..., scores: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class MatchEnded(_message.Message):
     __slots__ = ("result",)

@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class BergenStub:
+class BergenServiceStub:
     """The game service.
     """
 
@@ -36,68 +36,68 @@ class BergenStub:
             channel: A grpc.Channel.
         """
         self.CreateMatch = channel.unary_unary(
-                '/bergen.v1.Bergen/CreateMatch',
+                '/bergen.v1.BergenService/CreateMatch',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.CreateMatchRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.CreateMatchResponse.FromString,
                 _registered_method=True)
         self.JoinMatch = channel.unary_unary(
-                '/bergen.v1.Bergen/JoinMatch',
+                '/bergen.v1.BergenService/JoinMatch',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.JoinMatchRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.JoinMatchResponse.FromString,
                 _registered_method=True)
         self.GetMatch = channel.unary_unary(
-                '/bergen.v1.Bergen/GetMatch',
+                '/bergen.v1.BergenService/GetMatch',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.GetMatchRequest.SerializeToString,
-                response_deserializer=bergen_dot_v1_dot_bergen__pb2.MatchView.FromString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetMatchResponse.FromString,
                 _registered_method=True)
         self.Play = channel.unary_unary(
-                '/bergen.v1.Bergen/Play',
+                '/bergen.v1.BergenService/Play',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.PlayRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.PlayResponse.FromString,
                 _registered_method=True)
         self.Resign = channel.unary_unary(
-                '/bergen.v1.Bergen/Resign',
+                '/bergen.v1.BergenService/Resign',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.ResignRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.ResignResponse.FromString,
                 _registered_method=True)
         self.WatchMatch = channel.unary_stream(
-                '/bergen.v1.Bergen/WatchMatch',
+                '/bergen.v1.BergenService/WatchMatch',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.WatchMatchRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.WatchMatchResponse.FromString,
                 _registered_method=True)
         self.GetReplay = channel.unary_unary(
-                '/bergen.v1.Bergen/GetReplay',
+                '/bergen.v1.BergenService/GetReplay',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.GetReplayRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetReplayResponse.FromString,
                 _registered_method=True)
         self.GetRecord = channel.unary_unary(
-                '/bergen.v1.Bergen/GetRecord',
+                '/bergen.v1.BergenService/GetRecord',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.GetRecordRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetRecordResponse.FromString,
                 _registered_method=True)
         self.ListMatches = channel.unary_unary(
-                '/bergen.v1.Bergen/ListMatches',
+                '/bergen.v1.BergenService/ListMatches',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.ListMatchesRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.ListMatchesResponse.FromString,
                 _registered_method=True)
         self.AbandonMatch = channel.unary_unary(
-                '/bergen.v1.Bergen/AbandonMatch',
+                '/bergen.v1.BergenService/AbandonMatch',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.AbandonMatchRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.AbandonMatchResponse.FromString,
                 _registered_method=True)
         self.GetServerInfo = channel.unary_unary(
-                '/bergen.v1.Bergen/GetServerInfo',
+                '/bergen.v1.BergenService/GetServerInfo',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.GetServerInfoRequest.SerializeToString,
-                response_deserializer=bergen_dot_v1_dot_bergen__pb2.ServerInfo.FromString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetServerInfoResponse.FromString,
                 _registered_method=True)
         self.GetAuditLog = channel.unary_unary(
-                '/bergen.v1.Bergen/GetAuditLog',
+                '/bergen.v1.BergenService/GetAuditLog',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.GetAuditLogRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetAuditLogResponse.FromString,
                 _registered_method=True)
 
 
-class BergenServicer:
+class BergenServiceServicer:
     """The game service.
     """
 
@@ -189,7 +189,7 @@ class BergenServicer:
         raise NotImplementedError('Method not implemented!')
 
 
-def add_BergenServicer_to_server(servicer, server):
+def add_BergenServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'CreateMatch': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateMatch,
@@ -204,7 +204,7 @@ def add_BergenServicer_to_server(servicer, server):
             'GetMatch': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMatch,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetMatchRequest.FromString,
-                    response_serializer=bergen_dot_v1_dot_bergen__pb2.MatchView.SerializeToString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.GetMatchResponse.SerializeToString,
             ),
             'Play': grpc.unary_unary_rpc_method_handler(
                     servicer.Play,
@@ -244,7 +244,7 @@ def add_BergenServicer_to_server(servicer, server):
             'GetServerInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetServerInfo,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetServerInfoRequest.FromString,
-                    response_serializer=bergen_dot_v1_dot_bergen__pb2.ServerInfo.SerializeToString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.GetServerInfoResponse.SerializeToString,
             ),
             'GetAuditLog': grpc.unary_unary_rpc_method_handler(
                     servicer.GetAuditLog,
@@ -253,13 +253,13 @@ def add_BergenServicer_to_server(servicer, server):
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'bergen.v1.Bergen', rpc_method_handlers)
+            'bergen.v1.BergenService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('bergen.v1.Bergen', rpc_method_handlers)
+    server.add_registered_method_handlers('bergen.v1.BergenService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class Bergen:
+class BergenService:
     """The game service.
     """
 
@@ -277,7 +277,7 @@ class Bergen:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/bergen.v1.Bergen/CreateMatch',
+            '/bergen.v1.BergenService/CreateMatch',
             bergen_dot_v1_dot_bergen__pb2.CreateMatchRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.CreateMatchResponse.FromString,
             options,
@@ -304,7 +304,7 @@ class Bergen:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/bergen.v1.Bergen/JoinMatch',
+            '/bergen.v1.BergenService/JoinMatch',
             bergen_dot_v1_dot_bergen__pb2.JoinMatchRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.JoinMatchResponse.FromString,
             options,
@@ -331,9 +331,9 @@ class Bergen:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/bergen.v1.Bergen/GetMatch',
+            '/bergen.v1.BergenService/GetMatch',
             bergen_dot_v1_dot_bergen__pb2.GetMatchRequest.SerializeToString,
-            bergen_dot_v1_dot_bergen__pb2.MatchView.FromString,
+            bergen_dot_v1_dot_bergen__pb2.GetMatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -358,7 +358,7 @@ class Bergen:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/bergen.v1.Bergen/Play',
+            '/bergen.v1.BergenService/Play',
             bergen_dot_v1_dot_bergen__pb2.PlayRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.PlayResponse.FromString,
             options,
@@ -385,7 +385,7 @@ class Bergen:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/bergen.v1.Bergen/Resign',
+            '/bergen.v1.BergenService/Resign',
             bergen_dot_v1_dot_bergen__pb2.ResignRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.ResignResponse.FromString,
             options,
@@ -412,7 +412,7 @@ class Bergen:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/bergen.v1.Bergen/WatchMatch',
+            '/bergen.v1.BergenService/WatchMatch',
             bergen_dot_v1_dot_bergen__pb2.WatchMatchRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.WatchMatchResponse.FromString,
             options,
@@ -439,7 +439,7 @@ class Bergen:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/bergen.v1.Bergen/GetReplay',
+            '/bergen.v1.BergenService/GetReplay',
             bergen_dot_v1_dot_bergen__pb2.GetReplayRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.GetReplayResponse.FromString,
             options,
@@ -466,7 +466,7 @@ class Bergen:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/bergen.v1.Bergen/GetRecord',
+            '/bergen.v1.BergenService/GetRecord',
             bergen_dot_v1_dot_bergen__pb2.GetRecordRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.GetRecordResponse.FromString,
             options,
@@ -493,7 +493,7 @@ class Bergen:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/bergen.v1.Bergen/ListMatches',
+            '/bergen.v1.BergenService/ListMatches',
             bergen_dot_v1_dot_bergen__pb2.ListMatchesRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.ListMatchesResponse.FromString,
             options,
@@ -520,7 +520,7 @@ class Bergen:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/bergen.v1.Bergen/AbandonMatch',
+            '/bergen.v1.BergenService/AbandonMatch',
             bergen_dot_v1_dot_bergen__pb2.AbandonMatchRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.AbandonMatchResponse.FromString,
             options,
@@ -547,9 +547,9 @@ class Bergen:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/bergen.v1.Bergen/GetServerInfo',
+            '/bergen.v1.BergenService/GetServerInfo',
             bergen_dot_v1_dot_bergen__pb2.GetServerInfoRequest.SerializeToString,
-            bergen_dot_v1_dot_bergen__pb2.ServerInfo.FromString,
+            bergen_dot_v1_dot_bergen__pb2.GetServerInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -574,7 +574,7 @@ class Bergen:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/bergen.v1.Bergen/GetAuditLog',
+            '/bergen.v1.BergenService/GetAuditLog',
             bergen_dot_v1_dot_bergen__pb2.GetAuditLogRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.GetAuditLogResponse.FromString,
             options,

@@ -6,13 +6,14 @@
 // Creates a match, takes every seat (keeping each seat token, sent as
 // "authorization: Bearer <token>"), plays random legal plays until the match ends, watches
 // it as a spectator the whole time, then checks GetReplay and GetRecord against the final
-// view. Prints a one-line JSON summary on stdout and exits 0, or prints the error on stderr
-// and exits 1.
+// view, and GetAuditLog's timestamps. Prints a one-line JSON summary on stdout and exits 0,
+// or prints the error on stderr and exits 1.
 //
 // Loader options: keepCase false (fields are camelCase: matchId, legalPlays, viewerSeat...),
 // enums as names, 64-bit integers as decimal strings, defaults on, oneofs on. With those,
 // an absent proto3 `optional` scalar (turn, viewerSeat, winnerSide) is `undefined` and an
-// absent message field (ends, result, mustPlay) is `null`; a present 0 stays 0.
+// absent message field (ends, result, mustPlay) is `null`; a present 0 stays 0. Enums are
+// sent and read by their names (PRESET_STANDARD, MATCH_END_REASON_TARGET...).
 'use strict';
 
 const path = require('path');
@@ -72,7 +73,7 @@ function loadService() {
     oneofs: true,
   });
   const pkg = grpc.loadPackageDefinition(definition);
-  return pkg.bergen.v1.Bergen;
+  return pkg.bergen.v1.BergenService;
 }
 
 function bearer(token) {
@@ -155,6 +156,13 @@ function withTimeout(promise, ms, what) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
+// The values an enum field may take in a served message: its names but the zero one.
+const REASONS = {
+  pointsScored: ['POINTS_REASON_DOUBLE_HEADER', 'POINTS_REASON_TRIPLE_HEADER', 'POINTS_REASON_DOUBLE_BONUS',
+    'POINTS_REASON_DOMINO', 'POINTS_REASON_BLOCKED'],
+  handEnded: ['HAND_END_REASON_DOMINO', 'HAND_END_REASON_BLOCKED', 'HAND_END_REASON_MATCH_OVER'],
+};
+
 function sameList(a, b) {
   return JSON.stringify(a.map(Number)) === JSON.stringify(b.map(Number));
 }
@@ -162,19 +170,26 @@ function sameList(a, b) {
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const random = rng(args.seed);
-  const Bergen = loadService();
-  const client = new Bergen(args.address, grpc.credentials.createInsecure());
+  const BergenService = loadService();
+  const client = new BergenService(args.address, grpc.credentials.createInsecure());
 
   const created = await unary(client, 'CreateMatch', {
     seats: args.seats,
     partnerships: args.partnerships,
-    preset: 'standard',
+    preset: 'PRESET_STANDARD',
     name: `node client ${args.seats} seats`,
   });
   const matchId = created.matchId;
   check(typeof matchId === 'string' && matchId.length > 0, 'CreateMatch returned no match id');
   check(/^[0-9a-f]{64}$/.test(created.commitment), `bad commitment ${created.commitment}`);
   check(present(created.rules) && created.rules.target > 0, 'CreateMatch returned no rules');
+  const rules = created.rules;
+  check(rules.preset === 'PRESET_STANDARD', `rules preset ${rules.preset}`);
+  check(
+    rules.lead === 'LEAD_LOWEST_DOUBLE' && rules.draw === 'DRAW_UNTIL_FITS' && rules.blocked === 'BLOCKED_GERMAN'
+      && rules.endgameReduction === 'ENDGAME_REDUCTION_ON' && rules.matchEnd === 'MATCH_END_INSTANT',
+    `the standard preset's rules are not its defaults: ${JSON.stringify(rules)}`,
+  );
 
   // The spectator stream, opened before any seat is taken so it sees the whole match.
   const watcher = watch(client, matchId);
@@ -204,7 +219,8 @@ async function main() {
   // Play until the end: the spectator view says whose turn it is, that seat's view lists
   // its legal plays.
   let plays = 0;
-  let view = await unary(client, 'GetMatch', { matchId });
+  const getMatch = async (md) => (await unary(client, 'GetMatch', { matchId }, md)).view;
+  let view = await getMatch();
   while (view.phase !== 'PHASE_ENDED') {
     check(view.phase === 'PHASE_PLAYING', `phase ${view.phase} after every seat joined`);
     check(view.turn !== undefined, `no turn while playing (version ${view.version})`);
@@ -212,7 +228,7 @@ async function main() {
     const seat = view.turn;
     check(tokens.has(seat), `turn ${seat} is not a seat`);
     const md = bearer(tokens.get(seat));
-    const mine = await unary(client, 'GetMatch', { matchId }, md);
+    const mine = await getMatch(md);
     check(mine.viewerSeat === seat, `seat ${seat} view has viewer_seat ${mine.viewerSeat}`);
     check(mine.turn === seat, `seat ${seat} view says turn ${mine.turn}`);
     check(mine.myTiles.length > 0, `seat ${seat} has no tiles on its turn`);
@@ -238,11 +254,12 @@ async function main() {
     check(present(response.view) && response.view.viewerSeat === seat, 'Play view is not the seat\'s');
     check(BigInt(response.view.version) > BigInt(mine.version), 'Play did not advance the version');
     plays += 1;
-    view = await unary(client, 'GetMatch', { matchId });
+    view = await getMatch();
   }
 
   // The end, as a spectator sees it.
   check(present(view.result), 'an ended match has no result');
+  check(view.result.reason === 'MATCH_END_REASON_TARGET', `result reason ${view.result.reason}`);
   check(view.turn === undefined, `turn ${view.turn} is set after the end`);
   check(view.viewerSeat === undefined, 'a spectator view has viewer_seat set');
   check(sameList(view.result.scores, view.scores), 'result scores differ from the view scores');
@@ -266,6 +283,13 @@ async function main() {
   const ended = watched.events.find((e) => e.body === 'matchEnded');
   check(ended !== undefined, 'WatchMatch sent no match_ended event');
   check(sameList(ended.matchEnded.result.scores, finalScores), 'match_ended scores differ from the view');
+  for (const e of watched.events) {
+    const allowed = REASONS[e.body];
+    if (allowed !== undefined) {
+      check(allowed.includes(e[e.body].reason), `event ${e.seq}: ${e.body} reason ${e[e.body].reason}`);
+    }
+  }
+  const handEnds = watched.events.filter((e) => e.body === 'handEnded').length;
 
   // The replay: whole, from seq 1 to the final version.
   const replay = await unary(client, 'GetReplay', { matchId, afterSeq: '0' });
@@ -279,6 +303,20 @@ async function main() {
   check(sameList(record.result.scores, finalScores), `record scores ${JSON.stringify(record.result.scores)}`);
   check(record.server_seed === view.serverSeed, 'record server seed differs from the view');
   check(record.commitment === created.commitment, 'record commitment differs from CreateMatch');
+  check(record.hands.length === handEnds, `record has ${record.hands.length} hands, ${handEnds} ended`);
+
+  // The audit log of the ended match: every event, with when it was recorded (a Timestamp).
+  const audit = await unary(client, 'GetAuditLog', { matchId });
+  check(audit.events.length === Number(finalVersion), `audit log has ${audit.events.length} events`);
+  let previous = 0n;
+  for (const e of audit.events) {
+    check(present(e.recordedAt), `audit event ${e.seq} has no recorded_at`);
+    const at = BigInt(e.recordedAt.seconds) * 1000000000n + BigInt(e.recordedAt.nanos);
+    check(at >= previous, `audit event ${e.seq} was recorded before the one before it`);
+    previous = at;
+  }
+  const recordedMs = Number(previous / 1000000n);
+  check(Math.abs(recordedMs - Date.now()) < 3600 * 1000, `the last event was recorded at ${recordedMs} ms`);
 
   client.close();
   const winner = view.result.winnerSide;
