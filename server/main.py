@@ -21,9 +21,9 @@ from grpc_reflection.v1alpha import reflection
 
 from bergen.api.exit_status import ExitStatus
 from bergen.api.signing import DEFAULT_KEY_FILE, RecordSigner
-from bergen.v1 import bergen_pb2
 
 from .app import Application, Settings, build_application
+from .edge import interceptors
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .servicer import SERVICE, generic_handler
 from .store import backend_of, open_store, schema_is_behind, upgrade_to_head
@@ -33,6 +33,8 @@ log = logging.getLogger("bergen.server")
 
 DEFAULT_LISTEN = "127.0.0.1:50051"
 MAX_REQUEST_BYTES = 64 * 1024
+"""Past this a request is refused (RESOURCE_EXHAUSTED, reason REQUEST_TOO_LARGE) by the edge;
+gRPC itself reads at most twice this, and refuses more without a reason."""
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 MAX_WATCHERS = 200
 """Open WatchMatch streams a server keeps at once by default; each holds a thread."""
@@ -106,13 +108,14 @@ def create_server(
             max_workers=max_watchers + CALL_WORKERS, thread_name_prefix="bergen-rpc"
         ),
         options=server_options(keepalive_s),
+        interceptors=interceptors(MAX_REQUEST_BYTES),
     )
     server.add_generic_rpc_handlers((generic_handler(app, max_watchers),))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (
-            bergen_pb2.DESCRIPTOR.services_by_name["Bergen"].full_name,
+            SERVICE,
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
             reflection.SERVICE_NAME,
         ),
@@ -134,7 +137,7 @@ def server_options(keepalive_s: float = KEEPALIVE_SECONDS) -> list[tuple[str, An
     client's stream ends and gives its thread back."""
     every_ms = max(1, round(keepalive_s * 1000))
     return [
-        ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+        ("grpc.max_receive_message_length", 2 * MAX_REQUEST_BYTES),
         ("grpc.max_send_message_length", MAX_RESPONSE_BYTES),
         ("grpc.so_reuseport", 0),
         ("grpc.keepalive_time_ms", every_ms),
