@@ -170,3 +170,18 @@ def test_export_as_a_process_and_its_failures(
     blocked.write_text("")
     code, _, err = export(capsys, "--out", str(blocked), "--server", server.target)
     assert code == ExitStatus.USAGE, err
+
+
+def test_json_says_what_was_written(
+    server: ServerProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "records"
+    code, stdout, err = export(capsys, "--out", str(out), "--server", server.target, "--json")
+    assert code == ExitStatus.SUCCESS, err
+    report = json.loads(stdout)
+    assert report["out"] == str(out) and report["manifest"] == str(out / "manifest.json")
+    listed = [m["match_id"] for m in manifest_of(out)["matches"]]
+    assert sorted(report["written"]) == sorted(listed) and report["listed"] == len(listed)
+    assert report["rejected"] == []
+    code, stdout, err = export(capsys, "--out", str(out), "--server", server.target, "--json")
+    assert json.loads(stdout)["written"] == []

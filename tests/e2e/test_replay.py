@@ -277,7 +277,8 @@ def test_a_live_match_shows_a_seat_its_own_tiles_and_no_other(
 
 
 def test_a_live_match_has_no_record_yet(server: ServerProcess, live: Table) -> None:
-    assert_fails(replay(server, live.match_id, "--record"), ExitStatus.ERROR, "has not ended")
+    # Refused, as bergen verify is for the same match: one meaning per exit status.
+    assert_fails(replay(server, live.match_id, "--record"), ExitStatus.REFUSED, "has not ended")
 
 
 # ----- the options ----------------------------------------------------------------------------
@@ -505,7 +506,6 @@ def test_a_tampered_record_is_invalid_and_says_where(finished: Finished, tmp_pat
 @pytest.mark.parametrize(
     ("content", "words"),
     [
-        (None, ["no such file"]),
         ("", ["not JSON"]),
         ('{"format": "bergen-match-record/1",', ["not JSON", "line 1"]),
         ("[1, 2, 3]", ["does not check", "expected an object"]),
@@ -514,19 +514,21 @@ def test_a_tampered_record_is_invalid_and_says_where(finished: Finished, tmp_pat
         ("[" * 100_000 + "]" * 100_000, ["not"]),
     ],
 )
-def test_a_bad_record_file_is_invalid(
-    content: str | None, words: list[str], tmp_path: Path
-) -> None:
+def test_a_bad_record_file_is_invalid(content: str, words: list[str], tmp_path: Path) -> None:
     path = tmp_path / "record.json"
-    if content is not None:
-        path.write_text(content)
+    path.write_text(content)
     assert_fails(run_replay("--file", str(path)), ExitStatus.INVALID, *words)
+
+
+def test_a_record_file_that_is_not_there_is_a_usage_error(tmp_path: Path) -> None:
+    missing = tmp_path / "record.json"
+    assert_fails(run_replay("--file", str(missing)), ExitStatus.USAGE, "no such file")
 
 
 def test_a_record_file_that_is_not_text_is_invalid(tmp_path: Path) -> None:
     path = tmp_path / "record.json"
     path.write_bytes(b"\xff\xfe\x00garbage")
-    assert_fails(run_replay("--file", str(path)), ExitStatus.INVALID, "cannot read")
+    assert_fails(run_replay("--file", str(path)), ExitStatus.INVALID, "not UTF-8 text")
 
 
 # ----- exit statuses ----------------------------------------------------------------------------
@@ -596,3 +598,22 @@ def test_the_server_env_variable_and_help(server: ServerProcess, finished: Finis
     assert assert_ok(result) == assert_ok(replay(server, finished.table.match_id))
     helped = run_replay("--help")
     assert helped.returncode == 0 and "--step" in helped.stdout
+
+
+def test_json_gives_every_step_in_the_listings_words(finished: Finished) -> None:
+    shown = json.loads(assert_ok(replay(finished.server, finished.table.match_id, "--json")))
+    assert shown["format"] == "bergen-replay/1"
+    assert shown["match_id"] == finished.table.match_id and shown["complete"] is True
+    record = finished.record
+    assert shown["result"]["reason"] == record["result"]["reason"]
+    assert shown["result"]["scores"] == record["result"]["scores"]
+    actions = [s for s in shown["steps"] if s["kind"] in ("lead", "play", "draw", "pass")]
+    assert len(actions) == sum(len(h["actions"]) for h in record["hands"])
+    listing = assert_ok(replay(finished.server, finished.table.match_id))
+    for step in actions:
+        assert step["text"] in listing  # the same words as the listing
+    first = shown["steps"][0]
+    assert first["kind"] == "deal" and first["hands"] == record["hands"][0]["deals"][0]["hands"]
+    only = json.loads(assert_ok(replay(finished.server, finished.table.match_id, "--json",
+                                       "--hand", "1")))  # fmt: skip
+    assert {s["hand"] for s in only["steps"]} == {1}
