@@ -81,6 +81,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("domain", "bench.domain_bench", "rules engine vs the peer `dominoes` package"),
     Benchmark("store", "bench.store_bench", "event store on PostgreSQL", postgres_reachable, True),
     Benchmark("grpc", "bench.grpc_bench", "gRPC service on PostgreSQL", postgres_reachable, True),
+    Benchmark(
+        "listing",
+        "bench.listing_bench",
+        "ListMatches and restarts, 20,000 matches vs 20",
+        postgres_reachable,
+        True,
+    ),
     Benchmark("bots", "bench.bots_bench", "Monte Carlo vs greedy vs random bots, win rates"),
 )
 

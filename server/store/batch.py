@@ -9,8 +9,8 @@ from datetime import datetime
 from bergen.api.chain import canonical_json, content_bytes, event_hash, metadata_json, new_salt
 from bergen.api.stored import EventMetadata, StoredEvent
 
+from .limits import COMMAND_ID_MAX, EVENT_TYPE_MAX, STREAM_ID_MAX
 from .model import NewEvent
-from .schema import COMMAND_ID_MAX, EVENT_TYPE_MAX, STREAM_ID_MAX
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ import sqlalchemy as sa
 
 from bergen.api.stored import HASH_SIZE, SALT_SIZE
 
-STREAM_ID_MAX = 200
-EVENT_TYPE_MAX = 200
-COMMAND_ID_MAX = 200
+from .limits import COMMAND_ID_MAX, EVENT_TYPE_MAX, PROJECTION_NAME_MAX, STREAM_ID_MAX
+
+__all__ = ["COMMAND_ID_MAX", "EVENT_TYPE_MAX", "STREAM_ID_MAX", "metadata"]
 
 metadata = sa.MetaData(
     naming_convention={
@@ -68,8 +68,6 @@ events = sa.Table(
 )
 
 # --- read models: rows folded from the events, never the truth -----------------------------
-
-PROJECTION_NAME_MAX = 100
 
 projection_positions = sa.Table(
     "projection_positions",
