@@ -4,7 +4,7 @@ Each server process follows the store's commit-safe global order from where it s
 the process started: watchers load their match from the store after subscribing, so they
 need only what comes later. On PostgreSQL a LISTEN/NOTIFY channel wakes the follower as soon
 as any replica commits; polling remains as the fallback. The process's own appends are
-delivered at once through `observe`. The match listing (`index`) is a projection kept in the
+delivered at once through `observe`. The match listing (`listing`) is a projection kept in the
 database (bergen.server.projections), folded in a thread of its own and before each page.
 """
 
@@ -14,24 +14,12 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
-from .projections import DEFAULT_PAGE, MAX_PAGE, MatchListProjection
-from .store import EventStore, MatchSummary, StoredEvent
+from .projections import MatchListProjection
+from .store import EventStore, StoredEvent
 
 log = logging.getLogger("bergen.server.feed")
 
 NOTIFY_CHANNEL = "bergen_events"
-
-__all__ = [
-    "DEFAULT_PAGE",
-    "MAX_PAGE",
-    "NOTIFY_CHANNEL",
-    "EventFeed",
-    "MatchListProjection",
-    "MatchSummary",
-    "PostgresNotifier",
-    "Subscription",
-    "postgres_listener",
-]
 
 
 class Subscription:
@@ -82,7 +70,7 @@ class EventFeed:
         self._poll = poll_interval
         self._listen = listen
         self._notifier = notifier
-        self.index = MatchListProjection(store)
+        self.listing = MatchListProjection(store)
         self._subs: dict[str, set[Subscription]] = {}
         self._subs_lock = threading.Lock()
         self._wake = threading.Event()
@@ -149,7 +137,7 @@ class EventFeed:
     def observe(self, events: Sequence[StoredEvent]) -> None:
         """Deliver events this process has just written, without waiting for the follower;
         the listing's next page shows them."""
-        self.index.expect(events)
+        self.listing.expect(events)
         self._deliver(events)
         if self._notifier is not None:
             self._notifier.poke()
@@ -188,7 +176,7 @@ class EventFeed:
         when a page is asked for, or on the next poll)."""
         while not self._stop.is_set():
             try:
-                self.index.catch_up()
+                self.listing.catch_up()
             except Exception:  # keep folding: a passing database error must not end it
                 log.exception("match list: folding failed; retrying")
                 self._stop.wait(1.0)

@@ -10,7 +10,9 @@ import signal
 import sys
 import threading
 import uuid
+from collections.abc import Iterator
 from concurrent import futures
+from contextlib import contextmanager
 from dataclasses import dataclass
 from queue import Queue
 from typing import Any
@@ -21,12 +23,13 @@ from grpc_reflection.v1alpha import reflection
 
 from bergen.api.exit_status import ExitStatus
 from bergen.api.signing import DEFAULT_KEY_FILE, RecordSigner
+from bergen.domain.errors import StorageUnavailable
 
 from .app import Application, Settings, build_application
 from .edge import interceptors
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .servicer import SERVICE, generic_handler
-from .store import backend_of, open_store, schema_is_behind, upgrade_to_head
+from .store import EventStore, backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact
 
 log = logging.getLogger("bergen.server")
@@ -54,16 +57,36 @@ class Running:
     feed: EventFeed
     app: Application
     health: health.HealthServicer
+    store: EventStore
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
         """Refuse new calls, end watch streams, let in-flight commands finish."""
         self.health.enter_graceful_shutdown()
         self.feed.stop()
         self.server.stop(grace).wait()
+        self.store.close()
 
 
 class SchemaBehind(RuntimeError):
     """The database schema is older than this server's; it was told not to migrate."""
+
+
+_DRIVERS = ("sqlalchemy", "alembic", "psycopg", "sqlite3")
+
+
+@contextmanager
+def _opening(database_url: str) -> Iterator[None]:
+    """Raises StorageUnavailable, naming the database (password hidden), for a database
+    that cannot be reached or opened at start; the drivers' own errors say why."""
+    try:
+        yield
+    except StorageUnavailable:
+        raise
+    except Exception as e:
+        if not isinstance(e, OSError) and type(e).__module__.split(".")[0] not in _DRIVERS:
+            raise
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise StorageUnavailable(f"cannot open {redact(database_url)}: {why[:300]}") from e
 
 
 def create_server(
@@ -85,14 +108,15 @@ def create_server(
     """
     if max_watchers < 1:
         raise ValueError(f"max_watchers must be at least 1, not {max_watchers}")
-    if schema_is_behind(database_url):
-        if not migrate:
-            raise SchemaBehind(
-                f"the schema of {redact(database_url)} is behind this server: run "
-                "`bergen migrate --database URL`, or start without --no-migrate"
-            )
-        upgrade_to_head(database_url)
-    store = open_store(database_url)
+    with _opening(database_url):
+        if schema_is_behind(database_url):
+            if not migrate:
+                raise SchemaBehind(
+                    f"the schema of {redact(database_url)} is behind this server: run "
+                    "`bergen migrate --database URL`, or start without --no-migrate"
+                )
+            upgrade_to_head(database_url)
+        store = open_store(database_url)
     listen_fn = None
     notifier = None
     poll = 0.05
@@ -128,7 +152,7 @@ def create_server(
     server.start()
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return Running(server, port, feed, app, health_servicer)
+    return Running(server, port, feed, app, health_servicer, store)
 
 
 def server_options(keepalive_s: float = KEEPALIVE_SECONDS) -> list[tuple[str, Any]]:
@@ -267,7 +291,7 @@ def serve(args: argparse.Namespace) -> int:
             max_watchers=args.max_watchers,
             keepalive_s=args.keepalive,
         )
-    except SchemaBehind as e:
+    except (SchemaBehind, StorageUnavailable) as e:
         print(f"bergen serve: {e}", file=sys.stderr)
         return ExitStatus.NOT_READY
     except RuntimeError as e:

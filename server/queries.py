@@ -15,10 +15,10 @@ from bergen.domain.state import ENDED
 from bergen.domain.views import View, redact_event, view
 
 from .commands import seen
-from .feed import EventFeed, MatchSummary
+from .feed import EventFeed
 from .identity import Caller, Identity
 from .matches import Match, MatchRepository, extend
-from .store import EventStore
+from .store import EventStore, MatchSummary
 
 
 class MatchQueries:
@@ -99,7 +99,7 @@ class MatchQueries:
         self, phase: str | None, player: str, page_size: int, page_token: str
     ) -> tuple[list[MatchSummary], str]:
         """A page of the listing, newest first. Raises InvalidArgument for a bad page token."""
-        return self._feed.index.page(phase, player, page_size, page_token)
+        return self._feed.listing.page(phase, player, page_size, page_token)
 
     def watch(
         self, caller: Caller, match_id: str, after_seq: int, active: Callable[[], bool]

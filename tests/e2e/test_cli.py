@@ -165,3 +165,27 @@ def test_serve_that_cannot_listen_is_not_ready(tmp_path: Path) -> None:
         )
     assert done.returncode == ExitStatus.NOT_READY, done.stderr
     assert "bergen serve: " in done.stderr and f"127.0.0.1:{port}" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "database",
+    ["postgresql://postgres@127.0.0.1:9/test", "sqlite:////proc/no-such-folder/bergen.db"],
+    ids=["postgresql-unreachable", "sqlite-unopenable"],
+)
+def test_serve_on_a_database_it_cannot_open_is_not_ready_and_says_which(
+    database: str, tmp_path: Path
+) -> None:
+    done = run(
+        *bergen_command(),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database",
+        database,
+        "--signing-key",
+        str(tmp_path / "key.pem"),
+        env=_env(),
+    )
+    assert done.returncode == ExitStatus.NOT_READY, done.stderr
+    assert "bergen serve: cannot open " in done.stderr
+    assert "Traceback" not in done.stderr

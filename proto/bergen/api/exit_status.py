@@ -34,7 +34,10 @@ _MEANINGS: dict[ExitStatus, str] = {
     ExitStatus.REFUSED: "the server refused: the token, or the match is not in a state for it",
     ExitStatus.UNREACHABLE: "the server does not answer, or not in time",
     ExitStatus.INVALID: "a record or an event log is rejected: it does not check",
-    ExitStatus.NOT_READY: "the server cannot start: its schema is behind, or it cannot listen",
+    ExitStatus.NOT_READY: (
+        "the server cannot start: its database cannot be opened, its schema is behind, "
+        "or it cannot listen"
+    ),
     ExitStatus.INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
