@@ -117,7 +117,22 @@ def _text(value: object, what: str, limit: int, *, empty: bool = True) -> str:
             reason="CONTROL_CHARACTER",
             field=what,
         )
+    for i, c in enumerate(value):
+        if unicodedata.category(c) in _INVISIBLE:
+            # A bidi override or a zero-width character makes a name that reads as another
+            # (or reverses what follows it on an opponent's screen).
+            raise InvalidArgument(
+                f"{what} must not contain invisible or format characters (U+{ord(c):04X} at {i})",
+                reason="INVISIBLE_CHARACTER",
+                field=what,
+            )
     return value
+
+
+_INVISIBLE = frozenset({"Cf", "Co", "Cn", "Zl", "Zp"})
+"""Unicode categories refused in text besides controls (Cc) and surrogates (Cs): format
+(bidi overrides, zero-width), private use, unassigned, line and paragraph separators.
+Ordinary spaces (Zs) are kept."""
 
 
 def _create(run: _Run, c: CreateMatch) -> None:
