@@ -7,6 +7,7 @@ import logging
 import logging.handlers
 import os
 import signal
+import sqlite3
 import sys
 import threading
 import uuid
@@ -30,7 +31,7 @@ from .edge import interceptors
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .servicer import SERVICE, generic_handler
 from .store import EventStore, backend_of, open_store, schema_is_behind, upgrade_to_head
-from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact
+from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact, sqlite_path
 
 log = logging.getLogger("bergen.server")
 
@@ -89,6 +90,42 @@ def _opening(database_url: str) -> Iterator[None]:
         raise StorageUnavailable(f"cannot open {redact(database_url)}: {why[:300]}") from e
 
 
+def check_writable(database_url: str) -> None:
+    """Raises StorageUnavailable, saying why in one line, when the database takes no writes:
+    a read-only SQLite file, directory or filesystem; a read-only PostgreSQL server or
+    transaction, or a role that may not insert events. Nothing is written."""
+    where = redact(database_url)
+    if backend_of(database_url) == "sqlite":
+        conn = sqlite3.connect(sqlite_path(database_url), timeout=5.0, isolation_level=None)
+        try:
+            # A write that is rolled back: SQLite refuses it on a file, directory or
+            # filesystem it cannot write, before anything reaches the disk.
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("UPDATE alembic_version SET version_num = version_num")
+            conn.execute("ROLLBACK")
+        except sqlite3.Error as e:
+            raise StorageUnavailable(f"{where} cannot be written: {e}") from e
+        finally:
+            conn.close()
+        return
+    import psycopg
+
+    try:
+        with psycopg.connect(psycopg_conninfo(database_url), connect_timeout=10) as pg:
+            row = pg.execute(
+                "SELECT current_setting('transaction_read_only'),"
+                " has_table_privilege('events', 'INSERT')"
+            ).fetchone()
+    except psycopg.Error as e:
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise StorageUnavailable(f"cannot open {where}: {why[:300]}") from e
+    assert row is not None
+    if row[0] == "on":
+        raise StorageUnavailable(f"{where} cannot be written: the database is read-only")
+    if not row[1]:
+        raise StorageUnavailable(f"{where} cannot be written: the role may not insert events")
+
+
 def create_server(
     listen: str = DEFAULT_LISTEN,
     database_url: str = DEFAULT_DATABASE_URL,
@@ -117,6 +154,11 @@ def create_server(
                 )
             upgrade_to_head(database_url)
         store = open_store(database_url)
+    try:
+        check_writable(database_url)
+    except BaseException:
+        store.close()
+        raise
     listen_fn = None
     notifier = None
     poll = 0.05

@@ -68,6 +68,10 @@ def _fault(e: BaseException) -> str | None:
 
 _guarded = guard(_fault)
 
+_RACE_CONSTRAINTS = frozenset({"pk_events", "ix_events_stream_id_command_id"})
+"""The unique constraints an append breaks by losing a race: (stream, seq), and (stream,
+command id) for a command already applied."""
+
 
 @functools.lru_cache(maxsize=64)
 def _insert_sql(n: int) -> str:
@@ -271,6 +275,14 @@ class PostgresEventStore:
             try:
                 returned = conn.execute(_insert_sql(len(rows)), params).fetchall()
             except psycopg.errors.UniqueViolation as e:
+                if e.diag.constraint_name not in _RACE_CONSTRAINTS:
+                    # Not a lost race: the table holds a row that should not be there.
+                    raise CorruptRecord(
+                        f"stream {stream_id}: the append broke the unique constraint "
+                        f"{e.diag.constraint_name}, not a version conflict",
+                        reason="UNIQUE_VIOLATION",
+                        constraint=e.diag.constraint_name,
+                    ) from e
                 return self._refused(conn, stream_id, expected_version, command_id, e)
         last = rows[-1]
         self._heads.learn(stream_id, last.seq, last.hash)

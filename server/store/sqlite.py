@@ -221,6 +221,15 @@ class SQLiteEventStore:
                 ],
             )
             conn.execute("COMMIT")
+        except sqlite3.IntegrityError as e:
+            # Under the write lock, with the version checked, no race breaks a constraint:
+            # the table holds a row that should not be there.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise CorruptRecord(
+                f"stream {stream_id}: the append broke a constraint ({e}), not a version conflict",
+                reason="UNIQUE_VIOLATION",
+            ) from e
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
