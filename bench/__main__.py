@@ -89,6 +89,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         True,
     ),
     Benchmark("bots", "bench.bots_bench", "Monte Carlo vs greedy vs random bots, win rates"),
+    Benchmark(
+        "abuse",
+        "bench.abuse_bench",
+        "Play p99, 8 honest clients, with and without 4 abusers",
+        postgres_reachable,
+        True,
+    ),
 )
 
 
