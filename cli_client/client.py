@@ -3,6 +3,7 @@ calls with the seat token as bearer metadata."""
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from collections.abc import Iterator
 from typing import Protocol
@@ -19,6 +20,10 @@ from .connect import bearer, open_channel
 
 CALL_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 5.0
+JOIN_ATTEMPTS = 3
+"""A join whose answer was lost (deadline, server unavailable) is sent again with the same
+token, which the server answers with the seat the first one took."""
+_LOST = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
 
 _END_OUT = {None: pb.END_UNSPECIFIED, End.LEFT: pb.END_LEFT, End.RIGHT: pb.END_RIGHT}
 
@@ -73,11 +78,23 @@ class Client:
     def join(
         self, match_id: str, name: str, seat: int | None = None, client_seed: str = ""
     ) -> pb.JoinMatchResponse:
-        req = pb.JoinMatchRequest(match_id=match_id, name=name, client_seed=client_seed)
+        """Take a seat with a token made here; a lost answer is asked for again (see
+        JOIN_ATTEMPTS). Raises grpc.RpcError."""
+        token = "bgs_" + secrets.token_urlsafe(32)
+        req = pb.JoinMatchRequest(
+            match_id=match_id, name=name, client_seed=client_seed, seat_token=token
+        )
         if seat is not None:
             req.seat = seat
-        reply: pb.JoinMatchResponse = self.stub.JoinMatch(req, timeout=CALL_TIMEOUT_S)
-        return reply
+        for attempt in range(JOIN_ATTEMPTS):
+            try:
+                reply: pb.JoinMatchResponse = self.stub.JoinMatch(req, timeout=CALL_TIMEOUT_S)
+                return reply
+            except grpc.RpcError as e:
+                lost = isinstance(e, grpc.Call) and e.code() in _LOST
+                if attempt + 1 == JOIN_ATTEMPTS or not lost:
+                    raise
+        raise AssertionError("unreachable")
 
     def get_match(self, match_id: str, token: str | None = None) -> pb.MatchView:
         reply: pb.GetMatchResponse = self.stub.GetMatch(

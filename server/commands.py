@@ -11,7 +11,9 @@ twice.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 import secrets
 import uuid
 from collections.abc import Callable, Mapping
@@ -211,6 +213,27 @@ def seen(
     )
 
 
+_CLIENT_TOKEN = re.compile(r"[A-Za-z0-9_\-]{32,200}")
+MIN_TOKEN_CHARACTERS = 16
+"""Distinct characters a client's seat token has at least: a random one of 32 characters
+has about 23, so fewer means a token that repeats itself (`aaaa...`, `abab...`)."""
+
+
+def check_client_token(token: str) -> None:
+    """Raises InvalidArgument for a seat token a client made that a bearer entry cannot carry
+    or that cannot hold enough randomness. The message never repeats the token."""
+    if not _CLIENT_TOKEN.fullmatch(token):
+        raise InvalidArgument(
+            "seat_token must be 32 to 200 characters of A-Z a-z 0-9 _ -",
+            reason="BAD_SEAT_TOKEN",
+        )
+    if len(set(token)) < MIN_TOKEN_CHARACTERS:
+        raise InvalidArgument(
+            f"seat_token repeats itself ({len(set(token))} distinct characters); draw it at random",
+            reason="WEAK_SEAT_TOKEN",
+        )
+
+
 class MatchCommands:
     """Every command on a match, each an intent for the one unit of work."""
 
@@ -250,10 +273,19 @@ class MatchCommands:
         name: str,
         client_seed: str,
         deadline: Deadline = no_deadline,
+        token: str | None = None,
     ) -> tuple[int, str, View]:
-        """Take a seat. Returns (seat, token, the seat's view). Raises NotFound,
-        SeatUnavailable, InvalidArgument."""
-        token = auth.new_seat_token()
+        """Take a seat, held by `token` (made here when None). Returns (seat, token, the
+        seat's view). A join sent again with the token of a seat it took is answered with
+        that seat and writes nothing. Raises NotFound, SeatUnavailable, InvalidArgument (a
+        malformed or repetitive token; the token of another join of this match)."""
+        command_id = None
+        if token is None:
+            token = auth.new_seat_token()
+        else:
+            check_client_token(token)
+            # The token's own join is its command: a retry is answered from the log.
+            command_id = "join-" + hashlib.sha256(b"bergen join\0" + token.encode()).hexdigest()
 
         def authorise(match: Match | None) -> Intent:
             assert match is not None
@@ -262,14 +294,17 @@ class MatchCommands:
             return Intent(
                 TakeSeat(name, client_seed, seat),
                 f"seat:{taking}",
-                "join",
+                f"join {name!r} seat {'any' if seat is None else seat}",
                 {TOKEN_KEY: auth.token_hash(token)},
             )
 
-        written = self._work.run(match_id, authorise, deadline=deadline)
+        written = self._work.run(match_id, authorise, command_id=command_id, deadline=deadline)
         first = written.events[0]
         assert isinstance(first, SeatTaken)
-        log.info("match %s: seat %d taken by %r", match_id, first.seat, name)
+        if written.replayed:
+            log.info("match %s: seat %d join sent again by %r", match_id, first.seat, name)
+        else:
+            log.info("match %s: seat %d taken by %r", match_id, first.seat, name)
         return first.seat, token, view(written.state, first.seat)
 
     def play(

@@ -101,6 +101,7 @@ class BergenServicer:
             req.name,
             req.client_seed,
             _deadline(context),
+            req.seat_token if req.HasField("seat_token") else None,
         )
         return pb.JoinMatchResponse(seat=seat, seat_token=token, view=convert.view_out(view))
 

@@ -206,16 +206,18 @@ class CreateMatchResponse(_message.Message):
     def __init__(self, match_id: _Optional[str] = ..., commitment: _Optional[str] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ...) -> None: ...
 
 class JoinMatchRequest(_message.Message):
-    __slots__ = ("match_id", "seat", "name", "client_seed")
+    __slots__ = ("match_id", "seat", "name", "client_seed", "seat_token")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     SEAT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
+    SEAT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     seat: int
     name: str
     client_seed: str
-    def __init__(self, match_id: _Optional[str] = ..., seat: _Optional[int] = ..., name: _Optional[str] = ..., client_seed: _Optional[str] = ...) -> None: ...
+    seat_token: str
+    def __init__(self, match_id: _Optional[str] = ..., seat: _Optional[int] = ..., name: _Optional[str] = ..., client_seed: _Optional[str] = ..., seat_token: _Optional[str] = ...) -> None: ...
 
 class JoinMatchResponse(_message.Message):
     __slots__ = ("seat", "seat_token", "view")
