@@ -12,7 +12,9 @@ stops by itself after (5 conditions x --rounds windows of --seconds) plus set-up
 - Honest: 8 clients, threads of this process with a channel each to [::1], each playing its
   own two-seat match (both seats, choosing among the legal plays: `grpc_bench.Player`). The
   matches are played to 1000 points, so that an honest client creates and joins once, before
-  the first window, and not while it is timed. Only Play calls are timed.
+  the first window, and not while it is timed. Only Play calls are timed; a Play that fails
+  (any status but the rules' refusal) is counted as failed, and the goal allows none. The
+  clients warm up once, before the first window.
 - Abusive: 4 clients, each a process of its own (grpc.aio) to 127.0.0.1, run at nice 10 so
   that their own client-side work, which a real attacker does on other machines, takes less
   of the 2 cores from the server and the honest clients:
@@ -90,6 +92,9 @@ STREAMS = 400
 STREAMS_PER_CHANNEL = 50
 RAMP_S = 1.0
 """Abusers run this long before a window opens, so that the streams are open."""
+WINDOW_WARMUP = 2
+"""Untimed calls before each window: the clients and the server were warmed up once, before
+the first (WARMUP_CALLS each), and a Play may take seconds under abuse."""
 SETUP_PATIENCE_S = 300.0
 """How long an honest client waits out refusals (with a retry hint) to create and join."""
 
@@ -156,12 +161,17 @@ class Window:
 
 
 def _honest_loop(
-    player: Player, start: threading.Barrier, stop_at: list[float], tally: Tally, failed: list[str]
+    player: Player,
+    warmup: int,
+    start: threading.Barrier,
+    stop_at: list[float],
+    tally: Tally,
+    failed: list[str],
 ) -> None:
     """As `grpc_bench._client_loop`, except that a call that fails is counted in `failed`
     instead of ending the run: a play that fails is what an honest client suffers under
     abuse. The player finds out from the next refusal whether a failed play was applied."""
-    for _ in range(WARMUP_CALLS):
+    for _ in range(warmup):
         with suppress(grpc.RpcError):
             player.play(*player.next_request())
     start.wait()
@@ -185,8 +195,8 @@ def _honest_loop(
             tally.latencies.append(t1 - t0)
 
 
-def honest_window(players: Sequence[Player], seconds: float) -> Window:
-    """Every player plays for `seconds` after a warm-up; their Play latencies. Raises
+def honest_window(players: Sequence[Player], seconds: float, warmup: int = WINDOW_WARMUP) -> Window:
+    """Every player plays `warmup` untimed calls, then for `seconds`; their Play latencies. Raises
     RuntimeError when a client fails other than by a failed call."""
     stop_at = [0.0]
 
@@ -200,7 +210,7 @@ def honest_window(players: Sequence[Player], seconds: float) -> Window:
 
     def run(i: int) -> None:
         try:
-            _honest_loop(players[i], start, stop_at, tallies[i], failed)
+            _honest_loop(players[i], warmup, start, stop_at, tallies[i], failed)
         except BaseException as e:
             errors.append(e)
             start.abort()
@@ -502,6 +512,7 @@ def run(
         channels = [_channel(f"[::1]:{port}") for _ in range(HONEST)]
         players = [Player(_LongMatches(ch), random.Random(i)) for i, ch in enumerate(channels)]
         match_ids = [p.match_id for p in players]
+        honest_window(players, 1.0, WARMUP_CALLS)
         abusers = Abusers(f"127.0.0.1:{port}", nice)
         figures = {c: Figures() for c in CONDITIONS}
         for r in range(rounds):
