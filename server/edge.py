@@ -6,7 +6,8 @@
    and ends, and turns an exception into a status. A `BergenError` carries its own status
    name, reason and metadata: the status has that code, the error's message (cut to
    `MAX_STATUS_MESSAGE_BYTES`) and a `google.rpc.ErrorInfo` detail (reason, `DOMAIN`,
-   metadata), with a `google.rpc.RetryInfo` hint when the code is UNAVAILABLE. Any other
+   metadata), with a `google.rpc.RetryInfo` hint when the code is UNAVAILABLE or the error
+   gives its own (`RETRY_AFTER_KEY`, as a client past a limit is told). Any other
    exception is a bug: logged with its traceback, answered INTERNAL "internal error".
 2. `RequestInterceptor`: before any work, refuses a call whose deadline has passed
    (DEADLINE_EXCEEDED) or whose request is larger than the server takes
@@ -48,6 +49,9 @@ MAX_STATUS_MESSAGE_BYTES = 512
 MAX_METADATA_VALUE_CHARS = 64
 RETRY_AFTER_S = 1
 """The retry hint sent with UNAVAILABLE."""
+RETRY_AFTER_KEY = "retry_after_ms"
+"""An error's metadata key for its own retry hint, in milliseconds (a client past one of its
+limits is told when it may try again): sent as a RetryInfo, whatever the status."""
 INTERNAL_MESSAGE = "internal error"
 
 Behavior = Callable[..., Any]
@@ -150,11 +154,24 @@ def status_of(error: BergenError, domain: str = DOMAIN) -> grpc.Status:
         metadata={k: v[:MAX_METADATA_VALUE_CHARS] for k, v in error.metadata.items()},
     )
     details = [_packed(info)]
-    if code is grpc.StatusCode.UNAVAILABLE:
-        retry = duration_pb2.Duration(seconds=RETRY_AFTER_S)
+    retry_ms = _retry_after_ms(error, code)
+    if retry_ms is not None:
+        retry = duration_pb2.Duration()
+        retry.FromMilliseconds(retry_ms)
         details.append(_packed(error_details_pb2.RetryInfo(retry_delay=retry)))
     status = status_pb2.Status(code=code.value[0], message=message, details=details)
     return rpc_status.to_status(status)
+
+
+def _retry_after_ms(error: BergenError, code: grpc.StatusCode) -> int | None:
+    """The retry hint for `error`: its own `retry_after_ms` metadata (a client past a limit),
+    else RETRY_AFTER_S when UNAVAILABLE; None for none."""
+    given = error.metadata.get(RETRY_AFTER_KEY)
+    if given is not None and given.isdigit():
+        return int(given)
+    if code is grpc.StatusCode.UNAVAILABLE:
+        return RETRY_AFTER_S * 1000
+    return None
 
 
 def _packed(detail: Message) -> any_pb2.Any:

@@ -29,6 +29,14 @@ from bergen.domain.errors import StorageUnavailable
 from .app import Application, Settings, build_application
 from .edge import interceptors
 from .feed import EventFeed, PostgresNotifier, postgres_listener
+from .identity import Caller, Identity
+from .limits import (
+    CREATES_PER_MINUTE,
+    JOINS_PER_MINUTE,
+    WATCHERS_PER_CLIENT,
+    ClientLimits,
+    Limits,
+)
 from .servicer import SERVICE, generic_handler
 from .store import EventStore, backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact, sqlite_path
@@ -133,6 +141,7 @@ def create_server(
     migrate: bool = True,
     max_watchers: int = MAX_WATCHERS,
     keepalive_s: float = KEEPALIVE_SECONDS,
+    limits: Limits | None = None,
 ) -> Running:
     """Open the store (running migrations, or refusing when the schema is behind and
     `migrate` is false), start the feed and the server. Returns it with the bound port, so
@@ -176,7 +185,11 @@ def create_server(
         options=server_options(keepalive_s),
         interceptors=interceptors(MAX_REQUEST_BYTES),
     )
-    server.add_generic_rpc_handlers((generic_handler(app, max_watchers),))
+    organiser = Identity((settings or Settings()).organiser_token)
+    client_limits = ClientLimits(
+        limits or Limits(), trusted=lambda token: organiser.is_organiser(Caller(token))
+    )
+    server.add_generic_rpc_handlers((generic_handler(app, max_watchers, client_limits),))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -278,6 +291,35 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "drop its connection when the ping goes unanswered (at most 20 s), so that a vanished "
         f"watcher's stream ends (default {KEEPALIVE_SECONDS:g})",
     )
+    p.add_argument(
+        "--create-rate",
+        type=_at_least_one,
+        default=CREATES_PER_MINUTE,
+        metavar="N",
+        help="matches one client (its address, or the organiser token) may create a minute; "
+        f"more are refused with RESOURCE_EXHAUSTED and a retry hint (default {CREATES_PER_MINUTE})",
+    )
+    p.add_argument(
+        "--join-rate",
+        type=_at_least_one,
+        default=JOINS_PER_MINUTE,
+        metavar="N",
+        help=f"seats one client may take a minute (default {JOINS_PER_MINUTE})",
+    )
+    p.add_argument(
+        "--max-watchers-per-client",
+        type=_at_least_one,
+        default=WATCHERS_PER_CLIENT,
+        metavar="N",
+        help="WatchMatch streams one client (its address, or its token) may hold open at once "
+        f"(default {WATCHERS_PER_CLIENT})",
+    )
+    p.add_argument(
+        "--limit-loopback",
+        action="store_true",
+        help="hold clients on a loopback address to the per-client limits too (by default they "
+        "are not: behind a reverse proxy on this machine every client has its address)",
+    )
     p.add_argument("--port-file", help="write the bound port to this file once serving")
     p.add_argument(
         "--signing-key",
@@ -332,6 +374,12 @@ def serve(args: argparse.Namespace) -> int:
             migrate=not args.no_migrate,
             max_watchers=args.max_watchers,
             keepalive_s=args.keepalive,
+            limits=Limits(
+                creates_per_minute=args.create_rate,
+                joins_per_minute=args.join_rate,
+                watchers_per_client=args.max_watchers_per_client,
+                limit_loopback=args.limit_loopback,
+            ),
         )
     except (SchemaBehind, StorageUnavailable) as e:
         print(f"bergen serve: {e}", file=sys.stderr)

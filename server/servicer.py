@@ -28,6 +28,7 @@ from . import auth
 from .app import Application
 from .edge import service_handler
 from .identity import Caller
+from .limits import ClientLimits, Limits
 
 SERVICE_DESCRIPTOR = pb.DESCRIPTOR.services_by_name["BergenService"]
 SERVICE = SERVICE_DESCRIPTOR.full_name
@@ -66,7 +67,10 @@ class BergenServicer:
     """One method per RPC of the service, named as the .proto names it: the parsed request
     and the context in, the response message (or its serialized bytes) out."""
 
-    def __init__(self, app: Application, max_watchers: int) -> None:
+    def __init__(
+        self, app: Application, max_watchers: int, limits: ClientLimits | None = None
+    ) -> None:
+        self._limits = limits or ClientLimits(Limits())
         self._commands = app.commands
         self._queries = app.queries
         self._max_watchers = max_watchers
@@ -75,6 +79,7 @@ class BergenServicer:
     def CreateMatch(
         self, req: pb.CreateMatchRequest, context: grpc.ServicerContext
     ) -> pb.CreateMatchResponse:
+        self._limits.create(context.peer(), _caller(context).token)
         options = convert.options_in(req.options)
         preset = convert.preset_in(req.preset) or (None if options else "standard")
         state = self._commands.create_match(
@@ -95,8 +100,10 @@ class BergenServicer:
     def JoinMatch(
         self, req: pb.JoinMatchRequest, context: grpc.ServicerContext
     ) -> pb.JoinMatchResponse:
+        match_id = _match_id(req.match_id)
+        self._limits.join(context.peer(), _caller(context).token)
         seat, token, view = self._commands.join_match(
-            _match_id(req.match_id),
+            match_id,
             req.seat if req.HasField("seat") else None,
             req.name,
             req.client_seed,
@@ -138,24 +145,28 @@ class BergenServicer:
         self, req: pb.WatchMatchRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.WatchMatchResponse | bytes]:
         match_id = _match_id(req.match_id)
+        caller = _caller(context)
+        # One client may hold only its share of the streams, so that it cannot lock the
+        # others out.
+        client = self._limits.open_stream(context.peer(), caller.token)
         # Each open stream holds a thread: past the limit a stream is refused, so that the
         # threads commands need are never all taken by watchers.
         if not self._watch_slots.acquire(blocking=False):
+            self._limits.close_stream(client)
             raise ResourceExhausted(
                 f"this server already serves {self._max_watchers} watch streams; "
                 "try again later, or another replica",
                 reason="TOO_MANY_WATCHERS",
             )
         try:
-            for item in self._queries.watch(
-                _caller(context), match_id, req.after_seq, context.is_active
-            ):
+            for item in self._queries.watch(caller, match_id, req.after_seq, context.is_active):
                 if isinstance(item, tuple):
                     yield _watched_event(match_id, *item)
                 else:
                     yield pb.WatchMatchResponse(view=convert.view_out(item))
         finally:
             self._watch_slots.release()
+            self._limits.close_stream(client)
 
     def GetReplay(
         self, req: pb.GetReplayRequest, context: grpc.ServicerContext
@@ -266,7 +277,9 @@ def _watched_event(match_id: str, seq: int, event: Event) -> bytes:
     return data
 
 
-def generic_handler(app: Application, max_watchers: int) -> grpc.GenericRpcHandler:
-    """The handlers of every RPC of the service. Raises TypeError when the servicer lacks a
-    method for one."""
-    return service_handler(SERVICE_DESCRIPTOR, BergenServicer(app, max_watchers))
+def generic_handler(
+    app: Application, max_watchers: int, limits: ClientLimits | None = None
+) -> grpc.GenericRpcHandler:
+    """The handlers of every RPC of the service, each client held to `limits` (the defaults
+    when None). Raises TypeError when the servicer lacks a method for one."""
+    return service_handler(SERVICE_DESCRIPTOR, BergenServicer(app, max_watchers, limits))

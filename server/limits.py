@@ -1,0 +1,228 @@
+"""Per-client limits: no one client may take the server's capacity from the others.
+
+A client is its bearer token where the call carries one that counts (see `ClientLimits`),
+else its peer address (without the port). Past a limit a call is refused before any work
+with RESOURCE_EXHAUSTED, a reason, and a retry hint (`retry_after_ms` in the ErrorInfo's
+metadata, sent as a `google.rpc.RetryInfo` by the edge):
+
+- CreateMatch: `creates_per_minute` per client (a token bucket holding a minute's worth),
+  reason CREATE_RATE_EXCEEDED;
+- JoinMatch: `joins_per_minute` seats per client, reason JOIN_RATE_EXCEEDED;
+- WatchMatch: `watchers_per_client` streams open at once per client, reason
+  TOO_MANY_STREAMS_FOR_CLIENT (the server's own total, `--max-watchers`, still applies).
+
+Memory is bounded whatever the number of addresses and tokens: each rate table keeps at
+most `max_clients` clients, forgetting the one heard from least recently (which can only
+give that client a full bucket again), and the stream table holds only clients with a
+stream open.
+
+A peer on a loopback address is not limited unless `limit_loopback`: behind a reverse proxy
+on the same machine every client would share the proxy's address.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bergen.domain.errors import ResourceExhausted
+
+from .edge import RETRY_AFTER_KEY
+
+CREATES_PER_MINUTE = 30
+JOINS_PER_MINUTE = 6
+"""A few seats a minute: a player joins one match at a time."""
+WATCHERS_PER_CLIENT = 16
+MAX_CLIENTS = 10_000
+"""Clients each rate table remembers at most."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The limits of one server (see the module). Raises ValueError for a limit below 1."""
+
+    creates_per_minute: int = CREATES_PER_MINUTE
+    joins_per_minute: int = JOINS_PER_MINUTE
+    watchers_per_client: int = WATCHERS_PER_CLIENT
+    max_clients: int = MAX_CLIENTS
+    limit_loopback: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("creates_per_minute", "joins_per_minute", "watchers_per_client"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.max_clients < 1:
+            raise ValueError(f"max_clients must be at least 1, not {self.max_clients}")
+
+
+class RateTable:
+    """Token buckets of `per_minute` tokens refilled evenly over a minute, one per client,
+    for at most `max_clients` clients (least recently heard from forgotten first)."""
+
+    def __init__(
+        self, per_minute: int, max_clients: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._capacity = float(per_minute)
+        self._per_second = per_minute / 60.0
+        self._max = max_clients
+        self._clock = clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def take(self, client: str) -> float:
+        """Take a token for `client`: 0.0 when one was there, else the seconds until one
+        will be (nothing is taken)."""
+        now = self._clock()
+        with self._lock:
+            tokens, then = self._buckets.pop(client, (self._capacity, now))
+            tokens = min(self._capacity, tokens + (now - then) * self._per_second)
+            wait = 0.0
+            if tokens >= 1.0:
+                tokens -= 1.0
+            else:
+                wait = (1.0 - tokens) / self._per_second
+            self._buckets[client] = (tokens, now)
+            while len(self._buckets) > self._max:
+                self._buckets.popitem(last=False)
+            return wait
+
+
+class StreamTable:
+    """Streams open per client, at most `per_client` each; a client with none is forgotten."""
+
+    def __init__(self, per_client: int) -> None:
+        self._per_client = per_client
+        self._open: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def open(self, client: str) -> bool:
+        """Count a stream for `client`; False (nothing counted) when it has its limit."""
+        with self._lock:
+            n = self._open.get(client, 0)
+            if n >= self._per_client:
+                return False
+            self._open[client] = n + 1
+            return True
+
+    def close(self, client: str) -> None:
+        with self._lock:
+            n = self._open.get(client, 0) - 1
+            if n > 0:
+                self._open[client] = n
+            else:
+                self._open.pop(client, None)
+
+
+class ClientLimits:
+    """The limits of every client of one server. `trusted(token)` says whether a bearer token
+    names a client of its own for creating and joining (the organiser's token does; any other
+    token could be made up for each call, so those calls count against the address). A
+    watcher's token always does: a token that holds no seat is refused before its stream
+    counts for long."""
+
+    def __init__(self, limits: Limits, trusted: Callable[[str], bool] = lambda _: False) -> None:
+        self.limits = limits
+        self._trusted = trusted
+        self._creates = RateTable(limits.creates_per_minute, limits.max_clients)
+        self._joins = RateTable(limits.joins_per_minute, limits.max_clients)
+        self._streams = StreamTable(limits.watchers_per_client)
+
+    def client(self, peer: str, token: str | None, *, any_token: bool = False) -> str | None:
+        """The key of the calling client; None for one that is not limited (a loopback peer,
+        unless `limit_loopback`)."""
+        if token is not None and (any_token or self._trusted(token)):
+            return "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
+        address = peer_address(peer)
+        if not self.limits.limit_loopback and _is_loopback(address):
+            return None
+        return "address:" + address
+
+    def create(self, peer: str, token: str | None) -> None:
+        """Raises ResourceExhausted when the client has created its share this minute."""
+        key = self.client(peer, token)
+        if key is not None:
+            _check(
+                self._creates.take(key),
+                "CREATE_RATE_EXCEEDED",
+                "matches created",
+                self.limits.creates_per_minute,
+            )
+
+    def join(self, peer: str, token: str | None) -> None:
+        """Raises ResourceExhausted when the client has taken its share of seats this minute."""
+        key = self.client(peer, token)
+        if key is not None:
+            _check(
+                self._joins.take(key),
+                "JOIN_RATE_EXCEEDED",
+                "seats taken",
+                self.limits.joins_per_minute,
+            )
+
+    def open_stream(self, peer: str, token: str | None) -> str | None:
+        """Count a stream; returns the key to give `close_stream` when it ends. Raises
+        ResourceExhausted when the client already has its limit open."""
+        key = self.client(peer, token, any_token=True)
+        if key is None:
+            return None
+        if not self._streams.open(key):
+            limit = self.limits.watchers_per_client
+            raise ResourceExhausted(
+                f"this client already has {limit} watch streams open; close one first",
+                reason="TOO_MANY_STREAMS_FOR_CLIENT",
+                limit=limit,
+                **{RETRY_AFTER_KEY: 1000},
+            )
+        return key
+
+    def close_stream(self, key: str | None) -> None:
+        if key is not None:
+            self._streams.close(key)
+
+    def sizes(self) -> tuple[int, int, int]:
+        """Clients remembered by the create, join and stream tables."""
+        return len(self._creates), len(self._joins), len(self._streams)
+
+
+def _check(wait: float, reason: str, what: str, per_minute: int) -> None:
+    if wait <= 0.0:
+        return
+    ms = max(1, math.ceil(wait * 1000))
+    raise ResourceExhausted(
+        f"this client has {what} at {per_minute} a minute, its limit; try again in "
+        f"{ms / 1000:.1f} s",
+        reason=reason,
+        limit=per_minute,
+        **{RETRY_AFTER_KEY: ms},
+    )
+
+
+def peer_address(peer: str) -> str:
+    """The address of a gRPC peer string without its port: `ipv4:1.2.3.4:5` -> `1.2.3.4`,
+    `ipv6:[::1]:5` -> `::1`; anything else (a Unix socket) as it is."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0] or rest
+    if kind == "ipv6":
+        host = rest.rpartition(":")[0] if rest.startswith("[") else rest
+        return host.strip("[]")
+    return peer
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address.startswith("unix")

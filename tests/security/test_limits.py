@@ -1,0 +1,121 @@
+"""Per-client limits: a client past its share of match creations, seats or open watch
+streams is refused with RESOURCE_EXHAUSTED, a reason and a retry hint, and another client
+(the organiser, a seat's holder) is served as before. The tables stay bounded whatever the
+number of clients."""
+
+from __future__ import annotations
+
+import secrets
+
+import grpc
+import pytest
+from e2e.client import Client, bearer
+from e2e.refusals import refusal
+from e2e.servers import ServerFarm, ServerProcess
+
+from bergen.server.limits import RateTable, StreamTable, peer_address
+from bergen.v1 import bergen_pb2 as pb
+
+from .conftest import ORGANISER_TOKEN
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def limited(farm: ServerFarm, database: str, *args: str) -> ServerProcess:
+    return farm.start(
+        database,
+        organiser_token=ORGANISER_TOKEN,
+        extra_args=["--limit-loopback", *args],
+    )
+
+
+def assert_limited(error: grpc.RpcError, reason: str) -> None:
+    got = refusal(error)
+    assert got.code is grpc.StatusCode.RESOURCE_EXHAUSTED, got
+    assert got.reason == reason, got
+    assert got.retry_after_s is not None and got.retry_after_s > 0, got
+
+
+def test_a_client_past_its_creation_rate_is_refused_and_the_organiser_is_not(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    server = limited(farm, sqlite_url, "--create-rate", "3")
+    with Client(server.target) as client:
+        for _ in range(3):
+            client.create(2)
+        with pytest.raises(grpc.RpcError) as info:
+            client.create(2)
+        assert_limited(info.value, "CREATE_RATE_EXCEEDED")
+        assert 1 <= refusal(info.value).retry_after_s <= 20  # type: ignore[operator]
+        for _ in range(3):
+            client.create(2, token=ORGANISER_TOKEN)
+
+
+def test_a_client_past_its_join_rate_is_refused_and_the_organiser_is_not(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    server = limited(farm, sqlite_url, "--join-rate", "2")
+    with Client(server.target) as client:
+        match_id = client.create(4).match_id
+        client.join(match_id, "ann")
+        client.join(match_id, "bob")
+        with pytest.raises(grpc.RpcError) as info:
+            client.join(match_id, "eve")
+        assert_limited(info.value, "JOIN_RATE_EXCEEDED")
+        assert [s.name for s in client.view(match_id).seats if s.taken] == ["ann", "bob"]
+        request = pb.JoinMatchRequest(match_id=match_id, name="cat")
+        client.stub.JoinMatch(request, metadata=bearer(ORGANISER_TOKEN), timeout=10)
+
+
+def test_a_client_holding_its_share_of_watch_streams_is_refused_and_a_seat_is_not(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    server = limited(farm, sqlite_url, "--max-watchers-per-client", "2", "--max-watchers", "10")
+    with Client(server.target) as client:
+        match_id = client.create(2).match_id
+        seat_token = client.join(match_id, "ann").seat_token
+        streams = [client.watch(match_id) for _ in range(2)]
+        try:
+            for stream in streams:
+                assert next(stream).HasField("view")
+            with pytest.raises(grpc.RpcError) as info:
+                next(client.watch(match_id))
+            assert_limited(info.value, "TOO_MANY_STREAMS_FOR_CLIENT")
+            own = client.watch(match_id, seat_token)
+            try:
+                assert next(own).view.viewer_seat == 0
+            finally:
+                own.cancel()
+        finally:
+            for stream in streams:
+                stream.cancel()
+
+
+def test_a_rate_table_remembers_at_most_its_bound_of_clients() -> None:
+    now = [0.0]
+    table = RateTable(per_minute=2, max_clients=100, clock=lambda: now[0])
+    for _ in range(10_000):
+        table.take(secrets.token_hex(8))
+    assert len(table) == 100
+    assert table.take("a") == 0.0
+    assert table.take("a") == 0.0
+    assert table.take("a") == pytest.approx(30.0)
+    now[0] += 30.0
+    assert table.take("a") == 0.0
+
+
+def test_a_stream_table_forgets_a_client_once_its_streams_are_closed() -> None:
+    table = StreamTable(per_client=2)
+    assert table.open("a") and table.open("a") and not table.open("a")
+    assert table.open("b")
+    for key in ("a", "a", "b"):
+        table.close(key)
+    assert len(table) == 0
+
+
+@pytest.mark.parametrize(
+    ("peer", "address"),
+    [("ipv4:10.1.2.3:5555", "10.1.2.3"), ("ipv6:[2001:db8::1]:443", "2001:db8::1")],
+)
+def test_a_client_is_its_address_without_the_port(peer: str, address: str) -> None:
+    assert peer_address(peer) == address
