@@ -2,11 +2,15 @@
 
     python -m bench abuse         (or: python -m bench.abuse_bench --seconds 5 --rounds 2)
 
-One `bergen serve` (its default settings and limits), in a PostgreSQL database made for the
-run (from BERGEN_BENCH_DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/postgres)
-and dropped afterwards. It listens on localhost, that is on 127.0.0.1 and ::1 with one
-port, so that the two kinds of client reach it from different peer addresses and a limit
-per client address tells them apart. Everything is on the loopback interface, and the run
+One `bergen serve` with its default settings and limits, in a PostgreSQL database made for
+the run (from BERGEN_BENCH_DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/postgres)
+and dropped afterwards. Its per-client limits spare loopback peers unless told
+`--limit-loopback`, which it is given when it has it, since every client here is on this
+machine. It listens on localhost, that is on 127.0.0.1 and ::1 with one port, so that the
+two kinds of client reach it from different peer addresses and a limit per address tells
+them apart (the 4 abusers share 127.0.0.1: a limit per address holds them together). The
+honest matches are created and seated beforehand through another server on the same
+database, without limits on loopback. Everything is on the loopback interface, and the run
 stops by itself after (5 conditions x --rounds windows of --seconds) plus set-up.
 
 - Honest: 8 clients, threads of this process with a channel each to [::1], each playing its
@@ -37,17 +41,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import multiprocessing as mp
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +67,7 @@ from bench.grpc_bench import (
     CALL_TIMEOUT,
     CHANNEL_OPTIONS,
     SERVICE,
+    START_TIMEOUT,
     WARMUP_CALLS,
     Player,
     Tally,
@@ -120,9 +127,13 @@ def retry_hint(error: grpc.RpcError) -> float | None:
 
 class _LongMatches(_Calls):
     """The Play benchmark's calls, with matches played to TARGET points, and creation and
-    joins that wait out a refusal with a retry hint (they are set-up, never timed)."""
+    joins that wait out a refusal with a retry hint (they are set-up, never timed). `use`
+    moves them to another channel (another server on the same database)."""
 
     def __init__(self, channel: grpc.Channel) -> None:
+        self.use(channel)
+
+    def use(self, channel: grpc.Channel) -> None:
         super().__init__(channel)
         create, join = self.create, self.join
 
@@ -440,6 +451,11 @@ class Abusers:
 # --- the run -------------------------------------------------------------------------------
 
 
+def _ms(latencies: Sequence[float], p: int) -> float:
+    """The p-th percentile in ms; NaN with fewer than two (a window where Play starved)."""
+    return _percentile(latencies, p) * 1000 if len(latencies) >= 2 else math.nan
+
+
 @dataclass
 class Figures:
     windows: list[Window] = field(default_factory=list)
@@ -450,7 +466,7 @@ class Figures:
         return [x for w in self.windows for x in w.latencies]
 
     def ms(self, p: int) -> float:
-        return _percentile(self.latencies, p) * 1000
+        return _ms(self.latencies, p)
 
     @property
     def rate(self) -> float:
@@ -489,6 +505,37 @@ class Figures:
         return "; ".join(parts)
 
 
+def _serve_command(url: str, port_file: Path) -> list[str]:
+    """`bergen serve` on localhost (127.0.0.1 and ::1, one port)."""
+    command = _bergen_command(url, port_file)
+    command[command.index("--listen") + 1] = "localhost:0"
+    return command
+
+
+def limits_loopback_flag(url: str) -> list[str]:
+    """`--limit-loopback` when this `bergen serve` has it (its per-client limits spare
+    loopback peers by default, and every client here is one), else nothing."""
+    command = _bergen_command(url, Path("unused"))
+    help_text = subprocess.run(
+        [*command[: command.index("serve") + 1], "--help"],
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+    ).stdout
+    return ["--limit-loopback"] if "--limit-loopback" in help_text else []
+
+
+@contextmanager
+def serving(name: str, command: list[str], folder: Path) -> Iterator[int]:
+    """A server started with `command` (its port file named `name`.port); yields its port
+    and stops it (SIGTERM) at the end. Raises RuntimeError if it does not start."""
+    proc = _launch(name, command, folder)
+    try:
+        yield _wait_for_port(name, proc, folder / f"{name}.port", folder / f"{name}.log")
+    finally:
+        _stop(proc)
+
+
 def run(
     url: str,
     folder: Path,
@@ -497,42 +544,53 @@ def run(
     nice: int,
     pause: float,
     streams: int,
+    unlimited: bool,
     say: Callable[[str], None],
 ) -> dict[str, Figures]:
-    """The whole measurement on one server over `url`; figures by condition. Raises
-    RuntimeError when the server does not start or a client fails."""
-    port_file = folder / "bergen.port"
-    command = _bergen_command(url, port_file)
-    command[command.index("--listen") + 1] = "localhost:0"
-    proc = _launch("bergen", command, folder)
-    abusers: Abusers | None = None
-    channels: list[grpc.Channel] = []
-    try:
-        port = _wait_for_port("bergen", proc, port_file, folder / "bergen.log")
+    """The whole measurement over `url`; figures by condition. Raises RuntimeError when a
+    server does not start or a client fails.
+
+    The honest matches are created and seated through a first server without per-client
+    limits on loopback (the honest clients would otherwise wait minutes for their joins),
+    then played on a second over the same database, started with its limits on loopback
+    (`--limit-loopback`) when it has them, unless `unlimited`."""
+    limited = [] if unlimited else limits_loopback_flag(url)
+    with serving("setup", _serve_command(url, folder / "setup.port"), folder) as port:
         channels = [_channel(f"[::1]:{port}") for _ in range(HONEST)]
-        players = [Player(_LongMatches(ch), random.Random(i)) for i, ch in enumerate(channels)]
-        match_ids = [p.match_id for p in players]
-        honest_window(players, 1.0, WARMUP_CALLS)
-        abusers = Abusers(f"127.0.0.1:{port}", nice)
-        figures = {c: Figures() for c in CONDITIONS}
-        for r in range(rounds):
-            order = CONDITIONS[r % len(CONDITIONS) :] + CONDITIONS[: r % len(CONDITIONS)]
-            for condition in order:
-                if condition != ALONE:
-                    abusers.start(KINDS[condition], match_ids, pause, streams)
-                    time.sleep(RAMP_S)
-                window = honest_window(players, seconds)
-                figures[condition].windows.append(window)
-                if condition != ALONE:
-                    figures[condition].abuse += abusers.stop()
-                p99 = _percentile(window.latencies, 99) * 1000
-                say(
-                    f"  round {r + 1}, {condition:>6}: Play p50/p99 "
-                    f"{statistics.median(window.latencies) * 1000:.2f}/{p99:.2f} ms, "
-                    f"{window.rate:,.0f}/s"
-                    + (f", {len(window.failed)} FAILED" if window.failed else "")
-                )
-        return figures
+        honest = [_LongMatches(channel) for channel in channels]
+        players = [Player(calls, random.Random(i)) for i, calls in enumerate(honest)]
+        for channel in channels:
+            channel.close()
+    match_ids = [p.match_id for p in players]
+    command = [*_serve_command(url, folder / "bergen.port"), *limited]
+    say(f"  the measured server: {' '.join(command[command.index('serve') :])}")
+    abusers: Abusers | None = None
+    channels = []
+    try:
+        with serving("bergen", command, folder) as port:
+            channels = [_channel(f"[::1]:{port}") for _ in range(HONEST)]
+            for calls, channel in zip(honest, channels, strict=True):
+                calls.use(channel)
+            honest_window(players, 1.0, WARMUP_CALLS)
+            abusers = Abusers(f"127.0.0.1:{port}", nice)
+            figures = {c: Figures() for c in CONDITIONS}
+            for r in range(rounds):
+                order = CONDITIONS[r % len(CONDITIONS) :] + CONDITIONS[: r % len(CONDITIONS)]
+                for condition in order:
+                    if condition != ALONE:
+                        abusers.start(KINDS[condition], match_ids, pause, streams)
+                        time.sleep(RAMP_S)
+                    window = honest_window(players, seconds)
+                    figures[condition].windows.append(window)
+                    if condition != ALONE:
+                        figures[condition].abuse += abusers.stop()
+                    say(
+                        f"  round {r + 1}, {condition:>6}: Play p50/p99 "
+                        f"{_ms(window.latencies, 50):.2f}/{_ms(window.latencies, 99):.2f} ms, "
+                        f"{window.rate:,.0f}/s"
+                        + (f", {len(window.failed)} FAILED" if window.failed else "")
+                    )
+            return figures
     except BaseException:
         log = (folder / "bergen.log").read_text(errors="replace")
         say(f"the server's log, last lines:\n{log[-3000:]}")
@@ -540,9 +598,8 @@ def run(
     finally:
         if abusers is not None:
             abusers.close()
-        for ch in channels:
-            ch.close()
-        _stop(proc)
+        for channel in channels:
+            channel.close()
 
 
 def print_table(figures: dict[str, Figures]) -> None:
@@ -594,6 +651,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--streams", type=int, default=STREAMS, help="watch streams each abuser tries to hold"
     )
+    parser.add_argument(
+        "--unlimited",
+        action="store_true",
+        help="leave the loopback clients out of the per-client limits (as before there were any)",
+    )
     args = parser.parse_args(argv)
 
     def say(text: str) -> None:
@@ -610,7 +672,15 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="bergen-abuse-bench-") as tmp,
     ):
         figures = run(
-            url, Path(tmp), args.seconds, args.rounds, args.nice, args.pause, args.streams, say
+            url,
+            Path(tmp),
+            args.seconds,
+            args.rounds,
+            args.nice,
+            args.pause,
+            args.streams,
+            args.unlimited,
+            say,
         )
     print()
     print_table(figures)
