@@ -22,10 +22,15 @@ from dataclasses import dataclass, field
 from bergen.domain import codec
 from bergen.domain.commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat
 from bergen.domain.engine import execute
-from bergen.domain.errors import BergenError, ConcurrencyConflict, InvalidArgument
+from bergen.domain.errors import (
+    BergenError,
+    ConcurrencyConflict,
+    InvalidArgument,
+    MatchNotInProgress,
+)
 from bergen.domain.events import Event, SeatTaken
 from bergen.domain.rules import RULES_VERSION, make_rules
-from bergen.domain.state import ENDED, State
+from bergen.domain.state import ENDED, SEATING, State
 from bergen.domain.tiles import End, Tile
 from bergen.domain.views import View, redact_event, view
 
@@ -39,6 +44,8 @@ log = logging.getLogger("bergen.server")
 
 RETRIES = 8
 MAX_COMMAND_ID = 100
+SEATING_TIMEOUT_COMMAND = "server-seating-timeout"
+"""The command id of the server's abandoning of a match left seating too long."""
 
 Deadline = Callable[[], None]
 """Raises when the caller's deadline has passed; called before each costly step."""
@@ -377,6 +384,30 @@ class MatchCommands:
             view(written.state, seat),
             replayed=written.replayed,
         )
+
+    def abandon_unseated(self, match_id: str, note: str) -> bool:
+        """Abandon `match_id` with `note` if it is still seating; the server's own command, so
+        that of several replicas doing it at once one writes and the others are answered from
+        the log. Returns whether it was abandoned (False: it was not seating any more).
+        Raises NotFound, StorageUnavailable."""
+
+        def authorise(match: Match | None) -> Intent:
+            assert match is not None
+            if match.state.phase != SEATING:
+                raise MatchNotInProgress(
+                    f"match {match_id} is no longer seating",
+                    reason="MATCH_NOT_SEATING",
+                    match_id=match_id,
+                )
+            return Intent(Abandon(note), "server", "abandon: seating timed out")
+
+        try:
+            written = self._work.run(match_id, authorise, command_id=SEATING_TIMEOUT_COMMAND)
+        except MatchNotInProgress:
+            return False
+        if not written.replayed:
+            log.info("match %s abandoned: %s", match_id, note)
+        return True
 
     def abandon(
         self, caller: Caller, match_id: str, reason: str, deadline: Deadline = no_deadline

@@ -30,6 +30,7 @@ from .app import Application, Settings, build_application
 from .edge import interceptors
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .identity import Caller, Identity
+from .janitor import SEATING_TIMEOUT_S, Janitor
 from .limits import (
     CREATES_PER_MINUTE,
     JOINS_PER_MINUTE,
@@ -67,10 +68,13 @@ class Running:
     app: Application
     health: health.HealthServicer
     store: EventStore
+    janitor: Janitor | None = None
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
         """Refuse new calls, end watch streams, let in-flight commands finish."""
         self.health.enter_graceful_shutdown()
+        if self.janitor is not None:
+            self.janitor.stop()
         self.feed.stop()
         self.server.stop(grace).wait()
         self.store.close()
@@ -142,6 +146,7 @@ def create_server(
     max_watchers: int = MAX_WATCHERS,
     keepalive_s: float = KEEPALIVE_SECONDS,
     limits: Limits | None = None,
+    seating_timeout_s: float = SEATING_TIMEOUT_S,
 ) -> Running:
     """Open the store (running migrations, or refusing when the schema is behind and
     `migrate` is false), start the feed and the server. Returns it with the bound port, so
@@ -204,10 +209,12 @@ def create_server(
     if port == 0:
         raise RuntimeError(f"cannot listen on {listen}")
     feed.start()
+    janitor = Janitor(store, feed.listing, app.commands, seating_timeout_s)
+    janitor.start()
     server.start()
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return Running(server, port, feed, app, health_servicer, store)
+    return Running(server, port, feed, app, health_servicer, store, janitor)
 
 
 def server_options(keepalive_s: float = KEEPALIVE_SECONDS) -> list[tuple[str, Any]]:
@@ -320,6 +327,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="hold clients on a loopback address to the per-client limits too (by default they "
         "are not: behind a reverse proxy on this machine every client has its address)",
     )
+    p.add_argument(
+        "--seating-timeout",
+        type=_positive_seconds,
+        default=SEATING_TIMEOUT_S,
+        metavar="SECONDS",
+        help="abandon a match still seating this long after it was created, so that nobody "
+        f"can hold seats for ever (default {SEATING_TIMEOUT_S:g})",
+    )
     p.add_argument("--port-file", help="write the bound port to this file once serving")
     p.add_argument(
         "--signing-key",
@@ -380,6 +395,7 @@ def serve(args: argparse.Namespace) -> int:
                 watchers_per_client=args.max_watchers_per_client,
                 limit_loopback=args.limit_loopback,
             ),
+            seating_timeout_s=args.seating_timeout,
         )
     except (SchemaBehind, StorageUnavailable) as e:
         print(f"bergen serve: {e}", file=sys.stderr)

@@ -1,18 +1,23 @@
 """JoinMatch is idempotent: a client sends a seat token of its own making, and a join sent
 again with it (its answer was lost: a deadline passed, the call was cancelled) is answered
 with the seat the first one took, writing nothing. Before, a join whose answer was lost
-left a seat held by a token nobody had, and the match stalled."""
+left a seat held by a token nobody had, and the match stalled. Nor can seats be squatted:
+a match still seating after the seating timeout is abandoned by the server (by one replica
+of several)."""
 
 from __future__ import annotations
 
 import secrets
+import time
 
 import grpc
 import pytest
-from e2e.client import Client
+from e2e.client import Client, event_in
 from e2e.refusals import refusal
 from e2e.servers import ServerFarm, ServerProcess
 
+from bergen.domain import events as ev
+from bergen.domain.vocabulary import MatchEndReason
 from bergen.v1 import bergen_pb2 as pb
 
 from .conftest import Database
@@ -116,3 +121,57 @@ def test_another_join_with_a_token_already_holding_a_seat_takes_no_second_seat(
         got = refusal(info.value, "JoinMatch")
         assert got.code is grpc.StatusCode.INVALID_ARGUMENT
         assert [s.name for s in client.view(match_id).seats if s.taken] == ["ann"]
+
+
+SEATING_TIMEOUT = "1"
+
+
+def wait_for_end(client: Client, match_id: str, timeout_s: float = 60.0) -> pb.MatchView:
+    """The match's view once it has ended. Fails the test when it has not in `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        view = client.view(match_id)
+        if view.phase == pb.PHASE_ENDED:
+            return view
+        time.sleep(0.2)
+    pytest.fail(f"match {match_id} was not abandoned: {client.view(match_id)}")
+
+
+def abandons(client: Client, match_id: str) -> list[ev.MatchEnded]:
+    ended = [event_in(e) for e in client.replay(match_id).events]
+    return [e for e in ended if isinstance(e, ev.MatchEnded)]
+
+
+def test_a_match_left_seating_is_abandoned_by_the_server_saying_why(
+    farm: ServerFarm, database: Database
+) -> None:
+    server = farm.start(database.server_url, extra_args=["--seating-timeout", SEATING_TIMEOUT])
+    with Client(server.target) as client:
+        squatted = client.create(3).match_id
+        client.join(squatted, "ann")
+        full = client.create(2).match_id
+        client.join(full, "bob")
+        client.join(full, "cat")
+        wait_for_end(client, squatted)
+        (ended,) = abandons(client, squatted)
+        assert ended.reason == MatchEndReason.ABANDONED
+        assert "still seating" in ended.note and "by the server" in ended.note
+        assert client.view(full).phase == pb.PHASE_PLAYING
+
+
+@pytest.mark.postgres
+def test_of_several_replicas_one_abandons_a_match_left_seating(
+    farm: ServerFarm, deployed_pg: Database
+) -> None:
+    replicas = [
+        farm.start(deployed_pg.server_url, extra_args=["--seating-timeout", SEATING_TIMEOUT])
+        for _ in range(3)
+    ]
+    with Client(replicas[0].target) as client:
+        match_ids = [client.create(2).match_id for _ in range(5)]
+        for match_id in match_ids:
+            wait_for_end(client, match_id)
+        # Every replica's sweeper has looked at least twice more since.
+        time.sleep(1.0)
+        for match_id in match_ids:
+            assert len(abandons(client, match_id)) == 1
