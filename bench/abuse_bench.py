@@ -18,7 +18,7 @@ stops by itself after (5 conditions x --rounds windows of --seconds) plus set-up
   matches are played to 1000 points, so that an honest client creates and joins once, before
   the first window, and not while it is timed. Only Play calls are timed; a Play that fails
   (any status but the rules' refusal) is counted as failed, and the goal allows none. The
-  clients warm up once, before the first window.
+  clients warm up once, playing 5 s before the first window.
 - Abusive: 4 clients, each a process of its own (grpc.aio) to 127.0.0.1, run at nice 10 so
   that their own client-side work, which a real attacker does on other machines, takes less
   of the 2 cores from the server and the honest clients:
@@ -99,6 +99,9 @@ STREAMS = 400
 STREAMS_PER_CHANNEL = 50
 RAMP_S = 1.0
 """Abusers run this long before a window opens, so that the streams are open."""
+WARMUP_S = 5.0
+"""Play, untimed, before the first window: the measured server starts cold (it folds each
+honest match on its first call) and so does PostgreSQL's cache."""
 WINDOW_WARMUP = 2
 """Untimed calls before each window: the clients and the server were warmed up once, before
 the first (WARMUP_CALLS each), and a Play may take seconds under abuse."""
@@ -571,7 +574,7 @@ def run(
             channels = [_channel(f"[::1]:{port}") for _ in range(HONEST)]
             for calls, channel in zip(honest, channels, strict=True):
                 calls.use(channel)
-            honest_window(players, 1.0, WARMUP_CALLS)
+            honest_window(players, WARMUP_S, WARMUP_CALLS)  # discarded
             abusers = Abusers(f"127.0.0.1:{port}", nice)
             figures = {c: Figures() for c in CONDITIONS}
             for r in range(rounds):
