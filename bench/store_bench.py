@@ -250,11 +250,23 @@ def load_and_fold_seconds(url: str, events: int = 300, repeats: int = 50) -> flo
     read the stream, decode every event, fold it (what a replica does on a cache miss)."""
     from bench.domain_bench import recorded_match
     from bergen.domain import encode
-    from bergen.server.matches import MatchRepository
+    from bergen.domain.errors import LogTampered
+    from bergen.server.keys import LogKeys
+    from bergen.server.matches import MatchRepository, recheck
 
-    store = open_store(url)
+    # As a server reads: every row's authenticator and chain link checked, the rules re-checked.
+    store = open_store(url, log_keys=LogKeys.generate())
     try:
         match = recorded_match(events)
+        # A server appends whole commands: cut the prefix where a command ends, as stored
+        # matches do (the rules re-check refuses a command cut short).
+        while True:
+            try:
+                recheck("fold", 0, match, None)
+                break
+            except LogTampered:
+                match = match[:-1]
+        events = len(match)
         stream = f"fold-{uuid.uuid4().hex[:8]}"
         for start in range(0, len(match), 20):
             batch = [NewEvent(*encode(e)) for e in match[start : start + 20]]

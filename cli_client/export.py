@@ -7,6 +7,9 @@ time its last event was recorded) and the key that signed it. A record is writte
 it verifies offline against the server's key. Running again into the same DIR adds the
 matches that ended since (those not in the manifest yet) and rewrites a listed file that went
 missing or changed; every file is written whole and then renamed into place, the manifest last.
+Each listed match's stored log is also read again: a head (the last event's hash, and the
+number of events) other than the one its exported record pins means the stored log changed
+after the export, and is reported (exit status 6) without touching the exported record.
 """
 
 from __future__ import annotations
@@ -149,12 +152,33 @@ def _call(server: str, what: str, method: Any, request: Any) -> Any:
         raise _Stop(outcome.status, outcome.line) from None
 
 
-def _ended_at(stub: Any, server: str, match_id: str) -> datetime:
+def _audit_log(stub: Any, server: str, match_id: str) -> Any:
     log = _call(server, f"the audit log of {match_id}", stub.GetAuditLog,
                 pb.GetAuditLogRequest(match_id=match_id))  # fmt: skip
     if not log.events:
         raise _Stop(ExitStatus.ERROR, f"{server} sent an empty log for match {match_id}")
-    return timestamp_in(log.events[-1].recorded_at)
+    return log
+
+
+def _ended_at(stub: Any, server: str, match_id: str) -> datetime:
+    return timestamp_in(_audit_log(stub, server, match_id).events[-1].recorded_at)
+
+
+def head_changed(stub: Any, server: str, match_id: str, pinned: Any) -> str | None:
+    """Why the stored log of `match_id` is no longer the one an exported record pinned
+    (`pinned`: the record's `log`, {events, head}); None when its head is the same."""
+    if not isinstance(pinned, dict):
+        return None  # exported unsigned by its log: nothing to compare
+    events = _audit_log(stub, server, match_id).events
+    now = {"events": len(events), "head": events[-1].hash}
+    was = {"events": pinned.get("events"), "head": pinned.get("head")}
+    if now == was:
+        return None
+    return (
+        f"{match_id}: the stored log changed since it was exported: its head was "
+        f"{was['head']} after {was['events']} events, it is now {now['head']} after "
+        f"{now['events']}"
+    )
 
 
 def read_manifest(out: Path) -> dict[str, Any] | None:
@@ -269,6 +293,10 @@ def export(
     for match_id in _finished_matches(stub, server):
         known = entries.get(match_id)
         if known is not None:
+            changed = head_changed(stub, server, match_id, known.get("log"))
+            if changed is not None:
+                rejected.append(changed)
+                continue
             file_ok = _sha256(out / str(known.get("file"))) == known.get("sha256")
             if file_ok:
                 continue

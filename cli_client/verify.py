@@ -28,6 +28,8 @@ from typing import Any
 
 import grpc
 from cryptography.exceptions import UnsupportedAlgorithm
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from bergen.api.chain import (
     canonical_json,
@@ -332,11 +334,43 @@ def verify_match(server: str, match_id: str, trusted_key: str | None) -> Outcome
         return _problem(ExitStatus.USAGE, f"--server {server}: {e}")
 
 
-def _call(server: str, what: str, method: Any, request: Any) -> Any:
+def tampered_seq(error: grpc.RpcError) -> str | None:
+    """The seq a DATA_LOSS refusal with the reason LOG_TAMPERED names (the server found a
+    stored event not authentic, or not what the rules give), else None."""
+    if code_of(error) != grpc.StatusCode.DATA_LOSS or not isinstance(error, grpc.Call):
+        return None
+    try:
+        status = rpc_status.from_call(error)
+    except ValueError:
+        return None
+    for detail in status.details if status is not None else ():
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            if info.reason == "LOG_TAMPERED":
+                return info.metadata.get("seq", "?")
+    return None
+
+
+def _call(
+    server: str, what: str, method: Any, request: Any, facts: dict[str, Any] | None = None
+) -> Any:
     try:
         return method(request, timeout=RPC_TIMEOUT_S)
     except grpc.RpcError as e:
-        raise _Stop(rpc_problem(e, server, what)) from None
+        raise _Stop(_refused(e, server, what, facts or {})) from None
+
+
+def _refused(e: grpc.RpcError, server: str, what: str, facts: dict[str, Any]) -> Outcome:
+    seq = tampered_seq(e)
+    if seq is None:
+        return rpc_problem(e, server, what)
+    detail = e.details() if isinstance(e, grpc.Call) else None
+    return _rejected(
+        f"seq {seq}",
+        f"the server refuses to fold the stored log: {detail or 'log tampered'}",
+        **{**facts, "chain": "tampered"},
+    )
 
 
 def check_match(stub: Any, server: str, match_id: str, trusted_key: str | None) -> Outcome:
@@ -350,7 +384,14 @@ def check_match(stub: Any, server: str, match_id: str, trusted_key: str | None) 
 
 def _check_match(stub: Any, server: str, match_id: str, trusted_key: str | None) -> Outcome:
     facts: dict[str, Any] = {"source": "server", "server": server, "match_id": match_id}
-    log = _call(server, "the audit log", stub.GetAuditLog, pb.GetAuditLogRequest(match_id=match_id))
+    try:
+        log = stub.GetAuditLog(pb.GetAuditLogRequest(match_id=match_id), timeout=RPC_TIMEOUT_S)
+    except grpc.RpcError as e:
+        if code_of(e) == grpc.StatusCode.FAILED_PRECONDITION:
+            # A live match: its log is not shown, but a server that found it tampered says so
+            # to anyone who asks for the match.
+            _call(server, "the match", stub.GetMatch, pb.GetMatchRequest(match_id=match_id), facts)
+        return _refused(e, server, "the audit log", facts)
     # The log first: a fault in it is named by seq even when the server can no longer build
     # the record from it.
     stored, events = check_log(match_id, log.events, facts)
@@ -359,7 +400,9 @@ def _check_match(stub: Any, server: str, match_id: str, trusted_key: str | None)
     rebuilt = _rebuild(stored, events, head, facts)
     _check_rules(rebuilt, events, facts)
     info = _call(server, "its public key", stub.GetServerInfo, pb.GetServerInfoRequest())
-    reply = _call(server, "the record", stub.GetRecord, pb.GetRecordRequest(match_id=match_id))
+    reply = _call(
+        server, "the record", stub.GetRecord, pb.GetRecordRequest(match_id=match_id), facts
+    )
     try:
         served = parse_json(reply.record_json)
     except ValueError as e:

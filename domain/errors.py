@@ -100,6 +100,13 @@ class CorruptRecord(InvalidArgument):
     default_reason = "CORRUPT_RECORD"
 
 
+class LogTampered(CorruptRecord):
+    """A stored event's authenticator or hash chain does not verify: the row was written or
+    changed by someone other than a server holding the log key. The match is not folded."""
+
+    default_reason = "LOG_TAMPERED"
+
+
 class NotFound(BergenError):
     """The thing named does not exist."""
 

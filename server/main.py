@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from queue import Queue
 from typing import Any
 
@@ -31,6 +32,7 @@ from .edge import interceptors
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .identity import Caller, Identity
 from .janitor import SEATING_TIMEOUT_S, Janitor
+from .keys import DEFAULT_LOG_KEY_FILE, LOG_KEY_ENV, LogKeys
 from .limits import (
     CREATES_PER_MINUTE,
     JOINS_PER_MINUTE,
@@ -147,6 +149,8 @@ def create_server(
     keepalive_s: float = KEEPALIVE_SECONDS,
     limits: Limits | None = None,
     seating_timeout_s: float = SEATING_TIMEOUT_S,
+    *,
+    log_keys: LogKeys,
 ) -> Running:
     """Open the store (running migrations, or refusing when the schema is behind and
     `migrate` is false), start the feed and the server. Returns it with the bound port, so
@@ -155,7 +159,8 @@ def create_server(
     At most `max_watchers` WatchMatch streams are open at once (more are refused with
     RESOURCE_EXHAUSTED), so streams can never take the threads that commands need; a stream
     whose client vanished without closing its connection ends once a keepalive ping goes
-    unanswered, `keepalive_s` after the client was last heard from.
+    unanswered, `keepalive_s` after the client was last heard from. Every event is written
+    authenticated under `log_keys`, and checked with them when read.
     """
     if max_watchers < 1:
         raise ValueError(f"max_watchers must be at least 1, not {max_watchers}")
@@ -167,7 +172,7 @@ def create_server(
                     "`bergen migrate --database URL`, or start without --no-migrate"
                 )
             upgrade_to_head(database_url)
-        store = open_store(database_url)
+        store = open_store(database_url, log_keys=log_keys)
     try:
         check_writable(database_url)
     except BaseException:
@@ -343,6 +348,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         f"(default: BERGEN_SIGNING_KEY, else ./{DEFAULT_KEY_FILE}). Give every replica the "
         "same file.",
     )
+    p.add_argument(
+        "--log-key",
+        default=os.environ.get(LOG_KEY_ENV) or None,
+        metavar="FILE",
+        help="the keys that authenticate every stored event (one '<id> <hex>' a line; the "
+        f"last writes, all verify); made there on first start (default: {LOG_KEY_ENV}, else "
+        f"{DEFAULT_LOG_KEY_FILE} beside the signing key). Give every replica the same file.",
+    )
     p.set_defaults(func=serve)
 
 
@@ -381,6 +394,12 @@ def serve(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"bergen serve: signing key {args.signing_key}: {e}", file=sys.stderr)
         return ExitStatus.USAGE
+    log_key = args.log_key or str(Path(args.signing_key).with_name(DEFAULT_LOG_KEY_FILE))
+    try:
+        log_keys = LogKeys.load_or_create(log_key)
+    except (OSError, ValueError) as e:
+        print(f"bergen serve: log key {log_key}: {e}", file=sys.stderr)
+        return ExitStatus.USAGE
     try:
         running = create_server(
             args.listen,
@@ -396,6 +415,7 @@ def serve(args: argparse.Namespace) -> int:
                 limit_loopback=args.limit_loopback,
             ),
             seating_timeout_s=args.seating_timeout,
+            log_keys=log_keys,
         )
     except (SchemaBehind, StorageUnavailable) as e:
         print(f"bergen serve: {e}", file=sys.stderr)

@@ -1,27 +1,38 @@
 """Loading matches: read the stream, fold it, and keep the folded state per process.
 
 The cache is keyed by match and version and is never the truth: `load` reads the events the
-cache has not seen (one query). A command may be decided on the cached copy without a read
-(`cached`), because its append names the version it was decided on: if another replica
-wrote since, the store refuses the append and the command is decided again on a fresh load.
+cache has not seen (one query), which the store has checked are authentic (each row's
+authenticator under the log key, and the chain). Folding them re-checks the rules too: each
+event a player's command starts (a seat taken, a tile played, a resignation) is decided again
+on the state before it, and the stored events must be exactly those the rules give, so not
+even a holder of the log key can make the server fold an illegal move.
+
+A command may be decided on the cached copy without a read (`cached`), because its append
+names the version it was decided on: if another replica wrote since, the store refuses the
+append and the command is decided again on a fresh load.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bergen.domain import codec
-from bergen.domain.errors import CorruptRecord, NotFound
-from bergen.domain.events import Event
+from bergen.domain.commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat
+from bergen.domain.engine import execute
+from bergen.domain.errors import BergenError, CorruptRecord, LogTampered, NotFound
+from bergen.domain.events import Event, MatchCreated, MatchEnded, SeatTaken, TilePlayed
 from bergen.domain.state import State, fold
 
 from .store import EventRow, EventStore, StoredEvent
 
 TOKEN_KEY = "seat_token_sha256"
 COMMAND_KEY = "command"
+
+log = logging.getLogger("bergen.server")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +78,9 @@ def extend(
     """`match` with `stored` (the events after its version, in seq order) folded in.
 
     `decided` gives those events already decoded and the state they fold to, when the caller
-    has just decided them. Raises CorruptRecord when the events do not follow on or do not
-    fold, NotFound when there is no match at all.
+    has just decided them; otherwise they are decided again by the rules (`recheck`). Raises
+    CorruptRecord when the events do not follow on or do not decode, LogTampered when they are
+    not what the rules give, NotFound when there is no match at all.
     """
     if not stored:
         if match is None:
@@ -84,10 +96,7 @@ def extend(
         events, state = list(decided[0]), decided[1]
     else:
         events = [decode_stored(e) for e in stored]
-        try:
-            state = fold(events, match.state if match is not None else None)
-        except CorruptRecord as err:
-            raise CorruptRecord(f"match {first.stream_id}: {err}") from err
+        state = recheck(first.stream_id, base, events, match.state if match is not None else None)
     tokens: list[str | None] = (
         list(match.token_hashes) if match is not None else [None] * state.seats
     )
@@ -108,6 +117,68 @@ def extend(
     )
 
 
+def command_of(event: Event) -> Command | None:
+    """The command that starts with `event` when a server decides it, None for an event only
+    ever caused by another (a deal, a draw, points, the end of a hand)."""
+    if isinstance(event, TilePlayed):
+        return Play(event.seat, event.tile, event.end)
+    if isinstance(event, SeatTaken):
+        return TakeSeat(event.name, event.client_seed, event.seat)
+    if isinstance(event, MatchEnded):
+        if event.resigned_seat is not None:
+            return Resign(event.resigned_seat)
+        return Abandon(event.note)
+    if isinstance(event, MatchCreated) and event.server_seed is not None:
+        try:
+            seed = bytes.fromhex(event.server_seed)
+        except ValueError:
+            return None
+        return CreateMatch(
+            event.match_id, event.seats, event.partnerships, event.rules, seed, event.name
+        )
+    return None
+
+
+def recheck(match_id: str, version: int, events: Sequence[Event], state: State | None) -> State:
+    """The state after `events` (from seq `version` + 1) on `state`, each command they hold
+    decided again by the rules: the events must be exactly what the rules give. Raises
+    LogTampered naming the first seq that is not."""
+    i = 0
+    while i < len(events):
+        seq = version + 1 + i
+        command = command_of(events[i])
+        if command is None:
+            raise LogTampered(
+                f"match {match_id}: seq {seq}: no command starts with a {type(events[i]).__name__}",
+                match_id=match_id,
+                seq=seq,
+            )
+        try:
+            decided, after = execute(state, command)
+        except BergenError as e:
+            raise LogTampered(
+                f"match {match_id}: seq {seq}: the rules refuse it: {e.message}",
+                match_id=match_id,
+                seq=seq,
+            ) from e
+        stored = tuple(events[i : i + len(decided)])
+        if stored != decided:
+            at = next(
+                (j for j, (a, b) in enumerate(zip(stored, decided, strict=False)) if a != b),
+                len(stored),
+            )
+            raise LogTampered(
+                f"match {match_id}: seq {seq + at} is not what the rules give after seq "
+                f"{seq + at - 1}",
+                match_id=match_id,
+                seq=seq + at,
+            )
+        state = after
+        i += len(decided)
+    assert state is not None
+    return state
+
+
 class MatchRepository:
     """Reads matches from the store through a bounded per-process cache of folded state."""
 
@@ -116,21 +187,40 @@ class MatchRepository:
         self._size = cache_size
         self._cache: OrderedDict[str, Match] = OrderedDict()
         self._lock = threading.Lock()
+        self._tampered: set[tuple[str, str]] = set()
 
     def load(self, match_id: str) -> Match:
-        """The match at its latest version. Raises NotFound, or CorruptRecord."""
+        """The match at its latest version. Raises NotFound, CorruptRecord, or LogTampered
+        (a row not authentic, or not what the rules give: the match is read-only from then
+        on, every call on it refused, and logged loudly once)."""
         with self._lock:
             cached = self._cache.get(match_id)
         from_seq = cached.version + 1 if cached is not None else 1
-        new = self._store.read_rows(match_id, from_seq)
-        if cached is None and not new:
-            raise NotFound(f"no match {match_id}", reason="MATCH_NOT_FOUND", match_id=match_id)
-        if not new:
-            assert cached is not None
-            return cached
-        match = extend(cached, new)
+        try:
+            new = self._store.read_rows(match_id, from_seq)
+            if cached is None and not new:
+                raise NotFound(f"no match {match_id}", reason="MATCH_NOT_FOUND", match_id=match_id)
+            if not new:
+                assert cached is not None
+                return cached
+            match = extend(cached, new)
+        except LogTampered as e:
+            self._alarm(match_id, e)
+            raise
         self.remember(match_id, match)
         return match
+
+    def _alarm(self, match_id: str, error: LogTampered) -> None:
+        seen = (match_id, error.metadata.get("seq", ""))
+        with self._lock:
+            first = seen not in self._tampered
+            self._tampered.add(seen)
+        if first:
+            log.critical(
+                "LOG TAMPERED: match %s will not be folded, every call on it is refused: %s",
+                match_id,
+                error.message,
+            )
 
     def cached(self, match_id: str) -> Match | None:
         """The match as this process last saw it (possibly behind the store), or None."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bergen.api.stored import ChainFault, ChainReport, EventMetadata, EventRow, StoredEvent
 
+from ..keys import LogKeys
 from .listing import MatchList, MatchSummary
 from .model import AppendResult, EventStore, NewEvent, StreamInfo
 from .url import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, backend_of, database_url
@@ -54,10 +55,14 @@ def schema_is_behind(url: str | None = None) -> bool:
     return behind(url)
 
 
-def open_store(url: str | None = None, *, upgrade: bool = False) -> EventStore:
+def open_store(
+    url: str | None = None, *, upgrade: bool = False, log_keys: LogKeys | None = None
+) -> EventStore:
     """The store for `url` (default: BERGEN_DATABASE_URL, else ./bergen.db), chosen by scheme.
 
-    With `upgrade`, applies the migrations first. Raises ValueError for an unsupported URL,
+    With `upgrade`, applies the migrations first. With `log_keys` (what the server always
+    gives), every row written is authenticated and every row read for folding is checked
+    (`read_rows` raises LogTampered). Raises ValueError for an unsupported URL,
     StorageUnavailable if the database cannot be reached (the driver's error while migrating).
     """
     url = url or database_url()
@@ -67,7 +72,7 @@ def open_store(url: str | None = None, *, upgrade: bool = False) -> EventStore:
     if backend == "postgresql":
         from .postgres import PostgresEventStore
 
-        return PostgresEventStore(url)
+        return PostgresEventStore(url, log_keys=log_keys)
     from .sqlite import SQLiteEventStore
 
-    return SQLiteEventStore(url)
+    return SQLiteEventStore(url, log_keys=log_keys)

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
-from bergen.api.chain import canonical_json, content_bytes, event_hash, metadata_json, new_salt
+from bergen.api.chain import (
+    canonical_json,
+    content_bytes,
+    event_hash,
+    metadata_json,
+    micros,
+    new_salt,
+    row_mac,
+)
 from bergen.api.stored import EventMetadata, StoredEvent
 
 from .limits import COMMAND_ID_MAX, EVENT_TYPE_MAX, STREAM_ID_MAX
@@ -25,6 +33,12 @@ class Row:
     prev_hash: bytes
     hash: bytes
     salt: bytes
+    key_id: str | None
+    mac: bytes | None
+
+
+WritingKey = tuple[str, bytes]
+"""The id and the bytes of the log key that authenticates new rows."""
 
 
 def check_append(
@@ -50,13 +64,17 @@ def build_rows(
     events: Sequence[NewEvent],
     metadata: EventMetadata,
     prev_hash: bytes,
+    recorded_at: datetime | None = None,
+    writing_key: WritingKey | None = None,
 ) -> list[Row]:
-    """The rows for `events` after seq `expected_version`, whose hash is `prev_hash`.
+    """The rows for `events` after seq `expected_version`, whose hash is `prev_hash`,
+    recorded at `recorded_at` and authenticated under `writing_key` (none without one).
 
     Raises ValueError for a payload that is not JSON-able.
     """
     meta = metadata_json(metadata)
     meta_text = meta.decode()
+    at_us = micros(recorded_at or datetime.now(UTC))
     rows: list[Row] = []
     for i, event in enumerate(events):
         seq = expected_version + 1 + i
@@ -64,16 +82,26 @@ def build_rows(
         salt = new_salt()
         content = content_bytes(stream_id, seq, event.type, event.schema_version, payload, meta)
         digest = event_hash(prev_hash, salt, content)
+        payload_text = payload.decode()
+        mac = None
+        if writing_key is not None:
+            key_id, key = writing_key
+            mac = row_mac(
+                key, key_id, stream_id, seq, event.type, event.schema_version, payload_text,
+                meta_text, at_us, prev_hash, salt, digest,
+            )  # fmt: skip
         rows.append(
             Row(
                 event,
                 seq,
-                payload.decode(),
+                payload_text,
                 meta_text,
                 metadata.command_id if i == 0 else None,
                 prev_hash,
                 digest,
                 salt,
+                writing_key[0] if writing_key is not None else None,
+                mac,
             )
         )
         prev_hash = digest
@@ -96,4 +124,6 @@ def stored(
         prev_hash=row.prev_hash,
         hash=row.hash,
         salt=row.salt,
+        key_id=row.key_id,
+        mac=row.mac,
     )

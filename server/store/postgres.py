@@ -15,16 +15,19 @@ import queue
 import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 import psycopg.errors
 
-from bergen.api.chain import event_rows, parse_metadata, verify_rows
+from bergen.api.chain import authenticate, event_rows, micros, parse_metadata, verify_rows
 from bergen.api.stored import GENESIS_HASH, ChainReport, EventMetadata, EventRow, StoredEvent
-from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
+from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, LogTampered, NotFound
 from bergen.domain.rules import RULES_VERSION
 
+from ..keys import LogKeys
+from .authenticity import check_report
 from .batch import build_rows, check_append, stored
 from .faults import guard, unavailable
 from .listing import (
@@ -40,14 +43,15 @@ from .url import psycopg_conninfo
 
 _COLUMNS = (
     "stream_id, seq, position, type, schema_version, payload::text, metadata::text,"
-    " recorded_at, prev_hash, hash, salt"
+    " recorded_at, prev_hash, hash, salt, key_id, mac"
 )
 _VISIBLE = "tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
 _READ_AFTER = (
     "SELECT e.* FROM (SELECT tx_id, position FROM events WHERE position = %s::bigint) c"
     " LEFT JOIN LATERAL (SELECT stream_id, seq, position, type, schema_version,"
-    " payload::text AS payload, metadata::text AS metadata, recorded_at, prev_hash, hash, salt"
+    " payload::text AS payload, metadata::text AS metadata, recorded_at, prev_hash, hash, salt,"
+    " key_id, mac"
     " FROM events WHERE (tx_id, position) > (c.tx_id, c.position)"
     f" AND {_VISIBLE} ORDER BY tx_id, position LIMIT %s::bigint) e ON true"
 )
@@ -75,10 +79,12 @@ command id) for a command already applied."""
 
 @functools.lru_cache(maxsize=64)
 def _insert_sql(n: int) -> str:
-    values = ", ".join(["(%s, %s::bigint, %s, %s::int, %s::json, %s::json, %s, %b, %b, %b)"] * n)
+    values = ", ".join(
+        ["(%s, %s::bigint, %s, %s::int, %s::json, %s::json, %s, %b, %b, %b, %s, %s, %b)"] * n
+    )
     return (
         "INSERT INTO events (stream_id, seq, type, schema_version, payload, metadata,"
-        f" command_id, prev_hash, hash, salt) VALUES {values}"
+        f" command_id, prev_hash, hash, salt, recorded_at, key_id, mac) VALUES {values}"
         " RETURNING seq, position, recorded_at"
     )
 
@@ -104,6 +110,8 @@ def _decode(row: tuple[Any, ...]) -> StoredEvent:
         prev_hash=bytes(row[8]),
         hash=bytes(row[9]),
         salt=bytes(row[10]),
+        key_id=row[11],
+        mac=None if row[12] is None else bytes(row[12]),
     )
 
 
@@ -211,8 +219,12 @@ class PostgresEventStore:
         *,
         max_connections: int = 8,
         head_cache_size: int = 100_000,
+        log_keys: LogKeys | None = None,
     ) -> None:
-        """Connect to `url`. Raises StorageUnavailable if the database does not answer."""
+        """Connect to `url`. With `log_keys`, every row written is authenticated and every
+        row read for folding is checked. Raises StorageUnavailable if the database does not
+        answer."""
+        self._keys = log_keys
         self._pool = _Pool(psycopg_conninfo(url), max_connections)
         self._check()
         self._heads = _Heads(head_cache_size)
@@ -257,7 +269,11 @@ class PostgresEventStore:
                 prev = self._hash_at(conn, stream_id, expected_version)
                 if prev is None:
                     return self._refused(conn, stream_id, expected_version, command_id, None)
-            rows = build_rows(stream_id, expected_version, events, metadata, prev)
+            recorded_at = datetime.now(UTC)
+            writing = None if self._keys is None else (self._keys.writing, self._keys.writing_key)
+            rows = build_rows(
+                stream_id, expected_version, events, metadata, prev, recorded_at, writing
+            )
             params: list[Any] = []
             for r in rows:
                 params += (
@@ -271,6 +287,9 @@ class PostgresEventStore:
                     r.prev_hash,
                     r.hash,
                     r.salt,
+                    recorded_at,
+                    r.key_id,
+                    r.mac,
                 )
             try:
                 returned = conn.execute(_insert_sql(len(rows)), params).fetchall()
@@ -369,17 +388,44 @@ class PostgresEventStore:
 
     @_guarded
     def read_rows(self, stream_id: str, from_seq: int = 1) -> tuple[EventRow, ...]:
-        """What `read_stream` gives, less the chain fields, for folding (faster)."""
+        """What `read_stream` gives, less the chain fields, for folding (faster). With log
+        keys, every row's authenticator and chain link are checked first (from the row before
+        `from_seq`): raises LogTampered naming the first row that fails."""
+        if self._keys is None:
+            with self._pool.connection() as conn:
+                rows = conn.execute(
+                    "SELECT seq, type, schema_version, payload::text, metadata::text, hash"
+                    " FROM events WHERE stream_id = %s AND seq >= %s::bigint ORDER BY seq",
+                    (stream_id, from_seq),
+                    binary=True,
+                ).fetchall()
+            events = event_rows(stream_id, rows)
+            if rows:
+                self._heads.learn(stream_id, rows[-1][0], bytes(rows[-1][5]))
+            return events
+        start = max(from_seq - 1, 1)
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT seq, type, schema_version, payload::text, metadata::text, hash"
+                "SELECT seq, type, schema_version, payload::text, metadata::text, recorded_at,"
+                " prev_hash, hash, salt, key_id, mac"
                 " FROM events WHERE stream_id = %s AND seq >= %s::bigint ORDER BY seq",
-                (stream_id, from_seq),
+                (stream_id, start),
                 binary=True,
             ).fetchall()
+        if start < from_seq:
+            if not rows:
+                return ()  # the stream ends before from_seq - 1: nothing follows it
+            if rows[0][0] != start:
+                raise LogTampered(
+                    f"match {stream_id}: seq {start} is missing", match_id=stream_id, seq=start
+                )
+            authenticate(stream_id, rows, self._keys.key, None, micros)
+            rows = rows[1:]
+        else:
+            authenticate(stream_id, rows, self._keys.key, GENESIS_HASH, micros)
         events = event_rows(stream_id, rows)
         if rows:
-            self._heads.learn(stream_id, rows[-1][0], bytes(rows[-1][5]))
+            self._heads.learn(stream_id, rows[-1][0], bytes(rows[-1][7]))
         return events
 
     @_guarded
@@ -446,7 +492,7 @@ class PostgresEventStore:
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s ORDER BY seq", (stream_id,)
             ).fetchall()
-        return verify_rows(stream_id, rows, _event)
+        return check_report(verify_rows(stream_id, rows, _event), rows, _event, self._keys)
 
 
 _NO_LIMIT = 2**63 - 1

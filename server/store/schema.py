@@ -10,7 +10,13 @@ import sqlalchemy as sa
 
 from bergen.api.stored import HASH_SIZE, SALT_SIZE
 
-from .limits import COMMAND_ID_MAX, EVENT_TYPE_MAX, PROJECTION_NAME_MAX, STREAM_ID_MAX
+from .limits import (
+    COMMAND_ID_MAX,
+    EVENT_TYPE_MAX,
+    KEY_ID_MAX,
+    PROJECTION_NAME_MAX,
+    STREAM_ID_MAX,
+)
 
 __all__ = ["COMMAND_ID_MAX", "EVENT_TYPE_MAX", "STREAM_ID_MAX", "metadata"]
 
@@ -50,6 +56,11 @@ events = sa.Table(
     sa.Column("prev_hash", sa.LargeBinary(HASH_SIZE), nullable=False),
     sa.Column("hash", sa.LargeBinary(HASH_SIZE), nullable=False),
     sa.Column("salt", sa.LargeBinary(SALT_SIZE), nullable=False),
+    # The authenticator of the whole row: HMAC-SHA256 under the servers' log key of this id
+    # (bergen.api.chain.row_mac). NULL only in rows written before migration 0003, which a
+    # server refuses to fold.
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     # PostgreSQL: the writing transaction's id (defaulted by the migration), so that readers
     # of the global order expose only rows no in-flight transaction can precede. NULL on SQLite,
     # whose single writer commits in position order.

@@ -15,11 +15,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from bergen.api.chain import event_rows, parse_metadata, verify_rows
+from bergen.api.chain import authenticate, event_rows, micros, parse_metadata, verify_rows
 from bergen.api.stored import GENESIS_HASH, ChainReport, EventMetadata, EventRow, StoredEvent
-from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
+from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, LogTampered, NotFound
 from bergen.domain.rules import RULES_VERSION
 
+from ..keys import LogKeys
+from .authenticity import check_report
 from .batch import build_rows, check_append, stored
 from .faults import guard, unavailable
 from .listing import (
@@ -35,11 +37,12 @@ from .url import sqlite_path
 
 _COLUMNS = (
     "stream_id, seq, position, type, schema_version, payload, metadata,"
-    " recorded_at, prev_hash, hash, salt"
+    " recorded_at, prev_hash, hash, salt, key_id, mac"
 )
 _INSERT = (
     "INSERT INTO events (stream_id, seq, position, type, schema_version, payload, metadata,"
-    " command_id, prev_hash, hash, salt, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " command_id, prev_hash, hash, salt, recorded_at, key_id, mac)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 _CHUNK = 500
@@ -82,9 +85,18 @@ def _event(row: tuple[Any, ...]) -> StoredEvent:
             prev_hash=bytes(row[8]),
             hash=bytes(row[9]),
             salt=bytes(row[10]),
+            key_id=row[11],
+            mac=None if row[12] is None else bytes(row[12]),
         )
     except (ValueError, KeyError, TypeError) as e:
         raise CorruptRecord(f"stream {row[0]} seq {row[1]}: undecodable event row: {e!r}") from e
+
+
+def _recorded_us(text: str) -> int:
+    try:
+        return micros(datetime.fromisoformat(text))
+    except (TypeError, ValueError):
+        return -1  # no authenticator covers a time that is not one
 
 
 class SQLiteEventStore:
@@ -93,11 +105,15 @@ class SQLiteEventStore:
     Each thread gets its own connection; separate processes may share the file.
     """
 
-    def __init__(self, url: str, *, busy_timeout_s: float = 30.0) -> None:
-        """Remember the file of `url`; connections open on first use.
+    def __init__(
+        self, url: str, *, busy_timeout_s: float = 30.0, log_keys: LogKeys | None = None
+    ) -> None:
+        """Remember the file of `url`; connections open on first use. With `log_keys`, every
+        row written is authenticated and every row read for folding is checked.
 
         Raises ValueError for a URL that is not `sqlite:///path`.
         """
+        self._keys = log_keys
         self._path = sqlite_path(url)
         self._timeout = busy_timeout_s
         self._local = threading.local()
@@ -194,11 +210,14 @@ class SQLiteEventStore:
                 raise ConcurrencyConflict(
                     f"stream {stream_id}: expected version {expected_version}, actual {actual}"
                 )
-            rows = build_rows(stream_id, expected_version, events, metadata, prev)
+            recorded_at = datetime.now(UTC)
+            writing = None if self._keys is None else (self._keys.writing, self._keys.writing_key)
+            rows = build_rows(
+                stream_id, expected_version, events, metadata, prev, recorded_at, writing
+            )
             (last_position,) = conn.execute(
                 "SELECT coalesce(max(position), 0) FROM events"
             ).fetchone()
-            recorded_at = datetime.now(UTC)
             at = recorded_at.isoformat(sep=" ")
             conn.executemany(
                 _INSERT,
@@ -216,6 +235,8 @@ class SQLiteEventStore:
                         r.hash,
                         r.salt,
                         at,
+                        r.key_id,
+                        r.mac,
                     )
                     for i, r in enumerate(rows)
                 ],
@@ -276,7 +297,11 @@ class SQLiteEventStore:
 
     @_guarded
     def read_rows(self, stream_id: str, from_seq: int = 1) -> tuple[EventRow, ...]:
-        """What `read_stream` gives, less the chain fields, for folding (faster)."""
+        """What `read_stream` gives, less the chain fields, for folding (faster). With log
+        keys, every row's authenticator and chain link are checked first (from the row before
+        `from_seq`): raises LogTampered naming the first row that fails."""
+        if self._keys is not None:
+            return self._authentic_rows(self._keys, stream_id, from_seq)
         rows = (
             self._conn()
             .execute(
@@ -286,6 +311,31 @@ class SQLiteEventStore:
             )
             .fetchall()
         )
+        return event_rows(stream_id, rows)
+
+    def _authentic_rows(self, keys: LogKeys, stream_id: str, from_seq: int) -> tuple[EventRow, ...]:
+        start = max(from_seq - 1, 1)
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT seq, type, schema_version, payload, metadata, recorded_at, prev_hash,"
+                " hash, salt, key_id, mac FROM events WHERE stream_id = ? AND seq >= ?"
+                " ORDER BY seq",
+                (stream_id, start),
+            )
+            .fetchall()
+        )
+        if start < from_seq:
+            if not rows:
+                return ()  # the stream ends before from_seq - 1: nothing follows it
+            if rows[0][0] != start:
+                raise LogTampered(
+                    f"match {stream_id}: seq {start} is missing", match_id=stream_id, seq=start
+                )
+            authenticate(stream_id, rows, keys.key, None, _recorded_us)
+            rows = rows[1:]
+        else:
+            authenticate(stream_id, rows, keys.key, GENESIS_HASH, _recorded_us)
         return event_rows(stream_id, rows)
 
     @_guarded
@@ -357,7 +407,7 @@ class SQLiteEventStore:
             )
             .fetchall()
         )
-        return verify_rows(stream_id, rows, _event)
+        return check_report(verify_rows(stream_id, rows, _event), rows, _event, self._keys)
 
 
 _NO_LIMIT = 2**63 - 1

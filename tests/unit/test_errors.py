@@ -232,6 +232,7 @@ STATUS_AND_REASON = {
     errors.InvalidArgument: ("INVALID_ARGUMENT", "INVALID_ARGUMENT"),
     errors.InvalidOptions: ("INVALID_ARGUMENT", "INVALID_OPTIONS"),
     errors.CorruptRecord: ("DATA_LOSS", "CORRUPT_RECORD"),
+    errors.LogTampered: ("DATA_LOSS", "LOG_TAMPERED"),
     errors.NotFound: ("NOT_FOUND", "NOT_FOUND"),
     errors.Unauthenticated: ("UNAUTHENTICATED", "UNAUTHENTICATED"),
     errors.PermissionDenied: ("PERMISSION_DENIED", "PERMISSION_DENIED"),

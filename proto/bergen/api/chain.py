@@ -4,20 +4,28 @@ hash = SHA-256(prev_hash || salt || JCS(content)), where content is the RFC 8785
 {stream_id, seq, type, schema_version, payload, metadata}; prev_hash is the hash of the event at
 seq - 1, or 32 zero bytes for seq 1. The 16-byte random salt keeps a hash shown during a live
 match from being brute-forced back to a hidden tile; it is revealed with the match record.
+
+The chain shows a change to anyone, but anyone who can write the database can also recompute
+it. So each row also carries an authenticator only the servers can make: HMAC-SHA256, under
+the log key named by the row's key id, of every field of the row (`row_mac`). The servers
+check it, and the chain's links, before folding a row.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import secrets
+import struct
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 import rfc8785
 
-from bergen.domain.errors import CorruptRecord
+from bergen.domain.errors import CorruptRecord, LogTampered
 
 from .stored import (
     GENESIS_HASH,
@@ -306,3 +314,99 @@ def _written_as(event: StoredEvent, up_to: int) -> int | None:
         ):
             return seq
     return None
+
+
+# ----- authenticators ---------------------------------------------------------------------
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_HEADER = struct.Struct(">16sqqqIIIIIIII")
+_MAC_DOMAIN = b"bergen.event.v1"
+
+
+def micros(at: datetime) -> int:
+    """`at` as whole microseconds since 1970 UTC: the form of recorded_at an authenticator
+    covers (both backends keep microseconds)."""
+    return (at - _EPOCH) // _MICROSECOND
+
+
+def row_mac(
+    key: bytes,
+    key_id: str,
+    stream_id: str,
+    seq: int,
+    type_: str,
+    schema_version: int,
+    payload_text: str,
+    metadata_text: str,
+    recorded_us: int,
+    prev_hash: bytes,
+    salt: bytes,
+    digest: bytes,
+) -> bytes:
+    """HMAC-SHA256 under `key` of every field of a stored row: a header of the numbers (seq,
+    schema version, recorded_at in microseconds) and the length of every other field, then
+    the key id, stream, type, the payload and metadata as stored, prev_hash, salt and hash.
+    The lengths make the message unambiguous: no two rows give the same one."""
+    kid, stream, kind = key_id.encode(), stream_id.encode(), type_.encode()
+    payload, metadata = payload_text.encode(), metadata_text.encode()
+    header = _HEADER.pack(
+        _MAC_DOMAIN, seq, schema_version, recorded_us, len(kid), len(stream), len(kind),
+        len(payload), len(metadata), len(prev_hash), len(salt), len(digest),
+    )  # fmt: skip
+    message = b"".join((header, kid, stream, kind, payload, metadata, prev_hash, salt, digest))
+    return hmac.digest(key, message, "sha256")
+
+
+KeyOf = Callable[[str], bytes | None]
+"""The log key of a key id, None for an id not held."""
+
+
+def authenticate(
+    stream_id: str,
+    rows: Sequence[Sequence[Any]],
+    key_of: KeyOf,
+    prev: bytes | None,
+    recorded_us: Callable[[Any], int],
+) -> None:
+    """Check the authenticator and the chain link of each selected row of one stream, in seq
+    order: (seq, type, schema_version, payload text, metadata text, recorded_at, prev_hash,
+    hash, salt, key_id, mac). `prev` is the hash the first row must link to (None: the first
+    row is only the link to the rows after it, and is checked too). Raises LogTampered
+    naming the first row that fails.
+    """
+    expected_seq = rows[0][0] if rows else 1
+    if prev is None and rows:
+        prev = bytes(rows[0][6])
+    for r in rows:
+        seq = r[0]
+        if seq != expected_seq:
+            raise LogTampered(
+                f"match {stream_id}: seq {expected_seq} is missing", match_id=stream_id,
+                seq=expected_seq,
+            )  # fmt: skip
+        key_id, mac = r[9], r[10]
+        key = key_of(key_id) if key_id is not None else None
+        if mac is None or key is None:
+            why = "has no authenticator" if mac is None else f"names an unknown key {key_id!r}"
+            raise LogTampered(f"match {stream_id}: seq {seq} {why}", match_id=stream_id, seq=seq)
+        prev_hash, digest = bytes(r[6]), bytes(r[7])
+        expected = row_mac(
+            key, key_id, stream_id, seq, r[1], r[2], r[3], r[4], recorded_us(r[5]),
+            prev_hash, bytes(r[8]), digest,
+        )  # fmt: skip
+        if not hmac.compare_digest(expected, bytes(mac)):
+            raise LogTampered(
+                f"match {stream_id}: seq {seq} was not written by this server "
+                "(its authenticator does not verify)",
+                match_id=stream_id,
+                seq=seq,
+            )
+        if prev_hash != prev:
+            raise LogTampered(
+                f"match {stream_id}: seq {seq} does not link to seq {seq - 1}",
+                match_id=stream_id,
+                seq=seq,
+            )
+        prev = digest
+        expected_seq += 1

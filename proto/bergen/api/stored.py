@@ -44,6 +44,10 @@ class StoredEvent(NamedTuple):
     prev_hash: bytes
     hash: bytes
     salt: bytes
+    key_id: str | None = None
+    """The id of the log key that authenticates the row (None: written without one)."""
+    mac: bytes | None = None
+    """HMAC-SHA256 of the whole row under that key (`bergen.api.chain.row_mac`)."""
 
 
 class EventRow(NamedTuple):
@@ -67,6 +71,7 @@ class ChainFault(enum.Enum):
     REORDERED = "reordered"
     PREV_LINK = "wrong prev link"
     MALFORMED = "malformed row"
+    UNAUTHENTIC = "authenticator does not verify"
 
 
 @dataclass(frozen=True, slots=True)
