@@ -520,7 +520,7 @@ def run(args: argparse.Namespace) -> int:
             markup=False,
         )
 
-    with Client(args.server) as client:
+    with Client(args.endpoint) as client:
         try:
             client.wait_ready()
         except Unreachable as e:

@@ -16,7 +16,7 @@ from bergen.domain.tiles import End, Tile
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
-from .connect import bearer, open_channel
+from .connect import Endpoint, bearer, open_channel
 
 CALL_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 5.0
@@ -43,8 +43,8 @@ class Unreachable(Exception):
 class Client:
     """One channel to one server. Calls raise grpc.RpcError."""
 
-    def __init__(self, target: str) -> None:
-        self.target = target
+    def __init__(self, target: Endpoint | str) -> None:
+        self.target = str(target)
         self.channel = open_channel(target)
         self.stub = rpc.BergenServiceStub(self.channel)  # type: ignore[no-untyped-call]
 

@@ -1,12 +1,15 @@
 """The one way the command line reaches a server: the address (`--server`, else
-`BERGEN_SERVER`, else 127.0.0.1:50051), the channel with its credentials and options, the
-seat token as metadata, and the one mapping from a failed call's gRPC status to an exit status.
+`BERGEN_SERVER`, else 127.0.0.1:50051), TLS (`--tls`, `--ca`, and a client certificate for
+mutual TLS), the channel with its credentials and options, the seat token as metadata, and the
+one mapping from a failed call's gRPC status to an exit status.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
@@ -14,6 +17,10 @@ from bergen.api.exit_status import ExitStatus
 
 DEFAULT_SERVER = "127.0.0.1:50051"
 SERVER_ENV = "BERGEN_SERVER"
+TLS_ENV = "BERGEN_TLS"
+CA_ENV = "BERGEN_CA"
+CLIENT_CERT_ENV = "BERGEN_CLIENT_CERT"
+CLIENT_KEY_ENV = "BERGEN_CLIENT_KEY"
 MAX_RECEIVE_BYTES = 256 * 1024 * 1024
 """An answer may be large (a long match's audit log); gRPC's default 4 MiB would not do."""
 
@@ -56,7 +63,9 @@ def server_address(text: str) -> str:
 
 
 def add_server_option(parser: argparse.ArgumentParser) -> None:
-    """`--server HOST:PORT`, defaulting to $BERGEN_SERVER, else DEFAULT_SERVER.
+    """`--server HOST:PORT`, defaulting to $BERGEN_SERVER, else DEFAULT_SERVER, and the TLS
+    options: `--tls`, `--ca FILE`, `--client-cert FILE`, `--client-key FILE` (each defaulting
+    to its environment variable). `endpoint_of` reads them.
 
     A malformed $BERGEN_SERVER is reported as a usage error when the command runs (argparse
     checks a string default with the option's type)."""
@@ -67,14 +76,97 @@ def add_server_option(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help=f"the server (default: ${SERVER_ENV}, else {DEFAULT_SERVER})",
     )
-
-
-def open_channel(target: str) -> grpc.Channel:
-    """A channel to `target`: plaintext, as the server offers no TLS. Raises ValueError for a
-    target grpc cannot parse."""
-    return grpc.insecure_channel(
-        target, options=[("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        default=os.environ.get(TLS_ENV, "") not in ("", "0"),
+        help=f"speak TLS, trusting the system's CAs (or ${TLS_ENV}=1; --ca implies it)",
     )
+    parser.add_argument(
+        "--ca",
+        default=os.environ.get(CA_ENV) or None,
+        metavar="FILE",
+        help=f"speak TLS, trusting only the CA certificates of FILE (PEM; default: ${CA_ENV})",
+    )
+    parser.add_argument(
+        "--client-cert",
+        default=os.environ.get(CLIENT_CERT_ENV) or None,
+        metavar="FILE",
+        help="for mutual TLS: this client's certificate (PEM; default: "
+        f"${CLIENT_CERT_ENV}); needs --client-key",
+    )
+    parser.add_argument(
+        "--client-key",
+        default=os.environ.get(CLIENT_KEY_ENV) or None,
+        metavar="FILE",
+        help=f"the private key of --client-cert (PEM; default: ${CLIENT_KEY_ENV})",
+    )
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A server and how to speak to it: plaintext, or TLS with the CAs to trust (None: the
+    system's) and a client certificate and key for mutual TLS."""
+
+    address: str
+    tls: bool = False
+    ca: bytes | None = None
+    client_cert: bytes | None = None
+    client_key: bytes | None = None
+
+    def __str__(self) -> str:
+        return self.address
+
+    def credentials(self) -> grpc.ChannelCredentials | None:
+        """The channel's TLS credentials, None for plaintext."""
+        if not self.tls:
+            return None
+        return grpc.ssl_channel_credentials(
+            root_certificates=self.ca,
+            private_key=self.client_key,
+            certificate_chain=self.client_cert,
+        )
+
+
+class BadConnectionOption(ValueError):
+    """A TLS option that cannot be used: a file that cannot be read or is not PEM, or a
+    client certificate without its key."""
+
+
+def _pem(option: str, path: str, marker: bytes) -> bytes:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise BadConnectionOption(f"{option} {path}: {e.strerror or e}") from None
+    if marker not in data:
+        raise BadConnectionOption(f"{option} {path}: no PEM {marker.decode()} in it")
+    return data
+
+
+def endpoint_of(args: argparse.Namespace) -> Endpoint:
+    """The server the options of `add_server_option` name, with the TLS files read. A CA file
+    or a client certificate implies TLS. Raises BadConnectionOption."""
+    cert, key = args.client_cert, args.client_key
+    if (cert is None) != (key is None):
+        raise BadConnectionOption("--client-cert and --client-key go together: give both")
+    return Endpoint(
+        args.server,
+        tls=bool(args.tls or args.ca or cert),
+        ca=None if args.ca is None else _pem("--ca", args.ca, b"CERTIFICATE"),
+        client_cert=None if cert is None else _pem("--client-cert", cert, b"CERTIFICATE"),
+        client_key=None if key is None else _pem("--client-key", key, b"PRIVATE KEY"),
+    )
+
+
+def open_channel(target: Endpoint | str) -> grpc.Channel:
+    """A channel to `target` (a bare address is plaintext). Raises ValueError for a target grpc
+    cannot parse."""
+    endpoint = target if isinstance(target, Endpoint) else Endpoint(target)
+    options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+    credentials = endpoint.credentials()
+    if credentials is None:
+        return grpc.insecure_channel(endpoint.address, options=options)
+    return grpc.secure_channel(endpoint.address, credentials, options=options)
 
 
 def bearer(token: str | None) -> tuple[tuple[str, str], ...]:

@@ -110,7 +110,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with open_channel(args.server) as channel:
+        with open_channel(args.endpoint) as channel:
             stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
             written, listed, rejected = export(stub, args.server, args.out, args.since)
     except _Stop as stop:

@@ -17,6 +17,7 @@ from typing import TypeAlias
 from bergen.api.exit_status import ExitStatus, help_text
 
 from . import bots, export, play, simulate, verify
+from .connect import BadConnectionOption, endpoint_of
 
 COMMANDS_GROUP = "bergen.commands"
 DISTRIBUTION = "bergen"
@@ -85,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; returns its exit status."""
     args = build_parser().parse_args(argv)
+    if hasattr(args, "client_key"):  # a command that talks to a server
+        try:
+            args.endpoint = endpoint_of(args)
+        except BadConnectionOption as e:
+            print(f"bergen {args.command}: {e}", file=sys.stderr)
+            return ExitStatus.USAGE
     status: int = args.func(args)
     return status
 

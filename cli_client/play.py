@@ -313,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
     if args.partnerships and args.players != 4:
         err.print("bergen play: --partnerships needs --players 4")
         return ExitStatus.USAGE
-    with Client(args.server) as client:
+    with Client(args.endpoint) as client:
         try:
             client.wait_ready()
         except Unreachable as e:

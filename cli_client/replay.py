@@ -30,7 +30,16 @@ from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
 from . import terminal
-from .connect import add_server_option, bearer, code_of, exit_status_of, open_channel
+from .connect import (
+    BadConnectionOption,
+    Endpoint,
+    add_server_option,
+    bearer,
+    code_of,
+    endpoint_of,
+    exit_status_of,
+    open_channel,
+)
 from .render import Story, render_frame, render_story, story_json, tell
 
 PROG = "bergen-replay"
@@ -139,14 +148,18 @@ def _run(argv: Sequence[str] | None) -> int:
     except SystemExit as e:  # --help
         return int(e.code or 0)
     _check_combination(args)
+    try:
+        endpoint = endpoint_of(args)
+    except BadConnectionOption as e:
+        raise Failure(ExitStatus.USAGE, str(e)) from None
     if args.record:
-        text = _fetch_record(args.server, args.match_id, args.token)
+        text = _fetch_record(endpoint, args.match_id, args.token)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return ExitStatus.SUCCESS
     if args.file is not None:
         source = _from_file(args.file)
     else:
-        source = _from_server(args.server, args.match_id, args.token)
+        source = _from_server(endpoint, args.match_id, args.token)
     story, note = _story(source, args.seat)
     if args.hand is not None and story.hand(args.hand) is None:
         numbers = [h.number for h in story.hands]
@@ -235,9 +248,10 @@ def _refusal(e: grpc.RpcError, server: str, match_id: str) -> Failure:
     return Failure(status, f"the server says ({name}): {details}")
 
 
-def _from_server(server: str, match_id: str, token: str | None) -> Source:
+def _from_server(endpoint: Endpoint, match_id: str, token: str | None) -> Source:
+    server = endpoint.address
     metadata = bearer(token)
-    with open_channel(server) as channel:
+    with open_channel(endpoint) as channel:
         stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
         try:
             # The first call has a short deadline: a server that does not answer it is
@@ -263,9 +277,10 @@ def _from_server(server: str, match_id: str, token: str | None) -> Source:
     return Source([e for _, e in pairs], viewer, reply.complete, server)
 
 
-def _fetch_record(server: str, match_id: str, token: str | None) -> str:
+def _fetch_record(endpoint: Endpoint, match_id: str, token: str | None) -> str:
+    server = endpoint.address
     metadata = bearer(token)
-    with open_channel(server) as channel:
+    with open_channel(endpoint) as channel:
         stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
         try:
             stub.GetMatch(

@@ -53,7 +53,7 @@ from bergen.domain.state import State, evolve
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
-from .connect import add_server_option, code_of, exit_status_of, open_channel
+from .connect import Endpoint, add_server_option, code_of, exit_status_of, open_channel
 
 RPC_TIMEOUT_S = 30.0
 
@@ -142,7 +142,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    outcome = verify_target(args.target, args.server, args.public_key)
+    outcome = verify_target(args.target, args.endpoint, args.public_key)
     if args.json:
         print(json.dumps(outcome.as_json(), ensure_ascii=False))
     elif outcome.status in (ExitStatus.SUCCESS, ExitStatus.INVALID):
@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     return int(outcome.status)
 
 
-def verify_target(target: str, server: str, public_key: str | None) -> Outcome:
+def verify_target(target: str, server: Endpoint | str, public_key: str | None) -> Outcome:
     """Verify a record file or a match id. Never raises: every failure is an Outcome."""
     trusted: str | None = None
     if public_key is not None:
@@ -324,12 +324,12 @@ def rpc_problem(e: grpc.RpcError, server: str, what: str) -> Outcome:
     return _problem(status, f"{server}: {what}: {detail}")
 
 
-def verify_match(server: str, match_id: str, trusted_key: str | None) -> Outcome:
+def verify_match(server: Endpoint | str, match_id: str, trusted_key: str | None) -> Outcome:
     """Verify a finished match through `server`. Never raises."""
     try:
         with open_channel(server) as channel:
             stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
-            return check_match(stub, server, match_id, trusted_key)
+            return check_match(stub, str(server), match_id, trusted_key)
     except ValueError as e:  # grpc refuses a malformed target
         return _problem(ExitStatus.USAGE, f"--server {server}: {e}")
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import re
 import secrets
+from collections import Counter
 from collections.abc import Sequence
 
 from bergen.domain.errors import Unauthenticated
@@ -15,10 +17,98 @@ TOKEN_BYTES = 32
 """256 bits of randomness per seat token."""
 
 _BEARER = re.compile(r"^Bearer ([A-Za-z0-9_\-]{16,200})$")
+_SENDABLE = re.compile(r"[A-Za-z0-9_\-]*")
+MAX_TOKEN_CHARS = 200
+"""The longest token a bearer entry carries."""
+
+ORGANISER_TOKEN_PREFIX = "bgo_"
+MIN_ORGANISER_BITS = 128
+EXAMPLE_ORGANISER_TOKEN = "change-me-to-a-long-random-string"
+"""The placeholder of deploy/bergen.env.example: a server given it refuses to start."""
+_PLACEHOLDER = "change-me"
+_CLASSES = ("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", "_-")
+_HEX = frozenset("0123456789abcdef")
+_HEX_UPPER = frozenset("0123456789ABCDEF")
+MIN_SPREAD_BITS = 64
+"""Below this many bits by the token's own character frequencies, the token repeats itself
+(`aaaa...`, `abab...`): a random one of the shortest length that can carry 128 bits still has
+about 90."""
+
+
+class WeakToken(ValueError):
+    """An organiser token that cannot be used or cannot be trusted: the message says why, and
+    never repeats the token."""
 
 
 def new_seat_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def new_organiser_token() -> str:
+    """A fresh organiser token: 256 random bits, in the characters a bearer entry carries."""
+    return ORGANISER_TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def check_organiser_token(token: str) -> None:
+    """Refuse an organiser token that a client could never send, that is too short or too
+    repetitive to hold 128 random bits, or that is deploy/'s example value.
+
+    The randomness itself cannot be seen from the text; what is checked is that the text can
+    carry it: its length times the bits per character of the alphabet it draws on (hex digits
+    count 4, base64url 6), that no few characters dominate it, and that it is not a shorter
+    block repeated. Raises WeakToken.
+    """
+    if token == EXAMPLE_ORGANISER_TOKEN or _PLACEHOLDER in token.lower():
+        raise WeakToken(
+            "the organiser token is the example value of deploy/bergen.env.example: "
+            "make a fresh one with `bergen token`"
+        )
+    if _SENDABLE.fullmatch(token) is None:
+        bad = next(c for c in token if _SENDABLE.fullmatch(c) is None)
+        raise WeakToken(
+            f"the organiser token holds {bad!r}: a client can only send A-Z a-z 0-9 _ - "
+            "(as 'authorization: Bearer <token>'); make one with `bergen token`"
+        )
+    if len(token) > MAX_TOKEN_CHARS:
+        raise WeakToken(
+            f"the organiser token has {len(token)} characters: a client can send at most "
+            f"{MAX_TOKEN_CHARS}"
+        )
+    if _capacity_bits(token) < MIN_ORGANISER_BITS:
+        raise WeakToken(
+            f"the organiser token ({len(token)} characters) is too short to hold "
+            f"{MIN_ORGANISER_BITS} random bits (22 base64url or 32 hex characters at least): "
+            "make one with `bergen token`"
+        )
+    if _spread_bits(token) < MIN_SPREAD_BITS or _is_periodic(token):
+        raise WeakToken(
+            "the organiser token repeats a few characters too often to be random: "
+            "make one with `bergen token`"
+        )
+
+
+def _capacity_bits(token: str) -> float:
+    """How many bits `token` could hold at most: its length times log2 of the alphabet it
+    draws on: hex digits; base64url when it mixes cases (a random one may miss digits or
+    `_-`); else the classes of characters it uses."""
+    chars = set(token)
+    if chars <= _HEX or chars <= _HEX_UPPER:
+        return 4.0 * len(token)
+    used = [c for c in _CLASSES if chars & set(c)]
+    pool = 64 if _CLASSES[0] in used and _CLASSES[1] in used else sum(len(c) for c in used)
+    return len(token) * math.log2(pool) if pool > 1 else 0.0
+
+
+def _is_periodic(token: str) -> bool:
+    """Whether `token` is a shorter block said at least twice (`Passw0rd-Passw0rd-Pass`)."""
+    n = len(token)
+    return any(token[p:] == token[: n - p] for p in range(1, n // 2 + 1))
+
+
+def _spread_bits(token: str) -> float:
+    """The token's length times the Shannon entropy of its own character frequencies."""
+    n = len(token)
+    return -sum(k * math.log2(k / n) for k in Counter(token).values())
 
 
 def token_hash(token: str) -> str:

@@ -27,6 +27,7 @@ from bergen.api.exit_status import ExitStatus
 from bergen.api.signing import DEFAULT_KEY_FILE, RecordSigner
 from bergen.domain.errors import StorageUnavailable
 
+from . import auth
 from .app import Application, Settings, build_application
 from .edge import interceptors
 from .feed import EventFeed, PostgresNotifier, postgres_listener
@@ -43,6 +44,7 @@ from .limits import (
 from .servicer import SERVICE, generic_handler
 from .store import EventStore, backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact, sqlite_path
+from .tls import ServerTls, TlsSettingsError, is_local, load_server_tls
 
 log = logging.getLogger("bergen.server")
 
@@ -149,6 +151,7 @@ def create_server(
     keepalive_s: float = KEEPALIVE_SECONDS,
     limits: Limits | None = None,
     seating_timeout_s: float = SEATING_TIMEOUT_S,
+    tls: ServerTls | None = None,
     *,
     log_keys: LogKeys,
 ) -> Running:
@@ -159,8 +162,9 @@ def create_server(
     At most `max_watchers` WatchMatch streams are open at once (more are refused with
     RESOURCE_EXHAUSTED), so streams can never take the threads that commands need; a stream
     whose client vanished without closing its connection ends once a keepalive ping goes
-    unanswered, `keepalive_s` after the client was last heard from. Every event is written
-    authenticated under `log_keys`, and checked with them when read.
+    unanswered, `keepalive_s` after the client was last heard from. With `tls` it speaks
+    only TLS (and with its client CA, only to clients holding a certificate that CA signed).
+    Every event is written authenticated under `log_keys`, and checked with them when read.
     """
     if max_watchers < 1:
         raise ValueError(f"max_watchers must be at least 1, not {max_watchers}")
@@ -210,7 +214,10 @@ def create_server(
         ),
         server,
     )
-    port = server.add_insecure_port(listen)
+    if tls is None:
+        port = server.add_insecure_port(listen)
+    else:
+        port = server.add_secure_port(listen, tls.credentials())
     if port == 0:
         raise RuntimeError(f"cannot listen on {listen}")
     feed.start()
@@ -342,6 +349,31 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--port-file", help="write the bound port to this file once serving")
     p.add_argument(
+        "--tls-cert",
+        default=os.environ.get("BERGEN_TLS_CERT") or None,
+        metavar="FILE",
+        help="speak TLS only, presenting this certificate chain (PEM; else BERGEN_TLS_CERT)",
+    )
+    p.add_argument(
+        "--tls-key",
+        default=os.environ.get("BERGEN_TLS_KEY") or None,
+        metavar="FILE",
+        help="the private key of --tls-cert (PEM, unencrypted; else BERGEN_TLS_KEY)",
+    )
+    p.add_argument(
+        "--tls-client-ca",
+        default=os.environ.get("BERGEN_TLS_CLIENT_CA") or None,
+        metavar="FILE",
+        help="mutual TLS: accept only clients whose certificate this CA signed (PEM; else "
+        "BERGEN_TLS_CLIENT_CA)",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a listen address off this machine without TLS (seat and organiser tokens "
+        "then cross the network in clear)",
+    )
+    p.add_argument(
         "--signing-key",
         default=os.environ.get("BERGEN_SIGNING_KEY", DEFAULT_KEY_FILE),
         help="Ed25519 private key (PEM) that signs match records; made there on first start "
@@ -380,14 +412,84 @@ def migrate_command(args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
-def serve(args: argparse.Namespace) -> int:
-    log_listener = _log_in_background(os.environ.get("BERGEN_LOG_LEVEL", "INFO"))
+def add_token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "token",
+        help="make an organiser token",
+        description="Print a fresh organiser token (256 random bits) for `bergen serve`. With "
+        "--file, write one there (mode 0600) when the file has none, else check the one it "
+        "holds as `bergen serve` would.",
+    )
+    p.add_argument("--file", metavar="F", help="the organiser token file of `bergen serve`")
+    p.set_defaults(func=token_command)
+
+
+def token_command(args: argparse.Namespace) -> int:
+    if args.file is None:
+        print(auth.new_organiser_token())
+        return ExitStatus.SUCCESS
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            held = f.read().strip()
+    except FileNotFoundError:
+        held = ""
+    except OSError as e:
+        print(f"bergen token: {args.file}: {e.strerror or e}", file=sys.stderr)
+        return ExitStatus.USAGE
+    if held:
+        try:
+            auth.check_organiser_token(held)
+        except auth.WeakToken as e:
+            print(f"bergen token: {args.file}: {e}", file=sys.stderr)
+            return ExitStatus.USAGE
+        print(f"{args.file} holds a good organiser token; left as it is")
+        return ExitStatus.SUCCESS
+    try:
+        fd = os.open(args.file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(auth.new_organiser_token() + "\n")
+    except OSError as e:
+        print(f"bergen token: {args.file}: {e.strerror or e}", file=sys.stderr)
+        return ExitStatus.USAGE
+    print(f"wrote a fresh organiser token to {args.file}")
+    return ExitStatus.SUCCESS
+
+
+def _organiser_token(args: argparse.Namespace) -> str | None:
+    """The organiser token from --organiser-token-file, else BERGEN_ORGANISER_TOKEN, None when
+    there is none. Raises ValueError, saying why in one line, for a file that cannot be read
+    or a token that `auth.check_organiser_token` refuses."""
     token = os.environ.get("BERGEN_ORGANISER_TOKEN") or None
     if args.organiser_token_file:
-        with open(args.organiser_token_file, encoding="utf-8") as f:
-            token = f.read().strip() or None
+        try:
+            with open(args.organiser_token_file, encoding="utf-8") as f:
+                token = f.read().strip() or None
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise ValueError(f"--organiser-token-file {args.organiser_token_file}: {why}") from e
+    if token is not None:
+        auth.check_organiser_token(token)
+    return token
+
+
+def serve(args: argparse.Namespace) -> int:
+    log_listener = _log_in_background(os.environ.get("BERGEN_LOG_LEVEL", "INFO"))
+    try:
+        token = _organiser_token(args)
+        tls = load_server_tls(args.tls_cert, args.tls_key, args.tls_client_ca)
+    except (ValueError, TlsSettingsError) as e:
+        print(f"bergen serve: {e}", file=sys.stderr)
+        return ExitStatus.USAGE
     if args.restrict_create and token is None:
         print("bergen serve: --restrict-create needs an organiser token", file=sys.stderr)
+        return ExitStatus.USAGE
+    if tls is None and not args.insecure and not is_local(args.listen):
+        print(
+            f"bergen serve: refusing to listen on {args.listen} without TLS: seat and organiser "
+            "tokens would cross the network in clear (give --tls-cert and --tls-key, or "
+            "--insecure to accept that)",
+            file=sys.stderr,
+        )
         return ExitStatus.USAGE
     try:
         signer = RecordSigner.load_or_create(args.signing_key)
@@ -415,6 +517,7 @@ def serve(args: argparse.Namespace) -> int:
                 limit_loopback=args.limit_loopback,
             ),
             seating_timeout_s=args.seating_timeout,
+            tls=tls,
             log_keys=log_keys,
         )
     except (SchemaBehind, StorageUnavailable) as e:
@@ -425,9 +528,14 @@ def serve(args: argparse.Namespace) -> int:
         return ExitStatus.NOT_READY
     host = args.listen.rsplit(":", 1)[0]
     log.info(
-        "serving bergen.v1.BergenService on %s:%d, store %s, records signed by %s",
+        "serving bergen.v1.BergenService on %s:%d (%s), store %s, records signed by %s",
         host,
         running.port,
+        "plaintext"
+        if tls is None
+        else "TLS, client certificates required"
+        if tls.client_ca
+        else "TLS",
         redact(args.database),
         signer.public_key,
     )

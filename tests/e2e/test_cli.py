@@ -93,9 +93,9 @@ def test_version_is_the_installed_distributions() -> None:
     assert done.stdout.strip() == f"bergen {metadata.version('bergen')}"
 
 
-def test_serve_and_migrate_come_from_the_entry_point_group() -> None:
+def test_the_servers_commands_come_from_the_entry_point_group() -> None:
     names = [name for name, _ in cli.contributed()]
-    assert names == ["migrate", "serve"]
+    assert names == ["migrate", "serve", "token"]
     choices = cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert {"serve", "migrate", "play", "bots", "verify", "export", "simulate"} <= set(choices)
 

@@ -2,12 +2,16 @@
 // Plays one whole Bergen match over gRPC from Node.js, knowing nothing but the .proto.
 //
 //   node play_match.js HOST:PORT [SEATS] [--partnerships] [--seed N]
+//                      [--ca FILE [--client-cert FILE --client-key FILE]]
 //
 // Creates a match, takes every seat (keeping each seat token, sent as
 // "authorization: Bearer <token>"), plays random legal plays until the match ends, watches
 // it as a spectator the whole time, then checks GetReplay and GetRecord against the final
 // view, and GetAuditLog's timestamps. Prints a one-line JSON summary on stdout and exits 0,
 // or prints the error on stderr and exits 1.
+//
+// With --ca it speaks TLS, trusting only the CA certificates of that PEM file; with
+// --client-cert and --client-key too, it presents that certificate (mutual TLS).
 //
 // Loader options: keepCase false (fields are camelCase: matchId, legalPlays, viewerSeat...),
 // enums as names, 64-bit integers as decimal strings, defaults on, oneofs on. With those,
@@ -16,6 +20,7 @@
 // sent and read by their names (PRESET_STANDARD, MATCH_END_REASON_TARGET...).
 'use strict';
 
+const fs = require('fs');
 const path = require('path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
@@ -32,23 +37,33 @@ function check(cond, message) {
 }
 
 function parseArgs(argv) {
-  const args = { address: null, seats: 2, partnerships: false, seed: null };
+  const args = {
+    address: null, seats: 2, partnerships: false, seed: null, ca: null, clientCert: null, clientKey: null,
+  };
   const positional = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--partnerships') args.partnerships = true;
     else if (a === '--seed') args.seed = Number(argv[++i]);
+    else if (a === '--ca') args.ca = argv[++i];
+    else if (a === '--client-cert') args.clientCert = argv[++i];
+    else if (a === '--client-key') args.clientKey = argv[++i];
     else if (a.startsWith('--')) throw new CheckFailed(`unknown option ${a}`);
     else positional.push(a);
   }
   if (positional.length < 1 || positional.length > 2) {
-    throw new CheckFailed('usage: play_match.js HOST:PORT [SEATS] [--partnerships] [--seed N]');
+    throw new CheckFailed(
+      'usage: play_match.js HOST:PORT [SEATS] [--partnerships] [--seed N] '
+        + '[--ca FILE [--client-cert FILE --client-key FILE]]',
+    );
   }
   args.address = positional[0];
   if (positional.length === 2) args.seats = Number(positional[1]);
   check(Number.isInteger(args.seats) && args.seats >= 2 && args.seats <= 4, 'SEATS must be 2, 3 or 4');
   if (args.seed === null) args.seed = Math.floor(Math.random() * 2 ** 31);
   check(Number.isInteger(args.seed), '--seed must be an integer');
+  check((args.clientCert === null) === (args.clientKey === null), '--client-cert and --client-key go together');
+  check(args.clientCert === null || args.ca !== null, '--client-cert needs --ca');
   return args;
 }
 
@@ -74,6 +89,13 @@ function loadService() {
   });
   const pkg = grpc.loadPackageDefinition(definition);
   return pkg.bergen.v1.BergenService;
+}
+
+// Plaintext, or TLS trusting only the given CA (and presenting a client certificate).
+function credentials(args) {
+  if (args.ca === null) return grpc.credentials.createInsecure();
+  const read = (file) => (file === null ? null : fs.readFileSync(file));
+  return grpc.credentials.createSsl(read(args.ca), read(args.clientKey), read(args.clientCert));
 }
 
 function bearer(token) {
@@ -171,7 +193,7 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const random = rng(args.seed);
   const BergenService = loadService();
-  const client = new BergenService(args.address, grpc.credentials.createInsecure());
+  const client = new BergenService(args.address, credentials(args));
 
   const created = await unary(client, 'CreateMatch', {
     seats: args.seats,
