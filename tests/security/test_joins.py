@@ -72,9 +72,12 @@ def test_joins_whose_answers_were_lost_leave_every_seat_held_by_its_player(
                     call = client.stub.JoinMatch.future(request, timeout=10)
                     call.cancel()
                 else:
-                    with pytest.raises(grpc.RpcError) as info:
+                    # A 1 ms deadline passes before the answer as a rule; when the join beats
+                    # it, its answer is dropped all the same.
+                    try:
                         client.stub.JoinMatch(request, timeout=0.001)
-                    assert info.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+                    except grpc.RpcError as e:
+                        assert e.code() is grpc.StatusCode.DEADLINE_EXCEEDED
             # Whether or not the server committed each lost join, the retries get the seats.
             seats = {
                 name: join(client, match_id, name, t, timeout=10).seat for name, t in tokens.items()
