@@ -18,10 +18,25 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from e2e.servers import ServerFarm
+from e2e.conftest import (  # the e2e servers' fixtures, and the hook that shows their logs
+    ORGANISER_TOKEN,
+    farm,
+    module_farm,
+    module_sqlite_url,
+    pytest_runtest_makereport,
+    sqlite_url,
+)
 
-FARMS = pytest.StashKey[list[ServerFarm]]()
-ORGANISER_TOKEN = "org_" + secrets.token_urlsafe(24)
+__all__ = [
+    "ORGANISER_TOKEN",
+    "Database",
+    "farm",
+    "module_farm",
+    "module_sqlite_url",
+    "pytest_runtest_makereport",
+    "sqlite_url",
+]
+
 GRANTS_SQL = Path(__file__).parents[2] / "deploy" / "grants.sql"
 
 
@@ -81,18 +96,6 @@ def module_deployed_pg(module_pg_database: str) -> Iterator[Database]:
         yield Database("postgresql", url, module_pg_database)
 
 
-@pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    """A SQLite file of this test's own (the server creates and migrates it)."""
-    return f"sqlite:///{tmp_path / 'bergen.db'}"
-
-
-@pytest.fixture(scope="module")
-def module_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A SQLite file shared by the tests of a module."""
-    return f"sqlite:///{tmp_path_factory.mktemp('db') / 'bergen.db'}"
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def database(request: pytest.FixtureRequest) -> Database:
     """Each backend in turn: a SQLite file, then PostgreSQL served through the deploy role."""
@@ -113,40 +116,3 @@ def module_database(request: pytest.FixtureRequest) -> Database:
         return Database("sqlite", url, url)
     db: Database = request.getfixturevalue("module_deployed_pg")
     return db
-
-
-def _farm(request: pytest.FixtureRequest, workdir: Path) -> Iterator[ServerFarm]:
-    farm = ServerFarm(workdir)
-    request.node.stash.setdefault(FARMS, []).append(farm)
-    yield farm
-    problems = farm.stop_all()
-    if problems:
-        pytest.fail("\n\n".join(problems), pytrace=False)
-
-
-@pytest.fixture
-def farm(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerFarm]:
-    """Servers of this test's own."""
-    yield from _farm(request, tmp_path)
-
-
-@pytest.fixture(scope="module")
-def module_farm(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerFarm]:
-    """Servers shared by the tests of a module."""
-    yield from _farm(request, tmp_path_factory.mktemp("servers"))
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report: pytest.TestReport = outcome.get_result()
-    if not report.failed:
-        return
-    for node in item.listchain():
-        for farm in node.stash.get(FARMS, []):
-            for server in farm.servers:
-                report.sections.append(
-                    (f"log of {server.name} ({server.database})", server.log_tail(200))
-                )
