@@ -63,7 +63,8 @@ class Janitor:
     def stop(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join()
+            # A sweep blocked on the store must not hold the server's shutdown for ever.
+            self._thread.join(timeout=5)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

@@ -551,7 +551,10 @@ def serve(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    done.wait()
+    # A timed wait: Python runs signal handlers in the main thread, and a signal the kernel
+    # hands to another thread does not wake an untimed wait.
+    while not done.wait(0.5):
+        pass
     # Shutting down already: a second SIGTERM must not kill the process with the default
     # action while streams close and the interpreter exits. SIGKILL still ends it.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
