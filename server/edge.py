@@ -26,7 +26,9 @@ of each call (`CallLog`) is one.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
@@ -53,6 +55,8 @@ RETRY_AFTER_KEY = "retry_after_ms"
 """An error's metadata key for its own retry hint, in milliseconds (a client past one of its
 limits is told when it may try again): sent as a RetryInfo, whatever the status."""
 INTERNAL_MESSAGE = "internal error"
+REFUSAL_LOG_QUIET_S = 60.0
+"""A peer's refusals for one limit are logged once this often (see `CallLog`)."""
 
 Behavior = Callable[..., Any]
 if TYPE_CHECKING:
@@ -91,10 +95,27 @@ class CallObserver(Protocol):
 
 class CallLog:
     """One log line per call: method, status (and reason), duration, peer. Bugs and lost
-    data are logged at ERROR, the rest at INFO."""
+    data are logged at ERROR, the rest at INFO.
 
-    def __init__(self, logger: logging.Logger | None = None) -> None:
+    A refusal for a limit (RESOURCE_EXHAUSTED) said again and again by one peer is logged
+    once a `quiet_s` period, with how many like it were not: a client hammering a limit
+    cannot make the server spend its time writing about it, nor flood the log. At most
+    `max_quiet` peers and reasons are remembered (the oldest forgotten first)."""
+
+    def __init__(
+        self,
+        logger: logging.Logger | None = None,
+        quiet_s: float = REFUSAL_LOG_QUIET_S,
+        max_quiet: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._log = logger or logging.getLogger("bergen.server.calls")
+        self._quiet_s = quiet_s
+        self._max_quiet = max_quiet
+        self._clock = clock
+        # (method, reason, peer address) -> (when last logged, refusals not logged since)
+        self._quiet: OrderedDict[tuple[str, str, str], tuple[float, int]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def call_started(self, call: Call) -> None:
         pass
@@ -105,17 +126,44 @@ class CallLog:
             return
         if call.code is grpc.StatusCode.OK:
             self._log.log(level, "%s OK %.1f ms %s", call.method, call.duration_ms, call.peer)
-        else:
-            self._log.log(
-                level,
-                "%s %s %s %.1f ms %s: %s",
-                call.method,
-                call.code.name,
-                call.reason or "-",
-                call.duration_ms,
-                call.peer,
-                call.message,
-            )
+            return
+        suffix = ""
+        if call.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            held = self._held_back(call)
+            if held is None:
+                return
+            if held:
+                suffix = f" ({held:,} more like it in the last {self._quiet_s:.0f} s not logged)"
+        self._log.log(
+            level,
+            "%s %s %s %.1f ms %s: %s%s",
+            call.method,
+            call.code.name,
+            call.reason or "-",
+            call.duration_ms,
+            call.peer,
+            call.message,
+            suffix,
+        )
+
+    def _held_back(self, call: Call) -> int | None:
+        """None when this refusal is not to be logged; else how many like it were not."""
+        key = (call.method, call.reason, _address(call.peer))
+        now = self._clock()
+        with self._lock:
+            logged, held = self._quiet.pop(key, (now - self._quiet_s, 0))
+            if now - logged < self._quiet_s:
+                self._quiet[key] = (logged, held + 1)
+                return None
+            self._quiet[key] = (now, 0)
+            while len(self._quiet) > self._max_quiet:
+                self._quiet.popitem(last=False)
+            return held
+
+
+def _address(peer: str) -> str:
+    """A gRPC peer string without its port (`ipv4:1.2.3.4:5` -> `ipv4:1.2.3.4`)."""
+    return peer.rpartition(":")[0] if peer.startswith(("ipv4:", "ipv6:")) else peer
 
 
 _SERIOUS = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.DATA_LOSS})

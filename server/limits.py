@@ -10,6 +10,11 @@ metadata, sent as a `google.rpc.RetryInfo` by the edge):
 - JoinMatch: `joins_per_minute` seats per client, reason JOIN_RATE_EXCEEDED;
 - WatchMatch: `watchers_per_client` streams open at once per client, reason
   TOO_MANY_STREAMS_FOR_CLIENT (the server's own total, `--max-watchers`, still applies).
+  The hint grows with the client's recent refusals (`RefusalPressure`): a client that opens
+  stream after stream past its share is told to wait longer and longer, up to
+  `MAX_STREAM_RETRY_S`, so that one that waits as told costs the server a few refusals a
+  second however many streams it tries to hold; one that is refused now and then is told a
+  second.
 
 Memory is bounded whatever the number of addresses and tokens: each rate table keeps at
 most `max_clients` clients, forgetting the one heard from least recently (which can only
@@ -41,6 +46,12 @@ JOINS_PER_MINUTE = 6
 WATCHERS_PER_CLIENT = 16
 MAX_CLIENTS = 10_000
 """Clients each rate table remembers at most."""
+MIN_STREAM_RETRY_S = 1.0
+MAX_STREAM_RETRY_S = 60.0
+REFUSAL_HALF_LIFE_S = 10.0
+"""How fast a client's recent stream refusals are forgotten."""
+REFUSALS_PER_HINT_SECOND = 4
+"""A refused client is told to wait a second more for each 4 refusals it has counted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +136,47 @@ class StreamTable:
                 self._open.pop(client, None)
 
 
+class RefusalPressure:
+    """How often each client was refused lately: a count that every refusal raises by one and
+    that halves every `half_life` seconds, for at most `max_clients` clients (least recently
+    refused forgotten first). The retry hint is a second per `per_second_hint` refusals
+    counted, between `MIN_STREAM_RETRY_S` and `MAX_STREAM_RETRY_S`.
+
+    A client that keeps n attempts waiting as told settles where each attempt waits about
+    sqrt(n * half_life / (ln 2 * per_second_hint)) seconds, at most `MAX_STREAM_RETRY_S`:
+    with n = 1,600 and the defaults (half-life 10 s, a second per 4), the full 60 s, some 27
+    refusals a second in all instead of 1,600. A client refused once is told a second; one
+    that tries again each time it is told waits 1, 1, 1, 1, 2, 2... seconds."""
+
+    def __init__(
+        self,
+        per_second_hint: int,
+        max_clients: int,
+        half_life: float = REFUSAL_HALF_LIFE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._per_second_hint = float(per_second_hint)
+        self._decay = math.log(2) / half_life
+        self._max = max_clients
+        self._clock = clock
+        self._counts: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def refuse(self, client: str) -> float:
+        """Count a refusal of `client`; the seconds it should wait before trying again."""
+        now = self._clock()
+        with self._lock:
+            count, then = self._counts.pop(client, (0.0, now))
+            count = count * math.exp(-self._decay * (now - then)) + 1.0
+            self._counts[client] = (count, now)
+            while len(self._counts) > self._max:
+                self._counts.popitem(last=False)
+        return min(MAX_STREAM_RETRY_S, max(MIN_STREAM_RETRY_S, count / self._per_second_hint))
+
+
 class ClientLimits:
     """The limits of every client of one server. `trusted(token)` says whether a bearer token
     names a client of its own for creating and joining (the organiser's token does; any other
@@ -138,6 +190,7 @@ class ClientLimits:
         self._creates = RateTable(limits.creates_per_minute, limits.max_clients)
         self._joins = RateTable(limits.joins_per_minute, limits.max_clients)
         self._streams = StreamTable(limits.watchers_per_client)
+        self._stream_refusals = RefusalPressure(REFUSALS_PER_HINT_SECOND, limits.max_clients)
 
     def client(self, peer: str, token: str | None, *, any_token: bool = False) -> str | None:
         """The key of the calling client; None for one that is not limited (a loopback peer,
@@ -179,11 +232,13 @@ class ClientLimits:
             return None
         if not self._streams.open(key):
             limit = self.limits.watchers_per_client
+            wait = self._stream_refusals.refuse(key)
             raise ResourceExhausted(
-                f"this client already has {limit} watch streams open; close one first",
+                f"this client already has {limit} watch streams open; close one first, or try "
+                f"again in {wait:.0f} s",
                 reason="TOO_MANY_STREAMS_FOR_CLIENT",
                 limit=limit,
-                **{RETRY_AFTER_KEY: 1000},
+                **{RETRY_AFTER_KEY: math.ceil(wait * 1000)},
             )
         return key
 
@@ -191,9 +246,14 @@ class ClientLimits:
         if key is not None:
             self._streams.close(key)
 
-    def sizes(self) -> tuple[int, int, int]:
-        """Clients remembered by the create, join and stream tables."""
-        return len(self._creates), len(self._joins), len(self._streams)
+    def sizes(self) -> tuple[int, int, int, int]:
+        """Clients remembered by the create, join, stream and stream refusal tables."""
+        return (
+            len(self._creates),
+            len(self._joins),
+            len(self._streams),
+            len(self._stream_refusals),
+        )
 
 
 def _check(wait: float, reason: str, what: str, per_minute: int) -> None:

@@ -13,7 +13,16 @@ from e2e.client import Client, bearer
 from e2e.refusals import refusal
 from e2e.servers import ServerFarm, ServerProcess
 
-from bergen.server.limits import RateTable, StreamTable, peer_address
+from bergen.domain.errors import ResourceExhausted
+from bergen.server.limits import (
+    MAX_STREAM_RETRY_S,
+    ClientLimits,
+    Limits,
+    RateTable,
+    RefusalPressure,
+    StreamTable,
+    peer_address,
+)
 from bergen.v1 import bergen_pb2 as pb
 
 from .conftest import ORGANISER_TOKEN
@@ -111,6 +120,40 @@ def test_a_stream_table_forgets_a_client_once_its_streams_are_closed() -> None:
     for key in ("a", "a", "b"):
         table.close(key)
     assert len(table) == 0
+
+
+def test_a_client_refused_again_and_again_is_told_to_wait_longer_and_then_forgiven() -> None:
+    now = [0.0]
+    pressure = RefusalPressure(per_second_hint=4, max_clients=100, clock=lambda: now[0])
+    hints = [pressure.refuse("a") for _ in range(400)]
+    assert hints[0] == 1.0
+    assert hints[39] == pytest.approx(10.0)
+    assert hints == sorted(hints)
+    assert hints[-1] == MAX_STREAM_RETRY_S
+    # Another client is not held to the first one's refusals.
+    assert pressure.refuse("b") == 1.0
+    # Ten half-lives later, the count has all but gone.
+    now[0] += 100.0
+    assert pressure.refuse("a") == 1.0
+    for _ in range(1000):
+        pressure.refuse(secrets.token_hex(8))
+    assert len(pressure) == 100
+
+
+def test_the_stream_limits_hint_grows_with_the_clients_refusals() -> None:
+    limits = ClientLimits(Limits(watchers_per_client=2, limit_loopback=True))
+    peer = "ipv4:127.0.0.1:4000"
+    limits.open_stream(peer, None)
+    limits.open_stream(peer, None)
+    hints = []
+    for _ in range(400):
+        with pytest.raises(ResourceExhausted) as info:
+            limits.open_stream(peer, None)
+        assert info.value.reason == "TOO_MANY_STREAMS_FOR_CLIENT"
+        hints.append(int(info.value.metadata["retry_after_ms"]))
+    assert hints[0] == 1000
+    assert hints[-1] == MAX_STREAM_RETRY_S * 1000
+    assert hints == sorted(hints)
 
 
 @pytest.mark.parametrize(

@@ -279,6 +279,31 @@ def test_the_call_log_writes_one_line_per_call(caplog):
     assert lines[1].startswith("/bergen.v1.BergenService/GetMatch NOT_FOUND NOT_FOUND ")
 
 
+def test_the_call_log_writes_a_peers_refusals_for_one_limit_once_a_period(caplog):
+    now = [0.0]
+    log = edge.CallLog(quiet_s=60.0, clock=lambda: now[0])
+
+    def ended(code: grpc.StatusCode, peer: str, reason: str = "TOO_MANY_STREAMS_FOR_CLIENT") -> None:
+        call = edge.Call("/bergen.v1.BergenService/WatchMatch", peer, 0, 1_000_000, code, reason)
+        log.call_ended(call)
+
+    with caplog.at_level(logging.INFO, "bergen.server.calls"):
+        for port in range(1000, 1100):
+            ended(grpc.StatusCode.RESOURCE_EXHAUSTED, f"ipv4:10.0.0.1:{port}")
+        ended(grpc.StatusCode.RESOURCE_EXHAUSTED, "ipv4:10.0.0.2:1000")
+        ended(grpc.StatusCode.RESOURCE_EXHAUSTED, "ipv4:10.0.0.1:1000", "TOO_MANY_WATCHERS")
+        ended(grpc.StatusCode.OK, "ipv4:10.0.0.1:1000", "")
+        ended(grpc.StatusCode.OK, "ipv4:10.0.0.1:1000", "")
+        now[0] += 60.0
+        ended(grpc.StatusCode.RESOURCE_EXHAUSTED, "ipv4:10.0.0.1:2000")
+    lines = [r.getMessage() for r in caplog.records if r.name == "bergen.server.calls"]
+    assert len(lines) == 6, lines
+    assert "10.0.0.1:1000" in lines[0] and "not logged" not in lines[0]
+    assert "10.0.0.2" in lines[1] and "TOO_MANY_WATCHERS" in lines[2]
+    assert all(" OK " in line for line in lines[3:5])
+    assert lines[5].endswith("(99 more like it in the last 60 s not logged)"), lines[5]
+
+
 # --- The handler table.
 
 
