@@ -13,6 +13,7 @@ from bergen.api.signing import RecordSigner
 from .commands import MatchCommands, UnitOfWork
 from .feed import EventFeed
 from .identity import Identity
+from .keys import LogKeys
 from .matches import MatchRepository
 from .queries import MatchQueries
 from .store import EventStore
@@ -33,10 +34,14 @@ class Application:
     repository: MatchRepository
 
 
-def build_application(store: EventStore, feed: EventFeed, settings: Settings) -> Application:
-    """The command and query sides sharing one cache of folded matches."""
+def build_application(
+    store: EventStore, feed: EventFeed, settings: Settings, log_keys: LogKeys | None = None
+) -> Application:
+    """The command and query sides sharing one cache of folded matches. Seat tokens are
+    sealed under keys derived from `log_keys` (the store's own), with plain SHA-256 without
+    them (`bergen.server.auth.SeatTokens`)."""
     repository = MatchRepository(store)
-    identity = Identity(settings.organiser_token)
+    identity = Identity(settings.organiser_token, log_keys)
     work = UnitOfWork(store, repository, feed)
     return Application(
         MatchCommands(work, identity, settings.restrict_create),

@@ -1,4 +1,10 @@
-"""Seat and organiser tokens: random secrets, kept only as hashes, sent as bearer metadata."""
+"""Seat and organiser tokens: random secrets, kept only as hashes, sent as bearer metadata.
+
+A seat token is kept in its match's log, which GetAuditLog publishes, so it is kept keyed
+(`SeatTokens`): HMAC-SHA256 under a key derived from a log key, which only the servers hold.
+A plain hash would let anyone reading an audit log search for a token offline, and a token a
+client made may hold less randomness than the server's own.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,11 @@ import re
 import secrets
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from bergen.domain.errors import Unauthenticated
+
+from .keys import SEAT_TOKEN_PURPOSE, LogKeys
 
 TOKEN_PREFIX = "bgs_"
 TOKEN_BYTES = 32
@@ -112,9 +121,73 @@ def _spread_bits(token: str) -> float:
 
 
 def token_hash(token: str) -> str:
-    """SHA-256 of the token, hex: all that is stored. The token carries 256 random bits, so
-    a plain hash is enough; no one can search that space."""
+    """SHA-256 of the token, hex: what is kept of the organiser token (in memory only), and
+    what servers before `SeatTokens` stored of a seat token, which is still read."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+JOIN_PREFIX = "join-"
+_JOIN_LABEL = b"bergen join\0"
+"""Begins what a join's command id is made from: no token holds a space or NUL, so it is
+never the message of a token's own seal."""
+
+
+@dataclass(frozen=True, slots=True)
+class SealedToken:
+    """A seat token as its match's log keeps it: `digest` (hex) is HMAC-SHA256 of the token
+    under the seat-token key derived from log key `key_id`; with `key_id` None, the plain
+    SHA-256 written before seat tokens were keyed (read still, never written)."""
+
+    digest: str
+    key_id: str | None = None
+
+
+class SeatTokens:
+    """Seals seat tokens under the writing log key's seat-token key, and checks a presented
+    token against a sealed one under the key it names, so a seat taken before a key rotation
+    is still held by its token.
+
+    Without log keys (a store that authenticates nothing, as tests of the store alone use)
+    tokens are sealed with plain SHA-256, as before keys.
+    """
+
+    def __init__(self, log_keys: LogKeys | None) -> None:
+        self._keys = log_keys.derive(SEAT_TOKEN_PURPOSE) if log_keys is not None else None
+
+    def seal(self, token: str) -> SealedToken:
+        """What is stored of `token` for its seat."""
+        if self._keys is None:
+            return SealedToken(token_hash(token))
+        return SealedToken(_mac(self._keys.writing_key, token.encode()), self._keys.writing)
+
+    def matches(self, token: str, sealed: SealedToken) -> bool:
+        """Constant-time comparison of a presented token with a sealed one; False for one
+        sealed under a key this server does not hold."""
+        if sealed.key_id is None:
+            return matches(token, sealed.digest)
+        key = self._keys.key(sealed.key_id) if self._keys is not None else None
+        if key is None:
+            return False
+        return hmac.compare_digest(_mac(key, token.encode()), sealed.digest)
+
+    def join_command_ids(self, token: str) -> tuple[str, ...]:
+        """The command id of the join that `token` makes, then every id the same join may
+        have been written under before: under each other key held (the join was first sent
+        before a key rotation) and the plain SHA-256 of servers before keyed ones."""
+        message = _JOIN_LABEL + token.encode()
+        ids: list[str] = []
+        if self._keys is not None:
+            held = [self._keys.writing, *(i for i in self._keys.ids if i != self._keys.writing)]
+            for key_id in held:
+                key = self._keys.key(key_id)
+                assert key is not None
+                ids.append(JOIN_PREFIX + _mac(key, message))
+        ids.append(JOIN_PREFIX + hashlib.sha256(message).hexdigest())
+        return tuple(ids)
+
+
+def _mac(key: bytes, message: bytes) -> str:
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
 def bearer_token(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:

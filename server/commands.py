@@ -11,12 +11,11 @@ twice.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import secrets
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bergen.domain import codec
@@ -37,7 +36,7 @@ from bergen.domain.views import View, redact_event, view
 from . import auth
 from .feed import EventFeed
 from .identity import Caller, Identity
-from .matches import COMMAND_KEY, TOKEN_KEY, Match, MatchRepository, extend
+from .matches import COMMAND_KEY, Match, MatchRepository, extend, token_metadata
 from .store import EventStore, NewEvent
 
 log = logging.getLogger("bergen.server")
@@ -105,8 +104,13 @@ class UnitOfWork:
         command_id: str | None = None,
         expected_version: int | None = None,
         deadline: Deadline = no_deadline,
+        earlier_ids: Sequence[str] = (),
     ) -> Written:
-        """Raises what `authorise` and the rules raise, NotFound, InvalidArgument (a command
+        """`earlier_ids` are ids the same command may have been written under before
+        `command_id` (a join's, before a key rotation): it is answered from the log under
+        those too.
+
+        Raises what `authorise` and the rules raise, NotFound, InvalidArgument (a command
         id used for another command), ConcurrencyConflict (a stale `expected_version`, or
         every retry lost a race)."""
         if command_id is not None and not 0 < len(command_id) <= MAX_COMMAND_ID:
@@ -126,8 +130,10 @@ class UnitOfWork:
             try:
                 intent = authorise(match)
                 if match is not None:
-                    if command_id is not None and command_id in match.commands:
-                        return self._replayed(match, command_id, intent)
+                    ids = (command_id, *earlier_ids) if command_id is not None else ()
+                    applied = next((c for c in ids if c in match.commands), None)
+                    if applied is not None:
+                        return self._replayed(match, applied, intent)
                     if expected_version is not None and expected_version != match.version:
                         raise ConcurrencyConflict(
                             f"match {match_id} is at version {match.version}, "
@@ -287,12 +293,19 @@ class MatchCommands:
         that seat and writes nothing. Raises NotFound, SeatUnavailable, InvalidArgument (a
         malformed or repetitive token; the token of another join of this match)."""
         command_id = None
+        earlier: tuple[str, ...] = ()
+        seat_tokens = self._identity.seat_tokens
         if token is None:
             token = auth.new_seat_token()
         else:
             check_client_token(token)
-            # The token's own join is its command: a retry is answered from the log.
-            command_id = "join-" + hashlib.sha256(b"bergen join\0" + token.encode()).hexdigest()
+            # The token's own join is its command: a retry is answered from the log. Its id
+            # is keyed like the token's seal (a plain hash of a client's token, published in
+            # the audit log, could be searched offline); a retry after a key rotation is
+            # found under the ids of every key held.
+            command_id, *rest = seat_tokens.join_command_ids(token)
+            earlier = tuple(rest)
+        sealed = token_metadata(seat_tokens.seal(token))
 
         def authorise(match: Match | None) -> Intent:
             assert match is not None
@@ -302,10 +315,12 @@ class MatchCommands:
                 TakeSeat(name, client_seed, seat),
                 f"seat:{taking}",
                 f"join {name!r} seat {'any' if seat is None else seat}",
-                {TOKEN_KEY: auth.token_hash(token)},
+                sealed,
             )
 
-        written = self._work.run(match_id, authorise, command_id=command_id, deadline=deadline)
+        written = self._work.run(
+            match_id, authorise, command_id=command_id, deadline=deadline, earlier_ids=earlier
+        )
         first = written.events[0]
         assert isinstance(first, SeatTaken)
         if written.replayed:

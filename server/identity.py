@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from bergen.domain.errors import PermissionDenied, Unauthenticated
 
 from . import auth
+from .keys import LogKeys
 from .matches import Match
 
 
@@ -22,10 +23,12 @@ class Caller:
 
 
 class Identity:
-    """Checks callers' tokens against the organiser's and against a match's seats."""
+    """Checks callers' tokens against the organiser's and against a match's seats, and
+    seals the token of a seat being taken (`seat_tokens`) under the log keys."""
 
-    def __init__(self, organiser_token: str | None) -> None:
+    def __init__(self, organiser_token: str | None, log_keys: LogKeys | None = None) -> None:
         self._organiser_hash = auth.token_hash(organiser_token) if organiser_token else None
+        self.seat_tokens = auth.SeatTokens(log_keys)
 
     def is_organiser(self, caller: Caller) -> bool:
         return (
@@ -41,16 +44,15 @@ class Identity:
         if not self.is_organiser(caller):
             raise PermissionDenied(f"{what} needs the organiser token; this token is not it")
 
-    @staticmethod
-    def seat_of(match: Match, caller: Caller) -> int | None:
+    def seat_of(self, match: Match, caller: Caller) -> int | None:
         """The seat the caller's token holds in `match`; None for no token.
 
         Raises PermissionDenied for a token that holds no seat of this match.
         """
         if caller.token is None:
             return None
-        for seat, stored in enumerate(match.token_hashes):
-            if stored is not None and auth.matches(caller.token, stored):
+        for seat, sealed in enumerate(match.seat_tokens):
+            if sealed is not None and self.seat_tokens.matches(caller.token, sealed):
                 return seat
         raise PermissionDenied(
             f"the token holds no seat in match {match.state.match_id}",

@@ -5,10 +5,15 @@ key in it verifies; the last one writes. Rotation: append a line with a new id t
 every replica and restart them; events written before keep verifying under their old key
 ids. The file is made with one key on first start (mode 0600), like the signing key; every
 replica must be given the same file.
+
+A log key authenticates rows and nothing else: any other use takes a key derived from it for
+that purpose alone (`LogKeys.derive`), under the same key id.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import re
 import secrets
@@ -20,6 +25,15 @@ LOG_KEY_ENV = "BERGEN_LOG_KEY"
 KEY_BYTES = 32
 
 _LINE = re.compile(r"^([A-Za-z0-9_.-]{1,32})\s+([0-9a-fA-F]{64})$")
+
+SEAT_TOKEN_PURPOSE = b"bergen seat token v1"
+"""What the keys that seal seat tokens are derived for (`bergen.server.auth.SeatTokens`)."""
+
+
+def derive_key(key: bytes, purpose: bytes) -> bytes:
+    """A key for `purpose` alone: HMAC-SHA256 of `purpose` under `key`. Knowing it tells
+    nothing of `key`, nor of a key derived for another purpose."""
+    return hmac.new(key, purpose, hashlib.sha256).digest()
 
 
 class LogKeys:
@@ -43,6 +57,11 @@ class LogKeys:
     @property
     def ids(self) -> tuple[str, ...]:
         return tuple(self._keys)
+
+    def derive(self, purpose: bytes) -> LogKeys:
+        """The keys for `purpose` (`derive_key` of each), under the same ids; the same id
+        writes."""
+        return LogKeys({i: derive_key(k, purpose) for i, k in self._keys.items()}, self.writing)
 
     @classmethod
     def generate(cls, key_id: str = "k1") -> LogKeys:

@@ -191,7 +191,7 @@ def create_server(
         notifier = PostgresNotifier(psycopg_conninfo(database_url), replica)
         poll = 0.1
     feed = EventFeed(store, poll_interval=poll, listen=listen_fn, notifier=notifier)
-    app = build_application(store, feed, settings or Settings())
+    app = build_application(store, feed, settings or Settings(), log_keys)
     server = grpc.server(
         futures.ThreadPoolExecutor(
             max_workers=max_watchers + CALL_WORKERS, thread_name_prefix="bergen-rpc"

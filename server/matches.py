@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bergen.domain import codec
@@ -27,9 +27,15 @@ from bergen.domain.errors import BergenError, CorruptRecord, LogTampered, NotFou
 from bergen.domain.events import Event, MatchCreated, MatchEnded, SeatTaken, TilePlayed
 from bergen.domain.state import State, fold
 
+from .auth import SealedToken
 from .store import EventRow, EventStore, StoredEvent
 
-TOKEN_KEY = "seat_token_sha256"
+TOKEN_KEY = "seat_token_hmac"
+"""The metadata of a SeatTaken: its seat token sealed (`bergen.server.auth.SeatTokens`)."""
+TOKEN_KEY_ID = "seat_token_key"
+"""The id of the log key whose seat-token key sealed it."""
+LEGACY_TOKEN_KEY = "seat_token_sha256"
+"""The plain SHA-256 of the seat token, which servers wrote before sealing it."""
 COMMAND_KEY = "command"
 
 log = logging.getLogger("bergen.server")
@@ -50,7 +56,8 @@ class Match:
 
     state: State
     events: tuple[Event, ...]
-    token_hashes: tuple[str | None, ...]
+    seat_tokens: tuple[SealedToken | None, ...]
+    """Each seat's token as sealed when it was taken; None for a free seat."""
     commands: dict[str, Applied]
 
     @property
@@ -97,8 +104,8 @@ def extend(
     else:
         events = [decode_stored(e) for e in stored]
         state = recheck(first.stream_id, base, events, match.state if match is not None else None)
-    tokens: list[str | None] = (
-        list(match.token_hashes) if match is not None else [None] * state.seats
+    tokens: list[SealedToken | None] = (
+        list(match.seat_tokens) if match is not None else [None] * state.seats
     )
     commands = dict(match.commands) if match is not None else {}
     for e in stored:
@@ -110,11 +117,29 @@ def extend(
                 commands[command_id] = Applied(e.seq, e.seq, meta.extra.get(COMMAND_KEY, ""))
             else:
                 commands[command_id] = Applied(known.first_seq, e.seq, known.fingerprint)
-        if e.type == "SeatTaken" and TOKEN_KEY in meta.extra:
-            tokens[int(e.payload["seat"])] = meta.extra[TOKEN_KEY]
+        if e.type == "SeatTaken":
+            sealed = sealed_token(meta.extra)
+            if sealed is not None:
+                tokens[int(e.payload["seat"])] = sealed
     return Match(
         state, (*match.events, *events) if match else tuple(events), tuple(tokens), commands
     )
+
+
+def token_metadata(sealed: SealedToken) -> dict[str, str]:
+    """The metadata that records a seat's sealed token with its SeatTaken."""
+    if sealed.key_id is None:
+        return {LEGACY_TOKEN_KEY: sealed.digest}
+    return {TOKEN_KEY: sealed.digest, TOKEN_KEY_ID: sealed.key_id}
+
+
+def sealed_token(extra: Mapping[str, str]) -> SealedToken | None:
+    """The sealed token a SeatTaken's metadata records, None for none."""
+    digest, key_id = extra.get(TOKEN_KEY), extra.get(TOKEN_KEY_ID)
+    if digest is not None and key_id is not None:
+        return SealedToken(digest, key_id)
+    legacy = extra.get(LEGACY_TOKEN_KEY)
+    return SealedToken(legacy) if legacy is not None else None
 
 
 def command_of(event: Event) -> Command | None:
