@@ -22,7 +22,29 @@ CHOICES: dict[str, tuple[object, ...]] = {
 }
 """Each option's values, default first."""
 
-OPTION_NAMES: tuple[str, ...] = (*CHOICES, "target")
+CLOCK_CHOICES: dict[str, tuple[str, ...]] = {
+    "clock": ("none", "fischer"),
+    "on_timeout": ("autoplay", "forfeit"),
+}
+"""The clock options that are words (RULES.md sections 9 and 11), default first."""
+
+CLOCK_RANGES: dict[str, tuple[int, int, int]] = {
+    "clock_initial": (120, 1, 86400),
+    "clock_increment": (5, 0, 3600),
+    "timeouts_to_forfeit": (3, 1, 99),
+}
+"""The clock options that are numbers: (default, lowest, highest)."""
+
+CLOCK_OPTIONS: tuple[str, ...] = (
+    "clock",
+    "clock_initial",
+    "clock_increment",
+    "on_timeout",
+    "timeouts_to_forfeit",
+)
+"""Recorded only for a clocked match (`clock` is not `none`)."""
+
+OPTION_NAMES: tuple[str, ...] = (*CHOICES, "target", *CLOCK_OPTIONS)
 
 PRESETS: dict[str, dict[str, object]] = {
     "standard": {},
@@ -38,7 +60,7 @@ PRESETS: dict[str, dict[str, object]] = {
 }
 
 MAX_TARGET = 1000
-_INT_OPTIONS = ("double_bonus", "domino_points", "target")
+_INT_OPTIONS = ("double_bonus", "domino_points", "target", *CLOCK_RANGES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +76,11 @@ class Rules:
     endgame_reduction: str = "on"
     match_end: str = "instant"
     target: int = 15
+    clock: str = "none"
+    clock_initial: int = 120
+    clock_increment: int = 5
+    on_timeout: str = "autoplay"
+    timeouts_to_forfeit: int = 3
 
     def __post_init__(self) -> None:
         if not isinstance(self.preset, str) or (
@@ -82,17 +109,53 @@ class Rules:
                 f"option target must be 1..{MAX_TARGET}, got {shown(self.target)}",
                 option="target",
             )
+        self._check_clock()
+
+    def _check_clock(self) -> None:
+        for name, words in CLOCK_CHOICES.items():
+            value = getattr(self, name)
+            if type(value) is not str or value not in words:
+                raise InvalidOptions(
+                    f"option {name} must be one of {', '.join(words)}, got {shown(value)}",
+                    option=name,
+                )
+        for name, (_, low, high) in CLOCK_RANGES.items():
+            value = getattr(self, name)
+            if type(value) is not int or not low <= value <= high:
+                raise InvalidOptions(
+                    f"option {name} must be a whole number {low}..{high}, got {shown(value)}",
+                    reason="OPTION_OUT_OF_RANGE",
+                    option=name,
+                )
+        if self.clock == "none":
+            changed = [n for n in CLOCK_OPTIONS[1:] if getattr(self, n) != _CLOCK_DEFAULTS[n]]
+            if changed:
+                # Not recorded without a clock: accepting them would drop them silently.
+                raise InvalidOptions(
+                    f"option {changed[0]} needs a clock; set clock to fischer",
+                    reason="CLOCK_OPTION_WITHOUT_CLOCK",
+                    option=changed[0],
+                )
+
+    @property
+    def clocked(self) -> bool:
+        """Whether seats play on a clock (RULES.md section 11)."""
+        return self.clock != "none"
 
     def as_dict(self) -> dict[str, object]:
-        """The `rules` object of RECORD.md."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The `rules` object of RECORD.md: the clock options only for a clocked match."""
+        names = _ALL_FIELDS if self.clock != "none" else _PLAIN_FIELDS
+        return {name: getattr(self, name) for name in names}
 
     @staticmethod
     def from_dict(data: Mapping[str, Any]) -> Rules:
-        """Read back `as_dict()`. Raises InvalidOptions on unknown or missing keys."""
-        expected = {f.name for f in fields(Rules)}
+        """Read back `as_dict()`. Raises InvalidOptions on unknown or missing keys (the clock
+        options are all present or all absent)."""
         if not isinstance(data, Mapping):
             raise InvalidOptions(f"rules must be an object, got {type(data).__name__}")
+        expected = set(_PLAIN_FIELDS)
+        if any(name in data for name in CLOCK_OPTIONS):
+            expected |= set(CLOCK_OPTIONS)
         unknown = set(data) - expected
         missing = expected - set(data)
         if unknown or missing:
@@ -104,6 +167,14 @@ class Rules:
                 else f"rules: missing options {sorted(missing)}"
             )
         return Rules(**dict(data))
+
+
+_ALL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Rules))
+_PLAIN_FIELDS: tuple[str, ...] = tuple(n for n in _ALL_FIELDS if n not in CLOCK_OPTIONS)
+_CLOCK_DEFAULTS: dict[str, object] = {
+    "on_timeout": CLOCK_CHOICES["on_timeout"][0],
+    **{name: default for name, (default, _, _) in CLOCK_RANGES.items()},
+}
 
 
 def default_target(seats: int, partnerships: bool) -> int:
