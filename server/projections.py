@@ -5,6 +5,13 @@ folded up to, written in the same transaction as its rows. A server resumes from
 position on start instead of re-reading the log, and replicas sharing a database take turns
 on the position's row lock, so each event is folded once.
 
+Nothing is folded that the match's own fold would refuse: each row the listing would fold
+must follow the match's listed version, link to the row before it when that row's hash is
+known here, and, when the store holds the log keys, carry an authenticator that verifies. A
+row that fails is logged at CRITICAL and never folded, nor is any later row of its match: the
+match stays listed as it was before that row (its commands are refused as LOG_TAMPERED),
+and the position moves past it, so that every other match keeps being listed.
+
 Read-your-writes: a page is answered after catching the listing up (one query when nothing
 is new) and, for the matches this process has just written, after seeing their versions
 listed, so a command's effect shows in the next page this process serves. Other replicas'
@@ -15,6 +22,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hmac
+import json
 import logging
 import re
 import threading
@@ -22,6 +31,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
+from bergen.api.chain import canonical_json, metadata_json, micros, row_mac
+from bergen.api.stored import GENESIS_HASH, EventMetadata
 from bergen.domain.errors import CorruptRecord, InvalidArgument
 from bergen.domain.events import (
     Dealt,
@@ -35,6 +46,7 @@ from bergen.domain.events import (
 from bergen.domain.state import ENDED, PLAYING, SEATING
 from bergen.domain.tiles import sides_of
 
+from .keys import LogKeys
 from .matches import decode_stored
 from .store import EventStore, MatchSummary, StoredEvent
 
@@ -54,6 +66,11 @@ OWN_WRITES_WAIT_S = 2.0
 """How long a page waits for this process's own writes to be listed (they are committed;
 PostgreSQL's commit-safe order shows them once older transactions end, at once as a rule)."""
 OWN_WRITES_KEPT = 10_000
+HEADS_KEPT = 100_000
+"""Streams whose last folded row's hash is kept, to check the next row's link to it."""
+REFUSED_KEPT = 10_000
+"""Refused matches remembered, so their later rows are passed over without a log line each
+(the listed version stops them anyway)."""
 
 # The event types the listing reads; any other event (a play, a draw...) only moves the
 # version on, and is not decoded.
@@ -93,40 +110,146 @@ def evolve(s: MatchSummary, e: Event, seq: int) -> None:
         s.phase = str(ENDED)
 
 
-def fold_into(summaries: dict[str, MatchSummary], batch: Iterable[StoredEvent]) -> set[str]:
+_sorted_compact = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+).encode
+
+
+class RowCheck:
+    """What a row must pass before the listing folds it: its link to the row before it (when
+    that row's hash is known here) and, with `keys`, its authenticator."""
+
+    def __init__(self, keys: LogKeys | None) -> None:
+        self._keys = keys
+        self._heads: dict[str, tuple[int, bytes]] = {}
+        self._metadata: dict[int, tuple[EventMetadata, str]] = {}
+
+    def refusal(self, stored: StoredEvent) -> str | None:
+        """Why `stored` must not be folded; None when it may."""
+        if stored.seq == 1:
+            prev: bytes | None = GENESIS_HASH
+        else:
+            head = self._heads.get(stored.stream_id)
+            prev = head[1] if head is not None and head[0] == stored.seq - 1 else None
+        if prev is not None and stored.prev_hash != prev:
+            return f"seq {stored.seq} does not link to seq {stored.seq - 1}"
+        if self._keys is not None:
+            return self._unauthentic(self._keys, stored)
+        return None
+
+    def folded(self, stored: StoredEvent) -> None:
+        """Remember the hash of `stored`, just folded, for the next row's link."""
+        if len(self._heads) >= HEADS_KEPT and stored.stream_id not in self._heads:
+            self._heads.clear()
+        self._heads[stored.stream_id] = (stored.seq, stored.hash)
+
+    def _unauthentic(self, keys: LogKeys, e: StoredEvent) -> str | None:
+        key_id, mac = e.key_id, e.mac
+        if mac is None or key_id is None:
+            return f"seq {e.seq} has no authenticator"
+        key = keys.key(key_id)
+        if key is None:
+            return f"seq {e.seq} names an unknown log key {key_id!r}"
+        try:
+            metadata = self._metadata_text(e.metadata)
+            recorded = micros(e.recorded_at)
+
+            def verifies(payload: str) -> bool:
+                expected = row_mac(
+                    key, key_id, e.stream_id, e.seq, e.type, e.schema_version, payload,
+                    metadata, recorded, e.prev_hash, e.salt, e.hash,
+                )  # fmt: skip
+                return hmac.compare_digest(expected, mac)
+
+            # The authenticator covers the payload's RFC 8785 text, which json's C encoder
+            # gives for every payload an event has (no floats) several times faster.
+            fast = _sorted_compact(e.payload)
+            if verifies(fast):
+                return None
+            exact = canonical_json(e.payload, "payload").decode()
+            if exact != fast and verifies(exact):
+                return None
+        except (TypeError, ValueError) as err:
+            return f"seq {e.seq}: {err}"
+        return f"seq {e.seq} was not written by this server (its authenticator does not verify)"
+
+    def _metadata_text(self, metadata: EventMetadata) -> str:
+        # The rows of one append share one metadata object: encode it once. The entry holds
+        # the object, so its id names no other while it is kept.
+        known = self._metadata.get(id(metadata))
+        if known is not None and known[0] is metadata:
+            return known[1]
+        if len(self._metadata) >= 4096:
+            self._metadata.clear()
+        text = metadata_json(metadata).decode()
+        self._metadata[id(metadata)] = (metadata, text)
+        return text
+
+
+def fold_into(
+    summaries: dict[str, MatchSummary],
+    batch: Iterable[StoredEvent],
+    check: RowCheck | None = None,
+    refused: OrderedDict[str, int] | None = None,
+) -> set[str]:
     """Fold `batch` (in global order) into `summaries` (the listed matches it touches, by
-    id; new ones are added). Returns the ids changed. An event that does not follow its
-    match's version, or does not decode, is logged and left out: the listing is never the
-    truth, and one bad stream must not stop it."""
+    id; new ones are added). Returns the ids changed.
+
+    A row that does not follow its match's listed version, or that `check` refuses, is
+    logged at CRITICAL and not folded; its match is added to `refused` (match id -> seq),
+    whose later rows are not folded either. An event that does not decode is logged and
+    left out: the listing is never the truth, and one bad stream must not stop it."""
     changed: set[str] = set()
     for stored in batch:
         s = summaries.get(stored.stream_id)
         if s is not None and stored.seq <= s.version:
             continue  # folded already
-        try:
+        opens = stored.type == "MatchCreated" and s is None and stored.seq == 1
+        if s is None and not opens:
             if stored.type == "MatchCreated":
-                if s is not None or stored.seq != 1:
-                    raise CorruptRecord("a MatchCreated that does not open its stream")
+                log.error(
+                    "match list: stream %s seq %d left out: a MatchCreated that does not open"
+                    " its stream", stored.stream_id, stored.seq,
+                )  # fmt: skip
+            continue  # not a listed match's stream
+        if refused is not None and stored.stream_id in refused:
+            continue
+        why: str | None
+        if s is not None and stored.seq != s.version + 1:
+            why = f"seq {stored.seq} does not follow seq {s.version}, the last one listed"
+        elif s is not None and stored.type == "MatchCreated":
+            why = f"seq {stored.seq} is a MatchCreated that does not open its stream"
+        else:
+            why = check.refusal(stored) if check is not None else None
+        if why is not None:
+            log.critical(
+                "LOG TAMPERED: match %s seq %d is not listed, nor anything after it (the match"
+                " stays listed as it was): %s", stored.stream_id, stored.seq, why,
+            )  # fmt: skip
+            if refused is not None:
+                refused[stored.stream_id] = stored.seq
+                while len(refused) > REFUSED_KEPT:
+                    refused.popitem(last=False)
+            continue
+        try:
+            if s is None:
                 e = decode_stored(stored)
                 assert isinstance(e, MatchCreated)
                 summaries[stored.stream_id] = created(
                     stored.stream_id, e, stored.seq, stored.position
                 )
-                changed.add(stored.stream_id)
-                continue
-            if s is None:
-                continue  # not a match's stream
-            if stored.seq != s.version + 1:
-                raise CorruptRecord(f"seq {stored.seq} does not follow version {s.version}")
-            if stored.type in _FOLDED:
+            elif stored.type in _FOLDED:
                 evolve(s, decode_stored(stored), stored.seq)
             else:
                 s.version = stored.seq
-            changed.add(stored.stream_id)
         except (CorruptRecord, IndexError) as err:
             log.error(
                 "match list: stream %s seq %d left out: %s", stored.stream_id, stored.seq, err
             )
+            continue
+        if check is not None:
+            check.folded(stored)
+        changed.add(stored.stream_id)
     return changed
 
 
@@ -168,6 +291,8 @@ class MatchListProjection:
         self._store = store
         self._list = store.match_list()
         self._batch = batch
+        self._check = RowCheck(store.log_keys)
+        self._refused: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
         self._position: int | None = None
         self._own: OrderedDict[str, int] = OrderedDict()
@@ -200,7 +325,7 @@ class MatchListProjection:
                 self._position = tx.position
                 return 0
             summaries = tx.load({e.stream_id for e in batch})
-            changed = fold_into(summaries, batch)
+            changed = fold_into(summaries, batch, self._check, self._refused)
             tx.save([summaries[m] for m in changed], batch[-1].position)
         self._position = batch[-1].position
         self._seen({m: summaries[m].version for m in changed})

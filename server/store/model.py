@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from bergen.api.stored import ChainReport, EventRow, StoredEvent
 from bergen.domain.rules import RULES_VERSION
 
+from ..keys import LogKeys
 from .listing import MatchList
 
 
@@ -105,6 +106,11 @@ class EventStore(Protocol):
 
     def match_list(self) -> MatchList:
         """The match listing's tables in the same database (a read model)."""
+        ...
+
+    @property
+    def log_keys(self) -> LogKeys | None:
+        """The keys rows are authenticated with and checked under (None: neither)."""
         ...
 
     def stream_version(self, stream_id: str) -> int:

@@ -464,6 +464,11 @@ class PostgresEventStore:
             ).fetchone()
         return 0 if row is None else int(row[0])
 
+    @property
+    def log_keys(self) -> LogKeys | None:
+        """The keys rows are authenticated with and checked under (None: neither)."""
+        return self._keys
+
     def match_list(self) -> PostgresMatchList:
         """The match listing's tables in this database."""
         return self._match_list

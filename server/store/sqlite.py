@@ -369,6 +369,11 @@ class SQLiteEventStore:
         )
         return int(position)
 
+    @property
+    def log_keys(self) -> LogKeys | None:
+        """The keys rows are authenticated with and checked under (None: neither)."""
+        return self._keys
+
     def match_list(self) -> SQLiteMatchList:
         """The match listing's tables in this file."""
         return self._match_list

@@ -6,11 +6,14 @@ Every test runs on SQLite and on PostgreSQL (the `backend` fixture), against rea
 from __future__ import annotations
 
 import base64
+import logging
 import random
+import secrets
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -18,13 +21,15 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
+from bergen.api.stored import EventMetadata
 from bergen.domain import codec
 from bergen.domain.errors import InvalidArgument
-from bergen.domain.events import Event
+from bergen.domain.events import Event, SeatTaken
 from bergen.domain.policies import greedy_policy
-from bergen.domain.rules import make_rules
+from bergen.domain.rules import RULES_VERSION, make_rules
 from bergen.domain.simulation import play_match
 from bergen.domain.state import State, fold
+from bergen.server.keys import LogKeys
 from bergen.server.projections import (
     MATCH_LIST,
     MatchListProjection,
@@ -32,6 +37,7 @@ from bergen.server.projections import (
     parse_page_token,
 )
 from bergen.server.store import EventStore, MatchSummary, NewEvent, StoredEvent, open_store
+from bergen.server.store.batch import build_rows
 
 NAMES = ("ada", "bo", "cy", "dee", "eve")
 
@@ -362,3 +368,100 @@ def test_the_server_role_of_deploy_grants_can_fold_and_page_the_listing(pg_datab
         with psycopg.connect(pg_database, autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
+
+
+# ----- only authentic rows are folded ---------------------------------------------------------
+
+
+def insert_row(
+    backend: Any,
+    match_id: str,
+    seq: int,
+    event: Event,
+    prev_hash: bytes,
+    keys: LogKeys | None = None,
+) -> None:
+    """Insert one row of `match_id` at `seq` after a row whose hash is `prev_hash`, as the
+    INSERT role can: authenticated under `keys` when given (a key holder), else with an
+    authenticator made up."""
+    at = datetime.now(UTC)
+    meta = EventMetadata("someone", None, RULES_VERSION, {})
+    writing = (keys.writing, keys.writing_key) if keys is not None else ("k1", bytes(32))
+    row = build_rows(match_id, seq - 1, [NewEvent(*codec.encode(event))], meta, prev_hash, at,
+                     writing)[0]  # fmt: skip
+    mac = row.mac if keys is not None else secrets.token_bytes(32)
+    sqlite = backend.name == "sqlite"
+    backend.tamper(
+        "INSERT INTO events (stream_id, seq, type, schema_version, payload, metadata, prev_hash,"
+        " hash, salt, recorded_at, key_id, mac"
+        + (", position) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+           " (SELECT max(position) + 1 FROM events))" if sqlite else ") VALUES (%s, %s, %s, %s,"
+           " %s::json, %s::json, %s, %s, %s, %s, %s, %s)"),
+        (match_id, seq, row.event.type, row.event.schema_version, row.payload_json,
+         row.metadata_json, prev_hash, row.hash, row.salt, at.isoformat(sep=" ") if sqlite else at,
+         row.key_id, mac),
+    )  # fmt: skip
+
+
+@pytest.fixture
+def keyed(backend: Any) -> Iterator[tuple[EventStore, LogKeys]]:
+    """A store writing and checking rows under a log key, as a server's does."""
+    keys = LogKeys.generate()
+    s = open_store(backend.url, log_keys=keys)
+    yield s, keys
+    s.close()
+
+
+def test_a_row_whose_authenticator_fails_is_never_folded_nor_anything_after_it(
+    backend: Any, keyed: tuple[EventStore, LogKeys], caplog: pytest.LogCaptureFixture
+) -> None:
+    store, keys = keyed
+    seating = write(store, "seating", real_match(1))  # MatchCreated only
+    last = write(store, "other", real_match(2))[-1]
+    projection = MatchListProjection(store)
+    fold_all(projection, store, last)
+    before = {r.match_id: r for r in listing(projection)}
+    assert before["seating"].players == ["", "", ""]
+
+    mallory = SeatTaken(0, "mallory", "")
+    insert_row(backend, "seating", 2, mallory, seating[-1].hash)
+    forged = store.read_stream("seating")[-1]
+    # Even an authentic row after it (a key holder's) is not folded: the match stays put.
+    insert_row(backend, "seating", 3, SeatTaken(1, "trudy", ""), forged.hash, keys)
+    new = write(store, "new", real_match(3))
+    with caplog.at_level(logging.CRITICAL, logger="bergen.server.projections"):
+        fold_all(projection, store, new[-1])
+
+    after = {r.match_id: r for r in listing(projection)}
+    assert after["seating"] == before["seating"]
+    assert after["new"].version == len(new)
+    refusals = [r.getMessage() for r in caplog.records if r.levelno == logging.CRITICAL]
+    assert len(refusals) == 1, refusals
+    assert refusals[0].startswith("LOG TAMPERED: match seating seq 2 is not listed"), refusals
+    assert "authenticator does not verify" in refusals[0]
+
+    # Started again from the stored position, past the forged row: still nothing after it.
+    insert_row(backend, "seating", 4, SeatTaken(1, "trudy", ""), bytes(32), keys)
+    restarted = MatchListProjection(store)
+    last = write(store, "newer", real_match(1))[-1]
+    fold_all(restarted, store, last)
+    assert {r.match_id: r for r in listing(restarted)}["seating"] == before["seating"]
+
+
+def test_a_row_that_does_not_link_to_the_row_folded_before_it_is_not_folded(
+    backend: Any, keyed: tuple[EventStore, LogKeys]
+) -> None:
+    store, keys = keyed
+    seating = write(store, "seating", real_match(1))
+    projection = MatchListProjection(store)
+    fold_all(projection, store, seating[-1])
+
+    # A key holder's row at the right seq, chained to something else.
+    insert_row(backend, "seating", 2, SeatTaken(0, "mallory", ""), bytes(32), keys)
+    insert_row(backend, "made-up", 1, real_match(1)[0], secrets.token_bytes(32), keys)
+    last = write(store, "new", real_match(1))[-1]
+    fold_all(projection, store, last)
+
+    rows = {r.match_id: r for r in listing(projection)}
+    assert rows["seating"].players == ["", "", ""] and rows["seating"].version == 1
+    assert sorted(rows) == ["new", "seating"]
