@@ -5,12 +5,13 @@
 """
 
 from .codec import decode, encode
-from .commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat
+from .commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat, Timeout
 from .dealing import commitment, deal, deal_key, shuffle
 from .describe import describe, phrase
-from .engine import decide, execute
+from .engine import command_of, decide, execute, first_legal_play
 from .errors import (
     BergenError,
+    ClockViolation,
     ConcurrencyConflict,
     CorruptRecord,
     IllegalPlay,
@@ -38,14 +39,23 @@ from .events import (
     SeedRevealed,
     TileDrawn,
     TilePlayed,
+    TimedOut,
 )
 from .policies import POLICIES, greedy_policy, random_policy
 from .record import RECORD_FORMAT, build_record
 from .rules import PRESETS, RULES_VERSION, Rules, make_rules
+from .scoring import ranking
 from .state import ENDED, PLAYING, SEATING, State, evolve, fold
 from .tiles import ALL_TILES, End, Tile
-from .views import View, redact_event, redact_stream, view
-from .vocabulary import HandEndReason, MatchEndReason, Phase, PointsReason, StepKind
+from .views import Clock, View, redact_event, redact_stream, view
+from .vocabulary import (
+    ForfeitCause,
+    HandEndReason,
+    MatchEndReason,
+    Phase,
+    PointsReason,
+    StepKind,
+)
 
 __all__ = [
     "ALL_TILES",
@@ -59,6 +69,8 @@ __all__ = [
     "SEATING",
     "Abandon",
     "BergenError",
+    "Clock",
+    "ClockViolation",
     "Command",
     "ConcurrencyConflict",
     "CorruptRecord",
@@ -67,6 +79,7 @@ __all__ = [
     "Dealt",
     "End",
     "Event",
+    "ForfeitCause",
     "HandEndReason",
     "HandEnded",
     "IllegalPlay",
@@ -96,9 +109,12 @@ __all__ = [
     "Tile",
     "TileDrawn",
     "TilePlayed",
+    "TimedOut",
+    "Timeout",
     "Unauthenticated",
     "View",
     "build_record",
+    "command_of",
     "commitment",
     "deal",
     "deal_key",
@@ -108,11 +124,13 @@ __all__ = [
     "encode",
     "evolve",
     "execute",
+    "first_legal_play",
     "fold",
     "greedy_policy",
     "make_rules",
     "phrase",
     "random_policy",
+    "ranking",
     "redact_event",
     "redact_stream",
     "shuffle",

@@ -14,16 +14,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .commands import Abandon, CreateMatch, Play, TakeSeat
+from .commands import Abandon, CreateMatch, Play, Resign, TakeSeat, Timeout
 from .dealing import commitment
 from .engine import execute
 from .errors import BergenError, CorruptRecord
 from .events import Event
 from .record import RECORD_FORMAT, record_so_far
-from .rules import Rules
+from .rules import CLOCK_OPTIONS, Rules
 from .state import ENDED, PLAYING, SEATING, State
 from .tiles import End, Tile
-from .vocabulary import MatchEndReason, StepKind
+from .vocabulary import ForfeitCause, MatchEndReason, StepKind
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -145,7 +145,7 @@ def _shape(record: Any) -> None:
     if r["format"] != RECORD_FORMAT:
         raise _Reject("format", f"expected {RECORD_FORMAT!r}, got {r['format']!r}")
     _str(r["match_id"], "match_id")
-    _obj(
+    rules = _obj(
         r["rules"],
         "rules",
         {
@@ -159,7 +159,12 @@ def _shape(record: Any) -> None:
             "match_end",
             "target",
         },
+        frozenset(CLOCK_OPTIONS),
     )
+    # RECORD.md: the clock fields are on every action of a clocked match, and on no other.
+    clocked = rules.get("clock", "none") != "none"
+    timed = frozenset({"at_ms"}) if clocked else frozenset()
+    timed_play = frozenset({"clock_ms"}) if clocked else frozenset()
     for i, seat in enumerate(_list(r["seats"], "seats")):
         s = _obj(seat, f"seats[{i}]", {"name", "client_seed"})
         _str(s["name"], f"seats[{i}].name")
@@ -190,19 +195,30 @@ def _shape(record: Any) -> None:
                 raise _Reject(aw, f"expected an object, got {_kind(action)}")
             act = action.get("act")
             if act == StepKind.PLAY:
-                ac = _obj(action, aw, {"seat", "act", "tile", "end", "points"})
+                ac = _obj(
+                    action,
+                    aw,
+                    {"seat", "act", "tile", "end", "points"} | timed | ({"clock_ms"} & timed_play),
+                    frozenset({"auto"}) if clocked else frozenset(),
+                )
                 _tile(ac["tile"], f"{aw}: tile")
                 if ac["end"] not in (None, "left", "right"):
                     raise _Reject(f"{aw}: end", "expected 'left', 'right' or null")
                 _int(ac["points"], f"{aw}: points")
+                if clocked:
+                    _int(ac["clock_ms"], f"{aw}: clock_ms")
+                    if "auto" in ac and ac["auto"] is not True:
+                        raise _Reject(f"{aw}: auto", "expected true (or no auto field)")
             elif act == StepKind.DRAW:
-                ac = _obj(action, aw, {"seat", "act", "tile"})
+                ac = _obj(action, aw, {"seat", "act", "tile"} | timed)
                 _tile(ac["tile"], f"{aw}: tile")
             elif act == StepKind.PASS:
-                ac = _obj(action, aw, {"seat", "act"})
+                ac = _obj(action, aw, {"seat", "act"} | timed)
             else:
                 raise _Reject(f"{aw}: act", f"expected play, draw or pass, got {act!r}")
             _int(ac["seat"], f"{aw}: seat")
+            if clocked:
+                _int(ac["at_ms"], f"{aw}: at_ms")
         if hd["end"] is not None:
             e = _obj(hd["end"], f"{where}: end", {"reason", "side", "points"})
             _str(e["reason"], f"{where}: end.reason")
@@ -210,9 +226,21 @@ def _shape(record: Any) -> None:
             _int(e["points"], f"{where}: end.points")
         for i, sc in enumerate(_list(hd["scores"], f"{where}: scores")):
             _int(sc, f"{where}: scores[{i}]")
-    res = _obj(r["result"], "result", {"reason", "winner_side", "scores"})
+    forfeit = isinstance(r["result"], dict) and r["result"].get("reason") == "forfeit"
+    res = _obj(
+        r["result"],
+        "result",
+        {"reason", "winner_side", "scores"}
+        | ({"forfeited_side", "cause"} | timed if forfeit else set()),
+    )
     _str(res["reason"], "result.reason")
     _int(res["winner_side"], "result.winner_side", nullable=True)
+    if forfeit:
+        _int(res["forfeited_side"], "result.forfeited_side")
+        if res["cause"] not in tuple(ForfeitCause):
+            raise _Reject("result.cause", f"expected timeout or resigned, got {res['cause']!r}")
+        if clocked:
+            _int(res["at_ms"], "result.at_ms")
     for i, sc in enumerate(_list(res["scores"], "result.scores")):
         _int(sc, f"result.scores[{i}]")
     if "log" in r:
@@ -290,11 +318,24 @@ def _replay(r: Mapping[str, Any], events: list[Event]) -> None:
                     where,
                     f"seat {state.turn} has a fitting tile and must play, not {action['act']}",
                 )
+            if action.get("auto"):
+                # The server's timeout: the rules check that the time was out and make the
+                # canonical play, which must then be the one recorded.
+                state = run(state, Timeout(action["seat"], action["at_ms"]), where)
+                continue
             end = None if action["end"] is None else End(action["end"])
-            state = run(state, Play(action["seat"], Tile.parse(action["tile"]), end), where)
+            play = Play(action["seat"], Tile.parse(action["tile"]), end, action.get("at_ms"))
+            state = run(state, play, where)
             continue
-        if r["result"]["reason"] == MatchEndReason.ABANDONED and hand_index == len(hands) - 1:
+        result = r["result"]
+        if result["reason"] == MatchEndReason.ABANDONED and hand_index == len(hands) - 1:
             state = run(state, Abandon(""), "result")
+            continue
+        if result["reason"] == MatchEndReason.FORFEIT and hand_index == len(hands) - 1:
+            state = run(state, _forfeit_command(state, result), "result")
+            if state.phase != ENDED:
+                _first_difference(r, events)
+                raise _Reject("result", "the rules give an automatic play here, not a forfeit")
             continue
         _first_difference(r, events)
         if state.phase == SEATING:
@@ -304,6 +345,20 @@ def _replay(r: Mapping[str, Any], events: list[Event]) -> None:
             f"the record stops here, but seat {state.turn} is to play",
         )
     _first_difference(r, events, whole=True)
+
+
+def _forfeit_command(state: State, result: Mapping[str, Any]) -> Timeout | Resign:
+    """The command that ends the match as the record's forfeit says: a timeout of the seat
+    to play, or a resignation by a seat of the forfeited side (which of the partners resigned
+    the record does not say, and the rules treat them alike)."""
+    at = result.get("at_ms")
+    if result["cause"] == ForfeitCause.TIMEOUT:
+        seat = state.turn if state.turn is not None else 0
+        return Timeout(seat, at if at is not None else -1)
+    side = result["forfeited_side"]
+    if not 0 <= side < len(state.sides):
+        raise _Reject("result.forfeited_side", f"there is no side {side}")
+    return Resign(state.sides[side][0], at)
 
 
 def _actions_in_hand(events: list[Event], hand: int) -> int:
@@ -413,9 +468,15 @@ def _describe(action: Mapping[str, Any]) -> str:
     """A record's action as written there (a tile as the record spells it, which an event
     would normalise, so `describe` of an event would hide the difference)."""
     seat = action.get("seat")
+    when = f" at {action['at_ms']} ms" if "at_ms" in action else ""
     if action.get("act") == StepKind.PLAY:
         end = action.get("end") or "lead"
-        return f"seat {seat} plays {action.get('tile')} ({end}) for {action.get('points')}"
+        auto = " automatically" if action.get("auto") else ""
+        clock = f", clock {action['clock_ms']} ms" if "clock_ms" in action else ""
+        return (
+            f"seat {seat} plays {action.get('tile')} ({end}){auto} for {action.get('points')}"
+            f"{when}{clock}"
+        )
     if action.get("act") == StepKind.DRAW:
-        return f"seat {seat} draws {action.get('tile')}"
-    return f"seat {seat} passes"
+        return f"seat {seat} draws {action.get('tile')}{when}"
+    return f"seat {seat} passes{when}"

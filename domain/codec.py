@@ -1,21 +1,30 @@
 """Events to and from JSON-able payloads, with versioned types and upcasting on read.
 
 Stored payloads are never rewritten: an old schema version is upgraded here when read.
+
+Schema version 2 added the clock fields (RULES.md section 11: `at_ms`, `clock_ms`, `auto`)
+and the forfeit's (`forfeited_side`, `cause`, `at_ms`) to some events. They are written only
+when set, and an event that sets none of them is written exactly as version 1 wrote it, with
+version 1: events of unclocked matches (every event stored before clocks existed among
+them) keep their bytes and so their hash chain. A version 1 payload reads as version 2 with
+those fields unset.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import Any, TypeVar
 
 from .errors import BergenError, CorruptRecord
 from .events import EVENT_TYPES, Event
 from .rules import Rules
 from .tiles import ALL_TILES, End, Tile
-from .vocabulary import HandEndReason, MatchEndReason, PointsReason, word
+from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason, word
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+BASE_VERSION = 1
+"""The version of a payload that sets none of the fields version 2 added."""
 
 # Each field's kind: how it is written in a payload.
 _KINDS: dict[str, str] = {
@@ -42,6 +51,11 @@ _KINDS: dict[str, str] = {
     "winner_side": "int?",
     "resigned_seat": "int?",
     "note": "str",
+    "at_ms": "int",
+    "clock_ms": "int",
+    "auto": "bool",
+    "forfeited_side": "int",
+    "cause": "forfeit_cause",
 }
 _OPTIONAL_SEAT = {"PointsScored"}
 _OPTIONAL_TILE = {"TileDrawn"}
@@ -53,8 +67,12 @@ _REASON_KINDS = {
 }
 
 _BY_NAME: dict[str, type[Event]] = {cls.__name__: cls for cls in EVENT_TYPES}
+_EXTRAS: dict[type[Event], dict[str, object]] = {
+    cls: {f.name: f.default for f in fields(cls) if f.default is not MISSING} for cls in EVENT_TYPES
+}
+"""Each type's fields of version 2, with the value that leaves them out of a payload."""
 _FIELDS: dict[type[Event], tuple[str, ...]] = {
-    cls: tuple(f.name for f in fields(cls)) for cls in EVENT_TYPES
+    cls: tuple(f.name for f in fields(cls) if f.name not in _EXTRAS[cls]) for cls in EVENT_TYPES
 }
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
@@ -165,7 +183,7 @@ def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return optional
 
 
-W = TypeVar("W", PointsReason, HandEndReason, MatchEndReason)
+W = TypeVar("W", PointsReason, HandEndReason, MatchEndReason, ForfeitCause)
 
 
 def _words(kind: type[W]) -> Callable[[Any], W]:
@@ -192,6 +210,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "points_reason": _words(PointsReason),
     "hand_end_reason": _words(HandEndReason),
     "match_end_reason": _words(MatchEndReason),
+    "forfeit_cause": _words(ForfeitCause),
 }
 
 
@@ -227,13 +246,24 @@ _NAMES: dict[type[Event], frozenset[str]] = {cls: frozenset(_FIELDS[cls]) for cl
 _DECODERS: dict[type[Event], tuple[tuple[str, Callable[[Any], Any]], ...]] = {
     cls: _decoder(cls) for cls in EVENT_TYPES
 }
+_EXTRA_DECODERS: dict[type[Event], dict[str, Callable[[Any], Any]]] = {
+    cls: {f: _CHECKS[_kind(cls.__name__, f)] for f in extras} for cls, extras in _EXTRAS.items()
+}
 
 
 def encode(event: Event) -> tuple[str, int, dict[str, Any]]:
-    """(type name, schema version, payload) of an event."""
-    name = type(event).__name__
-    payload = {f: _encode_value(_kind(name, f), getattr(event, f)) for f in _FIELDS[type(event)]}
-    return name, SCHEMA_VERSION, payload
+    """(type name, schema version, payload) of an event: version 1 when it sets none of the
+    fields version 2 added."""
+    cls = type(event)
+    name = cls.__name__
+    payload = {f: _encode_value(_kind(name, f), getattr(event, f)) for f in _FIELDS[cls]}
+    version = BASE_VERSION
+    for f, default in _EXTRAS[cls].items():
+        value = getattr(event, f)
+        if value != default:
+            payload[f] = _encode_value(_kind(name, f), value)
+            version = SCHEMA_VERSION
+    return name, version, payload
 
 
 def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
@@ -245,8 +275,8 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
     if cls is None:
         raise CorruptRecord(f"unknown event type {type_name!r}")
     if (
-        version == SCHEMA_VERSION
-        and type(version) is int
+        type(version) is int
+        and version in (BASE_VERSION, SCHEMA_VERSION)
         and type(payload) is dict
         and payload.keys() == _NAMES[cls]
     ):
@@ -259,21 +289,37 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
     while version < SCHEMA_VERSION:
         up = UPCASTERS.get((type_name, version))
         if up is None:
-            raise CorruptRecord(f"{type_name}: no upcaster from schema version {version}")
-        data = up(dict(data))
+            if version != BASE_VERSION:
+                raise CorruptRecord(f"{type_name}: no upcaster from schema version {version}")
+            # Version 2 only added fields that are left out when unset.
+            if data.keys() != _NAMES[cls]:
+                raise CorruptRecord(
+                    f"{type_name}: fields {sorted(map(str, data))} do not match "
+                    f"{sorted(_NAMES[cls])}"
+                )
+        else:
+            data = up(dict(data))
         version += 1
     if version != SCHEMA_VERSION:
         raise CorruptRecord(f"{type_name}: unknown schema version {version}")
-    if data.keys() != _NAMES[cls]:
+    keys = set(data.keys())
+    if not _NAMES[cls] <= keys or not keys - _NAMES[cls] <= _EXTRAS[cls].keys():
         raise CorruptRecord(
-            f"{type_name}: fields {sorted(map(str, data))} do not match {sorted(_NAMES[cls])}"
+            f"{type_name}: fields {sorted(map(str, data))} do not match "
+            f"{sorted(_NAMES[cls])} and any of {sorted(_EXTRAS[cls])}"
         )
     return _build(cls, type_name, data)
 
 
 def _build(cls: type[Event], type_name: str, data: Mapping[str, Any]) -> Event:
     try:
-        return cls(*[check(data[f]) for f, check in _DECODERS[cls]])
+        extras = _EXTRA_DECODERS[cls]
+        if len(data) == len(_DECODERS[cls]) or not extras:
+            return cls(*[check(data[f]) for f, check in _DECODERS[cls]])
+        return cls(
+            *[check(data[f]) for f, check in _DECODERS[cls]],
+            **{f: check(data[f]) for f, check in extras.items() if f in data},
+        )
     except CorruptRecord:
         raise
     except BergenError as e:

@@ -1,4 +1,13 @@
-"""Commands: what a caller asks for. `decide` accepts or refuses them."""
+"""Commands: what a caller asks for. `decide` accepts or refuses them.
+
+Time is an input (RULES.md section 11). In a clocked match every command that acts in play
+(`Play`, `Resign`, `Timeout`) carries `at_ms`, the server's reading when it decides it:
+whole milliseconds since the first deal of the match. The first deal is at 0 by definition
+(it is made by the `TakeSeat` that fills the last seat, which carries no time; before it
+there is no match time), and the forced actions a command causes are recorded at its
+`at_ms`. An `at_ms` earlier than the latest one recorded is taken as that one: time never
+runs backwards in a match, whichever server read it. Without a clock `at_ms` is ignored.
+"""
 
 from __future__ import annotations
 
@@ -34,16 +43,33 @@ class Play:
     seat: int
     tile: Tile
     end: End | None = None
+    at_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Resign:
+    """`seat` forfeits for its side (RULES.md section 11)."""
+
     seat: int
+    at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Timeout:
+    """`seat`'s clock has run out by `at_ms`: only the server sends it, when the state's
+    `due_at_ms` has come."""
+
+    seat: int
+    at_ms: int
 
 
 @dataclass(frozen=True, slots=True)
 class Abandon:
+    """The organiser stops the match. `resigned_seat` only replays a resignation recorded
+    before resignation was a forfeit, which ended the match this way."""
+
     reason: str = ""
+    resigned_seat: int | None = None
 
 
-Command = CreateMatch | TakeSeat | Play | Resign | Abandon
+Command = CreateMatch | TakeSeat | Play | Resign | Timeout | Abandon

@@ -25,9 +25,10 @@ from .events import (
     SeedRevealed,
     TileDrawn,
     TilePlayed,
+    TimedOut,
 )
 from .tiles import Tile
-from .vocabulary import HandEndReason, MatchEndReason, PointsReason, StepKind
+from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason, StepKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,8 @@ def step_kind(event: Event) -> StepKind | None:
         return StepKind.DRAW
     if isinstance(event, Passed):
         return StepKind.PASS
+    if isinstance(event, TimedOut):
+        return StepKind.TIMEOUT
     if isinstance(event, Dealt):
         return StepKind.DEAL
     if isinstance(event, HandEnded):
@@ -112,10 +115,32 @@ def hand_end_words(e: HandEnded) -> Phrase:
     return (f"the hand ends ({e.reason})",)
 
 
+def clock_words(ms: int) -> str:
+    """A clock reading: `8.5 s`, `2:05.0`."""
+    tenths = ms // 100
+    minutes, tenths = divmod(tenths, 600)
+    if minutes:
+        return f"{minutes}:{tenths // 10:02d}.{tenths % 10}"
+    return f"{tenths // 10}.{tenths % 10} s"
+
+
 def result_words(e: MatchEnded) -> Phrase:
-    """Who won, or why nobody did: `bob wins`, `abandoned, no winner (ann resigned)`."""
+    """Who won, or why nobody did: `bob wins`, `side 1 forfeits (ann resigned); side 0
+    wins`, `abandoned, no winner`."""
     if e.reason == MatchEndReason.TARGET and e.winner_side is not None:
         return (SideRef(e.winner_side), " wins")
+    if e.reason == MatchEndReason.FORFEIT and e.forfeited_side is not None:
+        why: Phrase
+        if e.cause == ForfeitCause.RESIGNED and e.resigned_seat is not None:
+            why = (" (", SeatRef(e.resigned_seat), " resigned)")
+        elif e.cause == ForfeitCause.TIMEOUT:
+            why = (" (out of time)",)
+        else:
+            why = ()
+        winner: Phrase = (
+            (SideRef(e.winner_side), " wins") if e.winner_side is not None else ("no winner",)
+        )
+        return (SideRef(e.forfeited_side), " forfeits", *why, "; ", *winner)
     if e.reason == MatchEndReason.ABANDONED:
         if e.resigned_seat is not None:
             return ("abandoned, no winner (", SeatRef(e.resigned_seat), " resigned)")
@@ -132,7 +157,11 @@ def phrase(e: Event) -> Phrase:
     if isinstance(e, TilePlayed):
         if e.end is None:
             return (SeatRef(e.seat), f" leads {e.tile}")
+        if e.auto:
+            return (SeatRef(e.seat), f" plays {e.tile} {e.end.value} automatically")
         return (SeatRef(e.seat), f" plays {e.tile} {e.end.value}")
+    if isinstance(e, TimedOut):
+        return (SeatRef(e.seat), f" runs out of time ({clock_words(e.at_ms)} into the match)")
     if isinstance(e, TileDrawn):
         return (SeatRef(e.seat), f" {draws_words((e.tile,))}")
     if isinstance(e, Passed):

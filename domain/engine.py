@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import unicodedata
 
-from .commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat
+from .commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat, Timeout
 from .dealing import SEED_BYTES, commitment, deal
 from .errors import (
+    ClockViolation,
     IllegalPlay,
     InvalidArgument,
     MatchNotInProgress,
@@ -32,12 +33,13 @@ from .events import (
     SeedRevealed,
     TileDrawn,
     TilePlayed,
+    TimedOut,
 )
 from .rules import Rules, make_rules
 from .scoring import BLOCKED_POINTS, blocked_winner, lead_of, play_award
 from .state import ENDED, PLAYING, SEATING, State, evolve
 from .tiles import End, Tile
-from .vocabulary import HandEndReason, MatchEndReason, PointsReason
+from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason
 
 MAX_NAME = 64
 MAX_CLIENT_SEED = 256
@@ -45,13 +47,15 @@ MAX_MATCH_ID = 64
 
 
 class _Run:
-    """Events decided so far and the state they lead to."""
+    """Events decided so far and the state they lead to; `at_ms` is the command's time in a
+    clocked match (None without a clock), given to every action it causes."""
 
-    __slots__ = ("events", "state")
+    __slots__ = ("at_ms", "events", "state")
 
     def __init__(self, state: State | None) -> None:
         self.state = state
         self.events: list[Event] = []
+        self.at_ms: int | None = None
 
     def emit(self, event: Event) -> State:
         self.events.append(event)
@@ -63,7 +67,8 @@ def decide(state: State | None, command: Command) -> tuple[Event, ...]:
     """The events `command` causes in `state` (None before the match exists).
 
     Raises InvalidArgument for a malformed command, RuleViolation (NotYourTurn,
-    IllegalPlay, SeatUnavailable, MatchNotInProgress) for one the rules refuse now.
+    IllegalPlay, SeatUnavailable, MatchNotInProgress, ClockViolation) for one the rules
+    refuse now.
     """
     return execute(state, command)[0]
 
@@ -79,9 +84,15 @@ def execute(state: State | None, command: Command) -> tuple[tuple[Event, ...], S
         )
     elif isinstance(command, Play):
         _check_play(state, command)
-        _play(run, command.seat, command.tile, _choose_end(state, command))
+        end = _choose_end(state, command)
+        if state.clocks:
+            run.at_ms = _time(state, command.at_ms)
+            _check_not_fallen(state, run.at_ms)
+        _play(run, command.seat, command.tile, end, chosen=True)
     elif isinstance(command, TakeSeat):
         _take_seat(run, state, command)
+    elif isinstance(command, Timeout):
+        _timeout(run, state, command)
     elif isinstance(command, Resign):
         _resign(run, state, command)
     elif isinstance(command, Abandon):
@@ -91,7 +102,16 @@ def execute(state: State | None, command: Command) -> tuple[tuple[Event, ...], S
                 reason="MATCH_ENDED",
                 match_id=state.match_id,
             )
-        _end_match(run, MatchEndReason.ABANDONED, None, None, _text(command.reason, "reason", 200))
+        seat = command.resigned_seat
+        if seat is not None and (
+            isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < state.seats
+        ):
+            raise InvalidArgument(
+                f"match {state.match_id} has no seat {shown(seat)}",
+                reason="NO_SUCH_SEAT",
+                match_id=state.match_id,
+            )
+        _end_match(run, MatchEndReason.ABANDONED, None, seat, _text(command.reason, "reason", 200))
     else:
         raise InvalidArgument(f"unknown command {type(command).__name__}", reason="UNKNOWN_COMMAND")
     assert run.state is not None
@@ -201,6 +221,8 @@ def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
             )
     after = run.emit(SeatTaken(seat=seat, name=name.strip(), client_seed=seed))
     if all(p is not None for p in after.players):
+        if after.clocks:
+            run.at_ms = 0  # match time starts with the first deal
         _start_hand(run, 1)
 
 
@@ -297,11 +319,68 @@ def _start_hand(run: _Run, number: int) -> None:
     _play(run, lead[0], lead[1], None)
 
 
-def _play(run: _Run, seat: int, tile: Tile, end: End | None) -> None:
+def _time(state: State, at_ms: object) -> int:
+    """The command's time in a clocked match: `at_ms`, or the latest time recorded if that
+    is later. Raises InvalidArgument when it is missing or not a whole number >= 0."""
+    if at_ms is None:
+        raise InvalidArgument(
+            f"match {state.match_id} is played on a clock: the command needs its at_ms",
+            reason="AT_MS_REQUIRED",
+            match_id=state.match_id,
+        )
+    if isinstance(at_ms, bool) or not isinstance(at_ms, int) or at_ms < 0:
+        raise InvalidArgument(
+            f"at_ms must be a whole number of milliseconds >= 0, got {shown(at_ms)}",
+            reason="INVALID_AT_MS",
+            match_id=state.match_id,
+        )
+    return at_ms if at_ms > state.at_ms else state.at_ms
+
+
+def _check_not_fallen(state: State, at_ms: int) -> None:
+    """Raises ClockViolation CLOCK_EXPIRED when the running clock has fallen by `at_ms`:
+    only the timeout may be recorded then."""
+    due = state.due_at_ms
+    if due is not None and at_ms >= due:
+        raise ClockViolation(
+            f"match {state.match_id}, hand {state.hand}: seat {state.running}'s time ran out "
+            f"at {due} ms (now {at_ms} ms); its timeout comes first",
+            reason="CLOCK_EXPIRED",
+            match_id=state.match_id,
+            seat=state.running,
+            due_at_ms=due,
+            at_ms=at_ms,
+        )
+
+
+def first_legal_play(state: State, seat: int) -> tuple[Tile, End] | None:
+    """The play a timeout makes for `seat` (RULES.md section 11): its first legal play in
+    canonical order, tiles 0-0 .. 6-6 and the left end before the right; None when it has
+    none."""
+    plays = state.legal_plays(seat)
+    if not plays:
+        return None
+    return min(plays, key=lambda p: (p[0].index, p[1] is not End.LEFT))
+
+
+def _play(
+    run: _Run, seat: int, tile: Tile, end: End | None, *, chosen: bool = False, auto: bool = False
+) -> None:
     before = run.state
     assert before is not None
     side = before.side_of(seat)
-    state = run.emit(TilePlayed(hand=before.hand, seat=seat, tile=tile, end=end))
+    at = run.at_ms
+    if at is None:
+        event = TilePlayed(hand=before.hand, seat=seat, tile=tile, end=end)
+    else:
+        if auto:
+            left = before.rules.clock_increment * 1000
+        elif chosen:
+            left = before.clock_left(seat, at) + before.rules.clock_increment * 1000
+        else:
+            left = before.clocks[seat]  # the forced lead takes no time and earns none
+        event = TilePlayed(before.hand, seat, tile, end, at, left, auto)
+    state = run.emit(event)
     assert state.ends is not None
     points, base, reason = play_award(
         state.rules, tile, state.ends, len(state.line), state.scores[side]
@@ -354,13 +433,13 @@ def _advance(run: _Run) -> None:
         if state.drawable > 0:
             limit = 1 if state.rules.draw == "one_then_pass" else state.drawable
             for _ in range(limit):
-                state = run.emit(TileDrawn(hand=state.hand, seat=seat, tile=state.boneyard[0]))
+                state = run.emit(TileDrawn(state.hand, seat, state.boneyard[0], run.at_ms))
                 if state.must_play is not None:
                     return
                 if _is_blocked(state):
                     _block(run)
                     return
-        run.emit(Passed(hand=state.hand, seat=seat))
+        run.emit(Passed(state.hand, seat, run.at_ms))
 
 
 def _block(run: _Run) -> None:
@@ -417,7 +496,13 @@ def _match_over_in_hand(run: _Run) -> None:
 
 
 def _end_match(
-    run: _Run, reason: MatchEndReason, winner: int | None, resigned: int | None, note: str
+    run: _Run,
+    reason: MatchEndReason,
+    winner: int | None,
+    resigned: int | None,
+    note: str,
+    forfeited: int | None = None,
+    cause: ForfeitCause | None = None,
 ) -> None:
     state = run.state
     assert state is not None and state.server_seed is not None
@@ -428,18 +513,110 @@ def _end_match(
             scores=state.scores,
             resigned_seat=resigned,
             note=note,
+            forfeited_side=forfeited,
+            cause=cause,
+            at_ms=run.at_ms if forfeited is not None else None,
         )
     )
     run.emit(SeedRevealed(server_seed=state.server_seed))
 
 
-def _resign(run: _Run, state: State, c: Resign) -> None:
-    if state.phase != PLAYING:
-        raise _not_being_played(state)
-    if isinstance(c.seat, bool) or not isinstance(c.seat, int) or not 0 <= c.seat < state.seats:
+def _forfeit(run: _Run, side: int, cause: ForfeitCause, resigned: int | None, note: str) -> None:
+    """RULES.md section 11: the match ends at once, scores stand, and the winner is the best
+    of the other sides (none on a tie for best)."""
+    state = run.state
+    assert state is not None
+    others = [i for i in range(len(state.scores)) if i != side]
+    top = max(state.scores[i] for i in others)
+    leaders = [i for i in others if state.scores[i] == top]
+    winner = leaders[0] if len(leaders) == 1 else None
+    _end_match(run, MatchEndReason.FORFEIT, winner, resigned, note, side, cause)
+
+
+def _seat_number(state: State, seat: object) -> int:
+    if isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < state.seats:
         raise InvalidArgument(
-            f"match {state.match_id} has no seat {shown(c.seat)}",
+            f"match {state.match_id} has no seat {shown(seat)}",
             reason="NO_SUCH_SEAT",
             match_id=state.match_id,
         )
-    _end_match(run, MatchEndReason.ABANDONED, None, c.seat, f"seat {c.seat} resigned")
+    return seat
+
+
+def _resign(run: _Run, state: State, c: Resign) -> None:
+    if state.phase != PLAYING:
+        raise _not_being_played(state)
+    seat = _seat_number(state, c.seat)
+    if state.clocks:
+        run.at_ms = _time(state, c.at_ms)
+        _check_not_fallen(state, run.at_ms)
+    _forfeit(run, state.side_of(seat), ForfeitCause.RESIGNED, seat, f"seat {seat} resigned")
+
+
+def _timeout(run: _Run, state: State, c: Timeout) -> None:
+    if not state.clocks:
+        raise ClockViolation(
+            f"match {state.match_id} is not played on a clock",
+            reason="NO_CLOCK",
+            match_id=state.match_id,
+        )
+    if state.phase != PLAYING or state.hand_over:
+        raise _not_being_played(state)
+    seat = _seat_number(state, c.seat)
+    at = _time(state, c.at_ms)
+    due = state.due_at_ms
+    if state.running != seat or due is None:
+        raise ClockViolation(
+            f"match {state.match_id}, hand {state.hand}: seat {seat}'s clock is not running "
+            f"(seat {state.running} is to play)",
+            reason="CLOCK_NOT_RUNNING",
+            match_id=state.match_id,
+            seat=seat,
+        )
+    if at < due:
+        raise ClockViolation(
+            f"match {state.match_id}, hand {state.hand}: seat {seat} has {due - at} ms left "
+            f"at {at} ms; its time runs out at {due} ms",
+            reason="CLOCK_NOT_EXPIRED",
+            match_id=state.match_id,
+            seat=seat,
+            due_at_ms=due,
+            at_ms=at,
+        )
+    run.at_ms = at
+    after = run.emit(TimedOut(hand=state.hand, seat=seat, at_ms=at))
+    rules = after.rules
+    if rules.on_timeout == "forfeit" or after.timeouts[seat] >= rules.timeouts_to_forfeit:
+        _forfeit(
+            run, after.side_of(seat), ForfeitCause.TIMEOUT, None, f"seat {seat} ran out of time"
+        )
+        return
+    play = first_legal_play(after, seat)
+    assert play is not None, "a running clock belongs to a seat with a play"
+    _play(run, seat, play[0], play[1], auto=True)
+
+
+def command_of(event: Event) -> Command | None:
+    """The command a server decided that starts with `event`, as it must be decided again
+    to give the same events (a stored log checked by the rules); None for an event only
+    ever caused by another (a deal, a draw, points, the end of a hand)."""
+    if isinstance(event, TilePlayed):
+        return Play(event.seat, event.tile, event.end, event.at_ms)
+    if isinstance(event, TimedOut):
+        return Timeout(event.seat, event.at_ms)
+    if isinstance(event, SeatTaken):
+        return TakeSeat(event.name, event.client_seed, event.seat)
+    if isinstance(event, MatchEnded):
+        if event.reason == MatchEndReason.FORFEIT and event.resigned_seat is not None:
+            return Resign(event.resigned_seat, event.at_ms)
+        # Abandoned; or a resignation recorded before resignation was a forfeit.
+        return Abandon(event.note, event.resigned_seat)
+    if isinstance(event, MatchCreated) and event.server_seed is not None:
+        try:
+            seed = bytes.fromhex(event.server_seed)
+        except ValueError:
+            return None
+        return CreateMatch(
+            event.match_id, event.seats, event.partnerships, event.rules, seed, event.name
+        )
+    return None

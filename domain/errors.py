@@ -159,6 +159,15 @@ class IllegalPlay(RuleViolation):
     default_reason = "ILLEGAL_PLAY"
 
 
+class ClockViolation(RuleViolation):
+    """A command of a clocked match that its time does not allow (RULES.md section 11): an
+    action once the running clock has fallen (`CLOCK_EXPIRED`: the timeout comes first), a
+    timeout before it has (`CLOCK_NOT_EXPIRED`), of a seat whose clock does not run
+    (`CLOCK_NOT_RUNNING`), or in a match without clocks (`NO_CLOCK`)."""
+
+    default_reason = "CLOCK_EXPIRED"
+
+
 class ConcurrencyConflict(BergenError):
     """The stream moved on since the caller read it; nothing was written."""
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from .rules import Rules
 from .tiles import End, Tile
-from .vocabulary import HandEndReason, MatchEndReason, PointsReason
+from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,25 +56,50 @@ class DealVoided:
 
 @dataclass(frozen=True, slots=True)
 class TilePlayed:
-    """A tile laid on the line; `end` is None for the first tile of a hand (the lead)."""
+    """A tile laid on the line; `end` is None for the first tile of a hand (the lead).
+
+    In a clocked match (RULES.md section 11) `at_ms` is when it was recorded, `clock_ms` the
+    seat's time left after it (increment included; unchanged by the forced lead), and `auto`
+    marks the play a timeout made for the seat. All three are unset without a clock.
+    """
 
     hand: int
     seat: int
     tile: Tile
     end: End | None
+    at_ms: int | None = None
+    clock_ms: int | None = None
+    auto: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class TileDrawn:
+    """`at_ms` is set in a clocked match only, as for every action."""
+
     hand: int
     seat: int
     tile: Tile | None
+    at_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Passed:
+    """`at_ms` is set in a clocked match only, as for every action."""
+
     hand: int
     seat: int
+    at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimedOut:
+    """`seat`'s clock ran out before its play (RULES.md section 11); what follows is the
+    automatic play, or the forfeit of its side. `at_ms` is when the server recorded it, at
+    or after the instant the clock fell."""
+
+    hand: int
+    seat: int
+    at_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +128,20 @@ class HandEnded:
 
 @dataclass(frozen=True, slots=True)
 class MatchEnded:
-    """`resigned_seat` is set when a seat resigned."""
+    """`resigned_seat` is set when a seat resigned.
+
+    A forfeit (RULES.md section 11) names the `forfeited_side` and its `cause`, and in a
+    clocked match `at_ms`; those three are unset for any other end.
+    """
 
     reason: MatchEndReason
     winner_side: int | None
     scores: tuple[int, ...]
     resigned_seat: int | None
     note: str
+    forfeited_side: int | None = None
+    cause: ForfeitCause | None = None
+    at_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +157,7 @@ Event = (
     | TilePlayed
     | TileDrawn
     | Passed
+    | TimedOut
     | PointsScored
     | HandEnded
     | MatchEnded
@@ -143,4 +176,5 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     HandEnded,
     MatchEnded,
     SeedRevealed,
+    TimedOut,
 )

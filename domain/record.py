@@ -81,23 +81,31 @@ def record_so_far(events: Sequence[Event]) -> tuple[dict[str, Any], State]:
             current["deals"][-1]["void"] = True
         elif isinstance(e, TilePlayed):
             assert current is not None
-            current["actions"].append(
-                {
-                    "seat": e.seat,
-                    "act": StepKind.PLAY.value,
-                    "tile": _tile(e.tile),
-                    "end": None if e.end is None else e.end.value,
-                    "points": 0,
-                }
-            )
+            action: dict[str, Any] = {
+                "seat": e.seat,
+                "act": StepKind.PLAY.value,
+                "tile": _tile(e.tile),
+                "end": None if e.end is None else e.end.value,
+                "points": 0,
+            }
+            if e.at_ms is not None:
+                action["at_ms"] = e.at_ms
+                action["clock_ms"] = e.clock_ms
+                if e.auto:
+                    action["auto"] = True
+            current["actions"].append(action)
         elif isinstance(e, TileDrawn):
             assert current is not None
-            current["actions"].append(
-                {"seat": e.seat, "act": StepKind.DRAW.value, "tile": _tile(e.tile)}
-            )
+            action = {"seat": e.seat, "act": StepKind.DRAW.value, "tile": _tile(e.tile)}
+            if e.at_ms is not None:
+                action["at_ms"] = e.at_ms
+            current["actions"].append(action)
         elif isinstance(e, Passed):
             assert current is not None
-            current["actions"].append({"seat": e.seat, "act": StepKind.PASS.value})
+            action = {"seat": e.seat, "act": StepKind.PASS.value}
+            if e.at_ms is not None:
+                action["at_ms"] = e.at_ms
+            current["actions"].append(action)
         elif isinstance(e, PointsScored):
             assert current is not None
             if e.reason in HEADER_REASONS:
@@ -113,6 +121,11 @@ def record_so_far(events: Sequence[Event]) -> tuple[dict[str, Any], State]:
                 "winner_side": e.winner_side,
                 "scores": list(e.scores),
             }
+            if e.forfeited_side is not None:
+                result["forfeited_side"] = e.forfeited_side
+                result["cause"] = None if e.cause is None else str(e.cause)
+                if e.at_ms is not None:
+                    result["at_ms"] = e.at_ms
         elif isinstance(e, SeedRevealed):
             server_seed = e.server_seed
     if state is None:

@@ -115,3 +115,20 @@ def _unique_best(keys: Sequence[object]) -> int | None:
     best = min(keys)  # type: ignore[type-var]
     winners = [i for i, k in enumerate(keys) if k == best]
     return winners[0] if len(winners) == 1 else None
+
+
+def ranking(
+    reason: str, scores: Sequence[int], forfeited_side: int | None = None
+) -> tuple[tuple[int, ...], ...] | None:
+    """The sides in rank order, best first, sides tied on score sharing a place: by score,
+    and after a forfeit (RULES.md section 11) the forfeiting side below every other whatever
+    its score. None for an abandoned match, which has no ranking."""
+    if reason == "abandoned":
+        return None
+    others = [side for side in range(len(scores)) if side != forfeited_side]
+    places: list[tuple[int, ...]] = []
+    for score in sorted({scores[side] for side in others}, reverse=True):
+        places.append(tuple(side for side in others if scores[side] == score))
+    if forfeited_side is not None:
+        places.append((forfeited_side,))
+    return tuple(places)

@@ -28,6 +28,7 @@ from .events import (
     SeedRevealed,
     TileDrawn,
     TilePlayed,
+    TimedOut,
 )
 from .rules import Rules
 from .tiles import FITS, RESERVE, End, Tile, side_of, sides_of
@@ -73,6 +74,11 @@ class State(NamedTuple):
     Tiles unknown to the viewer whose events were folded are `None`. `masks` holds each
     seat's known tiles as bits (Tile.bit), so "does this seat hold a fitting tile" is one
     operation.
+
+    Clocks (a clocked match only; empty tuples and None otherwise): `clocks` holds each
+    seat's time left in ms as of the last action, `clock_since` the `at_ms` of that action,
+    from when the seat to move (`turn`) spends its time, `timeouts` each seat's timeouts in
+    a row, and `at_ms` the latest `at_ms` recorded.
     """
 
     info: MatchInfo
@@ -90,6 +96,10 @@ class State(NamedTuple):
     hand_over: bool = True
     result: MatchEnded | None = None
     version: int = 0
+    clocks: tuple[int, ...] = ()
+    clock_since: int | None = None
+    timeouts: tuple[int, ...] = ()
+    at_ms: int = 0
 
     @property
     def match_id(self) -> str:
@@ -126,6 +136,42 @@ class State(NamedTuple):
     @property
     def sides(self) -> tuple[tuple[int, ...], ...]:
         return self.info.sides
+
+    @property
+    def clocked(self) -> bool:
+        return bool(self.clocks)
+
+    @property
+    def running(self) -> int | None:
+        """The seat whose clock runs now (it must choose a play), or None."""
+        if (
+            not self.clocks
+            or self.clock_since is None
+            or self.turn is None
+            or self.hand_over
+            or self.phase != PLAYING
+        ):
+            return None
+        return self.turn
+
+    @property
+    def due_at_ms(self) -> int | None:
+        """The `at_ms` at which the running clock falls (a timeout is then due), or None
+        when no clock runs."""
+        seat = self.running
+        if seat is None:
+            return None
+        assert self.clock_since is not None
+        return self.clock_since + self.clocks[seat]
+
+    def clock_left(self, seat: int, at_ms: int) -> int:
+        """`seat`'s time left in ms at `at_ms` (never below 0). Raises IndexError without
+        clocks."""
+        left = self.clocks[seat]
+        if seat == self.running:
+            assert self.clock_since is not None
+            left -= max(0, at_ms - self.clock_since)
+        return left if left > 0 else 0
 
     def side_of(self, seat: int) -> int:
         return side_of(seat, self.info.partnerships)
@@ -176,7 +222,16 @@ def _on_created(state: State | None, e: MatchCreated) -> State:
         players=(None,) * e.seats,
         sides=sides_of(e.seats, e.partnerships),
     )
-    return State(info, scores=(0,) * len(info.sides), version=1)
+    rules = info.rules
+    if rules.clock == "none":
+        return State(info, scores=(0,) * len(info.sides), version=1)
+    return State(
+        info,
+        scores=(0,) * len(info.sides),
+        version=1,
+        clocks=(rules.clock_initial * 1000,) * e.seats,
+        timeouts=(0,) * e.seats,
+    )
 
 
 def _on_seat(s: State, e: SeatTaken) -> State:
@@ -194,6 +249,7 @@ def _on_dealt(s: State, e: Dealt) -> State:
     return State(
         s.info, PLAYING, e.hand, e.attempt, e.hands, tuple(_mask(h) for h in e.hands),
         e.boneyard, (), None, None, None, s.scores, False, s.result, s.version + 1,
+        s.clocks, None, s.timeouts, s.at_ms,
     )  # fmt: skip
 
 
@@ -232,9 +288,17 @@ def _on_played(s: State, e: TilePlayed) -> State:
         right = tile.high if tile.low == old[1] else tile.low
         ends = (old[0], right, old[2], d)
         line = (*s.line, (old[1], right))
+    clocks, since, timeouts, at = s.clocks, s.clock_since, s.timeouts, s.at_ms
+    if e.at_ms is not None:
+        since = at = e.at_ms
+        if e.clock_ms is not None and clocks:
+            clocks = (*clocks[:seat], e.clock_ms, *clocks[seat + 1 :])
+        if not e.auto and e.end is not None and timeouts and timeouts[seat]:
+            timeouts = (*timeouts[:seat], 0, *timeouts[seat + 1 :])
     return State(
         s.info, s.phase, s.hand, s.attempt, tuple(hands), tuple(masks), s.boneyard, line,
         ends, (seat + 1) % s.info.seats, None, s.scores, s.hand_over, s.result, s.version + 1,
+        clocks, since, timeouts, at,
     )  # fmt: skip
 
 
@@ -255,11 +319,36 @@ def _on_drawn(s: State, e: TileDrawn) -> State:
     return State(
         s.info, s.phase, s.hand, s.attempt, tuple(hands), masks, s.boneyard[1:], s.line,
         s.ends, e.seat, must, s.scores, s.hand_over, s.result, s.version + 1,
+        s.clocks, s.clock_since if e.at_ms is None else e.at_ms, s.timeouts,
+        s.at_ms if e.at_ms is None else e.at_ms,
     )  # fmt: skip
 
 
 def _on_passed(s: State, e: Passed) -> State:
+    if e.at_ms is not None:
+        return s._replace(
+            turn=(e.seat + 1) % s.info.seats,
+            must_play=None,
+            version=s.version + 1,
+            clock_since=e.at_ms,
+            at_ms=e.at_ms,
+        )
     return s._replace(turn=(e.seat + 1) % s.info.seats, must_play=None, version=s.version + 1)
+
+
+def _on_timed_out(s: State, e: TimedOut) -> State:
+    if not s.clocks:
+        raise CorruptRecord(f"a timeout of seat {e.seat} in a match without clocks")
+    seat = e.seat
+    clocks = (*s.clocks[:seat], 0, *s.clocks[seat + 1 :])
+    timeouts = (*s.timeouts[:seat], s.timeouts[seat] + 1, *s.timeouts[seat + 1 :])
+    return s._replace(
+        clocks=clocks,
+        timeouts=timeouts,
+        clock_since=e.at_ms,
+        at_ms=e.at_ms,
+        version=s.version + 1,
+    )
 
 
 def _on_points(s: State, e: PointsScored) -> State:
@@ -276,7 +365,13 @@ def _on_hand_ended(s: State, e: HandEnded) -> State:
 
 def _on_match_ended(s: State, e: MatchEnded) -> State:
     return s._replace(
-        phase=ENDED, turn=None, must_play=None, hand_over=True, result=e, version=s.version + 1
+        phase=ENDED,
+        turn=None,
+        must_play=None,
+        hand_over=True,
+        result=e,
+        version=s.version + 1,
+        at_ms=s.at_ms if e.at_ms is None else e.at_ms,
     )
 
 
@@ -296,6 +391,7 @@ _HANDLERS: dict[type, Callable[[State, Any], State]] = {
     TilePlayed: _on_played,
     TileDrawn: _on_drawn,
     Passed: _on_passed,
+    TimedOut: _on_timed_out,
     PointsScored: _on_points,
     HandEnded: _on_hand_ended,
     MatchEnded: _on_match_ended,

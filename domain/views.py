@@ -17,6 +17,19 @@ from .vocabulary import Phase
 
 
 @dataclass(frozen=True, slots=True)
+class Clock:
+    """A seat's clock as of the last action: `left_ms` then, and while it runs the `at_ms`
+    it falls at (`left_ms` counts down from the last action's `at_ms` until then)."""
+
+    seat: int
+    left_ms: int
+    running: bool
+    falls_at_ms: int | None
+    timeouts: int
+    """Timeouts of this seat in a row."""
+
+
+@dataclass(frozen=True, slots=True)
 class View:
     """A viewer's knowledge of a match. `seat` is None for a spectator."""
 
@@ -46,6 +59,10 @@ class View:
     legal_plays: tuple[tuple[Tile, End], ...]
     result: MatchEnded | None
     version: int
+    clocks: tuple[Clock, ...] = ()
+    """Every seat's clock in a clocked match (empty without a clock)."""
+    at_ms: int = 0
+    """The latest `at_ms` recorded: when the clocks were last read."""
 
     @property
     def my_side(self) -> int | None:
@@ -91,6 +108,26 @@ def view(state: State, seat: int | None = None) -> View:
         legal_plays=state.legal_plays(seat) if seat is not None and mine else (),
         result=state.result,
         version=state.version,
+        clocks=clocks_of(state),
+        at_ms=state.at_ms,
+    )
+
+
+def clocks_of(state: State) -> tuple[Clock, ...]:
+    """Every seat's clock (empty without a clock)."""
+    if not state.clocks:
+        return ()
+    running = state.running
+    due = state.due_at_ms
+    return tuple(
+        Clock(
+            seat=seat,
+            left_ms=left,
+            running=seat == running,
+            falls_at_ms=due if seat == running else None,
+            timeouts=state.timeouts[seat],
+        )
+        for seat, left in enumerate(state.clocks)
     )
 
 

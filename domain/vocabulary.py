@@ -54,11 +54,21 @@ class HandEndReason(StrEnum):
 
 
 class MatchEndReason(StrEnum):
-    """Why a match ended: a side reached the target, or it was abandoned (by the organiser,
-    or a seat resigned; the free-text why is the MatchEnded event's `note`)."""
+    """Why a match ended: a side reached the target, a side forfeited (RULES.md section 11:
+    a timeout, or a seat resigned), or it was abandoned by the organiser (the free-text why is
+    the MatchEnded event's `note`; matches recorded before resignation was a forfeit have a
+    resignation as `abandoned` with a `resigned_seat`)."""
 
     TARGET = "target"
     ABANDONED = "abandoned"
+    FORFEIT = "forfeit"
+
+
+class ForfeitCause(StrEnum):
+    """Why a side forfeited (RULES.md section 11)."""
+
+    TIMEOUT = "timeout"
+    RESIGNED = "resigned"
 
 
 class StepKind(StrEnum):
@@ -72,6 +82,7 @@ class StepKind(StrEnum):
     PASS = "pass"
     HAND_END = "hand_end"
     MATCH_END = "match_end"
+    TIMEOUT = "timeout"
 
 
 ACTIONS = frozenset({StepKind.LEAD, StepKind.PLAY, StepKind.DRAW, StepKind.PASS})

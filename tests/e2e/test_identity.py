@@ -201,7 +201,10 @@ def test_a_seat_token_resigns_its_own_seat_and_the_match_ends_without_a_winner(
     answer = client.resign(table.match_id, table.tokens[seat])
     assert answer.view.phase == pb.PHASE_ENDED
     assert answer.view.result.resigned_seat == seat
-    assert not answer.view.result.HasField("winner_side")
+    # Resignation is a forfeit (RULES.md section 11): with two seats the other one wins.
+    assert answer.view.result.reason == pb.MATCH_END_REASON_FORFEIT
+    assert answer.view.result.forfeited_side == seat
+    assert answer.view.result.winner_side == 1 - seat
 
 
 def test_abandoning_a_match_needs_the_organiser_token(

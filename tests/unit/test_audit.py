@@ -87,7 +87,7 @@ def test_an_honest_record_passes_and_gives_back_the_match_events(n: int) -> None
 @pytest.mark.parametrize("how", ["resign", "abandon"])
 def test_a_resigned_or_abandoned_match_passes(how: str) -> None:
     events, record = stopped(how)
-    assert record["result"]["reason"] == "abandoned"
+    assert record["result"]["reason"] == ("forfeit" if how == "resign" else "abandoned")
     verdict = replay_record(record)
     assert verdict.ok, verdict.line()
     assert len(verdict.events) == len(events)

@@ -16,7 +16,7 @@ from bergen.domain import events as ev
 from bergen.domain.errors import CorruptRecord, InvalidArgument, InvalidOptions
 from bergen.domain.policies import greedy_policy, random_policy
 from bergen.domain.rules import CHOICES, PRESETS, make_rules
-from bergen.domain.simulation import play_match
+from bergen.domain.simulation import Timing, play_match
 from bergen.domain.tiles import End
 from bergen.domain.vocabulary import HandEndReason, MatchEndReason, Phase, PointsReason
 from bergen.v1 import bergen_pb2 as pb
@@ -193,3 +193,77 @@ def test_a_time_goes_out_as_a_timestamp_and_comes_back_in_utc():
 def test_a_time_without_a_zone_is_refused():
     with pytest.raises(ValueError, match="without a zone"):
         convert.timestamp_out(datetime(2026, 11, 30, 18, 5))
+
+
+# ----- clocks and forfeits ----------------------------------------------------------------
+
+
+CLOCKED = {
+    "clock": "fischer",
+    "clock_initial": 45,
+    "clock_increment": 0,
+    "on_timeout": "forfeit",
+    "timeouts_to_forfeit": 2,
+}
+
+
+def test_clocked_rules_and_clock_options_go_out_and_come_back_the_same():
+    rules = make_rules(3, False, "pips", CLOCKED)
+    assert convert.rules_in(convert.rules_out(rules)) == rules
+    assert convert.options_in(convert.options_out(CLOCKED)) == CLOCKED
+    unclocked = convert.rules_out(make_rules(2, False))
+    assert unclocked.clock == pb.CLOCK_NONE and unclocked.clock_initial == 0
+    unclocked.ClearField("clock")  # as a server without clocks sends it
+    assert convert.rules_in(unclocked) == make_rules(2, False)
+
+
+def test_every_event_of_a_clocked_match_goes_out_and_comes_back_the_same():
+    events, _ = play_match(
+        "conv-2",
+        make_rules(3, False, "standard", {"clock": "fischer", "clock_initial": 10}),
+        3,
+        False,
+        bytes(32),
+        [greedy_policy, random_policy, random_policy],
+        random.Random(8),
+        timing=Timing(think_ms=(100, 3000), stall=0.2),
+    )
+    kinds = set()
+    for seq, e in enumerate(events, 1):
+        expected = dataclasses.replace(e, server_seed=None) if isinstance(e, ev.MatchCreated) else e
+        assert convert.event_in(convert.event_out(seq, e)) == (seq, expected)
+        kinds.add(type(e))
+    assert {ev.TimedOut, ev.TilePlayed, ev.MatchEnded} <= kinds
+
+
+@pytest.mark.parametrize(
+    "ended",
+    [
+        ev.MatchEnded(MatchEndReason.FORFEIT, 0, (3, 4), 1, "seat 1 resigned", 1, "resigned"),
+        ev.MatchEnded(MatchEndReason.FORFEIT, None, (3, 3, 1), None, "", 2, "timeout", 9_001),
+    ],
+)
+def test_a_forfeit_comes_back_with_its_side_cause_and_time(ended):
+    msg = convert.result_out(ended)
+    assert msg.reason == pb.MATCH_END_REASON_FORFEIT
+    assert convert.result_in(msg) == ended
+
+
+def test_the_view_carries_every_seats_clock():
+    from bergen.domain.commands import CreateMatch, Play, TakeSeat
+    from bergen.domain.engine import execute
+    from bergen.domain.views import view
+
+    rules = make_rules(2, False, "standard", {"clock": "fischer", "clock_initial": 10})
+    _, state = execute(None, CreateMatch("v", 2, False, rules, bytes(32)))
+    for seat in range(2):
+        _, state = execute(state, TakeSeat(f"p{seat}", "", seat))
+    seat = state.turn
+    tile, end = state.legal_plays(seat)[0]
+    _, state = execute(state, Play(seat, tile, end, 2500))
+    msg = convert.view_out(view(state, 0))
+    assert msg.at_ms == 2500
+    clocks = {c.seat: c for c in msg.clocks}
+    assert clocks[seat].left_ms == 10_000 - 2500 + 5000 and not clocks[seat].running
+    other = clocks[1 - seat]
+    assert other.running and other.falls_at_ms == 2500 + 10_000

@@ -26,10 +26,17 @@ from bergen.domain.events import (
     SeedRevealed,
     TileDrawn,
     TilePlayed,
+    TimedOut,
 )
 from bergen.domain.rules import make_rules
 from bergen.domain.tiles import End
-from bergen.domain.vocabulary import HandEndReason, MatchEndReason, PointsReason, StepKind
+from bergen.domain.vocabulary import (
+    ForfeitCause,
+    HandEndReason,
+    MatchEndReason,
+    PointsReason,
+    StepKind,
+)
 
 from .support import T, tiles
 
@@ -69,6 +76,23 @@ CASES: list[tuple[Event, str]] = [
     (
         MatchEnded(MatchEndReason.ABANDONED, None, (0, 2), 1, "seat 1 resigned"),
         "the match ends: abandoned, no winner (seat 1 resigned); scores 0-2",
+    ),
+    (
+        MatchEnded(
+            MatchEndReason.FORFEIT, 0, (3, 2), 1, "seat 1 resigned", 1, ForfeitCause.RESIGNED
+        ),
+        "the match ends: side 1 forfeits (seat 1 resigned); side 0 wins; scores 3-2",
+    ),
+    (
+        MatchEnded(
+            MatchEndReason.FORFEIT, None, (4, 0, 4), None, "", 1, ForfeitCause.TIMEOUT, 9000
+        ),
+        "the match ends: side 1 forfeits (out of time); no winner; scores 4-0-4",
+    ),
+    (TimedOut(3, 1, 125_300), "seat 1 runs out of time (2:05.3 into the match)"),
+    (
+        TilePlayed(2, 0, T("0-1"), End.LEFT, 11_000, 2000, True),
+        "seat 0 plays 0-1 left automatically",
     ),
     (
         MatchEnded(MatchEndReason.ABANDONED, None, (0, 0), None, "rain"),

@@ -207,7 +207,8 @@ def test_resign_ends_the_match_and_reveals_the_seed(case2):
     events = case2.do(Resign(1))
     ended = events[0]
     assert isinstance(ended, MatchEnded)
-    assert (ended.reason, ended.winner_side, ended.resigned_seat) == ("abandoned", None, 1)
+    assert (ended.reason, ended.winner_side, ended.resigned_seat) == ("forfeit", 0, 1)
+    assert (ended.forfeited_side, ended.cause) == (1, "resigned")
     assert isinstance(events[-1], SeedRevealed) and events[-1].server_seed == SEED.hex()
     refused(case2, Resign(0), MatchNotInProgress)
 
@@ -241,6 +242,7 @@ STATUS_AND_REASON = {
     errors.SeatUnavailable: ("FAILED_PRECONDITION", "SEAT_TAKEN"),
     errors.NotYourTurn: ("FAILED_PRECONDITION", "NOT_YOUR_TURN"),
     errors.IllegalPlay: ("FAILED_PRECONDITION", "ILLEGAL_PLAY"),
+    errors.ClockViolation: ("FAILED_PRECONDITION", "CLOCK_EXPIRED"),
     errors.ConcurrencyConflict: ("ABORTED", "STALE_VERSION"),
     errors.StorageUnavailable: ("UNAVAILABLE", "STORAGE_UNAVAILABLE"),
     errors.ResourceExhausted: ("RESOURCE_EXHAUSTED", "RESOURCE_EXHAUSTED"),

@@ -24,6 +24,7 @@ from bergen.domain.events import (
     SeedRevealed,
     TileDrawn,
     TilePlayed,
+    TimedOut,
 )
 from bergen.domain.rules import make_rules
 from bergen.domain.state import ENDED, evolve, fold
@@ -51,8 +52,9 @@ def every_type_stream(crafted_deals) -> Game:
 
 def test_fold_of_one_of_every_event_type(crafted_deals):
     g = every_type_stream(crafted_deals)
-    assert {type(e) for e in g.events} == set(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 11
+    # A timeout needs a clock: test_clocks folds a clocked stream with one.
+    assert {type(e) for e in g.events} == set(EVENT_TYPES) - {TimedOut}
+    assert len(EVENT_TYPES) == 12
     state = fold(g.events)
     assert state == g.s
     assert state.phase == ENDED
@@ -78,6 +80,23 @@ SAMPLES = [
     HandEnded(4, "domino", 1, 2, (3, 6)),
     MatchEnded("target", 1, (9, 15), None, ""),
     MatchEnded("abandoned", None, (0, 0), 1, "seat 1 resigned"),
+    MatchCreated(
+        "m",
+        2,
+        False,
+        make_rules(2, False, "standard", {"clock": "fischer", "clock_initial": 60}),
+        "ab" * 32,
+        "",
+        None,
+    ),
+    TilePlayed(1, 0, T("3-3"), None, 0, 60_000),
+    TilePlayed(1, 1, T("3-5"), End.LEFT, 4500, 8500),
+    TilePlayed(1, 1, T("0-5"), End.RIGHT, 11_000, 2000, True),
+    TileDrawn(1, 1, None, 700),
+    Passed(2, 3, 0),
+    TimedOut(2, 1, 11_000),
+    MatchEnded("forfeit", 0, (3, 4), 1, "seat 1 resigned", 1, "resigned"),
+    MatchEnded("forfeit", None, (3, 3, 2), None, "", 2, "timeout", 31_250),
     SeedRevealed("cd" * 32),
 ]
 

@@ -14,6 +14,7 @@ from bergen.domain.events import HandEnded, MatchEnded, PointsScored
 from bergen.domain.record import build_record
 from bergen.domain.state import fold
 from bergen.domain.vocabulary import (
+    ForfeitCause,
     HandEndReason,
     MatchEndReason,
     Phase,
@@ -36,7 +37,8 @@ def test_each_enum_keeps_the_words_of_records_and_stored_events() -> None:
         "blocked",
     ]
     assert [m.value for m in HandEndReason] == ["domino", "blocked", "match_over"]
-    assert [m.value for m in MatchEndReason] == ["target", "abandoned"]
+    assert [m.value for m in MatchEndReason] == ["target", "abandoned", "forfeit"]
+    assert [m.value for m in ForfeitCause] == ["timeout", "resigned"]
     assert {StepKind.PLAY.value, StepKind.DRAW.value, StepKind.PASS.value} == {
         "play",
         "draw",

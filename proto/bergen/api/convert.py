@@ -20,7 +20,13 @@ from bergen.domain.errors import CorruptRecord, InvalidArgument, InvalidOptions
 from bergen.domain.rules import Rules
 from bergen.domain.tiles import End, Tile
 from bergen.domain.views import View
-from bergen.domain.vocabulary import HandEndReason, MatchEndReason, Phase, PointsReason
+from bergen.domain.vocabulary import (
+    ForfeitCause,
+    HandEndReason,
+    MatchEndReason,
+    Phase,
+    PointsReason,
+)
 from bergen.v1 import bergen_pb2 as pb
 
 W = TypeVar("W", bound=str)
@@ -115,7 +121,20 @@ MATCH_END_REASON = Words(
     {
         MatchEndReason.TARGET: pb.MATCH_END_REASON_TARGET,
         MatchEndReason.ABANDONED: pb.MATCH_END_REASON_ABANDONED,
+        MatchEndReason.FORFEIT: pb.MATCH_END_REASON_FORFEIT,
     },
+)
+FORFEIT_CAUSE = Words(
+    "forfeit cause",
+    {
+        ForfeitCause.TIMEOUT: pb.FORFEIT_CAUSE_TIMEOUT,
+        ForfeitCause.RESIGNED: pb.FORFEIT_CAUSE_RESIGNED,
+    },
+)
+# RULES.md sections 9 and 11.
+CLOCK = Words("clock", {"none": pb.CLOCK_NONE, "fischer": pb.CLOCK_FISCHER})
+ON_TIMEOUT = Words(
+    "on_timeout", {"autoplay": pb.ON_TIMEOUT_AUTOPLAY, "forfeit": pb.ON_TIMEOUT_FORFEIT}
 )
 
 # The rule options that are words, by option name.
@@ -125,8 +144,17 @@ OPTION_WORDS: Mapping[str, Words[str, Any]] = {
     "blocked": BLOCKED,
     "endgame_reduction": ENDGAME_REDUCTION,
     "match_end": MATCH_END,
+    "clock": CLOCK,
+    "on_timeout": ON_TIMEOUT,
 }
-_NUMBER_OPTIONS = ("double_bonus", "domino_points", "target")
+_NUMBER_OPTIONS = (
+    "double_bonus",
+    "domino_points",
+    "target",
+    "clock_initial",
+    "clock_increment",
+    "timeouts_to_forfeit",
+)
 
 PHASES: Mapping[str, pb.Phase] = PHASE.numbers
 PHASE_NAMES: Mapping[int, str] = PHASE.words
@@ -179,7 +207,7 @@ def timestamp_in(ts: Timestamp) -> datetime:
 
 
 def rules_out(r: Rules) -> pb.Rules:
-    return pb.Rules(
+    msg = pb.Rules(
         preset=PRESET.out(r.preset),
         lead=LEAD.out(r.lead),
         draw=DRAW.out(r.draw),
@@ -189,7 +217,14 @@ def rules_out(r: Rules) -> pb.Rules:
         endgame_reduction=ENDGAME_REDUCTION.out(r.endgame_reduction),
         match_end=MATCH_END.out(r.match_end),
         target=r.target,
+        clock=CLOCK.out(r.clock),
     )
+    if r.clocked:
+        msg.clock_initial = r.clock_initial
+        msg.clock_increment = r.clock_increment
+        msg.on_timeout = ON_TIMEOUT.out(r.on_timeout)
+        msg.timeouts_to_forfeit = r.timeouts_to_forfeit
+    return msg
 
 
 def rules_in(msg: pb.Rules, error: type[InvalidArgument] = CorruptRecord) -> Rules:
@@ -204,7 +239,21 @@ def rules_in(msg: pb.Rules, error: type[InvalidArgument] = CorruptRecord) -> Rul
         endgame_reduction=ENDGAME_REDUCTION.into(msg.endgame_reduction, error),
         match_end=MATCH_END.into(msg.match_end, error),
         target=msg.target,
+        **_clock_in(msg, error),
     )
+
+
+def _clock_in(msg: pb.Rules, error: type[InvalidArgument]) -> dict[str, Any]:
+    # A server without clocks leaves `clock` unset: no clock.
+    if msg.clock in (pb.CLOCK_UNSPECIFIED, pb.CLOCK_NONE):
+        return {}
+    return {
+        "clock": CLOCK.into(msg.clock, error),
+        "clock_initial": msg.clock_initial,
+        "clock_increment": msg.clock_increment,
+        "on_timeout": ON_TIMEOUT.into(msg.on_timeout, error),
+        "timeouts_to_forfeit": msg.timeouts_to_forfeit,
+    }
 
 
 def preset_in(value: int) -> str | None:
@@ -256,6 +305,12 @@ def result_out(r: ev.MatchEnded) -> pb.Result:
         msg.winner_side = r.winner_side
     if r.resigned_seat is not None:
         msg.resigned_seat = r.resigned_seat
+    if r.forfeited_side is not None:
+        msg.forfeited_side = r.forfeited_side
+    if r.cause is not None:
+        msg.cause = FORFEIT_CAUSE.out(r.cause)
+    if r.at_ms is not None:
+        msg.at_ms = r.at_ms
     return msg
 
 
@@ -276,7 +331,13 @@ def view_out(v: View) -> pb.MatchView:
         scores=list(v.scores),
         legal_plays=[pb.LegalPlay(tile=tile_out(t), end=ENDS[e]) for t, e in v.legal_plays],
         version=v.version,
+        at_ms=v.at_ms,
     )
+    for c in v.clocks:
+        clock = pb.SeatClock(seat=c.seat, left_ms=c.left_ms, running=c.running, timeouts=c.timeouts)
+        if c.falls_at_ms is not None:
+            clock.falls_at_ms = c.falls_at_ms
+        msg.clocks.append(clock)
     for seat, name in enumerate(v.players):
         msg.seats.append(
             pb.SeatInfo(
@@ -337,16 +398,28 @@ def event_out(seq: int, e: ev.Event) -> pb.Event:
     elif isinstance(e, ev.DealVoided):
         msg.deal_voided.CopyFrom(pb.DealVoided(hand=e.hand, attempt=e.attempt))
     elif isinstance(e, ev.TilePlayed):
-        msg.tile_played.CopyFrom(
-            pb.TilePlayed(hand=e.hand, seat=e.seat, tile=tile_out(e.tile), end=ENDS[e.end])
+        played = pb.TilePlayed(
+            hand=e.hand, seat=e.seat, tile=tile_out(e.tile), end=ENDS[e.end], auto=e.auto
         )
+        if e.at_ms is not None:
+            played.at_ms = e.at_ms
+        if e.clock_ms is not None:
+            played.clock_ms = e.clock_ms
+        msg.tile_played.CopyFrom(played)
     elif isinstance(e, ev.TileDrawn):
         drawn = pb.TileDrawn(hand=e.hand, seat=e.seat)
         if e.tile is not None:
             drawn.tile.CopyFrom(tile_out(e.tile))
+        if e.at_ms is not None:
+            drawn.at_ms = e.at_ms
         msg.tile_drawn.CopyFrom(drawn)
     elif isinstance(e, ev.Passed):
-        msg.passed.CopyFrom(pb.Passed(hand=e.hand, seat=e.seat))
+        passed = pb.Passed(hand=e.hand, seat=e.seat)
+        if e.at_ms is not None:
+            passed.at_ms = e.at_ms
+        msg.passed.CopyFrom(passed)
+    elif isinstance(e, ev.TimedOut):
+        msg.timed_out.CopyFrom(pb.TimedOut(hand=e.hand, seat=e.seat, at_ms=e.at_ms))
     elif isinstance(e, ev.PointsScored):
         scored = pb.PointsScored(
             hand=e.hand,
@@ -386,6 +459,9 @@ def result_in(msg: pb.Result) -> ev.MatchEnded:
         scores=tuple(msg.scores),
         resigned_seat=msg.resigned_seat if msg.HasField("resigned_seat") else None,
         note=msg.note,
+        forfeited_side=msg.forfeited_side if msg.HasField("forfeited_side") else None,
+        cause=None if msg.cause == 0 else FORFEIT_CAUSE.into(msg.cause, CorruptRecord),
+        at_ms=msg.at_ms if msg.HasField("at_ms") else None,
     )
 
 
@@ -416,12 +492,29 @@ def event_in(msg: pb.Event) -> tuple[int, ev.Event]:
         return msg.seq, ev.DealVoided(msg.deal_voided.hand, msg.deal_voided.attempt)
     if kind == "tile_played":
         p = msg.tile_played
-        return msg.seq, ev.TilePlayed(p.hand, p.seat, tile(p.tile), end_in(p.end, CorruptRecord))
+        return msg.seq, ev.TilePlayed(
+            p.hand,
+            p.seat,
+            tile(p.tile),
+            end_in(p.end, CorruptRecord),
+            p.at_ms if p.HasField("at_ms") else None,
+            p.clock_ms if p.HasField("clock_ms") else None,
+            p.auto,
+        )
     if kind == "tile_drawn":
         t = msg.tile_drawn
-        return msg.seq, ev.TileDrawn(t.hand, t.seat, tile(t.tile) if t.HasField("tile") else None)
+        return msg.seq, ev.TileDrawn(
+            t.hand,
+            t.seat,
+            tile(t.tile) if t.HasField("tile") else None,
+            t.at_ms if t.HasField("at_ms") else None,
+        )
     if kind == "passed":
-        return msg.seq, ev.Passed(msg.passed.hand, msg.passed.seat)
+        a = msg.passed
+        return msg.seq, ev.Passed(a.hand, a.seat, a.at_ms if a.HasField("at_ms") else None)
+    if kind == "timed_out":
+        o = msg.timed_out
+        return msg.seq, ev.TimedOut(o.hand, o.seat, o.at_ms)
     if kind == "points_scored":
         p2 = msg.points_scored
         return msg.seq, ev.PointsScored(

@@ -65,11 +65,30 @@ class MatchEnd(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MATCH_END_INSTANT: _ClassVar[MatchEnd]
     MATCH_END_END_OF_HAND: _ClassVar[MatchEnd]
 
+class Clock(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLOCK_UNSPECIFIED: _ClassVar[Clock]
+    CLOCK_NONE: _ClassVar[Clock]
+    CLOCK_FISCHER: _ClassVar[Clock]
+
+class OnTimeout(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ON_TIMEOUT_UNSPECIFIED: _ClassVar[OnTimeout]
+    ON_TIMEOUT_AUTOPLAY: _ClassVar[OnTimeout]
+    ON_TIMEOUT_FORFEIT: _ClassVar[OnTimeout]
+
 class MatchEndReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     MATCH_END_REASON_UNSPECIFIED: _ClassVar[MatchEndReason]
     MATCH_END_REASON_TARGET: _ClassVar[MatchEndReason]
     MATCH_END_REASON_ABANDONED: _ClassVar[MatchEndReason]
+    MATCH_END_REASON_FORFEIT: _ClassVar[MatchEndReason]
+
+class ForfeitCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FORFEIT_CAUSE_UNSPECIFIED: _ClassVar[ForfeitCause]
+    FORFEIT_CAUSE_TIMEOUT: _ClassVar[ForfeitCause]
+    FORFEIT_CAUSE_RESIGNED: _ClassVar[ForfeitCause]
 
 class PointsReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -117,9 +136,19 @@ ENDGAME_REDUCTION_OFF: EndgameReduction
 MATCH_END_UNSPECIFIED: MatchEnd
 MATCH_END_INSTANT: MatchEnd
 MATCH_END_END_OF_HAND: MatchEnd
+CLOCK_UNSPECIFIED: Clock
+CLOCK_NONE: Clock
+CLOCK_FISCHER: Clock
+ON_TIMEOUT_UNSPECIFIED: OnTimeout
+ON_TIMEOUT_AUTOPLAY: OnTimeout
+ON_TIMEOUT_FORFEIT: OnTimeout
 MATCH_END_REASON_UNSPECIFIED: MatchEndReason
 MATCH_END_REASON_TARGET: MatchEndReason
 MATCH_END_REASON_ABANDONED: MatchEndReason
+MATCH_END_REASON_FORFEIT: MatchEndReason
+FORFEIT_CAUSE_UNSPECIFIED: ForfeitCause
+FORFEIT_CAUSE_TIMEOUT: ForfeitCause
+FORFEIT_CAUSE_RESIGNED: ForfeitCause
 POINTS_REASON_UNSPECIFIED: PointsReason
 POINTS_REASON_DOUBLE_HEADER: PointsReason
 POINTS_REASON_TRIPLE_HEADER: PointsReason
@@ -140,7 +169,7 @@ class Tile(_message.Message):
     def __init__(self, low: _Optional[int] = ..., high: _Optional[int] = ...) -> None: ...
 
 class Rules(_message.Message):
-    __slots__ = ("preset", "lead", "draw", "double_bonus", "domino_points", "blocked", "endgame_reduction", "match_end", "target")
+    __slots__ = ("preset", "lead", "draw", "double_bonus", "domino_points", "blocked", "endgame_reduction", "match_end", "target", "clock", "clock_initial", "clock_increment", "on_timeout", "timeouts_to_forfeit")
     PRESET_FIELD_NUMBER: _ClassVar[int]
     LEAD_FIELD_NUMBER: _ClassVar[int]
     DRAW_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +179,11 @@ class Rules(_message.Message):
     ENDGAME_REDUCTION_FIELD_NUMBER: _ClassVar[int]
     MATCH_END_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_INITIAL_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_INCREMENT_FIELD_NUMBER: _ClassVar[int]
+    ON_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUTS_TO_FORFEIT_FIELD_NUMBER: _ClassVar[int]
     preset: Preset
     lead: Lead
     draw: Draw
@@ -159,10 +193,15 @@ class Rules(_message.Message):
     endgame_reduction: EndgameReduction
     match_end: MatchEnd
     target: int
-    def __init__(self, preset: _Optional[_Union[Preset, str]] = ..., lead: _Optional[_Union[Lead, str]] = ..., draw: _Optional[_Union[Draw, str]] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[_Union[Blocked, str]] = ..., endgame_reduction: _Optional[_Union[EndgameReduction, str]] = ..., match_end: _Optional[_Union[MatchEnd, str]] = ..., target: _Optional[int] = ...) -> None: ...
+    clock: Clock
+    clock_initial: int
+    clock_increment: int
+    on_timeout: OnTimeout
+    timeouts_to_forfeit: int
+    def __init__(self, preset: _Optional[_Union[Preset, str]] = ..., lead: _Optional[_Union[Lead, str]] = ..., draw: _Optional[_Union[Draw, str]] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[_Union[Blocked, str]] = ..., endgame_reduction: _Optional[_Union[EndgameReduction, str]] = ..., match_end: _Optional[_Union[MatchEnd, str]] = ..., target: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., clock_initial: _Optional[int] = ..., clock_increment: _Optional[int] = ..., on_timeout: _Optional[_Union[OnTimeout, str]] = ..., timeouts_to_forfeit: _Optional[int] = ...) -> None: ...
 
 class RuleOptions(_message.Message):
-    __slots__ = ("lead", "draw", "double_bonus", "domino_points", "blocked", "endgame_reduction", "match_end", "target")
+    __slots__ = ("lead", "draw", "double_bonus", "domino_points", "blocked", "endgame_reduction", "match_end", "target", "clock", "clock_initial", "clock_increment", "on_timeout", "timeouts_to_forfeit")
     LEAD_FIELD_NUMBER: _ClassVar[int]
     DRAW_FIELD_NUMBER: _ClassVar[int]
     DOUBLE_BONUS_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +210,11 @@ class RuleOptions(_message.Message):
     ENDGAME_REDUCTION_FIELD_NUMBER: _ClassVar[int]
     MATCH_END_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_INITIAL_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_INCREMENT_FIELD_NUMBER: _ClassVar[int]
+    ON_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUTS_TO_FORFEIT_FIELD_NUMBER: _ClassVar[int]
     lead: Lead
     draw: Draw
     double_bonus: int
@@ -179,7 +223,12 @@ class RuleOptions(_message.Message):
     endgame_reduction: EndgameReduction
     match_end: MatchEnd
     target: int
-    def __init__(self, lead: _Optional[_Union[Lead, str]] = ..., draw: _Optional[_Union[Draw, str]] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[_Union[Blocked, str]] = ..., endgame_reduction: _Optional[_Union[EndgameReduction, str]] = ..., match_end: _Optional[_Union[MatchEnd, str]] = ..., target: _Optional[int] = ...) -> None: ...
+    clock: Clock
+    clock_initial: int
+    clock_increment: int
+    on_timeout: OnTimeout
+    timeouts_to_forfeit: int
+    def __init__(self, lead: _Optional[_Union[Lead, str]] = ..., draw: _Optional[_Union[Draw, str]] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[_Union[Blocked, str]] = ..., endgame_reduction: _Optional[_Union[EndgameReduction, str]] = ..., match_end: _Optional[_Union[MatchEnd, str]] = ..., target: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., clock_initial: _Optional[int] = ..., clock_increment: _Optional[int] = ..., on_timeout: _Optional[_Union[OnTimeout, str]] = ..., timeouts_to_forfeit: _Optional[int] = ...) -> None: ...
 
 class CreateMatchRequest(_message.Message):
     __slots__ = ("seats", "partnerships", "preset", "options", "name")
@@ -290,21 +339,41 @@ class Hand(_message.Message):
     def __init__(self, tiles: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("reason", "winner_side", "scores", "resigned_seat", "note")
+    __slots__ = ("reason", "winner_side", "scores", "resigned_seat", "note", "forfeited_side", "cause", "at_ms")
     REASON_FIELD_NUMBER: _ClassVar[int]
     WINNER_SIDE_FIELD_NUMBER: _ClassVar[int]
     SCORES_FIELD_NUMBER: _ClassVar[int]
     RESIGNED_SEAT_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    FORFEITED_SIDE_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
     reason: MatchEndReason
     winner_side: int
     scores: _containers.RepeatedScalarFieldContainer[int]
     resigned_seat: int
     note: str
-    def __init__(self, reason: _Optional[_Union[MatchEndReason, str]] = ..., winner_side: _Optional[int] = ..., scores: _Optional[_Iterable[int]] = ..., resigned_seat: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+    forfeited_side: int
+    cause: ForfeitCause
+    at_ms: int
+    def __init__(self, reason: _Optional[_Union[MatchEndReason, str]] = ..., winner_side: _Optional[int] = ..., scores: _Optional[_Iterable[int]] = ..., resigned_seat: _Optional[int] = ..., note: _Optional[str] = ..., forfeited_side: _Optional[int] = ..., cause: _Optional[_Union[ForfeitCause, str]] = ..., at_ms: _Optional[int] = ...) -> None: ...
+
+class SeatClock(_message.Message):
+    __slots__ = ("seat", "left_ms", "running", "falls_at_ms", "timeouts")
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    LEFT_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    FALLS_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUTS_FIELD_NUMBER: _ClassVar[int]
+    seat: int
+    left_ms: int
+    running: bool
+    falls_at_ms: int
+    timeouts: int
+    def __init__(self, seat: _Optional[int] = ..., left_ms: _Optional[int] = ..., running: _Optional[bool] = ..., falls_at_ms: _Optional[int] = ..., timeouts: _Optional[int] = ...) -> None: ...
 
 class MatchView(_message.Message):
-    __slots__ = ("match_id", "name", "phase", "rules", "partnerships", "viewer_seat", "seats", "commitment", "server_seed", "hand_number", "my_tiles", "revealed_hands", "boneyard_size", "drawable", "line", "ends", "scores", "turn", "must_play", "legal_plays", "result", "version")
+    __slots__ = ("match_id", "name", "phase", "rules", "partnerships", "viewer_seat", "seats", "commitment", "server_seed", "hand_number", "my_tiles", "revealed_hands", "boneyard_size", "drawable", "line", "ends", "scores", "turn", "must_play", "legal_plays", "result", "version", "clocks", "at_ms")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -327,6 +396,8 @@ class MatchView(_message.Message):
     LEGAL_PLAYS_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    CLOCKS_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     name: str
     phase: Phase
@@ -349,7 +420,9 @@ class MatchView(_message.Message):
     legal_plays: _containers.RepeatedCompositeFieldContainer[LegalPlay]
     result: Result
     version: int
-    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., partnerships: _Optional[bool] = ..., viewer_seat: _Optional[int] = ..., seats: _Optional[_Iterable[_Union[SeatInfo, _Mapping]]] = ..., commitment: _Optional[str] = ..., server_seed: _Optional[str] = ..., hand_number: _Optional[int] = ..., my_tiles: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ..., revealed_hands: _Optional[_Iterable[_Union[Hand, _Mapping]]] = ..., boneyard_size: _Optional[int] = ..., drawable: _Optional[int] = ..., line: _Optional[_Iterable[_Union[LineTile, _Mapping]]] = ..., ends: _Optional[_Union[Ends, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., turn: _Optional[int] = ..., must_play: _Optional[_Union[Tile, _Mapping]] = ..., legal_plays: _Optional[_Iterable[_Union[LegalPlay, _Mapping]]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+    clocks: _containers.RepeatedCompositeFieldContainer[SeatClock]
+    at_ms: int
+    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., partnerships: _Optional[bool] = ..., viewer_seat: _Optional[int] = ..., seats: _Optional[_Iterable[_Union[SeatInfo, _Mapping]]] = ..., commitment: _Optional[str] = ..., server_seed: _Optional[str] = ..., hand_number: _Optional[int] = ..., my_tiles: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ..., revealed_hands: _Optional[_Iterable[_Union[Hand, _Mapping]]] = ..., boneyard_size: _Optional[int] = ..., drawable: _Optional[int] = ..., line: _Optional[_Iterable[_Union[LineTile, _Mapping]]] = ..., ends: _Optional[_Union[Ends, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., turn: _Optional[int] = ..., must_play: _Optional[_Union[Tile, _Mapping]] = ..., legal_plays: _Optional[_Iterable[_Union[LegalPlay, _Mapping]]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., version: _Optional[int] = ..., clocks: _Optional[_Iterable[_Union[SeatClock, _Mapping]]] = ..., at_ms: _Optional[int] = ...) -> None: ...
 
 class PlayRequest(_message.Message):
     __slots__ = ("match_id", "tile", "end", "expected_version", "command_id")
@@ -544,7 +617,7 @@ class AbandonMatchResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("seq", "match_created", "seat_taken", "dealt", "deal_voided", "tile_played", "tile_drawn", "passed", "points_scored", "hand_ended", "match_ended", "seed_revealed")
+    __slots__ = ("seq", "match_created", "seat_taken", "dealt", "deal_voided", "tile_played", "tile_drawn", "passed", "points_scored", "hand_ended", "match_ended", "seed_revealed", "timed_out")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     MATCH_CREATED_FIELD_NUMBER: _ClassVar[int]
     SEAT_TAKEN_FIELD_NUMBER: _ClassVar[int]
@@ -557,6 +630,7 @@ class Event(_message.Message):
     HAND_ENDED_FIELD_NUMBER: _ClassVar[int]
     MATCH_ENDED_FIELD_NUMBER: _ClassVar[int]
     SEED_REVEALED_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     seq: int
     match_created: MatchCreated
     seat_taken: SeatTaken
@@ -569,7 +643,8 @@ class Event(_message.Message):
     hand_ended: HandEnded
     match_ended: MatchEnded
     seed_revealed: SeedRevealed
-    def __init__(self, seq: _Optional[int] = ..., match_created: _Optional[_Union[MatchCreated, _Mapping]] = ..., seat_taken: _Optional[_Union[SeatTaken, _Mapping]] = ..., dealt: _Optional[_Union[Dealt, _Mapping]] = ..., deal_voided: _Optional[_Union[DealVoided, _Mapping]] = ..., tile_played: _Optional[_Union[TilePlayed, _Mapping]] = ..., tile_drawn: _Optional[_Union[TileDrawn, _Mapping]] = ..., passed: _Optional[_Union[Passed, _Mapping]] = ..., points_scored: _Optional[_Union[PointsScored, _Mapping]] = ..., hand_ended: _Optional[_Union[HandEnded, _Mapping]] = ..., match_ended: _Optional[_Union[MatchEnded, _Mapping]] = ..., seed_revealed: _Optional[_Union[SeedRevealed, _Mapping]] = ...) -> None: ...
+    timed_out: TimedOut
+    def __init__(self, seq: _Optional[int] = ..., match_created: _Optional[_Union[MatchCreated, _Mapping]] = ..., seat_taken: _Optional[_Union[SeatTaken, _Mapping]] = ..., dealt: _Optional[_Union[Dealt, _Mapping]] = ..., deal_voided: _Optional[_Union[DealVoided, _Mapping]] = ..., tile_played: _Optional[_Union[TilePlayed, _Mapping]] = ..., tile_drawn: _Optional[_Union[TileDrawn, _Mapping]] = ..., passed: _Optional[_Union[Passed, _Mapping]] = ..., points_scored: _Optional[_Union[PointsScored, _Mapping]] = ..., hand_ended: _Optional[_Union[HandEnded, _Mapping]] = ..., match_ended: _Optional[_Union[MatchEnded, _Mapping]] = ..., seed_revealed: _Optional[_Union[SeedRevealed, _Mapping]] = ..., timed_out: _Optional[_Union[TimedOut, _Mapping]] = ...) -> None: ...
 
 class MatchCreated(_message.Message):
     __slots__ = ("match_id", "seats", "partnerships", "rules", "commitment", "name")
@@ -628,34 +703,54 @@ class DealVoided(_message.Message):
     def __init__(self, hand: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class TilePlayed(_message.Message):
-    __slots__ = ("hand", "seat", "tile", "end")
+    __slots__ = ("hand", "seat", "tile", "end", "at_ms", "clock_ms", "auto")
     HAND_FIELD_NUMBER: _ClassVar[int]
     SEAT_FIELD_NUMBER: _ClassVar[int]
     TILE_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_MS_FIELD_NUMBER: _ClassVar[int]
+    AUTO_FIELD_NUMBER: _ClassVar[int]
     hand: int
     seat: int
     tile: Tile
     end: End
-    def __init__(self, hand: _Optional[int] = ..., seat: _Optional[int] = ..., tile: _Optional[_Union[Tile, _Mapping]] = ..., end: _Optional[_Union[End, str]] = ...) -> None: ...
+    at_ms: int
+    clock_ms: int
+    auto: bool
+    def __init__(self, hand: _Optional[int] = ..., seat: _Optional[int] = ..., tile: _Optional[_Union[Tile, _Mapping]] = ..., end: _Optional[_Union[End, str]] = ..., at_ms: _Optional[int] = ..., clock_ms: _Optional[int] = ..., auto: _Optional[bool] = ...) -> None: ...
 
 class TileDrawn(_message.Message):
-    __slots__ = ("hand", "seat", "tile")
+    __slots__ = ("hand", "seat", "tile", "at_ms")
     HAND_FIELD_NUMBER: _ClassVar[int]
     SEAT_FIELD_NUMBER: _ClassVar[int]
     TILE_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
     hand: int
     seat: int
     tile: Tile
-    def __init__(self, hand: _Optional[int] = ..., seat: _Optional[int] = ..., tile: _Optional[_Union[Tile, _Mapping]] = ...) -> None: ...
+    at_ms: int
+    def __init__(self, hand: _Optional[int] = ..., seat: _Optional[int] = ..., tile: _Optional[_Union[Tile, _Mapping]] = ..., at_ms: _Optional[int] = ...) -> None: ...
 
 class Passed(_message.Message):
-    __slots__ = ("hand", "seat")
+    __slots__ = ("hand", "seat", "at_ms")
     HAND_FIELD_NUMBER: _ClassVar[int]
     SEAT_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
     hand: int
     seat: int
-    def __init__(self, hand: _Optional[int] = ..., seat: _Optional[int] = ...) -> None: ...
+    at_ms: int
+    def __init__(self, hand: _Optional[int] = ..., seat: _Optional[int] = ..., at_ms: _Optional[int] = ...) -> None: ...
+
+class TimedOut(_message.Message):
+    __slots__ = ("hand", "seat", "at_ms")
+    HAND_FIELD_NUMBER: _ClassVar[int]
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    hand: int
+    seat: int
+    at_ms: int
+    def __init__(self, hand: _Optional[int] = ..., seat: _Optional[int] = ..., at_ms: _Optional[int] = ...) -> None: ...
 
 class PointsScored(_message.Message):
     __slots__ = ("hand", "side", "points", "reason", "base", "seat")
