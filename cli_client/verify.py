@@ -293,9 +293,14 @@ def _hands(record: dict[str, Any]) -> str:
 
 def _result(result: dict[str, Any]) -> str:
     scores = "-".join(str(s) for s in result["scores"])
-    if result["winner_side"] is not None:
-        return f"side {result['winner_side']} won {scores}"
-    return f"{result['reason']} at {scores}"
+    won = (
+        f"side {result['winner_side']} won {scores}"
+        if result["winner_side"] is not None
+        else f"{result['reason']} at {scores}"
+    )
+    if result["reason"] == "forfeit":
+        return f"side {result['forfeited_side']} forfeited ({result['cause']}), {won}"
+    return won
 
 
 # ----- through the server -----------------------------------------------------------------
