@@ -283,7 +283,9 @@ def test_the_call_log_writes_a_peers_refusals_for_one_limit_once_a_period(caplog
     now = [0.0]
     log = edge.CallLog(quiet_s=60.0, clock=lambda: now[0])
 
-    def ended(code: grpc.StatusCode, peer: str, reason: str = "TOO_MANY_STREAMS_FOR_CLIENT") -> None:
+    def ended(
+        code: grpc.StatusCode, peer: str, reason: str = "TOO_MANY_STREAMS_FOR_CLIENT"
+    ) -> None:
         call = edge.Call("/bergen.v1.BergenService/WatchMatch", peer, 0, 1_000_000, code, reason)
         log.call_ended(call)
 
