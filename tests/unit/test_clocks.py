@@ -246,3 +246,36 @@ def test_a_clocked_stream_with_every_event_type_folds_and_reads_back(crafted_dea
     back = [codec.decode(*codec.encode(e)) for e in g.events]
     assert back == g.events
     assert {codec.encode(e)[1] for e in of_type(g.events, TimedOut)} == {codec.BASE_VERSION}
+
+
+def _clocked_play_payload() -> dict:
+    name, version, payload = codec.encode(TilePlayed(1, 1, T("3-5"), End.LEFT, 4500, 8500))
+    assert (name, version) == ("TilePlayed", codec.SCHEMA_VERSION)
+    return payload
+
+
+@pytest.mark.parametrize(
+    ("version", "change"),
+    [
+        (1, {}),  # version 1 has no clock fields
+        (2, {"at_ms": "4500"}),
+        (2, {"clock_ms": None}),
+        (2, {"auto": 1}),
+        (2, {"at_ms": True}),
+        (2, {"lag_ms": 3}),
+        (3, {}),
+    ],
+)
+def test_a_corrupt_clocked_payload_is_refused(version, change):
+    from bergen.domain.errors import CorruptRecord
+
+    with pytest.raises(CorruptRecord):
+        codec.decode("TilePlayed", version, {**_clocked_play_payload(), **change})
+
+
+def test_unclocked_events_are_written_as_version_1_with_no_clock_field():
+    for event in (TilePlayed(1, 1, T("3-5"), End.LEFT), Passed(2, 0), TileDrawn(1, 0, None)):
+        name, version, payload = codec.encode(event)
+        assert version == codec.BASE_VERSION
+        assert not {"at_ms", "clock_ms", "auto"} & set(payload)
+        assert codec.decode(name, codec.SCHEMA_VERSION, payload) == event
