@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from bergen.api.signing import RecordSigner
 
-from .commands import MatchCommands, UnitOfWork
+from .commands import Clock, MatchCommands, UnitOfWork, wall_ms
 from .feed import EventFeed
 from .identity import Identity
 from .keys import LogKeys
@@ -35,7 +35,11 @@ class Application:
 
 
 def build_application(
-    store: EventStore, feed: EventFeed, settings: Settings, log_keys: LogKeys | None = None
+    store: EventStore,
+    feed: EventFeed,
+    settings: Settings,
+    log_keys: LogKeys | None = None,
+    clock: Clock = wall_ms,
 ) -> Application:
     """The command and query sides sharing one cache of folded matches. Seat tokens are
     sealed under keys derived from `log_keys` (the store's own), with plain SHA-256 without
@@ -44,7 +48,7 @@ def build_application(
     identity = Identity(settings.organiser_token, log_keys)
     work = UnitOfWork(store, repository, feed)
     return Application(
-        MatchCommands(work, identity, settings.restrict_create),
+        MatchCommands(work, identity, settings.restrict_create, clock),
         MatchQueries(store, repository, feed, identity, settings.signer),
         repository,
     )

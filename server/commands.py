@@ -14,29 +14,39 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bergen.domain import codec
-from bergen.domain.commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat
+from bergen.domain.commands import (
+    Abandon,
+    Command,
+    CreateMatch,
+    Play,
+    Resign,
+    TakeSeat,
+    Timeout,
+)
 from bergen.domain.engine import execute
 from bergen.domain.errors import (
     BergenError,
+    ClockViolation,
     ConcurrencyConflict,
     InvalidArgument,
     MatchNotInProgress,
 )
 from bergen.domain.events import Event, SeatTaken
 from bergen.domain.rules import RULES_VERSION, make_rules
-from bergen.domain.state import ENDED, SEATING, State
+from bergen.domain.state import ENDED, PLAYING, SEATING, State
 from bergen.domain.tiles import End, Tile
 from bergen.domain.views import View, redact_event, view
 
 from . import auth
 from .feed import EventFeed
 from .identity import Caller, Identity
-from .matches import COMMAND_KEY, Match, MatchRepository, extend, token_metadata
+from .matches import COMMAND_KEY, EPOCH_KEY, Match, MatchRepository, extend, token_metadata
 from .store import EventStore, NewEvent
 
 log = logging.getLogger("bergen.server")
@@ -45,6 +55,14 @@ RETRIES = 8
 MAX_COMMAND_ID = 100
 SEATING_TIMEOUT_COMMAND = "server-seating-timeout"
 """The command id of the server's abandoning of a match left seating too long."""
+
+Clock = Callable[[], int]
+"""The servers' clock: Unix time in whole milliseconds."""
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
 
 Deadline = Callable[[], None]
 """Raises when the caller's deadline has passed; called before each costly step."""
@@ -250,10 +268,24 @@ def check_client_token(token: str) -> None:
 class MatchCommands:
     """Every command on a match, each an intent for the one unit of work."""
 
-    def __init__(self, work: UnitOfWork, identity: Identity, restrict_create: bool) -> None:
+    def __init__(
+        self,
+        work: UnitOfWork,
+        identity: Identity,
+        restrict_create: bool,
+        clock: Clock = wall_ms,
+    ) -> None:
         self._work = work
         self._identity = identity
         self._restrict_create = restrict_create
+        self._clock = clock
+
+    def at_ms(self, match: Match) -> int | None:
+        """The match time now (RULES.md section 11): ms since its first deal on the servers'
+        clock; None for a match without a running match time (no clock, or not dealt)."""
+        if match.epoch_ms is None:
+            return None
+        return max(0, self._clock() - match.epoch_ms)
 
     def create_match(
         self,
@@ -311,11 +343,15 @@ class MatchCommands:
             assert match is not None
             free = [s for s, p in enumerate(match.state.players) if p is None]
             taking = seat if seat is not None else (free[0] if free else None)
+            extra = sealed
+            if len(free) == 1 and match.state.info.rules.clocked:
+                # This join deals: the match's time starts now.
+                extra = {**sealed, EPOCH_KEY: str(self._clock())}
             return Intent(
                 TakeSeat(name, client_seed, seat),
                 f"seat:{taking}",
                 f"join {name!r} seat {'any' if seat is None else seat}",
-                sealed,
+                extra,
             )
 
         written = self._work.run(
@@ -345,7 +381,7 @@ class MatchCommands:
         return self._for_seat(
             caller,
             match_id,
-            lambda seat: Play(seat, tile, end),
+            lambda match, seat: Play(seat, tile, end, self.at_ms(match)),
             what,
             expected_version,
             command_id,
@@ -360,13 +396,21 @@ class MatchCommands:
         deadline: Deadline = no_deadline,
     ) -> Outcome:
         """Resign for the caller's seat. Raises as `play`."""
-        return self._for_seat(caller, match_id, Resign, "resign", None, command_id, deadline)
+        return self._for_seat(
+            caller,
+            match_id,
+            lambda match, seat: Resign(seat, self.at_ms(match)),
+            "resign",
+            None,
+            command_id,
+            deadline,
+        )
 
     def _for_seat(
         self,
         caller: Caller,
         match_id: str,
-        build: Callable[[int], Command],
+        build: Callable[[Match, int], Command],
         what: str,
         expected_version: int | None,
         command_id: str | None,
@@ -375,15 +419,22 @@ class MatchCommands:
         def authorise(match: Match | None) -> Intent:
             assert match is not None
             seat = self._identity.require_seat(match, caller)
-            return Intent(build(seat), f"seat:{seat}", f"seat {seat} {what}", seat=seat)
+            return Intent(build(match, seat), f"seat:{seat}", f"seat {seat} {what}", seat=seat)
 
-        written = self._work.run(
-            match_id,
-            authorise,
-            command_id=command_id,
-            expected_version=expected_version,
-            deadline=deadline,
-        )
+        try:
+            written = self._work.run(
+                match_id,
+                authorise,
+                command_id=command_id,
+                expected_version=expected_version,
+                deadline=deadline,
+            )
+        except ClockViolation as e:
+            if e.reason == "CLOCK_EXPIRED":
+                # The seat's time ran out before it acted: the timeout comes first, and the
+                # caller is told why its command was refused.
+                self.time_out(match_id)
+            raise
         seat = written.intent.seat
         if not written.replayed:
             log.info(
@@ -399,6 +450,42 @@ class MatchCommands:
             view(written.state, seat),
             replayed=written.replayed,
         )
+
+    def time_out(self, match_id: str) -> int | None:
+        """Apply the timeout of `match_id`'s running clock if it has fallen (RULES.md section
+        11): the server's own command. Several replicas may try at once; the expected version
+        lets one write it, and the others find the clock no longer due. Returns the version
+        after the timeout, None when no timeout was due (no clock runs, or not yet fallen: the
+        caller may look again at `due_ms`). Raises NotFound, StorageUnavailable, LogTampered."""
+
+        def authorise(match: Match | None) -> Intent:
+            assert match is not None
+            state = match.state
+            seat, due, now = state.running, state.due_at_ms, self.at_ms(match)
+            if seat is None or due is None or now is None or state.phase != PLAYING:
+                raise ClockViolation(f"match {match_id}: no clock runs", reason="CLOCK_NOT_RUNNING")
+            if now < due:
+                raise ClockViolation(
+                    f"match {match_id}: seat {seat}'s clock falls at {due}, not yet ({now})",
+                    reason="CLOCK_NOT_EXPIRED",
+                )
+            return Intent(Timeout(seat, now), "server", f"timeout seat {seat} at {due}")
+
+        try:
+            written = self._work.run(match_id, authorise)
+        except ClockViolation:
+            return None
+        last = written.first_seq + len(written.events) - 1
+        log.info("match %s: timeout applied at version %d", match_id, last)
+        return last
+
+    def due_ms(self, match: Match) -> int | None:
+        """When `match`'s running clock falls, on the servers' clock (Unix ms); None when no
+        clock runs."""
+        due = match.state.due_at_ms
+        if due is None or match.epoch_ms is None or match.state.phase != PLAYING:
+            return None
+        return match.epoch_ms + due
 
     def abandon_unseated(self, match_id: str, note: str) -> bool:
         """Abandon `match_id` with `note` if it is still seating; the server's own command, so

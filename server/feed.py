@@ -78,6 +78,12 @@ class EventFeed:
         self._stop = threading.Event()
         self._position = 0
         self._threads: list[threading.Thread] = []
+        self._listeners: list[Callable[[Sequence[StoredEvent]], None]] = []
+
+    def listen(self, listener: Callable[[Sequence[StoredEvent]], None]) -> None:
+        """Have `listener` told of every event of every match as it is delivered (possibly
+        twice, in any order across matches), in the delivering thread: it must be quick."""
+        self._listeners.append(listener)
 
     def start(self) -> None:
         """Follow from the store's head in the background, and keep the listing folded.
@@ -143,6 +149,8 @@ class EventFeed:
             self._notifier.poke()
 
     def _deliver(self, events: Sequence[StoredEvent]) -> None:
+        for listener in self._listeners:
+            listener(events)
         by_match: dict[str, list[StoredEvent]] = {}
         for e in events:
             by_match.setdefault(e.stream_id, []).append(e)

@@ -29,6 +29,7 @@ from bergen.domain.errors import StorageUnavailable
 
 from . import auth
 from .app import Application, Settings, build_application
+from .clocks import ClockKeeper
 from .edge import interceptors
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .identity import Caller, Identity
@@ -73,12 +74,15 @@ class Running:
     health: health.HealthServicer
     store: EventStore
     janitor: Janitor | None = None
+    clocks: ClockKeeper | None = None
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
         """Refuse new calls, end watch streams, let in-flight commands finish."""
         self.health.enter_graceful_shutdown()
         if self.janitor is not None:
             self.janitor.stop()
+        if self.clocks is not None:
+            self.clocks.stop()
         self.feed.stop()
         self.server.stop(grace).wait()
         self.store.close()
@@ -220,13 +224,16 @@ def create_server(
         port = server.add_secure_port(listen, tls.credentials())
     if port == 0:
         raise RuntimeError(f"cannot listen on {listen}")
+    clocks = ClockKeeper(app.repository, feed.listing, app.commands)
+    feed.listen(clocks.note)
     feed.start()
+    clocks.start()
     janitor = Janitor(store, feed.listing, app.commands, seating_timeout_s)
     janitor.start()
     server.start()
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return Running(server, port, feed, app, health_servicer, store, janitor)
+    return Running(server, port, feed, app, health_servicer, store, janitor, clocks)
 
 
 def server_options(keepalive_s: float = KEEPALIVE_SECONDS) -> list[tuple[str, Any]]:

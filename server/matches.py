@@ -21,10 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bergen.domain import codec
-from bergen.domain.commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat
-from bergen.domain.engine import execute
+from bergen.domain.engine import command_of, execute
 from bergen.domain.errors import BergenError, CorruptRecord, LogTampered, NotFound
-from bergen.domain.events import Event, MatchCreated, MatchEnded, SeatTaken, TilePlayed
+from bergen.domain.events import Event
 from bergen.domain.state import State, fold
 
 from .auth import SealedToken
@@ -37,6 +36,9 @@ TOKEN_KEY_ID = "seat_token_key"
 LEGACY_TOKEN_KEY = "seat_token_sha256"
 """The plain SHA-256 of the seat token, which servers wrote before sealing it."""
 COMMAND_KEY = "command"
+EPOCH_KEY = "clock_epoch_ms"
+"""Recorded with the join that deals a clocked match's first hand: the servers' clock (Unix
+ms) at that deal, which is at_ms 0 of the match (RULES.md section 11)."""
 
 log = logging.getLogger("bergen.server")
 
@@ -59,6 +61,9 @@ class Match:
     seat_tokens: tuple[SealedToken | None, ...]
     """Each seat's token as sealed when it was taken; None for a free seat."""
     commands: dict[str, Applied]
+    epoch_ms: int | None = None
+    """A clocked match's first deal on the servers' clock (Unix ms): its at_ms 0. None for
+    a match without a clock, or not yet dealt."""
 
     @property
     def version(self) -> int:
@@ -121,8 +126,15 @@ def extend(
             sealed = sealed_token(meta.extra)
             if sealed is not None:
                 tokens[int(e.payload["seat"])] = sealed
+    epoch = match.epoch_ms if match is not None else None
+    if epoch is None and state.clocked:
+        epoch = next((_epoch(e) for e in stored if EPOCH_KEY in e.metadata.extra), None)
     return Match(
-        state, (*match.events, *events) if match else tuple(events), tuple(tokens), commands
+        state,
+        (*match.events, *events) if match else tuple(events),
+        tuple(tokens),
+        commands,
+        epoch,
     )
 
 
@@ -142,26 +154,12 @@ def sealed_token(extra: Mapping[str, str]) -> SealedToken | None:
     return SealedToken(legacy) if legacy is not None else None
 
 
-def command_of(event: Event) -> Command | None:
-    """The command that starts with `event` when a server decides it, None for an event only
-    ever caused by another (a deal, a draw, points, the end of a hand)."""
-    if isinstance(event, TilePlayed):
-        return Play(event.seat, event.tile, event.end)
-    if isinstance(event, SeatTaken):
-        return TakeSeat(event.name, event.client_seed, event.seat)
-    if isinstance(event, MatchEnded):
-        if event.resigned_seat is not None:
-            return Resign(event.resigned_seat)
-        return Abandon(event.note)
-    if isinstance(event, MatchCreated) and event.server_seed is not None:
-        try:
-            seed = bytes.fromhex(event.server_seed)
-        except ValueError:
-            return None
-        return CreateMatch(
-            event.match_id, event.seats, event.partnerships, event.rules, seed, event.name
-        )
-    return None
+def _epoch(e: StoredEvent | EventRow) -> int:
+    """The clock epoch a row records. Raises CorruptRecord for one that is not a number."""
+    text = e.metadata.extra[EPOCH_KEY]
+    if not text.isdigit() or len(text) > 16:
+        raise CorruptRecord(f"match {e.stream_id} seq {e.seq}: clock epoch {text[:20]!r}")
+    return int(text)
 
 
 def recheck(match_id: str, version: int, events: Sequence[Event], state: State | None) -> State:

@@ -1,0 +1,193 @@
+"""The server keeps time: each replica applies the timeouts of the clocked matches it knows
+as they fall due (RULES.md section 11).
+
+A `ClockKeeper` holds the due instants of the live clocked matches in a heap, and one thread
+sleeps until the earliest, or until the feed brings events that may move one. On start it
+reads the listing's matches in play, so that a clock that fell while every server was down is
+timed out at once. Every replica keeps every match's clock: they race to write a timeout with
+the expected version like any command, so exactly one timeout is written per expiry, and a
+replica that dies holding due timeouts costs nothing, since the others hold them too.
+
+Costs nothing while no clock is due: no poll of the matches; a match the feed brings is
+looked at from this process's cache (its own writes), from the store only when another
+replica wrote it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+
+from bergen.domain.errors import BergenError
+from bergen.domain.state import PLAYING
+
+from .commands import MatchCommands, wall_ms
+from .matches import Match, MatchRepository
+from .projections import MatchListProjection
+from .store import StoredEvent
+
+log = logging.getLogger("bergen.server.clocks")
+
+PAGE = 100
+RETRY_S = 1.0
+"""A timeout that failed (the store down, say) is tried again this long after."""
+UNCLOCKED_KEPT = 100_000
+"""Matches remembered as having no clock, so that their events cost a set lookup."""
+
+
+class ClockKeeper:
+    """Applies every due timeout of the matches this replica knows, in a thread of its own."""
+
+    def __init__(
+        self,
+        repository: MatchRepository,
+        listing: MatchListProjection,
+        commands: MatchCommands,
+        clock: Callable[[], int] = wall_ms,
+    ) -> None:
+        self._repo = repository
+        self._listing = listing
+        self._commands = commands
+        self._clock = clock
+        self._heap: list[tuple[int, str]] = []
+        self._due: dict[str, int] = {}
+        """The due instant (Unix ms) of each match with a running clock; a heap entry that
+        differs is stale and skipped."""
+        self._dirty: dict[str, int] = {}
+        """Matches the feed brought, with the highest seq seen, to be looked at again."""
+        self._unclocked: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bergen-clocks", daemon=True)
+        self.applied = 0
+        """Timeouts this replica wrote."""
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def wake(self) -> None:
+        """Look at the clocks now (the servers' clock was set forward, in tests)."""
+        self._wake.set()
+
+    def pending(self) -> int:
+        """Matches with a running clock this replica holds."""
+        with self._lock:
+            return len(self._due)
+
+    def note(self, events: Iterable[StoredEvent]) -> None:
+        """Events any replica wrote (the feed's, possibly twice): their matches' clocks may
+        have moved. Cheap: the work is done in the keeper's thread."""
+        fresh = False
+        with self._lock:
+            for e in events:
+                if e.stream_id in self._unclocked:
+                    continue
+                if self._dirty.get(e.stream_id, 0) < e.seq:
+                    self._dirty[e.stream_id] = e.seq
+                    fresh = True
+        if fresh:
+            self._wake.set()
+
+    def _run(self) -> None:
+        self._scan()
+        while not self._stop.is_set():
+            try:
+                self._refresh()
+                wait = self._fire()
+            except Exception:  # keep time: a passing database error must not end it
+                log.exception("clocks: a bug or a lost database; trying again")
+                wait = RETRY_S
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def _scan(self) -> None:
+        """Look at every match in play (on start: clocks may have fallen while no server ran)."""
+        token = ""
+        caught_up = False
+        while not self._stop.is_set():
+            try:
+                if not caught_up:
+                    # The whole log folded into the listing first (a database just migrated
+                    # may be far behind), so that no match in play is missed.
+                    self._listing.catch_up()
+                    caught_up = True
+                rows, token = self._listing.page(PLAYING.value, "", PAGE, token)
+            except BergenError as e:
+                log.warning("clocks: cannot list the matches in play (%s); trying again", e)
+                self._stop.wait(RETRY_S)
+                continue
+            with self._lock:
+                for row in rows:
+                    self._dirty.setdefault(row.match_id, 0)
+            if not token:
+                return
+
+    def _refresh(self) -> None:
+        """Look at the matches the feed brought: schedule, move or drop their clocks."""
+        with self._lock:
+            dirty, self._dirty = self._dirty, {}
+        for match_id, seq in dirty.items():
+            match = self._repo.cached(match_id)
+            if match is None or match.version < seq:
+                try:
+                    match = self._repo.load(match_id)
+                except BergenError as e:
+                    log.warning("clocks: match %s cannot be read: %s", match_id, e)
+                    continue
+            self._schedule(match_id, match)
+
+    def _schedule(self, match_id: str, match: Match) -> None:
+        if not match.state.info.rules.clocked:
+            with self._lock:
+                self._unclocked[match_id] = None
+                while len(self._unclocked) > UNCLOCKED_KEPT:
+                    self._unclocked.popitem(last=False)
+            return
+        due = self._commands.due_ms(match)
+        with self._lock:
+            if due is None:
+                self._due.pop(match_id, None)
+            elif self._due.get(match_id) != due:
+                self._due[match_id] = due
+                heapq.heappush(self._heap, (due, match_id))
+
+    def _fire(self) -> float:
+        """Apply every timeout due now; the seconds until the next one (at most a minute)."""
+        while not self._stop.is_set():
+            with self._lock:
+                while self._heap and self._due.get(self._heap[0][1]) != self._heap[0][0]:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    return 60.0
+                due, match_id = self._heap[0]
+                now = self._clock()
+                if due > now:
+                    return (due - now) / 1000
+                heapq.heappop(self._heap)
+                del self._due[match_id]
+            try:
+                written = self._commands.time_out(match_id)
+                if written is not None:
+                    self.applied += 1
+                # Whoever wrote it, look again: the next seat's clock now runs.
+                match = self._repo.load(match_id)
+                if written is None and (self._commands.due_ms(match) or now + 1) <= now:
+                    raise BergenError(f"the clock fell at {due} and no timeout could be applied")
+                self._schedule(match_id, match)
+            except BergenError as e:
+                log.warning("clocks: match %s: timeout not applied: %s", match_id, e)
+                with self._lock:
+                    later = self._clock() + int(RETRY_S * 1000)
+                    self._due[match_id] = later
+                    heapq.heappush(self._heap, (later, match_id))
+        return 0.0
