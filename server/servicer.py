@@ -22,6 +22,7 @@ from bergen.domain.errors import DeadlineExceeded, InvalidArgument, ResourceExha
 from bergen.domain.events import Event
 from bergen.domain.record import RECORD_FORMAT
 from bergen.domain.rules import RULES_VERSION
+from bergen.domain.views import View
 from bergen.v1 import bergen_pb2 as pb
 
 from . import auth
@@ -73,8 +74,20 @@ class BergenServicer:
         self._limits = limits or ClientLimits(Limits())
         self._commands = app.commands
         self._queries = app.queries
+        self._repository = app.repository
         self._max_watchers = max_watchers
         self._watch_slots = threading.BoundedSemaphore(max_watchers)
+
+    def _view_out(self, view: View) -> pb.MatchView:
+        """The view's message; in a clocked match, with the match time now on this server's
+        clock, from which a client counts a running clock down."""
+        msg = convert.view_out(view)
+        if view.clocks:
+            match = self._repository.cached(view.match_id) or self._repository.load(view.match_id)
+            now = self._commands.at_ms(match)
+            if now is not None:
+                msg.server_at_ms = max(now, view.at_ms)
+        return msg
 
     def CreateMatch(
         self, req: pb.CreateMatchRequest, context: grpc.ServicerContext
@@ -110,13 +123,13 @@ class BergenServicer:
             _deadline(context),
             req.seat_token if req.HasField("seat_token") else None,
         )
-        return pb.JoinMatchResponse(seat=seat, seat_token=token, view=convert.view_out(view))
+        return pb.JoinMatchResponse(seat=seat, seat_token=token, view=self._view_out(view))
 
     def GetMatch(
         self, req: pb.GetMatchRequest, context: grpc.ServicerContext
     ) -> pb.GetMatchResponse:
         view = self._queries.get_view(_caller(context), _match_id(req.match_id))
-        return pb.GetMatchResponse(view=convert.view_out(view))
+        return pb.GetMatchResponse(view=self._view_out(view))
 
     def Play(self, req: pb.PlayRequest, context: grpc.ServicerContext) -> pb.PlayResponse:
         match_id = _match_id(req.match_id)
@@ -132,14 +145,14 @@ class BergenServicer:
             _deadline(context),
         )
         return pb.PlayResponse(
-            events=_events(out.events), view=convert.view_out(out.view), replayed=out.replayed
+            events=_events(out.events), view=self._view_out(out.view), replayed=out.replayed
         )
 
     def Resign(self, req: pb.ResignRequest, context: grpc.ServicerContext) -> pb.ResignResponse:
         out = self._commands.resign(
             _caller(context), _match_id(req.match_id), req.command_id or None, _deadline(context)
         )
-        return pb.ResignResponse(events=_events(out.events), view=convert.view_out(out.view))
+        return pb.ResignResponse(events=_events(out.events), view=self._view_out(out.view))
 
     def WatchMatch(
         self, req: pb.WatchMatchRequest, context: grpc.ServicerContext
@@ -163,7 +176,7 @@ class BergenServicer:
                 if isinstance(item, tuple):
                     yield _watched_event(match_id, *item)
                 else:
-                    yield pb.WatchMatchResponse(view=convert.view_out(item))
+                    yield pb.WatchMatchResponse(view=self._view_out(item))
         finally:
             self._watch_slots.release()
             self._limits.close_stream(client)

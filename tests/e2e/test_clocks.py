@@ -144,6 +144,25 @@ def verify_file(path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_a_view_of_a_clocked_match_carries_the_servers_match_time(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    server = farm.start(sqlite_url)
+    with Client(server.target) as client:
+        table = seat_everyone(client, 2, clock_initial=60, **NEVER_PLAYED)
+        first = client.view(table.match_id)
+        time.sleep(0.3)
+        later = client.view(table.match_id)
+        unclocked = seat_everyone(client, 2)
+        plain = client.view(unclocked.match_id)
+    running = next(c for c in later.clocks if c.running)
+    assert running.falls_at_ms == 60_000 and first.at_ms == later.at_ms == 0
+    assert later.server_at_ms >= first.server_at_ms + 300
+    # What a client counts down from: the time left now, on the server's clock.
+    assert 0 < running.falls_at_ms - later.server_at_ms <= 60_000 - 300
+    assert plain.server_at_ms == 0 and not plain.clocks
+
+
 def test_a_play_after_the_seats_time_ran_out_is_refused(farm: ServerFarm, sqlite_url: str) -> None:
     # A long clock for the seat to move, so that the server's own timer does not come first:
     # the Play arrives at a server whose clock is far ahead of the keeper's next wake-up.

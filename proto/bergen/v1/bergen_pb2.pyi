@@ -373,7 +373,7 @@ class SeatClock(_message.Message):
     def __init__(self, seat: _Optional[int] = ..., left_ms: _Optional[int] = ..., running: _Optional[bool] = ..., falls_at_ms: _Optional[int] = ..., timeouts: _Optional[int] = ...) -> None: ...
 
 class MatchView(_message.Message):
-    __slots__ = ("match_id", "name", "phase", "rules", "partnerships", "viewer_seat", "seats", "commitment", "server_seed", "hand_number", "my_tiles", "revealed_hands", "boneyard_size", "drawable", "line", "ends", "scores", "turn", "must_play", "legal_plays", "result", "version", "clocks", "at_ms")
+    __slots__ = ("match_id", "name", "phase", "rules", "partnerships", "viewer_seat", "seats", "commitment", "server_seed", "hand_number", "my_tiles", "revealed_hands", "boneyard_size", "drawable", "line", "ends", "scores", "turn", "must_play", "legal_plays", "result", "version", "clocks", "at_ms", "server_at_ms")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -398,6 +398,7 @@ class MatchView(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CLOCKS_FIELD_NUMBER: _ClassVar[int]
     AT_MS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     name: str
     phase: Phase
@@ -422,7 +423,8 @@ class MatchView(_message.Message):
     version: int
     clocks: _containers.RepeatedCompositeFieldContainer[SeatClock]
     at_ms: int
-    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., partnerships: _Optional[bool] = ..., viewer_seat: _Optional[int] = ..., seats: _Optional[_Iterable[_Union[SeatInfo, _Mapping]]] = ..., commitment: _Optional[str] = ..., server_seed: _Optional[str] = ..., hand_number: _Optional[int] = ..., my_tiles: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ..., revealed_hands: _Optional[_Iterable[_Union[Hand, _Mapping]]] = ..., boneyard_size: _Optional[int] = ..., drawable: _Optional[int] = ..., line: _Optional[_Iterable[_Union[LineTile, _Mapping]]] = ..., ends: _Optional[_Union[Ends, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., turn: _Optional[int] = ..., must_play: _Optional[_Union[Tile, _Mapping]] = ..., legal_plays: _Optional[_Iterable[_Union[LegalPlay, _Mapping]]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., version: _Optional[int] = ..., clocks: _Optional[_Iterable[_Union[SeatClock, _Mapping]]] = ..., at_ms: _Optional[int] = ...) -> None: ...
+    server_at_ms: int
+    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., partnerships: _Optional[bool] = ..., viewer_seat: _Optional[int] = ..., seats: _Optional[_Iterable[_Union[SeatInfo, _Mapping]]] = ..., commitment: _Optional[str] = ..., server_seed: _Optional[str] = ..., hand_number: _Optional[int] = ..., my_tiles: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ..., revealed_hands: _Optional[_Iterable[_Union[Hand, _Mapping]]] = ..., boneyard_size: _Optional[int] = ..., drawable: _Optional[int] = ..., line: _Optional[_Iterable[_Union[LineTile, _Mapping]]] = ..., ends: _Optional[_Union[Ends, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., turn: _Optional[int] = ..., must_play: _Optional[_Union[Tile, _Mapping]] = ..., legal_plays: _Optional[_Iterable[_Union[LegalPlay, _Mapping]]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., version: _Optional[int] = ..., clocks: _Optional[_Iterable[_Union[SeatClock, _Mapping]]] = ..., at_ms: _Optional[int] = ..., server_at_ms: _Optional[int] = ...) -> None: ...
 
 class PlayRequest(_message.Message):
     __slots__ = ("match_id", "tile", "end", "expected_version", "command_id")
