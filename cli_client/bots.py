@@ -6,6 +6,10 @@ folds every event into its seat's knowledge (`montecarlo.learn`). When the seat 
 it asks its decision function (random, greedy or Monte Carlo: `montecarlo.decider`) and sends
 the play with the version it decided on, so a play decided on a stale view is refused
 (ABORTED) and decided again.
+
+On a clock (RULES.md section 11) a bot fits its thinking to its time: the Monte Carlo policy
+spends at most a small share of the time its seat has left (`clocks.think_budget_s`), and with
+little left plays greedy at once.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
 import grpc
 from rich.console import Console
@@ -37,12 +41,14 @@ from bergen.domain.montecarlo import (
     Settings,
     decider,
     learn,
+    montecarlo_play,
 )
 from bergen.domain.rules import PRESETS
 from bergen.domain.state import ENDED, PLAYING, State
 from bergen.domain.tiles import End, Tile, side_of
 
 from .client import Client, Unreachable, WatchCall, watch_events
+from .clocks import MatchClock, add_clock_options, clock_options, options_words, think_budget_s
 from .connect import add_server_option, describe_error, exit_status_of
 
 RECONNECT_S = 30.0
@@ -102,6 +108,8 @@ class SeatLink:
         self.stream_ended = False
         self.streamed = 0
         """The last seq the stream delivered (and `on_event` was called for)."""
+        self.clock = MatchClock()
+        """The match time, from the times the server sent."""
 
     @property
     def state(self) -> State:
@@ -144,6 +152,7 @@ class SeatLink:
                     self.apply(s, e)
         self.k = learn(self.k, event)
         self.seq = seq
+        self.clock.saw_event(event)
         return True
 
     def _watch(self) -> None:
@@ -156,8 +165,10 @@ class SeatLink:
                 for item in watch_events(call):
                     failing_since = None
                     if not isinstance(item, tuple):
+                        self.clock.saw_view(item)
                         continue
                     seq, event = item
+                    self.clock.saw_event(event)
                     if seq <= after:
                         continue
                     after = seq
@@ -252,6 +263,32 @@ class SeatLink:
             self.apply(seq, event)
 
 
+def seat_decider(name: str, settings: Settings, clock: MatchClock) -> Decider:
+    """The decision function of policy `name` for a seat whose match time `clock` tells.
+
+    In a clocked match the Monte Carlo policy thinks for `think_budget_s` of the seat's time
+    left (never more than `settings` allow, one world at least), and plays greedy at once
+    when that is too little. Raises KeyError for an unknown name."""
+    plain = decider(name, settings)
+    if name != "montecarlo":
+        return plain
+    greedy = decider("greedy", settings)
+
+    def on_the_clock(k: Knowledge, rng: random.Random) -> tuple[Tile, End]:
+        state = k.state
+        left = None if state is None else clock.left_ms(state, k.seat)
+        if state is None or left is None:
+            return plain(k, rng)
+        budget = think_budget_s(left, settings.budget_s)
+        if budget is None:
+            return greedy(k, rng)
+        # The playouts are imagined plays: without the clocks, the engine asks them no time.
+        timeless = replace(k, state=state._replace(clocks=(), clock_since=None, timeouts=()))
+        return montecarlo_play(timeless, rng, replace(settings, budget_s=budget, min_samples=1))
+
+    return on_the_clock
+
+
 def run_seat(
     link: SeatLink,
     decide: Decider,
@@ -309,7 +346,7 @@ def start_bot(
         link = SeatLink(client, match_id, bot.seat, bot.token)
         try:
             link.start()
-            run_seat(link, decider(bot.policy, settings), rng)
+            run_seat(link, seat_decider(bot.policy, settings, link.clock), rng)
         except BaseException as e:  # reported to the caller, who decides
             if on_error is not None:
                 on_error(e)
@@ -377,10 +414,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object at the end instead of lines: the settings, each match "
-        "(match_id, policies, winner_side, winner_seats, scores, hands) and wins per policy",
+        help="print one JSON object at the end instead of lines: the settings (clock: "
+        "INITIAL+INCREMENT or null), each match (match_id, policies, winner_side, winner_seats, "
+        "scores, hands, reason, forfeited_side, cause) and wins per policy",
     )
     add_policy_options(p)
+    add_clock_options(p, "every match")
     p.set_defaults(func=run)
 
 
@@ -410,12 +449,14 @@ def play_match(
     policies: list[str],
     settings: Settings,
     rng: random.Random,
+    options: Mapping[str, object] | None = None,
 ) -> MatchOutcome:
-    """Create a match and play it with one bot thread per seat.
+    """Create a match (with the rule `options`: a clock's) and play it with one bot thread
+    per seat.
 
     Raises grpc.RpcError (creating or joining) and BotFailed (a bot stopped early).
     """
-    created = client.create(seats, partnerships, preset, name="bergen bots")
+    created = client.create(seats, partnerships, preset, name="bergen bots", options=options)
     match_id = created.match_id
     errors: list[BaseException] = []
     finals: dict[int, State] = {}
@@ -427,7 +468,8 @@ def play_match(
             joined = client.join(match_id, f"{policies[seat]}{seat}", seat=seat)
             link = SeatLink(client, match_id, seat, joined.seat_token)
             link.start()
-            finals[seat] = run_seat(link, decider(policies[seat], settings), seat_rng, deadline)
+            decide = seat_decider(policies[seat], settings, link.clock)
+            finals[seat] = run_seat(link, decide, seat_rng, deadline)
         except BaseException as e:  # collected and raised by the caller
             errors.append(e)
         finally:
@@ -473,6 +515,11 @@ def run(args: argparse.Namespace) -> int:
             + (f" or {sides} (one per side)" if sides != args.players else "")
         )
         return ExitStatus.USAGE
+    try:
+        options = clock_options(args, args.players, args.partnerships, args.preset)
+    except ValueError as e:
+        err.print(f"bergen bots: {e}", markup=False)
+        return ExitStatus.USAGE
     seed = args.seed if args.seed is not None else secrets.token_hex(8)
     rng = random.Random(seed)
     # One generator per match, drawn in match order, whatever order the matches end in.
@@ -509,14 +556,21 @@ def run(args: argparse.Namespace) -> int:
                 else list(state.sides[result.winner_side]),
                 "scores": list(result.scores),
                 "hands": state.hand,
+                "reason": str(result.reason),
+                "forfeited_side": result.forfeited_side,
+                "cause": None if result.cause is None else str(result.cause),
             }
         )
         if args.json:
             return
         scores = "-".join(map(str, result.scores))
+        forfeit = ""
+        if result.forfeited_side is not None:
+            who = "+".join(f"seat {s}" for s in state.sides[result.forfeited_side])
+            forfeit = f" forfeit {who} ({result.cause})"
         out.print(
             f"{outcome.match_id} winner {winner} scores {scores} hands {state.hand} "
-            f"seats {','.join(policies)}",
+            f"seats {','.join(policies)}{forfeit}",
             markup=False,
         )
 
@@ -551,6 +605,7 @@ def run(args: argparse.Namespace) -> int:
                         policies,
                         settings,
                         match_rng,
+                        options,
                     )
                 )
             except BaseException as e:  # reported by the main thread
@@ -600,6 +655,7 @@ def run(args: argparse.Namespace) -> int:
             "players": args.players,
             "partnerships": args.partnerships,
             "preset": args.preset,
+            "clock": options_words(options) or None,
             "matches": reports,
             "policies": {n: {"won": wins[n], "played": played[n]} for n in sorted(played)},
             "hands": hands,
@@ -609,6 +665,7 @@ def run(args: argparse.Namespace) -> int:
     out.print(
         f"{args.matches} match(es), {args.players} seats"
         f"{' in partnerships' if args.partnerships else ''}, preset {args.preset}, "
+        f"{f'clock {options_words(options)}, ' if options else ''}"
         f"server {args.server}, seed {seed}",
         markup=False,
     )

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 import grpc
 
-from bergen.api.convert import PRESET, event_in
+from bergen.api.convert import PRESET, event_in, options_out
 from bergen.domain.events import Event
 from bergen.domain.tiles import End, Tile
 from bergen.v1 import bergen_pb2 as pb
@@ -65,11 +65,22 @@ class Client:
             raise Unreachable(f"no answer from {self.target} within {timeout:g} s") from None
 
     def create(
-        self, seats: int, partnerships: bool = False, preset: str = "standard", name: str = ""
+        self,
+        seats: int,
+        partnerships: bool = False,
+        preset: str = "standard",
+        name: str = "",
+        options: Mapping[str, object] | None = None,
     ) -> pb.CreateMatchResponse:
+        """Create a match with `preset` and the rule `options` (by name, as `make_rules`
+        takes them: the clock's among them). Raises grpc.RpcError, InvalidOptions."""
         reply: pb.CreateMatchResponse = self.stub.CreateMatch(
             pb.CreateMatchRequest(
-                seats=seats, partnerships=partnerships, preset=PRESET.out(preset), name=name
+                seats=seats,
+                partnerships=partnerships,
+                preset=PRESET.out(preset),
+                name=name,
+                options=options_out(options or {}),
             ),
             timeout=CALL_TIMEOUT_S,
         )
