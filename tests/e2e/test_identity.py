@@ -194,7 +194,7 @@ def test_a_seat_playing_out_of_its_turn_is_refused_as_failed_precondition(
     client.stub.Play(request, metadata=bearer(table.tokens[seat]))
 
 
-def test_a_seat_token_resigns_its_own_seat_and_the_match_ends_without_a_winner(
+def test_a_seat_token_resigns_its_own_seat_and_its_side_forfeits(
     client: Client, table: Table
 ) -> None:
     seat = 1 - turn_of(client, table)
