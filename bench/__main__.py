@@ -96,6 +96,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         postgres_reachable,
         True,
     ),
+    Benchmark(
+        "clocks",
+        "bench.clocks_bench",
+        "timeout delay on 2 replicas, idle CPU, Play/s with clocks",
+        postgres_reachable,
+        True,
+    ),
 )
 
 

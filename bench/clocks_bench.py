@@ -1,0 +1,500 @@
+"""Clocks (issue 11): timeouts on time, idle clocks that cost nothing, Play/s that clocks keep.
+
+    python -m bench clocks          (or: python -m bench.clocks_bench --matches 200 --idle 10)
+
+Every server is `bergen serve` with its default settings, its own process, on a PostgreSQL
+database made for each part (from BERGEN_BENCH_DATABASE_URL, default
+postgresql://postgres@127.0.0.1:5432/postgres) and dropped afterwards; every client is a
+thread of this process.
+
+1. Timeout delay (goal: p99 under 250 ms). Two replicas on one database; `--matches` (200)
+   clocked 2-seat matches whose seats never play (clock_initial 1 to 3 s, clock_increment 0,
+   timeouts_to_forfeit 2) are created and seated through either replica in turn, so that
+   timeouts fall due while the later ones are made. Each match calls for three timeouts:
+   seat A's (an automatic play), seat B's, then A's again, its second in a row, a forfeit.
+   Once every match has ended, each stream is read from the store and folded: a timeout's
+   delay is its row's `recorded_at` minus the instant its clock fell (the match's epoch,
+   metadata `clock_epoch_ms` on the dealing join's rows, plus the state's `due_at_ms` just
+   before the timeout). Figures: p50/p99/max, and every match must hold exactly three
+   timeouts, none before its clock fell, and end by forfeit. A second run kills one replica
+   (SIGKILL) when half the matches are made (`--no-kill` leaves it out): the other must
+   apply its share.
+2. Idle CPU (goal: under 2% of one core). One server; its CPU time (utime + stime from
+   /proc/<pid>/stat, children excluded) over an `--idle` window (10 s) while it holds
+   `--idle-matches` (1,000) seated clocked matches whose clocks are far from due
+   (clock_initial 86400), against the same process over a window before any match existed.
+   A window opens once the listing shows every match in play.
+3. Play/s with clocks on against clocks off (goal: at least 0.95). One server; 8 clients play
+   clocked matches (86400+0: no timeout interferes) and 8 others unclocked ones, each its own
+   2-seat match, both seats (`grpc_bench.Player`), played to 1000 points so that no match is
+   created while timed. The two groups take turns, one window each per round, in an order
+   that alternates by round; Play/s is the median of a condition's windows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psycopg
+
+from bench.abuse_bench import Window, honest_window
+from bench.grpc_bench import (
+    BENCH_URL_ENV,
+    CALL_TIMEOUT,
+    SERVICE,
+    START_TIMEOUT,
+    Line,
+    Player,
+    Server,
+    _Calls,
+    _channel,
+    _percentile,
+    print_table,
+    servers,
+)
+from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
+from bergen.domain import codec
+from bergen.domain.events import MatchEnded, TimedOut
+from bergen.domain.state import State, evolve
+from bergen.domain.vocabulary import MatchEndReason
+from bergen.server.store import StoredEvent, open_store
+from bergen.v1 import bergen_pb2 as pb
+
+EPOCH_KEY = "clock_epoch_ms"
+"""Metadata of the dealing join's rows: the Unix ms at which a match's clocks started."""
+TIMEOUTS_PER_MATCH = 3
+DELAY_GOAL_MS = 250.0
+IDLE_GOAL_PERCENT = 2.0
+PLAY_GOAL_RATIO = 0.95
+CLIENTS = 8
+TARGET = 1000
+"""Points a Play/s match is played to: no client starts another match in a run."""
+LONG_CLOCK_S = 86400
+SETUP_THREADS = 4
+"""Clients creating and seating matches at once."""
+END_PATIENCE_S = 60.0
+"""How long after the last match is seated its timeouts may take before the run gives up."""
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+# --- matches -------------------------------------------------------------------------------
+
+
+def never_played(initial: int) -> pb.RuleOptions:
+    """A Fischer clock of `initial` s without increment, forfeiting at a seat's second
+    timeout in a row: two seats that never play make three timeouts."""
+    return pb.RuleOptions(
+        clock=pb.CLOCK_FISCHER,
+        clock_initial=initial,
+        clock_increment=0,
+        timeouts_to_forfeit=2,
+    )
+
+
+def seat_match(calls: _Calls, options: pb.RuleOptions | None) -> str:
+    """A 2-seat match with `options`, both seats taken (so its first hand is dealt); its id."""
+    request = pb.CreateMatchRequest(seats=2, name="clocks bench")
+    if options is not None:
+        request.options.CopyFrom(options)
+    match_id: str = calls.create(request, timeout=CALL_TIMEOUT).match_id
+    for seat in range(2):
+        calls.join(
+            pb.JoinMatchRequest(match_id=match_id, name=f"bench{seat}"), timeout=CALL_TIMEOUT
+        )
+    return match_id
+
+
+def seat_many(target: str, options: Sequence[pb.RuleOptions | None]) -> list[str]:
+    """One seated match per entry of `options`, made by SETUP_THREADS clients at once."""
+    ids: list[str] = [""] * len(options)
+    errors: list[BaseException] = []
+
+    def work(first: int) -> None:
+        channel = _channel(target)
+        try:
+            calls = _Calls(channel)
+            for i in range(first, len(options), SETUP_THREADS):
+                ids[i] = seat_match(calls, options[i])
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            channel.close()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(SETUP_THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"a match could not be made: {errors[0]!r}") from errors[0]
+    return ids
+
+
+def playing(target: str) -> int:
+    """Matches the server's listing shows in play."""
+    channel = _channel(target)
+    try:
+        call = channel.unary_unary(
+            SERVICE + "ListMatches",
+            request_serializer=pb.ListMatchesRequest.SerializeToString,
+            response_deserializer=pb.ListMatchesResponse.FromString,
+        )
+        count, token = 0, ""
+        while True:
+            page = call(
+                pb.ListMatchesRequest(phase=pb.PHASE_PLAYING, page_size=100, page_token=token),
+                timeout=CALL_TIMEOUT,
+            )
+            count += len(page.matches)
+            token = page.next_page_token
+            if not token:
+                return count
+    finally:
+        channel.close()
+
+
+# --- 1. timeout delay ----------------------------------------------------------------------
+
+
+def timeouts(stored: Sequence[StoredEvent]) -> list[tuple[TimedOut, int, int]]:
+    """Each timeout of a stream with the instant its clock fell and the instant it was stored
+    (both Unix ms on the servers' clock), as tests/e2e/test_clocks.py reads them. Raises
+    ValueError for a timeout of a seat whose clock did not run, or before it fell."""
+    epoch = next(int(e.metadata.extra[EPOCH_KEY]) for e in stored if EPOCH_KEY in e.metadata.extra)
+    state: State | None = None
+    found = []
+    for row in stored:
+        event = codec.decode(row.type, row.schema_version, row.payload)
+        if isinstance(event, TimedOut):
+            due = None if state is None else state.due_at_ms
+            if state is None or due is None or state.running != event.seat:
+                raise ValueError(
+                    f"seq {row.seq}: a timeout of seat {event.seat}, whose clock stood"
+                )
+            if event.at_ms < due:
+                raise ValueError(f"seq {row.seq}: a timeout at {event.at_ms} ms, before {due} ms")
+            stored_ms = int(row.recorded_at.timestamp() * 1000)
+            found.append((event, epoch + due, stored_ms))
+        state = evolve(state, event)
+    return found
+
+
+def _timeouts_written(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM events WHERE type = 'TimedOut'").fetchone()
+    return int(row[0]) if row else 0
+
+
+@dataclass
+class Delays:
+    delays_ms: list[float]
+    matches: int
+    wrong: list[str]
+    """A line per match whose timeouts are not the three its clocks call for."""
+
+    @property
+    def expected(self) -> int:
+        return self.matches * TIMEOUTS_PER_MATCH
+
+    def ms(self, p: int) -> float:
+        return _percentile(self.delays_ms, p) if len(self.delays_ms) >= 2 else float("nan")
+
+
+def check_match(match_id: str, stored: Sequence[StoredEvent]) -> tuple[list[float], str | None]:
+    """The delays (ms) of a match's timeouts, and what is wrong with them, if anything."""
+    try:
+        found = timeouts(stored)
+    except (ValueError, StopIteration) as e:
+        return [], f"{match_id}: {e or 'no clock epoch'}"
+    delays = [float(stored_ms - due) for _, due, stored_ms in found]
+    if len(found) != TIMEOUTS_PER_MATCH:
+        return delays, f"{match_id}: {len(found)} timeouts, {TIMEOUTS_PER_MATCH} expected"
+    last = codec.decode(stored[-2].type, stored[-2].schema_version, stored[-2].payload)
+    if not isinstance(last, MatchEnded) or last.reason is not MatchEndReason.FORFEIT:
+        return delays, f"{match_id}: did not end by forfeit ({type(last).__name__})"
+    return delays, None
+
+
+def timeout_delay(admin_url: str, folder: Path, matches: int, kill: bool) -> Delays:
+    """Part 1 on a database of its own. Raises RuntimeError when a server does not start or
+    a match cannot be made."""
+    rng = random.Random(11)
+    with bench_database(admin_url) as url, servers(url, folder, ["replica0", "replica1"]) as found:
+        replicas = [found["replica0"], found["replica1"]]
+        channels = [_channel(r.target) for r in replicas]
+        try:
+            calls = [_Calls(ch) for ch in channels]
+            ids = []
+            for i in range(matches):
+                if kill and i == matches // 2:
+                    # Half the matches in play, timeouts due all the while: replica 1 dies
+                    # holding its share of them.
+                    replicas[1].process.kill()
+                    replicas[1].process.wait()
+                via = 0 if kill and i >= matches // 2 else i % 2
+                ids.append(seat_match(calls[via], never_played(rng.randint(1, 3))))
+        finally:
+            for ch in channels:
+                ch.close()
+        deadline = time.monotonic() + END_PATIENCE_S
+        expected = matches * TIMEOUTS_PER_MATCH
+        while _timeouts_written(url) < expected and time.monotonic() < deadline:
+            time.sleep(0.25)
+        # A moment more, so that a timeout written twice would be seen.
+        time.sleep(0.5)
+        store = open_store(url)
+        try:
+            streams = {m: store.read_stream(m) for m in ids}
+        finally:
+            store.close()
+    delays: list[float] = []
+    wrong = []
+    for match_id, stored in streams.items():
+        found, problem = check_match(match_id, stored)
+        delays += found
+        if problem is not None:
+            wrong.append(problem)
+    return Delays(delays, matches, wrong)
+
+
+def delay_line(what: str, d: Delays) -> Line:
+    counted = len(d.delays_ms)
+    note = f"{counted} timeouts, {d.expected} due"
+    if d.wrong:
+        note += f"; {len(d.wrong)} matches WRONG"
+    max_ms = max(d.delays_ms) if d.delays_ms else float("nan")
+    return Line(
+        f"Timeout delay p50/p99/max ms, {what}",
+        f"{d.ms(50):.0f}/{d.ms(99):.0f}/{max_ms:.0f}",
+        note,
+        None,
+        f"p99 < {DELAY_GOAL_MS:.0f}",
+        d.ms(99) < DELAY_GOAL_MS and not d.wrong and counted == d.expected,
+    )
+
+
+# --- 2. idle CPU ---------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process used so far (utime + stime, its children excluded)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # The command name (field 2) may hold spaces: the fields after it follow its last ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_percent(server: Server, seconds: float) -> float:
+    """The server's CPU over the next `seconds`, in % of one core."""
+    pid = server.process.pid
+    used, start = cpu_seconds(pid), time.monotonic()
+    time.sleep(seconds)
+    used, elapsed = cpu_seconds(pid) - used, time.monotonic() - start
+    return 100 * used / elapsed
+
+
+@dataclass
+class Idle:
+    empty: float
+    clocked: float
+    matches: int
+
+
+def idle_cpu(admin_url: str, folder: Path, matches: int, seconds: float) -> Idle:
+    """Part 2 on a database of its own. Raises RuntimeError when the server does not start,
+    a match cannot be made or the listing never shows them all."""
+    with bench_database(admin_url) as url, servers(url, folder, ["idle"]) as found:
+        server = found["idle"]
+        playing(server.target)  # it answers: its start-up is over
+        _say(f"  idle CPU: {seconds:g} s before any match")
+        empty = idle_percent(server, seconds)
+        _say(f"    {empty:.2f}% of a core; making {matches:,} clocked matches")
+        seat_many(server.target, [never_played(LONG_CLOCK_S)] * matches)
+        deadline = time.monotonic() + START_TIMEOUT
+        while (listed := playing(server.target)) < matches:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the listing shows {listed} of {matches} matches in play")
+            time.sleep(0.2)
+        _say(f"  idle CPU: {seconds:g} s holding {matches:,} clocked matches")
+        clocked = idle_percent(server, seconds)
+        _say(f"    {clocked:.2f}% of a core")
+    return Idle(empty, clocked, matches)
+
+
+def idle_line(idle: Idle) -> Line:
+    return Line(
+        f"Idle CPU, % of a core, {idle.matches:,} clocked matches",
+        f"{idle.clocked:.2f}%",
+        f"{idle.empty:.2f}% no match ({idle.clocked - idle.empty:+.2f})",
+        None,
+        f"< {IDLE_GOAL_PERCENT:g}%",
+        idle.clocked < IDLE_GOAL_PERCENT,
+    )
+
+
+# --- 3. Play/s, clocks on and off ----------------------------------------------------------
+
+
+class _OptionCalls(_Calls):
+    """The Play benchmark's calls, its matches created with `options` and played to TARGET."""
+
+    def __init__(self, channel: grpc.Channel, options: pb.RuleOptions) -> None:
+        super().__init__(channel)
+        create = self.create
+
+        def with_options(request: pb.CreateMatchRequest, **kwargs: Any) -> Any:
+            request.options.CopyFrom(options)
+            request.options.target = TARGET
+            return create(request, **kwargs)
+
+        self.create = with_options
+
+
+ON, OFF = "clocks on", "clocks off"
+CLOCKS: dict[str, pb.RuleOptions] = {
+    ON: pb.RuleOptions(clock=pb.CLOCK_FISCHER, clock_initial=LONG_CLOCK_S, clock_increment=0),
+    OFF: pb.RuleOptions(),
+}
+
+
+def play_rates(
+    admin_url: str, folder: Path, seconds: float, rounds: int
+) -> dict[str, list[Window]]:
+    """Part 3 on a database of its own; the windows of each condition. Raises RuntimeError
+    when the server does not start or a client fails."""
+    with bench_database(admin_url) as url, servers(url, folder, ["play"]) as found:
+        target = found["play"].target
+        channels = [_channel(target) for _ in range(2 * CLIENTS)]
+        try:
+            players = {
+                condition: [
+                    Player(_OptionCalls(channels[c * CLIENTS + i], options), random.Random(i))
+                    for i in range(CLIENTS)
+                ]
+                for c, (condition, options) in enumerate(CLOCKS.items())
+            }
+            for group in players.values():
+                honest_window(group, 2.0, 5)  # discarded: the server and caches warm up
+            windows: dict[str, list[Window]] = {ON: [], OFF: []}
+            for r in range(rounds):
+                order = (ON, OFF) if r % 2 == 0 else (OFF, ON)
+                parts = []
+                for condition in order:
+                    window = honest_window(players[condition], seconds)
+                    if window.failed:
+                        raise RuntimeError(f"{condition}: Play failed: {window.failed[:3]}")
+                    windows[condition].append(window)
+                    parts.append(f"{condition} {window.rate:,.0f}/s")
+                _say(f"  Play/s, round {r + 1}: " + ", ".join(parts))
+            return windows
+        finally:
+            for ch in channels:
+                ch.close()
+
+
+def play_lines(windows: dict[str, list[Window]]) -> list[Line]:
+    rate = {c: statistics.median(w.rate for w in windows[c]) for c in (ON, OFF)}
+
+    def ms(condition: str) -> str:
+        lat = [x for w in windows[condition] for x in w.latencies]
+        return f"{_percentile(lat, 50) * 1000:.2f}/{_percentile(lat, 99) * 1000:.2f}"
+
+    ratio = rate[ON] / rate[OFF]
+    return [
+        Line(
+            f"Play/s, {CLIENTS} clients, clocks on vs off",
+            f"{rate[ON]:,.0f}/s",
+            f"{rate[OFF]:,.0f}/s",
+            ratio,
+            f">= {PLAY_GOAL_RATIO:g}",
+            ratio >= PLAY_GOAL_RATIO,
+        ),
+        Line(
+            f"Play p50/p99 ms, {CLIENTS} clients, clocks on (off)",
+            ms(ON),
+            ms(OFF),
+            None,
+            "",
+            None,
+        ),
+    ]
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.clocks_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get(BENCH_URL_ENV) or DEFAULT_ADMIN_URL,
+        help=f"an admin URL to create each part's database from (${BENCH_URL_ENV})",
+    )
+    parser.add_argument("--matches", type=int, default=200, help="clocked matches timed out")
+    parser.add_argument(
+        "--no-kill", action="store_true", help="leave out the run that kills a replica"
+    )
+    parser.add_argument(
+        "--idle-matches", type=int, default=1000, help="clocked matches the idle server holds"
+    )
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of each idle window")
+    parser.add_argument("--seconds", type=float, default=4.0, help="per Play/s window")
+    parser.add_argument("--rounds", type=int, default=3, help="Play/s windows per condition")
+    args = parser.parse_args(argv)
+
+    _say(
+        f"{os.cpu_count()} cores; servers are `bergen serve` processes on PostgreSQL, clients"
+        " threads of this process."
+    )
+    lines: list[Line] = []
+    with tempfile.TemporaryDirectory(prefix="bergen-clocks-bench-") as tmp:
+        folder = Path(tmp)
+
+        def part(name: str) -> Path:
+            """A folder of its own for each part's servers (their port files)."""
+            path = folder / name
+            path.mkdir()
+            return path
+
+        runs = [(False, "2 replicas")]
+        if not args.no_kill:
+            runs.append((True, "2 replicas, one killed"))
+        for kill, what in runs:
+            _say(f"  timeouts: {args.matches} matches that never play, {what}")
+            delays = timeout_delay(
+                args.database_url, part(f"timeouts-{len(lines)}"), args.matches, kill
+            )
+            lines.append(delay_line(f"{args.matches} matches, {what}", delays))
+            for problem in delays.wrong[:10]:
+                _say(f"    WRONG: {problem}")
+        idle = idle_cpu(args.database_url, part("idle"), args.idle_matches, args.idle)
+        lines.append(idle_line(idle))
+        windows = play_rates(args.database_url, part("play"), args.seconds, args.rounds)
+        lines += play_lines(windows)
+    print()
+    print_table(lines)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
