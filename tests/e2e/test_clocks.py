@@ -144,6 +144,57 @@ def verify_file(path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_a_clocked_match_where_one_seat_stops_answering_ends_by_its_forfeit(
+    farm: ServerFarm, database: str, tmp_path: Path
+) -> None:
+    """Seat 0 plays at once every time; seat 1 plays its first 3 plays, then stops answering:
+    it is timed out (an automatic play), then again on its next turn (its second in a row),
+    which forfeits its side."""
+    server = farm.start(database)
+    options = {"clock": "fischer", "clock_increment": 1, "timeouts_to_forfeit": 2}
+    with Client(server.target) as client:
+        table = seat_everyone(client, 2, clock_initial=4, target=1000, **options)
+        played = [0, 0]
+        deadline = time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline, "the match did not end"
+            view = client.view(table.match_id)
+            if view.phase == pb.PHASE_ENDED:
+                break
+            seat = view.turn if view.HasField("turn") else None
+            if seat is None or (seat == 1 and played[1] >= 3):
+                time.sleep(0.02)
+                continue
+            mine = client.view(table.match_id, table.tokens[seat])
+            if not mine.legal_plays:
+                continue
+            choice = mine.legal_plays[0]
+            try:
+                client.play(table.match_id, choice.tile, choice.end, table.tokens[seat])
+                played[seat] += 1
+            except grpc.RpcError as e:
+                # The turn moved on under us (a timeout, a forced pass): look again.
+                assert refusal(e).code is grpc.StatusCode.FAILED_PRECONDITION, refusal(e)
+        record = client.record(table.match_id)
+        events = [e for e in client.replay(table.match_id).events]
+    result = record["result"]
+    assert (result["reason"], result["cause"], result["forfeited_side"]) == (
+        "forfeit",
+        "timeout",
+        1,
+    )
+    assert result["winner_side"] == 0
+    timed_out = [e.timed_out.seat for e in events if e.HasField("timed_out")]
+    assert timed_out == [1, 1]
+    actions = [a for hand in record["hands"] for a in hand["actions"]]
+    autos = [a for a in actions if a.get("auto")]
+    assert [a["seat"] for a in autos] == [1] and autos[0]["clock_ms"] == 1000
+    own = [a for a in actions if a["act"] == "play" and a["seat"] == 1 and not a.get("auto")]
+    assert len(own) >= 3
+    honest = verify_file(write(tmp_path / "stalled.json", record))
+    assert honest.returncode == 0, honest.stdout + honest.stderr
+
+
 def test_a_view_of_a_clocked_match_carries_the_servers_match_time(
     farm: ServerFarm, sqlite_url: str
 ) -> None:
