@@ -22,6 +22,7 @@ from bergen.domain.describe import (
     VOID_WORDS,
     Phrase,
     SeatRef,
+    clock_words,
     hand_end_words,
     join,
     phrase,
@@ -40,7 +41,9 @@ from bergen.domain.events import (
     PointsScored,
     TileDrawn,
     TilePlayed,
+    TimedOut,
 )
+from bergen.domain.rules import Rules
 from bergen.domain.state import ENDED, SEATING, State, evolve
 from bergen.domain.tiles import RESERVE, End, Tile
 from bergen.domain.views import view
@@ -67,7 +70,8 @@ class Step:
     event: Event
     state: State
     number: int = 0
-    """The action's place in its hand, from 1 (as RECORD.md and the verifier count)."""
+    """The action's place in its hand, from 1 (as RECORD.md and the verifier count); 0 for
+    a timeout, which is no action of the record."""
     void: bool = False
     """For a deal: void, dealt again."""
     points: list[Scored] = field(default_factory=list)
@@ -129,6 +133,12 @@ def tell(events: Sequence[Event]) -> Story:
         elif isinstance(e, DealVoided):
             if current is not None and current.deals:
                 current.deals[-1].void = True
+        elif isinstance(e, TimedOut):
+            if current is None:
+                raise CorruptRecord("a timeout before any deal")
+            step = Step(StepKind.TIMEOUT, e.hand, e, state, laid_by=laid_by, before=previous)
+            current.actions.append(step)
+            steps.append(step)
         elif isinstance(e, TilePlayed | TileDrawn | Passed):
             if current is None:
                 raise CorruptRecord(f"{type(e).__name__} before any deal")
@@ -146,7 +156,7 @@ def tell(events: Sequence[Event]) -> Story:
                 e.hand,
                 e,
                 state,
-                number=len(current.actions) + 1,
+                number=sum(a.kind in ACTIONS for a in current.actions) + 1,
                 laid_by=laid_by,
                 before=previous,
             )
@@ -299,6 +309,29 @@ def points_text(scored: Scored, names: Names, look: Look) -> Text:
     return text
 
 
+def clock_rules_words(rules: Rules) -> str:
+    """`clock 60+2 (a timeout plays for the seat; 3 in a row forfeit)`; empty without a
+    clock."""
+    if not rules.clocked:
+        return ""
+    if rules.on_timeout == "forfeit":
+        what = "a timeout forfeits"
+    else:
+        what = f"a timeout plays for the seat; {rules.timeouts_to_forfeit} in a row forfeit"
+    return f"clock {rules.clock_initial}+{rules.clock_increment} ({what})"
+
+
+def clock_text(ms: int, look: Look) -> Text:
+    """A clock's time left: `⏱ 8.5 s`, plain `clock 8.5 s`."""
+    return Text(f"{'⏱ ' if look.unicode else 'clock '}{clock_words(ms)}", look.style("dim"))
+
+
+def timeout_text(step: Step, names: Names, look: Look) -> Text:
+    """`ann runs out of time (12.0 s into the match)`, marked."""
+    text = Text("timeout: ", look.style("bold red"))
+    return _words(text, phrase(step.event), names, look)
+
+
 def action_text(step: Step, names: Names, look: Look) -> Text:
     """`bob plays 3-5 left`, `ann draws a tile`, ... without the number or the line."""
     return _words(Text(), phrase(step.event), names, look)
@@ -370,6 +403,8 @@ def header_text(story: Story, names: Names, look: Look) -> list[Text]:
         f"  {rules.preset}, target {rules.target}, {s.seats} seats"
         f"{' in partnerships' if s.partnerships else ''}"
     )
+    if rules.clocked:
+        title.append(f", {clock_rules_words(rules)}")
     seats = Text("seats: ")
     for seat in range(s.seats):
         if seat:
@@ -396,7 +431,8 @@ def render_story(
         if only_hand is not None and hand.number != only_hand:
             continue
         out.append(Text())
-        out.extend(_hand_lines(hand, names, look))
+        last = hand is story.hands[-1]
+        out.extend(_hand_lines(hand, names, look, ended=last and story.result is not None))
     if only_hand is None and story.result is not None and story.hands:
         out.append(Text())
         out.append(Text("result: ", look.style("bold")).append_text(
@@ -405,7 +441,7 @@ def render_story(
     return out
 
 
-def _hand_lines(hand: HandStory, names: Names, look: Look) -> list[Text]:
+def _hand_lines(hand: HandStory, names: Names, look: Look, ended: bool = False) -> list[Text]:
     out = [Text(f"hand {hand.number}", look.style("bold underline"))]
     for deal in hand.deals:
         e = deal.event
@@ -422,15 +458,22 @@ def _hand_lines(hand: HandStory, names: Names, look: Look) -> list[Text]:
             out.append(row)
         out.append(Text("    ").append_text(_boneyard(e.boneyard, names, look)))
     for step in hand.actions:
+        if step.kind == StepKind.TIMEOUT:
+            out.append(Text("       ").append_text(timeout_text(step, names, look)))
+            continue
         row = Text(f"  {step.number:>3}  ")
         words = action_text(step, names, look)
         row.append_text(words)
         if step.kind in (StepKind.LEAD, StepKind.PLAY):
-            row.append(" " * max(1, names.width + 19 - len(words.plain)))
+            # A clocked match's plays may say "automatically": room for it.
+            wide = names.width + (33 if step.state.clocked else 19)
+            row.append(" " * max(1, wide - len(words.plain)))
             fresh = 0 if isinstance(step.event, TilePlayed) and step.event.end is End.LEFT else -1
             row.append_text(
                 line_text(step.state.line, look, step.laid_by, names, fresh % len(step.state.line))
             )
+            if isinstance(step.event, TilePlayed) and step.event.clock_ms is not None:
+                row.append("   ").append_text(clock_text(step.event.clock_ms, look))
         elif step.kind == StepKind.DRAW:
             row.append(f"  ({step.state.drawable} left to draw)", look.style("dim"))
         out.append(row)
@@ -448,7 +491,7 @@ def _hand_lines(hand: HandStory, names: Names, look: Look) -> list[Text]:
         )
     elif hand.actions or hand.deals:
         last = (hand.actions or hand.deals)[-1].state
-        if last.phase == ENDED:
+        if ended or last.phase == ENDED:
             out.append(Text("  the match ended during this hand", look.style("dim")))
         elif last.turn is not None:
             row = Text("  in play: ")
@@ -493,11 +536,17 @@ def render_frame(
         f"   (target {s.rules.target})"
     ))  # fmt: skip
     out.append(Text())
-    for seat, tiles in enumerate(s.hands):
+    shown = [_tiles(tiles, look) for tiles in s.hands]
+    width = max((t.cell_len for t in shown), default=0)
+    for seat, tiles in enumerate(shown):
         row = Text("  ")
         _seat(row, names, look, seat, pad=True)
         row.append("  ")
-        row.append_text(_tiles(tiles, look))
+        row.append_text(tiles)
+        if s.clocked:
+            # Each seat's time left as of this step, in one column.
+            row.append(" " * (width - tiles.cell_len + 3))
+            row.append_text(clock_text(s.clocks[seat], look))
         if s.turn == seat and not s.hand_over:
             row.append("   ◀ to play" if look.unicode else "   <- to play", look.style("bold"))
         out.append(row)
@@ -542,6 +591,8 @@ def _what_happened(step: Step, names: Names, look: Look) -> list[Text]:
         if step.void:
             text.append(f": {VOID_WORDS}", look.style("yellow"))
         return [text]
+    if step.kind == StepKind.TIMEOUT:
+        return [Text("     ").append_text(timeout_text(step, names, look))]
     if step.kind in ACTIONS:
         text = Text(f"{step.number:>3}  ").append_text(action_text(step, names, look))
         out = [text]
@@ -609,6 +660,9 @@ def story_json(story: Story, only_hand: int | None = None, note: str = "") -> di
             "scores": list(result.scores),
             "resigned_seat": result.resigned_seat,
             "note": result.note,
+            "forfeited_side": result.forfeited_side,
+            "cause": None if result.cause is None else str(result.cause),
+            "at_ms": result.at_ms,
         },
     }
 
@@ -627,7 +681,7 @@ def _step_json(step: Step, names: Names) -> dict[str, Any]:
         "hand": step.hand,
         "number": step.number if step.kind in ACTIONS else None,
         "text": join(phrase(e), lambda n: names.seats[n], names.side),
-        "seat": seat if step.kind in ACTIONS else None,
+        "seat": seat if step.kind in ACTIONS or step.kind == StepKind.TIMEOUT else None,
         "tile": _tile_json(tile) if step.kind in ACTIONS else None,
         "end": end.value if isinstance(end, End) else None,
         "points": [
@@ -644,6 +698,13 @@ def _step_json(step: Step, names: Names) -> dict[str, Any]:
         "line": [[a, b] for a, b in step.state.line],
         "scores": list(step.state.scores),
     }
+    at_ms = getattr(e, "at_ms", None)
+    if at_ms is not None and step.kind != StepKind.MATCH_END:
+        # A clocked match's times: the action's, and after a play the seat's time left.
+        out["at_ms"] = at_ms
+        if isinstance(e, TilePlayed):
+            out["clock_ms"] = e.clock_ms
+            out["auto"] = e.auto
     if isinstance(e, Dealt):
         out["attempt"] = e.attempt
         out["void"] = step.void

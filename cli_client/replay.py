@@ -51,12 +51,14 @@ CALL_TIMEOUT_S = 30.0
 JSON_HELP = """\
 --json prints one object (format "bergen-replay/1"): match_id, name, rules, seats (names,
 null for a free seat), sides, phase, origin (the server or the file), complete (nothing is
-hidden), viewer_seat, note, result (reason, winner_side, scores, resigned_seat, note; null
-while live) and steps: each with kind (deal, lead, play, draw, pass, hand_end, match_end),
-hand, number (an action's place in its hand), text (the words of the listing), seat, tile
-and end (for an action), points (side, points, base, reason, text, total), and the line
-(pairs as laid, left to right) and scores after it; a deal adds attempt, void, hands and
-boneyard. A hidden tile is null."""
+hidden), viewer_seat, note, result (reason, winner_side, scores, resigned_seat, note,
+forfeited_side, cause, at_ms; null while live) and steps: each with kind (deal, lead, play,
+draw, pass, timeout, hand_end, match_end), hand, number (an action's place in its hand),
+text (the words of the listing), seat (for an action or a timeout), tile and end (for an
+action), points (side, points, base, reason, text, total), and the line (pairs as laid, left
+to right) and scores after it; a deal adds attempt, void, hands and boneyard; in a clocked
+match an action or a timeout adds at_ms, and a play clock_ms (its seat's time left after it)
+and auto (made by a timeout). A hidden tile is null."""
 
 
 class Failure(Exception):
@@ -84,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=PROG,
         description="Replay a Bergen match hand by hand: each deal, every action with the "
-        "line after it, the points and why, the scores and the result.",
+        "line after it, the points and why, the scores and the result; on a clock, each "
+        "play's time left, the timeouts and the automatic plays.",
         epilog=JSON_HELP + "\n\n" + help_text(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
