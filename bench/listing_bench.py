@@ -8,7 +8,8 @@ temporary folder) and each size (20 matches, then --matches):
 
 - seeding: real matches (played by the greedy policy, then cut: 40% still seating, 40%
   playing, 20% ended) written as their real events through the store's batch builder in one
-  bulk statement, so the listing has every event to fold;
+  bulk statement, authenticated under the log key the server is then given, so the listing
+  has every event to check and fold;
 - first start: `bergen serve` is started and folds the listing from position 0 in the
   background; the time until it has folded every event is reported (events per second);
 - pages: ListMatches through the server's gRPC port on a warm channel, a mix of first pages,
@@ -53,6 +54,7 @@ from bergen.domain.events import Event, MatchCreated, SeatTaken
 from bergen.domain.policies import greedy_policy
 from bergen.domain.rules import make_rules
 from bergen.domain.simulation import play_match
+from bergen.server.keys import LogKeys
 from bergen.server.projections import MATCH_LIST, MatchListProjection
 from bergen.server.store import NewEvent, open_store, upgrade_to_head
 from bergen.server.store.batch import build_rows
@@ -62,6 +64,8 @@ BENCH_URL_ENV = "BERGEN_BENCH_DATABASE_URL"
 PAGE_GOAL_MS = 5.0
 RESTART_GOAL_S = 2.0
 START_TIMEOUT = 600.0
+LOG_KEY_FILE = "bergen-log-key"
+"""In the run's folder: the seeding authenticates rows under it, and the server is given it."""
 PLAYERS = 300
 """Distinct player names across the seeded matches."""
 SERVICE = next(
@@ -117,56 +121,61 @@ def _match_events(k: int, templates: list[list[Event]], rng: random.Random) -> l
     return out
 
 
-def _rows(n: int) -> Iterator[tuple[str, list[Any]]]:
-    """(stream id, rows from build_rows) for n seeded matches."""
+def _rows(n: int, keys: LogKeys, at: datetime) -> Iterator[tuple[str, list[Any]]]:
+    """(stream id, rows from build_rows) for n seeded matches, recorded `at`, authenticated
+    under `keys`' writing key."""
     templates = _templates()
     rng = random.Random(9)
     meta = EventMetadata("bench", None, "bergen-rules/1", {})
+    writing = (keys.writing, keys.writing_key)
     for k in range(n):
         stream = f"match-{k:06}"
         events = [NewEvent(*codec.encode(e)) for e in _match_events(k, templates, rng)]
-        yield stream, build_rows(stream, 0, events, meta, GENESIS_HASH)
+        yield stream, build_rows(stream, 0, events, meta, GENESIS_HASH, at, writing)
 
 
-def seed_postgres(url: str, n: int) -> int:
+def seed_postgres(url: str, n: int, keys: LogKeys) -> int:
     """Write n matches' events with one COPY. Returns the events written."""
     count = 0
+    at = datetime.now(UTC)
     with psycopg.connect(url) as conn, conn.cursor() as cur:
         with cur.copy(
             "COPY events (stream_id, seq, type, schema_version, payload, metadata, command_id,"
-            " prev_hash, hash, salt) FROM STDIN"
+            " prev_hash, hash, salt, recorded_at, key_id, mac) FROM STDIN"
         ) as copy:
-            for stream, rows in _rows(n):
+            for stream, rows in _rows(n, keys, at):
                 for r in rows:
                     copy.write_row(
                         (stream, r.seq, r.event.type, r.event.schema_version, r.payload_json,
-                         r.metadata_json, r.command_id, r.prev_hash, r.hash, r.salt)
+                         r.metadata_json, r.command_id, r.prev_hash, r.hash, r.salt, at,
+                         r.key_id, r.mac)
                     )  # fmt: skip
                     count += 1
         conn.commit()
     return count
 
 
-def seed_sqlite(url: str, n: int) -> int:
+def seed_sqlite(url: str, n: int, keys: LogKeys) -> int:
     """Write n matches' events in one transaction. Returns the events written."""
     conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
-    at = datetime.now(UTC).isoformat(sep=" ")
+    now = datetime.now(UTC)
+    at = now.isoformat(sep=" ")
     position = 0
     try:
         conn.execute("BEGIN")
         batch = []
-        for stream, rows in _rows(n):
+        for stream, rows in _rows(n, keys, now):
             for r in rows:
                 position += 1
                 batch.append(
                     (stream, r.seq, position, r.event.type, r.event.schema_version,
                      r.payload_json, r.metadata_json, r.command_id, r.prev_hash, r.hash,
-                     r.salt, at)
+                     r.salt, at, r.key_id, r.mac)
                 )  # fmt: skip
         conn.executemany(
             "INSERT INTO events (stream_id, seq, position, type, schema_version, payload,"
-            " metadata, command_id, prev_hash, hash, salt, recorded_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " metadata, command_id, prev_hash, hash, salt, recorded_at, key_id, mac)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             batch,
         )
         conn.execute("COMMIT")
@@ -187,7 +196,8 @@ def _serve_command(url: str, port_file: Path) -> list[str]:
               "sys.exit(main())"]
     )  # fmt: skip
     return [*prefix, "serve", "--listen", "127.0.0.1:0", "--database", url,
-            "--port-file", str(port_file)]  # fmt: skip
+            "--port-file", str(port_file),
+            "--log-key", str(port_file.with_name(LOG_KEY_FILE))]  # fmt: skip
 
 
 @dataclass
@@ -345,11 +355,12 @@ class Figures:
 
 def run_one(url: str, folder: Path, n: int, calls: int, restarts: int) -> Figures:
     t = time.perf_counter()
-    events = (seed_postgres if url.startswith("postgresql") else seed_sqlite)(url, n)
+    keys = LogKeys.load_or_create(folder / LOG_KEY_FILE)
+    events = (seed_postgres if url.startswith("postgresql") else seed_sqlite)(url, n, keys)
     seed_s = time.perf_counter() - t
-    store = open_store(url)
-    head = store.head_position()
-    store.close()
+    # A fresh database: the seeded events hold positions 1 to `events`. (The store's head
+    # may not show them yet while a transaction elsewhere in the cluster is older.)
+    head = events
     with serving(url, folder, "first") as first:
         t = time.perf_counter()
         while not _folded(url, head):
