@@ -130,6 +130,8 @@ class SeatLink:
 
     def follow(self) -> None:
         """Follow WatchMatch from the last event folded, in a daemon thread."""
+        # What was folded before is not streamed again: nothing to wait for up to there.
+        self.streamed = max(self.streamed, self.seq)
         self._thread = threading.Thread(
             target=self._watch, name=f"watch-{self.match_id}-{self.seat}", daemon=True
         )

@@ -5,6 +5,11 @@ bots running in this process (`--bots K`), then play: the other seats' plays are
 as they happen (WatchMatch, followed in a thread), and on your turn you choose a legal play
 from a numbered list by typing its number and Enter.
 
+On a clock (`--create --clock 60+2`; RULES.md section 11) every seat's time left is shown
+counting down on a line under the match, rewritten in place with your prompt while you
+choose; under 10 s of your own time you are warned, and a timeout that played for you, or a
+forfeit, is said.
+
 Your seat token, and those of the bots started here, are saved in a state file
 (`$BERGEN_STATE_DIR/<match-id>.json`, default `~/.local/state/bergen/`), so that
 `bergen play --match ID` after a disconnect or a crash rejoins as the same seat (and
@@ -25,6 +30,8 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -32,9 +39,18 @@ from typing import Any
 import grpc
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from bergen.api.exit_status import ExitStatus
-from bergen.domain.describe import Phrase, draws_words, join, phrase, points_words, result_words
+from bergen.domain.describe import (
+    Phrase,
+    clock_words,
+    draws_words,
+    join,
+    phrase,
+    points_words,
+    result_words,
+)
 from bergen.domain.events import (
     Dealt,
     Event,
@@ -44,19 +60,24 @@ from bergen.domain.events import (
     PointsScored,
     TileDrawn,
     TilePlayed,
+    TimedOut,
 )
 from bergen.domain.montecarlo import POLICY_NAMES
 from bergen.domain.rules import PRESETS
 from bergen.domain.state import SEATING, State, evolve, fold
 from bergen.domain.tiles import Tile
-from bergen.domain.vocabulary import PointsReason
+from bergen.domain.vocabulary import MatchEndReason, PointsReason
 
+from . import terminal
 from .bots import BotFailed, BotSeat, SeatLink, add_policy_options, settings_from, start_bot
 from .client import Client, Unreachable
+from .clocks import LOW_TIME_MS, MatchClock, add_clock_options, clock_options, clocks_markup
 from .connect import add_server_option, describe_error, exit_status_of
 
 WAIT_S = 0.2
 END_WAIT_S = 5.0
+TICK_S = 0.2
+"""While a clock runs, the live line is drawn again at least this often."""
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,6 +99,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--bots", type=int, default=0, metavar="K", help="fill K seats with bots")
     p.add_argument("--bot-policy", choices=POLICY_NAMES, default="greedy")
     add_policy_options(p)
+    add_clock_options(p, "the match created (with --create)")
     p.set_defaults(func=run)
 
 
@@ -130,8 +152,16 @@ class Narrator:
     action: a play and the points it made on one line, a run of draws on one. Thread-safe;
     `flush()` prints a line held back."""
 
-    def __init__(self, console: Console, seat: int, state: State | None = None) -> None:
+    def __init__(
+        self,
+        console: Console,
+        seat: int,
+        state: State | None = None,
+        out: Callable[[str], None] | None = None,
+    ) -> None:
         self.console = console
+        self.out = out or console.print
+        """Prints a line of console markup (above the live line, when there is one)."""
         self.seat = seat
         self.state = state
         """The fold of what was narrated: names and sides."""
@@ -166,7 +196,7 @@ class Narrator:
         with self.lock:
             self._flush_draws()
             if self.pending is not None:
-                self.console.print(self.pending)
+                self.out(self.pending)
                 self.pending = None
 
     def _flush_draws(self) -> None:
@@ -174,7 +204,7 @@ class Narrator:
             return
         seat, tiles = self.pending_draws
         self.pending_draws = None
-        self.console.print(f"{self.who(seat)} {escape(draws_words(tiles))}")
+        self.out(f"{self.who(seat)} {escape(draws_words(tiles))}")
 
     def feed(self, event: Event) -> None:
         """Print `event` (events come in order, after those of the starting state)."""
@@ -188,9 +218,9 @@ class Narrator:
     def _say(self, event: Event) -> None:
         if isinstance(event, PointsScored) and event.seat is not None and self.pending:
             if event.reason == PointsReason.DOMINO:
-                self.console.print(self.pending)
+                self.out(self.pending)
                 self.pending = None
-                self.console.print(f"  {self.words(phrase(event))}")
+                self.out(f"  {self.words(phrase(event))}")
             else:
                 self.pending += f" [bold green]{escape(points_words(event))}[/]"
             return
@@ -198,7 +228,7 @@ class Narrator:
             if self.pending_draws is not None and self.pending_draws[0] != event.seat:
                 self._flush_draws()
             if self.pending is not None:
-                self.console.print(self.pending)
+                self.out(self.pending)
                 self.pending = None
             if self.pending_draws is None:
                 self.pending_draws = (event.seat, [])
@@ -207,9 +237,11 @@ class Narrator:
         self.flush()
         line = self.describe(event)
         if isinstance(event, TilePlayed):
+            if event.auto and event.seat == self.seat:
+                line += " [bold red](your time ran out: the server played this for you)[/]"
             self.pending = line
         elif line:
-            self.console.print(line)
+            self.out(line)
 
     def describe(self, event: Event) -> str:
         if isinstance(event, MatchCreated):
@@ -224,6 +256,8 @@ class Narrator:
             return f"[bold]{self.words(phrase(event))}[/]; scores {self.scores(event.scores)}"
         if isinstance(event, MatchEnded):
             return self.result(event)
+        if isinstance(event, TimedOut) and event.seat == self.seat:
+            return f"[bold red]{self.words(phrase(event))}[/]"
         return self.words(phrase(event))
 
     def scores(self, scores: tuple[int, ...]) -> str:
@@ -234,7 +268,17 @@ class Narrator:
     def result(self, event: MatchEnded) -> str:
         scores = self.scores(event.scores)
         won = event.winner_side
-        if won is not None and self.state is not None and self.seat in self.state.sides[won]:
+        mine = self.state.side_of(self.seat) if self.state is not None else None
+        if event.reason == MatchEndReason.FORFEIT:
+            # Who forfeited and why (out of time, or resigned), and who won.
+            words = self.words(result_words(event))
+            if event.forfeited_side == mine:
+                verdict = f"[bold red]you forfeit[/]: {words}"
+            elif won is not None and won == mine:
+                verdict = f"[bold green]you win[/]: {words}"
+            else:
+                verdict = f"[bold]{words}[/]"
+        elif won is not None and self.state is not None and self.seat in self.state.sides[won]:
             verdict = "[bold green]you win[/]"
         elif won is not None:
             verdict = f"[bold red]{self.words(result_words(event))}[/]"
@@ -247,14 +291,35 @@ def _tile(t: Tile) -> str:
     return f"[{t.low}|{t.high}]"
 
 
-def render_turn(state: State, seat: int, narrator: Narrator) -> list[str]:
+def seat_names(state: State, seat: int) -> list[str]:
+    """Each seat's name for the clocks line, `you` for `seat`."""
+    names = []
+    for s, p in enumerate(state.players):
+        names.append("you" if s == seat else escape(p.name if p is not None else f"seat {s}"))
+    return names
+
+
+def clocks_line(state: State, seat: int, clock: MatchClock) -> str:
+    """Every seat's clock now (console markup); empty without clocks."""
+    return clocks_markup(state, clock, seat, seat_names(state, seat))
+
+
+def render_turn(
+    state: State, seat: int, narrator: Narrator, clock: MatchClock | None = None
+) -> list[str]:
     """What the seat sees before choosing: scores, the line, the others, its tiles, and its
-    legal plays numbered from 1."""
+    legal plays numbered from 1; on a clock, every seat's time left, and a warning under
+    LOW_TIME_MS of the seat's own."""
     lines = [
         f"[bold]hand {state.hand}[/] · scores {narrator.scores(state.scores)} "
         f"(target {state.rules.target}) · boneyard {len(state.boneyard)} "
         f"({state.drawable} drawable)",
     ]
+    if clock is not None and state.clocked:
+        lines.append(clocks_line(state, seat, clock))
+        left = clock.left_ms(state, seat)
+        if left is not None and left < LOW_TIME_MS:
+            lines.append(low_time_warning(left))
     line = "".join(_tile(Tile.of(a, b)) for a, b in state.line)
     if state.ends is not None:
         left, right = state.ends[0], state.ends[1]
@@ -273,6 +338,13 @@ def render_turn(state: State, seat: int, narrator: Narrator) -> list[str]:
     for i, (t, e) in enumerate(state.legal_plays(seat), start=1):
         lines.append(f"  {i}) {t} {e.value}")
     return lines
+
+
+def low_time_warning(left_ms: int) -> str:
+    return (
+        f"[bold red]under {LOW_TIME_MS // 1000} s left on your clock "
+        f"({clock_words(left_ms)}): choose now[/]"
+    )
 
 
 class Quit(Exception):
@@ -296,6 +368,59 @@ def ask(console: Console, count: int) -> int:
         console.print(f"type a number from 1 to {count}, or q")
 
 
+@contextmanager
+def _cleared(live: terminal.LiveLine) -> Iterator[None]:
+    """The live line is emptied on the way out (the prompt is no longer open)."""
+    try:
+        yield
+    finally:
+        live.show(None)
+
+
+def ask_on_clock(live: terminal.LiveLine, link: SeatLink, count: int) -> int | None:
+    """A number 1..count typed by the player (0-based index) while the clocks count down on
+    the live line with the prompt; None when the match moved on before the choice (a
+    timeout played for the seat). Raises Quit."""
+    typed = ""
+    seen = link.streamed
+    prompt = f" · choose [1-{count}] (q to leave): "
+    left = link.clock.left_ms(link.state, link.seat)
+    warned = left is not None and left < LOW_TIME_MS  # render_turn warned already
+    with terminal.raw_keys() as fd, _cleared(live):
+        while True:
+            if link.streamed != seen or link.stream_ended:
+                return None
+            left = link.clock.left_ms(link.state, link.seat)
+            if left is None:
+                return None
+            if not warned and left < LOW_TIME_MS:
+                live.print(low_time_warning(left))
+                warned = True
+            # Only the seat to play has a running clock: the line shows it, the prompt and
+            # what is typed (the other clocks were printed with the turn).
+            style = "bold red" if left < LOW_TIME_MS else "bold"
+            shown = Text("your clock ▶ ").append(clock_words(left), style)
+            live.show(shown.append(prompt).append(typed))
+            key = terminal.read_char(fd, TICK_S)
+            if key is None:
+                continue
+            if key == "" or (key == "\x04" and not typed):
+                live.print("")
+                raise Quit("the input ended")
+            if key in ("\r", "\n"):
+                answer, typed = typed.strip().lower(), ""
+                live.print(escape(f"choose [1-{count}]: {answer}"))
+                if answer in ("q", "quit", "exit"):
+                    raise Quit("you left")
+                if answer.isdigit() and 1 <= int(answer) <= count:
+                    return int(answer) - 1
+                live.print(f"type a number from 1 to {count}, or q")
+            elif key in ("\x7f", "\x08"):
+                typed = typed[:-1]
+            elif key.isprintable() and len(typed) < 8:
+                typed += key
+
+
 # --- the command -------------------------------------------------------------------------
 
 
@@ -313,6 +438,15 @@ def run(args: argparse.Namespace) -> int:
     if args.partnerships and args.players != 4:
         err.print("bergen play: --partnerships needs --players 4")
         return ExitStatus.USAGE
+    try:
+        args.options = clock_options(args, args.players, args.partnerships, args.preset)
+    except ValueError as e:
+        err.print(f"bergen play: {e}", markup=False)
+        return ExitStatus.USAGE
+    if args.options and not args.create:
+        err.print("bergen play: --clock is for a match you --create; a joined match has its own")
+        return ExitStatus.USAGE
+    live = terminal.LiveLine(console, terminal.is_interactive())
     with Client(args.endpoint) as client:
         try:
             client.wait_ready()
@@ -332,7 +466,9 @@ def run(args: argparse.Namespace) -> int:
             history = link.load()
             # Tell the hand in play so far, then follow the stream from there.
             start = max((i for i, e in enumerate(history) if isinstance(e, Dealt)), default=0)
-            narrator = Narrator(console, seat, fold(history[:start]) if start else None)
+            narrator = Narrator(
+                console, seat, fold(history[:start]) if start else None, out=live.print
+            )
             for event in history[start:] if start else ():
                 narrator.feed(event)
             if not start:
@@ -340,7 +476,10 @@ def run(args: argparse.Namespace) -> int:
             link.on_event = lambda _seq, event: narrator.feed(event)
             link.follow()
             _show_where(console, link.state)
-            return _play_loop(console, link, narrator, bot_errors)
+            try:
+                return _play_loop(console, link, narrator, bot_errors, live)
+            finally:
+                live.done()
         except grpc.RpcError as e:
             err.print(f"bergen play: {describe_error(e)}")
             return exit_status_of(e)
@@ -388,7 +527,9 @@ def _seat(client: Client, args: argparse.Namespace, name: str, console: Console)
             return saved
         match_id = args.match
     else:
-        created = client.create(args.players, args.partnerships, args.preset, name=f"{name}'s")
+        created = client.create(
+            args.players, args.partnerships, args.preset, name=f"{name}'s", options=args.options
+        )
         match_id = created.match_id
         console.print(f"created match [bold]{escape(match_id)}[/]")
     joined = client.join(match_id, name, seat=args.seat)
@@ -430,10 +571,16 @@ def _show_where(console: Console, state: State) -> None:
 
 
 def _play_loop(
-    console: Console, link: SeatLink, narrator: Narrator, bot_errors: list[BaseException]
+    console: Console,
+    link: SeatLink,
+    narrator: Narrator,
+    bot_errors: list[BaseException],
+    live: terminal.LiveLine | None = None,
 ) -> int:
+    live = live or terminal.LiveLine(console, enabled=False)
     while True:
         if link.ended:
+            live.show(None)
             # The stream ends after the match's last event: let the narrator print it all.
             deadline = time.monotonic() + END_WAIT_S
             while not link.stream_ended and time.monotonic() < deadline:
@@ -442,7 +589,7 @@ def _play_loop(
             if not narrator.ended:
                 result = link.state.result
                 assert result is not None
-                console.print(narrator.result(result))
+                live.print(narrator.result(result))
             return ExitStatus.SUCCESS
         if bot_errors:
             e = bot_errors[0]
@@ -454,13 +601,19 @@ def _play_loop(
             link.wait_streamed(END_WAIT_S)
             narrator.flush()
             state = link.state
-            for line in render_turn(state, link.seat, narrator):
-                console.print(line)
+            for line in render_turn(state, link.seat, narrator, link.clock):
+                live.print(line)
             plays = state.legal_plays(link.seat)
-            i = ask(console, len(plays))
-            tile, end = plays[i]
+            if state.clocked and live.enabled:
+                chosen = ask_on_clock(live, link, len(plays))
+                if chosen is None:
+                    link.wait(WAIT_S)  # fold what moved the match on, then look again
+                    continue
+            else:
+                chosen = ask(console, len(plays))
+            tile, end = plays[chosen]
             if not link.play(tile, end):
-                console.print("the match moved on meanwhile; choose again")
+                live.print("the match moved on meanwhile; choose again")
             continue
         if link.stream_ended:
             link.resync()
@@ -469,6 +622,9 @@ def _play_loop(
             continue
         if not link.wait(WAIT_S):
             narrator.flush()
+        if link.state.clocked:
+            # The clocks count down while another seat chooses.
+            live.show(Text.from_markup(clocks_line(link.state, link.seat, link.clock)))
 
 
 __all__ = ["Narrator", "load_state", "render_turn", "run", "save_state", "state_dir"]

@@ -1,6 +1,7 @@
-"""How the terminal shows things: Unicode domino tiles, colours for sides, and raw keys.
+"""How the terminal shows things: Unicode domino tiles, colours for sides, raw keys, and a
+live line rewritten in place under what is printed.
 
-Nothing here knows a rule of Bergen: it draws tiles and reads keys.
+Nothing here knows a rule of Bergen: it draws tiles, lines and reads keys.
 """
 
 from __future__ import annotations
@@ -9,12 +10,14 @@ import os
 import select
 import sys
 import termios
+import threading
 import tty
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from rich.console import Console
+from rich.text import Text
 
 HORIZONTAL_TILE_00 = 0x1F031
 """U+1F031 DOMINO TILE HORIZONTAL-00-00; the tile a|b as laid left to right is + 7*a + b."""
@@ -149,3 +152,79 @@ def read_key(fd: int) -> str | None:
 
 def _ready(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0.05)[0])
+
+
+def read_char(fd: int, timeout: float) -> str | None:
+    """The next character typed on `fd` (in cbreak mode) within `timeout` seconds: None when
+    none came, "" at the end of the input. An escape sequence (an arrow key) reads as one
+    ESC; a byte beyond ASCII as the Latin-1 character of that byte."""
+    if not select.select([fd], [], [], timeout)[0]:
+        return None
+    data = os.read(fd, 1)
+    if not data:
+        return ""
+    if data == b"\x1b":
+        while _ready(fd):
+            if not os.read(fd, 16):
+                break
+    return data.decode("latin-1")
+
+
+# ----- the live line ----------------------------------------------------------------------
+
+_ERASE = "\r\x1b[2K"
+"""Back to the start of the line, and clear it."""
+
+
+class LiveLine:
+    """One line at the bottom of the output, rewritten in place (a countdown, a prompt and
+    what is typed after it), and the lines printed above it. Thread-safe.
+
+    Disabled (the output is no terminal), it never draws and prints lines as they come. The
+    line is cut to the console's width, so that the terminal never wraps it: a wrapped line
+    could not be rewritten from its start.
+    """
+
+    def __init__(self, console: Console, enabled: bool) -> None:
+        self.console = console
+        self.enabled = enabled
+        self.text: Text | None = None
+        self._shown = False
+        self._lock = threading.RLock()
+
+    def show(self, text: Text | None) -> None:
+        """Make `text` the live line (None: no line) and draw it."""
+        with self._lock:
+            self.text = text
+            if self.enabled:
+                self._draw()
+
+    def print(self, markup: str) -> None:
+        """Print a line of console markup above the live line."""
+        with self._lock:
+            self._erase()
+            self.console.print(markup)
+            if self.enabled:
+                self._draw()
+
+    def done(self) -> None:
+        """Clear the live line, leaving the cursor at the start of an empty line."""
+        with self._lock:
+            self.text = None
+            self._erase()
+
+    def _erase(self) -> None:
+        if self._shown:
+            self.console.file.write(_ERASE)
+            self.console.file.flush()
+            self._shown = False
+
+    def _draw(self) -> None:
+        self._erase()
+        if self.text is None:
+            return
+        text = self.text.copy()
+        text.truncate(max(1, self.console.width - 1))
+        self.console.print(text, end="")
+        self.console.file.flush()
+        self._shown = True
