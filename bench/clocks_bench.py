@@ -27,8 +27,13 @@ thread of this process.
 3. Play/s with clocks on against clocks off (goal: at least 0.95). One server; 8 clients play
    clocked matches (86400+0: no timeout interferes) and 8 others unclocked ones, each its own
    2-seat match, both seats (`grpc_bench.Player`), played to 1000 points so that no match is
-   created while timed. The two groups take turns, one window each per round, in an order
-   that alternates by round; Play/s is the median of a condition's windows.
+   created while timed. The two groups take turns, one window each per round (`--rounds` 8
+   of `--seconds` 2), in an order that alternates by round, so that the drift of a shared
+   machine falls on both alike; Play/s is a condition's Play calls over its windows' time,
+   pooled. Reported beside it: the server's CPU time per Play (GetMatch calls included),
+   the median of a condition's windows, which the other load on the machine sways less.
+
+`--parts` runs some of the three parts only.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from typing import Any
 import grpc
 import psycopg
 
-from bench.abuse_bench import Window, honest_window
+from bench.abuse_bench import WINDOW_WARMUP, Window, honest_window
 from bench.grpc_bench import (
     BENCH_URL_ENV,
     CALL_TIMEOUT,
@@ -84,6 +89,8 @@ TARGET = 1000
 LONG_CLOCK_S = 86400
 SETUP_THREADS = 4
 """Clients creating and seating matches at once."""
+TIMEOUTS, IDLE, PLAY = "timeouts", "idle", "play"
+PARTS = [TIMEOUTS, IDLE, PLAY]
 END_PATIENCE_S = 60.0
 """How long after the last match is seated its timeouts may take before the run gives up."""
 
@@ -274,9 +281,9 @@ def timeout_delay(admin_url: str, folder: Path, matches: int, kill: bool) -> Del
 
 def delay_line(what: str, d: Delays) -> Line:
     counted = len(d.delays_ms)
-    note = f"{counted} timeouts, {d.expected} due"
+    note = f"{counted}/{d.expected} timeouts, {d.matches} matches"
     if d.wrong:
-        note += f"; {len(d.wrong)} matches WRONG"
+        note += f", {len(d.wrong)} WRONG"
     max_ms = max(d.delays_ms) if d.delays_ms else float("nan")
     return Line(
         f"Timeout delay p50/p99/max ms, {what}",
@@ -373,14 +380,28 @@ CLOCKS: dict[str, pb.RuleOptions] = {
 }
 
 
+@dataclass
+class Played:
+    """One window of a condition, and the server's CPU time over it."""
+
+    window: Window
+    cpu_s: float
+    """The server's CPU seconds from the first untimed call of the window to its end."""
+
+    @property
+    def cpu_ms_per_play(self) -> float:
+        plays = len(self.window.latencies) + CLIENTS * WINDOW_WARMUP
+        return 1000 * self.cpu_s / plays
+
+
 def play_rates(
     admin_url: str, folder: Path, seconds: float, rounds: int
-) -> dict[str, list[Window]]:
+) -> dict[str, list[Played]]:
     """Part 3 on a database of its own; the windows of each condition. Raises RuntimeError
     when the server does not start or a client fails."""
     with bench_database(admin_url) as url, servers(url, folder, ["play"]) as found:
-        target = found["play"].target
-        channels = [_channel(target) for _ in range(2 * CLIENTS)]
+        server = found["play"]
+        channels = [_channel(server.target) for _ in range(2 * CLIENTS)]
         try:
             players = {
                 condition: [
@@ -391,28 +412,38 @@ def play_rates(
             }
             for group in players.values():
                 honest_window(group, 2.0, 5)  # discarded: the server and caches warm up
-            windows: dict[str, list[Window]] = {ON: [], OFF: []}
+            played: dict[str, list[Played]] = {ON: [], OFF: []}
             for r in range(rounds):
                 order = (ON, OFF) if r % 2 == 0 else (OFF, ON)
                 parts = []
                 for condition in order:
+                    before = cpu_seconds(server.process.pid)
                     window = honest_window(players[condition], seconds)
+                    one = Played(window, cpu_seconds(server.process.pid) - before)
                     if window.failed:
                         raise RuntimeError(f"{condition}: Play failed: {window.failed[:3]}")
-                    windows[condition].append(window)
-                    parts.append(f"{condition} {window.rate:,.0f}/s")
+                    played[condition].append(one)
+                    parts.append(
+                        f"{condition} {window.rate:,.0f}/s ({one.cpu_ms_per_play:.2f} ms CPU)"
+                    )
                 _say(f"  Play/s, round {r + 1}: " + ", ".join(parts))
-            return windows
+            return played
         finally:
             for ch in channels:
                 ch.close()
 
 
-def play_lines(windows: dict[str, list[Window]]) -> list[Line]:
-    rate = {c: statistics.median(w.rate for w in windows[c]) for c in (ON, OFF)}
+def play_lines(played: dict[str, list[Played]]) -> list[Line]:
+    """Play/s pooled over a condition's windows; the server's CPU per Play likewise."""
+    rate = {
+        c: sum(len(p.window.latencies) for p in played[c])
+        / sum(p.window.seconds for p in played[c])
+        for c in (ON, OFF)
+    }
+    cpu = {c: statistics.median(p.cpu_ms_per_play for p in played[c]) for c in (ON, OFF)}
 
     def ms(condition: str) -> str:
-        lat = [x for w in windows[condition] for x in w.latencies]
+        lat = [x for p in played[condition] for x in p.window.latencies]
         return f"{_percentile(lat, 50) * 1000:.2f}/{_percentile(lat, 99) * 1000:.2f}"
 
     ratio = rate[ON] / rate[OFF]
@@ -430,6 +461,14 @@ def play_lines(windows: dict[str, list[Window]]) -> list[Line]:
             ms(ON),
             ms(OFF),
             None,
+            "",
+            None,
+        ),
+        Line(
+            "Server CPU ms per Play, clocks on (off)",
+            f"{cpu[ON]:.2f}",
+            f"{cpu[OFF]:.2f}",
+            cpu[ON] / cpu[OFF],
             "",
             None,
         ),
@@ -458,8 +497,15 @@ def main(argv: list[str] | None = None) -> int:
         "--idle-matches", type=int, default=1000, help="clocked matches the idle server holds"
     )
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of each idle window")
-    parser.add_argument("--seconds", type=float, default=4.0, help="per Play/s window")
-    parser.add_argument("--rounds", type=int, default=3, help="Play/s windows per condition")
+    parser.add_argument("--seconds", type=float, default=2.0, help="per Play/s window")
+    parser.add_argument("--rounds", type=int, default=8, help="Play/s windows per condition")
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=PARTS,
+        default=PARTS,
+        help="the parts to run (all by default)",
+    )
     args = parser.parse_args(argv)
 
     _say(
@@ -476,21 +522,23 @@ def main(argv: list[str] | None = None) -> int:
             path.mkdir()
             return path
 
-        runs = [(False, "2 replicas")]
-        if not args.no_kill:
-            runs.append((True, "2 replicas, one killed"))
+        runs = [(False, "2 replicas")] if TIMEOUTS in args.parts else []
+        if runs and not args.no_kill:
+            runs.append((True, "2 replicas, 1 killed"))
         for kill, what in runs:
             _say(f"  timeouts: {args.matches} matches that never play, {what}")
             delays = timeout_delay(
                 args.database_url, part(f"timeouts-{len(lines)}"), args.matches, kill
             )
-            lines.append(delay_line(f"{args.matches} matches, {what}", delays))
+            lines.append(delay_line(what, delays))
             for problem in delays.wrong[:10]:
                 _say(f"    WRONG: {problem}")
-        idle = idle_cpu(args.database_url, part("idle"), args.idle_matches, args.idle)
-        lines.append(idle_line(idle))
-        windows = play_rates(args.database_url, part("play"), args.seconds, args.rounds)
-        lines += play_lines(windows)
+        if IDLE in args.parts:
+            idle = idle_cpu(args.database_url, part("idle"), args.idle_matches, args.idle)
+            lines.append(idle_line(idle))
+        if PLAY in args.parts:
+            played = play_rates(args.database_url, part("play"), args.seconds, args.rounds)
+            lines += play_lines(played)
     print()
     print_table(lines)
     return 0
