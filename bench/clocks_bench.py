@@ -272,8 +272,8 @@ def timeout_delay(admin_url: str, folder: Path, matches: int, kill: bool) -> Del
     delays: list[float] = []
     wrong = []
     for match_id, stored in streams.items():
-        found, problem = check_match(match_id, stored)
-        delays += found
+        match_delays, problem = check_match(match_id, stored)
+        delays += match_delays
         if problem is not None:
             wrong.append(problem)
     return Delays(delays, matches, wrong)
