@@ -136,8 +136,8 @@ class MatchClock:
         the `at_ms` of its last action). A view of a match not dealt yet tells nothing."""
         if not v.clocks or v.phase == pb.PHASE_SEATING:
             return
-        made: int = getattr(v, "server_at_ms", 0)  # absent from servers that predate it
-        self.saw(max(made, v.at_ms))
+        # A server that predates server_at_ms leaves it 0: the last action's time then.
+        self.saw(max(v.server_at_ms, v.at_ms))
 
     def now_ms(self) -> int | None:
         """The match time now, or None before anything was seen."""
