@@ -34,6 +34,11 @@ log = logging.getLogger("bergen.server.clocks")
 PAGE = 100
 RETRY_S = 1.0
 """A timeout that failed (the store down, say) is tried again this long after."""
+GATHER_S = 0.05
+"""After events wake the keeper, it waits this long for more before it looks: under load it
+wakes at most 20 times a second, not once a play (a wake-up hands the interpreter's lock to
+its thread, which costs every command a little). A clock that was moved is seen this much
+later at most, far inside the delay a timeout may take."""
 UNCLOCKED_KEPT = 100_000
 """Matches remembered as having no clock, so that their events cost a set lookup."""
 
@@ -95,7 +100,7 @@ class ClockKeeper:
                 if self._dirty.get(e.stream_id, 0) < e.seq:
                     self._dirty[e.stream_id] = e.seq
                     fresh = True
-        if fresh:
+        if fresh and not self._wake.is_set():
             self._wake.set()
 
     def _run(self) -> None:
@@ -107,7 +112,9 @@ class ClockKeeper:
             except Exception:  # keep time: a passing database error must not end it
                 log.exception("clocks: a bug or a lost database; trying again")
                 wait = RETRY_S
-            self._wake.wait(wait)
+            woken = self._wake.wait(wait)
+            if woken:
+                self._stop.wait(GATHER_S)
             self._wake.clear()
 
     def _scan(self) -> None:
@@ -160,6 +167,11 @@ class ClockKeeper:
             elif self._due.get(match_id) != due:
                 self._due[match_id] = due
                 heapq.heappush(self._heap, (due, match_id))
+                if len(self._heap) > 2 * len(self._due) + 64:
+                    # Every move of a clock leaves a stale entry behind; with long clocks
+                    # they would not reach the top for hours.
+                    self._heap = [(d, m) for m, d in self._due.items()]
+                    heapq.heapify(self._heap)
 
     def _fire(self) -> float:
         """Apply every timeout due now; the seconds until the next one (at most a minute)."""
