@@ -4,8 +4,10 @@ Each server process follows the store's commit-safe global order from where it s
 the process started: watchers load their match from the store after subscribing, so they
 need only what comes later. On PostgreSQL a LISTEN/NOTIFY channel wakes the follower as soon
 as any replica commits; polling remains as the fallback. The process's own appends are
-delivered at once through `observe`. The match listing (`listing`) is a projection kept in the
-database (bergen.server.projections), folded in a thread of its own and before each page.
+delivered at once through `observe`; what the follower reads is delivered only when it links
+and its authenticator verifies (`RowCheck`), since a watcher folds what it is given. The
+match listing (`listing`) is a projection kept in the database (bergen.server.projections),
+folded in a thread of its own and before each page.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
-from .projections import MatchListProjection
+from .projections import MatchListProjection, RowCheck
 from .store import EventStore, StoredEvent
 
 log = logging.getLogger("bergen.server.feed")
@@ -71,6 +73,7 @@ class EventFeed:
         self._listen = listen
         self._notifier = notifier
         self.listing = MatchListProjection(store)
+        self._check = RowCheck(store.log_keys)
         self._subs: dict[str, set[Subscription]] = {}
         self._subs_lock = threading.Lock()
         self._wake = threading.Event()
@@ -165,9 +168,25 @@ class EventFeed:
             batch = self._store.read_all(self._position, 1000)
             if not batch:
                 return count
-            self._deliver(batch)
+            self._deliver(self._authentic(batch))
             self._position = batch[-1].position
             count += len(batch)
+
+    def _authentic(self, batch: Sequence[StoredEvent]) -> list[StoredEvent]:
+        """The events of `batch` that may be delivered: a row that does not link or whose
+        authenticator does not verify is logged at CRITICAL and left out."""
+        out = []
+        for e in batch:
+            why = self._check.refusal(e)
+            if why is None:
+                self._check.folded(e)
+                out.append(e)
+            else:
+                log.critical(
+                    "LOG TAMPERED: match %s seq %d is not delivered to its watchers: %s",
+                    e.stream_id, e.seq, why,
+                )  # fmt: skip
+        return out
 
     def _follow(self) -> None:
         while not self._stop.is_set():

@@ -66,7 +66,7 @@ OWN_WRITES_WAIT_S = 2.0
 """How long a page waits for this process's own writes to be listed (they are committed;
 PostgreSQL's commit-safe order shows them once older transactions end, at once as a rule)."""
 OWN_WRITES_KEPT = 10_000
-HEADS_KEPT = 100_000
+HEADS_KEPT = 10_000
 """Streams whose last folded row's hash is kept, to check the next row's link to it."""
 REFUSED_KEPT = 10_000
 """Refused matches remembered, so their later rows are passed over without a log line each

@@ -1,9 +1,10 @@
-"""The match listing folds only authentic rows, like the match's own fold.
+"""The match listing and the watch streams take only authentic rows, like a match's fold.
 
 An attacker holding the INSERT role of deploy/grants.sql (on SQLite: the file) appends rows
 correctly chained to a match's head, but cannot make their authenticator: ListMatches must
 answer for those matches as before, list no match the attacker made up, and keep listing the
-changes of every other match, also after a restart.
+changes of every other match, also after a restart; a watcher of the match is not sent the
+forged event.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from e2e.client import Client, seat_everyone
+from e2e.client import Client, Watcher, seat_everyone
 from e2e.servers import ServerFarm, ServerProcess
 
 from bergen.api.chain import canonical_json, content_bytes, event_hash, new_salt
@@ -158,3 +159,32 @@ def test_forged_rows_change_nothing_listed_and_other_matches_keep_being_listed(
     assert "forged-match" not in again
     for match_id in (playing.match_id, ending.match_id, seating):
         assert again[match_id] == before[match_id], match_id
+
+
+def test_a_watcher_is_not_sent_a_forged_event_that_the_rules_would_allow(
+    farm: ServerFarm, database: Database
+) -> None:
+    server = farm.start(database.server_url)
+    replica = farm.start(database.server_url, name="replica")
+    with Client(server.target) as client, Client(replica.target) as other:
+        # A seat taken in a match of three seats is what the rules give: only the
+        # authenticator tells it from a real one.
+        target = client.create(3, name="watched").match_id
+        client.join(target, "ada")
+        witness = client.create(2, name="witness").match_id
+        watchers = [Watcher(client, m).started() for m in (target, witness)]
+        forged = Access(database.server_url).append(
+            target,
+            "SeatTaken",
+            {"seat": 1, "name": "mallory", "client_seed": ""},
+            seat_metadata("bgs_" + secrets.token_urlsafe(32)),
+        )
+        # Written by the other replica after the forged row: this server's follower reads
+        # them in that order, so once the witness's watcher has it, the forged row is past.
+        seq = other.join(witness, "bo").view.version
+        watchers[1].wait_for_seq(seq)
+        for w in watchers:
+            w.cancel()
+    sent = [e for e in watchers[0].events() if e.seq >= forged]
+    assert sent == [], sent
+    assert f"LOG TAMPERED: match {target} seq {forged} is not delivered" in server.log()
