@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
-from .projections import MatchListProjection, RowCheck
+from .projections import MatchListProjection, RowCheck, read_past_unreadable
 from .store import EventStore, StoredEvent
 
 log = logging.getLogger("bergen.server.feed")
@@ -165,11 +165,11 @@ class EventFeed:
     def _catch_up(self) -> int:
         count = 0
         while True:
-            batch = self._store.read_all(self._position, 1000)
-            if not batch:
+            batch, upto = read_past_unreadable(self._store, self._position, 1000, "event feed")
+            if upto == self._position:
                 return count
             self._deliver(self._authentic(batch))
-            self._position = batch[-1].position
+            self._position = upto
             count += len(batch)
 
     def _authentic(self, batch: Sequence[StoredEvent]) -> list[StoredEvent]:

@@ -253,6 +253,35 @@ def fold_into(
     return changed
 
 
+def read_past_unreadable(
+    store: EventStore, after: int, limit: int, reader: str
+) -> tuple[Sequence[StoredEvent], int]:
+    """Up to `limit` events after the position `after`, and the position they reach. A row
+    that does not decode (no server wrote it) ends them: logged at CRITICAL, naming
+    `reader`, and passed over, so that it holds up no other match. Raises
+    StorageUnavailable, NotFound, CorruptRecord for a row the store cannot place."""
+    try:
+        batch = store.read_all(after, limit)
+    except CorruptRecord as err:
+        if "position" not in err.metadata:
+            raise
+    else:
+        return batch, batch[-1].position if batch else after
+    readable: list[StoredEvent] = []
+    while True:  # one at a time, up to the row that does not decode
+        try:
+            got = store.read_all(after, 1)
+        except CorruptRecord as err:
+            if "position" not in err.metadata:
+                raise
+            log.critical("LOG TAMPERED: %s: passed over by the %s", err.message, reader)
+            return readable, int(err.metadata["position"])
+        if not got:
+            return readable, after
+        readable += got
+        after = got[0].position
+
+
 # --- page tokens ----------------------------------------------------------------------------
 
 _TOKEN_MAX = 40
@@ -309,25 +338,28 @@ class MatchListProjection:
             if self._position is None:
                 self._position = self._list.position(MATCH_LIST)
             while max_batches is None or batches < max_batches:
-                batch = self._store.read_all(self._position, self._batch)
+                batch, upto = read_past_unreadable(
+                    self._store, self._position, self._batch, "match list"
+                )
                 self.events_read += len(batch)
-                if not batch:
+                if upto == self._position:
                     return folded
                 batches += 1
-                folded += self._fold(batch)
+                folded += self._fold(batch, upto)
         return folded
 
-    def _fold(self, batch: Sequence[StoredEvent]) -> int:
-        """Fold `batch`, read after self._position, unless another replica did first; then
-        only move self._position to where it stopped. Returns the events folded here."""
+    def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
+        """Fold `batch`, read after self._position up to the position `upto`, unless another
+        replica did first; then only move self._position to where it stopped. Returns the
+        events folded here."""
         with self._list.folding(MATCH_LIST) as tx:
             if tx.position != self._position:
                 self._position = tx.position
                 return 0
             summaries = tx.load({e.stream_id for e in batch})
             changed = fold_into(summaries, batch, self._check, self._refused)
-            tx.save([summaries[m] for m in changed], batch[-1].position)
-        self._position = batch[-1].position
+            tx.save([summaries[m] for m in changed], upto)
+        self._position = upto
         self._seen({m: summaries[m].version for m in changed})
         return len(batch)
 

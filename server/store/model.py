@@ -95,7 +95,8 @@ class EventStore(Protocol):
         The global order is commit-safe: an event that commits late is never skipped by a reader
         that passes back the position of the last event it got. On PostgreSQL it is ordered by
         writing transaction, then position, so positions need not increase along it. Raises
-        NotFound when `after_position` names no visible event.
+        NotFound when `after_position` names no visible event, CorruptRecord (with the
+        row's match_id, seq and position in its metadata) for a row that does not decode.
         """
         ...
 

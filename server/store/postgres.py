@@ -90,11 +90,16 @@ def _insert_sql(n: int) -> str:
 
 
 def _event(row: tuple[Any, ...]) -> StoredEvent:
-    """The StoredEvent of a selected row. Raises CorruptRecord if it cannot be decoded."""
+    """The StoredEvent of a selected row. Raises CorruptRecord, naming its stream, seq and
+    position (so that a reader of the global order can pass over it), if it cannot be
+    decoded."""
     try:
         return _decode(row)
     except (ValueError, KeyError, TypeError) as e:
-        raise CorruptRecord(f"stream {row[0]} seq {row[1]}: undecodable event row: {e!r}") from e
+        raise CorruptRecord(
+            f"stream {row[0]} seq {row[1]}: undecodable event row: {e!r}",
+            match_id=row[0], seq=row[1], position=row[2],
+        ) from e  # fmt: skip
 
 
 def _decode(row: tuple[Any, ...]) -> StoredEvent:

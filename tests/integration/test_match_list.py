@@ -465,3 +465,34 @@ def test_a_row_that_does_not_link_to_the_row_folded_before_it_is_not_folded(
     rows = {r.match_id: r for r in listing(projection)}
     assert rows["seating"].players == ["", "", ""] and rows["seating"].version == 1
     assert sorted(rows) == ["new", "seating"]
+
+
+def test_a_row_that_does_not_decode_is_passed_over_and_holds_up_no_other_match(
+    backend: Any, keyed: tuple[EventStore, LogKeys], caplog: pytest.LogCaptureFixture
+) -> None:
+    store, _ = keyed
+    seating = write(store, "seating", real_match(1))
+    projection = MatchListProjection(store)
+    fold_all(projection, store, seating[-1])
+    row = build_rows("seating", 1, [NewEvent(*codec.encode(SeatTaken(0, "mallory", "")))],
+                     EventMetadata(None, None, RULES_VERSION, {}), seating[-1].hash)[0]  # fmt: skip
+    sqlite = backend.name == "sqlite"
+    backend.tamper(
+        "INSERT INTO events (stream_id, seq, type, schema_version, payload, metadata, prev_hash,"
+        " hash, salt" + (", position) VALUES (%s, 2, %s, 1, %s, '{}', %s, %s, %s,"
+        " (SELECT max(position) + 1 FROM events))" if sqlite else
+        ") VALUES (%s, 2, %s, 1, %s::json, '{}'::json, %s, %s, %s)"),
+        ("seating", row.event.type, row.payload_json, row.prev_hash, row.hash, row.salt),
+    )  # fmt: skip
+    new = write(store, "new", real_match(3))
+    with caplog.at_level(logging.CRITICAL, logger="bergen.server.projections"):
+        fold_all(projection, store, new[-1])
+
+    rows = {r.match_id: r for r in listing(projection)}
+    assert rows["new"].version == len(new)
+    assert rows["seating"].version == 1 and rows["seating"].players == ["", "", ""]
+    assert any(
+        "stream seating seq 2: undecodable event row" in r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.CRITICAL
+    ), caplog.text

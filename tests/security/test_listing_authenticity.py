@@ -188,3 +188,35 @@ def test_a_watcher_is_not_sent_a_forged_event_that_the_rules_would_allow(
     sent = [e for e in watchers[0].events() if e.seq >= forged]
     assert sent == [], sent
     assert f"LOG TAMPERED: match {target} seq {forged} is not delivered" in server.log()
+
+
+def test_a_row_that_does_not_decode_holds_up_neither_the_listing_nor_the_watchers(
+    farm: ServerFarm, database: Database
+) -> None:
+    server = farm.start(database.server_url)
+    replica = farm.start(database.server_url, name="replica")
+    with Client(server.target) as client, Client(replica.target) as other:
+        target = client.create(2, name="target").match_id
+        witness = client.create(2, name="witness").match_id
+        watcher = Watcher(client, witness).started()
+        head = Access(database.server_url).rows(target)[-1]
+        sqlite = database.backend == "sqlite"
+        with connected(database.server_url) as conn:
+            # Metadata without its rules version: the row cannot be read as an event.
+            conn.execute(
+                "INSERT INTO events (stream_id, seq, type, schema_version, payload, metadata,"
+                " prev_hash, hash, salt"
+                + (", position) VALUES (?, ?, 'SeatTaken', 1, '{}', '{}', ?, ?, ?,"
+                   " (SELECT max(position) + 1 FROM events))" if sqlite else
+                   ") VALUES (%s, %s, 'SeatTaken', 1, '{}', '{}', %s, %s, %s)"),
+                (target, head.seq + 1, head.hash, secrets.token_bytes(32), new_salt()),
+            )  # fmt: skip
+        # Written by the other replica after that row, so read by this server after it.
+        fresh = other.create(2, name="created after").match_id
+        seq = other.join(witness, "bo").view.version
+        watcher.wait_for_seq(seq)
+        watcher.cancel()
+    listing = listed(server)
+    assert listing[witness][2] == ("bo", "")
+    assert listing[fresh][0] == "created after"
+    assert f"stream {target} seq {head.seq + 1}: undecodable event row" in server.log()
