@@ -601,6 +601,7 @@ def _play_loop(
             link.wait_streamed(END_WAIT_S)
             narrator.flush()
             state = link.state
+            live.show(None)  # the turn's lines give the clocks; the prompt comes after them
             for line in render_turn(state, link.seat, narrator, link.clock):
                 live.print(line)
             plays = state.legal_plays(link.seat)
