@@ -284,9 +284,7 @@ def seat_decider(name: str, settings: Settings, clock: MatchClock) -> Decider:
         budget = think_budget_s(left, settings.budget_s)
         if budget is None:
             return greedy(k, rng)
-        # The playouts are imagined plays: without the clocks, the engine asks them no time.
-        timeless = replace(k, state=state._replace(clocks=(), clock_since=None, timeouts=()))
-        return montecarlo_play(timeless, rng, replace(settings, budget_s=budget, min_samples=1))
+        return montecarlo_play(k, rng, replace(settings, budget_s=budget, min_samples=1))
 
     return on_the_clock
 

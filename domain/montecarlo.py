@@ -251,7 +251,16 @@ class Sampler:
             info.match_id, info.seats, info.partnerships, info.rules, info.commitment,
             info.name, PLAYOUT_SEED, info.players, info.sides,
         )  # fmt: skip
-        return s._replace(info=info, hands=full, masks=masks, boneyard=tuple(boneyard))
+        # The playouts are imagined plays: without the clocks, the engine asks them no time.
+        return s._replace(
+            info=info,
+            hands=full,
+            masks=masks,
+            boneyard=tuple(boneyard),
+            clocks=(),
+            clock_since=None,
+            timeouts=(),
+        )
 
 
 def playout(

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bergen.domain.commands import CreateMatch
+from bergen.domain.commands import CreateMatch, Play, TakeSeat
 from bergen.domain.engine import execute
 from bergen.domain.events import Dealt, Event, Passed, SeatTaken, TileDrawn, TilePlayed
 from bergen.domain.montecarlo import (
@@ -242,3 +242,31 @@ def test_every_policy_decides_from_the_redacted_stream_alone():
                 seat
             )
             return
+
+
+def test_the_monte_carlo_play_on_a_clocked_match_imagines_its_playouts_without_clocks():
+    rules = make_rules(2, False, "standard", {"clock": "fischer", "clock_initial": 60})
+    rng = random.Random(7)
+    state: State | None = None
+    events: list[Event] = []
+    for command in (
+        CreateMatch("mc-clock", 2, False, rules, bytes(32)),
+        TakeSeat("a", "", None),
+        TakeSeat("b", "", None),
+    ):
+        decided, state = execute(state, command)
+        events += decided
+    at = 0
+    decided_on_clock = 0
+    while state is not None and state.phase == PLAYING and decided_on_clock < 3:
+        seat = state.turn
+        assert seat is not None and state.clocks
+        legal = state.legal_plays(seat)
+        k = knowledge(redact_stream(events, seat), seat)
+        d = decide_play(k, rng, Settings(samples=2))
+        assert (d.tile, d.end) in legal
+        decided_on_clock += len(legal) > 1
+        at += 500
+        decided, state = execute(state, Play(seat, d.tile, d.end, at))
+        events += decided
+    assert decided_on_clock == 3
