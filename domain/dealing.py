@@ -5,12 +5,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Sequence
+from typing import TypeVar
 
 from .errors import InvalidArgument, shown
 from .tiles import ALL_TILES, Tile, hand_size
 
 SEED_BYTES = 32
 DEAL_ALGORITHM = "bergen-deal-v1"
+
+T = TypeVar("T")
 
 
 def commitment(server_seed: bytes) -> str:
@@ -59,8 +62,14 @@ class _Numbers:
 
 def shuffle(key: bytes) -> tuple[Tile, ...]:
     """The 28 tiles in the order the deal key gives (Fisher-Yates, rejection sampled)."""
+    return permute(ALL_TILES, key)
+
+
+def permute(items: Sequence[T], key: bytes) -> tuple[T, ...]:
+    """`items` shuffled by the random stream of `key` (Fisher-Yates, rejection sampled):
+    RULES.md section 8's shuffle, which TOURNAMENT.md section 3 applies to n entrants."""
     numbers = _Numbers(key)
-    order = list(ALL_TILES)
+    order = list(items)
     for i in range(len(order) - 1, 0, -1):
         n = i + 1
         limit = 2**32 - (2**32 % n)

@@ -1,0 +1,556 @@
+"""The tournament record `bergen-tournament-record/1` (TOURNAMENT.md section 6): built from a
+tournament's data, read back, and checked by recomputing everything that follows from the
+seed, the entrants and the table results (commitment, seeding, every round's pairing, match
+ids, each result's places, match points and margins, and the standings), naming the first
+place that differs. The match records themselves are checked by the match verifier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import CorruptRecord, InvalidArgument
+from .tournament_fairness import (
+    commitment,
+    match_id,
+    parse_seed,
+    seeding_order,
+    table_server_seed,
+)
+from .tournament_pairing import (
+    FORMATS,
+    ROUND_ROBIN,
+    Pairing,
+    Settings,
+    active,
+    pair_round,
+    seats_of,
+)
+from .tournament_standings import (
+    ScoredResult,
+    Standing,
+    TableResult,
+    Tally,
+    fraction_text,
+    parse_fraction,
+    score_result,
+    walkover,
+)
+
+TOURNAMENT_RECORD_FORMAT = "bergen-tournament-record/1"
+
+
+@dataclass(frozen=True, slots=True)
+class Entrant:
+    """An entrant: its 1-based registration number, its players' names (two in
+    partnerships), its client seed, and the round after which it withdrew (0: before the
+    start), if it did."""
+
+    entrant: int
+    client_seed: str
+    players: tuple[str, ...] | None = None
+    withdrawn_after_round: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlayedTable:
+    """A table of a round: its match id (None for a table not played because an entrant
+    withdrew), the entrant of each side, and its result once the match has ended."""
+
+    table: int
+    match_id: str | None
+    sides: tuple[int, ...]
+    result: ScoredResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlayedRound:
+    round: int
+    byes: tuple[int, ...]
+    tables: tuple[PlayedTable, ...]
+
+    @property
+    def finished(self) -> bool:
+        return all(t.result is not None for t in self.tables)
+
+
+@dataclass(frozen=True, slots=True)
+class Tournament:
+    """What a tournament record holds, as data. `seeding` is None until the start,
+    `tournament_seed` (hex) until the end."""
+
+    tournament_id: str
+    settings: Settings
+    commitment: str
+    entrants: tuple[Entrant, ...]
+    seeding: tuple[int, ...] | None = None
+    rounds: tuple[PlayedRound, ...] = ()
+    tournament_seed: str | None = None
+    name: str | None = None
+    ended: bool = False
+
+    def withdrawn_after(self) -> tuple[int | None, ...]:
+        """`withdrawn_after_round` by entrant number (index 0 unused)."""
+        return (None, *(e.withdrawn_after_round for e in self.entrants))
+
+
+def tally_of(seeding: Sequence[int], rounds: Sequence[PlayedRound]) -> Tally:
+    """The tally of every bye and every result recorded in `rounds`."""
+    tally = Tally.start(seeding)
+    for r in rounds:
+        for b in r.byes:
+            tally = tally.with_bye(b)
+        for t in r.tables:
+            if t.result is not None:
+                tally = tally.with_table(t.sides, t.result)
+    return tally
+
+
+def play_round(tournament_id: str, pairing: Pairing) -> PlayedRound:
+    """A paired round as recorded: each played table's derived match id; a table not
+    played because an entrant withdrew has no match id and its walkover result."""
+    return PlayedRound(
+        pairing.round,
+        pairing.byes,
+        tuple(
+            PlayedTable(t.table, match_id(tournament_id, pairing.round, t.table), t.sides)
+            if t.played
+            else PlayedTable(t.table, None, t.sides, walkover(len(t.sides), t.withdrawn))
+            for t in pairing.tables
+        ),
+    )
+
+
+def next_round(tournament: Tournament) -> PlayedRound:
+    """The next round of a started tournament, paired from the results so far.
+
+    Raises InvalidArgument when the tournament has not started or has no further round.
+    """
+    if tournament.seeding is None:
+        raise InvalidArgument("the tournament has not started", reason="NOT_STARTED")
+    tally = tally_of(tournament.seeding, tournament.rounds)
+    number = len(tournament.rounds) + 1
+    pairing = pair_round(
+        tournament.settings, tournament.seeding, tournament.withdrawn_after(), tally, number
+    )
+    return play_round(tournament.tournament_id, pairing)
+
+
+@dataclass(frozen=True, slots=True)
+class TableMatch:
+    """What a table's match must be: its id, server seed, and (entrant, player index) on
+    each seat, for checking its match record."""
+
+    round: int
+    table: int
+    match_id: str
+    server_seed: str
+    seats: tuple[tuple[int, int], ...]
+
+
+def table_matches(tournament: Tournament) -> tuple[TableMatch, ...]:
+    """Every played table's match, once the seed is revealed.
+
+    Raises InvalidArgument when it is not.
+    """
+    if tournament.tournament_seed is None:
+        raise InvalidArgument("the tournament seed is not revealed yet", reason="NOT_ENDED")
+    seed = parse_seed(tournament.tournament_seed)
+    return tuple(
+        TableMatch(
+            r.round,
+            t.table,
+            t.match_id,
+            table_server_seed(seed, t.match_id).hex(),
+            seats_of(tournament.settings, t.sides),
+        )
+        for r in tournament.rounds
+        for t in r.tables
+        if t.match_id is not None
+    )
+
+
+# Writing
+
+
+def _settings_json(s: Settings) -> dict[str, Any]:
+    out: dict[str, Any] = {"format": s.format}
+    if s.format == ROUND_ROBIN:
+        out["double_round_robin"] = s.double_round_robin
+    else:
+        out["rounds"] = s.rounds
+    if s.round_delay:
+        out["round_delay"] = s.round_delay
+    if s.max_entrants is not None:
+        out["max_entrants"] = s.max_entrants
+    out["table"] = {"seats": s.seats, "partnerships": s.partnerships, "rules": dict(s.rules)}
+    return out
+
+
+def result_json(r: ScoredResult) -> dict[str, Any]:
+    return {
+        "reason": r.reason,
+        "scores": list(r.scores),
+        "places": list(r.places),
+        "match_points": [fraction_text(p) for p in r.match_points],
+        "margins": list(r.margins),
+        "forfeited_side": r.forfeited_side,
+    }
+
+
+def standing_json(s: Standing) -> dict[str, Any]:
+    return {
+        "rank": s.rank,
+        "entrant": s.entrant,
+        "match_points": fraction_text(s.match_points),
+        "margin": s.margin,
+        "buchholz": fraction_text(s.buchholz),
+        "wins": s.wins,
+    }
+
+
+def build_tournament_record(t: Tournament) -> dict[str, Any]:
+    """The section 6 record of `t` (without `signature`), standings from every result
+    recorded. `name` and the players' names are written when known, the settings' round
+    delay and entrant cap when not the defaults."""
+    record: dict[str, Any] = {"format": TOURNAMENT_RECORD_FORMAT, "tournament_id": t.tournament_id}
+    if t.name is not None:
+        record["name"] = t.name
+    record["settings"] = _settings_json(t.settings)
+    record["commitment"] = t.commitment
+    if t.tournament_seed is not None:
+        record["tournament_seed"] = t.tournament_seed
+    entrants = []
+    for e in t.entrants:
+        item: dict[str, Any] = {"entrant": e.entrant}
+        if e.players is not None:
+            item["players"] = list(e.players)
+        item["client_seed"] = e.client_seed
+        item["withdrawn_after_round"] = e.withdrawn_after_round
+        entrants.append(item)
+    record["entrants"] = entrants
+    record["seeding"] = None if t.seeding is None else list(t.seeding)
+    record["rounds"] = [
+        {
+            "round": r.round,
+            "byes": list(r.byes),
+            "tables": [
+                {
+                    "table": tb.table,
+                    "match_id": tb.match_id,
+                    "sides": [[e] for e in tb.sides],
+                    "result": None if tb.result is None else result_json(tb.result),
+                }
+                for tb in r.tables
+            ],
+        }
+        for r in t.rounds
+    ]
+    standings = () if t.seeding is None else tally_of(t.seeding, t.rounds).standings()
+    record["standings"] = [standing_json(s) for s in standings]
+    record["ended"] = t.ended
+    return record
+
+
+# Reading
+
+
+def _bad(place: str, message: str) -> CorruptRecord:
+    return CorruptRecord(f"tournament record, {place}: {message}", place=place)
+
+
+def _get(obj: Mapping[str, Any], key: str, place: str) -> Any:
+    if key not in obj:
+        raise _bad(place, f"{key} is missing")
+    return obj[key]
+
+
+def _obj(value: Any, place: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise _bad(place, "not an object")
+    return value
+
+
+def _list(value: Any, place: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _bad(place, "not a list")
+    return value
+
+
+def _int(value: Any, place: str, *, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _bad(place, f"not an integer: {value!r}"[:120])
+    return value
+
+
+def _str(value: Any, place: str, *, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise _bad(place, "not a string")
+    return value
+
+
+def _bool(value: Any, place: str) -> bool:
+    if not isinstance(value, bool):
+        raise _bad(place, "not a boolean")
+    return value
+
+
+def _sides(value: Any, place: str) -> tuple[int, ...]:
+    sides = []
+    for i, side in enumerate(_list(value, place)):
+        members = _list(side, f"{place}[{i}]")
+        if len(members) != 1:
+            raise _bad(f"{place}[{i}]", "a side holds one entrant")
+        sides.append(_int(members[0], f"{place}[{i}][0]"))
+    return tuple(sides)
+
+
+def _result(value: Any, place: str) -> ScoredResult | None:
+    if value is None:
+        return None
+    r = _obj(value, place)
+    reason = _str(_get(r, "reason", place), f"{place}.reason")
+    scores = tuple(
+        _int(s, f"{place}.scores[{i}]")
+        for i, s in enumerate(_list(_get(r, "scores", place), f"{place}.scores"))
+    )
+    forfeited = _int(_get(r, "forfeited_side", place), f"{place}.forfeited_side", optional=True)
+    try:
+        scored = score_result(TableResult(reason, scores, forfeited))
+    except InvalidArgument as e:
+        raise _bad(place, e.message) from None
+    for key, got, want in (
+        ("places", r.get("places"), list(scored.places)),
+        ("match_points", r.get("match_points"), [fraction_text(p) for p in scored.match_points]),
+        ("margins", r.get("margins"), list(scored.margins)),
+    ):
+        if got != want:
+            raise _bad(f"{place}.{key}", f"is {got!r}, the scores give {want!r}")
+    return scored
+
+
+def parse_tournament_record(record: Any) -> Tournament:
+    """A record read back as data, each result's places, match points and margins checked
+    against its scores.
+
+    Raises CorruptRecord naming the place of the first malformed or inconsistent field.
+    """
+    r = _obj(record, "record")
+    if r.get("format") != TOURNAMENT_RECORD_FORMAT:
+        raise _bad("format", f"is not {TOURNAMENT_RECORD_FORMAT}")
+    tid = _str(_get(r, "tournament_id", "record"), "tournament_id")
+    s = _obj(_get(r, "settings", "record"), "settings")
+    table = _obj(_get(s, "table", "settings"), "settings.table")
+    fmt = _str(_get(s, "format", "settings"), "settings.format")
+    if fmt not in FORMATS:
+        raise _bad("settings.format", f"unknown format {fmt!r}")
+    settings = Settings(
+        format=fmt,
+        seats=_int(_get(table, "seats", "settings.table"), "settings.table.seats"),
+        partnerships=_bool(
+            _get(table, "partnerships", "settings.table"), "settings.table.partnerships"
+        ),
+        rules=_obj(_get(table, "rules", "settings.table"), "settings.table.rules"),
+        rounds=_int(s.get("rounds"), "settings.rounds", optional=True),
+        double_round_robin=_bool(s.get("double_round_robin", False), "settings.double_round_robin"),
+        round_delay=_int(s.get("round_delay", 0), "settings.round_delay"),
+        max_entrants=_int(s.get("max_entrants"), "settings.max_entrants", optional=True),
+    )
+    try:
+        settings.check()
+    except InvalidArgument as error:
+        raise _bad("settings", error.message) from None
+    entrants = []
+    for i, value in enumerate(_list(_get(r, "entrants", "record"), "entrants")):
+        place = f"entrants[{i}]"
+        e = _obj(value, place)
+        number = _int(_get(e, "entrant", place), f"{place}.entrant")
+        if number != i + 1:
+            raise _bad(f"{place}.entrant", f"is {number}, registration number {i + 1}")
+        players = None
+        if "players" in e:
+            players = tuple(
+                _str(p, f"{place}.players[{j}]")
+                for j, p in enumerate(_list(e["players"], f"{place}.players"))
+            )
+        entrants.append(
+            Entrant(
+                number,
+                _str(_get(e, "client_seed", place), f"{place}.client_seed"),
+                players,
+                _int(
+                    e.get("withdrawn_after_round"), f"{place}.withdrawn_after_round", optional=True
+                ),
+            )
+        )
+    seeding_value = _get(r, "seeding", "record")
+    seeding = (
+        None
+        if seeding_value is None
+        else tuple(_int(x, f"seeding[{i}]") for i, x in enumerate(_list(seeding_value, "seeding")))
+    )
+    rounds = []
+    for i, value in enumerate(_list(_get(r, "rounds", "record"), "rounds")):
+        place = f"rounds[{i}]"
+        rd = _obj(value, place)
+        tables = []
+        for j, tv in enumerate(_list(_get(rd, "tables", place), f"{place}.tables")):
+            tplace = f"{place}.tables[{j}]"
+            tb = _obj(tv, tplace)
+            tables.append(
+                PlayedTable(
+                    _int(_get(tb, "table", tplace), f"{tplace}.table"),
+                    _str(_get(tb, "match_id", tplace), f"{tplace}.match_id", optional=True),
+                    _sides(_get(tb, "sides", tplace), f"{tplace}.sides"),
+                    _result(_get(tb, "result", tplace), f"{tplace}.result"),
+                )
+            )
+        rounds.append(
+            PlayedRound(
+                _int(_get(rd, "round", place), f"{place}.round"),
+                tuple(
+                    _int(b, f"{place}.byes[{k}]")
+                    for k, b in enumerate(_list(_get(rd, "byes", place), f"{place}.byes"))
+                ),
+                tuple(tables),
+            )
+        )
+    return Tournament(
+        tournament_id=tid,
+        settings=settings,
+        commitment=_str(_get(r, "commitment", "record"), "commitment"),
+        entrants=tuple(entrants),
+        seeding=seeding,
+        rounds=tuple(rounds),
+        tournament_seed=_str(r.get("tournament_seed"), "tournament_seed", optional=True),
+        name=_str(r.get("name"), "name", optional=True),
+        ended=_bool(_get(r, "ended", "record"), "ended"),
+    )
+
+
+# Checking
+
+
+def _differ(place: str, got: Any, want: Any) -> CorruptRecord:
+    return _bad(place, f"is {got!r}, the results before it give {want!r}"[:300])
+
+
+def check_tournament_record(record: Any) -> Tournament:
+    """Check a tournament record (everything but its `signature`): the commitment against the
+    revealed seed, the seeding order, every round's byes, tables, sides and match ids
+    recomputed from the results before it, every result's derived figures, the standings,
+    and that an ended tournament has played every round it had. Returns the tournament.
+
+    Raises CorruptRecord naming the first place that differs.
+    """
+    t = parse_tournament_record(record)
+    r = _obj(record, "record")
+    n = len(t.entrants)
+    seed: bytes | None = None
+    if t.tournament_seed is not None:
+        try:
+            seed = parse_seed(t.tournament_seed)
+        except InvalidArgument as e:
+            raise _bad("tournament_seed", e.message) from None
+        if commitment(seed) != t.commitment:
+            raise _bad("commitment", "is not the SHA-256 of the tournament seed")
+    if t.ended and seed is None:
+        raise _bad("tournament_seed", "an ended tournament reveals its seed")
+    if not t.ended and seed is not None:
+        raise _bad("tournament_seed", "revealed before the end")
+    if t.seeding is None:
+        if t.rounds or r.get("standings"):
+            raise _bad("seeding", "missing in a started tournament")
+        return t
+    if seed is not None:
+        want = seeding_order(seed, t.tournament_id, [e.client_seed for e in t.entrants])
+        if t.seeding != want:
+            raise _differ("seeding", list(t.seeding), list(want))
+    elif sorted(t.seeding) != list(range(1, n + 1)):
+        raise _bad("seeding", "does not order the entrants 1..n once each")
+    try:
+        t.settings.check_entrants(n)
+        total = t.settings.total_rounds(n)
+    except InvalidArgument as error:
+        raise _bad("entrants", error.message) from None
+    withdrawn_after = t.withdrawn_after()
+    tally = Tally.start(t.seeding)
+    for i, rd in enumerate(t.rounds):
+        place = f"rounds[{i}]"
+        number = i + 1
+        if rd.round != number:
+            raise _differ(f"{place}.round", rd.round, number)
+        if i > 0 and not t.rounds[i - 1].finished:
+            raise _bad(place, "paired before the round before it finished")
+        if number > total:
+            raise _bad(place, f"the tournament has {total} rounds")
+        if sum(active(withdrawn_after, e, number) for e in t.seeding) < 2:
+            raise _bad(place, "paired with fewer than two entrants left")
+        want_round = play_round(
+            t.tournament_id, pair_round(t.settings, t.seeding, withdrawn_after, tally, number)
+        )
+        if rd.byes != want_round.byes:
+            raise _differ(f"{place}.byes", list(rd.byes), list(want_round.byes))
+        if len(rd.tables) != len(want_round.tables):
+            raise _differ(f"{place}.tables", len(rd.tables), len(want_round.tables))
+        for j, (got, expected) in enumerate(zip(rd.tables, want_round.tables, strict=True)):
+            tplace = f"{place}.tables[{j}]"
+            if got.table != expected.table:
+                raise _differ(f"{tplace}.table", got.table, expected.table)
+            if got.sides != expected.sides:
+                raise _differ(
+                    f"{tplace}.sides", [[e] for e in got.sides], [[e] for e in expected.sides]
+                )
+            if got.match_id != expected.match_id:
+                raise _differ(f"{tplace}.match_id", got.match_id, expected.match_id)
+            if expected.match_id is None and got.result != expected.result:
+                raise _bad(f"{tplace}.result", "a table not played is its withdrawn side's forfeit")
+            if got.result is not None and len(got.result.scores) != len(got.sides):
+                raise _bad(f"{tplace}.result.scores", "one score a side")
+        for b in rd.byes:
+            tally = tally.with_bye(b)
+        for tb in rd.tables:
+            if tb.result is not None:
+                tally = tally.with_table(tb.sides, tb.result)
+    if t.ended:
+        if t.rounds and not t.rounds[-1].finished:
+            raise _bad("ended", "the last round has not finished")
+        left = sum(active(withdrawn_after, e, len(t.rounds) + 1) for e in t.seeding)
+        if len(t.rounds) < total and left >= 2:
+            raise _bad("ended", f"after {len(t.rounds)} of {total} rounds")
+    want_standings = [standing_json(s) for s in tally.standings()]
+    got_standings = _list(_get(r, "standings", "record"), "standings")
+    for k, want_s in enumerate(want_standings):
+        if k >= len(got_standings):
+            raise _bad("standings", f"has {len(got_standings)} lines, not {len(want_standings)}")
+        if got_standings[k] != want_s:
+            g = _obj(got_standings[k], f"standings[{k}]")
+            key = next((key for key in want_s if g.get(key) != want_s[key]), "rank")
+            raise _differ(f"standings[{k}].{key}", g.get(key), want_s[key])
+    if len(got_standings) != len(want_standings):
+        raise _bad("standings", f"has {len(got_standings)} lines, not {len(want_standings)}")
+    return t
+
+
+__all__ = [
+    "TOURNAMENT_RECORD_FORMAT",
+    "Entrant",
+    "PlayedRound",
+    "PlayedTable",
+    "TableMatch",
+    "Tournament",
+    "build_tournament_record",
+    "check_tournament_record",
+    "next_round",
+    "parse_fraction",
+    "parse_tournament_record",
+    "play_round",
+    "table_matches",
+    "tally_of",
+]
