@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from operator import neg
 
 from .errors import InvalidArgument
 
@@ -133,14 +134,23 @@ def parse_fraction(text: str) -> Fraction:
 
 @dataclass(frozen=True, slots=True)
 class Standing:
-    """One line of the standings, with every figure the ranking uses."""
+    """One line of the standings, with every figure the ranking uses (match points and
+    Buchholz counted in halves; `match_points` and `buchholz` give them exactly)."""
 
     rank: int
     entrant: int
-    match_points: Fraction
+    points_halves: int
     margin: int
-    buchholz: Fraction
+    buchholz_halves: int
     wins: int
+
+    @property
+    def match_points(self) -> Fraction:
+        return Fraction(self.points_halves, 2)
+
+    @property
+    def buchholz(self) -> Fraction:
+        return Fraction(self.buchholz_halves, 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,20 +256,27 @@ class Tally:
 
     def order(self, entrants: Iterable[int] | None = None) -> list[int]:
         """`entrants` (default all) in standing order."""
-        chosen = range(1, len(self.points)) if entrants is None else entrants
-        return sorted(chosen, key=self.key)
+        if entrants is not None:
+            return sorted(entrants, key=self.key)
+        # The seeding ranks differ, so the entrant number is never compared.
+        rows = sorted(
+            zip(
+                map(neg, self.points),
+                map(neg, self.margin),
+                map(neg, self.buchholz),
+                map(neg, self.wins),
+                self.seeding_rank,
+                range(len(self.points)),
+                strict=True,
+            )
+        )
+        return [row[5] for row in rows if row[5]]
 
     def standings(self) -> tuple[Standing, ...]:
         """Every entrant ranked, withdrawn ones included, each with its figures."""
+        points, margin, buchholz, wins = self.points, self.margin, self.buchholz, self.wins
         return tuple(
-            Standing(
-                rank,
-                e,
-                Fraction(self.points[e], 2),
-                self.margin[e],
-                Fraction(self.buchholz[e], 2),
-                self.wins[e],
-            )
+            Standing(rank, e, points[e], margin[e], buchholz[e], wins[e])
             for rank, e in enumerate(self.order(), start=1)
         )
 
