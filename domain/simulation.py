@@ -48,8 +48,10 @@ def play_match(
     rng: random.Random,
     names: Sequence[str] | None = None,
     timing: Timing | None = None,
+    client_seeds: Sequence[str] | None = None,
 ) -> tuple[list[Event], State]:
-    """Create a match, seat one policy per seat, play it to the end.
+    """Create a match, seat one policy per seat, play it to the end. Each seat's client
+    seed is `client_seeds[seat]`, else its name.
 
     Without `timing` each seat plays at once (and no time is drawn from `rng`). Returns
     every event and the final state. Raises RuntimeError if the match does not end within
@@ -62,7 +64,8 @@ def play_match(
     events.extend(created)
     for seat in range(seats):
         name = names[seat] if names else f"seat{seat}"
-        new, state = execute(state, TakeSeat(name=name, client_seed=f"{name}", seat=seat))
+        client_seed = client_seeds[seat] if client_seeds is not None else name
+        new, state = execute(state, TakeSeat(name=name, client_seed=client_seed, seat=seat))
         events.extend(new)
     now = 0
     for _ in range(MAX_PLAYS):

@@ -1,0 +1,147 @@
+"""The audit pack of a tournament (TOURNAMENT.md section 6): its layout, and the writer.
+
+A pack is a folder:
+
+    tournament.json          the signed bergen-tournament-record/1
+    matches/<match_id>.json  every played table's signed RECORD.md record, with its
+                             `tournament` field {tournament_id, round, table}
+    manifest.json            every other file's SHA-256 and the public key, signed the same
+                             way (Ed25519 over the RFC 8785 canonical form without `signature`)
+
+`write_pack` is shared by `bergen simulate --tournament` and the server's export; `bergen
+verify DIR` reads a pack back (cli_client/verify.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bergen.api.signing import RecordSigner
+from bergen.domain import make_rules
+from bergen.domain.rules import Rules
+from bergen.domain.tournament_pairing import Settings
+
+TOURNAMENT_FILE = "tournament.json"
+MATCHES_DIR = "matches"
+MANIFEST_FILE = "manifest.json"
+MANIFEST_FORMAT = "bergen-audit-pack/1"
+
+PACK_PATH = re.compile(r"^(tournament\.json|matches/[0-9A-Za-z][0-9A-Za-z._-]*\.json)$")
+"""The paths a manifest may list: nothing outside the pack, nothing but its records."""
+
+
+def match_path(match_id: str) -> str:
+    """The pack path of a match's record."""
+    return f"{MATCHES_DIR}/{match_id}.json"
+
+
+def file_bytes(record: Mapping[str, Any]) -> bytes:
+    """A record as the pack stores it: UTF-8 JSON, one key a line, a final newline."""
+    return (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def table_rules(settings: Settings, seats: int) -> Rules:
+    """The rules of a tournament table of `seats` seats: the tournament's preset and options,
+    the targets of RULES.md section 7 for that many seats (a multi-sided Swiss table may hold
+    fewer entrants than the table's seats).
+
+    Raises InvalidOptions for rules the table cannot play.
+    """
+    options = {k: v for k, v in settings.rules.items() if k != "preset"}
+    preset = settings.rules.get("preset")
+    return make_rules(
+        seats, settings.partnerships, None if preset is None else str(preset), options
+    )
+
+
+def build_manifest(
+    tournament_id: str, files: Mapping[str, bytes], public_key: str
+) -> dict[str, Any]:
+    """The manifest (without `signature`) of the pack files `files` (path -> bytes)."""
+    return {
+        "format": MANIFEST_FORMAT,
+        "tournament_id": tournament_id,
+        "public_key": public_key,
+        "files": {path: sha256_hex(files[path]) for path in sorted(files)},
+    }
+
+
+def pack_contents(
+    tournament: Mapping[str, Any],
+    matches: Sequence[Mapping[str, Any]],
+    signer: RecordSigner,
+) -> dict[str, bytes]:
+    """Every file of the pack (path -> bytes), each record signed by `signer`.
+
+    `tournament` is the tournament record, `matches` the match record of each played
+    table, each with its `tournament` field naming this tournament.
+    Raises ValueError for a match record of another tournament, without its `tournament`
+    field, or given twice.
+    """
+    tid = tournament.get("tournament_id")
+    if not isinstance(tid, str):
+        raise ValueError("the tournament record has no tournament_id")
+    files: dict[str, bytes] = {TOURNAMENT_FILE: file_bytes(signer.sign(dict(tournament)))}
+    for record in matches:
+        mid = record.get("match_id")
+        place = record.get("tournament")
+        if not isinstance(place, Mapping) or place.get("tournament_id") != tid:
+            raise ValueError(f"match {mid!r} is not recorded as a match of tournament {tid}")
+        path = match_path(str(mid))
+        if not PACK_PATH.match(path):
+            raise ValueError(f"match id {mid!r} cannot name a file of the pack")
+        if path in files:
+            raise ValueError(f"match {mid} is given twice")
+        files[path] = file_bytes(signer.sign(dict(record)))
+    manifest = signer.sign(build_manifest(tid, files, signer.public_key))
+    files[MANIFEST_FILE] = file_bytes(manifest)
+    return files
+
+
+def write_pack(
+    out: Path,
+    tournament: Mapping[str, Any],
+    matches: Sequence[Mapping[str, Any]],
+    signer: RecordSigner,
+) -> list[Path]:
+    """Write the audit pack into folder `out` (made if needed); returns the files written.
+
+    Raises ValueError as `pack_contents` does, FileExistsError when `out` holds anything
+    already (a file left there would be an extra file of the pack), OSError when it cannot
+    be written.
+    """
+    files = pack_contents(tournament, matches, signer)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out} is not an empty folder")
+    (out / MATCHES_DIR).mkdir(parents=True, exist_ok=True)
+    written = []
+    for path, data in files.items():
+        target = out / path
+        target.write_bytes(data)
+        written.append(target)
+    return written
+
+
+__all__ = [
+    "MANIFEST_FILE",
+    "MANIFEST_FORMAT",
+    "MATCHES_DIR",
+    "PACK_PATH",
+    "TOURNAMENT_FILE",
+    "build_manifest",
+    "file_bytes",
+    "match_path",
+    "pack_contents",
+    "sha256_hex",
+    "table_rules",
+    "write_pack",
+]
