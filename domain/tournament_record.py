@@ -175,7 +175,7 @@ def table_matches(tournament: Tournament) -> tuple[TableMatch, ...]:
 # Writing
 
 
-def _settings_json(s: Settings) -> dict[str, Any]:
+def settings_json(s: Settings) -> dict[str, Any]:
     out: dict[str, Any] = {"format": s.format}
     if s.format == ROUND_ROBIN:
         out["double_round_robin"] = s.double_round_robin
@@ -218,7 +218,7 @@ def build_tournament_record(t: Tournament) -> dict[str, Any]:
     record: dict[str, Any] = {"format": TOURNAMENT_RECORD_FORMAT, "tournament_id": t.tournament_id}
     if t.name is not None:
         record["name"] = t.name
-    record["settings"] = _settings_json(t.settings)
+    record["settings"] = settings_json(t.settings)
     record["commitment"] = t.commitment
     if t.tournament_seed is not None:
         record["tournament_seed"] = t.tournament_seed
@@ -335,6 +335,35 @@ def _result(value: Any, place: str) -> ScoredResult | None:
     return scored
 
 
+def settings_from_json(value: Any, place: str = "settings") -> Settings:
+    """Settings as `settings_json` writes them, checked.
+
+    Raises CorruptRecord naming the place of the first malformed field.
+    """
+    s = _obj(value, place)
+    table = _obj(_get(s, "table", place), f"{place}.table")
+    fmt = _str(_get(s, "format", place), f"{place}.format")
+    if fmt not in FORMATS:
+        raise _bad(f"{place}.format", f"unknown format {fmt!r}")
+    settings = Settings(
+        format=fmt,
+        seats=_int(_get(table, "seats", f"{place}.table"), f"{place}.table.seats"),
+        partnerships=_bool(
+            _get(table, "partnerships", f"{place}.table"), f"{place}.table.partnerships"
+        ),
+        rules=_obj(_get(table, "rules", f"{place}.table"), f"{place}.table.rules"),
+        rounds=_int(s.get("rounds"), f"{place}.rounds", optional=True),
+        double_round_robin=_bool(s.get("double_round_robin", False), f"{place}.double_round_robin"),
+        round_delay=_int(s.get("round_delay", 0), f"{place}.round_delay"),
+        max_entrants=_int(s.get("max_entrants"), f"{place}.max_entrants", optional=True),
+    )
+    try:
+        settings.check()
+    except InvalidArgument as error:
+        raise _bad(place, error.message) from None
+    return settings
+
+
 def parse_tournament_record(record: Any) -> Tournament:
     """A record read back as data, each result's places, match points and margins checked
     against its scores.
@@ -345,27 +374,7 @@ def parse_tournament_record(record: Any) -> Tournament:
     if r.get("format") != TOURNAMENT_RECORD_FORMAT:
         raise _bad("format", f"is not {TOURNAMENT_RECORD_FORMAT}")
     tid = _str(_get(r, "tournament_id", "record"), "tournament_id")
-    s = _obj(_get(r, "settings", "record"), "settings")
-    table = _obj(_get(s, "table", "settings"), "settings.table")
-    fmt = _str(_get(s, "format", "settings"), "settings.format")
-    if fmt not in FORMATS:
-        raise _bad("settings.format", f"unknown format {fmt!r}")
-    settings = Settings(
-        format=fmt,
-        seats=_int(_get(table, "seats", "settings.table"), "settings.table.seats"),
-        partnerships=_bool(
-            _get(table, "partnerships", "settings.table"), "settings.table.partnerships"
-        ),
-        rules=_obj(_get(table, "rules", "settings.table"), "settings.table.rules"),
-        rounds=_int(s.get("rounds"), "settings.rounds", optional=True),
-        double_round_robin=_bool(s.get("double_round_robin", False), "settings.double_round_robin"),
-        round_delay=_int(s.get("round_delay", 0), "settings.round_delay"),
-        max_entrants=_int(s.get("max_entrants"), "settings.max_entrants", optional=True),
-    )
-    try:
-        settings.check()
-    except InvalidArgument as error:
-        raise _bad("settings", error.message) from None
+    settings = settings_from_json(_get(r, "settings", "record"))
     entrants = []
     for i, value in enumerate(_list(_get(r, "entrants", "record"), "entrants")):
         place = f"entrants[{i}]"

@@ -1,0 +1,238 @@
+"""The facts of a tournament's stream, and their payloads (schema version 1).
+
+A tournament is an aggregate of its own: its events are stored in the same append-only table
+as a match's, under these type names, and read back with `decode`. The seed itself is never
+in an event before `TournamentEnded` reveals it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import CorruptRecord
+from .tournament_pairing import Settings
+from .tournament_record import settings_from_json, settings_json
+
+TOURNAMENT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TournamentCreated:
+    tournament_id: str
+    name: str
+    settings: Settings
+    commitment: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntrantRegistered:
+    """Entrant number `entrant` (1-based, registration order) and its players' names."""
+
+    entrant: int
+    players: tuple[str, ...]
+    client_seed: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntrantWithdrew:
+    """`after_round`: the last round the entrant was paired in (0 before the start)."""
+
+    entrant: int
+    after_round: int
+
+
+@dataclass(frozen=True, slots=True)
+class TournamentStarted:
+    seeding: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RoundTable:
+    """A paired table: its match id, or None when an entrant at it had withdrawn (the table
+    is then its forfeit), and the entrant of each side."""
+
+    table: int
+    match_id: str | None
+    sides: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RoundPaired:
+    round: int
+    byes: tuple[int, ...]
+    tables: tuple[RoundTable, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRecorded:
+    round: int
+    table: int
+    reason: str
+    scores: tuple[int, ...]
+    forfeited_side: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TournamentEnded:
+    tournament_seed: str
+
+
+TournamentEvent = (
+    TournamentCreated
+    | EntrantRegistered
+    | EntrantWithdrew
+    | TournamentStarted
+    | RoundPaired
+    | ResultRecorded
+    | TournamentEnded
+)
+
+TOURNAMENT_EVENT_TYPES: tuple[type[TournamentEvent], ...] = (
+    TournamentCreated,
+    EntrantRegistered,
+    EntrantWithdrew,
+    TournamentStarted,
+    RoundPaired,
+    ResultRecorded,
+    TournamentEnded,
+)
+
+
+def encode_tournament_event(event: TournamentEvent) -> tuple[str, int, dict[str, Any]]:
+    """(type name, schema version, JSON-able payload)."""
+    payload: dict[str, Any]
+    match event:
+        case TournamentCreated():
+            payload = {
+                "tournament_id": event.tournament_id,
+                "name": event.name,
+                "settings": settings_json(event.settings),
+                "commitment": event.commitment,
+            }
+        case EntrantRegistered():
+            payload = {
+                "entrant": event.entrant,
+                "players": list(event.players),
+                "client_seed": event.client_seed,
+            }
+        case EntrantWithdrew():
+            payload = {"entrant": event.entrant, "after_round": event.after_round}
+        case TournamentStarted():
+            payload = {"seeding": list(event.seeding)}
+        case RoundPaired():
+            payload = {
+                "round": event.round,
+                "byes": list(event.byes),
+                "tables": [
+                    {"table": t.table, "match_id": t.match_id, "sides": list(t.sides)}
+                    for t in event.tables
+                ],
+            }
+        case ResultRecorded():
+            payload = {
+                "round": event.round,
+                "table": event.table,
+                "reason": event.reason,
+                "scores": list(event.scores),
+                "forfeited_side": event.forfeited_side,
+            }
+        case TournamentEnded():
+            payload = {"tournament_seed": event.tournament_seed}
+    return type(event).__name__, TOURNAMENT_SCHEMA_VERSION, payload
+
+
+def _bad(type_name: str, why: str) -> CorruptRecord:
+    return CorruptRecord(f"{type_name} payload: {why}", event_type=type_name)
+
+
+def _field(type_name: str, payload: Mapping[str, Any], key: str, kind: str) -> Any:
+    if key not in payload:
+        raise _bad(type_name, f"{key} is missing")
+    v = payload[key]
+    ok = {
+        "str": isinstance(v, str),
+        "str?": v is None or isinstance(v, str),
+        "int": isinstance(v, int) and not isinstance(v, bool),
+        "int?": v is None or (isinstance(v, int) and not isinstance(v, bool)),
+        "ints": isinstance(v, list)
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
+        "strs": isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "list": isinstance(v, list),
+    }[kind]
+    if not ok:
+        raise _bad(type_name, f"{key} is not {kind}")
+    return tuple(v) if kind in ("ints", "strs") else v
+
+
+_FIELDS: dict[str, tuple[str, ...]] = {
+    "TournamentCreated": ("tournament_id", "name", "settings", "commitment"),
+    "EntrantRegistered": ("entrant", "players", "client_seed"),
+    "EntrantWithdrew": ("entrant", "after_round"),
+    "TournamentStarted": ("seeding",),
+    "RoundPaired": ("round", "byes", "tables"),
+    "ResultRecorded": ("round", "table", "reason", "scores", "forfeited_side"),
+    "TournamentEnded": ("tournament_seed",),
+}
+
+
+def decode_tournament_event(
+    type_name: str, version: int, payload: Mapping[str, Any]
+) -> TournamentEvent:
+    """The event a stored payload holds.
+
+    Raises CorruptRecord for an unknown type or version, or a malformed payload.
+    """
+    if type_name not in _FIELDS:
+        raise CorruptRecord(f"unknown tournament event type {type_name!r}"[:120])
+    if version != TOURNAMENT_SCHEMA_VERSION:
+        raise _bad(type_name, f"unknown schema version {version}")
+    if not isinstance(payload, Mapping):
+        raise _bad(type_name, "not an object")
+    extra = set(payload) - set(_FIELDS[type_name])
+    if extra:
+        raise _bad(type_name, f"unknown fields {sorted(extra)}")
+
+    def f(key: str, kind: str) -> Any:
+        return _field(type_name, payload, key, kind)
+
+    match type_name:
+        case "TournamentCreated":
+            return TournamentCreated(
+                f("tournament_id", "str"),
+                f("name", "str"),
+                settings_from_json(payload.get("settings"), f"{type_name}.settings"),
+                f("commitment", "str"),
+            )
+        case "EntrantRegistered":
+            return EntrantRegistered(
+                f("entrant", "int"), f("players", "strs"), f("client_seed", "str")
+            )
+        case "EntrantWithdrew":
+            return EntrantWithdrew(f("entrant", "int"), f("after_round", "int"))
+        case "TournamentStarted":
+            return TournamentStarted(f("seeding", "ints"))
+        case "RoundPaired":
+            tables = []
+            for t in f("tables", "list"):
+                if not isinstance(t, Mapping) or set(t) != {"table", "match_id", "sides"}:
+                    raise _bad(type_name, "a table is {table, match_id, sides}")
+                tables.append(
+                    RoundTable(
+                        _field(type_name, t, "table", "int"),
+                        _field(type_name, t, "match_id", "str?"),
+                        _field(type_name, t, "sides", "ints"),
+                    )
+                )
+            return RoundPaired(f("round", "int"), f("byes", "ints"), tuple(tables))
+        case "ResultRecorded":
+            return ResultRecorded(
+                f("round", "int"),
+                f("table", "int"),
+                f("reason", "str"),
+                f("scores", "ints"),
+                f("forfeited_side", "int?"),
+            )
+        case _:
+            return TournamentEnded(f("tournament_seed", "str"))
