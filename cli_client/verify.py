@@ -1,4 +1,5 @@
-"""`bergen verify`: check a match record offline, or a match and its stored log on a server.
+"""`bergen verify`: check a match record offline, a tournament's audit pack offline, or a
+match and its stored log on a server.
 
 Offline (a RECORD.md file): the record's shape, the commitment against the revealed server
 seed, every deal dealt again, every action replayed through the rules, every point, score and
@@ -9,6 +10,14 @@ key, and the stored log: the hash chain walked from seq 1 to the head (on this s
 hash formula of the API), every event decoded and compared with what the rules give, the
 record rebuilt from the log and compared with the signed one, and the record's `log` (events,
 head hash) tied to the chain's head. A fault in the log is named by its seq.
+
+An audit pack (a folder, TOURNAMENT.md section 6): the manifest's signature, every file's
+SHA-256 against it (none missing, none extra), the tournament record's signature, its
+commitment against the revealed seed, the seeding order, every round's pairing recomputed
+from the results before it and the standings (`bergen.domain.tournament_record`), then every
+table's match: its id and server seed derived from the tournament seed, its seats holding
+the entrants its table names (names and client seeds), the table's rules, the record checked
+by the rules as above and signed by the manifest's key, and its result the table's.
 
 The verdict is one line: `OK: ...` or `REJECTED: <where>: <why>`.
 """
@@ -50,10 +59,25 @@ from bergen.domain.errors import BergenError, CorruptRecord, MatchNotInProgress
 from bergen.domain.events import Event, MatchCreated, MatchEnded, SeatTaken, SeedRevealed
 from bergen.domain.record import build_record
 from bergen.domain.state import State, evolve
+from bergen.domain.tournament_record import (
+    TableMatch,
+    Tournament,
+    check_tournament_record,
+    table_matches,
+)
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
 from .connect import Endpoint, add_server_option, code_of, exit_status_of, open_channel
+from .tournament_pack import (
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    PACK_PATH,
+    TOURNAMENT_FILE,
+    match_path,
+    sha256_hex,
+    table_rules,
+)
 
 RPC_TIMEOUT_S = 30.0
 
@@ -61,7 +85,9 @@ _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 
 EPILOG = """\
 The argument is a record file when such a file exists (RECORD.md, as `bergen export` or
-`bergen-replay --record` write it), else a match id asked of the server.
+`bergen-replay --record` write it), a tournament's audit pack when it is a folder
+(tournament.json, matches/, manifest.json: TOURNAMENT.md section 6, as `bergen simulate
+--tournament` writes it), else a match id asked of the server.
 
 The signature: with --public-key (a file holding the key as 64 hex digits or a PEM public
 key, or the 64 hex digits themselves) the record must be signed by that key. Without it,
@@ -76,10 +102,18 @@ A rejection (exit status 6) names the first wrong place, as "hand H, action A", 
 field, or "seq N" of the stored log, and why; a record file that is not JSON or not a record
 is rejected too. A match that has not ended yet is refused by the server (4).
 
+A pack is checked whole: the manifest's signature (by --public-key when given), every
+file's SHA-256, no file missing or extra, the tournament record (signature, commitment,
+seeding, every round's pairing and match ids, the standings), and every match (its id and
+server seed derived from the tournament seed, its seats the entrants its table names, its
+rules, its record by the rules, its signature, its result the table's). A rejection names
+the file and the place in it, with the round and table.
+
 --json prints one object: ok, status (the exit status's name, lowercase), exit_status,
-verdict (the line), and the facts found: source ("file" or "server"), match_id, hands,
-result, public_key, key_checked, where and why for a rejection, events, head and chain for
-a match checked through the server.
+verdict (the line), and the facts found: source ("file", "pack" or "server"), match_id,
+hands, result, public_key, key_checked, where and why for a rejection, events, head and
+chain for a match checked through the server; tournament_id, entrants, rounds and matches
+for a pack.
 
 """ + help_text()
 
@@ -121,15 +155,22 @@ def _problem(status: ExitStatus, message: str, **facts: Any) -> Outcome:
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "verify",
-        help="check a match record (a file) or a finished match (an id) on a server",
-        description="Check a match record offline, or a finished match and its stored,\n"
-        "hash-chained event log through the server: the commitment, every deal, every\n"
-        "action, every score and the result, the signature, and (with a match id) the log\n"
-        "walked from seq 1 to its head and tied to the signed record. Prints one line.",
+        help="check a match record (a file), a tournament's audit pack (a folder), or a "
+        "finished match (an id) on a server",
+        description="Check a match record or a tournament's audit pack offline, or a finished\n"
+        "match and its stored, hash-chained event log through the server: the commitment,\n"
+        "every deal, every action, every score and the result, the signature, (with a\n"
+        "match id) the log walked from seq 1 to its head and tied to the signed record,\n"
+        "and (with a pack) every pairing, seat, seed and standing of the tournament.\n"
+        "Prints one line.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("target", metavar="RECORD-FILE|MATCH-ID", help="a record file or a match id")
+    p.add_argument(
+        "target",
+        metavar="RECORD-FILE|PACK-DIR|MATCH-ID",
+        help="a record file, a tournament's audit pack (a folder), or a match id",
+    )
     add_server_option(p)
     p.add_argument(
         "--public-key",
@@ -163,8 +204,10 @@ def verify_target(target: str, server: Endpoint | str, public_key: str | None) -
     path = Path(target)
     if path.is_file():
         return verify_file(path, trusted)
+    if path.is_dir():
+        return verify_pack(path, trusted)
     if path.exists():
-        return _problem(ExitStatus.USAGE, f"{target} is not a file")
+        return _problem(ExitStatus.USAGE, f"{target} is neither a file nor a folder")
     if os.sep in target or target.lower().endswith(".json"):
         return _problem(ExitStatus.USAGE, f"no such file: {target}")
     return verify_match(server, target, trusted)
@@ -301,6 +344,302 @@ def _result(result: dict[str, Any]) -> str:
     if result["reason"] == "forfeit":
         return f"side {result['forfeited_side']} forfeited ({result['cause']}), {won}"
     return won
+
+
+# ----- a tournament's audit pack ----------------------------------------------------------
+
+_TABLE_PLACE = re.compile(r"^rounds\[(\d+)\](?:\.tables\[(\d+)\])?")
+
+
+def _read_json(path: Path, name: str) -> Any:
+    """A pack file's JSON. Raises _Stop."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise _Stop(_problem(ExitStatus.USAGE, f"cannot read {path}: {e.strerror or e}")) from None
+    try:
+        return parse_json(data.decode("utf-8").removeprefix("\ufeff"))
+    except UnicodeDecodeError as e:
+        raise _Stop(_rejected(name, f"not UTF-8 text (byte {e.start})")) from None
+    except ValueError as e:
+        raise _Stop(_rejected(name, f"not JSON: {e}")) from None
+
+
+def verify_pack(folder: Path, trusted_key: str | None) -> Outcome:
+    """Verify the audit pack in `folder` (TOURNAMENT.md section 6). Never raises."""
+    facts: dict[str, Any] = {"source": "pack", "dir": str(folder)}
+    try:
+        return _verify_pack(folder, trusted_key, facts)
+    except _Stop as stop:
+        return dataclasses.replace(stop.outcome, facts={**facts, **stop.outcome.facts})
+
+
+def _verify_pack(folder: Path, trusted_key: str | None, facts: dict[str, Any]) -> Outcome:
+    key, listed = _check_manifest(folder, trusted_key, facts)
+    files = _check_files(folder, listed)
+    record = _read_json(folder / TOURNAMENT_FILE, TOURNAMENT_FILE)
+    if not isinstance(record, dict):
+        raise _Stop(_rejected(TOURNAMENT_FILE, "not a tournament record (not an object)"))
+    try:
+        tournament = check_tournament_record(record)
+    except CorruptRecord as e:
+        place = e.metadata.get("place", "")
+        why = e.message.removeprefix(f"tournament record, {place}: ")
+        raise _Stop(_rejected(f"{TOURNAMENT_FILE}, {place}{_round_table(place)}", why)) from None
+    except (BergenError, ValueError) as e:  # e.g. a tournament id that is not a UUID
+        raise _Stop(_rejected(TOURNAMENT_FILE, f"cannot be checked: {e}")) from None
+    _signed_by(record, key, TOURNAMENT_FILE)
+    if tournament.tournament_id != facts["tournament_id"]:
+        raise _Stop(
+            _rejected(
+                f"{TOURNAMENT_FILE}, tournament_id",
+                f"is {tournament.tournament_id!r}, the manifest's is {facts['tournament_id']!r}",
+            )
+        )
+    if not tournament.ended:
+        raise _Stop(
+            _rejected(
+                f"{TOURNAMENT_FILE}, ended",
+                "the tournament has not ended: its seed is not revealed, so its deals cannot "
+                "be checked",
+            )
+        )
+    matches = table_matches(tournament)
+    wanted = {match_path(m.match_id): m for m in matches}
+    for path in sorted(files):
+        if path != TOURNAMENT_FILE and path not in wanted:
+            raise _Stop(_rejected(path, "no table of the tournament plays this match"))
+    for m in matches:
+        path = match_path(m.match_id)
+        if path not in files:
+            raise _Stop(
+                _rejected(
+                    f"{path} (round {m.round}, table {m.table})",
+                    "missing: the manifest does not list this table's match",
+                )
+            )
+        _check_table_match(folder, tournament, m, key)
+    facts.update(
+        entrants=len(tournament.entrants), rounds=len(tournament.rounds), matches=len(matches)
+    )
+    settings = tournament.settings
+    fmt = "double round robin" if settings.double_round_robin else settings.format
+    fmt = fmt.replace("_", " ")
+    table = f"{settings.seats} seats{' in partnerships' if settings.partnerships else ''}"
+    first = record["standings"][0] if record["standings"] else None
+    leader = (
+        f", first entrant {first['entrant']} with {first['match_points']} match points"
+        if first
+        else ""
+    )
+    key_text = (
+        f"signed by {key}"
+        if trusted_key is not None
+        else f"signed by {key}, a key not checked against a trusted one (give --public-key)"
+    )
+    return Outcome(
+        ExitStatus.SUCCESS,
+        f"OK: tournament {tournament.tournament_id}, {fmt} at {table}, "
+        f"{len(tournament.entrants)} entrants, {len(tournament.rounds)} rounds, "
+        f"{len(matches)} matches{leader}, {key_text}",
+        facts,
+    )
+
+
+def _round_table(place: str) -> str:
+    """ " (round R, table T)" for a place inside a round of the record (rounds and tables
+    are numbered in order, which the check has confirmed up to that place)."""
+    m = _TABLE_PLACE.match(place)
+    if m is None:
+        return ""
+    where = f"round {int(m.group(1)) + 1}"
+    if m.group(2) is not None:
+        where += f", table {int(m.group(2)) + 1}"
+    return f" ({where})"
+
+
+def _signed_by(record: Any, key: str, name: str) -> None:
+    """The record must be signed by the pack's key. Raises _Stop."""
+    if not isinstance(record, dict) or "signature" not in record:
+        raise _Stop(_rejected(f"{name}, signature", "the record is not signed"))
+    try:
+        verify_signature(record, key)
+    except SignatureError as e:
+        why = str(e)
+        if why == "signed by another key than the one given":
+            why = "signed by another key than the manifest's"
+        raise _Stop(_rejected(f"{name}, signature", why)) from None
+
+
+def _check_manifest(
+    folder: Path, trusted_key: str | None, facts: dict[str, Any]
+) -> tuple[str, dict[str, str]]:
+    """The manifest's shape and signature; returns the pack's public key and the files it
+    lists (path -> SHA-256). Raises _Stop."""
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        raise _Stop(_rejected(MANIFEST_FILE, f"missing: {folder} is not an audit pack"))
+    manifest = _read_json(path, MANIFEST_FILE)
+    keys = {"format", "tournament_id", "public_key", "files", "signature"}
+    if not isinstance(manifest, dict):
+        raise _Stop(_rejected(MANIFEST_FILE, "not an object"))
+    if set(manifest) != keys:
+        missing, unknown = keys - set(manifest), set(manifest) - keys
+        why = f"missing field(s) {', '.join(sorted(missing))}" if missing else ""
+        why = why or f"unknown field(s) {', '.join(sorted(unknown))}"
+        raise _Stop(_rejected(MANIFEST_FILE, why))
+    if manifest["format"] != MANIFEST_FORMAT:
+        raise _Stop(
+            _rejected(
+                f"{MANIFEST_FILE}, format", f"is {manifest['format']!r}, not {MANIFEST_FORMAT}"
+            )
+        )
+    key = manifest["public_key"]
+    if not isinstance(key, str) or not _HEX64.match(key):
+        raise _Stop(_rejected(f"{MANIFEST_FILE}, public_key", "is not 64 hex digits"))
+    if not isinstance(manifest["tournament_id"], str):
+        raise _Stop(_rejected(f"{MANIFEST_FILE}, tournament_id", "is not text"))
+    files = manifest["files"]
+    if not isinstance(files, dict):
+        raise _Stop(_rejected(f"{MANIFEST_FILE}, files", "is not an object"))
+    for name, digest in files.items():
+        if not PACK_PATH.match(name):
+            raise _Stop(
+                _rejected(f"{MANIFEST_FILE}, files", f"{name[:80]!r} is not a file of a pack")
+            )
+        if not isinstance(digest, str) or not _HEX64.match(digest):
+            raise _Stop(
+                _rejected(f"{MANIFEST_FILE}, files[{name!r}]", "is not a SHA-256 (64 hex digits)")
+            )
+    if TOURNAMENT_FILE not in files:
+        raise _Stop(_rejected(f"{MANIFEST_FILE}, files", f"does not list {TOURNAMENT_FILE}"))
+    facts["key_checked"] = trusted_key is not None
+    try:
+        signer = verify_signature(manifest, trusted_key)
+    except SignatureError as e:
+        raise _Stop(_rejected(f"{MANIFEST_FILE}, signature", str(e))) from None
+    if signer != key.lower():
+        raise _Stop(
+            _rejected(f"{MANIFEST_FILE}, public_key", "is not the key that signed the manifest")
+        )
+    facts.update(public_key=signer, tournament_id=manifest["tournament_id"])
+    return signer, files
+
+
+def _check_files(folder: Path, files: dict[str, str]) -> dict[str, str]:
+    """Every file the manifest lists is there with its SHA-256, and no other is. Returns the
+    listing. Raises _Stop."""
+    present = set()
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            rel = (Path(root) / name).relative_to(folder).as_posix()
+            if rel != MANIFEST_FILE:
+                present.add(rel)
+    for name in sorted(files):
+        if name not in present:
+            raise _Stop(_rejected(name, "missing: the manifest lists it"))
+        try:
+            data = (folder / name).read_bytes()
+        except OSError as e:
+            raise _Stop(_problem(ExitStatus.USAGE, f"cannot read {folder / name}: {e}")) from None
+        if sha256_hex(data) != files[name].lower():
+            raise _Stop(_rejected(name, "its SHA-256 is not the one the manifest gives"))
+    for name in sorted(present - set(files)):
+        raise _Stop(_rejected(name, "not in the manifest: a pack holds no other file"))
+    return files
+
+
+def _check_table_match(folder: Path, t: Tournament, m: TableMatch, key: str) -> None:
+    """A table's match record: what the tournament fixes of it, the rules, its signature,
+    and its result the table's. Raises _Stop."""
+    name = match_path(m.match_id)
+    where = f"{name} (round {m.round}, table {m.table})"
+    record = _read_json(folder / name, where)
+
+    def wrong(place: str, why: str) -> _Stop:
+        return _Stop(_rejected(f"{where}, {place}" if place else where, why))
+
+    if not isinstance(record, dict):
+        raise wrong("", "not a match record (not an object)")
+    expected_place = {"tournament_id": t.tournament_id, "round": m.round, "table": m.table}
+    if record.get("tournament") != expected_place:
+        raise wrong(
+            "tournament", f"is {json.dumps(record.get('tournament'))[:120]}, not {expected_place}"
+        )
+    if record.get("match_id") != m.match_id:
+        raise wrong(
+            "match_id",
+            f"is {str(record.get('match_id'))[:60]!r}, the table's match id is {m.match_id}",
+        )
+    if record.get("server_seed") != m.server_seed:
+        raise wrong(
+            "server_seed",
+            f"is {str(record.get('server_seed'))[:80]!r}, the tournament seed gives "
+            f"{m.server_seed}",
+        )
+    seats = record.get("seats")
+    if not isinstance(seats, list) or len(seats) != len(m.seats):
+        raise wrong("seats", f"the table seats {len(m.seats)} players")
+    for i, (entrant_number, player) in enumerate(m.seats):
+        entrant = t.entrants[entrant_number - 1]
+        seat = seats[i]
+        if not isinstance(seat, dict):
+            raise wrong(f"seats[{i}]", "not an object")
+        if seat.get("client_seed") != entrant.client_seed:
+            raise wrong(
+                f"seats[{i}].client_seed",
+                f"is {str(seat.get('client_seed'))[:60]!r}, entrant {entrant_number}'s is "
+                f"{entrant.client_seed!r}",
+            )
+        if entrant.players is not None and (
+            player >= len(entrant.players) or seat.get("name") != entrant.players[player]
+        ):
+            want = entrant.players[player] if player < len(entrant.players) else None
+            raise wrong(
+                f"seats[{i}].name",
+                f"is {str(seat.get('name'))[:60]!r}, the table seats entrant "
+                f"{entrant_number}'s player {want!r} here",
+            )
+    sides = [[0, 2], [1, 3]] if t.settings.partnerships else [[i] for i in range(len(seats))]
+    if record.get("sides") != sides:
+        raise wrong("sides", f"are {json.dumps(record.get('sides'))[:60]}, the table's are {sides}")
+    try:
+        rules = table_rules(t.settings, len(seats)).as_dict()
+    except BergenError as e:
+        raise _Stop(_rejected(f"{TOURNAMENT_FILE}, settings.table.rules", str(e))) from None
+    if record.get("rules") != rules:
+        path, got, want = _field_difference(record.get("rules"), rules, "rules")
+        raise wrong(
+            path, f"is {json.dumps(got)[:60]}, the tournament's table has {json.dumps(want)[:60]}"
+        )
+    verdict = replay_record({k: v for k, v in record.items() if k != "tournament"})
+    if not verdict.ok:
+        raise wrong(verdict.where, verdict.why)
+    _signed_by(record, key, where)
+    table = t.rounds[m.round - 1].tables[m.table - 1]
+    result = record["result"]
+    assert table.result is not None  # an ended tournament's every table has its result
+    recorded = (table.result.reason, list(table.result.scores), table.result.forfeited_side)
+    played = (result["reason"], result["scores"], result.get("forfeited_side"))
+    if recorded != played:
+        place = f"rounds[{m.round - 1}].tables[{m.table - 1}].result"
+        raise _Stop(
+            _rejected(
+                f"{TOURNAMENT_FILE}, {place}{_round_table(place)}",
+                f"is {table.result.reason} {_scores(table.result.scores)}"
+                f"{_forfeit(table.result.forfeited_side)}, the match record {name} gives "
+                f"{result['reason']} {_scores(result['scores'])}"
+                f"{_forfeit(result.get('forfeited_side'))}",
+            )
+        )
+
+
+def _scores(scores: Sequence[int]) -> str:
+    return "-".join(str(s) for s in scores)
+
+
+def _forfeit(side: int | None) -> str:
+    return "" if side is None else f" (side {side} forfeited)"
 
 
 # ----- through the server -----------------------------------------------------------------
