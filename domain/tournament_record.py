@@ -489,6 +489,13 @@ def check_tournament_record(record: Any) -> Tournament:
     except InvalidArgument as error:
         raise _bad("entrants", error.message) from None
     withdrawn_after = t.withdrawn_after()
+    for i, e in enumerate(t.entrants):
+        w = e.withdrawn_after_round
+        if w is not None and not 0 <= w <= len(t.rounds):
+            raise _bad(
+                f"entrants[{i}].withdrawn_after_round",
+                f"is {w}, after {len(t.rounds)} rounds paired",
+            )
     tally = Tally.start(t.seeding)
     for i, rd in enumerate(t.rounds):
         place = f"rounds[{i}]"

@@ -219,3 +219,13 @@ def test_a_double_round_robin_return_round_with_sides_not_swapped_is_rejected():
     with pytest.raises(CorruptRecord) as caught:
         check_tournament_record(_tampered(2, change))
     assert caught.value.metadata["place"] == "rounds[5].tables[0].sides"
+
+
+@pytest.mark.parametrize("after", [-1, 6])
+def test_a_withdrawal_after_a_round_not_paired_is_rejected(after):
+    def change(r: dict[str, Any]) -> None:
+        r["entrants"][6]["withdrawn_after_round"] = after
+
+    with pytest.raises(CorruptRecord) as caught:
+        check_tournament_record(_tampered(0, change))
+    assert caught.value.metadata["place"] == "entrants[6].withdrawn_after_round"
