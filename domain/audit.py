@@ -140,7 +140,7 @@ def _shape(record: Any) -> None:
             "hands",
             "result",
         },
-        frozenset({"log", "signature"}),
+        frozenset({"log", "signature", "tournament"}),
     )
     if r["format"] != RECORD_FORMAT:
         raise _Reject("format", f"expected {RECORD_FORMAT!r}, got {r['format']!r}")
@@ -243,6 +243,11 @@ def _shape(record: Any) -> None:
             _int(res["at_ms"], "result.at_ms")
     for i, sc in enumerate(_list(res["scores"], "result.scores")):
         _int(sc, f"result.scores[{i}]")
+    if "tournament" in r:
+        tm = _obj(r["tournament"], "tournament", {"tournament_id", "round", "table"})
+        _str(tm["tournament_id"], "tournament.tournament_id")
+        _int(tm["round"], "tournament.round")
+        _int(tm["table"], "tournament.table")
     if "log" in r:
         lg = _obj(r["log"], "log", {"events", "head"})
         _int(lg["events"], "log.events")
