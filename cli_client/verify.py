@@ -530,7 +530,9 @@ def _check_files(folder: Path, files: dict[str, str]) -> dict[str, str]:
     """Every file the manifest lists is there with its SHA-256, and no other is. Returns the
     listing. Raises _Stop."""
     present = set()
-    for root, _dirs, names in os.walk(folder):
+    for root, dirs, names in os.walk(folder):
+        # A link to a folder is not walked into: it is named as what it is, an extra entry.
+        names = [*names, *(d for d in dirs if (Path(root) / d).is_symlink())]
         for name in names:
             rel = (Path(root) / name).relative_to(folder).as_posix()
             if rel != MANIFEST_FILE:

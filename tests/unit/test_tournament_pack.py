@@ -537,6 +537,10 @@ def test_an_extra_file_is_rejected(packs, tmp_path):
     (folder / "notes.txt").write_text("hello\n")
     assert_rejected(verified(folder), "notes.txt")
     (folder / "notes.txt").unlink()
+    (folder / "more").symlink_to(folder / "matches", target_is_directory=True)
+    assert_rejected(verified(folder), "more")
+    (folder / "more").unlink()
+    assert verified(folder).ok
     extra = "matches/22222222-2222-5222-8222-222222222222.json"
     _, record = pack.match(1, 1)
     pack.files[extra] = record
