@@ -17,6 +17,7 @@ from .keys import LogKeys
 from .matches import MatchRepository
 from .queries import MatchQueries
 from .store import EventStore
+from .tournaments import TournamentCommands, TournamentRepository, TournamentSeeds, TournamentWork
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,8 @@ class Application:
     commands: MatchCommands
     queries: MatchQueries
     repository: MatchRepository
+    tournaments: TournamentCommands
+    work: UnitOfWork
 
 
 def build_application(
@@ -41,16 +44,27 @@ def build_application(
     log_keys: LogKeys | None = None,
     clock: Clock = wall_ms,
 ) -> Application:
-    """The command and query sides sharing one cache of folded matches. Seat tokens are
-    sealed under keys derived from `log_keys` (the store's own), with plain SHA-256 without
-    them (`bergen.server.auth.SeatTokens`)."""
+    """The command and query sides sharing one cache of folded matches, and the
+    tournaments' commands. Seat tokens are sealed under keys derived from `log_keys` (the
+    store's own), with plain SHA-256 without them (`bergen.server.auth.SeatTokens`);
+    tournament seeds are derived from them too (`bergen.server.tournaments.TournamentSeeds`)."""
     repository = MatchRepository(store)
     identity = Identity(settings.organiser_token, log_keys)
     work = UnitOfWork(store, repository, feed)
+    tournaments = TournamentRepository(store)
     return Application(
         MatchCommands(work, identity, settings.restrict_create, clock),
         MatchQueries(store, repository, feed, identity, settings.signer),
         repository,
+        TournamentCommands(
+            TournamentWork(store, tournaments, feed, clock),
+            tournaments,
+            repository,
+            identity,
+            TournamentSeeds(log_keys),
+            settings.signer,
+        ),
+        work,
     )
 
 

@@ -26,7 +26,7 @@ from bergen.domain.state import PLAYING
 
 from .commands import MatchCommands, wall_ms
 from .matches import Match, MatchRepository
-from .projections import MatchListProjection
+from .projections import TOURNAMENT_STREAM_PREFIX, MatchListProjection
 from .store import StoredEvent
 
 log = logging.getLogger("bergen.server.clocks")
@@ -95,8 +95,10 @@ class ClockKeeper:
         fresh = False
         with self._lock:
             for e in events:
-                if e.stream_id in self._unclocked:
-                    continue
+                if e.stream_id in self._unclocked or e.stream_id.startswith(
+                    TOURNAMENT_STREAM_PREFIX
+                ):
+                    continue  # a tournament's stream has no clock
                 if self._dirty.get(e.stream_id, 0) < e.seq:
                     self._dirty[e.stream_id] = e.seq
                     fresh = True

@@ -46,6 +46,7 @@ from .servicer import SERVICE, generic_handler
 from .store import EventStore, backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact, sqlite_path
 from .tls import ServerTls, TlsSettingsError, is_local, load_server_tls
+from .tournament_manager import TournamentManager
 
 log = logging.getLogger("bergen.server")
 
@@ -75,6 +76,7 @@ class Running:
     store: EventStore
     janitor: Janitor | None = None
     clocks: ClockKeeper | None = None
+    tournaments: TournamentManager | None = None
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
         """Refuse new calls, end watch streams, let in-flight commands finish."""
@@ -83,6 +85,8 @@ class Running:
             self.janitor.stop()
         if self.clocks is not None:
             self.clocks.stop()
+        if self.tournaments is not None:
+            self.tournaments.stop()
         self.feed.stop()
         self.server.stop(grace).wait()
         self.store.close()
@@ -226,14 +230,17 @@ def create_server(
         raise RuntimeError(f"cannot listen on {listen}")
     clocks = ClockKeeper(app.repository, feed.listing, app.commands)
     feed.listen(clocks.note)
+    tournaments = TournamentManager(app.tournaments, app.work, app.repository)
+    feed.listen(tournaments.note)
     feed.start()
     clocks.start()
+    tournaments.start()
     janitor = Janitor(store, feed.listing, app.commands, seating_timeout_s)
     janitor.start()
     server.start()
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return Running(server, port, feed, app, health_servicer, store, janitor, clocks)
+    return Running(server, port, feed, app, health_servicer, store, janitor, clocks, tournaments)
 
 
 def server_options(keepalive_s: float = KEEPALIVE_SECONDS) -> list[tuple[str, Any]]:

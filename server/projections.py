@@ -54,6 +54,9 @@ log = logging.getLogger("bergen.server.projections")
 
 MATCH_LIST = "match_list"
 """The listing's name in projection_positions."""
+TOURNAMENT_STREAM_PREFIX = "tournament-"
+"""Begins every tournament's stream id (bergen.server.tournaments); no match id does, so
+the listing passes over a tournament's events without looking them up."""
 MAX_PAGE = 100
 DEFAULT_PAGE = 20
 BATCH = 1000
@@ -201,6 +204,8 @@ def fold_into(
     left out: the listing is never the truth, and one bad stream must not stop it."""
     changed: set[str] = set()
     for stored in batch:
+        if stored.stream_id.startswith(TOURNAMENT_STREAM_PREFIX):
+            continue
         s = summaries.get(stored.stream_id)
         if s is not None and stored.seq <= s.version:
             continue  # folded already
@@ -356,7 +361,9 @@ class MatchListProjection:
             if tx.position != self._position:
                 self._position = tx.position
                 return 0
-            summaries = tx.load({e.stream_id for e in batch})
+            summaries = tx.load(
+                {e.stream_id for e in batch if not e.stream_id.startswith(TOURNAMENT_STREAM_PREFIX)}
+            )
             changed = fold_into(summaries, batch, self._check, self._refused)
             tx.save([summaries[m] for m in changed], upto)
         self._position = upto
@@ -369,6 +376,8 @@ class MatchListProjection:
         """Remember events this process has just written: pages wait until they are listed."""
         with self._own_lock:
             for e in events:
+                if e.stream_id.startswith(TOURNAMENT_STREAM_PREFIX):
+                    continue  # never listed: a page must not wait for it
                 if self._own.get(e.stream_id, 0) < e.seq:
                     self._own[e.stream_id] = e.seq
                     self._own.move_to_end(e.stream_id)

@@ -1,0 +1,276 @@
+"""The tournaments' process manager: each replica runs one, driven by the store's global order.
+
+When a round is paired it creates the round's matches (their ids and server seeds derived as
+TOURNAMENT.md section 3 says, the table's rules) and seats each entrant's players with their
+tournament tokens, without JoinMatch; when a tournament's match ends it records the result;
+when every table of a round has its result it pairs the next round (after `round_delay`,
+unless the organiser starts rounds by hand) or ends the tournament.
+
+Every step is idempotent, so a crash anywhere, or two replicas doing the same step at once,
+neither loses nor doubles one: a round is paired under the command id `pair-round-R`, a
+result recorded under `result-round-R-table-T`, the end under `end`, a match's creation is
+the first event of a stream whose id is derived (a second one loses the race), and each seat
+is taken under the command id `tournament-seat-S`. A step is decided from the tournament's
+stored state alone, so whichever replica gets there does the same thing. On start the manager
+looks at every tournament, so what a replica killed midway left undone is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+from bergen.domain.commands import CreateMatch, TakeSeat
+from bergen.domain.errors import BergenError, ConcurrencyConflict, NotFound
+from bergen.domain.state import ENDED
+from bergen.domain.tournament_engine import RUNNING
+from bergen.domain.tournament_fairness import table_server_seed
+from bergen.domain.tournament_pairing import seats_of
+
+from .commands import Clock, Intent, UnitOfWork, wall_ms
+from .matches import EPOCH_KEY, Match, MatchRepository, token_metadata
+from .store import StoredEvent
+from .tournaments import (
+    STREAM_PREFIX,
+    Tournament,
+    TournamentCommands,
+    is_tournament_stream,
+    table_rules,
+)
+
+log = logging.getLogger("bergen.server.tournaments")
+
+RETRY_S = 1.0
+"""A step that failed (the store down, say) is tried again this long after."""
+MAX_NAME = 100
+
+
+def seat_command_id(seat: int) -> str:
+    return f"tournament-seat-{seat}"
+
+
+class TournamentManager:
+    """Runs every tournament's automatic steps, in a thread of its own."""
+
+    def __init__(
+        self,
+        tournaments: TournamentCommands,
+        work: UnitOfWork,
+        matches: MatchRepository,
+        clock: Clock = wall_ms,
+    ) -> None:
+        self._tournaments = tournaments
+        self._work = work
+        self._matches = matches
+        self._clock = clock
+        self._index: dict[str, str] = {}
+        """Match id -> the tournament whose table it is (the tables paired so far)."""
+        self._dirty: set[str] = set()
+        self._due: dict[str, int] = {}
+        """Tournaments to look at again at a time (Unix ms): a round delay, a retry."""
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bergen-tournaments", daemon=True)
+        self.steps = 0
+        """Steps this replica wrote (for tests)."""
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def note(self, events: Iterable[StoredEvent]) -> None:
+        """Events any replica wrote (the feed's, possibly twice): a tournament's, or the end
+        of a tournament's match. Cheap: the work is done in the manager's thread."""
+        fresh = False
+        with self._lock:
+            for e in events:
+                if is_tournament_stream(e.stream_id):
+                    self._dirty.add(e.stream_id[len(STREAM_PREFIX) :])
+                    fresh = True
+                elif e.type == "MatchEnded":
+                    tournament_id = self._index.get(e.stream_id)
+                    if tournament_id is not None:
+                        self._dirty.add(tournament_id)
+                        fresh = True
+        if fresh:
+            self._wake.set()
+
+    def _run(self) -> None:
+        self._scan()
+        while not self._stop.is_set():
+            try:
+                wait = self._work_once()
+            except Exception:  # keep running: a passing database error must not end it
+                log.exception("tournaments: a bug or a lost database; trying again")
+                wait = RETRY_S
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def _scan(self) -> None:
+        """Look at every tournament (on start: steps may have been left undone)."""
+        after = ""
+        while not self._stop.is_set():
+            try:
+                ids = self._tournaments.repository.ids(after, 100)
+            except BergenError as e:
+                log.warning("tournaments: cannot list them (%s); trying again", e)
+                self._stop.wait(RETRY_S)
+                continue
+            with self._lock:
+                self._dirty.update(ids)
+            if len(ids) < 100:
+                return
+            after = ids[-1]
+
+    def _work_once(self) -> float:
+        """Look at the tournaments due; the seconds until the next one is (at most a minute)."""
+        now = self._clock()
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+            for tournament_id, at in list(self._due.items()):
+                if at <= now:
+                    dirty.add(tournament_id)
+                    del self._due[tournament_id]
+        for tournament_id in dirty:
+            if self._stop.is_set():
+                break
+            try:
+                again = self.advance(tournament_id)
+            except BergenError as e:
+                log.warning("tournament %s: a step failed: %s", tournament_id, e)
+                again = self._clock() + int(RETRY_S * 1000)
+            if again is not None:
+                with self._lock:
+                    self._due[tournament_id] = min(again, self._due.get(tournament_id, again))
+        with self._lock:
+            if self._dirty:
+                return 0.0
+            if not self._due:
+                return 60.0
+            return max(0.0, min(60.0, (min(self._due.values()) - self._clock()) / 1000))
+
+    def advance(self, tournament_id: str) -> int | None:
+        """Do every step `tournament_id` is ready for. Returns when to look again (Unix ms),
+        None when only an event can move it. Raises StorageUnavailable and what a store
+        raises."""
+        while True:
+            t = self._tournaments.repository.load(tournament_id)
+            state = t.state
+            if state.phase != RUNNING:
+                return None
+            if state.rounds:
+                latest = state.rounds[-1]
+                with self._lock:
+                    for table in latest.tables:
+                        if table.match_id is not None:
+                            self._index[table.match_id] = tournament_id
+                moved = False
+                for table in latest.tables:
+                    if table.match_id is None or table.result is not None:
+                        continue
+                    match = self._ensure_match(t, latest.round, table.table)
+                    if match.state.phase == ENDED and match.state.result is not None:
+                        r = match.state.result
+                        written = self._tournaments.record_result(
+                            tournament_id,
+                            latest.round,
+                            table.table,
+                            r.reason.value,
+                            tuple(r.scores),
+                            r.forfeited_side,
+                        )
+                        self._count(written.replayed)
+                        moved = True
+                if moved:
+                    continue
+                if not state.round_finished:
+                    return None
+            if state.over:
+                self._count(self._tournaments.end(tournament_id).replayed)
+                log.info("tournament %s ended", tournament_id)
+                return None
+            if state.rounds:
+                if t.by_hand:
+                    return None
+                due = t.changed_ms + state.settings.round_delay * 1000
+                if state.settings.round_delay and self._clock() < due:
+                    return due
+            number = state.round + 1
+            self._count(self._tournaments.pair(tournament_id, number).replayed)
+            log.info("tournament %s: round %d paired", tournament_id, number)
+
+    def _count(self, replayed: bool) -> None:
+        if not replayed:
+            self.steps += 1
+
+    def _ensure_match(self, t: Tournament, round_number: int, table_number: int) -> Match:
+        """The match of a table, created and seated when it is not yet."""
+        state = t.state
+        table = state.rounds[round_number - 1].tables[table_number - 1]
+        assert table.match_id is not None
+        match_id = table.match_id
+        try:
+            match = self._matches.load(match_id)
+        except NotFound:
+            seats = seats_of(state.settings, table.sides)
+            rules = table_rules(state.settings, len(seats))
+            name = f"round {round_number} table {table_number}"
+            if state.name:
+                name = f"{state.name[: MAX_NAME - len(name) - 3]}: {name}"
+            command = CreateMatch(
+                match_id,
+                len(seats),
+                state.settings.partnerships,
+                rules,
+                table_server_seed(self._tournaments.seed_of(t), match_id),
+                name,
+            )
+            fingerprint = f"tournament {state.tournament_id} round {round_number} table"
+            try:
+                self._work.run(
+                    match_id,
+                    lambda _: Intent(command, "server", fingerprint),
+                    new=True,
+                )
+                self.steps += 1
+            except ConcurrencyConflict:
+                pass  # another replica created it
+            match = self._matches.load(match_id)
+        seats = seats_of(state.settings, table.sides)
+        for seat, (entrant, player) in enumerate(seats):
+            if match.state.players[seat] is not None:
+                continue
+            e = state.entrants[entrant - 1]
+            assert e.players is not None
+            sealed = t.tokens[entrant][player]
+            intent = self._seat_intent(
+                match, seat, e.players[player], e.client_seed, token_metadata(sealed)
+            )
+            written = self._work.run(match_id, intent, command_id=seat_command_id(seat))
+            self._count(written.replayed)
+            match = self._matches.load(match_id)
+        return match
+
+    def _seat_intent(
+        self, match: Match, seat: int, name: str, client_seed: str, sealed: dict[str, str]
+    ) -> Callable[[Match | None], Intent]:
+        def authorise(current: Match | None) -> Intent:
+            assert current is not None
+            extra = sealed
+            free = [s for s, p in enumerate(current.state.players) if p is None]
+            if free == [seat] and current.state.info.rules.clocked:
+                # This seat deals: the match's time starts now.
+                extra = {**sealed, EPOCH_KEY: str(self._clock())}
+            return Intent(TakeSeat(name, client_seed, seat), f"seat:{seat}", f"seat {seat}", extra)
+
+        return authorise
+
+
+__all__ = ["TournamentManager", "seat_command_id"]

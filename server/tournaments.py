@@ -1,0 +1,685 @@
+"""Tournaments on the server: their streams, their seeds, their commands and their queries.
+
+A tournament is a stream of its own in the events table, `tournament-<uuid>`: no match id
+(a bare UUID) starts so, so the match listing, the clock keeper and the janitor pass over it
+(`is_tournament_stream`). Its events are the tournament aggregate's (bergen.domain
+.tournament_events, schema version 1), folded by `fold_tournament`; every row is
+authenticated by the store like any other.
+
+The tournament seed is in no event before the end. Every replica recomputes it: it is
+HMAC-SHA256 of the tournament id under a key derived from a log key for that purpose alone
+(`SEED_PURPOSE`), and the creation records the id of that log key (`SEED_KEY`).
+
+Each player's token is sealed at registration like a seat token (the sealed form is kept
+with the `EntrantRegistered` row); the process manager (`tournament_manager`) seats the
+player with that sealed token in each of the entrant's matches, so the token is the player's
+seat token everywhere in the tournament.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import re
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bergen.api.signing import RecordSigner
+from bergen.domain.errors import (
+    BergenError,
+    ConcurrencyConflict,
+    CorruptRecord,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    RuleViolation,
+    Unauthenticated,
+)
+from bergen.domain.rules import RULES_VERSION, Rules, make_rules
+from bergen.domain.tournament_engine import (
+    ENDED,
+    REGISTRATION,
+    RUNNING,
+    CreateTournament,
+    End,
+    PairRound,
+    RecordResult,
+    Register,
+    Start,
+    TournamentCommand,
+    TournamentState,
+    Withdraw,
+    decide_tournament,
+    evolve_tournament,
+)
+from bergen.domain.tournament_events import (
+    EntrantRegistered,
+    TournamentCreated,
+    TournamentEvent,
+    decode_tournament_event,
+    encode_tournament_event,
+)
+from bergen.domain.tournament_pairing import Settings, seats_of
+
+from . import auth
+from .auth import SealedToken
+from .commands import Clock, wall_ms
+from .feed import EventFeed
+from .identity import Caller, Identity
+from .keys import LogKeys
+from .matches import COMMAND_KEY, TOKEN_KEY_ID, MatchRepository
+from .projections import TOURNAMENT_STREAM_PREFIX
+from .store import EventStore, NewEvent, StoredEvent
+
+log = logging.getLogger("bergen.server.tournaments")
+
+STREAM_PREFIX = TOURNAMENT_STREAM_PREFIX
+SEED_PURPOSE = b"bergen tournament seed v1"
+"""What the keys that derive tournament seeds are derived for (`bergen.server.keys`)."""
+SEED_KEY = "tournament_seed_key"
+"""The creation's metadata: the id of the log key the tournament seed is derived under."""
+BY_HAND_KEY = "rounds_by_hand"
+"""The creation's metadata: "1" when the organiser starts rounds after the first by hand."""
+AT_KEY = "at_ms"
+"""Every tournament row's metadata: the servers' clock (Unix ms) when it was written."""
+PLAYER_TOKEN = "player_{}_token_hmac"
+LEGACY_PLAYER_TOKEN = "player_{}_token_sha256"
+RETRIES = 8
+PAGE = 50
+MAX_PAGE = 200
+
+_TOURNAMENT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def tournament_stream(tournament_id: str) -> str:
+    """The stream id of a tournament."""
+    return STREAM_PREFIX + tournament_id
+
+
+def is_tournament_stream(stream_id: str) -> bool:
+    """Whether a stream is a tournament's (a match's id never starts with the prefix)."""
+    return stream_id.startswith(STREAM_PREFIX)
+
+
+def check_tournament_id(value: str) -> str:
+    """Raises InvalidArgument for anything but an id CreateTournament returns."""
+    if not value:
+        raise InvalidArgument("tournament_id is required", reason="TOURNAMENT_ID_REQUIRED")
+    if not _TOURNAMENT_ID.fullmatch(value):
+        raise InvalidArgument(
+            "tournament_id must be an id as CreateTournament returns it",
+            reason="INVALID_TOURNAMENT_ID",
+        )
+    return value
+
+
+def table_rules(settings: Settings, seats: int) -> Rules:
+    """The rules of a table of `seats` seats: the tournament's preset and options, with the
+    targets of RULES.md section 7 for that many seats. Raises InvalidOptions."""
+    options = {k: v for k, v in settings.rules.items() if k != "preset"}
+    preset = settings.rules.get("preset")
+    return make_rules(
+        seats, settings.partnerships, None if preset is None else str(preset), options
+    )
+
+
+class TournamentSeeds:
+    """Derives each tournament's seed from the log keys, so every replica holding them
+    computes the same seed and none is stored before the end. Without log keys (a store
+    that authenticates nothing, in tests) a key of this process alone is used."""
+
+    def __init__(self, log_keys: LogKeys | None) -> None:
+        self._keys = (log_keys or LogKeys.generate("local")).derive(SEED_PURPOSE)
+
+    @property
+    def writing(self) -> str:
+        return self._keys.writing
+
+    def seed(self, tournament_id: str, key_id: str) -> bytes:
+        """The tournament's seed under log key `key_id`. Raises RuleViolation when this
+        server does not hold that key."""
+        key = self._keys.key(key_id)
+        if key is None:
+            raise RuleViolation(
+                f"tournament {tournament_id}: its seed is derived under log key {key_id!r}, "
+                "which this server does not hold",
+                reason="SEED_KEY_UNKNOWN",
+                tournament_id=tournament_id,
+            )
+        return hmac.new(key, tournament_id.encode(), hashlib.sha256).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Tournament:
+    """A tournament folded up to `version`, with what the server keeps beside its state."""
+
+    state: TournamentState
+    version: int
+    commands: Mapping[str, str]
+    """Command id -> what the command was (its fingerprint)."""
+    tokens: Mapping[int, tuple[SealedToken, ...]]
+    """Each entrant's players' tokens, sealed."""
+    seed_key: str
+    by_hand: bool
+    changed_ms: int
+    """The servers' clock when its latest row was written (Unix ms)."""
+
+
+def _sealed_players(extra: Mapping[str, str], players: int) -> tuple[SealedToken, ...]:
+    out = []
+    for i in range(players):
+        digest = extra.get(PLAYER_TOKEN.format(i))
+        if digest is not None and TOKEN_KEY_ID in extra:
+            out.append(SealedToken(digest, extra[TOKEN_KEY_ID]))
+            continue
+        legacy = extra.get(LEGACY_PLAYER_TOKEN.format(i))
+        if legacy is None:
+            raise CorruptRecord(f"player {i}'s token is not recorded")
+        out.append(SealedToken(legacy))
+    return tuple(out)
+
+
+def extend(t: Tournament | None, rows: tuple[Any, ...]) -> Tournament:
+    """`t` with `rows` (the stream's rows after its version) folded in. Raises CorruptRecord
+    for rows that do not follow on or do not decode, NotFound for no tournament at all."""
+    if not rows:
+        if t is None:
+            raise NotFound("no such tournament", reason="TOURNAMENT_NOT_FOUND")
+        return t
+    state = t.state if t is not None else None
+    version = t.version if t is not None else 0
+    commands = dict(t.commands) if t is not None else {}
+    tokens = dict(t.tokens) if t is not None else {}
+    seed_key = t.seed_key if t is not None else ""
+    by_hand = t.by_hand if t is not None else False
+    changed = t.changed_ms if t is not None else 0
+    for row in rows:
+        where = f"tournament stream {row.stream_id} seq {row.seq}"
+        if row.seq != version + 1:
+            raise CorruptRecord(f"{where} does not follow seq {version}")
+        try:
+            event = decode_tournament_event(row.type, row.schema_version, row.payload)
+            if (state is None) != isinstance(event, TournamentCreated):
+                raise CorruptRecord("only the first event creates the tournament")
+            meta = row.metadata
+            if isinstance(event, TournamentCreated):
+                seed_key = meta.extra.get(SEED_KEY, "")
+                by_hand = meta.extra.get(BY_HAND_KEY) == "1"
+            if isinstance(event, EntrantRegistered):
+                tokens[event.entrant] = _sealed_players(meta.extra, len(event.players))
+            state = evolve_tournament(state, event)
+        except (CorruptRecord, TypeError, IndexError, AssertionError) as err:
+            message = err.message if isinstance(err, CorruptRecord) else str(err)
+            raise CorruptRecord(f"{where}: {message}"[:300]) from err
+        if meta.command_id:
+            commands.setdefault(meta.command_id, meta.extra.get(COMMAND_KEY, ""))
+        at = meta.extra.get(AT_KEY, "")
+        if at.isdigit() and len(at) <= 16:
+            changed = int(at)
+        version = row.seq
+    assert state is not None
+    return Tournament(state, version, commands, tokens, seed_key, by_hand, changed)
+
+
+class TournamentRepository:
+    """Reads tournaments through a per-process cache of folded state; the store is the
+    truth (each load reads the rows after the cached version, checked as authentic)."""
+
+    def __init__(self, store: EventStore) -> None:
+        self._store = store
+        self._cache: dict[str, Tournament] = {}
+        self._lock = threading.Lock()
+
+    def load(self, tournament_id: str) -> Tournament:
+        """Raises NotFound, CorruptRecord, LogTampered, StorageUnavailable."""
+        with self._lock:
+            cached = self._cache.get(tournament_id)
+        rows = self._store.read_rows(
+            tournament_stream(tournament_id), cached.version + 1 if cached else 1
+        )
+        if not rows and cached is None:
+            raise NotFound(
+                f"no tournament {tournament_id}",
+                reason="TOURNAMENT_NOT_FOUND",
+                tournament_id=tournament_id,
+            )
+        t = extend(cached, rows)
+        self.remember(tournament_id, t)
+        return t
+
+    def remember(self, tournament_id: str, t: Tournament) -> None:
+        with self._lock:
+            known = self._cache.get(tournament_id)
+            if known is None or known.version < t.version:
+                self._cache[tournament_id] = t
+
+    def ids(self, after: str = "", limit: int = 100) -> list[str]:
+        """Up to `limit` tournament ids in id order, after the id `after`."""
+        found: list[str] = []
+        cursor = tournament_stream(after) if after else STREAM_PREFIX
+        while len(found) < limit:
+            streams = self._store.list_streams(cursor, limit)
+            for s in streams:
+                if not is_tournament_stream(s.stream_id):
+                    return found
+                found.append(s.stream_id[len(STREAM_PREFIX) :])
+                if len(found) == limit:
+                    return found
+            if len(streams) < limit:
+                return found
+            cursor = streams[-1].stream_id
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class TournamentIntent:
+    command: TournamentCommand
+    actor: str
+    fingerprint: str
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TournamentWritten:
+    events: tuple[TournamentEvent, ...]
+    tournament: Tournament
+    replayed: bool = False
+
+
+class TournamentWork:
+    """The tournament's unit of work: load, authorise, decide, append with the expected
+    version; again on a lost race; a command id already applied answered from the log."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        repository: TournamentRepository,
+        feed: EventFeed | None,
+        clock: Clock = wall_ms,
+    ) -> None:
+        self._store = store
+        self._repo = repository
+        self._feed = feed
+        self._clock = clock
+
+    def run(
+        self,
+        tournament_id: str,
+        authorise: Callable[[Tournament | None], TournamentIntent],
+        *,
+        new: bool = False,
+        command_id: str | None = None,
+    ) -> TournamentWritten:
+        """Raises what `authorise` and the rules raise, InvalidArgument (a command id used
+        for another command), ConcurrencyConflict (every retry lost a race)."""
+        stream = tournament_stream(tournament_id)
+        for _ in range(RETRIES):
+            t = None if new else self._repo.load(tournament_id)
+            intent = authorise(t)
+            if t is not None and command_id is not None and command_id in t.commands:
+                return self._replayed(t, command_id, intent)
+            events = decide_tournament(t.state if t else None, intent.command)
+            try:
+                result = self._store.append(
+                    stream,
+                    t.version if t else 0,
+                    [NewEvent(*encode_tournament_event(e)) for e in events],
+                    command_id=command_id,
+                    actor=intent.actor,
+                    rules_version=RULES_VERSION,
+                    extra={
+                        **intent.extra,
+                        COMMAND_KEY: intent.fingerprint,
+                        AT_KEY: str(self._clock()),
+                    },
+                )
+            except ConcurrencyConflict:
+                if new:
+                    raise
+                continue
+            if self._feed is not None:
+                self._feed.observe(result.events)
+            after = self._repo.load(tournament_id)
+            if result.replayed:
+                assert command_id is not None
+                return self._replayed(after, command_id, intent)
+            return TournamentWritten(events, after)
+        raise ConcurrencyConflict(
+            f"tournament {tournament_id}: too busy, try again",
+            reason="CONTENDED",
+            tournament_id=tournament_id,
+        )
+
+    @staticmethod
+    def _replayed(t: Tournament, command_id: str, intent: TournamentIntent) -> TournamentWritten:
+        if t.commands[command_id] != intent.fingerprint:
+            raise InvalidArgument(
+                f"command id already used in tournament {t.state.tournament_id} for another "
+                "command",
+                reason="COMMAND_ID_REUSED",
+            )
+        return TournamentWritten((), t, replayed=True)
+
+
+def pair_command_id(round_number: int) -> str:
+    return f"pair-round-{round_number}"
+
+
+def result_command_id(round_number: int, table: int) -> str:
+    return f"result-round-{round_number}-table-{table}"
+
+
+END_COMMAND_ID = "end"
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """Where a player must play now: its entrant, which of its players, and the table."""
+
+    entrant: int
+    player: int
+    round: int = 0
+    table: int = 0
+    match_id: str = ""
+    seat: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TournamentView:
+    tournament: Tournament
+    record: dict[str, Any]
+    live_scores: Mapping[str, tuple[int, ...]]
+    """Each table's match in play (by match id): its scores now."""
+    assignment: Assignment | None = None
+
+
+class TournamentCommands:
+    """Every command on a tournament and every query of one, for callers of the API."""
+
+    def __init__(
+        self,
+        work: TournamentWork,
+        repository: TournamentRepository,
+        matches: MatchRepository,
+        identity: Identity,
+        seeds: TournamentSeeds,
+        signer: RecordSigner | None = None,
+    ) -> None:
+        self._work = work
+        self._repo = repository
+        self._matches = matches
+        self._identity = identity
+        self._seeds = seeds
+        self._signer = signer
+
+    @property
+    def repository(self) -> TournamentRepository:
+        return self._repo
+
+    def seed_of(self, t: Tournament) -> bytes:
+        return self._seeds.seed(t.state.tournament_id, t.seed_key)
+
+    # commands -----------------------------------------------------------------------------
+
+    def create(
+        self, caller: Caller, settings: Settings, name: str, by_hand: bool = False
+    ) -> Tournament:
+        """Create a tournament (organiser token). Raises Unauthenticated, PermissionDenied,
+        InvalidArgument (INVALID_SETTINGS), InvalidOptions."""
+        self._identity.require_organiser(caller, "creating a tournament")
+        settings.check()
+        sides = range(2, settings.seats + 1) if not settings.two_sided else (settings.seats,)
+        for seats in sides:
+            table_rules(settings, seats)
+        tournament_id = str(uuid.uuid4())
+        key_id = self._seeds.writing
+        command = CreateTournament(
+            tournament_id, settings, self._seeds.seed(tournament_id, key_id), name
+        )
+        extra = {SEED_KEY: key_id, BY_HAND_KEY: "1" if by_hand else "0"}
+        written = self._work.run(
+            tournament_id,
+            lambda _: TournamentIntent(command, "organiser", "create", extra),
+            new=True,
+        )
+        log.info("tournament %s created: %s", tournament_id, settings.format)
+        return written.tournament
+
+    def register(
+        self, tournament_id: str, players: tuple[str, ...], client_seed: str
+    ) -> tuple[int, tuple[str, ...]]:
+        """Register an entrant. Returns its number and each player's secret token. Raises
+        NotFound, RuleViolation (REGISTRATION_CLOSED, REGISTRATION_FULL, NAME_TAKEN),
+        InvalidArgument (WRONG_PLAYER_COUNT, ...)."""
+        tokens = tuple(auth.new_seat_token() for _ in players)
+        extra: dict[str, str] = {}
+        for i, token in enumerate(tokens):
+            sealed = self._identity.seat_tokens.seal(token)
+            if sealed.key_id is None:
+                extra[LEGACY_PLAYER_TOKEN.format(i)] = sealed.digest
+            else:
+                extra[PLAYER_TOKEN.format(i)] = sealed.digest
+                extra[TOKEN_KEY_ID] = sealed.key_id
+        command = Register(tuple(players), client_seed)
+        written = self._work.run(
+            tournament_id, lambda _: TournamentIntent(command, "anonymous", "register", extra)
+        )
+        (event,) = written.events
+        assert isinstance(event, EntrantRegistered)
+        log.info("tournament %s: entrant %d registered", tournament_id, event.entrant)
+        return event.entrant, tokens
+
+    def entrant_of(self, t: Tournament, caller: Caller) -> tuple[int, int] | None:
+        """(entrant, player) the caller's token is, None for no token or another one."""
+        if caller.token is None:
+            return None
+        for entrant, sealed in t.tokens.items():
+            for player, s in enumerate(sealed):
+                if self._identity.seat_tokens.matches(caller.token, s):
+                    return entrant, player
+        return None
+
+    def withdraw(self, caller: Caller, tournament_id: str, entrant: int) -> int:
+        """Withdraw an entrant (its player's token, or the organiser's). Returns the last
+        round it was paired in. Raises Unauthenticated, PermissionDenied, NotFound,
+        RuleViolation (ALREADY_WITHDRAWN, TOURNAMENT_ENDED)."""
+
+        def authorise(t: Tournament | None) -> TournamentIntent:
+            assert t is not None
+            if caller.token is None:
+                raise Unauthenticated(
+                    "withdrawing needs the entrant's token or the organiser's",
+                    reason="TOKEN_REQUIRED",
+                )
+            actor = "organiser"
+            if not self._identity.is_organiser(caller):
+                mine = self.entrant_of(t, caller)
+                if mine is None or mine[0] != entrant:
+                    raise PermissionDenied(
+                        f"tournament {tournament_id}: this token is not entrant {entrant}'s",
+                        reason="NOT_THIS_ENTRANT",
+                        tournament_id=tournament_id,
+                        entrant=entrant,
+                    )
+                actor = f"entrant:{entrant}"
+            return TournamentIntent(Withdraw(entrant), actor, f"withdraw {entrant}")
+
+        written = self._work.run(tournament_id, authorise)
+        log.info("tournament %s: entrant %d withdrew", tournament_id, entrant)
+        return written.tournament.state.entrants[entrant - 1].withdrawn_after_round or 0
+
+    def start(self, caller: Caller, tournament_id: str) -> Tournament:
+        """Close registration and fix the seeding (organiser). Raises Unauthenticated,
+        PermissionDenied, NotFound, RuleViolation (ALREADY_STARTED, TOO_FEW_ENTRANTS)."""
+        self._identity.require_organiser(caller, "starting a tournament")
+
+        def authorise(t: Tournament | None) -> TournamentIntent:
+            assert t is not None
+            return TournamentIntent(Start(self.seed_of(t)), "organiser", "start")
+
+        written = self._work.run(tournament_id, authorise)
+        log.info("tournament %s started", tournament_id)
+        return written.tournament
+
+    def start_next_round(self, caller: Caller, tournament_id: str) -> int:
+        """Pair the next round now (organiser), without waiting for the round delay. Returns
+        the round paired. Raises Unauthenticated, PermissionDenied, NotFound, RuleViolation
+        (ROUND_NOT_FINISHED, NO_ROUND_LEFT, TOURNAMENT_NOT_STARTED, TOURNAMENT_ENDED)."""
+        self._identity.require_organiser(caller, "starting a round")
+        t = self._repo.load(tournament_id)
+        number = t.state.round + 1
+        written = self.pair(tournament_id, number, "organiser")
+        return written.tournament.state.round if not written.replayed else number
+
+    # the process manager's steps ------------------------------------------------------------
+
+    def pair(self, tournament_id: str, number: int, actor: str = "server") -> TournamentWritten:
+        """Pair round `number` (once: its command id is the round's)."""
+        return self._work.run(
+            tournament_id,
+            lambda _: TournamentIntent(PairRound(), actor, f"pair round {number}"),
+            command_id=pair_command_id(number),
+        )
+
+    def record_result(
+        self,
+        tournament_id: str,
+        round_number: int,
+        table: int,
+        reason: str,
+        scores: tuple[int, ...],
+        forfeited_side: int | None,
+    ) -> TournamentWritten:
+        command = RecordResult(round_number, table, reason, scores, forfeited_side)
+        return self._work.run(
+            tournament_id,
+            lambda _: TournamentIntent(command, "server", f"result {round_number}/{table}"),
+            command_id=result_command_id(round_number, table),
+        )
+
+    def end(self, tournament_id: str) -> TournamentWritten:
+        def authorise(t: Tournament | None) -> TournamentIntent:
+            assert t is not None
+            return TournamentIntent(End(self.seed_of(t)), "server", "end")
+
+        return self._work.run(tournament_id, authorise, command_id=END_COMMAND_ID)
+
+    # queries ------------------------------------------------------------------------------
+
+    def get(self, caller: Caller, tournament_id: str) -> TournamentView:
+        """The tournament as a view: the record so far, the live scores of the tables in play,
+        and for a player's token where that player plays now. Raises NotFound,
+        PermissionDenied (a token that is neither a player's nor the organiser's)."""
+        t = self._repo.load(tournament_id)
+        assignment = None
+        if caller.token is not None and not self._identity.is_organiser(caller):
+            mine = self.entrant_of(t, caller)
+            if mine is None:
+                raise PermissionDenied(
+                    f"the token is no player's of tournament {tournament_id}",
+                    reason="NOT_A_PLAYER_OF_THIS_TOURNAMENT",
+                    tournament_id=tournament_id,
+                )
+            assignment = self._assignment(t, *mine)
+        live: dict[str, tuple[int, ...]] = {}
+        if t.state.rounds:
+            for table in t.state.rounds[-1].tables:
+                if table.match_id is not None and table.result is None:
+                    match = self._matches.cached(table.match_id)
+                    if match is None:
+                        try:
+                            match = self._matches.load(table.match_id)
+                        except NotFound:
+                            continue
+                    live[table.match_id] = tuple(match.state.scores)
+        return TournamentView(t, t.state.record(), live, assignment)
+
+    def _assignment(self, t: Tournament, entrant: int, player: int) -> Assignment:
+        state = t.state
+        if state.phase != RUNNING or not state.rounds:
+            return Assignment(entrant, player)
+        latest = state.rounds[-1]
+        for table in latest.tables:
+            if entrant in table.sides and table.result is None and table.match_id is not None:
+                for seat, who in enumerate(seats_of(state.settings, table.sides)):
+                    if who == (entrant, player):
+                        return Assignment(
+                            entrant, player, latest.round, table.table, table.match_id, seat
+                        )
+        return Assignment(entrant, player)
+
+    def list(self, phase: str | None, size: int, token: str) -> tuple[list[Tournament], str]:
+        """A page of tournaments in id order (`phase` None: any). Returns the page and the
+        next page's token ("" after the last). Raises InvalidArgument (BAD_PAGE_TOKEN)."""
+        if phase not in (None, REGISTRATION, RUNNING, ENDED):
+            raise InvalidArgument(f"no tournament phase {phase!r}", reason="INVALID_PHASE")
+        size = PAGE if size <= 0 else min(size, MAX_PAGE)
+        after = _parse_page_token(token) if token else ""
+        out: list[Tournament] = []
+        while len(out) < size:
+            ids = self._repo.ids(after, size)
+            if not ids:
+                return out, ""
+            for tournament_id in ids:
+                after = tournament_id
+                try:
+                    t = self._repo.load(tournament_id)
+                except BergenError as e:
+                    log.warning("tournament %s left out of a listing: %s", tournament_id, e)
+                    continue
+                if phase is None or t.state.phase == phase:
+                    out.append(t)
+                    if len(out) == size:
+                        more = self._repo.ids(after, 1)
+                        return out, _page_token(after) if more else ""
+        return out, ""
+
+    def record(self, tournament_id: str) -> dict[str, Any]:
+        """The section 6 record, signed when the server signs: the seed and every figure
+        once ended, the record so far before. Raises NotFound."""
+        t = self._repo.load(tournament_id)
+        record = t.state.record()
+        return self._signer.sign(record) if self._signer is not None else record
+
+
+def _page_token(after: str) -> str:
+    return base64.urlsafe_b64encode(f"after:{after}".encode()).decode().rstrip("=")
+
+
+def _parse_page_token(token: str) -> str:
+    bad = InvalidArgument("page_token is not one this server gave", reason="BAD_PAGE_TOKEN")
+    if len(token) > 80:
+        raise bad
+    try:
+        body = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
+    except (ValueError, UnicodeDecodeError):
+        raise bad from None
+    if not body.startswith("after:") or not _TOURNAMENT_ID.fullmatch(body[6:]):
+        raise bad
+    return body[6:]
+
+
+def stored_tournament_ids(events: list[StoredEvent]) -> set[str]:
+    """The tournaments whose streams `events` touch."""
+    return {e.stream_id[len(STREAM_PREFIX) :] for e in events if is_tournament_stream(e.stream_id)}
+
+
+__all__ = [
+    "STREAM_PREFIX",
+    "Assignment",
+    "Tournament",
+    "TournamentCommands",
+    "TournamentRepository",
+    "TournamentSeeds",
+    "TournamentView",
+    "TournamentWork",
+    "check_tournament_id",
+    "is_tournament_stream",
+    "table_rules",
+    "tournament_stream",
+]

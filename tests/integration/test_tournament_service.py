@@ -1,0 +1,277 @@
+"""Tournaments on a real store of each backend: the commands, the process manager that pairs
+rounds, creates and seats their matches and records their results, and two applications on
+one database standing for two replicas, each with its own manager."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from conftest import Backend
+
+from bergen.domain.errors import (
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    RuleViolation,
+    Unauthenticated,
+)
+from bergen.domain.state import ENDED, PLAYING
+from bergen.domain.tournament_engine import ENDED as TOURNAMENT_ENDED
+from bergen.domain.tournament_engine import RUNNING
+from bergen.domain.tournament_fairness import commitment, match_id, table_server_seed
+from bergen.domain.tournament_pairing import SWISS, Settings
+from bergen.domain.tournament_record import check_tournament_record
+from bergen.server.app import Application, build_application
+from bergen.server.app import Settings as AppSettings
+from bergen.server.feed import EventFeed
+from bergen.server.identity import Caller
+from bergen.server.keys import LogKeys
+from bergen.server.store import EventStore, open_store
+from bergen.server.tournament_manager import TournamentManager
+from bergen.server.tournaments import tournament_stream
+
+ORGANISER = "bgo_" + "Zq8w-Xv3_Tn7Ry1Lp5Ks9Jd2Hf6Gb4Mc0Na8Ue3"
+ORG = Caller(ORGANISER)
+QUICK = {"preset": "standard", "target": 3}
+
+
+def swiss(entrants_rounds: int = 2, **kw: object) -> Settings:
+    return Settings(format=SWISS, seats=2, rules=dict(QUICK), rounds=entrants_rounds, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def keys() -> LogKeys:
+    return LogKeys.generate()
+
+
+Replica = tuple[Application, EventStore, EventFeed]
+
+
+@pytest.fixture
+def replicas(backend: Backend, keys: LogKeys) -> Iterator[list[Replica]]:
+    stores = [open_store(backend.url, log_keys=keys) for _ in range(2)]
+    feeds = [EventFeed(s) for s in stores]
+    apps = [
+        build_application(s, f, AppSettings(organiser_token=ORGANISER), keys)
+        for s, f in zip(stores, feeds, strict=True)
+    ]
+    yield list(zip(apps, stores, feeds, strict=True))
+    for s in stores:
+        s.close()
+
+
+def manager(app: Application) -> TournamentManager:
+    return TournamentManager(app.tournaments, app.work, app.repository)
+
+
+def registered(app: Application, n: int, settings: Settings) -> tuple[str, dict[int, str]]:
+    t = app.tournaments.create(ORG, settings, "cup")
+    tokens = {}
+    for i in range(n):
+        entrant, (token,) = app.tournaments.register(t.state.tournament_id, (f"p{i}",), f"s{i}")
+        tokens[entrant] = token
+    return t.state.tournament_id, tokens
+
+
+def play_out(app: Application, mid: str, tokens: list[str]) -> None:
+    """Play a match to its end, each seat's first legal play, with the players' tokens."""
+    while True:
+        v = app.queries.get_view(Caller(), mid)
+        if v.phase == ENDED:
+            return
+        assert v.phase == PLAYING and v.turn is not None
+        caller = Caller(tokens[v.turn])
+        tile, end = app.queries.get_view(caller, mid).legal_plays[0]
+        app.commands.play(caller, mid, tile, end, None, None)
+
+
+def play_round(app: Application, tid: str, tokens: dict[int, str]) -> None:
+    """Every match of the latest round played out by its players, each finding its own match
+    and seat through `get`."""
+    state = app.tournaments.repository.load(tid).state
+    for table in state.rounds[-1].tables:
+        assert table.match_id is not None
+        seats: dict[int, str] = {}
+        for entrant in table.sides:
+            view = app.tournaments.get(Caller(tokens[entrant]), tid)
+            assert view.assignment is not None
+            assert view.assignment.match_id == table.match_id
+            assert view.assignment.seat is not None
+            seats[view.assignment.seat] = tokens[entrant]
+        play_out(app, table.match_id, [seats[s] for s in sorted(seats)])
+
+
+def test_a_swiss_is_paired_seated_recorded_and_ended_by_the_manager(
+    replicas: list[Replica],
+) -> None:
+    (app, store, _), _ = replicas
+    tid, tokens = registered(app, 4, swiss())
+    app.tournaments.start(ORG, tid)
+    m = manager(app)
+    for _ in range(2):
+        assert m.advance(tid) is None
+        t = app.tournaments.repository.load(tid)
+        latest = t.state.rounds[-1]
+        for table in latest.tables:
+            # Ids and seeds derived: the server chose neither.
+            assert table.match_id == match_id(tid, latest.round, table.table)
+            created = app.repository.load(table.match_id)
+            assert created.state.phase == PLAYING
+            seed = table_server_seed(app.tournaments.seed_of(t), table.match_id)
+            assert created.state.info.commitment == commitment(seed)
+            names = [p.name for p in created.state.players if p is not None]
+            entrants = t.state.entrants
+            assert names == [entrants[e - 1].players[0] for e in table.sides]  # type: ignore[index]
+        play_round(app, tid, tokens)
+    assert m.advance(tid) is None
+    t = app.tournaments.repository.load(tid)
+    assert t.state.phase == TOURNAMENT_ENDED
+    record = app.tournaments.record(tid)
+    check_tournament_record(record)
+    assert record["ended"] is True and len(record["rounds"]) == 2  # type: ignore[arg-type]
+    # A match is not listed as a tournament, nor the tournament as a match.
+    streams = {s.stream_id for s in store.list_streams(limit=1000)}
+    assert tournament_stream(tid) in streams
+
+
+def test_two_replicas_doing_every_step_at_once_neither_lose_nor_double_one(
+    replicas: list[Replica],
+) -> None:
+    (a, store, _), (b, _, _) = replicas
+    tid, tokens = registered(a, 4, swiss())
+    a.tournaments.start(ORG, tid)
+    managers = [manager(a), manager(b)]
+    for _ in range(2):
+        barrier = threading.Barrier(2)
+        errors: list[BaseException] = []
+
+        def run(
+            m: TournamentManager,
+            barrier: threading.Barrier = barrier,
+            errors: list[BaseException] = errors,
+        ) -> None:
+            try:
+                barrier.wait()
+                m.advance(tid)
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=(m,)) for m in managers]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert errors == []
+        play_round(a, tid, tokens)
+    for m in managers:
+        m.advance(tid)
+    types = [e.type for e in store.read_stream(tournament_stream(tid))]
+    assert types.count("RoundPaired") == 2
+    assert types.count("ResultRecorded") == 4
+    assert types.count("TournamentEnded") == 1
+    for r in (1, 2):
+        for table in (1, 2):
+            events = store.read_stream(match_id(tid, r, table))
+            assert [e.type for e in events].count("SeatTaken") == 2
+    check_tournament_record(b.tournaments.record(tid))
+
+
+def wait_for(what: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Block until `what()` holds: the managers' threads work on events."""
+    end = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < end, "timed out waiting"
+        time.sleep(0.02)
+
+
+def test_the_managers_threads_follow_the_feed_and_a_late_one_catches_up(
+    replicas: list[Replica], keys: LogKeys
+) -> None:
+    (a, _, feed), (b, _, _) = replicas
+    tid, tokens = registered(a, 4, swiss())
+    m = manager(a)
+    feed.listen(m.note)
+    feed.start()
+    m.start()
+    try:
+        a.tournaments.start(ORG, tid)
+
+        def round_ready(r: int) -> bool:
+            t = a.tournaments.repository.load(tid).state
+            if t.round < r:
+                return False
+            try:
+                return all(
+                    x.match_id is not None and a.repository.load(x.match_id).state.phase == PLAYING
+                    for x in t.rounds[r - 1].tables
+                )
+            except NotFound:
+                return False  # paired, its matches not created yet
+
+        wait_for(lambda: round_ready(1))
+        play_round(a, tid, tokens)
+        wait_for(lambda: round_ready(2))
+    finally:
+        m.stop()
+        feed.stop()
+    # The second replica starts only now: its scan finds the tournament and finishes it.
+    play_round(b, tid, tokens)
+    late = manager(b)
+    late.start()
+    try:
+        wait_for(lambda: b.tournaments.repository.load(tid).state.phase == TOURNAMENT_ENDED)
+    finally:
+        late.stop()
+    check_tournament_record(b.tournaments.record(tid))
+
+
+def test_refusals(replicas: list[Replica]) -> None:
+    (app, _, _), _ = replicas
+    with pytest.raises(Unauthenticated):
+        app.tournaments.create(Caller(), swiss(), "x")
+    with pytest.raises(PermissionDenied):
+        app.tournaments.create(Caller("bgs_" + "a1" * 20), swiss(), "x")
+    with pytest.raises(InvalidArgument) as bad:
+        app.tournaments.create(ORG, Settings(format=SWISS, seats=2, rounds=0), "x")
+    assert bad.value.reason == "INVALID_SETTINGS"
+    tid, tokens = registered(app, 2, swiss(1))
+    with pytest.raises(PermissionDenied) as other:
+        app.tournaments.withdraw(Caller(tokens[2]), tid, 1)
+    assert other.value.reason == "NOT_THIS_ENTRANT"
+    with pytest.raises(RuleViolation) as early:
+        app.tournaments.start_next_round(ORG, tid)
+    assert early.value.reason == "TOURNAMENT_NOT_STARTED"
+    with pytest.raises(NotFound) as missing:
+        app.tournaments.get(Caller(), "0" * 8 + "-0000-4000-8000-" + "0" * 12)
+    assert missing.value.reason == "TOURNAMENT_NOT_FOUND"
+    assert app.tournaments.withdraw(Caller(tokens[2]), tid, 2) == 0
+    with pytest.raises(RuleViolation) as few:
+        app.tournaments.start(ORG, tid)
+    assert few.value.reason == "TOO_FEW_ENTRANTS"
+
+
+def test_rounds_by_hand_wait_for_the_organiser(
+    replicas: list[Replica],
+) -> None:
+    (app, _, _), _ = replicas
+    t = app.tournaments.create(ORG, swiss(), "by hand", by_hand=True)
+    tid = t.state.tournament_id
+    tokens = {}
+    for i in range(4):
+        entrant, (token,) = app.tournaments.register(tid, (f"p{i}",), "")
+        tokens[entrant] = token
+    app.tournaments.start(ORG, tid)
+    m = manager(app)
+    m.advance(tid)
+    play_round(app, tid, tokens)
+    m.advance(tid)
+    state = app.tournaments.repository.load(tid).state
+    assert state.phase == RUNNING and state.round == 1 and state.round_finished
+    assert app.tournaments.start_next_round(ORG, tid) == 2
+    m.advance(tid)
+    play_round(app, tid, tokens)
+    m.advance(tid)
+    assert app.tournaments.repository.load(tid).state.phase == TOURNAMENT_ENDED
