@@ -489,8 +489,8 @@ def check_tournament_record(record: Any) -> Tournament:
     except InvalidArgument as error:
         raise _bad("entrants", error.message) from None
     withdrawn_after = t.withdrawn_after()
-    for i, e in enumerate(t.entrants):
-        w = e.withdrawn_after_round
+    for i, entrant in enumerate(t.entrants):
+        w = entrant.withdrawn_after_round
         if w is not None and not 0 <= w <= len(t.rounds):
             raise _bad(
                 f"entrants[{i}].withdrawn_after_round",

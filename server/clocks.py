@@ -21,13 +21,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
+from bergen.domain import codec
 from bergen.domain.errors import BergenError
+from bergen.domain.events import MatchCreated
 from bergen.domain.state import PLAYING
 
 from .commands import MatchCommands, wall_ms
 from .matches import Match, MatchRepository
 from .projections import TOURNAMENT_STREAM_PREFIX, MatchListProjection
-from .store import StoredEvent
+from .store import EventStore, StoredEvent
 
 log = logging.getLogger("bergen.server.clocks")
 
@@ -48,11 +50,13 @@ class ClockKeeper:
 
     def __init__(
         self,
+        store: EventStore,
         repository: MatchRepository,
         listing: MatchListProjection,
         commands: MatchCommands,
         clock: Callable[[], int] = wall_ms,
     ) -> None:
+        self._store = store
         self._repo = repository
         self._listing = listing
         self._commands = commands
@@ -147,6 +151,11 @@ class ClockKeeper:
             dirty, self._dirty = self._dirty, {}
         for match_id, seq in dirty.items():
             match = self._repo.cached(match_id)
+            if match is None and seq == 0 and not self._clocked(match_id):
+                # Found by the start-up scan: a match without a clock is not worth a load
+                # (a restart may find thousands in play).
+                self._forget(match_id)
+                continue
             if match is None or match.version < seq:
                 try:
                     match = self._repo.load(match_id)
@@ -155,12 +164,25 @@ class ClockKeeper:
                     continue
             self._schedule(match_id, match)
 
+    def _clocked(self, match_id: str) -> bool:
+        """Whether the match's first event gives it a clock (True when it cannot tell)."""
+        try:
+            first = self._store.read_stream(match_id, 1, limit=1)
+            created = codec.decode(first[0].type, first[0].schema_version, first[0].payload)
+        except (BergenError, IndexError) as e:
+            log.warning("clocks: match %s: its first event cannot be read: %s", match_id, e)
+            return True
+        return not isinstance(created, MatchCreated) or created.rules.clocked
+
+    def _forget(self, match_id: str) -> None:
+        with self._lock:
+            self._unclocked[match_id] = None
+            while len(self._unclocked) > UNCLOCKED_KEPT:
+                self._unclocked.popitem(last=False)
+
     def _schedule(self, match_id: str, match: Match) -> None:
         if not match.state.info.rules.clocked:
-            with self._lock:
-                self._unclocked[match_id] = None
-                while len(self._unclocked) > UNCLOCKED_KEPT:
-                    self._unclocked.popitem(last=False)
+            self._forget(match_id)
             return
         due = self._commands.due_ms(match)
         with self._lock:

@@ -83,7 +83,7 @@ class Janitor:
         for match_id in self._seating():
             if self._stop.is_set():
                 break
-            events = self._store.read_stream(match_id, 1)
+            events = self._store.read_stream(match_id, 1, limit=1)
             if not events or self._now() - events[0].recorded_at < self._timeout:
                 continue
             try:

@@ -228,7 +228,7 @@ def create_server(
         port = server.add_secure_port(listen, tls.credentials())
     if port == 0:
         raise RuntimeError(f"cannot listen on {listen}")
-    clocks = ClockKeeper(app.repository, feed.listing, app.commands)
+    clocks = ClockKeeper(store, app.repository, feed.listing, app.commands)
     feed.listen(clocks.note)
     tournaments = TournamentManager(app.tournaments, app.work, app.repository)
     feed.listen(tournaments.note)

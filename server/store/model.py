@@ -80,8 +80,11 @@ class EventStore(Protocol):
         """
         ...
 
-    def read_stream(self, stream_id: str, from_seq: int = 1) -> tuple[StoredEvent, ...]:
-        """The stream's events from `from_seq` in seq order (empty for an unknown stream)."""
+    def read_stream(
+        self, stream_id: str, from_seq: int = 1, limit: int | None = None
+    ) -> tuple[StoredEvent, ...]:
+        """The stream's events from `from_seq` in seq order, at most `limit` (empty for an
+        unknown stream)."""
         ...
 
     def read_rows(self, stream_id: str, from_seq: int = 1) -> tuple[EventRow, ...]:

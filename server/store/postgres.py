@@ -376,13 +376,16 @@ class PostgresEventStore:
         return 0 if row is None or row[0] is None else int(row[0])
 
     @_guarded
-    def read_stream(self, stream_id: str, from_seq: int = 1) -> tuple[StoredEvent, ...]:
-        """The stream's events from `from_seq` in seq order (empty for an unknown stream)."""
+    def read_stream(
+        self, stream_id: str, from_seq: int = 1, limit: int | None = None
+    ) -> tuple[StoredEvent, ...]:
+        """The stream's events from `from_seq` in seq order, at most `limit` (empty for an
+        unknown stream)."""
         with self._pool.connection() as conn:
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND seq >= %s::bigint"
-                " ORDER BY seq",
-                (stream_id, from_seq),
+                " ORDER BY seq LIMIT %s",
+                (stream_id, from_seq, limit),
                 # Binary results: bytea and numbers arrive without text parsing.
                 binary=True,
             ).fetchall()

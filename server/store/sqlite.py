@@ -288,13 +288,17 @@ class SQLiteEventStore:
         return AppendResult(stream_id, tuple(batch), replayed=True)
 
     @_guarded
-    def read_stream(self, stream_id: str, from_seq: int = 1) -> tuple[StoredEvent, ...]:
-        """The stream's events from `from_seq` in seq order (empty for an unknown stream)."""
+    def read_stream(
+        self, stream_id: str, from_seq: int = 1, limit: int | None = None
+    ) -> tuple[StoredEvent, ...]:
+        """The stream's events from `from_seq` in seq order, at most `limit` (empty for an
+        unknown stream)."""
         rows = (
             self._conn()
             .execute(
-                f"SELECT {_COLUMNS} FROM events WHERE stream_id = ? AND seq >= ? ORDER BY seq",
-                (stream_id, from_seq),
+                f"SELECT {_COLUMNS} FROM events WHERE stream_id = ? AND seq >= ? ORDER BY seq"
+                " LIMIT ?",
+                (stream_id, from_seq, -1 if limit is None else limit),
             )
             .fetchall()
         )

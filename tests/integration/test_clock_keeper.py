@@ -134,7 +134,7 @@ def test_the_keeper_applies_due_timeouts_until_the_forfeit_and_then_holds_nothin
     store: EventStore = open_store(backend.url)
     feed = EventFeed(store)
     app = build_application(store, feed, Settings(), clock=clock)
-    keeper = ClockKeeper(app.repository, feed.listing, app.commands, clock)
+    keeper = ClockKeeper(store, app.repository, feed.listing, app.commands, clock)
     feed.listen(keeper.note)
     feed.start()
     keeper.start()
@@ -160,3 +160,26 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.01)
+
+
+def test_on_start_the_keeper_schedules_the_clocked_matches_in_play_and_loads_no_other(
+    backend: Backend, replicas: tuple[Application, Application], clock: FakeClock
+) -> None:
+    app, _ = replicas
+    clocked, _tokens = seated(app)
+    plain = app.commands.create_match(Caller(), 2, False, "standard", {}, "plain").match_id
+    for i in range(2):
+        app.commands.join_match(plain, None, f"q{i}", "")
+    # A replica starting now: its cache is cold.
+    store: EventStore = open_store(backend.url)
+    feed = EventFeed(store)
+    fresh = build_application(store, feed, Settings(), clock=clock)
+    keeper = ClockKeeper(store, fresh.repository, feed.listing, fresh.commands, clock)
+    keeper.start()
+    try:
+        wait_for(lambda: keeper.pending() == 1)
+        assert fresh.repository.cached(clocked) is not None
+        assert fresh.repository.cached(plain) is None
+    finally:
+        keeper.stop()
+        store.close()
