@@ -30,6 +30,7 @@ from .app import Application
 from .edge import service_handler
 from .identity import Caller
 from .limits import ClientLimits, Limits
+from .tournaments import check_tournament_id
 
 SERVICE_DESCRIPTOR = pb.DESCRIPTOR.services_by_name["BergenService"]
 SERVICE = SERVICE_DESCRIPTOR.full_name
@@ -75,6 +76,7 @@ class BergenServicer:
         self._commands = app.commands
         self._queries = app.queries
         self._repository = app.repository
+        self._tournaments = app.tournaments
         self._max_watchers = max_watchers
         self._watch_slots = threading.BoundedSemaphore(max_watchers)
 
@@ -266,6 +268,108 @@ class BergenServicer:
             _caller(context), _match_id(req.match_id), req.note, _deadline(context)
         )
         return pb.AbandonMatchResponse(events=_events(events))
+
+    # Tournaments ----------------------------------------------------------------------------
+
+    def CreateTournament(
+        self, req: pb.CreateTournamentRequest, context: grpc.ServicerContext
+    ) -> pb.CreateTournamentResponse:
+        settings, by_hand = convert.tournament_settings_in(req.settings)
+        t = self._tournaments.create(_caller(context), settings, req.name, by_hand)
+        return pb.CreateTournamentResponse(
+            tournament_id=t.state.tournament_id, commitment=t.state.commitment
+        )
+
+    def RegisterEntrant(
+        self, req: pb.RegisterEntrantRequest, context: grpc.ServicerContext
+    ) -> pb.RegisterEntrantResponse:
+        tournament_id = check_tournament_id(req.tournament_id)
+        self._limits.join(context.peer(), _caller(context).token)
+        entrant, tokens = self._tournaments.register(
+            tournament_id, tuple(req.players), req.client_seed
+        )
+        return pb.RegisterEntrantResponse(entrant=entrant, player_tokens=tokens)
+
+    def WithdrawEntrant(
+        self, req: pb.WithdrawEntrantRequest, context: grpc.ServicerContext
+    ) -> pb.WithdrawEntrantResponse:
+        after = self._tournaments.withdraw(
+            _caller(context), check_tournament_id(req.tournament_id), req.entrant
+        )
+        return pb.WithdrawEntrantResponse(after_round=after)
+
+    def StartTournament(
+        self, req: pb.StartTournamentRequest, context: grpc.ServicerContext
+    ) -> pb.StartTournamentResponse:
+        t = self._tournaments.start(_caller(context), check_tournament_id(req.tournament_id))
+        return pb.StartTournamentResponse(seeding=t.state.seeding or ())
+
+    def StartNextRound(
+        self, req: pb.StartNextRoundRequest, context: grpc.ServicerContext
+    ) -> pb.StartNextRoundResponse:
+        number = self._tournaments.start_next_round(
+            _caller(context), check_tournament_id(req.tournament_id)
+        )
+        return pb.StartNextRoundResponse(round=number)
+
+    def GetTournament(
+        self, req: pb.GetTournamentRequest, context: grpc.ServicerContext
+    ) -> pb.GetTournamentResponse:
+        v = self._tournaments.get(_caller(context), check_tournament_id(req.tournament_id))
+        t = v.tournament
+        out = pb.GetTournamentResponse(
+            tournament=convert.tournament_view_out(
+                v.record,
+                t.state.settings,
+                phase=t.state.phase,
+                total_rounds=t.state.total_rounds,
+                version=t.version,
+                by_hand=t.by_hand,
+                live_scores=v.live_scores,
+            )
+        )
+        a = v.assignment
+        if a is not None:
+            out.assignment.CopyFrom(
+                pb.TournamentAssignment(
+                    entrant=a.entrant,
+                    player=a.player,
+                    match_id=a.match_id,
+                    seat=a.seat or 0,
+                    round=a.round,
+                    table=a.table,
+                )
+            )
+        return out
+
+    def ListTournaments(
+        self, req: pb.ListTournamentsRequest, context: grpc.ServicerContext
+    ) -> pb.ListTournamentsResponse:
+        if req.phase not in (pb.TOURNAMENT_PHASE_UNSPECIFIED, *convert.TOURNAMENT_PHASE.words):
+            raise InvalidArgument(f"unknown phase {req.phase}", reason="INVALID_PHASE")
+        phase = convert.TOURNAMENT_PHASE.words.get(req.phase)
+        page, token = self._tournaments.list(phase, req.page_size, req.page_token)
+        return pb.ListTournamentsResponse(
+            tournaments=[
+                pb.TournamentSummary(
+                    tournament_id=t.state.tournament_id,
+                    name=t.state.name,
+                    phase=convert.TOURNAMENT_PHASE.out(t.state.phase),
+                    format=convert.TOURNAMENT_FORMAT.out(t.state.settings.format),
+                    entrants=len(t.state.entrants),
+                    round=t.state.round,
+                    total_rounds=t.state.total_rounds,
+                )
+                for t in page
+            ],
+            next_page_token=token,
+        )
+
+    def GetTournamentRecord(
+        self, req: pb.GetTournamentRecordRequest, context: grpc.ServicerContext
+    ) -> pb.GetTournamentRecordResponse:
+        record = self._tournaments.record(check_tournament_id(req.tournament_id))
+        return pb.GetTournamentRecordResponse(record_json=json.dumps(record, ensure_ascii=False))
 
 
 _WATCHED: OrderedDict[tuple[str, int, Event], bytes] = OrderedDict()

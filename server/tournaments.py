@@ -608,10 +608,23 @@ class TournamentCommands:
             if entrant in table.sides and table.result is None and table.match_id is not None:
                 for seat, who in enumerate(seats_of(state.settings, table.sides)):
                     if who == (entrant, player):
+                        if not self._seated(table.match_id, seat):
+                            # Paired, but the server has not seated it yet: nothing to play.
+                            return Assignment(entrant, player, latest.round, table.table)
                         return Assignment(
                             entrant, player, latest.round, table.table, table.match_id, seat
                         )
         return Assignment(entrant, player)
+
+    def _seated(self, match_id: str, seat: int) -> bool:
+        """Whether `seat` of the match is taken (by the server, for its player)."""
+        match = self._matches.cached(match_id)
+        if match is None or match.state.players[seat] is None:
+            try:
+                match = self._matches.load(match_id)
+            except NotFound:
+                return False
+        return match.state.players[seat] is not None
 
     def list(self, phase: str | None, size: int, token: str) -> tuple[list[Tournament], str]:
         """A page of tournaments in id order (`phase` None: any). Returns the page and the

@@ -8,7 +8,7 @@ domain keeps its words (the ones stored in events and written in records).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
@@ -19,6 +19,7 @@ from bergen.domain import events as ev
 from bergen.domain.errors import CorruptRecord, InvalidArgument, InvalidOptions
 from bergen.domain.rules import Rules
 from bergen.domain.tiles import End, Tile
+from bergen.domain.tournament_pairing import Settings
 from bergen.domain.views import View
 from bergen.domain.vocabulary import (
     ForfeitCause,
@@ -539,3 +540,127 @@ def event_in(msg: pb.Event) -> tuple[int, ev.Event]:
     if kind == "seed_revealed":
         return msg.seq, ev.SeedRevealed(msg.seed_revealed.server_seed)
     raise CorruptRecord(f"event {msg.seq} has no body")
+
+
+# Tournaments ------------------------------------------------------------------------------
+
+TOURNAMENT_FORMAT: Words[str, pb.TournamentFormat] = Words(
+    "format",
+    {"round_robin": pb.TOURNAMENT_FORMAT_ROUND_ROBIN, "swiss": pb.TOURNAMENT_FORMAT_SWISS},
+)
+TOURNAMENT_PHASE: Words[str, pb.TournamentPhase] = Words(
+    "phase",
+    {
+        "registration": pb.TOURNAMENT_PHASE_REGISTRATION,
+        "running": pb.TOURNAMENT_PHASE_RUNNING,
+        "ended": pb.TOURNAMENT_PHASE_ENDED,
+    },
+)
+
+
+def tournament_settings_in(msg: pb.TournamentSettings) -> tuple[Settings, bool]:
+    """The settings a request gives, and whether rounds are started by hand. The table's
+    rules are written as the record writes them: the preset and the options given. Raises
+    InvalidArgument (an unknown format), InvalidOptions."""
+    fmt = TOURNAMENT_FORMAT.into(msg.format)
+    options = options_in(msg.options)
+    preset = preset_in(msg.preset) or (None if options else "standard")
+    rules: dict[str, Any] = {"preset": preset} if preset is not None else {}
+    rules.update(options)
+    settings = Settings(
+        format=fmt,
+        seats=msg.seats,
+        partnerships=msg.partnerships,
+        rules=rules,
+        rounds=msg.rounds if fmt == "swiss" else (msg.rounds or None),
+        double_round_robin=msg.double_round_robin,
+        round_delay=msg.round_delay,
+        max_entrants=msg.max_entrants or None,
+    )
+    return settings, msg.rounds_by_hand
+
+
+def tournament_settings_out(s: Settings, by_hand: bool = False) -> pb.TournamentSettings:
+    preset = s.rules.get("preset")
+    return pb.TournamentSettings(
+        format=TOURNAMENT_FORMAT.out(s.format),
+        seats=s.seats,
+        partnerships=s.partnerships,
+        preset=PRESET.out(str(preset)) if preset is not None else pb.PRESET_CUSTOM,
+        options=options_out({k: v for k, v in s.rules.items() if k != "preset"}),
+        rounds=s.rounds or 0,
+        double_round_robin=s.double_round_robin,
+        round_delay=s.round_delay,
+        max_entrants=s.max_entrants or 0,
+        rounds_by_hand=by_hand,
+    )
+
+
+def table_result_out(r: Mapping[str, Any]) -> pb.TableResult:
+    """A table's result as the tournament record writes it."""
+    msg = pb.TableResult(
+        reason=MATCH_END_REASON.out(MatchEndReason(r["reason"])),
+        scores=r["scores"],
+        places=r["places"],
+        match_points=r["match_points"],
+        margins=r["margins"],
+    )
+    if r.get("forfeited_side") is not None:
+        msg.forfeited_side = r["forfeited_side"]
+    return msg
+
+
+def tournament_view_out(
+    record: Mapping[str, Any],
+    settings: Settings,
+    *,
+    phase: str,
+    total_rounds: int,
+    version: int,
+    by_hand: bool = False,
+    live_scores: Mapping[str, Sequence[int]] | None = None,
+) -> pb.TournamentView:
+    """A tournament's view from its record so far (TOURNAMENT.md section 6) and what the
+    record does not hold: its phase, its rounds in all, its version, and the live scores of
+    its tables in play (by match id)."""
+    live = live_scores or {}
+    msg = pb.TournamentView(
+        tournament_id=record["tournament_id"],
+        name=record.get("name") or "",
+        settings=tournament_settings_out(settings, by_hand),
+        commitment=record["commitment"],
+        phase=TOURNAMENT_PHASE.out(phase),
+        round=len(record["rounds"]),
+        total_rounds=total_rounds,
+        seeding=record.get("seeding") or [],
+        tournament_seed=record.get("tournament_seed") or "",
+        version=version,
+    )
+    for e in record["entrants"]:
+        entrant = msg.entrants.add(
+            entrant=e["entrant"], players=e.get("players") or [], client_seed=e["client_seed"]
+        )
+        if e.get("withdrawn_after_round") is not None:
+            entrant.withdrawn_after_round = e["withdrawn_after_round"]
+    for r in record["rounds"]:
+        rnd = msg.rounds.add(round=r["round"], byes=r["byes"])
+        for t in r["tables"]:
+            table = rnd.tables.add(
+                table=t["table"],
+                match_id=t["match_id"] or "",
+                sides=[side[0] for side in t["sides"]],
+            )
+            if t["result"] is not None:
+                table.result.CopyFrom(table_result_out(t["result"]))
+            elif t["match_id"] in live:
+                table.live_scores.extend(live[t["match_id"]])
+    for s in record["standings"]:
+        msg.standings.add(
+            rank=s["rank"],
+            entrant=s["entrant"],
+            match_points=s["match_points"],
+            margin=s["margin"],
+            buchholz=s["buchholz"],
+            wins=s["wins"],
+        )
+    return msg

@@ -105,6 +105,19 @@ class HandEndReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     HAND_END_REASON_DOMINO: _ClassVar[HandEndReason]
     HAND_END_REASON_BLOCKED: _ClassVar[HandEndReason]
     HAND_END_REASON_MATCH_OVER: _ClassVar[HandEndReason]
+
+class TournamentFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOURNAMENT_FORMAT_UNSPECIFIED: _ClassVar[TournamentFormat]
+    TOURNAMENT_FORMAT_ROUND_ROBIN: _ClassVar[TournamentFormat]
+    TOURNAMENT_FORMAT_SWISS: _ClassVar[TournamentFormat]
+
+class TournamentPhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOURNAMENT_PHASE_UNSPECIFIED: _ClassVar[TournamentPhase]
+    TOURNAMENT_PHASE_REGISTRATION: _ClassVar[TournamentPhase]
+    TOURNAMENT_PHASE_RUNNING: _ClassVar[TournamentPhase]
+    TOURNAMENT_PHASE_ENDED: _ClassVar[TournamentPhase]
 END_UNSPECIFIED: End
 END_LEFT: End
 END_RIGHT: End
@@ -159,6 +172,13 @@ HAND_END_REASON_UNSPECIFIED: HandEndReason
 HAND_END_REASON_DOMINO: HandEndReason
 HAND_END_REASON_BLOCKED: HandEndReason
 HAND_END_REASON_MATCH_OVER: HandEndReason
+TOURNAMENT_FORMAT_UNSPECIFIED: TournamentFormat
+TOURNAMENT_FORMAT_ROUND_ROBIN: TournamentFormat
+TOURNAMENT_FORMAT_SWISS: TournamentFormat
+TOURNAMENT_PHASE_UNSPECIFIED: TournamentPhase
+TOURNAMENT_PHASE_REGISTRATION: TournamentPhase
+TOURNAMENT_PHASE_RUNNING: TournamentPhase
+TOURNAMENT_PHASE_ENDED: TournamentPhase
 
 class Tile(_message.Message):
     __slots__ = ("low", "high")
@@ -795,3 +815,275 @@ class SeedRevealed(_message.Message):
     SERVER_SEED_FIELD_NUMBER: _ClassVar[int]
     server_seed: str
     def __init__(self, server_seed: _Optional[str] = ...) -> None: ...
+
+class TournamentSettings(_message.Message):
+    __slots__ = ("format", "seats", "partnerships", "preset", "options", "rounds", "double_round_robin", "round_delay", "max_entrants", "rounds_by_hand")
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    SEATS_FIELD_NUMBER: _ClassVar[int]
+    PARTNERSHIPS_FIELD_NUMBER: _ClassVar[int]
+    PRESET_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    DOUBLE_ROUND_ROBIN_FIELD_NUMBER: _ClassVar[int]
+    ROUND_DELAY_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENTRANTS_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_BY_HAND_FIELD_NUMBER: _ClassVar[int]
+    format: TournamentFormat
+    seats: int
+    partnerships: bool
+    preset: Preset
+    options: RuleOptions
+    rounds: int
+    double_round_robin: bool
+    round_delay: int
+    max_entrants: int
+    rounds_by_hand: bool
+    def __init__(self, format: _Optional[_Union[TournamentFormat, str]] = ..., seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., rounds: _Optional[int] = ..., double_round_robin: _Optional[bool] = ..., round_delay: _Optional[int] = ..., max_entrants: _Optional[int] = ..., rounds_by_hand: _Optional[bool] = ...) -> None: ...
+
+class CreateTournamentRequest(_message.Message):
+    __slots__ = ("name", "settings")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    settings: TournamentSettings
+    def __init__(self, name: _Optional[str] = ..., settings: _Optional[_Union[TournamentSettings, _Mapping]] = ...) -> None: ...
+
+class CreateTournamentResponse(_message.Message):
+    __slots__ = ("tournament_id", "commitment")
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    commitment: str
+    def __init__(self, tournament_id: _Optional[str] = ..., commitment: _Optional[str] = ...) -> None: ...
+
+class RegisterEntrantRequest(_message.Message):
+    __slots__ = ("tournament_id", "players", "client_seed")
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PLAYERS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    players: _containers.RepeatedScalarFieldContainer[str]
+    client_seed: str
+    def __init__(self, tournament_id: _Optional[str] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ...) -> None: ...
+
+class RegisterEntrantResponse(_message.Message):
+    __slots__ = ("entrant", "player_tokens")
+    ENTRANT_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    entrant: int
+    player_tokens: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, entrant: _Optional[int] = ..., player_tokens: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class WithdrawEntrantRequest(_message.Message):
+    __slots__ = ("tournament_id", "entrant")
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRANT_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    entrant: int
+    def __init__(self, tournament_id: _Optional[str] = ..., entrant: _Optional[int] = ...) -> None: ...
+
+class WithdrawEntrantResponse(_message.Message):
+    __slots__ = ("after_round",)
+    AFTER_ROUND_FIELD_NUMBER: _ClassVar[int]
+    after_round: int
+    def __init__(self, after_round: _Optional[int] = ...) -> None: ...
+
+class StartTournamentRequest(_message.Message):
+    __slots__ = ("tournament_id",)
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    def __init__(self, tournament_id: _Optional[str] = ...) -> None: ...
+
+class StartTournamentResponse(_message.Message):
+    __slots__ = ("seeding",)
+    SEEDING_FIELD_NUMBER: _ClassVar[int]
+    seeding: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, seeding: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class StartNextRoundRequest(_message.Message):
+    __slots__ = ("tournament_id",)
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    def __init__(self, tournament_id: _Optional[str] = ...) -> None: ...
+
+class StartNextRoundResponse(_message.Message):
+    __slots__ = ("round",)
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    def __init__(self, round: _Optional[int] = ...) -> None: ...
+
+class GetTournamentRequest(_message.Message):
+    __slots__ = ("tournament_id",)
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    def __init__(self, tournament_id: _Optional[str] = ...) -> None: ...
+
+class TournamentEntrant(_message.Message):
+    __slots__ = ("entrant", "players", "client_seed", "withdrawn_after_round")
+    ENTRANT_FIELD_NUMBER: _ClassVar[int]
+    PLAYERS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
+    WITHDRAWN_AFTER_ROUND_FIELD_NUMBER: _ClassVar[int]
+    entrant: int
+    players: _containers.RepeatedScalarFieldContainer[str]
+    client_seed: str
+    withdrawn_after_round: int
+    def __init__(self, entrant: _Optional[int] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ..., withdrawn_after_round: _Optional[int] = ...) -> None: ...
+
+class TableResult(_message.Message):
+    __slots__ = ("reason", "scores", "places", "match_points", "margins", "forfeited_side")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    PLACES_FIELD_NUMBER: _ClassVar[int]
+    MATCH_POINTS_FIELD_NUMBER: _ClassVar[int]
+    MARGINS_FIELD_NUMBER: _ClassVar[int]
+    FORFEITED_SIDE_FIELD_NUMBER: _ClassVar[int]
+    reason: MatchEndReason
+    scores: _containers.RepeatedScalarFieldContainer[int]
+    places: _containers.RepeatedScalarFieldContainer[int]
+    match_points: _containers.RepeatedScalarFieldContainer[str]
+    margins: _containers.RepeatedScalarFieldContainer[int]
+    forfeited_side: int
+    def __init__(self, reason: _Optional[_Union[MatchEndReason, str]] = ..., scores: _Optional[_Iterable[int]] = ..., places: _Optional[_Iterable[int]] = ..., match_points: _Optional[_Iterable[str]] = ..., margins: _Optional[_Iterable[int]] = ..., forfeited_side: _Optional[int] = ...) -> None: ...
+
+class TournamentTable(_message.Message):
+    __slots__ = ("table", "match_id", "sides", "result", "live_scores")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    SIDES_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    LIVE_SCORES_FIELD_NUMBER: _ClassVar[int]
+    table: int
+    match_id: str
+    sides: _containers.RepeatedScalarFieldContainer[int]
+    result: TableResult
+    live_scores: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, table: _Optional[int] = ..., match_id: _Optional[str] = ..., sides: _Optional[_Iterable[int]] = ..., result: _Optional[_Union[TableResult, _Mapping]] = ..., live_scores: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class TournamentRound(_message.Message):
+    __slots__ = ("round", "byes", "tables")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    BYES_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    byes: _containers.RepeatedScalarFieldContainer[int]
+    tables: _containers.RepeatedCompositeFieldContainer[TournamentTable]
+    def __init__(self, round: _Optional[int] = ..., byes: _Optional[_Iterable[int]] = ..., tables: _Optional[_Iterable[_Union[TournamentTable, _Mapping]]] = ...) -> None: ...
+
+class TournamentStanding(_message.Message):
+    __slots__ = ("rank", "entrant", "match_points", "margin", "buchholz", "wins")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    ENTRANT_FIELD_NUMBER: _ClassVar[int]
+    MATCH_POINTS_FIELD_NUMBER: _ClassVar[int]
+    MARGIN_FIELD_NUMBER: _ClassVar[int]
+    BUCHHOLZ_FIELD_NUMBER: _ClassVar[int]
+    WINS_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    entrant: int
+    match_points: str
+    margin: int
+    buchholz: str
+    wins: int
+    def __init__(self, rank: _Optional[int] = ..., entrant: _Optional[int] = ..., match_points: _Optional[str] = ..., margin: _Optional[int] = ..., buchholz: _Optional[str] = ..., wins: _Optional[int] = ...) -> None: ...
+
+class TournamentAssignment(_message.Message):
+    __slots__ = ("entrant", "player", "match_id", "seat", "round", "table")
+    ENTRANT_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_FIELD_NUMBER: _ClassVar[int]
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    entrant: int
+    player: int
+    match_id: str
+    seat: int
+    round: int
+    table: int
+    def __init__(self, entrant: _Optional[int] = ..., player: _Optional[int] = ..., match_id: _Optional[str] = ..., seat: _Optional[int] = ..., round: _Optional[int] = ..., table: _Optional[int] = ...) -> None: ...
+
+class TournamentView(_message.Message):
+    __slots__ = ("tournament_id", "name", "settings", "commitment", "phase", "round", "total_rounds", "entrants", "seeding", "rounds", "standings", "tournament_seed", "version")
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    ENTRANTS_FIELD_NUMBER: _ClassVar[int]
+    SEEDING_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    STANDINGS_FIELD_NUMBER: _ClassVar[int]
+    TOURNAMENT_SEED_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    name: str
+    settings: TournamentSettings
+    commitment: str
+    phase: TournamentPhase
+    round: int
+    total_rounds: int
+    entrants: _containers.RepeatedCompositeFieldContainer[TournamentEntrant]
+    seeding: _containers.RepeatedScalarFieldContainer[int]
+    rounds: _containers.RepeatedCompositeFieldContainer[TournamentRound]
+    standings: _containers.RepeatedCompositeFieldContainer[TournamentStanding]
+    tournament_seed: str
+    version: int
+    def __init__(self, tournament_id: _Optional[str] = ..., name: _Optional[str] = ..., settings: _Optional[_Union[TournamentSettings, _Mapping]] = ..., commitment: _Optional[str] = ..., phase: _Optional[_Union[TournamentPhase, str]] = ..., round: _Optional[int] = ..., total_rounds: _Optional[int] = ..., entrants: _Optional[_Iterable[_Union[TournamentEntrant, _Mapping]]] = ..., seeding: _Optional[_Iterable[int]] = ..., rounds: _Optional[_Iterable[_Union[TournamentRound, _Mapping]]] = ..., standings: _Optional[_Iterable[_Union[TournamentStanding, _Mapping]]] = ..., tournament_seed: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class GetTournamentResponse(_message.Message):
+    __slots__ = ("tournament", "assignment")
+    TOURNAMENT_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    tournament: TournamentView
+    assignment: TournamentAssignment
+    def __init__(self, tournament: _Optional[_Union[TournamentView, _Mapping]] = ..., assignment: _Optional[_Union[TournamentAssignment, _Mapping]] = ...) -> None: ...
+
+class ListTournamentsRequest(_message.Message):
+    __slots__ = ("phase", "page_size", "page_token")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    phase: TournamentPhase
+    page_size: int
+    page_token: str
+    def __init__(self, phase: _Optional[_Union[TournamentPhase, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class TournamentSummary(_message.Message):
+    __slots__ = ("tournament_id", "name", "phase", "format", "entrants", "round", "total_rounds")
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    ENTRANTS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    name: str
+    phase: TournamentPhase
+    format: TournamentFormat
+    entrants: int
+    round: int
+    total_rounds: int
+    def __init__(self, tournament_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[TournamentPhase, str]] = ..., format: _Optional[_Union[TournamentFormat, str]] = ..., entrants: _Optional[int] = ..., round: _Optional[int] = ..., total_rounds: _Optional[int] = ...) -> None: ...
+
+class ListTournamentsResponse(_message.Message):
+    __slots__ = ("tournaments", "next_page_token")
+    TOURNAMENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    tournaments: _containers.RepeatedCompositeFieldContainer[TournamentSummary]
+    next_page_token: str
+    def __init__(self, tournaments: _Optional[_Iterable[_Union[TournamentSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetTournamentRecordRequest(_message.Message):
+    __slots__ = ("tournament_id",)
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    def __init__(self, tournament_id: _Optional[str] = ...) -> None: ...
+
+class GetTournamentRecordResponse(_message.Message):
+    __slots__ = ("record_json",)
+    RECORD_JSON_FIELD_NUMBER: _ClassVar[int]
+    record_json: str
+    def __init__(self, record_json: _Optional[str] = ...) -> None: ...

@@ -95,6 +95,46 @@ class BergenServiceStub:
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.GetAuditLogRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetAuditLogResponse.FromString,
                 _registered_method=True)
+        self.CreateTournament = channel.unary_unary(
+                '/bergen.v1.BergenService/CreateTournament',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.CreateTournamentRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.CreateTournamentResponse.FromString,
+                _registered_method=True)
+        self.RegisterEntrant = channel.unary_unary(
+                '/bergen.v1.BergenService/RegisterEntrant',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.RegisterEntrantRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.RegisterEntrantResponse.FromString,
+                _registered_method=True)
+        self.WithdrawEntrant = channel.unary_unary(
+                '/bergen.v1.BergenService/WithdrawEntrant',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.WithdrawEntrantRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.WithdrawEntrantResponse.FromString,
+                _registered_method=True)
+        self.StartTournament = channel.unary_unary(
+                '/bergen.v1.BergenService/StartTournament',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.StartTournamentRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.StartTournamentResponse.FromString,
+                _registered_method=True)
+        self.StartNextRound = channel.unary_unary(
+                '/bergen.v1.BergenService/StartNextRound',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.StartNextRoundRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.StartNextRoundResponse.FromString,
+                _registered_method=True)
+        self.GetTournament = channel.unary_unary(
+                '/bergen.v1.BergenService/GetTournament',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.GetTournamentRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetTournamentResponse.FromString,
+                _registered_method=True)
+        self.ListTournaments = channel.unary_unary(
+                '/bergen.v1.BergenService/ListTournaments',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.ListTournamentsRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.ListTournamentsResponse.FromString,
+                _registered_method=True)
+        self.GetTournamentRecord = channel.unary_unary(
+                '/bergen.v1.BergenService/GetTournamentRecord',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.GetTournamentRecordRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetTournamentRecordResponse.FromString,
+                _registered_method=True)
 
 
 class BergenServiceServicer:
@@ -188,6 +228,69 @@ class BergenServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateTournament(self, request, context):
+        """Create a tournament (TOURNAMENT.md). Needs the organiser token. Returns its id and the
+        commitment to its seed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RegisterEntrant(self, request, context):
+        """Register an entrant while registration is open (until the start). Returns its number and
+        each of its players' secret tokens: a player's seat token in every match of the
+        tournament, where the server seats it (no JoinMatch).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WithdrawEntrant(self, request, context):
+        """Withdraw an entrant: one of its players' tokens, or the organiser's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartTournament(self, request, context):
+        """Close registration and fix the seeding. Needs the organiser token. The server then pairs
+        each round, creates and seats its matches, records their results and ends the tournament.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartNextRound(self, request, context):
+        """Pair the next round now, once the previous one has ended (rounds started by hand, or
+        without waiting for the round delay). Needs the organiser token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTournament(self, request, context):
+        """A tournament: settings, entrants, rounds with their tables and results, standings; with a
+        player's token, the match that player must play now and its seat.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTournaments(self, request, context):
+        """Tournaments, filtered by phase, in id order, a page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTournamentRecord(self, request, context):
+        """The tournament record (TOURNAMENT.md section 6), signed: the revealed seed and the final
+        standings once ended, the record so far before.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BergenServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -250,6 +353,46 @@ def add_BergenServiceServicer_to_server(servicer, server):
                     servicer.GetAuditLog,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetAuditLogRequest.FromString,
                     response_serializer=bergen_dot_v1_dot_bergen__pb2.GetAuditLogResponse.SerializeToString,
+            ),
+            'CreateTournament': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateTournament,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.CreateTournamentRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.CreateTournamentResponse.SerializeToString,
+            ),
+            'RegisterEntrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterEntrant,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.RegisterEntrantRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.RegisterEntrantResponse.SerializeToString,
+            ),
+            'WithdrawEntrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.WithdrawEntrant,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.WithdrawEntrantRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.WithdrawEntrantResponse.SerializeToString,
+            ),
+            'StartTournament': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartTournament,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.StartTournamentRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.StartTournamentResponse.SerializeToString,
+            ),
+            'StartNextRound': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartNextRound,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.StartNextRoundRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.StartNextRoundResponse.SerializeToString,
+            ),
+            'GetTournament': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTournament,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetTournamentRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.GetTournamentResponse.SerializeToString,
+            ),
+            'ListTournaments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTournaments,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.ListTournamentsRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.ListTournamentsResponse.SerializeToString,
+            ),
+            'GetTournamentRecord': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTournamentRecord,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetTournamentRecordRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.GetTournamentRecordResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -577,6 +720,222 @@ class BergenService:
             '/bergen.v1.BergenService/GetAuditLog',
             bergen_dot_v1_dot_bergen__pb2.GetAuditLogRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.GetAuditLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateTournament(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/CreateTournament',
+            bergen_dot_v1_dot_bergen__pb2.CreateTournamentRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.CreateTournamentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterEntrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/RegisterEntrant',
+            bergen_dot_v1_dot_bergen__pb2.RegisterEntrantRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.RegisterEntrantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WithdrawEntrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/WithdrawEntrant',
+            bergen_dot_v1_dot_bergen__pb2.WithdrawEntrantRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.WithdrawEntrantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartTournament(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/StartTournament',
+            bergen_dot_v1_dot_bergen__pb2.StartTournamentRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.StartTournamentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartNextRound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/StartNextRound',
+            bergen_dot_v1_dot_bergen__pb2.StartNextRoundRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.StartNextRoundResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTournament(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/GetTournament',
+            bergen_dot_v1_dot_bergen__pb2.GetTournamentRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.GetTournamentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTournaments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/ListTournaments',
+            bergen_dot_v1_dot_bergen__pb2.ListTournamentsRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.ListTournamentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTournamentRecord(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/GetTournamentRecord',
+            bergen_dot_v1_dot_bergen__pb2.GetTournamentRecordRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.GetTournamentRecordResponse.FromString,
             options,
             channel_credentials,
             insecure,
