@@ -31,6 +31,9 @@ class Subscription:
         self._cond = threading.Condition()
         self._items: list[StoredEvent] = []
         self._closed = False
+        self.refused = False
+        """Set when the feed refused a row of this match (not authentic): the watcher must
+        read the match again, which names the row."""
 
     def put(self, events: Iterable[StoredEvent]) -> None:
         with self._cond:
@@ -42,10 +45,15 @@ class Subscription:
             self._closed = True
             self._cond.notify_all()
 
+    def refuse(self) -> None:
+        with self._cond:
+            self.refused = True
+            self._cond.notify_all()
+
     def wait(self, active: Callable[[], bool], tick: float = 0.5) -> bool:
         """Block until events arrive (True), or until closed or `active()` is false (False)."""
         with self._cond:
-            while not self._items:
+            while not self._items and not self.refused:
                 if self._closed or not active():
                     return False
                 self._cond.wait(tick)
@@ -168,14 +176,22 @@ class EventFeed:
             batch, upto = read_past_unreadable(self._store, self._position, 1000, "event feed")
             if upto == self._position:
                 return count
-            self._deliver(self._authentic(batch))
+            authentic, refused = self._authentic(batch)
+            self._deliver(authentic)
+            if refused:
+                with self._subs_lock:
+                    subs = [s for m in refused for s in self._subs.get(m, ())]
+                for sub in subs:
+                    sub.refuse()
             self._position = upto
             count += len(batch)
 
-    def _authentic(self, batch: Sequence[StoredEvent]) -> list[StoredEvent]:
-        """The events of `batch` that may be delivered: a row that does not link or whose
-        authenticator does not verify is logged at CRITICAL and left out."""
+    def _authentic(self, batch: Sequence[StoredEvent]) -> tuple[list[StoredEvent], set[str]]:
+        """The events of `batch` that may be delivered, and the matches of those that may not:
+        a row that does not link or whose authenticator does not verify is logged at CRITICAL
+        and left out, and its match's watchers are told to read it again."""
         out = []
+        refused: set[str] = set()
         for e in batch:
             why = self._check.refusal(e)
             if why is None:
@@ -186,7 +202,8 @@ class EventFeed:
                     "LOG TAMPERED: match %s seq %d is not delivered to its watchers: %s",
                     e.stream_id, e.seq, why,
                 )  # fmt: skip
-        return out
+                refused.add(e.stream_id)
+        return out, refused
 
     def _follow(self) -> None:
         while not self._stop.is_set():

@@ -19,6 +19,7 @@ from .feed import EventFeed
 from .identity import Caller, Identity
 from .matches import Match, MatchRepository, extend
 from .store import EventStore, MatchSummary
+from .tournaments import tournament_table
 
 
 class MatchQueries:
@@ -70,6 +71,10 @@ class MatchQueries:
         head = self._store.read_stream(match_id, match.version)
         log_info = {"events": match.version, "head": head[-1].hash.hex()} if head else None
         record = build_record(match.events, log=log_info)
+        first = self._store.read_stream(match_id, 1, limit=1)
+        table = tournament_table(first[0].metadata.extra) if first else None
+        if table is not None:
+            record["tournament"] = table  # a tournament's match (RECORD.md)
         return self._signer.sign(record) if self._signer is not None else record
 
     def audit_log(self, caller: Caller, match_id: str) -> tuple[StoredEvent, ...]:
@@ -122,6 +127,11 @@ class MatchQueries:
                     return
                 if not subscription.wait(active):
                     return
+                if subscription.refused:
+                    # A row of this match is not authentic: reading it names the row, and
+                    # the stream ends with DATA_LOSS (LOG_TAMPERED), as every call on it does.
+                    match = self._repo.load(match_id)
+                    subscription.refused = False
                 match = self._catch_up(match_id, match, subscription.take())
         finally:
             self._feed.unsubscribe(match_id, subscription)

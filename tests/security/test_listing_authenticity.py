@@ -16,8 +16,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+import grpc
 import psycopg
 from e2e.client import Client, Watcher, seat_everyone
+from e2e.refusals import refusal
 from e2e.servers import ServerFarm, ServerProcess
 
 from bergen.api.chain import canonical_json, content_bytes, event_hash, new_salt
@@ -183,10 +185,15 @@ def test_a_watcher_is_not_sent_a_forged_event_that_the_rules_would_allow(
         # them in that order, so once the witness's watcher has it, the forged row is past.
         seq = other.join(witness, "bo").view.version
         watchers[1].wait_for_seq(seq)
+        # The watcher of the tampered match is told so, as every call on it is.
+        assert watchers[0].finished.wait(10), "the watch of a tampered match did not end"
         for w in watchers:
             w.cancel()
     sent = [e for e in watchers[0].events() if e.seq >= forged]
     assert sent == [], sent
+    assert watchers[0].error is not None
+    told = refusal(watchers[0].error)
+    assert (told.code, told.reason) == (grpc.StatusCode.DATA_LOSS, "LOG_TAMPERED"), told
     assert f"LOG TAMPERED: match {target} seq {forged} is not delivered" in server.log()
 
 
