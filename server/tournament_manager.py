@@ -36,6 +36,7 @@ from .tournaments import (
     Tournament,
     TournamentCommands,
     is_tournament_stream,
+    table_metadata,
     table_rules,
 )
 
@@ -234,9 +235,10 @@ class TournamentManager:
             )
             fingerprint = f"tournament {state.tournament_id} round {round_number} table"
             try:
+                extra = table_metadata(state.tournament_id, round_number, table_number)
                 self._work.run(
                     match_id,
-                    lambda _: Intent(command, "server", fingerprint),
+                    lambda _: Intent(command, "server", fingerprint, extra),
                     new=True,
                 )
                 self.steps += 1

@@ -87,6 +87,8 @@ BY_HAND_KEY = "rounds_by_hand"
 """The creation's metadata: "1" when the organiser starts rounds after the first by hand."""
 AT_KEY = "at_ms"
 """Every tournament row's metadata: the servers' clock (Unix ms) when it was written."""
+TABLE_KEYS = ("tournament_id", "tournament_round", "tournament_table")
+"""A tournament match's MatchCreated metadata: its tournament, round and table."""
 PLAYER_TOKEN = "player_{}_token_hmac"
 LEGACY_PLAYER_TOKEN = "player_{}_token_sha256"
 RETRIES = 8
@@ -104,6 +106,20 @@ def tournament_stream(tournament_id: str) -> str:
 def is_tournament_stream(stream_id: str) -> bool:
     """Whether a stream is a tournament's (a match's id never starts with the prefix)."""
     return stream_id.startswith(STREAM_PREFIX)
+
+
+def table_metadata(tournament_id: str, round_number: int, table: int) -> dict[str, str]:
+    """What a tournament match's creation records of its table."""
+    return dict(zip(TABLE_KEYS, (tournament_id, str(round_number), str(table)), strict=True))
+
+
+def tournament_table(extra: Mapping[str, str]) -> dict[str, object] | None:
+    """The match record's `tournament` field (RECORD.md) from its creation's metadata; None
+    for a match of no tournament."""
+    tid, r, t = (extra.get(k) for k in TABLE_KEYS)
+    if tid is None or r is None or t is None or not r.isdigit() or not t.isdigit():
+        return None
+    return {"tournament_id": tid, "round": int(r), "table": int(t)}
 
 
 def check_tournament_id(value: str) -> str:

@@ -7,13 +7,16 @@ no match or result missing or doubled."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 import pytest
 
-from bergen.api.signing import verify_signature
+from bergen.api.signing import RecordSigner, verify_signature
+from bergen.cli_client.tournament_pack import write_pack
 from bergen.domain.tournament_fairness import match_id
 from bergen.domain.tournament_record import check_tournament_record
 from bergen.server.tournaments import tournament_stream
@@ -21,7 +24,7 @@ from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client, bearer, rule_options
 from .conftest import ORGANISER_TOKEN
-from .servers import ServerFarm, ServerProcess
+from .servers import ServerFarm, ServerProcess, bergen_command
 from .truth import store_at
 
 pytestmark = [pytest.mark.timeout(180)]
@@ -161,7 +164,41 @@ def test_a_swiss_is_played_to_its_end_with_no_organiser_action(
         # A tournament is no match: the match listing holds only its tables' matches.
         matches = client.stub.ListMatches(pb.ListMatchesRequest(page_size=100)).matches
         assert len(matches) == ROUNDS * ENTRANTS // 2
+        verify_pack(client, record, farm.workdir)
     check_stored(database, tid)
+
+
+def unsigned(record: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in record.items() if k != "signature"}
+
+
+def verify_pack(client: Client, record: dict[str, object], workdir: Path) -> None:
+    """The audit pack of the served records, signed by the server's key, is accepted whole
+    by `bergen verify DIR`: every match the server created has its derived id and seed, its
+    entrants seated, its `tournament` field, and the table's result."""
+    tid = str(record["tournament_id"])
+    matches = []
+    for r in record["rounds"]:  # type: ignore[attr-defined]
+        for t in r["tables"]:
+            served = client.stub.GetRecord(pb.GetRecordRequest(match_id=t["match_id"]))
+            match = json.loads(served.record_json)
+            assert match["tournament"] == {
+                "tournament_id": tid,
+                "round": r["round"],
+                "table": t["table"],
+            }
+            matches.append(unsigned(match))
+    signer = RecordSigner.load_or_create(workdir / "signing-key.pem")
+    out = workdir / "pack"
+    write_pack(out, unsigned(record), matches, signer)
+    done = subprocess.run(
+        [*bergen_command(), "verify", str(out), "--public-key", signer.public_key],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"OK: tournament {tid}")
 
 
 def test_refusals_name_their_reason(farm: ServerFarm, sqlite_url: str) -> None:
