@@ -275,3 +275,104 @@ def test_rounds_by_hand_wait_for_the_organiser(
     play_round(app, tid, tokens)
     m.advance(tid)
     assert app.tournaments.repository.load(tid).state.phase == TOURNAMENT_ENDED
+
+
+def play_all(app: Application, tid: str, tokens: dict[int, tuple[str, ...]]) -> None:
+    """Every match of the latest round played out, each player finding its seat through
+    `get` (partnership tables: both players of each entrant)."""
+    state = app.tournaments.repository.load(tid).state
+    for table in state.rounds[-1].tables:
+        if table.match_id is None:
+            continue
+        seats: dict[int, str] = {}
+        for entrant in table.sides:
+            for token in tokens[entrant]:
+                a = app.tournaments.get(Caller(token), tid).assignment
+                assert a is not None and a.match_id == table.match_id and a.seat is not None
+                seats[a.seat] = token
+        play_out(app, table.match_id, [seats[s] for s in sorted(seats)])
+
+
+def test_a_round_robin_of_pairs_seats_both_players_and_gives_the_byes(
+    replicas: list[Replica],
+) -> None:
+    (app, _, _), _ = replicas
+    settings = Settings(format="round_robin", seats=4, partnerships=True, rules=dict(QUICK))
+    tid = app.tournaments.create(ORG, settings, "pairs").state.tournament_id
+    tokens = {}
+    for i in range(3):
+        entrant, pair = app.tournaments.register(tid, (f"a{i}", f"b{i}"), f"s{i}")
+        tokens[entrant] = pair
+    app.tournaments.start(ORG, tid)
+    m = manager(app)
+    for _ in range(3):
+        m.advance(tid)
+        state = app.tournaments.repository.load(tid).state
+        assert len(state.rounds[-1].byes) == 1 and len(state.rounds[-1].tables) == 1
+        (table,) = state.rounds[-1].tables
+        assert table.match_id is not None
+        players = app.repository.load(table.match_id).state.players
+        first, second = table.sides
+        # The first side on seats 0 and 2, each entrant's first player on the lower seat.
+        assert [p.name for p in players if p is not None] == [
+            f"a{first - 1}",
+            f"a{second - 1}",
+            f"b{first - 1}",
+            f"b{second - 1}",
+        ]
+        play_all(app, tid, tokens)
+    m.advance(tid)
+    assert app.tournaments.repository.load(tid).state.phase == TOURNAMENT_ENDED
+    check_tournament_record(app.tournaments.record(tid))
+
+
+def test_a_withdrawn_entrant_plays_on_and_is_paired_no_more(replicas: list[Replica]) -> None:
+    (app, _, _), _ = replicas
+    tid, single = registered(app, 4, swiss())
+    tokens = {e: (t,) for e, t in single.items()}
+    app.tournaments.start(ORG, tid)
+    m = manager(app)
+    m.advance(tid)
+    assert app.tournaments.withdraw(Caller(single[4]), tid, 4) == 1
+    play_all(app, tid, tokens)  # its match goes on, and counts
+    m.advance(tid)
+    state = app.tournaments.repository.load(tid).state
+    assert state.round == 2 and len(state.rounds[1].byes) == 1
+    assert all(4 not in t.sides for t in state.rounds[1].tables) and 4 not in state.rounds[1].byes
+    assert app.tournaments.get(Caller(single[4]), tid).assignment.match_id == ""  # type: ignore[union-attr]
+    play_all(app, tid, tokens)
+    m.advance(tid)
+    assert app.tournaments.repository.load(tid).state.phase == TOURNAMENT_ENDED
+    check_tournament_record(app.tournaments.record(tid))
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def test_the_next_round_waits_for_the_round_delay(backend: Backend, keys: LogKeys) -> None:
+    clock = FakeClock()
+    store = open_store(backend.url, log_keys=keys)
+    try:
+        settings = AppSettings(organiser_token=ORGANISER)
+        app = build_application(store, EventFeed(store), settings, keys, clock=clock)
+        tid, single = registered(app, 4, swiss(round_delay=30))
+        app.tournaments.start(ORG, tid)
+        m = TournamentManager(app.tournaments, app.work, app.repository, clock)
+        assert m.advance(tid) is None  # the first round at once
+        play_all(app, tid, {e: (t,) for e, t in single.items()})
+        clock.now += 1_000
+        finished = clock.now
+        assert m.advance(tid) == finished + 30_000  # the results recorded, not yet paired
+        assert app.tournaments.repository.load(tid).state.round == 1
+        clock.now = finished + 29_999
+        assert m.advance(tid) == finished + 30_000
+        clock.now = finished + 30_000
+        assert m.advance(tid) is None
+        assert app.tournaments.repository.load(tid).state.round == 2
+    finally:
+        store.close()
