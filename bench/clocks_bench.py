@@ -71,14 +71,12 @@ from bench.grpc_bench import (
 )
 from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
 from bergen.domain import codec
-from bergen.domain.events import MatchEnded, TimedOut
-from bergen.domain.state import State, evolve
+from bergen.domain.events import MatchEnded
 from bergen.domain.vocabulary import MatchEndReason
+from bergen.server.clocks import expiries
 from bergen.server.store import StoredEvent, open_store
 from bergen.v1 import bergen_pb2 as pb
 
-EPOCH_KEY = "clock_epoch_ms"
-"""Metadata of the dealing join's rows: the Unix ms at which a match's clocks started."""
 TIMEOUTS_PER_MATCH = 3
 DELAY_GOAL_MS = 250.0
 IDLE_GOAL_PERCENT = 2.0
@@ -178,29 +176,6 @@ def playing(target: str) -> int:
 # --- 1. timeout delay ----------------------------------------------------------------------
 
 
-def timeouts(stored: Sequence[StoredEvent]) -> list[tuple[TimedOut, int, int]]:
-    """Each timeout of a stream with the instant its clock fell and the instant it was stored
-    (both Unix ms on the servers' clock), as tests/e2e/test_clocks.py reads them. Raises
-    ValueError for a timeout of a seat whose clock did not run, or before it fell."""
-    epoch = next(int(e.metadata.extra[EPOCH_KEY]) for e in stored if EPOCH_KEY in e.metadata.extra)
-    state: State | None = None
-    found = []
-    for row in stored:
-        event = codec.decode(row.type, row.schema_version, row.payload)
-        if isinstance(event, TimedOut):
-            due = None if state is None else state.due_at_ms
-            if state is None or due is None or state.running != event.seat:
-                raise ValueError(
-                    f"seq {row.seq}: a timeout of seat {event.seat}, whose clock stood"
-                )
-            if event.at_ms < due:
-                raise ValueError(f"seq {row.seq}: a timeout at {event.at_ms} ms, before {due} ms")
-            stored_ms = int(row.recorded_at.timestamp() * 1000)
-            found.append((event, epoch + due, stored_ms))
-        state = evolve(state, event)
-    return found
-
-
 def _timeouts_written(url: str) -> int:
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT count(*) FROM events WHERE type = 'TimedOut'").fetchone()
@@ -225,10 +200,10 @@ class Delays:
 def check_match(match_id: str, stored: Sequence[StoredEvent]) -> tuple[list[float], str | None]:
     """The delays (ms) of a match's timeouts, and what is wrong with them, if anything."""
     try:
-        found = timeouts(stored)
-    except (ValueError, StopIteration) as e:
-        return [], f"{match_id}: {e or 'no clock epoch'}"
-    delays = [float(stored_ms - due) for _, due, stored_ms in found]
+        found = expiries(stored)
+    except ValueError as e:
+        return [], f"{match_id}: {e}"
+    delays = [float(x.delay_ms) for x in found]
     if len(found) != TIMEOUTS_PER_MATCH:
         return delays, f"{match_id}: {len(found)} timeouts, {TIMEOUTS_PER_MATCH} expected"
     last = codec.decode(stored[-2].type, stored[-2].schema_version, stored[-2].payload)

@@ -19,15 +19,16 @@ import heapq
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from bergen.domain import codec
 from bergen.domain.errors import BergenError
-from bergen.domain.events import MatchCreated
-from bergen.domain.state import PLAYING
+from bergen.domain.events import MatchCreated, TimedOut
+from bergen.domain.state import PLAYING, State, evolve
 
 from .commands import MatchCommands, wall_ms
-from .matches import Match, MatchRepository
+from .matches import EPOCH_KEY, Match, MatchRepository
 from .projections import TOURNAMENT_STREAM_PREFIX, MatchListProjection
 from .store import EventStore, StoredEvent
 
@@ -227,3 +228,44 @@ class ClockKeeper:
                     self._due[match_id] = later
                     heapq.heappush(self._heap, (later, match_id))
         return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    """A timeout as stored: the event, the instant its clock fell and the instant its row was
+    stored (both Unix ms on the servers' clock)."""
+
+    event: TimedOut
+    due_ms: int
+    stored_ms: int
+
+    @property
+    def delay_ms(self) -> int:
+        return self.stored_ms - self.due_ms
+
+
+def expiries(stored: Sequence[StoredEvent]) -> list[Expiry]:
+    """Every timeout of a stored match with when its clock fell and when it was stored, for
+    audits and for measuring how late timeouts come. Raises ValueError for a timeout of a
+    seat whose clock did not run, or one before its clock fell."""
+    epoch = next((_epoch_of(e) for e in stored if EPOCH_KEY in e.metadata.extra), None)
+    state: State | None = None
+    found = []
+    for row in stored:
+        event = codec.decode(row.type, row.schema_version, row.payload)
+        if isinstance(event, TimedOut):
+            due = None if state is None else state.due_at_ms
+            if state is None or due is None or epoch is None or state.running != event.seat:
+                raise ValueError(
+                    f"seq {row.seq}: a timeout of seat {event.seat}, whose clock stood"
+                )
+            if event.at_ms < due:
+                raise ValueError(f"seq {row.seq}: a timeout at {event.at_ms} ms, before {due} ms")
+            stored_ms = int(row.recorded_at.timestamp() * 1000)
+            found.append(Expiry(event, epoch + due, stored_ms))
+        state = evolve(state, event)
+    return found
+
+
+def _epoch_of(e: StoredEvent) -> int:
+    return int(e.metadata.extra[EPOCH_KEY])

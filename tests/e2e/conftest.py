@@ -47,6 +47,15 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'bergen.db'}"
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database(request: pytest.FixtureRequest, sqlite_url: str) -> str:
+    """A database of this test's own, on each backend in turn."""
+    if request.param == "sqlite":
+        return sqlite_url
+    url: str = request.getfixturevalue("pg_database")
+    return url
+
+
 @pytest.fixture(scope="module")
 def module_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('db') / 'bergen.db'}"

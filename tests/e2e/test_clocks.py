@@ -23,9 +23,9 @@ import grpc
 import pytest
 
 from bergen.domain import codec
-from bergen.domain.events import MatchEnded, TilePlayed, TimedOut
-from bergen.domain.state import State, evolve
+from bergen.domain.events import MatchEnded, TilePlayed
 from bergen.domain.vocabulary import ForfeitCause, MatchEndReason
+from bergen.server.clocks import Expiry, expiries
 from bergen.server.store import StoredEvent
 from bergen.v1 import bergen_pb2 as pb
 
@@ -43,14 +43,6 @@ its second in a row), A's clock being 0 by then."""
 TIMEOUTS_PER_MATCH = 3
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def database(request: pytest.FixtureRequest, sqlite_url: str) -> str:
-    if request.param == "sqlite":
-        return sqlite_url
-    url: str = request.getfixturevalue("pg_database")
-    return url
-
-
 def wait_until_ended(client: Client, match_ids: Sequence[str], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     left = list(match_ids)
@@ -62,23 +54,16 @@ def wait_until_ended(client: Client, match_ids: Sequence[str], timeout: float) -
         time.sleep(0.1)
 
 
-def timeouts(stored: Sequence[StoredEvent]) -> list[tuple[TimedOut, int, int]]:
+def timeouts(stored: Sequence[StoredEvent]) -> list[Expiry]:
     """Each timeout of a stream with the instant its clock fell and the instant it was
-    stored (both Unix ms on the servers' clock). Asserts each came once its clock had
-    fallen, for the seat whose clock ran."""
-    epoch = next(int(e.metadata.extra[EPOCH_KEY]) for e in stored if EPOCH_KEY in e.metadata.extra)
-    state: State | None = None
-    found = []
-    for row in stored:
-        event = codec.decode(row.type, row.schema_version, row.payload)
-        if isinstance(event, TimedOut):
-            assert state is not None and state.due_at_ms is not None
-            assert state.running == event.seat
-            assert event.at_ms >= state.due_at_ms
-            stored_ms = int(row.recorded_at.timestamp() * 1000)
-            found.append((event, epoch + state.due_at_ms, stored_ms))
-        state = evolve(state, event)
+    stored; `expiries` raises for one of a seat whose clock did not run, or too early."""
+    found = expiries(stored)
+    assert all(x.event.at_ms >= x.due_ms - epoch_of(stored) for x in found), found
     return found
+
+
+def epoch_of(stored: Sequence[StoredEvent]) -> int:
+    return next(int(e.metadata.extra[EPOCH_KEY]) for e in stored if EPOCH_KEY in e.metadata.extra)
 
 
 def test_a_clocked_match_whose_seats_never_play_is_timed_out_and_forfeited(
@@ -287,7 +272,7 @@ def test_a_clock_that_fell_while_no_server_ran_is_timed_out_when_one_starts(
     with store_at(pg_database) as store:
         before = store.read_stream(table.match_id)
     assert not timeouts(before), "the first server timed out before it was killed"
-    epoch = next(int(e.metadata.extra[EPOCH_KEY]) for e in before if EPOCH_KEY in e.metadata.extra)
+    epoch = epoch_of(before)
     # Let the clock fall while no server runs.
     time.sleep(max(0.0, (epoch + 3500) / 1000 - time.time()))
     started = time.time()
@@ -297,5 +282,5 @@ def test_a_clock_that_fell_while_no_server_ran_is_timed_out_when_one_starts(
     with store_at(pg_database) as store:
         found = timeouts(store.read_stream(table.match_id))
     assert len(found) == TIMEOUTS_PER_MATCH
-    _, due, stored_ms = found[0]
+    due, stored_ms = found[0].due_ms, found[0].stored_ms
     assert due < started * 1000 <= stored_ms, (due, started, stored_ms)

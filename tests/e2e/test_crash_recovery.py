@@ -33,14 +33,6 @@ class Ack:
     seqs: tuple[int, ...]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def database(request: pytest.FixtureRequest, sqlite_url: str) -> str:
-    if request.param == "sqlite":
-        return sqlite_url
-    url: str = request.getfixturevalue("pg_database")
-    return url
-
-
 def test_a_server_killed_under_load_loses_no_acknowledged_command(
     farm: ServerFarm, database: str
 ) -> None:

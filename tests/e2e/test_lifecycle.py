@@ -33,14 +33,6 @@ pytestmark = pytest.mark.timeout(120)
 Code = grpc.StatusCode
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def database(request: pytest.FixtureRequest, sqlite_url: str) -> str:
-    if request.param == "sqlite":
-        return sqlite_url
-    url: str = request.getfixturevalue("pg_database")
-    return url
-
-
 @contextmanager
 def writes_held(url: str) -> Iterator[None]:
     """Hold the database's write lock (appends wait) until the block ends."""
