@@ -17,7 +17,13 @@ from .keys import LogKeys
 from .matches import MatchRepository
 from .queries import MatchQueries
 from .store import EventStore
-from .tournaments import TournamentCommands, TournamentRepository, TournamentSeeds, TournamentWork
+from .tournaments import (
+    TableWakes,
+    TournamentCommands,
+    TournamentRepository,
+    TournamentSeeds,
+    TournamentWork,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +58,8 @@ def build_application(
     identity = Identity(settings.organiser_token, log_keys)
     work = UnitOfWork(store, repository, feed)
     tournaments = TournamentRepository(store)
+    wakes = TableWakes()
+    feed.listen(wakes.note)
     return Application(
         MatchCommands(work, identity, settings.restrict_create, clock),
         MatchQueries(store, repository, feed, identity, settings.signer),
@@ -63,6 +71,8 @@ def build_application(
             identity,
             TournamentSeeds(log_keys),
             settings.signer,
+            feed,
+            wakes,
         ),
         work,
     )

@@ -30,7 +30,7 @@ from .app import Application
 from .edge import service_handler
 from .identity import Caller
 from .limits import ClientLimits, Limits
-from .tournaments import check_tournament_id
+from .tournaments import TournamentView, check_tournament_id
 
 SERVICE_DESCRIPTOR = pb.DESCRIPTOR.services_by_name["BergenService"]
 SERVICE = SERVICE_DESCRIPTOR.full_name
@@ -316,31 +316,35 @@ class BergenServicer:
         self, req: pb.GetTournamentRequest, context: grpc.ServicerContext
     ) -> pb.GetTournamentResponse:
         v = self._tournaments.get(_caller(context), check_tournament_id(req.tournament_id))
-        t = v.tournament
-        out = pb.GetTournamentResponse(
-            tournament=convert.tournament_view_out(
-                v.record,
-                t.state.settings,
-                phase=t.state.phase,
-                total_rounds=t.state.total_rounds,
-                version=t.version,
-                by_hand=t.by_hand,
-                live_scores=v.live_scores,
-            )
-        )
-        a = v.assignment
-        if a is not None:
-            out.assignment.CopyFrom(
-                pb.TournamentAssignment(
-                    entrant=a.entrant,
-                    player=a.player,
-                    match_id=a.match_id,
-                    seat=a.seat or 0,
-                    round=a.round,
-                    table=a.table,
-                )
-            )
+        view, assignment = _tournament_out(v)
+        out = pb.GetTournamentResponse(tournament=view)
+        if assignment is not None:
+            out.assignment.CopyFrom(assignment)
         return out
+
+    def WatchTournament(
+        self, req: pb.WatchTournamentRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.WatchTournamentResponse]:
+        tournament_id = check_tournament_id(req.tournament_id)
+        caller = _caller(context)
+        client = self._limits.open_stream(context.peer(), caller.token)
+        if not self._watch_slots.acquire(blocking=False):
+            self._limits.close_stream(client)
+            raise ResourceExhausted(
+                f"this server already serves {self._max_watchers} watch streams; "
+                "try again later, or another replica",
+                reason="TOO_MANY_WATCHERS",
+            )
+        try:
+            for v in self._tournaments.watch(caller, tournament_id, context.is_active):
+                view, assignment = _tournament_out(v)
+                out = pb.WatchTournamentResponse(tournament=view)
+                if assignment is not None:
+                    out.assignment.CopyFrom(assignment)
+                yield out
+        finally:
+            self._watch_slots.release()
+            self._limits.close_stream(client)
 
     def ListTournaments(
         self, req: pb.ListTournamentsRequest, context: grpc.ServicerContext
@@ -370,6 +374,30 @@ class BergenServicer:
     ) -> pb.GetTournamentRecordResponse:
         record = self._tournaments.record(check_tournament_id(req.tournament_id))
         return pb.GetTournamentRecordResponse(record_json=json.dumps(record, ensure_ascii=False))
+
+
+def _tournament_out(v: TournamentView) -> tuple[pb.TournamentView, pb.TournamentAssignment | None]:
+    t = v.tournament
+    view = convert.tournament_view_out(
+        v.record,
+        t.state.settings,
+        phase=t.state.phase,
+        total_rounds=t.state.total_rounds,
+        version=t.version,
+        by_hand=t.by_hand,
+        live_scores=v.live_scores,
+    )
+    a = v.assignment
+    if a is None:
+        return view, None
+    return view, pb.TournamentAssignment(
+        entrant=a.entrant,
+        player=a.player,
+        match_id=a.match_id,
+        seat=a.seat or 0,
+        round=a.round,
+        table=a.table,
+    )
 
 
 _WATCHED: OrderedDict[tuple[str, int, Event], bytes] = OrderedDict()

@@ -25,7 +25,7 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +69,7 @@ from bergen.domain.tournament_pairing import Settings, seats_of
 from . import auth
 from .auth import SealedToken
 from .commands import Clock, wall_ms
-from .feed import EventFeed
+from .feed import EventFeed, Subscription
 from .identity import Caller, Identity
 from .keys import LogKeys
 from .matches import COMMAND_KEY, TOKEN_KEY_ID, MatchRepository
@@ -414,6 +414,48 @@ class TournamentView:
     assignment: Assignment | None = None
 
 
+TABLE_MOVES = frozenset({"SeatTaken", "HandEnded", "MatchEnded"})
+"""The events of a table's match that change what a tournament's watcher is shown."""
+
+
+class TableWakes:
+    """Wakes the watchers of a tournament when a match of its current round is seated, ends a
+    hand or ends: a feed listener, given the watchers' own subscriptions."""
+
+    def __init__(self) -> None:
+        self._subs: dict[str, set[Subscription]] = {}
+        self._lock = threading.Lock()
+
+    def follow(self, sub: Subscription, match_ids: list[str]) -> bool:
+        """Wake `sub` for these matches too. Returns whether any was not followed before."""
+        added = False
+        with self._lock:
+            for m in match_ids:
+                group = self._subs.setdefault(m, set())
+                if sub not in group:
+                    group.add(sub)
+                    added = True
+        return added
+
+    def forget(self, sub: Subscription) -> None:
+        with self._lock:
+            for m in [m for m, group in self._subs.items() if sub in group]:
+                self._subs[m].discard(sub)
+                if not self._subs[m]:
+                    del self._subs[m]
+
+    def note(self, events: Sequence[StoredEvent]) -> None:
+        woken: list[tuple[Subscription, StoredEvent]] = []
+        with self._lock:
+            if not self._subs:
+                return
+            for e in events:
+                if e.type in TABLE_MOVES:
+                    woken += [(sub, e) for sub in self._subs.get(e.stream_id, ())]
+        for sub, e in woken:
+            sub.put([e])
+
+
 class TournamentCommands:
     """Every command on a tournament and every query of one, for callers of the API."""
 
@@ -425,7 +467,11 @@ class TournamentCommands:
         identity: Identity,
         seeds: TournamentSeeds,
         signer: RecordSigner | None = None,
+        feed: EventFeed | None = None,
+        wakes: TableWakes | None = None,
     ) -> None:
+        self._feed = feed
+        self._wakes = wakes
         self._work = work
         self._repo = repository
         self._matches = matches
@@ -614,6 +660,36 @@ class TournamentCommands:
                             continue
                     live[table.match_id] = tuple(match.state.scores)
         return TournamentView(t, t.state.record(), live, assignment)
+
+    def watch(
+        self, caller: Caller, tournament_id: str, active: Callable[[], bool]
+    ) -> Iterator[TournamentView]:
+        """The tournament as `get` shows it, then again each time that changes: an entrant
+        registered or withdrew, a round paired, a table's match seated, a hand or a match
+        ended, a result recorded; until the tournament ends or `active()` turns false.
+        Raises as `get`."""
+        assert self._feed is not None and self._wakes is not None
+        sub = self._feed.subscribe(tournament_stream(tournament_id))
+        try:
+            shown: object = None
+            while True:
+                v = self.get(caller, tournament_id)
+                rounds = v.tournament.state.rounds
+                tables = [t.match_id for t in rounds[-1].tables if t.match_id] if rounds else []
+                if self._wakes.follow(sub, tables):
+                    continue  # look again: a table may have moved before it was followed
+                key = (v.tournament.version, sorted(v.live_scores.items()), v.assignment)
+                if key != shown:
+                    shown = key
+                    yield v
+                if v.tournament.state.phase == ENDED:
+                    return
+                if not sub.wait(active):
+                    return
+                sub.take()
+        finally:
+            self._wakes.forget(sub)
+            self._feed.unsubscribe(tournament_stream(tournament_id), sub)
 
     def _assignment(self, t: Tournament, entrant: int, player: int) -> Assignment:
         state = t.state

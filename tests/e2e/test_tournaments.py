@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -199,6 +200,40 @@ def verify_pack(client: Client, record: dict[str, object], workdir: Path) -> Non
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith(f"OK: tournament {tid}")
+
+
+def test_a_player_watching_is_shown_each_match_it_must_play_and_the_end(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    server = farm.start(sqlite_url, organiser_token=ORGANISER_TOKEN)
+    with Client(server.target) as client:
+        tid, tokens = create_swiss(client)
+        seen: list[pb.WatchTournamentResponse] = []
+        first = threading.Event()
+
+        def watch() -> None:
+            stream = client.stub.WatchTournament(
+                pb.WatchTournamentRequest(tournament_id=tid), metadata=bearer(tokens[1])
+            )
+            for reply in stream:
+                seen.append(reply)
+                first.set()
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        assert first.wait(30)
+        play_until(client, tid, tokens, ended(client, tid), 120)
+        watcher.join(30)
+        assert not watcher.is_alive(), "the stream did not end with the tournament"
+    assert seen[-1].tournament.phase == pb.TOURNAMENT_PHASE_ENDED
+    # Entrant 1 was told of its match of each round, its seat taken, before it played it.
+    told = {(r.assignment.round, r.assignment.match_id) for r in seen if r.assignment.match_id}
+    assert {r for r, _ in told} == {1, 2}
+    for r, mid in told:
+        assert any(mid == match_id(tid, r, t) for t in (1, 2))
+    assert all(r.assignment.entrant == 1 for r in seen)
+    versions = [r.tournament.version for r in seen]
+    assert versions == sorted(versions)
 
 
 def test_refusals_name_their_reason(farm: ServerFarm, sqlite_url: str) -> None:

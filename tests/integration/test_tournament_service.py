@@ -4,6 +4,7 @@ one database standing for two replicas, each with its own manager."""
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +32,7 @@ from bergen.server.identity import Caller
 from bergen.server.keys import LogKeys
 from bergen.server.store import EventStore, open_store
 from bergen.server.tournament_manager import TournamentManager
-from bergen.server.tournaments import tournament_stream
+from bergen.server.tournaments import Assignment, TournamentView, tournament_stream
 
 ORGANISER = "bgo_" + "Zq8w-Xv3_Tn7Ry1Lp5Ks9Jd2Hf6Gb4Mc0Na8Ue3"
 ORG = Caller(ORGANISER)
@@ -376,3 +377,37 @@ def test_the_next_round_waits_for_the_round_delay(backend: Backend, keys: LogKey
         assert app.tournaments.repository.load(tid).state.round == 2
     finally:
         store.close()
+
+
+def test_a_watching_player_is_woken_when_the_server_seats_it(replicas: list[Replica]) -> None:
+    (app, _, _), _ = replicas
+    tid, single = registered(app, 4, swiss())
+    app.tournaments.start(ORG, tid)
+    shown: queue.Queue[TournamentView | None] = queue.Queue()
+    stop = threading.Event()
+
+    def watch() -> None:
+        for v in app.tournaments.watch(Caller(single[1]), tid, lambda: not stop.is_set()):
+            shown.put(v)
+        shown.put(None)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        assert shown.get(timeout=10).assignment == Assignment(1, 0)  # type: ignore[union-attr]
+        app.tournaments.pair(tid, 1)  # paired, not seated yet: nothing to play
+        paired = shown.get(timeout=10)
+        assert paired is not None and paired.assignment is not None
+        assert paired.assignment.round == 1 and paired.assignment.match_id == ""
+        manager(app).advance(tid)  # the matches created and seated: no tournament event
+        seated = shown.get(timeout=10)
+        while seated is not None and seated.assignment is not None:
+            if seated.assignment.match_id:
+                break
+            seated = shown.get(timeout=10)  # the tables' matches created, seated one by one
+        assert seated is not None and seated.assignment is not None
+        assert seated.assignment.match_id == match_id(tid, 1, seated.assignment.table)
+        assert seated.assignment.seat is not None
+    finally:
+        stop.set()
+        watcher.join(10)

@@ -1087,3 +1087,17 @@ class GetTournamentRecordResponse(_message.Message):
     RECORD_JSON_FIELD_NUMBER: _ClassVar[int]
     record_json: str
     def __init__(self, record_json: _Optional[str] = ...) -> None: ...
+
+class WatchTournamentRequest(_message.Message):
+    __slots__ = ("tournament_id",)
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    def __init__(self, tournament_id: _Optional[str] = ...) -> None: ...
+
+class WatchTournamentResponse(_message.Message):
+    __slots__ = ("tournament", "assignment")
+    TOURNAMENT_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    tournament: TournamentView
+    assignment: TournamentAssignment
+    def __init__(self, tournament: _Optional[_Union[TournamentView, _Mapping]] = ..., assignment: _Optional[_Union[TournamentAssignment, _Mapping]] = ...) -> None: ...

@@ -135,6 +135,11 @@ class BergenServiceStub:
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.GetTournamentRecordRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetTournamentRecordResponse.FromString,
                 _registered_method=True)
+        self.WatchTournament = channel.unary_stream(
+                '/bergen.v1.BergenService/WatchTournament',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.WatchTournamentRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.WatchTournamentResponse.FromString,
+                _registered_method=True)
 
 
 class BergenServiceServicer:
@@ -291,6 +296,15 @@ class BergenServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchTournament(self, request, context):
+        """The tournament as GetTournament shows it, then again each time that changes (an entrant
+        registered or withdrew, a round paired, a table's match seated, a hand or a match ended, a
+        result recorded), until the tournament ends. RESOURCE_EXHAUSTED as WatchMatch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BergenServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -393,6 +407,11 @@ def add_BergenServiceServicer_to_server(servicer, server):
                     servicer.GetTournamentRecord,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetTournamentRecordRequest.FromString,
                     response_serializer=bergen_dot_v1_dot_bergen__pb2.GetTournamentRecordResponse.SerializeToString,
+            ),
+            'WatchTournament': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchTournament,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.WatchTournamentRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.WatchTournamentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -936,6 +955,33 @@ class BergenService:
             '/bergen.v1.BergenService/GetTournamentRecord',
             bergen_dot_v1_dot_bergen__pb2.GetTournamentRecordRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.GetTournamentRecordResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchTournament(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/bergen.v1.BergenService/WatchTournament',
+            bergen_dot_v1_dot_bergen__pb2.WatchTournamentRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.WatchTournamentResponse.FromString,
             options,
             channel_credentials,
             insecure,
