@@ -29,7 +29,7 @@ from bergen.server.clocks import Expiry, expiries
 from bergen.server.store import StoredEvent
 from bergen.v1 import bergen_pb2 as pb
 
-from .client import Client, Table, seat_everyone
+from .client import Client, Table, Watcher, seat_everyone
 from .refusals import refusal
 from .servers import ServerFarm, bergen_command
 from .truth import all_streams, store_at
@@ -62,6 +62,11 @@ def timeouts(stored: Sequence[StoredEvent]) -> list[Expiry]:
     return found
 
 
+def first_turn(view: pb.MatchView) -> int:
+    """The seat whose clock runs in `view`."""
+    return next(c.seat for c in view.clocks if c.running)
+
+
 def epoch_of(stored: Sequence[StoredEvent]) -> int:
     return next(int(e.metadata.extra[EPOCH_KEY]) for e in stored if EPOCH_KEY in e.metadata.extra)
 
@@ -75,9 +80,17 @@ def test_a_clocked_match_whose_seats_never_play_is_timed_out_and_forfeited(
         first = table.joins[-1].view
         assert [c.left_ms for c in first.clocks] == [1000, 1000]
         assert sum(c.running for c in first.clocks) == 1
+        watcher = Watcher(client, table.match_id).started()
         wait_until_ended(client, [table.match_id], timeout=30)
+        assert watcher.finished.wait(10), "the watch stream did not end with the match"
         view = client.view(table.match_id)
         record = client.record(table.match_id)
+    # The timeouts and the automatic plays came on the watch stream like any event.
+    watched = watcher.events()
+    assert [e.timed_out.seat for e in watched if e.HasField("timed_out")] == [
+        turn for turn in (first_turn(first), 1 - first_turn(first), first_turn(first))
+    ]
+    assert sum(e.tile_played.auto for e in watched if e.HasField("tile_played")) == 2
     assert view.result.reason == pb.MATCH_END_REASON_FORFEIT
     assert view.result.cause == pb.FORFEIT_CAUSE_TIMEOUT
     result = record["result"]
