@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 
 from bergen.domain.commands import CreateMatch, TakeSeat
 from bergen.domain.errors import BergenError, ConcurrencyConflict, NotFound
-from bergen.domain.state import ENDED
+from bergen.domain.state import ENDED, SEATING
 from bergen.domain.tournament_engine import RUNNING
 from bergen.domain.tournament_fairness import table_server_seed
 from bergen.domain.tournament_pairing import seats_of
@@ -247,6 +247,8 @@ class TournamentManager:
             match = self._matches.load(match_id)
         seats = seats_of(state.settings, table.sides)
         for seat, (entrant, player) in enumerate(seats):
+            if match.state.phase != SEATING:
+                break  # abandoned before it was seated (no server ran to seat it): its result
             if match.state.players[seat] is not None:
                 continue
             e = state.entrants[entrant - 1]

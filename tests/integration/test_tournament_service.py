@@ -8,6 +8,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from conftest import Backend
@@ -17,6 +18,7 @@ from bergen.domain.errors import (
     NotFound,
     PermissionDenied,
     RuleViolation,
+    StorageUnavailable,
     Unauthenticated,
 )
 from bergen.domain.state import ENDED, PLAYING
@@ -27,6 +29,7 @@ from bergen.domain.tournament_pairing import SWISS, Settings
 from bergen.domain.tournament_record import check_tournament_record
 from bergen.server.app import Application, build_application
 from bergen.server.app import Settings as AppSettings
+from bergen.server.commands import Authorise, UnitOfWork, Written
 from bergen.server.feed import EventFeed
 from bergen.server.identity import Caller
 from bergen.server.keys import LogKeys
@@ -411,3 +414,34 @@ def test_a_watching_player_is_woken_when_the_server_seats_it(replicas: list[Repl
     finally:
         stop.set()
         watcher.join(10)
+
+
+class SeatingFails:
+    """A unit of work that cannot take a seat: the store went away after the creation."""
+
+    def __init__(self, work: UnitOfWork) -> None:
+        self._work = work
+
+    def run(self, match_id: str, authorise: Authorise, **kw: Any) -> Written:
+        if str(kw.get("command_id", "")).startswith("tournament-seat-"):
+            raise StorageUnavailable("the database went away")
+        return self._work.run(match_id, authorise, **kw)
+
+
+def test_a_table_abandoned_before_it_was_seated_counts_as_abandoned(
+    replicas: list[Replica],
+) -> None:
+    (app, _, _), _ = replicas
+    tid, _ = registered(app, 4, swiss())
+    app.tournaments.start(ORG, tid)
+    crashing = TournamentManager(app.tournaments, SeatingFails(app.work), app.repository)  # type: ignore[arg-type]
+    with pytest.raises(StorageUnavailable):
+        crashing.advance(tid)
+    first = match_id(tid, 1, 1)
+    assert app.commands.abandon_unseated(first, "still seating")  # as the janitor does
+    assert manager(app).advance(tid) is None
+    state = app.tournaments.repository.load(tid).state
+    table = state.rounds[0].tables[0]
+    assert table.result is not None and table.result.reason == "abandoned"
+    second = state.rounds[0].tables[1].match_id
+    assert second is not None and app.repository.load(second).state.phase == PLAYING
