@@ -36,6 +36,7 @@ from .tournaments import (
     Tournament,
     TournamentCommands,
     is_tournament_stream,
+    table_match_name,
     table_metadata,
     table_rules,
 )
@@ -44,7 +45,6 @@ log = logging.getLogger("bergen.server.tournaments")
 
 RETRY_S = 1.0
 """A step that failed (the store down, say) is tried again this long after."""
-MAX_NAME = 100
 
 
 def seat_command_id(seat: int) -> str:
@@ -222,9 +222,7 @@ class TournamentManager:
         except NotFound:
             seats = seats_of(state.settings, table.sides)
             rules = table_rules(state.settings, len(seats))
-            name = f"round {round_number} table {table_number}"
-            if state.name:
-                name = f"{state.name[: MAX_NAME - len(name) - 3]}: {name}"
+            name = table_match_name(state.name, round_number, table_number)
             command = CreateMatch(
                 match_id,
                 len(seats),

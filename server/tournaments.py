@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bergen.api.signing import RecordSigner
+from bergen.domain.commands import CreateMatch, TakeSeat
+from bergen.domain.engine import execute
 from bergen.domain.errors import (
     BergenError,
     ConcurrencyConflict,
@@ -43,6 +45,7 @@ from bergen.domain.errors import (
 from bergen.domain.rules import RULES_VERSION, Rules, make_rules
 from bergen.domain.tournament_engine import (
     ENDED,
+    MAX_NAME_CHARS,
     REGISTRATION,
     RUNNING,
     CreateTournament,
@@ -92,6 +95,7 @@ TABLE_KEYS = ("tournament_id", "tournament_round", "tournament_table")
 PLAYER_TOKEN = "player_{}_token_hmac"
 LEGACY_PLAYER_TOKEN = "player_{}_token_sha256"
 RETRIES = 8
+MAX_MATCH_NAME = 100
 PAGE = 50
 MAX_PAGE = 200
 
@@ -132,6 +136,25 @@ def check_tournament_id(value: str) -> str:
             reason="INVALID_TOURNAMENT_ID",
         )
     return value
+
+
+def table_match_name(name: str, round_number: int, table: int) -> str:
+    """The name of a tournament match: the tournament's, its round and its table."""
+    where = f"round {round_number} table {table}"
+    return f"{name[: MAX_MATCH_NAME - len(where) - 2]}: {where}" if name else where
+
+
+_PROBE = make_rules(2, False, "standard")
+
+
+def check_match_text(name: str, players: tuple[str, ...] = (), client_seed: str = "") -> None:
+    """Raises InvalidArgument (TEXT_TOO_LONG, TEXT_BLANK, CONTROL_CHARACTER,
+    INVISIBLE_CHARACTER...) for a tournament name, a player's name or a client seed that the
+    tournament's matches would refuse, so that none is accepted that could never be seated."""
+    probe = "00000000-0000-4000-8000-000000000000"
+    state = execute(None, CreateMatch(probe, 2, False, _PROBE, bytes(32), name))[1]
+    for player in players:
+        execute(state, TakeSeat(player, client_seed, 0))
 
 
 def table_rules(settings: Settings, seats: int) -> Rules:
@@ -495,6 +518,13 @@ class TournamentCommands:
         InvalidArgument (INVALID_SETTINGS), InvalidOptions."""
         self._identity.require_organiser(caller, "creating a tournament")
         settings.check()
+        if not isinstance(name, str) or len(name) > MAX_NAME_CHARS:
+            raise InvalidArgument(
+                f"a tournament's name is at most {MAX_NAME_CHARS} characters",
+                reason="TEXT_TOO_LONG",
+                field="name",
+            )
+        check_match_text(table_match_name(name, 1, 1))
         sides = range(2, settings.seats + 1) if not settings.two_sided else (settings.seats,)
         for seats in sides:
             table_rules(settings, seats)
@@ -518,6 +548,7 @@ class TournamentCommands:
         """Register an entrant. Returns its number and each player's secret token. Raises
         NotFound, RuleViolation (REGISTRATION_CLOSED, REGISTRATION_FULL, NAME_TAKEN),
         InvalidArgument (WRONG_PLAYER_COUNT, ...)."""
+        check_match_text("", players, client_seed)
         tokens = tuple(auth.new_seat_token() for _ in players)
         extra: dict[str, str] = {}
         for i, token in enumerate(tokens):

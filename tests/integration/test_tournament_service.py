@@ -241,7 +241,15 @@ def test_refusals(replicas: list[Replica]) -> None:
     with pytest.raises(InvalidArgument) as bad:
         app.tournaments.create(ORG, Settings(format=SWISS, seats=2, rounds=0), "x")
     assert bad.value.reason == "INVALID_SETTINGS"
+    with pytest.raises(InvalidArgument) as hidden:
+        app.tournaments.create(ORG, swiss(), "cup \u202e")
+    assert hidden.value.reason == "INVISIBLE_CHARACTER"
     tid, tokens = registered(app, 2, swiss(1))
+    # Refused as the matches would refuse them: no entrant is registered that cannot be seated.
+    for name, reason in (("n" * 65, "TEXT_TOO_LONG"), ("a\x07b", "CONTROL_CHARACTER")):
+        with pytest.raises(InvalidArgument) as bad_name:
+            app.tournaments.register(tid, (name,), "")
+        assert bad_name.value.reason == reason
     with pytest.raises(PermissionDenied) as other:
         app.tournaments.withdraw(Caller(tokens[2]), tid, 1)
     assert other.value.reason == "NOT_THIS_ENTRANT"
