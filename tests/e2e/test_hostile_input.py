@@ -256,7 +256,10 @@ def test_requests_up_to_the_size_limit_are_read_and_larger_ones_refused_with_a_r
     for f in request_class(rpc).DESCRIPTOR.fields:
         if f.type == FieldDescriptor.TYPE_STRING:
             request = base_request(world, rpc)
-            setattr(request, f.name, "p" * (MAX_REQUEST_BYTES - 200))
+            if f.is_repeated:
+                getattr(request, f.name).append("p" * (MAX_REQUEST_BYTES - 200))
+            else:
+                setattr(request, f.name, "p" * (MAX_REQUEST_BYTES - 200))
             got = send(world, rpc, request.SerializeToString())
             client_error_or_ok(got, rpc, request)
     still_healthy_and_every_match_folds(world)
