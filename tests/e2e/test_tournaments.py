@@ -290,3 +290,36 @@ def test_two_replicas_one_killed_mid_tournament_lose_and_double_nothing(
 def kill(server: ServerProcess) -> None:
     server.kill()
     assert server.exit_code == -9
+
+
+@pytest.mark.slow
+def test_a_server_killed_as_each_match_ends_and_restarted_finishes_the_tournament_exactly(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    """Each kill comes as the server's manager has a step to take (record the result, pair the
+    next round, create and seat its matches, end the tournament): the restarted server finds
+    it undone, or half done, and does it once."""
+    server = farm.start(sqlite_url, organiser_token=ORGANISER_TOKEN, name="run0")
+    with Client(server.target) as client:
+        tid, tokens = create_swiss(client)
+    kills = 0
+    finished = 0
+    deadline = time.monotonic() + 120
+    while True:
+        assert time.monotonic() < deadline, "the tournament did not finish"
+        with Client(server.target) as client:
+            if play_some(client, tid, tokens):
+                break
+            ended_now = len(
+                client.stub.ListMatches(pb.ListMatchesRequest(phase=pb.PHASE_ENDED)).matches
+            )
+        if ended_now > finished:
+            finished = ended_now
+            kill(server)
+            kills += 1
+            server = farm.start(sqlite_url, organiser_token=ORGANISER_TOKEN, name=f"run{kills}")
+    assert kills >= ROUNDS  # at least once in each round (two matches may end in one pass)
+    with Client(server.target) as client:
+        record = check_record(client, tid)
+        verify_pack(client, record, farm.workdir)
+    check_stored(sqlite_url, tid)
