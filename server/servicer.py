@@ -117,6 +117,7 @@ class BergenServicer:
     ) -> pb.JoinMatchResponse:
         match_id = _match_id(req.match_id)
         self._limits.join(context.peer(), _caller(context).token)
+        self._tournaments.refuse_join(match_id)
         seat, token, view = self._commands.join_match(
             match_id,
             req.seat if req.HasField("seat") else None,

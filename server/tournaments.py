@@ -25,6 +25,7 @@ import logging
 import re
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,6 +96,7 @@ TABLE_KEYS = ("tournament_id", "tournament_round", "tournament_table")
 PLAYER_TOKEN = "player_{}_token_hmac"
 LEGACY_PLAYER_TOKEN = "player_{}_token_sha256"
 RETRIES = 8
+TABLES_KEPT = 100_000
 MAX_MATCH_NAME = 100
 PAGE = 50
 MAX_PAGE = 200
@@ -272,6 +274,8 @@ class TournamentRepository:
     def __init__(self, store: EventStore) -> None:
         self._store = store
         self._cache: dict[str, Tournament] = {}
+        self._tables: OrderedDict[str, dict[str, object] | None] = OrderedDict()
+        """What `table_of` found of each match (a match's creation never changes)."""
         self._lock = threading.Lock()
 
     def load(self, tournament_id: str) -> Tournament:
@@ -296,6 +300,22 @@ class TournamentRepository:
             known = self._cache.get(tournament_id)
             if known is None or known.version < t.version:
                 self._cache[tournament_id] = t
+
+    def table_of(self, match_id: str) -> dict[str, object] | None:
+        """The tournament, round and table of a match (its creation records them), None for
+        a match of no tournament or no match. Raises StorageUnavailable."""
+        with self._lock:
+            if match_id in self._tables:
+                return self._tables[match_id]
+        first = self._store.read_stream(match_id, 1, limit=1)
+        if not first:
+            return None
+        table = tournament_table(first[0].metadata.extra)
+        with self._lock:
+            self._tables[match_id] = table
+            while len(self._tables) > TABLES_KEPT:
+                self._tables.popitem(last=False)
+        return table
 
     def ids(self, after: str = "", limit: int = 100) -> list[str]:
         """Up to `limit` tournament ids in id order, after the id `after`."""
@@ -505,6 +525,19 @@ class TournamentCommands:
     @property
     def repository(self) -> TournamentRepository:
         return self._repo
+
+    def refuse_join(self, match_id: str) -> None:
+        """Raises PermissionDenied (TOURNAMENT_MATCH) for a match of a tournament: the server
+        seats its players, each with the token of its registration, and nobody else."""
+        table = self._repo.table_of(match_id)
+        if table is not None:
+            raise PermissionDenied(
+                f"match {match_id} is a table of tournament {table['tournament_id']}: the "
+                "server seats its entrants",
+                reason="TOURNAMENT_MATCH",
+                match_id=match_id,
+                tournament_id=str(table["tournament_id"]),
+            )
 
     def seed_of(self, t: Tournament) -> bytes:
         return self._seeds.seed(t.state.tournament_id, t.seed_key)

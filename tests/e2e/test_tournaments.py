@@ -166,6 +166,13 @@ def test_a_swiss_is_played_to_its_end_with_no_organiser_action(
         matches = client.stub.ListMatches(pb.ListMatchesRequest(page_size=100)).matches
         assert len(matches) == ROUNDS * ENTRANTS // 2
         verify_pack(client, record, farm.workdir)
+        # Nobody joins a tournament's match: its seats are the server's to give.
+        with pytest.raises(grpc.RpcError) as joined:
+            client.stub.JoinMatch(
+                pb.JoinMatchRequest(match_id=match_id(tid, 1, 1), name="intruder")
+            )
+        assert joined.value.code() == grpc.StatusCode.PERMISSION_DENIED  # type: ignore[attr-defined]
+        assert "TOURNAMENT_MATCH" in str(joined.value.trailing_metadata())  # type: ignore[attr-defined]
     check_stored(database, tid)
 
 
