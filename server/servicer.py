@@ -287,7 +287,7 @@ class BergenServicer:
         tournament_id = check_tournament_id(req.tournament_id)
         self._limits.join(context.peer(), _caller(context).token)
         entrant, tokens = self._tournaments.register(
-            tournament_id, tuple(req.players), req.client_seed
+            tournament_id, tuple(req.players), req.client_seed, tuple(req.player_tokens)
         )
         return pb.RegisterEntrantResponse(entrant=entrant, player_tokens=tokens)
 

@@ -71,8 +71,8 @@ from bergen.domain.tournament_events import (
 from bergen.domain.tournament_pairing import Settings, seats_of
 
 from . import auth
-from .auth import SealedToken
-from .commands import Clock, wall_ms
+from .auth import JOIN_PREFIX, SealedToken
+from .commands import Clock, check_client_token, wall_ms
 from .feed import EventFeed, Subscription
 from .identity import Caller, Identity
 from .keys import LogKeys
@@ -96,6 +96,8 @@ TABLE_KEYS = ("tournament_id", "tournament_round", "tournament_table")
 PLAYER_TOKEN = "player_{}_token_hmac"
 LEGACY_PLAYER_TOKEN = "player_{}_token_sha256"
 RETRIES = 8
+REGISTER_PREFIX = "register-"
+"""A registration's command id when the client made the tokens: keyed like a join's."""
 TABLES_KEPT = 100_000
 MAX_MATCH_NAME = 100
 PAGE = 50
@@ -576,13 +578,37 @@ class TournamentCommands:
         return written.tournament
 
     def register(
-        self, tournament_id: str, players: tuple[str, ...], client_seed: str
+        self,
+        tournament_id: str,
+        players: tuple[str, ...],
+        client_seed: str,
+        tokens: tuple[str, ...] = (),
     ) -> tuple[int, tuple[str, ...]]:
-        """Register an entrant. Returns its number and each player's secret token. Raises
-        NotFound, RuleViolation (REGISTRATION_CLOSED, REGISTRATION_FULL, NAME_TAKEN),
-        InvalidArgument (WRONG_PLAYER_COUNT, ...)."""
+        """Register an entrant, each player holding its token of `tokens` (made here when
+        none is given). Returns its number and the players' tokens. A registration sent again
+        with the tokens it was made with is answered with its entrant and writes nothing.
+        Raises NotFound, RuleViolation (REGISTRATION_CLOSED, REGISTRATION_FULL, NAME_TAKEN),
+        InvalidArgument (WRONG_PLAYER_COUNT, BAD_SEAT_TOKEN, WEAK_SEAT_TOKEN, ...)."""
         check_match_text("", players, client_seed)
-        tokens = tuple(auth.new_seat_token() for _ in players)
+        command_id = None
+        if tokens:
+            if len(tokens) != len(players):
+                raise InvalidArgument(
+                    f"give a token for each player ({len(players)}), not {len(tokens)}",
+                    reason="WRONG_TOKEN_COUNT",
+                    tournament_id=tournament_id,
+                )
+            for token in tokens:
+                check_client_token(token)
+            if len(set(tokens)) < len(tokens):
+                raise InvalidArgument(
+                    "each player needs a token of its own", reason="BAD_SEAT_TOKEN"
+                )
+            command_id = REGISTER_PREFIX + self._identity.seat_tokens.join_command_ids(tokens[0])[
+                0
+            ].removeprefix(JOIN_PREFIX)
+        else:
+            tokens = tuple(auth.new_seat_token() for _ in players)
         extra: dict[str, str] = {}
         for i, token in enumerate(tokens):
             sealed = self._identity.seat_tokens.seal(token)
@@ -592,9 +618,17 @@ class TournamentCommands:
                 extra[PLAYER_TOKEN.format(i)] = sealed.digest
                 extra[TOKEN_KEY_ID] = sealed.key_id
         command = Register(tuple(players), client_seed)
+        fingerprint = f"register {list(players)!r} {client_seed!r}"[:200]
         written = self._work.run(
-            tournament_id, lambda _: TournamentIntent(command, "anonymous", "register", extra)
+            tournament_id,
+            lambda _: TournamentIntent(command, "anonymous", fingerprint, extra),
+            command_id=command_id,
         )
+        if written.replayed:
+            mine = self.entrant_of(written.tournament, Caller(tokens[0]))
+            assert mine is not None
+            log.info("tournament %s: entrant %d registered again", tournament_id, mine[0])
+            return mine[0], tokens
         (event,) = written.events
         assert isinstance(event, EntrantRegistered)
         log.info("tournament %s: entrant %d registered", tournament_id, event.entrant)

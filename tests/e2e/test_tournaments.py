@@ -7,6 +7,7 @@ no match or result missing or doubled."""
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import threading
 import time
@@ -262,7 +263,11 @@ def test_refusals_name_their_reason(farm: ServerFarm, sqlite_url: str) -> None:
         tid = stub.CreateTournament(
             pb.CreateTournamentRequest(settings=settings), metadata=ORG
         ).tournament_id
-        stub.RegisterEntrant(pb.RegisterEntrantRequest(tournament_id=tid, players=["ann"]))
+        token = "bgs_" + secrets.token_urlsafe(32)
+        ann = pb.RegisterEntrantRequest(tournament_id=tid, players=["ann"], player_tokens=[token])
+        first, again = stub.RegisterEntrant(ann), stub.RegisterEntrant(ann)  # an answer lost
+        assert (first.entrant, list(first.player_tokens)) == (1, [token])
+        assert (again.entrant, list(again.player_tokens)) == (1, [token])
         with pytest.raises(grpc.RpcError) as taken:
             stub.RegisterEntrant(pb.RegisterEntrantRequest(tournament_id=tid, players=["ann"]))
         assert taken.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # type: ignore[attr-defined]

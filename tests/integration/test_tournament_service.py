@@ -5,6 +5,7 @@ one database standing for two replicas, each with its own manager."""
 from __future__ import annotations
 
 import queue
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -453,3 +454,30 @@ def test_a_table_abandoned_before_it_was_seated_counts_as_abandoned(
     assert table.result is not None and table.result.reason == "abandoned"
     second = state.rounds[0].tables[1].match_id
     assert second is not None and app.repository.load(second).state.phase == PLAYING
+
+
+def test_a_registration_sent_again_with_its_tokens_is_answered_from_the_log(
+    replicas: list[Replica],
+) -> None:
+    (a, store, _), (b, _, _) = replicas
+    settings = Settings(format="round_robin", seats=4, partnerships=True, rules=dict(QUICK))
+    tid = a.tournaments.create(ORG, settings, "again").state.tournament_id
+    mine = ("bgs_" + secrets.token_urlsafe(32), "bgs_" + secrets.token_urlsafe(32))
+    assert a.tournaments.register(tid, ("ann", "bob"), "s", mine) == (1, mine)
+    # The answer was lost: sent again, to another replica.
+    assert b.tournaments.register(tid, ("ann", "bob"), "s", mine) == (1, mine)
+    types = [e.type for e in store.read_stream(tournament_stream(tid))]
+    assert types.count("EntrantRegistered") == 1
+    t = a.tournaments.repository.load(tid)
+    assert a.tournaments.entrant_of(t, Caller(mine[1])) == (1, 1)
+    with pytest.raises(InvalidArgument) as other:
+        a.tournaments.register(tid, ("cid", "dot"), "s", mine)
+    assert other.value.reason == "COMMAND_ID_REUSED"
+    for tokens, reason in (
+        (mine[:1], "WRONG_TOKEN_COUNT"),
+        (("a" * 40, "bgs_" + secrets.token_urlsafe(32)), "WEAK_SEAT_TOKEN"),
+        ((mine[0] + "x", mine[0] + "x"), "BAD_SEAT_TOKEN"),
+    ):
+        with pytest.raises(InvalidArgument) as bad:
+            a.tournaments.register(tid, ("eve", "fay"), "s", tokens)
+        assert bad.value.reason == reason

@@ -857,14 +857,16 @@ class CreateTournamentResponse(_message.Message):
     def __init__(self, tournament_id: _Optional[str] = ..., commitment: _Optional[str] = ...) -> None: ...
 
 class RegisterEntrantRequest(_message.Message):
-    __slots__ = ("tournament_id", "players", "client_seed")
+    __slots__ = ("tournament_id", "players", "client_seed", "player_tokens")
     TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
     PLAYERS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_TOKENS_FIELD_NUMBER: _ClassVar[int]
     tournament_id: str
     players: _containers.RepeatedScalarFieldContainer[str]
     client_seed: str
-    def __init__(self, tournament_id: _Optional[str] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ...) -> None: ...
+    player_tokens: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tournament_id: _Optional[str] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ..., player_tokens: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RegisterEntrantResponse(_message.Message):
     __slots__ = ("entrant", "player_tokens")
