@@ -112,7 +112,7 @@ def play_round(app: Application, tid: str, tokens: dict[int, str]) -> None:
 def test_a_swiss_is_paired_seated_recorded_and_ended_by_the_manager(
     replicas: list[Replica],
 ) -> None:
-    (app, store, _), _ = replicas
+    (app, store, feed), _ = replicas
     tid, tokens = registered(app, 4, swiss())
     app.tournaments.start(ORG, tid)
     m = manager(app)
@@ -137,9 +137,11 @@ def test_a_swiss_is_paired_seated_recorded_and_ended_by_the_manager(
     record = app.tournaments.record(tid)
     check_tournament_record(record)
     assert record["ended"] is True and len(record["rounds"]) == 2  # type: ignore[arg-type]
-    # A match is not listed as a tournament, nor the tournament as a match.
+    # The tournament is a stream of its own, and the match listing holds only its matches.
     streams = {s.stream_id for s in store.list_streams(limit=1000)}
     assert tournament_stream(tid) in streams
+    listed, _ = feed.listing.page(None, "", 100, "")
+    assert sorted(m.match_id for m in listed) == sorted(streams - {tournament_stream(tid)})
 
 
 def test_two_replicas_doing_every_step_at_once_neither_lose_nor_double_one(
@@ -233,7 +235,7 @@ def test_the_managers_threads_follow_the_feed_and_a_late_one_catches_up(
     check_tournament_record(b.tournaments.record(tid))
 
 
-def test_refusals(replicas: list[Replica]) -> None:
+def test_commands_are_refused_with_their_reasons(replicas: list[Replica]) -> None:
     (app, _, _), _ = replicas
     with pytest.raises(Unauthenticated):
         app.tournaments.create(Caller(), swiss(), "x")
@@ -481,3 +483,13 @@ def test_a_registration_sent_again_with_its_tokens_is_answered_from_the_log(
         with pytest.raises(InvalidArgument) as bad:
             a.tournaments.register(tid, ("eve", "fay"), "s", tokens)
         assert bad.value.reason == reason
+
+
+def test_a_page_of_the_match_listing_does_not_wait_for_a_tournament_to_be_listed(
+    replicas: list[Replica], caplog: pytest.LogCaptureFixture
+) -> None:
+    (app, _, feed), _ = replicas
+    registered(app, 2, swiss(1))  # written here: the listing is told of the rows
+    with caplog.at_level("WARNING", logger="bergen.server.projections"):
+        assert feed.listing.page(None, "", 10, "") == ([], "")
+    assert "not listed yet" not in caplog.text
