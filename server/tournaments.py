@@ -3,8 +3,8 @@
 A tournament is a stream of its own in the events table, `tournament-<uuid>`: no match id
 (a bare UUID) starts so, so the match listing, the clock keeper and the janitor pass over it
 (`is_tournament_stream`). Its events are the tournament aggregate's (bergen.domain
-.tournament_events, schema version 1), folded by `fold_tournament`; every row is
-authenticated by the store like any other.
+.tournament_events, schema version 1, read with their own decoder), each applied by
+`evolve_tournament`; every row is authenticated by the store like any other.
 
 The tournament seed is in no event before the end. Every replica recomputes it: it is
 HMAC-SHA256 of the tournament id under a key derived from a log key for that purpose alone
@@ -13,7 +13,7 @@ HMAC-SHA256 of the tournament id under a key derived from a log key for that pur
 Each player's token is sealed at registration like a seat token (the sealed form is kept
 with the `EntrantRegistered` row); the process manager (`tournament_manager`) seats the
 player with that sealed token in each of the entrant's matches, so the token is the player's
-seat token everywhere in the tournament.
+seat token everywhere in the tournament. Nobody joins a tournament's match (`refuse_join`).
 """
 
 from __future__ import annotations
@@ -867,22 +867,22 @@ def _parse_page_token(token: str) -> str:
     return body[6:]
 
 
-def stored_tournament_ids(events: list[StoredEvent]) -> set[str]:
-    """The tournaments whose streams `events` touch."""
-    return {e.stream_id[len(STREAM_PREFIX) :] for e in events if is_tournament_stream(e.stream_id)}
-
-
 __all__ = [
     "STREAM_PREFIX",
     "Assignment",
+    "TableWakes",
     "Tournament",
     "TournamentCommands",
     "TournamentRepository",
     "TournamentSeeds",
     "TournamentView",
     "TournamentWork",
+    "check_match_text",
     "check_tournament_id",
     "is_tournament_stream",
+    "table_match_name",
+    "table_metadata",
     "table_rules",
     "tournament_stream",
+    "tournament_table",
 ]
