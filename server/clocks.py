@@ -31,6 +31,7 @@ from .commands import MatchCommands, wall_ms
 from .matches import EPOCH_KEY, Match, MatchRepository
 from .projections import TOURNAMENT_STREAM_PREFIX, MatchListProjection
 from .store import EventStore, StoredEvent
+from .worker import Worker
 
 log = logging.getLogger("bergen.server.clocks")
 
@@ -46,7 +47,7 @@ UNCLOCKED_KEPT = 100_000
 """Matches remembered as having no clock, so that their events cost a set lookup."""
 
 
-class ClockKeeper:
+class ClockKeeper(Worker):
     """Applies every due timeout of the matches this replica knows, in a thread of its own."""
 
     def __init__(
@@ -57,6 +58,7 @@ class ClockKeeper:
         commands: MatchCommands,
         clock: Callable[[], int] = wall_ms,
     ) -> None:
+        super().__init__("bergen-clocks")
         self._store = store
         self._repo = repository
         self._listing = listing
@@ -70,24 +72,8 @@ class ClockKeeper:
         """Matches the feed brought, with the highest seq seen, to be looked at again."""
         self._unclocked: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bergen-clocks", daemon=True)
         self.applied = 0
         """Timeouts this replica wrote."""
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-    def wake(self) -> None:
-        """Look at the clocks now (the servers' clock was set forward, in tests)."""
-        self._wake.set()
 
     def pending(self) -> int:
         """Matches with a running clock this replica holds."""

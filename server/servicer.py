@@ -11,6 +11,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import grpc
@@ -162,6 +163,17 @@ class BergenServicer:
     ) -> Iterator[pb.WatchMatchResponse | bytes]:
         match_id = _match_id(req.match_id)
         caller = _caller(context)
+        with self._stream_slot(context, caller):
+            for item in self._queries.watch(caller, match_id, req.after_seq, context.is_active):
+                if isinstance(item, tuple):
+                    yield _watched_event(match_id, *item)
+                else:
+                    yield pb.WatchMatchResponse(view=self._view_out(item))
+
+    @contextmanager
+    def _stream_slot(self, context: grpc.ServicerContext, caller: Caller) -> Iterator[None]:
+        """Hold one of the server's stream slots, and one of the client's, while a stream is
+        served. Raises ResourceExhausted when either is full."""
         # One client may hold only its share of the streams, so that it cannot lock the
         # others out.
         client = self._limits.open_stream(context.peer(), caller.token)
@@ -175,11 +187,7 @@ class BergenServicer:
                 reason="TOO_MANY_WATCHERS",
             )
         try:
-            for item in self._queries.watch(caller, match_id, req.after_seq, context.is_active):
-                if isinstance(item, tuple):
-                    yield _watched_event(match_id, *item)
-                else:
-                    yield pb.WatchMatchResponse(view=self._view_out(item))
+            yield
         finally:
             self._watch_slots.release()
             self._limits.close_stream(client)
@@ -328,24 +336,13 @@ class BergenServicer:
     ) -> Iterator[pb.WatchTournamentResponse]:
         tournament_id = check_tournament_id(req.tournament_id)
         caller = _caller(context)
-        client = self._limits.open_stream(context.peer(), caller.token)
-        if not self._watch_slots.acquire(blocking=False):
-            self._limits.close_stream(client)
-            raise ResourceExhausted(
-                f"this server already serves {self._max_watchers} watch streams; "
-                "try again later, or another replica",
-                reason="TOO_MANY_WATCHERS",
-            )
-        try:
+        with self._stream_slot(context, caller):
             for v in self._tournaments.watch(caller, tournament_id, context.is_active):
                 view, assignment = _tournament_out(v)
                 out = pb.WatchTournamentResponse(tournament=view)
                 if assignment is not None:
                     out.assignment.CopyFrom(assignment)
                 yield out
-        finally:
-            self._watch_slots.release()
-            self._limits.close_stream(client)
 
     def ListTournaments(
         self, req: pb.ListTournamentsRequest, context: grpc.ServicerContext

@@ -40,6 +40,7 @@ from .tournaments import (
     table_metadata,
     table_rules,
 )
+from .worker import Worker
 
 log = logging.getLogger("bergen.server.tournaments")
 
@@ -51,7 +52,7 @@ def seat_command_id(seat: int) -> str:
     return f"tournament-seat-{seat}"
 
 
-class TournamentManager:
+class TournamentManager(Worker):
     """Runs every tournament's automatic steps, in a thread of its own."""
 
     def __init__(
@@ -61,6 +62,7 @@ class TournamentManager:
         matches: MatchRepository,
         clock: Clock = wall_ms,
     ) -> None:
+        super().__init__("bergen-tournaments")
         self._tournaments = tournaments
         self._work = work
         self._matches = matches
@@ -71,20 +73,8 @@ class TournamentManager:
         self._due: dict[str, int] = {}
         """Tournaments to look at again at a time (Unix ms): a round delay, a retry."""
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bergen-tournaments", daemon=True)
         self.steps = 0
         """Steps this replica wrote (for tests)."""
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
 
     def note(self, events: Iterable[StoredEvent]) -> None:
         """Events any replica wrote (the feed's, possibly twice): a tournament's, or the end

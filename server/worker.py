@@ -1,0 +1,35 @@
+"""A background worker of the server: one thread that sleeps until it is woken, its next
+moment comes, or the server stops (the clock keeper, the tournament manager)."""
+
+from __future__ import annotations
+
+import threading
+
+
+class Worker:
+    """A daemon thread running `_run`, which waits on `_wake` and ends once `_stop` is set.
+    `stop` waits for it at most `STOP_WAIT_S`: a step blocked on the store must not hold the
+    server's shutdown for ever."""
+
+    STOP_WAIT_S = 5.0
+
+    def __init__(self, name: str) -> None:
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.STOP_WAIT_S)
+
+    def wake(self) -> None:
+        """Look now (new events came, or a clock was set forward in a test)."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        raise NotImplementedError
