@@ -36,14 +36,6 @@ ENTRANTS = 4
 ROUNDS = 2
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def database(request: pytest.FixtureRequest, sqlite_url: str) -> str:
-    if request.param == "sqlite":
-        return sqlite_url
-    url: str = request.getfixturevalue("pg_database")
-    return url
-
-
 def create_swiss(client: Client) -> tuple[str, dict[int, str]]:
     """A 4-entrant 2-round Swiss at 2-seat tables to 3 points, filled and started."""
     stub = client.stub
