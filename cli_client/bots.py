@@ -418,6 +418,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "INITIAL+INCREMENT or null), each match (match_id, policies, winner_side, winner_seats, "
         "scores, hands, reason, forfeited_side, cause) and wins per policy",
     )
+    p.add_argument(
+        "--tournament",
+        metavar="ID",
+        help="instead of creating matches: register --entrants bot entrants in this "
+        "tournament (open for registration), play every match each is seated in until it "
+        "ends, and print the final standings",
+    )
+    p.add_argument(
+        "--entrants",
+        type=int,
+        metavar="N",
+        help="with --tournament: how many bot entrants, their policies taken in turn",
+    )
     add_policy_options(p)
     add_clock_options(p, "every match")
     p.set_defaults(func=run)
@@ -499,6 +512,13 @@ def play_match(
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
     out = Console(highlight=False, soft_wrap=True)
+    if args.tournament is not None:
+        from .tournament_play import run_bots  # it plays its matches with this module's bots
+
+        return run_bots(args)
+    if args.entrants is not None:
+        err.print("bergen bots: --entrants is for --tournament")
+        return ExitStatus.USAGE
     if args.matches < 1:
         err.print("bergen bots: --matches must be at least 1")
         return ExitStatus.USAGE

@@ -91,6 +91,32 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--match", metavar="ID", help="join (or resume) this match")
     which.add_argument("--create", action="store_true", help="create a new match")
+    which.add_argument(
+        "--tournament",
+        metavar="ID",
+        help="play your matches in this tournament one after another as they are paired, "
+        "with the token saved when you registered (or --register now)",
+    )
+    p.add_argument(
+        "--register",
+        action="store_true",
+        help="with --tournament: register now as --name (with --partner at partnership "
+        "tables) and save the tokens",
+    )
+    p.add_argument("--partner", metavar="NAME", help="with --tournament --register: your partner")
+    p.add_argument(
+        "--entrant",
+        type=int,
+        metavar="N",
+        help="with --tournament: your entrant, when several were registered from here",
+    )
+    p.add_argument(
+        "--player",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --tournament: which of the entrant's players you are, 1 or 2 (default 1)",
+    )
     p.add_argument("--players", type=int, choices=(2, 3, 4), default=2, help="with --create")
     p.add_argument("--partnerships", action="store_true", help="with --create: 4 seats, 2 sides")
     p.add_argument("--preset", default="standard", choices=sorted(PRESETS), help="with --create")
@@ -428,6 +454,10 @@ def run(args: argparse.Namespace) -> int:
     # Ctrl-C must interrupt even when the shell that started us ignored SIGINT (a job
     # started with `&` from a script inherits SIG_IGN, and Python then keeps it).
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    if args.tournament is not None:
+        from .tournament_play import run_player  # it plays each match with this module's loop
+
+        return run_player(args)
     # Soft wrap: long lines (commands to copy) are left to the terminal to wrap.
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False)

@@ -1,0 +1,590 @@
+"""Playing a tournament's matches: `bergen bots --tournament` and `bergen play --tournament`.
+
+A tournament player holds only its token. It learns of every change to the tournament from
+one WatchTournament stream (`TournamentFeed`, followed in a thread and resumed when it
+drops), and after each change asks GetTournament with its token for its match now and its
+seat. A match not yet played is played to its end (by a bot: `bots.run_seat`; by a person:
+`play`'s loop), and the player waits for the next change: the next round paired and its match
+seated, or the end of the tournament.
+
+Tokens are made here and sent with the registration (RegisterEntrant's `player_tokens`), so
+that a registration whose answer was lost is sent again with the same tokens and answered with
+the same entrant. `bergen play --tournament ID --register` keeps the player's token in
+`$BERGEN_STATE_DIR/tournament-<id>.json` (mode 0600), and `bergen play --tournament ID`
+finds it there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import random
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from rich.console import Console
+from rich.markup import escape
+
+from bergen.api.exit_status import ExitStatus
+from bergen.domain.events import Dealt
+from bergen.domain.montecarlo import Settings
+from bergen.domain.state import fold
+from bergen.v1 import bergen_pb2 as pb
+
+from . import terminal
+from .bots import (
+    MATCH_TIMEOUT_S,
+    RECONNECT_S,
+    BotFailed,
+    SeatLink,
+    run_seat,
+    seat_decider,
+    settings_from,
+)
+from .client import CALL_TIMEOUT_S, Client, Unreachable
+from .connect import bearer, describe_error, exit_status_of
+
+REGISTER_ATTEMPTS = 3
+"""A registration whose answer was lost is sent again with the same tokens (see
+RegisterEntrant), which the server answers with the entrant the first one made."""
+
+_LOST = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+_RETRY = (*_LOST, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+
+
+def new_token() -> str:
+    """A player's secret, as JoinMatch's seat tokens are made."""
+    return "bgs_" + secrets.token_urlsafe(32)
+
+
+class TournamentFeed:
+    """Follows WatchTournament in a daemon thread and counts the changes it is told of.
+
+    `wait_after(count)` blocks until the feed has been told of a change after `count` (read
+    from `count` before looking at the tournament, so that no change is missed), the stream
+    has ended with the tournament, or it failed for good.
+    """
+
+    def __init__(self, client: Client, tournament_id: str, token: str | None = None) -> None:
+        self.client = client
+        self.tournament_id = tournament_id
+        self.token = token
+        self.count = 0
+        self.latest: pb.TournamentView | None = None
+        self.ended = False
+        self.failure: BotFailed | None = None
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._call: Any = None
+        self._thread = threading.Thread(
+            target=self._watch, name=f"watch-tournament-{tournament_id}", daemon=True
+        )
+
+    def start(self) -> TournamentFeed:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        call = self._call
+        if call is not None:
+            call.cancel()
+
+    def _tell(self, view: pb.TournamentView | None, ended: bool = False) -> None:
+        with self._changed:
+            if view is not None:
+                self.latest = view
+            self.count += 1
+            self.ended = self.ended or ended
+            self._changed.notify_all()
+
+    def _watch(self) -> None:
+        failing_since: float | None = None
+        while not self._stop.is_set():
+            try:
+                call = self.client.stub.WatchTournament(
+                    pb.WatchTournamentRequest(tournament_id=self.tournament_id),
+                    metadata=bearer(self.token),
+                )
+                self._call = call
+                for reply in call:
+                    failing_since = None
+                    self._tell(reply.tournament)
+                    if reply.tournament.phase == pb.TOURNAMENT_PHASE_ENDED:
+                        self._tell(None, ended=True)
+                        return
+                # The stream ends with the tournament; a stream cut short is opened again.
+                failing_since = failing_since or time.monotonic()
+            except grpc.RpcError as e:
+                if self._stop.is_set():
+                    return
+                code = e.code() if isinstance(e, grpc.Call) else None
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if code not in _RETRY or now - failing_since > RECONNECT_S:
+                    with self._changed:
+                        self.failure = BotFailed(
+                            f"tournament {self.tournament_id}: its stream failed: "
+                            f"{describe_error(e)}",
+                            exit_status_of(e),
+                        )
+                        self._changed.notify_all()
+                    return
+                self._stop.wait(min(2.0, 0.1 + (now - failing_since) / 4))
+
+    def wait_after(self, count: int, timeout: float | None = None) -> None:
+        """Block until a change after `count`, the end, or a failure (raised: BotFailed)."""
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self.count > count or self.ended or self.failure is not None, timeout
+            )
+            if self.failure is not None:
+                raise self.failure
+
+
+@dataclass
+class TournamentPlayer:
+    """One player of an entrant: its token, and the matches it has played."""
+
+    tournament_id: str
+    entrant: int
+    player: int
+    name: str
+    token: str
+    policy: str = ""
+    played: list[str] = field(default_factory=list)
+
+
+def get_tournament(
+    client: Client, tournament_id: str, token: str | None = None
+) -> pb.GetTournamentResponse:
+    """GetTournament, with the player's token when given. Raises grpc.RpcError."""
+    reply: pb.GetTournamentResponse = client.stub.GetTournament(
+        pb.GetTournamentRequest(tournament_id=tournament_id),
+        metadata=bearer(token),
+        timeout=CALL_TIMEOUT_S,
+    )
+    return reply
+
+
+def register(
+    client: Client, tournament_id: str, names: list[str], client_seed: str = ""
+) -> tuple[int, list[str]]:
+    """Register an entrant of `names` (one player, or two at partnership tables) with tokens
+    made here; returns its number and each player's token. Raises grpc.RpcError."""
+    tokens = [new_token() for _ in names]
+    req = pb.RegisterEntrantRequest(
+        tournament_id=tournament_id, players=names, client_seed=client_seed, player_tokens=tokens
+    )
+    for attempt in range(REGISTER_ATTEMPTS):
+        try:
+            reply: pb.RegisterEntrantResponse = client.stub.RegisterEntrant(
+                req, timeout=CALL_TIMEOUT_S
+            )
+            return reply.entrant, tokens
+        except grpc.RpcError as e:
+            lost = isinstance(e, grpc.Call) and e.code() in _LOST
+            if attempt + 1 == REGISTER_ATTEMPTS or not lost:
+                raise
+    raise AssertionError("unreachable")
+
+
+PlayMatch = Callable[[TournamentPlayer, pb.TournamentAssignment], None]
+"""Plays one match of a player to its end (raises BotFailed, grpc.RpcError)."""
+
+
+def play_tournament(
+    client: Client,
+    feed: TournamentFeed,
+    player: TournamentPlayer,
+    play_match: PlayMatch,
+    between: Callable[[pb.TournamentView], None] | None = None,
+) -> pb.TournamentView:
+    """Play each match the server seats `player` in, one after another, until the tournament
+    ends; returns it as it ended. `between` is told of the tournament each time the player
+    has no match to play (before the start, between rounds, a bye).
+
+    Raises BotFailed, grpc.RpcError."""
+    told: int | None = None
+    while True:
+        count = feed.count
+        got = get_tournament(client, player.tournament_id, player.token)
+        view, where = got.tournament, got.assignment
+        if view.phase == pb.TOURNAMENT_PHASE_ENDED:
+            return view
+        if where.match_id and where.match_id not in player.played:
+            play_match(player, where)
+            player.played.append(where.match_id)
+            told = None
+            continue
+        if between is not None and told != view.version:
+            between(view)
+            told = view.version
+        feed.wait_after(count)
+
+
+def bot_match(client: Client, settings: Settings, rng: random.Random) -> PlayMatch:
+    """A bot's way of playing a match: `bots.run_seat` with the player's policy."""
+
+    def play(player: TournamentPlayer, where: pb.TournamentAssignment) -> None:
+        link = SeatLink(client, where.match_id, where.seat, player.token)
+        try:
+            link.start()
+            decide = seat_decider(player.policy, settings, link.clock)
+            run_seat(link, decide, rng, time.monotonic() + MATCH_TIMEOUT_S)
+        finally:
+            link.close()
+
+    return play
+
+
+# --- `bergen bots --tournament` ----------------------------------------------------------
+
+
+def bot_names(entrant: int, policy: str, partnerships: bool) -> list[str]:
+    """An entrant's players' names: its policy and number (`greedy3`; `greedy3a`, `greedy3b`
+    at partnership tables)."""
+    return [f"{policy}{entrant}{s}" for s in "ab"] if partnerships else [f"{policy}{entrant}"]
+
+
+def standings_rows(
+    view: pb.TournamentView, policy_of: dict[int, str] | None = None
+) -> list[dict[str, object]]:
+    """The standings as JSON-ready rows, with each entrant's players (and policy)."""
+    players = {e.entrant: list(e.players) for e in view.entrants}
+    rows: list[dict[str, object]] = []
+    for s in view.standings:
+        row: dict[str, object] = {
+            "rank": s.rank,
+            "entrant": s.entrant,
+            "players": players.get(s.entrant, []),
+            "match_points": s.match_points,
+            "margin": s.margin,
+            "buchholz": s.buchholz,
+            "wins": s.wins,
+        }
+        if policy_of is not None:
+            row["policy"] = policy_of.get(s.entrant)
+        rows.append(row)
+    return rows
+
+
+def standings_lines(view: pb.TournamentView, mark: int | None = None) -> list[str]:
+    """The standings as lines: rank, entrant, players, match points, margin, Buchholz, wins;
+    entrant `mark` starred."""
+    lines = [
+        f"  {'rank':>4} {'entrant':>7}  {'players':24} {'points':>6} {'margin':>6} "
+        f"{'buchholz':>8} {'wins':>4}"
+    ]
+    for row in standings_rows(view):
+        star = "*" if row["entrant"] == mark else " "
+        names = "+".join(str(p) for p in row["players"])  # type: ignore[attr-defined]
+        lines.append(
+            f"{star} {row['rank']:>4} {row['entrant']:>7}  {names[:24]:24} "
+            f"{row['match_points']:>6} {row['margin']:>6} {row['buchholz']:>8} {row['wins']:>4}"
+        )
+    return lines
+
+
+def run_bots(args: argparse.Namespace) -> int:
+    """`bergen bots --tournament ID --entrants N`: register N bot entrants, play every match
+    each is seated in until the tournament ends, and report the final standings."""
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    out = Console(highlight=False, soft_wrap=True)
+    tid: str = args.tournament
+    if args.entrants is None or args.entrants < 1:
+        err.print("bergen bots: --tournament needs --entrants N (1 or more)")
+        return ExitStatus.USAGE
+    seed = args.seed if args.seed is not None else secrets.token_hex(8)
+    rng = random.Random(seed)
+    settings = settings_from(args)
+    with Client(args.endpoint) as client:
+        try:
+            client.wait_ready()
+        except Unreachable as e:
+            err.print(f"bergen bots: the server is unreachable: {e}")
+            return ExitStatus.UNREACHABLE
+        feed = TournamentFeed(client, tid)
+        try:
+            view = get_tournament(client, tid).tournament
+            if view.phase != pb.TOURNAMENT_PHASE_REGISTRATION:
+                err.print(f"bergen bots: tournament {tid} is not open for registration")
+                return ExitStatus.REFUSED
+            partnerships = view.settings.partnerships
+            players: list[TournamentPlayer] = []
+            policy_of: dict[int, str] = {}
+            for i in range(args.entrants):
+                policy = args.policy[i % len(args.policy)]
+                names = bot_names(i + 1, policy, partnerships)
+                entrant, tokens = register(client, tid, names, client_seed=f"{seed}-{i + 1}")
+                policy_of[entrant] = policy
+                for p, (name, token) in enumerate(zip(names, tokens, strict=True)):
+                    players.append(TournamentPlayer(tid, entrant, p, name, token, policy))
+                if not args.json:
+                    out.print(f"entrant {entrant}: {', '.join(names)} ({policy})", markup=False)
+            feed.start()
+            done: queue.Queue[pb.TournamentView | BaseException] = queue.Queue()
+            rngs = [random.Random(rng.random()) for _ in players]
+
+            def body(player: TournamentPlayer, player_rng: random.Random) -> None:
+                try:
+                    done.put(
+                        play_tournament(
+                            client, feed, player, bot_match(client, settings, player_rng)
+                        )
+                    )
+                except BaseException as e:  # reported by the main thread
+                    done.put(e)
+
+            for player, player_rng in zip(players, rngs, strict=True):
+                threading.Thread(
+                    target=body,
+                    args=(player, player_rng),
+                    name=f"bot-entrant-{player.entrant}-{player.player}",
+                    daemon=True,
+                ).start()
+            final: pb.TournamentView | None = None
+            for _ in players:
+                got = done.get()
+                if isinstance(got, BaseException):
+                    raise got
+                final = got
+            assert final is not None
+        except grpc.RpcError as e:
+            err.print(f"bergen bots: {describe_error(e)}")
+            return exit_status_of(e)
+        except BotFailed as e:
+            err.print(f"bergen bots: {e}")
+            return e.status
+        finally:
+            feed.close()
+    matches = sorted({m for p in players for m in p.played})
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "server": args.server,
+                    "tournament_id": tid,
+                    "seed": seed,
+                    "entrants": [{"entrant": e, "policy": policy_of[e]} for e in sorted(policy_of)],
+                    "rounds": final.round,
+                    "matches": matches,
+                    "standings": standings_rows(final, policy_of),
+                }
+            )
+        )
+        return ExitStatus.SUCCESS
+    out.print(
+        f"tournament {tid} ended after {final.round} round(s), {len(matches)} match(es) "
+        f"played by {args.entrants} bot entrant(s), seed {seed}",
+        markup=False,
+    )
+    for line in standings_lines(final):
+        out.print(line, markup=False)
+    return ExitStatus.SUCCESS
+
+
+# --- `bergen play --tournament` ----------------------------------------------------------
+
+
+def _safe(tournament_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in tournament_id)
+
+
+def registration_path(tournament_id: str, entrant: int) -> Path:
+    """An entrant's file, as `bergen tournament register` writes it too."""
+    from .play import state_dir
+
+    return state_dir() / f"tournament-{_safe(tournament_id)}-{entrant}.json"
+
+
+def save_registration(data: dict[str, Any]) -> Path:
+    """Write an entrant's file (owner-only: it holds its players' tokens) atomically:
+    {tournament_id, entrant, server, client_seed, players: [{player, name, token}]}."""
+    path = registration_path(str(data["tournament_id"]), int(data["entrant"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+    return path
+
+
+def load_registrations(tournament_id: str) -> list[dict[str, Any]]:
+    """The entrants of the tournament registered from here, by entrant number."""
+    from .play import state_dir
+
+    found: list[dict[str, Any]] = []
+    for path in sorted(state_dir().glob(f"tournament-{_safe(tournament_id)}-*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data["tournament_id"] == tournament_id and data["players"][0]["token"]:
+                found.append(data)
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            continue
+    return sorted(found, key=lambda d: int(d["entrant"]))
+
+
+def run_player(args: argparse.Namespace) -> int:
+    """`bergen play --tournament ID`: play the player's matches one after another as the
+    server seats it, showing the standings between rounds, until the tournament ends."""
+    from .play import Narrator, Quit, _login_name, _play_loop
+
+    console = Console(highlight=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    tid: str = args.tournament
+    if args.player not in (1, 2):
+        err.print("bergen play: --player is 1 or 2")
+        return ExitStatus.USAGE
+    live = terminal.LiveLine(console, terminal.is_interactive())
+    with Client(args.endpoint) as client:
+        try:
+            client.wait_ready()
+        except Unreachable as e:
+            err.print(f"bergen play: the server is unreachable: {e}")
+            return ExitStatus.UNREACHABLE
+        feed: TournamentFeed | None = None
+        try:
+            saved: dict[str, Any] | None = None
+            if args.register:
+                names = [args.name or os.environ.get("BERGEN_NAME") or _login_name()]
+                if args.partner:
+                    names.append(args.partner)
+                entrant, tokens = register(client, tid, names)
+                saved = {
+                    "tournament_id": tid,
+                    "entrant": entrant,
+                    "server": args.server,
+                    "client_seed": "",
+                    "players": [
+                        {"player": i, "name": n, "token": t}
+                        for i, (n, t) in enumerate(zip(names, tokens, strict=True))
+                    ],
+                }
+                path = save_registration(saved)
+                console.print(
+                    f"registered in tournament [bold]{escape(tid)}[/] as entrant {entrant} "
+                    f"({escape(' and '.join(names))}); tokens saved in {escape(str(path))}"
+                )
+            else:
+                mine = [
+                    d
+                    for d in load_registrations(tid)
+                    if args.entrant is None or int(d["entrant"]) == args.entrant
+                ]
+                if not mine:
+                    err.print(
+                        f"bergen play: no registration saved for tournament {tid}"
+                        + ("" if args.entrant is None else f" as entrant {args.entrant}")
+                        + "; --register --name NAME registers now",
+                        markup=False,
+                    )
+                    return ExitStatus.USAGE
+                if len(mine) > 1:
+                    entrants = ", ".join(str(d["entrant"]) for d in mine)
+                    err.print(
+                        f"bergen play: entrants {entrants} of tournament {tid} were registered "
+                        "here: say which with --entrant N",
+                        markup=False,
+                    )
+                    return ExitStatus.USAGE
+                saved = mine[0]
+            players = saved["players"]
+            if args.player > len(players):
+                err.print("bergen play: this entrant has one player: --player 1")
+                return ExitStatus.USAGE
+            me = players[args.player - 1]
+            player = TournamentPlayer(
+                tid, int(saved["entrant"]), args.player - 1, str(me["name"]), str(me["token"])
+            )
+            feed = TournamentFeed(client, tid, player.token).start()
+
+            def between(view: pb.TournamentView) -> None:
+                if view.phase == pb.TOURNAMENT_PHASE_REGISTRATION:
+                    console.print(
+                        f"waiting for the tournament to start ({len(view.entrants)} entrant(s) "
+                        "registered)"
+                    )
+                    return
+                console.print(
+                    f"round {view.round} of {view.total_rounds}: waiting for your next match"
+                )
+                for line in standings_lines(view, mark=player.entrant):
+                    console.print(line, markup=False)
+
+            def play_match(p: TournamentPlayer, where: pb.TournamentAssignment) -> None:
+                console.print(
+                    f"round {where.round}, table {where.table}: match "
+                    f"[bold]{escape(where.match_id)}[/], you are seat {where.seat}"
+                )
+                link = SeatLink(client, where.match_id, where.seat, p.token)
+                try:
+                    # Tell the hand in play so far (as `bergen play --match` does), then
+                    # follow the stream from there.
+                    history = link.load()
+                    start = max(
+                        (i for i, e in enumerate(history) if isinstance(e, Dealt)), default=0
+                    )
+                    narrator = Narrator(
+                        console,
+                        where.seat,
+                        fold(history[:start]) if start else None,
+                        out=live.print,
+                    )
+                    for event in history[start:] if start else ():
+                        narrator.feed(event)
+                    if not start:
+                        narrator.state = link.state
+                    link.on_event = lambda _seq, event: narrator.feed(event)
+                    link.follow()
+                    _play_loop(console, link, narrator, [], live)
+                finally:
+                    live.show(None)
+                    link.close()
+
+            final = play_tournament(client, feed, player, play_match, between)
+        except grpc.RpcError as e:
+            err.print(f"bergen play: {describe_error(e)}")
+            return exit_status_of(e)
+        except BotFailed as e:
+            err.print(f"bergen play: {e}")
+            return e.status
+        except Quit as e:
+            console.print(f"{e}; bergen play --tournament {escape(tid)} plays on")
+            return ExitStatus.SUCCESS
+        except KeyboardInterrupt:
+            console.print(f"\ninterrupted; bergen play --tournament {escape(tid)} plays on")
+            return ExitStatus.INTERRUPTED
+        finally:
+            live.done()
+            if feed is not None:
+                feed.close()
+    console.print(f"tournament {escape(tid)} ended after {final.round} round(s)")
+    for line in standings_lines(final, mark=player.entrant):
+        console.print(line, markup=False)
+    return ExitStatus.SUCCESS
+
+
+__all__ = [
+    "TournamentFeed",
+    "TournamentPlayer",
+    "bot_names",
+    "get_tournament",
+    "load_registrations",
+    "play_tournament",
+    "register",
+    "run_bots",
+    "run_player",
+    "save_registration",
+    "standings_lines",
+    "standings_rows",
+]
