@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bergen.api.signing import RecordSigner
+from bergen.api.signing import RecordSigner, SignatureError, verify_signature
 from bergen.domain import make_rules
 from bergen.domain.rules import Rules
 from bergen.domain.tournament_pairing import Settings
@@ -79,18 +79,31 @@ def pack_contents(
     tournament: Mapping[str, Any],
     matches: Sequence[Mapping[str, Any]],
     signer: RecordSigner,
+    signed: bool = False,
 ) -> dict[str, bytes]:
     """Every file of the pack (path -> bytes), each record signed by `signer`.
 
     `tournament` is the tournament record, `matches` the match record of each played
-    table, each with its `tournament` field naming this tournament.
+    table, each with its `tournament` field naming this tournament. With `signed`, the
+    records are written as given (as the server served them), each already signed by
+    `signer`'s key; only the manifest is signed here.
     Raises ValueError for a match record of another tournament, without its `tournament`
-    field, or given twice.
+    field, or given twice, and with `signed` for a record not signed by `signer`'s key.
     """
+
+    def seal(record: Mapping[str, Any], name: str) -> dict[str, Any]:
+        if not signed:
+            return signer.sign(dict(record))
+        try:
+            verify_signature(dict(record), signer.public_key)
+        except SignatureError as e:
+            raise ValueError(f"{name}: {e}") from None
+        return dict(record)
+
     tid = tournament.get("tournament_id")
     if not isinstance(tid, str):
         raise ValueError("the tournament record has no tournament_id")
-    files: dict[str, bytes] = {TOURNAMENT_FILE: file_bytes(signer.sign(dict(tournament)))}
+    files: dict[str, bytes] = {TOURNAMENT_FILE: file_bytes(seal(tournament, TOURNAMENT_FILE))}
     for record in matches:
         mid = record.get("match_id")
         place = record.get("tournament")
@@ -101,7 +114,7 @@ def pack_contents(
             raise ValueError(f"match id {mid!r} cannot name a file of the pack")
         if path in files:
             raise ValueError(f"match {mid} is given twice")
-        files[path] = file_bytes(signer.sign(dict(record)))
+        files[path] = file_bytes(seal(record, path))
     manifest = signer.sign(build_manifest(tid, files, signer.public_key))
     files[MANIFEST_FILE] = file_bytes(manifest)
     return files
@@ -112,14 +125,16 @@ def write_pack(
     tournament: Mapping[str, Any],
     matches: Sequence[Mapping[str, Any]],
     signer: RecordSigner,
+    signed: bool = False,
 ) -> list[Path]:
     """Write the audit pack into folder `out` (made if needed); returns the files written.
+    With `signed`, the records are already signed by `signer`'s key (see `pack_contents`).
 
     Raises ValueError as `pack_contents` does, FileExistsError when `out` holds anything
     already (a file left there would be an extra file of the pack), OSError when it cannot
     be written.
     """
-    files = pack_contents(tournament, matches, signer)
+    files = pack_contents(tournament, matches, signer, signed)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out} is not an empty folder")
     (out / MATCHES_DIR).mkdir(parents=True, exist_ok=True)
