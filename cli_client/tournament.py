@@ -4,7 +4,9 @@ The organiser's commands (create, start, round, and withdraw for any entrant) pr
 organiser token of `$BERGEN_ORGANISER_TOKEN` or `--organiser-token-file`. `register` makes its
 players' tokens here and sends them, so that a registration whose answer was lost is sent
 again and answered with the same entrant; it saves them (owner-only) in
-`$BERGEN_STATE_DIR/tournament-<id>-<entrant>.json`, where `withdraw` finds an entrant's token.
+`$BERGEN_STATE_DIR/tournament-<id>-<entrant>.json`, where `withdraw` finds an entrant's token
+and `bergen play --tournament ID` its player's (cli_client/tournament_play.py writes the same
+file).
 
 `show` draws what GetTournament answers: the standings with every tie-break figure, a
 crosstable round by round and the current round's tables. `export --out DIR` writes the audit
@@ -16,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -31,8 +32,8 @@ from bergen.api.signing import RecordSigner
 from bergen.domain.errors import InvalidOptions
 from bergen.domain.rules import PRESETS
 from bergen.v1 import bergen_pb2 as pb
-from bergen.v1 import bergen_pb2_grpc as rpc
 
+from .client import Client
 from .clocks import add_clock_options, clock_options
 from .connect import (
     Endpoint,
@@ -40,18 +41,14 @@ from .connect import (
     bearer,
     describe_error,
     exit_status_of,
-    open_channel,
 )
-from .play import state_dir
 from .tournament_pack import write_pack
+from .tournament_play import load_registrations, save_registration
+from .tournament_play import register as register_entrant
 
 ORGANISER_ENV = "BERGEN_ORGANISER_TOKEN"
 SIGNING_KEY_ENV = "BERGEN_SIGNING_KEY"
 CALL_TIMEOUT_S = 30.0
-REGISTER_ATTEMPTS = 3
-"""A registration whose answer was lost is sent again, with the same tokens, this many times
-in all."""
-_LOST = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 FORMATS = {
     "swiss": (pb.TOURNAMENT_FORMAT_SWISS, False),
@@ -199,10 +196,9 @@ def needs_organiser(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     endpoint: Endpoint = args.endpoint
-    with open_channel(endpoint) as channel:
-        stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
+    with Client(endpoint) as client:
         try:
-            status: int = args.tournament_func(stub, args)
+            status: int = args.tournament_func(client, args)
             return status
         except Refused as e:
             print(f"bergen tournament {args.action}: {e}", file=sys.stderr)
@@ -235,7 +231,8 @@ def rule_options(args: argparse.Namespace) -> dict[str, object]:
     return options
 
 
-def create(stub: Any, args: argparse.Namespace) -> int:
+def create(client: Client, args: argparse.Namespace) -> int:
+    stub = client.stub
     token = needs_organiser(args)
     fmt, double = FORMATS[args.format]
     try:
@@ -264,69 +261,36 @@ def create(stub: Any, args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
-def entrant_file(tournament_id: str, entrant: int) -> Path:
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in tournament_id)
-    return state_dir() / f"tournament-{safe}-{entrant}.json"
-
-
-def save_entrant(data: Mapping[str, Any]) -> Path:
-    """Write an entrant's file (owner-only: it holds its players' tokens) atomically."""
-    path = entrant_file(str(data["tournament_id"]), int(data["entrant"]))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
-    return path
-
-
 def saved_token(tournament_id: str, entrant: int) -> str | None:
     """The first player's token of an entrant registered from here, if its file is here."""
-    try:
-        data = json.loads(entrant_file(tournament_id, entrant).read_text(encoding="utf-8"))
-        return str(data["players"][0]["token"])
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
-        return None
+    for data in load_registrations(tournament_id):
+        if int(data["entrant"]) == entrant:
+            return str(data["players"][0]["token"])
+    return None
 
 
-def register(stub: Any, args: argparse.Namespace) -> int:
+def register(client: Client, args: argparse.Namespace) -> int:
     names: list[str] = args.name
-    tokens = ["bgs_" + secrets.token_urlsafe(32) for _ in names]
-    req = pb.RegisterEntrantRequest(
-        tournament_id=args.tournament_id,
-        players=names,
-        client_seed=args.client_seed,
-        player_tokens=tokens,
-    )
-    reply: pb.RegisterEntrantResponse | None = None
-    for attempt in range(REGISTER_ATTEMPTS):
-        try:
-            reply = stub.RegisterEntrant(req, timeout=CALL_TIMEOUT_S)
-            break
-        except grpc.RpcError as e:
-            lost = isinstance(e, grpc.Call) and e.code() in _LOST
-            if attempt + 1 == REGISTER_ATTEMPTS or not lost:
-                raise
-    assert reply is not None
-    path = save_entrant(
+    entrant, tokens = register_entrant(client, args.tournament_id, names, args.client_seed)
+    path = save_registration(
         {
             "tournament_id": args.tournament_id,
-            "entrant": reply.entrant,
+            "entrant": entrant,
             "server": str(args.endpoint),
             "client_seed": args.client_seed,
             "players": [
                 {"player": i, "name": n, "token": t}
-                for i, (n, t) in enumerate(zip(names, reply.player_tokens, strict=True))
+                for i, (n, t) in enumerate(zip(names, tokens, strict=True))
             ],
         }
     )
-    print(f"entrant {reply.entrant}")
+    print(f"entrant {entrant}")
     print(f"tokens saved in {path}")
     return ExitStatus.SUCCESS
 
 
-def withdraw(stub: Any, args: argparse.Namespace) -> int:
+def withdraw(client: Client, args: argparse.Namespace) -> int:
+    stub = client.stub
     token = saved_token(args.tournament_id, args.entrant) or organiser_token(args)
     if token is None:
         raise Refused(
@@ -342,7 +306,8 @@ def withdraw(stub: Any, args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
-def start(stub: Any, args: argparse.Namespace) -> int:
+def start(client: Client, args: argparse.Namespace) -> int:
+    stub = client.stub
     reply = stub.StartTournament(
         pb.StartTournamentRequest(tournament_id=args.tournament_id),
         metadata=bearer(needs_organiser(args)),
@@ -352,7 +317,8 @@ def start(stub: Any, args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
-def next_round(stub: Any, args: argparse.Namespace) -> int:
+def next_round(client: Client, args: argparse.Namespace) -> int:
+    stub = client.stub
     reply = stub.StartNextRound(
         pb.StartNextRoundRequest(tournament_id=args.tournament_id),
         metadata=bearer(needs_organiser(args)),
@@ -365,7 +331,8 @@ def next_round(stub: Any, args: argparse.Namespace) -> int:
 # ----- show ------------------------------------------------------------------------------
 
 
-def show(stub: Any, args: argparse.Namespace) -> int:
+def show(client: Client, args: argparse.Namespace) -> int:
+    stub = client.stub
     reply = stub.GetTournament(
         pb.GetTournamentRequest(tournament_id=args.tournament_id), timeout=CALL_TIMEOUT_S
     )
@@ -536,7 +503,8 @@ def changes(before: pb.TournamentView | None, after: pb.TournamentView) -> Itera
         yield "tournament ended"
 
 
-def watch(stub: Any, args: argparse.Namespace) -> int:
+def watch(client: Client, args: argparse.Namespace) -> int:
+    stub = client.stub
     stream = stub.WatchTournament(pb.WatchTournamentRequest(tournament_id=args.tournament_id))
     before: pb.TournamentView | None = None
     for reply in stream:
@@ -549,7 +517,8 @@ def watch(stub: Any, args: argparse.Namespace) -> int:
 # ----- export ----------------------------------------------------------------------------
 
 
-def export(stub: Any, args: argparse.Namespace) -> int:
+def export(client: Client, args: argparse.Namespace) -> int:
+    stub = client.stub
     signer = load_signer(args.signing_key)
     tid = args.tournament_id
     reply = stub.GetTournamentRecord(
