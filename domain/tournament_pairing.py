@@ -101,7 +101,8 @@ class Settings:
             assert self.rounds is not None
             return self.rounds
         m = entrants + entrants % 2
-        return (m - 1) * (2 if self.double_round_robin else 1)
+        # None before the first registration (a view of the tournament is asked for then).
+        return max(m - 1, 0) * (2 if self.double_round_robin else 1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,17 +24,21 @@ pytestmark = [pytest.mark.timeout(300)]
 ORG = bearer(ORGANISER_TOKEN)
 
 
-def create(client: Client, seats: int, rounds: int) -> str:
-    """An individual Swiss of `rounds` rounds at `seats`-seat tables to 3 points."""
+def create(client: Client, seats: int, rounds: int, partnerships: bool = False) -> str:
+    """A Swiss of `rounds` rounds at `seats`-seat tables to 3 points; with `partnerships`, a
+    round robin of pairs."""
     created = client.stub.CreateTournament(
         pb.CreateTournamentRequest(
             name="bots cup",
             settings=pb.TournamentSettings(
-                format=pb.TOURNAMENT_FORMAT_SWISS,
+                format=pb.TOURNAMENT_FORMAT_ROUND_ROBIN
+                if partnerships
+                else pb.TOURNAMENT_FORMAT_SWISS,
                 seats=seats,
+                partnerships=partnerships,
                 preset=pb.PRESET_STANDARD,
                 options=rule_options(target=3),
-                rounds=rounds,
+                rounds=0 if partnerships else rounds,
             ),
         ),
         metadata=ORG,
@@ -70,10 +74,15 @@ def start_when_filled(client: Client, tid: str, entrants: int) -> None:
 
 
 def play_out(
-    farm: ServerFarm, server: ServerProcess, seats: int, entrants: int, rounds: int
+    farm: ServerFarm,
+    server: ServerProcess,
+    seats: int,
+    entrants: int,
+    rounds: int,
+    partnerships: bool = False,
 ) -> dict[str, object]:
     with Client(server.target) as client:
-        tid = create(client, seats, rounds)
+        tid = create(client, seats, rounds, partnerships)
         with bots(
             server, "--tournament", tid, "--entrants", str(entrants),
             "--policy", "greedy", "random", "--seed", "e2e", "--json",
@@ -85,8 +94,9 @@ def play_out(
         got = client.stub.GetTournament(pb.GetTournamentRequest(tournament_id=tid)).tournament
         assert got.phase == pb.TOURNAMENT_PHASE_ENDED
         assert got.round == rounds
+        names = [f"{('greedy', 'random')[i % 2]}{i + 1}" for i in range(entrants)]
         assert [e.players for e in got.entrants] == [
-            [f"{('greedy', 'random')[i % 2]}{i + 1}"] for i in range(entrants)
+            [f"{n}a", f"{n}b"] if partnerships else [n] for n in names
         ]
         # The bots report the server's final standings, and every match it paired them in.
         assert [(s["entrant"], s["match_points"]) for s in report["standings"]] == [
@@ -117,6 +127,14 @@ def test_bots_play_a_four_seat_individual_swiss_of_five_entrants(
 ) -> None:
     server = farm.start(sqlite_url, organiser_token=ORGANISER_TOKEN)
     play_out(farm, server, seats=4, entrants=5, rounds=2)
+
+
+def test_bot_pairs_play_a_round_robin_at_partnership_tables(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    server = farm.start(sqlite_url, organiser_token=ORGANISER_TOKEN)
+    report = play_out(farm, server, seats=4, entrants=4, rounds=3, partnerships=True)
+    assert len(report["matches"]) == 3 * 2  # type: ignore[arg-type]
 
 
 def test_a_tournament_not_open_for_registration_is_refused(
