@@ -103,6 +103,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         postgres_reachable,
         True,
     ),
+    Benchmark(
+        "tournament",
+        "bench.tournament_bench",
+        "Swiss pairing, standings, a Swiss by bots",
+        postgres_reachable,
+        True,
+    ),
 )
 
 
