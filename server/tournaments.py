@@ -459,6 +459,9 @@ class TournamentView:
     assignment: Assignment | None = None
 
 
+RECORDS_CACHED = 256
+"""Tournaments whose latest record `get` keeps built."""
+
 TABLE_MOVES = frozenset({"SeatTaken", "HandEnded", "MatchEnded"})
 """The events of a table's match that change what a tournament's watcher is shown."""
 
@@ -523,6 +526,11 @@ class TournamentCommands:
         self._identity = identity
         self._seeds = seeds
         self._signer = signer
+        self._records: OrderedDict[str, tuple[int, dict[str, Any]]] = OrderedDict()
+        """Tournament id -> (version, its record at that version): every caller of `get` is
+        shown the same record, built once per version (a player's lookup of its table, a
+        watcher woken, all between two of the tournament's events)."""
+        self._records_lock = threading.Lock()
 
     @property
     def repository(self) -> TournamentRepository:
@@ -757,7 +765,25 @@ class TournamentCommands:
                         except NotFound:
                             continue
                     live[table.match_id] = tuple(match.state.scores)
-        return TournamentView(t, t.state.record(), live, assignment)
+        return TournamentView(t, self._record_of(t), live, assignment)
+
+    def _record_of(self, t: Tournament) -> dict[str, Any]:
+        """`t`'s record, built once per version; shared, so read only."""
+        tournament_id = t.state.tournament_id
+        with self._records_lock:
+            cached = self._records.get(tournament_id)
+            if cached is not None and cached[0] == t.version:
+                self._records.move_to_end(tournament_id)
+                return cached[1]
+        record = t.state.record()
+        with self._records_lock:
+            cached = self._records.get(tournament_id)
+            if cached is None or cached[0] <= t.version:
+                self._records[tournament_id] = (t.version, record)
+                self._records.move_to_end(tournament_id)
+                while len(self._records) > RECORDS_CACHED:
+                    self._records.popitem(last=False)
+        return record
 
     def watch(
         self, caller: Caller, tournament_id: str, active: Callable[[], bool]
