@@ -28,7 +28,7 @@ from bergen.domain.tournament_engine import RUNNING
 from bergen.domain.tournament_fairness import table_server_seed
 from bergen.domain.tournament_pairing import seats_of
 
-from .commands import Clock, Intent, UnitOfWork, wall_ms
+from .commands import Clock, Intent, UnitOfWork, Written, wall_ms
 from .matches import EPOCH_KEY, Match, MatchRepository, token_metadata
 from .store import StoredEvent
 from .tournaments import (
@@ -69,6 +69,10 @@ class TournamentManager(Worker):
         self._clock = clock
         self._index: dict[str, str] = {}
         """Match id -> the tournament whose table it is (the tables paired so far)."""
+        self._live: set[str] = set()
+        """Tables' matches this manager saw seated and not ended: nothing to do for them until
+        their MatchEnded is noted (any replica's, through the feed), so a tournament's step does
+        not read every table of its round from the store again."""
         self._dirty: set[str] = set()
         self._due: dict[str, int] = {}
         """Tournaments to look at again at a time (Unix ms): a round delay, a retry."""
@@ -86,6 +90,7 @@ class TournamentManager(Worker):
                     self._dirty.add(e.stream_id[len(STREAM_PREFIX) :])
                     fresh = True
                 elif e.type == "MatchEnded":
+                    self._live.discard(e.stream_id)
                     tournament_id = self._index.get(e.stream_id)
                     if tournament_id is not None:
                         self._dirty.add(tournament_id)
@@ -133,7 +138,7 @@ class TournamentManager(Worker):
             if self._stop.is_set():
                 break
             try:
-                again = self.advance(tournament_id)
+                again = self.advance(tournament_id, fed=True)
             except BergenError as e:
                 log.warning("tournament %s: a step failed: %s", tournament_id, e)
                 again = self._clock() + int(RETRY_S * 1000)
@@ -147,10 +152,12 @@ class TournamentManager(Worker):
                 return 60.0
             return max(0.0, min(60.0, (min(self._due.values()) - self._clock()) / 1000))
 
-    def advance(self, tournament_id: str) -> int | None:
+    def advance(self, tournament_id: str, fed: bool = False) -> int | None:
         """Do every step `tournament_id` is ready for. Returns when to look again (Unix ms),
-        None when only an event can move it. Raises StorageUnavailable and what a store
-        raises."""
+        None when only an event can move it. `fed`: every event is given to `note` (the
+        manager's own thread, a feed listener), so a table's match seen seated is not read
+        again until its MatchEnded is noted; else each table's match is read from the store.
+        Raises StorageUnavailable and what a store raises."""
         while True:
             t = self._tournaments.repository.load(tournament_id)
             state = t.state
@@ -166,7 +173,19 @@ class TournamentManager(Worker):
                 for table in latest.tables:
                     if table.match_id is None or table.result is not None:
                         continue
+                    if fed:
+                        with self._lock:
+                            if table.match_id in self._live:
+                                continue
                     match = self._ensure_match(t, latest.round, table.table)
+                    if fed and match.state.phase not in (SEATING, ENDED):
+                        with self._lock:
+                            self._live.add(table.match_id)
+                        # Read once more: a MatchEnded noted before it was added is not lost.
+                        match = self._matches.load(table.match_id)
+                        if match.state.phase == ENDED:
+                            with self._lock:
+                                self._live.discard(table.match_id)
                     if match.state.phase == ENDED and match.state.result is not None:
                         r = match.state.result
                         written = self._tournaments.record_result(
@@ -224,15 +243,15 @@ class TournamentManager(Worker):
             fingerprint = f"tournament {state.tournament_id} round {round_number} table"
             try:
                 extra = table_metadata(state.tournament_id, round_number, table_number)
-                self._work.run(
+                created = self._work.run(
                     match_id,
                     lambda _: Intent(command, "server", fingerprint, extra),
                     new=True,
                 )
                 self.steps += 1
+                match = self._written(match_id, created)
             except ConcurrencyConflict:
-                pass  # another replica created it
-            match = self._matches.load(match_id)
+                match = self._matches.load(match_id)  # another replica created it
         seats = seats_of(state.settings, table.sides)
         for seat, (entrant, player) in enumerate(seats):
             if match.state.phase != SEATING:
@@ -247,8 +266,17 @@ class TournamentManager(Worker):
             )
             written = self._work.run(match_id, intent, command_id=seat_command_id(seat))
             self._count(written.replayed)
-            match = self._matches.load(match_id)
+            match = self._written(match_id, written)
         return match
+
+    def _written(self, match_id: str, written: Written) -> Match:
+        """The match after `written`: as this process cached it when it wrote it (no read of
+        the store), else from the store."""
+        if not written.replayed:
+            match = self._matches.cached(match_id)
+            if match is not None and match.version >= written.first_seq + len(written.events) - 1:
+                return match
+        return self._matches.load(match_id)
 
     def _seat_intent(
         self, match: Match, seat: int, name: str, client_seed: str, sealed: dict[str, str]
