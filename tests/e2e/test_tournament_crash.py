@@ -1,0 +1,187 @@
+"""A whole tournament through one `bergen serve` on PostgreSQL that is SIGKILLed at random
+moments (at least 20 times) and restarted each time, while its players play on through their
+tokens. It finishes with exactly what a clean run of the same tournament writes: every round
+paired as its results before it say, one match per table created and seated once, one result
+per table, no step event missing or doubled, every table's match id and seed derived, a record
+that checks and an audit pack that verifies."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import replace
+
+import grpc
+import pytest
+
+from bergen.domain.tournament_fairness import match_id
+from bergen.domain.tournament_record import next_round, parse_tournament_record
+from bergen.server.tournaments import tournament_stream
+from bergen.v1 import bergen_pb2 as pb
+
+from .client import Client, rule_options
+from .conftest import ORGANISER_TOKEN
+from .servers import ServerFarm, ServerProcess
+from .test_tournaments import ORG, check_record, ended, kill, play_some, play_until, verify_pack
+from .truth import check_stream, store_at
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.postgres, pytest.mark.slow]
+
+ENTRANTS = 8
+ROUNDS = 4
+TABLES = ENTRANTS // 2
+KILLS = 20
+TARGET = 25
+MAX_DELAY_S = 1.0
+RNG_SEED = 12
+# Codes of a call cut by the server's death (or made while it is down).
+CUT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN)
+# What a match of a table holds once, whatever its deals.
+STEPS = ("MatchCreated", "SeatTaken", "MatchEnded")
+
+
+def create_swiss(client: Client) -> tuple[str, dict[int, str]]:
+    """An 8-entrant 4-round Swiss at 2-seat tables to TARGET points, filled and started."""
+    stub = client.stub
+    tid = stub.CreateTournament(
+        pb.CreateTournamentRequest(
+            name="crash cup",
+            settings=pb.TournamentSettings(
+                format=pb.TOURNAMENT_FORMAT_SWISS,
+                seats=2,
+                preset=pb.PRESET_STANDARD,
+                options=rule_options(target=TARGET),
+                rounds=ROUNDS,
+            ),
+        ),
+        metadata=ORG,
+    ).tournament_id
+    tokens: dict[int, str] = {}
+    for i in range(ENTRANTS):
+        reply = stub.RegisterEntrant(
+            pb.RegisterEntrantRequest(tournament_id=tid, players=[f"p{i}"], client_seed=f"c{i}")
+        )
+        (tokens[reply.entrant],) = reply.player_tokens
+    stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=ORG)
+    return tid, tokens
+
+
+class Players:
+    """The players of a tournament playing on in a thread of their own through whichever
+    server is up; a call cut by a kill is made again on the next server."""
+
+    def __init__(self, tid: str, tokens: dict[int, str], server: ServerProcess) -> None:
+        self.tid, self.tokens = tid, tokens
+        self.changed = threading.Condition()
+        self.server, self.generation = server, 0
+        self.done = threading.Event()
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def restarted(self, server: ServerProcess) -> None:
+        with self.changed:
+            self.server, self.generation = server, self.generation + 1
+            self.changed.notify_all()
+
+    def _wait_for_restart(self, generation: int) -> None:
+        with self.changed:
+            self.changed.wait_for(lambda: self.generation != generation)
+
+    def _run(self) -> None:
+        try:
+            while not self.done.is_set():
+                with self.changed:
+                    server, generation = self.server, self.generation
+                try:
+                    with Client(server.target) as client:
+                        while not self.done.is_set():
+                            if play_some(client, self.tid, self.tokens):
+                                self.done.set()
+                            else:
+                                self.done.wait(0.01)  # a poll, as play_until's
+                except grpc.RpcError as e:
+                    if e.code() not in CUT:  # type: ignore[attr-defined]
+                        raise
+                    self._wait_for_restart(generation)
+        except BaseException as e:  # handed to the test
+            self.failure = e
+            self.done.set()
+
+
+def step_events(database: str, tid: str) -> tuple[list[str], list[Counter[str]]]:
+    """The tournament stream's event types in order, and each table's match's step events
+    (round by round, table by table), every match stream gap-free, chained and folding."""
+    with store_at(database) as store:
+        types = [e.type for e in store.read_stream(tournament_stream(tid))]
+        tables = []
+        for r in range(1, ROUNDS + 1):
+            for t in range(1, TABLES + 1):
+                mid = match_id(tid, r, t)
+                stored = store.read_stream(mid)
+                check_stream(store, mid, stored)
+                tables.append(Counter(e.type for e in stored if e.type in STEPS))
+    return types, tables
+
+
+def test_a_tournament_killed_twenty_times_finishes_exactly_as_a_clean_run(
+    farm: ServerFarm, pg_database: str
+) -> None:
+    server = farm.start(pg_database, organiser_token=ORGANISER_TOKEN, name="run0")
+    # The clean run: the same tournament played to its end with no kill.
+    with Client(server.target) as client:
+        clean_tid, clean_tokens = create_swiss(client)
+        play_until(client, clean_tid, clean_tokens, ended(client, clean_tid), 120)
+        check_record(client, clean_tid)
+        tid, tokens = create_swiss(client)
+
+    rng = random.Random(RNG_SEED)
+    players = Players(tid, tokens, server)
+    players.thread.start()
+    kills = 0
+    deadline = time.monotonic() + 180
+    while not players.done.wait(rng.uniform(0, MAX_DELAY_S)):
+        assert time.monotonic() < deadline, f"the tournament did not finish ({kills} kills)"
+        kill(server)
+        kills += 1
+        server = farm.start(pg_database, organiser_token=ORGANISER_TOKEN, name=f"run{kills}")
+        players.restarted(server)
+    players.thread.join(30)
+    if players.failure is not None:
+        raise players.failure
+    assert kills >= KILLS, f"the tournament ended after only {kills} kills"
+
+    with Client(server.target) as client:
+        record = check_record(client, tid)
+        verify_pack(client, record, farm.workdir)
+        summaries = client.stub.ListMatches(pb.ListMatchesRequest(page_size=100)).matches
+    # One match per table of either run, and nothing else.
+    both = {match_id(t, r, n) for t in (tid, clean_tid) for r in range(1, ROUNDS + 1)
+            for n in range(1, TABLES + 1)}  # fmt: skip
+    assert sorted(m.match_id for m in summaries) == sorted(both)
+
+    # Every round is paired as the results before it say: the record replayed through the
+    # pure model, round after round, gives its rounds again (tables, sides, match ids).
+    played = parse_tournament_record({k: v for k, v in record.items() if k != "signature"})
+    replay = replace(played, rounds=())
+    for got in played.rounds:
+        want = next_round(replay)
+        assert [(t.table, t.sides, t.match_id) for t in got.tables] == [
+            (t.table, t.sides, t.match_id) for t in want.tables
+        ]
+        assert got.byes == want.byes
+        assert all(t.result is not None for t in got.tables)
+        replay = replace(replay, rounds=(*replay.rounds, got))
+    assert len(played.rounds) == ROUNDS
+
+    # The same events as the clean run: each step of the tournament once, in the same
+    # order, and each table's match created, seated and ended once.
+    crash_types, crash_tables = step_events(pg_database, tid)
+    clean_types, clean_tables = step_events(pg_database, clean_tid)
+    assert crash_types == clean_types
+    assert Counter(crash_types)["RoundPaired"] == ROUNDS
+    assert Counter(crash_types)["ResultRecorded"] == ROUNDS * TABLES
+    assert Counter(crash_types)["TournamentEnded"] == 1
+    assert crash_tables == clean_tables
+    assert all(c == Counter(MatchCreated=1, SeatTaken=2, MatchEnded=1) for c in crash_tables)
