@@ -763,7 +763,11 @@ class TournamentCommands:
                         try:
                             match = self._matches.load(table.match_id)
                         except NotFound:
-                            continue
+                            # Not created yet. The manager creates a round's matches in table
+                            # order (every replica's, each table after the one before it is
+                            # seated), so no later table's is created either: one read of the
+                            # store, not one for each table of a round being seated.
+                            break
                     live[table.match_id] = tuple(match.state.scores)
         return TournamentView(t, self._record_of(t), live, assignment)
 

@@ -94,3 +94,23 @@ def test_get_builds_the_record_once_per_version_for_every_caller(
     v = app.tournaments.get(Caller(), tid)
     assert built == [4, 5]
     assert len(v.record["entrants"]) == 5
+
+
+def test_get_reads_one_table_not_yet_created_not_every_one(
+    replicas: list[Replica],  # noqa: F811 - the fixture
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = replicas[0][0]
+    tid, _ = registered(app, 8, swiss())
+    app.tournaments.start(ORG, tid)
+    app.tournaments.pair(tid, 1)  # paired, and no manager has created its 4 matches yet
+    loads = counting_loads(monkeypatch, replicas[0])
+    v = app.tournaments.get(Caller(), tid)
+    assert v.live_scores == {}
+    assert len(loads) == 1
+    # Created in table order by the manager: each then shows its scores.
+    m = TournamentManager(app.tournaments, app.work, app.repository)
+    assert m.advance(tid) is None
+    v = app.tournaments.get(Caller(), tid)
+    tables = v.tournament.state.rounds[-1].tables
+    assert sorted(v.live_scores) == sorted(t.match_id for t in tables)  # type: ignore[type-var]
