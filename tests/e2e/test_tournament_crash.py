@@ -33,7 +33,7 @@ ENTRANTS = 8
 ROUNDS = 4
 TABLES = ENTRANTS // 2
 KILLS = 20
-TARGET = 25
+TARGET = 45
 MAX_DELAY_S = 1.0
 RNG_SEED = 12
 # Codes of a call cut by the server's death (or made while it is down).
