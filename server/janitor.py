@@ -9,7 +9,6 @@ it done.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -19,6 +18,7 @@ from bergen.domain.state import SEATING
 from .commands import MatchCommands
 from .projections import MatchListProjection
 from .store import EventStore
+from .worker import Worker
 
 log = logging.getLogger("bergen.server.janitor")
 
@@ -33,7 +33,7 @@ def seating_note(timeout_s: float) -> str:
     return f"abandoned by the server: still seating {timeout_s:g} s after it was created"
 
 
-class Janitor:
+class Janitor(Worker):
     """Abandons matches left seating longer than `timeout_s`, looking every `interval_s`
     (a quarter of the timeout, at most MAX_INTERVAL_S) in a thread of its own."""
 
@@ -47,6 +47,7 @@ class Janitor:
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"the seating timeout must be positive, not {timeout_s}")
+        super().__init__("bergen-janitor")
         self._store = store
         self._listing = listing
         self._commands = commands
@@ -54,17 +55,6 @@ class Janitor:
         self._note = seating_note(timeout_s)
         self._interval = min(timeout_s / 4, MAX_INTERVAL_S)
         self._now = now
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bergen-janitor", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            # A sweep blocked on the store must not hold the server's shutdown for ever.
-            self._thread.join(timeout=5)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

@@ -1,5 +1,5 @@
 """A background worker of the server: one thread that sleeps until it is woken, its next
-moment comes, or the server stops (the clock keeper, the tournament manager)."""
+moment comes, or the server stops (the clock keeper, the tournament manager, the janitor)."""
 
 from __future__ import annotations
 
