@@ -25,8 +25,10 @@
    WatchTournament until it is), and plays both seats of it as `grpc_bench.Player` plays a
    match, at random among the legal plays, until it ends; then the next table. Between rounds
    the clients wait on WatchTournament for the server to record the results and pair the next
-   round; nobody else acts. Then the same clients play ordinary 2-seat matches of the same
-   rules (created and joined as `grpc_bench.Player` does) for the tournament's wall time.
+   round; nobody else acts. Around it the same clients play ordinary 2-seat matches of the
+   same rules (created and joined as `grpc_bench.Player` does): `--plain-seconds` (20) before
+   the tournament and as long after it, pooled, so that a machine growing busier or quieter in
+   the course of the run moves both figures alike.
    Figures: the wall time; Play/s of each run (Play calls over the wall time, the goal's
    figure: at least 0.9 of the plain run's); the rate inside the Play calls (summed over
    clients, as `grpc_bench` counts it), which leaves out the clients' waits; and the time
@@ -429,6 +431,8 @@ class Hosted:
     wall_s: float
     tournament: Clocked
     plain_latencies: list[float]
+    plain_s: float
+    """The plain windows' time, before and after the tournament together."""
     tournament_cpu_s: float
     plain_cpu_s: float
     paired_after_s: list[float]
@@ -437,8 +441,13 @@ class Hosted:
     """By round from the second: from the last Play of the round before to its first Play."""
     tables: int
 
-    def rate(self, latencies: Sequence[float]) -> float:
-        return len(latencies) / self.wall_s
+    def tournament_rate(self) -> float:
+        """Play/s over the tournament's wall time."""
+        return len(self.tournament.latencies) / self.wall_s
+
+    def plain_rate(self) -> float:
+        """Play/s over the plain windows' time."""
+        return len(self.plain_latencies) / self.plain_s
 
     def inside(self, latencies: Sequence[float]) -> float:
         """Play/s inside the Play calls, summed over clients (grpc_bench's figure)."""
@@ -573,7 +582,9 @@ def run_swiss(
     return clocked, wall, cpu_s, paired, played
 
 
-def host_swiss(admin_url: str, folder: Path, entrants: int, rounds: int, clients: int) -> Hosted:
+def host_swiss(
+    admin_url: str, folder: Path, entrants: int, rounds: int, clients: int, plain_s: float
+) -> Hosted:
     """Part 3 on a database of its own. Raises RuntimeError when the server does not start, a
     client fails or the tournament does not move on."""
     with (
@@ -588,19 +599,24 @@ def host_swiss(admin_url: str, folder: Path, entrants: int, rounds: int, clients
             calls = [_TournamentCalls(ch) for ch in channels]
             plain = [Player(c, random.Random(i)) for i, c in enumerate(calls)]
             honest_window(plain, 2.0, 5)  # discarded: the server and caches warm up
+            _say(f"  {plain_s:g} s of ordinary matches, {clients} clients")
+            before = cpu_seconds(pid)
+            windows = [honest_window(plain, plain_s)]
+            cpu_p = cpu_seconds(pid) - before
             _say(f"  a {entrants}-entrant {rounds}-round Swiss, {clients} clients")
             clocked, wall, cpu_t, paired, played = run_swiss(
                 org, calls, entrants, rounds, lambda: cpu_seconds(pid)
             )
             _say(
                 f"    ended in {wall:.1f} s, {len(clocked.latencies):,} plays; now"
-                f" {wall:.1f} s of ordinary matches"
+                f" {plain_s:g} s of ordinary matches again"
             )
             before = cpu_seconds(pid)
-            window = honest_window(plain, wall)
-            cpu_p = cpu_seconds(pid) - before
-            if window.failed:
-                raise RuntimeError(f"plain matches: Play failed: {window.failed[:3]}")
+            windows.append(honest_window(plain, plain_s))
+            cpu_p += cpu_seconds(pid) - before
+            for window in windows:
+                if window.failed:
+                    raise RuntimeError(f"plain matches: Play failed: {window.failed[:3]}")
         finally:
             for ch in channels:
                 ch.close()
@@ -611,7 +627,8 @@ def host_swiss(admin_url: str, folder: Path, entrants: int, rounds: int, clients
         clients,
         wall,
         clocked,
-        window.latencies,
+        [x for w in windows for x in w.latencies],
+        2 * plain_s,
         cpu_t,
         cpu_p,
         [paired[r] - clocked.last[r - 1] for r in later],
@@ -622,11 +639,11 @@ def host_swiss(admin_url: str, folder: Path, entrants: int, rounds: int, clients
 
 def hosted_lines(h: Hosted) -> list[Line]:
     t, p = h.tournament.latencies, h.plain_latencies
-    ratio = h.rate(t) / h.rate(p)
+    ratio = h.tournament_rate() / h.plain_rate()
     inside = h.inside(t) / h.inside(p)
     cpu_t, cpu_p = 1000 * h.tournament_cpu_s / len(t), 1000 * h.plain_cpu_s / len(p)
     busy = sum(t) / (h.clients * h.wall_s)
-    plain_busy = sum(p) / (h.clients * h.wall_s)
+    plain_busy = sum(p) / (h.clients * h.plain_s)
     waiting = h.tournament.waiting_s / (h.clients * h.wall_s)
     seating = h.tournament.seating_s / (h.clients * h.wall_s)
 
@@ -644,8 +661,8 @@ def hosted_lines(h: Hosted) -> list[Line]:
         ),
         Line(
             f"Play/s, {h.clients} clients, tournament vs plain",
-            f"{h.rate(t):,.0f}/s",
-            f"{h.rate(p):,.0f}/s",
+            f"{h.tournament_rate():,.0f}/s",
+            f"{h.plain_rate():,.0f}/s",
             ratio,
             f">= {PLAY_GOAL_RATIO:g}",
             ratio >= PLAY_GOAL_RATIO,
@@ -728,6 +745,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6, help="of the Swiss played by bots")
     parser.add_argument("--clients", type=int, default=8, help="client threads playing")
     parser.add_argument(
+        "--plain-seconds",
+        type=float,
+        default=20.0,
+        help="ordinary matches played before the Swiss, and as long after it",
+    )
+    parser.add_argument(
         "--parts", nargs="+", choices=PARTS, default=PARTS, help="the parts to run (all)"
     )
     args = parser.parse_args(argv)
@@ -746,7 +769,12 @@ def main(argv: list[str] | None = None) -> int:
     if PLAY in args.parts:
         with tempfile.TemporaryDirectory(prefix="bergen-tournament-bench-") as tmp:
             hosted = host_swiss(
-                args.database_url, Path(tmp), args.entrants, args.rounds, args.clients
+                args.database_url,
+                Path(tmp),
+                args.entrants,
+                args.rounds,
+                args.clients,
+                args.plain_seconds,
             )
         lines += hosted_lines(hosted)
     print()
