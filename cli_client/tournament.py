@@ -9,7 +9,9 @@ and `bergen play --tournament ID` its player's (cli_client/tournament_play.py wr
 file).
 
 `show` draws what GetTournament answers: the standings with every tie-break figure, a
-crosstable round by round and the current round's tables. `export --out DIR` writes the audit
+crosstable round by round, at two-sided tables of at most `GRID_MAX_ENTRANTS` entrants a
+crosstable entrant by entrant (as a round robin's table is drawn), and the current round's
+tables. `export --out DIR` writes the audit
 pack of TOURNAMENT.md section 6 from the records as the server signed them.
 """
 
@@ -416,6 +418,39 @@ def crosstable_lines(view: pb.TournamentView) -> list[str]:
     return table_text(rows, [True, *(False for _ in view.rounds), True])
 
 
+GRID_MAX_ENTRANTS = 24
+"""Past this many entrants the entrant-by-entrant crosstable is left out: too wide to read."""
+
+
+def grid_lines(view: pb.TournamentView) -> list[str]:
+    """Entrant by entrant, at two-sided tables: a row and a column per entrant in standings
+    order, numbered by that order; a cell holds the row's match points against the column's
+    entrant in each of their meetings, in round order (`1`, `1/2 0`), `*` for a meeting in
+    play, `.` before they meet, `x` on the diagonal. Empty at tables of more than two sides
+    or past GRID_MAX_ENTRANTS entrants."""
+    two_sided = view.settings.seats == 2 or (
+        view.settings.partnerships and view.settings.seats == 4
+    )
+    order = [s.entrant for s in view.standings] or [e.entrant for e in view.entrants]
+    if not two_sided or not order or len(order) > GRID_MAX_ENTRANTS:
+        return []
+    met: dict[tuple[int, int], list[str]] = {}
+    for rnd in view.rounds:
+        for t in rnd.tables:
+            if len(t.sides) != 2:
+                continue
+            for side, (e, other) in enumerate((tuple(t.sides), tuple(reversed(t.sides)))):
+                cell = t.result.match_points[side] if t.HasField("result") else "*"
+                met.setdefault((e, other), []).append(cell)
+    number = {e: i + 1 for i, e in enumerate(order)}
+    points = {s.entrant: s.match_points for s in view.standings}
+    rows: list[list[str]] = [["#", "Entrant", *(str(number[e]) for e in order), "MP"]]
+    for e in order:
+        cells = ["x" if e == other else " ".join(met.get((e, other), [])) or "." for other in order]
+        rows.append([str(number[e]), str(e), *cells, points.get(e, "")])
+    return table_text(rows, [True, True, *(True for _ in order), True])
+
+
 def tables_lines(view: pb.TournamentView, rnd: pb.TournamentRound) -> list[str]:
     names = names_of(view)
     lines = []
@@ -463,6 +498,9 @@ def render(view: pb.TournamentView) -> str:
         out += ["", "Entrants", *(f"  {e} {names[e]}" for e in sorted(names))]
     if view.rounds:
         out += ["", "Crosstable", *crosstable_lines(view)]
+        grid = grid_lines(view)
+        if grid:
+            out += ["", "Crosstable, entrant by entrant", *grid]
         current = view.rounds[-1]
         out += ["", f"Round {current.round}", *tables_lines(view, current)]
     return "\n".join(out)
@@ -570,6 +608,7 @@ __all__: list[str] = [
     "add_parser",
     "changes",
     "crosstable_lines",
+    "grid_lines",
     "played_matches",
     "render",
     "standings_lines",

@@ -190,6 +190,24 @@ def test_a_swiss_is_run_shown_watched_and_exported_from_the_command_line(
             (other,) = [x[0] for x in t["sides"] if x != [e]]
             cells += [f"v{other}", t["result"]["match_points"][side]]
         assert columns(row) == [*cells, s["match_points"]]
+    # Entrant by entrant: the row's match points against the column's entrant, "." for a
+    # pair that never met, "x" on the diagonal; both sides of a meeting agree with its result.
+    grid = section(shown, "Crosstable, entrant by entrant")
+    order = [s["entrant"] for s in record["standings"]]
+    assert columns(grid[0]) == ["#", "Entrant", *(str(i + 1) for i in range(len(order))), "MP"]
+    expected: dict[tuple[int, int], str] = {}
+    for r in record["rounds"]:
+        for t in r["tables"]:
+            (a,), (b,) = t["sides"]
+            expected[a, b], expected[b, a] = t["result"]["match_points"]
+    for i, (row, s) in enumerate(zip(grid[1:], record["standings"], strict=True)):
+        e = s["entrant"]
+        cells = ["x" if e == o else expected.get((e, o), ".") for o in order]
+        assert columns(row) == [str(i + 1), str(e), *cells, s["match_points"]]
+    assert (
+        sum(columns(row)[2:-1].count(".") for row in grid[1:])
+        == len(order) * (len(order) - 1) - 2 * ROUNDS * len(order) // 2
+    )
     last = section(shown, "Round 2")
     assert len(last) == 2 and all("ended" in x for x in last)
 
