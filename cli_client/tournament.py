@@ -21,16 +21,16 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
 from google.protobuf.json_format import MessageToDict
 
+from bergen.api.audit_pack import played_matches
 from bergen.api.convert import PRESET, options_out
 from bergen.api.exit_status import ExitStatus
-from bergen.api.signing import RecordSigner
 from bergen.domain.errors import InvalidOptions
 from bergen.domain.rules import PRESETS
 from bergen.v1 import bergen_pb2 as pb
@@ -44,12 +44,11 @@ from .connect import (
     describe_error,
     exit_status_of,
 )
-from .tournament_pack import write_pack
+from .tournament_pack import served_pack, write_files
 from .tournament_play import load_registrations, save_registration
 from .tournament_play import register as register_entrant
 
 ORGANISER_ENV = "BERGEN_ORGANISER_TOKEN"
-SIGNING_KEY_ENV = "BERGEN_SIGNING_KEY"
 CALL_TIMEOUT_S = 30.0
 
 FORMATS = {
@@ -151,13 +150,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     e = own.add_parser("export", help="write the tournament's audit pack")
     e.add_argument("tournament_id", metavar="TOURNAMENT")
     e.add_argument("--out", type=Path, required=True, metavar="DIR")
-    e.add_argument(
-        "--signing-key",
-        default=os.environ.get(SIGNING_KEY_ENV),
-        metavar="FILE",
-        help="the server's signing key (PEM; default: $BERGEN_SIGNING_KEY), which signs the "
-        "pack's manifest; the records are written as the server signed them",
-    )
     e.set_defaults(tournament_func=export)
 
     for q in (c, r, w, s, n, g, v, e):
@@ -556,13 +548,21 @@ def watch(client: Client, args: argparse.Namespace) -> int:
 
 
 def export(client: Client, args: argparse.Namespace) -> int:
+    """The audit pack of an ended tournament, as the server serves and signs it: the manifest
+    of GetAuditManifest, the tournament record and every played table's match record, each
+    checked against the manifest before anything is written."""
     stub = client.stub
-    signer = load_signer(args.signing_key)
     tid = args.tournament_id
-    reply = stub.GetTournamentRecord(
-        pb.GetTournamentRecordRequest(tournament_id=tid), timeout=CALL_TIMEOUT_S
+    manifest = json.loads(
+        stub.GetAuditManifest(
+            pb.GetAuditManifestRequest(tournament_id=tid), timeout=CALL_TIMEOUT_S
+        ).manifest_json
     )
-    record = json.loads(reply.record_json)
+    record = json.loads(
+        stub.GetTournamentRecord(
+            pb.GetTournamentRecordRequest(tournament_id=tid), timeout=CALL_TIMEOUT_S
+        ).record_json
+    )
     matches = [
         json.loads(
             stub.GetRecord(pb.GetRecordRequest(match_id=mid), timeout=CALL_TIMEOUT_S).record_json
@@ -570,7 +570,8 @@ def export(client: Client, args: argparse.Namespace) -> int:
         for mid in played_matches(record)
     ]
     try:
-        written = write_pack(args.out, record, matches, signer, signed=True)
+        files = served_pack(record, matches, manifest)
+        written = write_files(args.out, files)
     except FileExistsError as e:
         raise Refused(str(e)) from None
     except ValueError as e:
@@ -581,35 +582,11 @@ def export(client: Client, args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
-def played_matches(record: Mapping[str, Any]) -> list[str]:
-    """The match id of every played table of a tournament record, in round and table order."""
-    return [
-        str(t["match_id"])
-        for r in record.get("rounds", [])
-        for t in r.get("tables", [])
-        if t.get("match_id")
-    ]
-
-
-def load_signer(path: str | None) -> RecordSigner:
-    """The server's key of `path`. Raises Refused for none, a missing or a wrong file: a key
-    made here would sign a manifest no record of the server agrees with."""
-    if not path:
-        raise Refused(f"needs the server's signing key: --signing-key or ${SIGNING_KEY_ENV}")
-    if not Path(path).is_file():
-        raise Refused(f"--signing-key {path}: no such file")
-    try:
-        return RecordSigner.load_or_create(path)
-    except (ValueError, OSError) as e:
-        raise Refused(f"--signing-key {path}: {e}") from None
-
-
 __all__: list[str] = [
     "add_parser",
     "changes",
     "crosstable_lines",
     "grid_lines",
-    "played_matches",
     "render",
     "standings_lines",
 ]

@@ -1,52 +1,32 @@
-"""The audit pack of a tournament (TOURNAMENT.md section 6): its layout, and the writer.
+"""Writing a tournament's audit pack (TOURNAMENT.md section 6), and its tables' rules.
 
-A pack is a folder:
-
-    tournament.json          the signed bergen-tournament-record/1
-    matches/<match_id>.json  every played table's signed RECORD.md record, with its
-                             `tournament` field {tournament_id, round, table}
-    manifest.json            every other file's SHA-256 and the public key, signed the same
-                             way (Ed25519 over the RFC 8785 canonical form without `signature`)
-
-`write_pack` is shared by `bergen simulate --tournament` and the server's export; `bergen
-verify DIR` reads a pack back (cli_client/verify.py).
+The pack's layout, its files' bytes and its manifest are `bergen.api.audit_pack`'s (the
+server signs manifests with it too). `write_pack` is shared by `bergen simulate --tournament`
+and `bergen tournament export`; `bergen verify DIR` reads a pack back (cli_client/verify.py).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bergen.api.audit_pack import (
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    MATCHES_DIR,
+    PACK_PATH,
+    TOURNAMENT_FILE,
+    build_manifest,
+    file_bytes,
+    match_path,
+    pack_contents,
+    sha256_hex,
+)
 from bergen.api.signing import RecordSigner, SignatureError, verify_signature
 from bergen.domain import make_rules
 from bergen.domain.rules import Rules
 from bergen.domain.tournament_pairing import Settings
-
-TOURNAMENT_FILE = "tournament.json"
-MATCHES_DIR = "matches"
-MANIFEST_FILE = "manifest.json"
-MANIFEST_FORMAT = "bergen-audit-pack/1"
-
-PACK_PATH = re.compile(r"^(tournament\.json|matches/[0-9A-Za-z][0-9A-Za-z._-]*\.json)$")
-"""The paths a manifest may list: nothing outside the pack, nothing but its records."""
-
-
-def match_path(match_id: str) -> str:
-    """The pack path of a match's record."""
-    return f"{MATCHES_DIR}/{match_id}.json"
-
-
-def file_bytes(record: Mapping[str, Any]) -> bytes:
-    """A record as the pack stores it: UTF-8 JSON, one key a line, a final newline."""
-    return (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def table_rules(settings: Settings, seats: int) -> Rules:
@@ -63,63 +43,6 @@ def table_rules(settings: Settings, seats: int) -> Rules:
     )
 
 
-def build_manifest(
-    tournament_id: str, files: Mapping[str, bytes], public_key: str
-) -> dict[str, Any]:
-    """The manifest (without `signature`) of the pack files `files` (path -> bytes)."""
-    return {
-        "format": MANIFEST_FORMAT,
-        "tournament_id": tournament_id,
-        "public_key": public_key,
-        "files": {path: sha256_hex(files[path]) for path in sorted(files)},
-    }
-
-
-def pack_contents(
-    tournament: Mapping[str, Any],
-    matches: Sequence[Mapping[str, Any]],
-    signer: RecordSigner,
-    signed: bool = False,
-) -> dict[str, bytes]:
-    """Every file of the pack (path -> bytes), each record signed by `signer`.
-
-    `tournament` is the tournament record, `matches` the match record of each played
-    table, each with its `tournament` field naming this tournament. With `signed`, the
-    records are written as given (as the server served them), each already signed by
-    `signer`'s key; only the manifest is signed here.
-    Raises ValueError for a match record of another tournament, without its `tournament`
-    field, or given twice, and with `signed` for a record not signed by `signer`'s key.
-    """
-
-    def seal(record: Mapping[str, Any], name: str) -> dict[str, Any]:
-        if not signed:
-            return signer.sign(dict(record))
-        try:
-            verify_signature(dict(record), signer.public_key)
-        except SignatureError as e:
-            raise ValueError(f"{name}: {e}") from None
-        return dict(record)
-
-    tid = tournament.get("tournament_id")
-    if not isinstance(tid, str):
-        raise ValueError("the tournament record has no tournament_id")
-    files: dict[str, bytes] = {TOURNAMENT_FILE: file_bytes(seal(tournament, TOURNAMENT_FILE))}
-    for record in matches:
-        mid = record.get("match_id")
-        place = record.get("tournament")
-        if not isinstance(place, Mapping) or place.get("tournament_id") != tid:
-            raise ValueError(f"match {mid!r} is not recorded as a match of tournament {tid}")
-        path = match_path(str(mid))
-        if not PACK_PATH.match(path):
-            raise ValueError(f"match id {mid!r} cannot name a file of the pack")
-        if path in files:
-            raise ValueError(f"match {mid} is given twice")
-        files[path] = file_bytes(seal(record, path))
-    manifest = signer.sign(build_manifest(tid, files, signer.public_key))
-    files[MANIFEST_FILE] = file_bytes(manifest)
-    return files
-
-
 def write_pack(
     out: Path,
     tournament: Mapping[str, Any],
@@ -130,11 +53,52 @@ def write_pack(
     """Write the audit pack into folder `out` (made if needed); returns the files written.
     With `signed`, the records are already signed by `signer`'s key (see `pack_contents`).
 
-    Raises ValueError as `pack_contents` does, FileExistsError when `out` holds anything
-    already (a file left there would be an extra file of the pack), OSError when it cannot
-    be written.
+    Raises ValueError as `pack_contents` does, and as `write_files` does.
     """
-    files = pack_contents(tournament, matches, signer, signed)
+    return write_files(out, pack_contents(tournament, matches, signer, signed))
+
+
+def served_pack(
+    tournament: Mapping[str, Any],
+    matches: Sequence[Mapping[str, Any]],
+    manifest: Mapping[str, Any],
+) -> dict[str, bytes]:
+    """Every file of the pack (path -> bytes) from records and a manifest a server served:
+    the manifest signed by its own key, the tournament record by the same key, and the files
+    exactly those it lists with the hashes it gives. Raises ValueError saying which is not."""
+    try:
+        key = verify_signature(dict(manifest))
+        verify_signature(dict(tournament), key)
+    except SignatureError as e:
+        raise ValueError(f"{MANIFEST_FILE}: {e}") from None
+    tid = tournament.get("tournament_id")
+    if manifest.get("format") != MANIFEST_FORMAT or manifest.get("tournament_id") != tid:
+        raise ValueError(f"{MANIFEST_FILE} is not the manifest of tournament {tid}")
+    if manifest.get("public_key") != key:
+        raise ValueError(f"{MANIFEST_FILE} names another key than the one that signed it")
+    files = {TOURNAMENT_FILE: file_bytes(tournament)}
+    for record in matches:
+        path = match_path(str(record.get("match_id")))
+        if not PACK_PATH.match(path) or path in files:
+            raise ValueError(f"match {record.get('match_id')!r} cannot be a file of the pack")
+        files[path] = file_bytes(record)
+    listed = manifest.get("files")
+    if not isinstance(listed, dict):
+        raise ValueError(f"{MANIFEST_FILE} lists no files")
+    served = build_manifest(str(tid), files, key)["files"]
+    if listed != served:
+        wrong = sorted(set(served).symmetric_difference(listed)) or [
+            path for path in served if served[path] != listed[path]
+        ]
+        raise ValueError(f"{wrong[0]} is not the file the manifest lists")
+    files[MANIFEST_FILE] = file_bytes(manifest)
+    return files
+
+
+def write_files(out: Path, files: Mapping[str, bytes]) -> list[Path]:
+    """Write a pack's files (path -> bytes) into folder `out` (made if needed); returns the
+    files written. Raises FileExistsError when `out` holds anything already (a file left
+    there would be an extra file of the pack), OSError when it cannot be written."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out} is not an empty folder")
     (out / MATCHES_DIR).mkdir(parents=True, exist_ok=True)
@@ -156,7 +120,9 @@ __all__ = [
     "file_bytes",
     "match_path",
     "pack_contents",
+    "served_pack",
     "sha256_hex",
     "table_rules",
+    "write_files",
     "write_pack",
 ]

@@ -373,6 +373,16 @@ class BergenServicer:
         record = self._tournaments.record(check_tournament_id(req.tournament_id))
         return pb.GetTournamentRecordResponse(record_json=json.dumps(record, ensure_ascii=False))
 
+    def GetAuditManifest(
+        self, req: pb.GetAuditManifestRequest, context: grpc.ServicerContext
+    ) -> pb.GetAuditManifestResponse:
+        caller = _caller(context)
+        manifest = self._tournaments.audit_manifest(
+            check_tournament_id(req.tournament_id),
+            lambda match_id: self._queries.record(caller, match_id),
+        )
+        return pb.GetAuditManifestResponse(manifest_json=json.dumps(manifest, ensure_ascii=False))
+
 
 def _tournament_out(v: TournamentView) -> tuple[pb.TournamentView, pb.TournamentAssignment | None]:
     t = v.tournament

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import logging
 import re
 import threading
@@ -30,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bergen.api.audit_pack import MANIFEST_FILE, pack_contents, played_matches
 from bergen.api.signing import RecordSigner
 from bergen.domain.commands import CreateMatch, TakeSeat
 from bergen.domain.engine import execute
@@ -96,6 +98,8 @@ TABLE_KEYS = ("tournament_id", "tournament_round", "tournament_table")
 PLAYER_TOKEN = "player_{}_token_hmac"
 LEGACY_PLAYER_TOKEN = "player_{}_token_sha256"
 RETRIES = 8
+MANIFESTS_KEPT = 64
+"""Ended tournaments whose audit pack manifest is kept built."""
 REGISTER_PREFIX = "register-"
 """A registration's command id when the client made the tokens: keyed like a join's."""
 TABLES_KEPT = 100_000
@@ -531,6 +535,9 @@ class TournamentCommands:
         shown the same record, built once per version (a player's lookup of its table, a
         watcher woken, all between two of the tournament's events)."""
         self._records_lock = threading.Lock()
+        self._manifests: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        """Tournament id -> its audit pack's signed manifest, for ended tournaments (which
+        change no more): a pack's records are read and hashed once."""
 
     @property
     def repository(self) -> TournamentRepository:
@@ -878,6 +885,43 @@ class TournamentCommands:
         t = self._repo.load(tournament_id)
         record = t.state.record()
         return self._signer.sign(record) if self._signer is not None else record
+
+    def audit_manifest(
+        self, tournament_id: str, match_record: Callable[[str], Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """The signed manifest of an ended tournament's audit pack (TOURNAMENT.md section 6):
+        the SHA-256 of its record and of each played table's match record as `match_record`
+        gives it (GetRecord's), so that anyone who fetches those can write the pack. Built
+        once per tournament. Raises NotFound; RuleViolation (TOURNAMENT_NOT_ENDED, or
+        RECORDS_NOT_SIGNED on a server that signs nothing); CorruptRecord when a served record
+        is not what the pack takes."""
+        with self._records_lock:
+            known = self._manifests.get(tournament_id)
+        if known is not None:
+            return known
+        if self._signer is None:
+            raise RuleViolation(
+                "this server signs no records, so it signs no audit pack",
+                reason="RECORDS_NOT_SIGNED",
+            )
+        record = self.record(tournament_id)
+        if record.get("ended") is not True:
+            raise RuleViolation(
+                f"tournament {tournament_id} has not ended: its pack is made at the end",
+                reason="TOURNAMENT_NOT_ENDED",
+                tournament_id=tournament_id,
+            )
+        matches = [match_record(match_id) for match_id in played_matches(record)]
+        try:
+            files = pack_contents(record, matches, self._signer, signed=True)
+        except ValueError as e:
+            raise CorruptRecord(f"tournament {tournament_id}: no pack: {e}") from None
+        manifest: dict[str, Any] = json.loads(files[MANIFEST_FILE])
+        with self._records_lock:
+            self._manifests[tournament_id] = manifest
+            while len(self._manifests) > MANIFESTS_KEPT:
+                self._manifests.popitem(last=False)
+        return manifest
 
 
 def _page_token(after: str) -> str:

@@ -218,7 +218,7 @@ def test_a_tournament_at_its_size_is_filled_by_bots_played_exported_and_verified
     signer = RecordSigner.load_or_create(key)
     folder = tmp_path / "pack"
     exported = ok(
-        bergen(env, "tournament", "export", tid, "--out", str(folder), "--signing-key", str(key))
+        bergen(env, "tournament", "export", tid, "--out", str(folder))
     )
     assert f"{len(paired) + 2} files" in exported
     status, verdict = verify(folder, signer.public_key)

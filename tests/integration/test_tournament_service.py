@@ -8,12 +8,20 @@ import queue
 import secrets
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Backend
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from bergen.api.audit_pack import played_matches
+from bergen.api.exit_status import ExitStatus
+from bergen.api.signing import RecordSigner, verify_signature
+from bergen.cli_client.tournament_pack import served_pack, write_files
+from bergen.cli_client.verify import verify_pack
 from bergen.domain.errors import (
     InvalidArgument,
     NotFound,
@@ -493,3 +501,52 @@ def test_a_page_of_the_match_listing_does_not_wait_for_a_tournament_to_be_listed
     with caplog.at_level("WARNING", logger="bergen.server.projections"):
         assert feed.listing.page(None, "", 10, "") == ([], "")
     assert "not listed yet" not in caplog.text
+
+
+def test_the_audit_manifest_is_signed_at_the_end_and_refused_before_it(
+    backend: Backend, keys: LogKeys, tmp_path: Path
+) -> None:
+    signer = RecordSigner(Ed25519PrivateKey.generate())
+    store = open_store(backend.url, log_keys=keys)
+    app = build_application(
+        store, EventFeed(store), AppSettings(organiser_token=ORGANISER, signer=signer), keys
+    )
+
+    def served(mid: str) -> dict[str, Any]:
+        return app.queries.record(Caller(), mid)
+
+    try:
+        with pytest.raises(NotFound):
+            app.tournaments.audit_manifest(str(uuid.uuid4()), served)
+        tid, tokens = registered(app, 4, swiss())
+        app.tournaments.start(ORG, tid)
+        m = manager(app)
+        for _ in range(2):
+            assert m.advance(tid) is None
+            with pytest.raises(RuleViolation) as refused:
+                app.tournaments.audit_manifest(tid, served)
+            assert refused.value.reason == "TOURNAMENT_NOT_ENDED"
+            play_round(app, tid, tokens)
+        assert m.advance(tid) is None
+        manifest = app.tournaments.audit_manifest(tid, served)
+        assert verify_signature(manifest, signer.public_key) == signer.public_key
+        # What anyone fetches makes the pack the manifest lists, and the pack verifies.
+        record = app.tournaments.record(tid)
+        matches = [served(mid) for mid in played_matches(record)]
+        assert len(matches) == 4
+        folder = tmp_path / "pack"
+        write_files(folder, served_pack(record, matches, manifest))
+        outcome = verify_pack(folder, signer.public_key)
+        assert outcome.status == ExitStatus.SUCCESS, outcome.line
+        # Built once: asked again, the same manifest, with no match record read again.
+        assert app.tournaments.audit_manifest(tid, lambda mid: {}) == manifest
+    finally:
+        store.close()
+
+
+def test_a_server_that_signs_nothing_signs_no_audit_manifest(replicas: list[Replica]) -> None:
+    (app, _, _), _ = replicas
+    tid, _ = registered(app, 2, swiss())
+    with pytest.raises(RuleViolation) as refused:
+        app.tournaments.audit_manifest(tid, lambda mid: {})
+    assert refused.value.reason == "RECORDS_NOT_SIGNED"

@@ -29,6 +29,7 @@ from bergen.cli_client.tournament_pack import (
     build_manifest,
     file_bytes,
     pack_contents,
+    served_pack,
 )
 from bergen.cli_client.verify import Outcome, verify_pack
 from bergen.domain.tournament_fairness import match_id, table_server_seed
@@ -620,3 +621,45 @@ def test_bergen_simulate_tournament_refuses_a_folder_holding_files(tmp_path):
     (tmp_path / "old.json").write_text("{}")
     args = ["simulate", "--tournament", "round_robin", "--entrants", "4"]
     assert main([*args, "--out", str(tmp_path)]) == ExitStatus.USAGE
+
+
+# ----- a pack from what a server served (bergen tournament export) ----------------------------
+
+
+def _served(pack: Pack) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    matches = [r for p, r in pack.files.items() if p.startswith("matches/")]
+    return pack.tournament, matches, pack.files[MANIFEST_FILE]
+
+
+def _less(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest without its last match's file."""
+    files = dict(manifest["files"])
+    files.pop(max(p for p in files if p.startswith("matches/")))
+    return {**manifest, "files": files}
+
+
+def test_a_served_pack_is_written_byte_for_byte_as_the_server_made_it(packs):
+    made = pack_contents(*_served(packs["swiss at 2 seats"])[:2], KEY, signed=True)
+    assert served_pack(*_served(packs["swiss at 2 seats"])) == made
+
+
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        (lambda t, m, f: m.pop(), "is not the file the manifest lists"),
+        (lambda t, m, f: m.append(copy.deepcopy(m[0])), "cannot be a file of the pack"),
+        (lambda t, m, f: m[0].update(rules_version="0"), "is not the file the manifest lists"),
+        (lambda t, m, f: f.update(tournament_id="x"), "manifest.json: the"),  # not re-signed
+        (lambda t, m, f: f.update(KEY.sign(_less(f))), "is not the file the manifest lists"),
+        (lambda t, m, f: f.update(KEY.sign({**f, "tournament_id": "x"})), "is not the manifest"),
+        (lambda t, m, f: f.update(KEY.sign({**f, "files": []})), "lists no files"),
+        (lambda t, m, f: f.update(OTHER_KEY.sign(f)), "manifest.json: signed by another key"),
+        (lambda t, m, f: f.update(KEY.sign({**f, "public_key": "00" * 32})), "names another key"),
+        (lambda t, m, f: t.update(OTHER_KEY.sign(t)), "manifest.json: "),
+    ],
+)
+def test_a_served_pack_that_the_manifest_does_not_list_is_refused(packs, change, why):
+    tournament, matches, manifest = copy.deepcopy(_served(packs["swiss at 2 seats"]))
+    change(tournament, matches, manifest)
+    with pytest.raises(ValueError, match=re.escape(why)):
+        served_pack(tournament, matches, manifest)

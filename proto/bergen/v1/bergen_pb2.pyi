@@ -1096,6 +1096,18 @@ class WatchTournamentRequest(_message.Message):
     tournament_id: str
     def __init__(self, tournament_id: _Optional[str] = ...) -> None: ...
 
+class GetAuditManifestRequest(_message.Message):
+    __slots__ = ("tournament_id",)
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    def __init__(self, tournament_id: _Optional[str] = ...) -> None: ...
+
+class GetAuditManifestResponse(_message.Message):
+    __slots__ = ("manifest_json",)
+    MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    manifest_json: str
+    def __init__(self, manifest_json: _Optional[str] = ...) -> None: ...
+
 class WatchTournamentResponse(_message.Message):
     __slots__ = ("tournament", "assignment")
     TOURNAMENT_FIELD_NUMBER: _ClassVar[int]

@@ -140,6 +140,11 @@ class BergenServiceStub:
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.WatchTournamentRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.WatchTournamentResponse.FromString,
                 _registered_method=True)
+        self.GetAuditManifest = channel.unary_unary(
+                '/bergen.v1.BergenService/GetAuditManifest',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.GetAuditManifestRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetAuditManifestResponse.FromString,
+                _registered_method=True)
 
 
 class BergenServiceServicer:
@@ -305,6 +310,16 @@ class BergenServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetAuditManifest(self, request, context):
+        """The manifest of an ended tournament's audit pack (TOURNAMENT.md section 6), signed: the
+        SHA-256 of tournament.json and of every match record as GetTournamentRecord and GetRecord
+        serve them, so that anyone can fetch those and write the pack. FAILED_PRECONDITION
+        (TOURNAMENT_NOT_ENDED) before the end, NOT_FOUND for no tournament.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BergenServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -412,6 +427,11 @@ def add_BergenServiceServicer_to_server(servicer, server):
                     servicer.WatchTournament,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.WatchTournamentRequest.FromString,
                     response_serializer=bergen_dot_v1_dot_bergen__pb2.WatchTournamentResponse.SerializeToString,
+            ),
+            'GetAuditManifest': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAuditManifest,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetAuditManifestRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.GetAuditManifestResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -982,6 +1002,33 @@ class BergenService:
             '/bergen.v1.BergenService/WatchTournament',
             bergen_dot_v1_dot_bergen__pb2.WatchTournamentRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.WatchTournamentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAuditManifest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/GetAuditManifest',
+            bergen_dot_v1_dot_bergen__pb2.GetAuditManifestRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.GetAuditManifestResponse.FromString,
             options,
             channel_credentials,
             insecure,
