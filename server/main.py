@@ -81,6 +81,8 @@ class Running:
     metrics: Metrics | None = None
     metrics_address: tuple[str, int] | None = None
     """Where /metrics is served (host, port); None when it is not."""
+    tracer_provider: Any = None
+    """The OpenTelemetry SDK's provider `bergen serve --trace` set up, flushed at stop."""
     _background: threading.Event | None = None
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
@@ -99,6 +101,8 @@ class Running:
         self.store.close()
         if self.metrics is not None:
             self.metrics.stop()
+        if self.tracer_provider is not None:
+            self.tracer_provider.shutdown()
 
 
 class SchemaBehind(RuntimeError):
@@ -173,6 +177,7 @@ def create_server(
     log_keys: LogKeys,
     metrics: Metrics | None = None,
     metrics_listen: str | None = None,
+    tracer: Any = None,
 ) -> Running:
     """Open the store (running migrations, or refusing when the schema is behind and
     `migrate` is false), start the feed and the server. Returns it with the bound port, so
@@ -187,6 +192,8 @@ def create_server(
 
     With `metrics`, the server moves them (`bergen.server.metrics`), and serves them over HTTP
     on `metrics_listen` (HOST:PORT) when given (raises OSError when that cannot be bound).
+    With `tracer` (an OpenTelemetry tracer), each call is a span and the store's work in it
+    its children (`bergen.server.tracing`).
     """
     if max_watchers < 1:
         raise ValueError(f"max_watchers must be at least 1, not {max_watchers}")
@@ -205,10 +212,21 @@ def create_server(
         store.close()
         raise
     observers: list[CallObserver] = [CallLog()]
+    call_tracer = None
+    if tracer is not None:
+        from .tracing import CallTracer
+
+        call_tracer = CallTracer(tracer)
+        observers.append(call_tracer)
     if metrics is not None:
         observers.append(metrics)
-    if metrics is not None:
-        store = ObservedStore(store, metrics, None, backend_of(database_url))
+    if metrics is not None or call_tracer is not None:
+        store = ObservedStore(
+            store,
+            metrics,
+            call_tracer.span if call_tracer is not None else None,
+            backend_of(database_url),
+        )
     listen_fn = None
     notifier = None
     poll = 0.05
@@ -497,7 +515,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def add_observability_arguments(p: argparse.ArgumentParser) -> None:
-    """--metrics, --log-format."""
+    """--metrics, --log-format, --trace."""
     p.add_argument(
         "--metrics",
         default=os.environ.get("BERGEN_METRICS") or None,
@@ -512,6 +530,13 @@ def add_observability_arguments(p: argparse.ArgumentParser) -> None:
         default=os.environ.get("BERGEN_LOG_FORMAT") or "text",
         help="text (the default; else BERGEN_LOG_FORMAT) or json: one object a line with time, "
         "level, logger, message, and for a call rpc, status, duration_ms, peer, match_id, seat",
+    )
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="trace each call down to the store with OpenTelemetry (needs `pip install "
+        "'bergen[tracing]'`), exported as the OTEL_* environment says (OTLP by default); an "
+        "OTEL_TRACES_EXPORTER other than none turns it on too",
     )
 
 
@@ -602,9 +627,10 @@ def serve(args: argparse.Namespace) -> int:
         return ExitStatus.USAGE
     log_listener = log_in_background(os.environ.get("BERGEN_LOG_LEVEL", "INFO"), args.log_format)
     try:
+        tracer_provider = _tracing(args.trace)
         if args.metrics:
             parse_address(args.metrics)
-    except ValueError as e:
+    except (RuntimeError, ValueError) as e:
         print(f"bergen serve: {e}", file=sys.stderr)
         log_listener.stop()
         return ExitStatus.USAGE
@@ -655,6 +681,7 @@ def serve(args: argparse.Namespace) -> int:
             log_keys=log_keys,
             metrics=Metrics() if args.metrics else None,
             metrics_listen=args.metrics,
+            tracer=tracer_provider.get_tracer("bergen.server") if tracer_provider else None,
         )
     except (SchemaBehind, StorageUnavailable) as e:
         print(f"bergen serve: {e}", file=sys.stderr)
@@ -675,9 +702,12 @@ def serve(args: argparse.Namespace) -> int:
         redact(args.database),
         signer.public_key,
     )
+    running.tracer_provider = tracer_provider
     if running.metrics_address is not None:
         host, port = running.metrics_address
         log.info("metrics on http://%s:%d/metrics", f"[{host}]" if ":" in host else host, port)
+    if tracer_provider is not None:
+        log.info("tracing each call with OpenTelemetry")
     if args.port_file:
         with open(args.port_file + ".tmp", "w", encoding="utf-8") as f:
             f.write(str(running.port))
@@ -701,3 +731,14 @@ def serve(args: argparse.Namespace) -> int:
     log.info("stopped")
     log_listener.stop()
     return ExitStatus.SUCCESS
+
+
+def _tracing(flag: bool) -> Any:
+    """The OpenTelemetry tracer provider when tracing is asked for (`--trace`, or the OTEL_*
+    environment), else None. Raises TracingUnavailable (a RuntimeError) without the extra,
+    ValueError for an exporter it does not know."""
+    from . import tracing
+
+    if not tracing.wanted(flag):
+        return None
+    return tracing.set_up()
