@@ -180,7 +180,7 @@ class CallLog:
                 call.method,
                 call.duration_ms,
                 call.peer,
-                extra={"fields": _fields(call)},
+                extra={"fields": lambda: _fields(call)},
             )
             return
         suffix = ""
@@ -200,7 +200,7 @@ class CallLog:
             call.peer,
             call.message,
             suffix,
-            extra={"fields": _fields(call, held=suffix)},
+            extra={"fields": lambda: _fields(call, held=suffix)},
         )
 
     def _held_back(self, call: Call) -> int | None:
@@ -219,7 +219,8 @@ class CallLog:
 
 
 def _fields(call: Call, held: str = "") -> dict[str, object]:
-    """A call's log line as fields, for a structured log (`bergen.server.logs`)."""
+    """A call's log line as fields, for a structured log (`bergen.server.logs`); given to
+    the log as a function, so that a text log never builds them."""
     out: dict[str, object] = {
         "rpc": call.method,
         "status": call.code.name,

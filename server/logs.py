@@ -2,7 +2,8 @@
 log collector (`--log-format json`).
 
 A JSON line has `time` (UTC, ISO 8601 with milliseconds), `level`, `logger` and `message`,
-then the fields the line was logged with (`extra={"fields": {...}}`): a call's line adds
+then the fields the line was logged with (`extra={"fields": {...}}`, or a function giving
+them, called only when a line is written as JSON): a call's line adds
 `rpc`, `status`, `duration_ms`, `peer`, and the `match_id`, `tournament_id` and `seat` its
 request or answer names (`bergen.server.edge.CallLog`); `reason` and `error` for a refusal.
 A traceback goes in `exception`. Nothing a client sent is written unescaped.
@@ -36,6 +37,8 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         fields = getattr(record, "fields", None)
+        if callable(fields):
+            fields = fields()
         if isinstance(fields, dict):
             for key, value in fields.items():
                 if isinstance(key, str) and key not in _BASE:
@@ -46,7 +49,9 @@ class JsonFormatter(logging.Formatter):
             out["exception"] = record.exc_text
         if record.stack_info:
             out["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(out, ensure_ascii=False, default=str, separators=(",", ":"))
+        # ASCII only: a line separator a client put in a match id (U+2028) must not split
+        # the line for a collector that splits on it.
+        return json.dumps(out, ensure_ascii=True, default=str, separators=(",", ":"))
 
 
 def formatter(kind: str) -> logging.Formatter:

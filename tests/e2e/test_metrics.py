@@ -234,6 +234,10 @@ def test_json_log_lines_carry_each_calls_fields(farm: ServerFarm, sqlite_url: st
         table = seat_everyone(client, 2)
         refused = illegal_play(client, table)
         move = play_random_move([client], random.Random("json"), table, table.version)
+        # A match id made to break a line: every line must still be one object.
+        forged = 'x\u2028"}\n{"level": "CRITICAL'
+        with pytest.raises(grpc.RpcError):
+            client.view(forged)
     assert server.terminate() == 0
     lines = [json.loads(line) for line in server.log().splitlines() if line.strip()]
     for line in lines:
@@ -253,5 +257,8 @@ def test_json_log_lines_carry_each_calls_fields(farm: ServerFarm, sqlite_url: st
     assert ok[0]["seat"] == move.seat
     assert isinstance(ok[0]["duration_ms"], float) and ok[0]["duration_ms"] > 0
     assert ok[0]["peer"].startswith(("ipv4:127.0.0.1:", "ipv6:"))
+    looked = [line for line in by_rpc if line["rpc"] == f"/{SERVICE}/GetMatch"]
+    assert forged in [line.get("match_id") for line in looked]
+    assert not any(line["level"] == "CRITICAL" for line in lines)
     bad = [line for line in plays if line["status"] == refused.name]
     assert len(bad) == 1 and bad[0]["reason"] and bad[0]["match_id"] == table.match_id
