@@ -262,3 +262,27 @@ def test_json_log_lines_carry_each_calls_fields(farm: ServerFarm, sqlite_url: st
     assert not any(line["level"] == "CRITICAL" for line in lines)
     bad = [line for line in plays if line["status"] == refused.name]
     assert len(bad) == 1 and bad[0]["reason"] and bad[0]["match_id"] == table.match_id
+
+
+def test_timeouts_applied_by_the_clock_keeper_are_counted(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    server = farm.start(sqlite_url, extra_args=["--metrics", "127.0.0.1:0"])
+    url = metrics_url(server)
+    before = scrape(url)
+    with Client(server.target) as client:
+        # Two seats that never play: A times out, then B, then A again, which forfeits.
+        table = seat_everyone(
+            client, 2, clock="fischer", clock_initial=1, clock_increment=0, timeouts_to_forfeit=2
+        )
+        eventually(
+            lambda: client.view(table.match_id).phase == pb.PHASE_ENDED,
+            "the match forfeited on time",
+            timeout=30,
+        )
+        watched = [e for e in client.replay(table.match_id).events if e.HasField("timed_out")]
+    assert len(watched) == 3
+    after = scrape(url)
+    timeouts = "bergen_clock_timeouts_total"
+    assert value(after, timeouts) - value(before, timeouts) == len(watched)
+    assert value(after, "bergen_matches_live", phase="playing") == 0
