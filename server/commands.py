@@ -72,6 +72,10 @@ def no_deadline() -> None:
     return None
 
 
+def _nothing(_why: str) -> None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Intent:
     """A command as authorised for one caller: what to decide, who it is recorded as, and
@@ -112,6 +116,9 @@ class UnitOfWork:
         self._store = store
         self._repo = repository
         self._feed = feed
+        self.on_retry: Callable[[str], None] = _nothing
+        """Told why each command is decided again: `stale` (refused on the cached state, so
+        read afresh) or `conflict` (its append lost a race)."""
 
     def run(
         self,
@@ -165,6 +172,7 @@ class UnitOfWork:
                 if fresh:
                     raise
                 reread = True
+                self.on_retry("stale")
                 continue
             try:
                 written = self._append(match_id, match, events, state, command_id, intent)
@@ -172,6 +180,7 @@ class UnitOfWork:
                 if new or (fresh and expected_version is not None):
                     raise
                 reread = True
+                self.on_retry("conflict")
                 continue
             if written is None:  # the store had this command id already
                 assert command_id is not None

@@ -67,7 +67,10 @@ if TYPE_CHECKING:
 @dataclass
 class Call:
     """One call as the observers see it. `code` (and `reason`, `message` on an error) are set
-    before `call_ended`; `notes` is for observers to keep their own state (a span, say)."""
+    before `call_ended`; `notes` is for observers to keep their own state (a span, say).
+    `request` is the parsed request once the edge has parsed it (None before, or when it did
+    not parse); `response` the unary answer, when there was one. Both are what a client
+    sent or is sent: an observer copies from them only the fields it names."""
 
     method: str
     peer: str
@@ -77,10 +80,56 @@ class Call:
     reason: str = ""
     message: str = ""
     notes: dict[str, Any] = field(default_factory=dict)
+    streaming: bool = False
+    request: Any = None
+    response: Any = None
 
     @property
     def duration_ms(self) -> float:
         return (self.ended_ns - self.started_ns) / 1e6
+
+    @property
+    def service(self) -> str:
+        """The service part of `method` (`bergen.v1.BergenService`)."""
+        return self.method.rpartition("/")[0].lstrip("/")
+
+    @property
+    def rpc(self) -> str:
+        """The RPC's own name (`Play`)."""
+        return self.method.rpartition("/")[2]
+
+    def named(self) -> dict[str, str | int]:
+        """What the call names that a log line or a span may carry: the match or tournament
+        id its request gives (cut to `MAX_NAMED_CHARS`) and the seat its request or answer
+        gives. Never a token, a tile or a name."""
+        out: dict[str, str | int] = {}
+        request = self.request
+        if isinstance(request, Message):
+            fields = request.DESCRIPTOR.fields_by_name
+            for key in ("match_id", "tournament_id"):
+                if key in fields:
+                    value = getattr(request, key)
+                    if value:
+                        out[key] = value[:MAX_NAMED_CHARS]
+            if "seat" in fields and request.HasField("seat"):
+                out["seat"] = getattr(request, "seat")  # noqa: B009 (no static type)
+        response = self.response
+        if "seat" not in out and isinstance(response, Message):
+            fields = response.DESCRIPTOR.fields_by_name
+            if "seat" in fields and not fields["seat"].message_type:
+                out["seat"] = getattr(response, "seat")  # noqa: B009 (no static type)
+            elif "view" in fields and response.HasField("view"):
+                view = getattr(response, "view")  # noqa: B009 (no static type)
+                if "viewer_seat" in view.DESCRIPTOR.fields_by_name and view.HasField("viewer_seat"):
+                    out["seat"] = view.viewer_seat
+        return out
+
+
+MAX_NAMED_CHARS = 64
+"""A match or tournament id is logged cut to this many characters: a client may send any."""
+
+_current = threading.local()
+"""The call the serving thread is in, for the edge's parser to note its request on."""
 
 
 class CallObserver(Protocol):
@@ -125,7 +174,14 @@ class CallLog:
         if not self._log.isEnabledFor(level):
             return
         if call.code is grpc.StatusCode.OK:
-            self._log.log(level, "%s OK %.1f ms %s", call.method, call.duration_ms, call.peer)
+            self._log.log(
+                level,
+                "%s OK %.1f ms %s",
+                call.method,
+                call.duration_ms,
+                call.peer,
+                extra={"fields": lambda: _fields(call)},
+            )
             return
         suffix = ""
         if call.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
@@ -144,6 +200,7 @@ class CallLog:
             call.peer,
             call.message,
             suffix,
+            extra={"fields": lambda: _fields(call, held=suffix)},
         )
 
     def _held_back(self, call: Call) -> int | None:
@@ -159,6 +216,24 @@ class CallLog:
             while len(self._quiet) > self._max_quiet:
                 self._quiet.popitem(last=False)
             return held
+
+
+def _fields(call: Call, held: str = "") -> dict[str, object]:
+    """A call's log line as fields, for a structured log (`bergen.server.logs`); given to
+    the log as a function, so that a text log never builds them."""
+    out: dict[str, object] = {
+        "rpc": call.method,
+        "status": call.code.name,
+        "duration_ms": round(call.duration_ms, 3),
+        "peer": call.peer,
+    }
+    if call.code is not grpc.StatusCode.OK:
+        out["reason"] = call.reason or "-"
+        out["error"] = call.message
+    if held:
+        out["held_back"] = held.strip(" ()")
+    out.update(call.named())
+    return out
 
 
 def _address(peer: str) -> str:
@@ -264,6 +339,7 @@ class StatusInterceptor(grpc.ServerInterceptor):
             call = self._start(method, context)
             try:
                 response = fn(request, context)
+                call.response = response
             except BaseException as e:
                 self._fail(call, context, e)
             finally:
@@ -274,7 +350,7 @@ class StatusInterceptor(grpc.ServerInterceptor):
 
     def _streaming(self, method: str, fn: Behavior) -> Behavior:
         def behavior(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            call = self._start(method, context)
+            call = self._start(method, context, streaming=True)
             try:
                 yield from fn(request, context)
             except GeneratorExit:
@@ -288,8 +364,14 @@ class StatusInterceptor(grpc.ServerInterceptor):
 
         return behavior
 
-    def _start(self, method: str, context: grpc.ServicerContext) -> Call:
-        call = Call(method=method, peer=context.peer(), started_ns=time.perf_counter_ns())
+    def _start(self, method: str, context: grpc.ServicerContext, streaming: bool = False) -> Call:
+        call = Call(
+            method=method,
+            peer=context.peer(),
+            started_ns=time.perf_counter_ns(),
+            streaming=streaming,
+        )
+        _current.call = call
         for observer in self._observers:
             try:
                 observer.call_started(call)
@@ -299,6 +381,7 @@ class StatusInterceptor(grpc.ServerInterceptor):
 
     def _end(self, call: Call, context: grpc.ServicerContext) -> None:
         call.ended_ns = time.perf_counter_ns()
+        _current.call = None
         if call.code is grpc.StatusCode.OK:
             # A handler may set a code without raising (the health service does).
             call.code = _code_of(context) or grpc.StatusCode.OK
@@ -377,7 +460,7 @@ class RequestInterceptor(grpc.ServerInterceptor):
         if parse is None:
             return data
         try:
-            return parse(data)
+            request = parse(data)
         # upb raises DecodeError; the pure-Python backend may raise the others.
         except (DecodeError, RuntimeError, ValueError) as e:
             name = getattr(parse, "__self__", None)
@@ -385,6 +468,10 @@ class RequestInterceptor(grpc.ServerInterceptor):
             raise InvalidArgument(
                 f"the request is not a valid {what}", reason="MALFORMED_REQUEST"
             ) from e
+        call: Call | None = getattr(_current, "call", None)
+        if call is not None:
+            call.request = request
+        return request
 
 
 def _code_of(context: grpc.ServicerContext) -> grpc.StatusCode | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 from .projections import MatchListProjection, RowCheck, read_past_unreadable
@@ -236,6 +237,9 @@ class PostgresNotifier:
     at most one every `min_interval` seconds: appends made in between share the next, which
     keeps the cost of a busy replica's notifications (a round trip, and a wake-up of every
     listening replica) bounded while adding at most `min_interval` to what a watcher waits.
+
+    The payload is `<replica> <ms>`: the sender, and its wall clock (Unix ms) at the first
+    append the notification covers, from which a listener measures the delivery lag.
     """
 
     def __init__(self, conninfo: str, replica: str, min_interval: float = 0.01) -> None:
@@ -243,6 +247,7 @@ class PostgresNotifier:
         self._replica = replica
         self._min_interval = min_interval
         self._pending = threading.Event()
+        self._first_ms: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bergen-notify", daemon=True)
 
@@ -250,6 +255,8 @@ class PostgresNotifier:
         self._thread.start()
 
     def poke(self) -> None:
+        if self._first_ms is None:
+            self._first_ms = time.time_ns() // 1_000_000
         self._pending.set()
 
     def stop(self) -> None:
@@ -268,7 +275,10 @@ class PostgresNotifier:
                         self._pending.clear()
                         if self._stop.is_set():
                             return
-                        conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self._replica))
+                        first, self._first_ms = self._first_ms, None
+                        sent = first if first is not None else time.time_ns() // 1_000_000
+                        payload = f"{self._replica} {sent}"
+                        conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, payload))
                         self._stop.wait(self._min_interval)
             except Exception:
                 log.exception("event feed: NOTIFY connection lost; replicas fall back to polling")
@@ -276,10 +286,11 @@ class PostgresNotifier:
 
 
 def postgres_listener(
-    conninfo: str, replica: str
+    conninfo: str, replica: str, lag: Callable[[float], None] | None = None
 ) -> Callable[[Callable[[], None], threading.Event], None]:
     """A LISTEN loop on its own connection that calls `wake` on every notification sent by
-    another replica (this one's own appends reach its watchers directly)."""
+    another replica (this one's own appends reach its watchers directly), and tells `lag` how
+    many seconds each took from the sender's append to here (see `PostgresNotifier`)."""
 
     def listen(wake: Callable[[], None], stop: threading.Event) -> None:
         import psycopg
@@ -290,10 +301,22 @@ def postgres_listener(
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     while not stop.is_set():
                         for note in conn.notifies(timeout=0.5, stop_after=1):
-                            if note.payload != replica:
+                            sender, _, sent = note.payload.partition(" ")
+                            if sender != replica:
                                 wake()
+                                if lag is not None:
+                                    _lag_of(sent, lag)
             except Exception:
                 log.exception("event feed: LISTEN connection lost; polling until it is back")
                 stop.wait(1.0)
 
     return listen
+
+
+def _lag_of(sent: str, lag: Callable[[float], None]) -> None:
+    """Tell `lag` the seconds since `sent` (Unix ms, as a notification carries it). Anything
+    else in a payload (an older replica's, or garbage: any role that may NOTIFY can send one)
+    is ignored; a time ahead of this clock counts as no lag."""
+    if not sent.isdigit() or len(sent) > 15:
+        return
+    lag(max(0, time.time_ns() // 1_000_000 - int(sent)) / 1000)

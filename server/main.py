@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import logging.handlers
 import os
 import signal
 import sqlite3
@@ -16,7 +15,6 @@ from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from queue import Queue
 from typing import Any
 
 import grpc
@@ -30,7 +28,7 @@ from bergen.domain.errors import StorageUnavailable
 from . import auth
 from .app import Application, Settings, build_application
 from .clocks import ClockKeeper
-from .edge import interceptors
+from .edge import CallLog, CallObserver, interceptors
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .identity import Caller, Identity
 from .janitor import SEATING_TIMEOUT_S, Janitor
@@ -42,7 +40,10 @@ from .limits import (
     ClientLimits,
     Limits,
 )
-from .servicer import SERVICE, generic_handler
+from .logs import FORMATS, log_in_background
+from .metrics import Metrics, parse_address, seed_in_background
+from .observed import ObservedStore
+from .servicer import SERVICE, SERVICE_DESCRIPTOR, generic_handler
 from .store import EventStore, backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact, sqlite_path
 from .tls import ServerTls, TlsSettingsError, is_local, load_server_tls
@@ -77,10 +78,18 @@ class Running:
     janitor: Janitor | None = None
     clocks: ClockKeeper | None = None
     tournaments: TournamentManager | None = None
+    metrics: Metrics | None = None
+    metrics_address: tuple[str, int] | None = None
+    """Where /metrics is served (host, port); None when it is not."""
+    tracer_provider: Any = None
+    """The OpenTelemetry SDK's provider `bergen serve --trace` set up, flushed at stop."""
+    _background: threading.Event | None = None
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
         """Refuse new calls, end watch streams, let in-flight commands finish."""
         self.health.enter_graceful_shutdown()
+        if self._background is not None:
+            self._background.set()
         if self.janitor is not None:
             self.janitor.stop()
         if self.clocks is not None:
@@ -90,6 +99,10 @@ class Running:
         self.feed.stop()
         self.server.stop(grace).wait()
         self.store.close()
+        if self.metrics is not None:
+            self.metrics.stop()
+        if self.tracer_provider is not None:
+            self.tracer_provider.shutdown()
 
 
 class SchemaBehind(RuntimeError):
@@ -162,6 +175,9 @@ def create_server(
     tls: ServerTls | None = None,
     *,
     log_keys: LogKeys,
+    metrics: Metrics | None = None,
+    metrics_listen: str | None = None,
+    tracer: Any = None,
 ) -> Running:
     """Open the store (running migrations, or refusing when the schema is behind and
     `migrate` is false), start the feed and the server. Returns it with the bound port, so
@@ -173,6 +189,11 @@ def create_server(
     unanswered, `keepalive_s` after the client was last heard from. With `tls` it speaks
     only TLS (and with its client CA, only to clients holding a certificate that CA signed).
     Every event is written authenticated under `log_keys`, and checked with them when read.
+
+    With `metrics`, the server moves them (`bergen.server.metrics`), and serves them over HTTP
+    on `metrics_listen` (HOST:PORT) when given (raises OSError when that cannot be bound).
+    With `tracer` (an OpenTelemetry tracer), each call is a span and the store's work in it
+    its children (`bergen.server.tracing`).
     """
     if max_watchers < 1:
         raise ValueError(f"max_watchers must be at least 1, not {max_watchers}")
@@ -190,12 +211,32 @@ def create_server(
     except BaseException:
         store.close()
         raise
+    observers: list[CallObserver] = [CallLog()]
+    call_tracer = None
+    if tracer is not None:
+        from .tracing import CallTracer
+
+        call_tracer = CallTracer(tracer)
+        observers.append(call_tracer)
+    if metrics is not None:
+        observers.append(metrics)
+    if metrics is not None or call_tracer is not None:
+        store = ObservedStore(
+            store,
+            metrics,
+            call_tracer.span if call_tracer is not None else None,
+            backend_of(database_url),
+        )
     listen_fn = None
     notifier = None
     poll = 0.05
     if backend_of(database_url) == "postgresql":
         replica = uuid.uuid4().hex
-        listen_fn = postgres_listener(psycopg_conninfo(database_url), replica)
+        listen_fn = postgres_listener(
+            psycopg_conninfo(database_url),
+            replica,
+            metrics.notified if metrics is not None else None,
+        )
         notifier = PostgresNotifier(psycopg_conninfo(database_url), replica)
         poll = 0.1
     feed = EventFeed(store, poll_interval=poll, listen=listen_fn, notifier=notifier)
@@ -205,7 +246,7 @@ def create_server(
             max_workers=max_watchers + CALL_WORKERS, thread_name_prefix="bergen-rpc"
         ),
         options=server_options(keepalive_s),
-        interceptors=interceptors(MAX_REQUEST_BYTES),
+        interceptors=interceptors(MAX_REQUEST_BYTES, observers),
     )
     organiser = Identity((settings or Settings()).organiser_token)
     client_limits = ClientLimits(
@@ -237,10 +278,77 @@ def create_server(
     tournaments.start()
     janitor = Janitor(store, feed.listing, app.commands, seating_timeout_s)
     janitor.start()
+    background = threading.Event()
+    metrics_address = None
+    if metrics is not None:
+        _measure(metrics, app, clocks, feed, background)
+        if metrics_listen is not None:
+            try:
+                metrics_address = metrics.serve(metrics_listen)
+            except BaseException as e:
+                background.set()
+                server.stop(0)
+                janitor.stop()
+                clocks.stop()
+                tournaments.stop()
+                feed.stop()
+                store.close()
+                if isinstance(e, OSError):
+                    why = e.strerror or str(e)
+                    raise RuntimeError(f"cannot serve metrics on {metrics_listen}: {why}") from e
+                raise
     server.start()
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return Running(server, port, feed, app, health_servicer, store, janitor, clocks, tournaments)
+    return Running(
+        server,
+        port,
+        feed,
+        app,
+        health_servicer,
+        store,
+        janitor,
+        clocks,
+        tournaments,
+        metrics,
+        metrics_address,
+        _background=background,
+    )
+
+
+def _measure(
+    metrics: Metrics,
+    app: Application,
+    clocks: ClockKeeper,
+    feed: EventFeed,
+    stop: threading.Event,
+) -> None:
+    """Hook `metrics` to what moves them beyond the edge and the store."""
+    app.work.on_retry = metrics.retried
+    for method in SERVICE_DESCRIPTOR.methods:
+        if method.server_streaming:
+            metrics.streams.labels(method.name)  # shown at 0 before the first stream
+    feed.listen(metrics.live.note)
+    seed_in_background(metrics.live, feed.listing, stop)
+    timeouts = metrics.count(
+        "bergen_clock_timeouts",
+        "Timeouts the clock keeper applied (a seat's clock fell; RULES.md section 11).",
+        (),
+    )
+    timeouts.add((), lambda: clocks.applied)
+    caches = metrics.count(
+        "bergen_cache_lookups",
+        "Lookups of the server's caches of folded state: hit (found here; a match's newer "
+        "events may still be read) or miss (read and folded from the store).",
+        ("cache", "result"),
+    )
+    repo, tournaments = app.repository, app.tournaments
+    caches.add(("matches", "hit"), lambda: repo.hits)
+    caches.add(("matches", "miss"), lambda: repo.misses)
+    caches.add(("tournaments", "hit"), lambda: tournaments.repository.hits)
+    caches.add(("tournaments", "miss"), lambda: tournaments.repository.misses)
+    caches.add(("tournament_records", "hit"), lambda: tournaments.record_hits)
+    caches.add(("tournament_records", "miss"), lambda: tournaments.record_misses)
 
 
 def server_options(keepalive_s: float = KEEPALIVE_SECONDS) -> list[tuple[str, Any]]:
@@ -402,7 +510,34 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         f"last writes, all verify); made there on first start (default: {LOG_KEY_ENV}, else "
         f"{DEFAULT_LOG_KEY_FILE} beside the signing key). Give every replica the same file.",
     )
+    add_observability_arguments(p)
     p.set_defaults(func=serve)
+
+
+def add_observability_arguments(p: argparse.ArgumentParser) -> None:
+    """--metrics, --log-format, --trace."""
+    p.add_argument(
+        "--metrics",
+        default=os.environ.get("BERGEN_METRICS") or None,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics over HTTP at http://HOST:PORT/metrics (port 0 picks "
+        "one; else BERGEN_METRICS; off by default). They name RPCs, status codes and counts "
+        "only: no match, token or player",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default=os.environ.get("BERGEN_LOG_FORMAT") or "text",
+        help="text (the default; else BERGEN_LOG_FORMAT) or json: one object a line with time, "
+        "level, logger, message, and for a call rpc, status, duration_ms, peer, match_id, seat",
+    )
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="trace each call down to the store with OpenTelemetry (needs `pip install "
+        "'bergen[tracing]'`), exported as the OTEL_* environment says (OTLP by default); an "
+        "OTEL_TRACES_EXPORTER other than none turns it on too",
+    )
 
 
 def add_migrate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -487,7 +622,18 @@ def _organiser_token(args: argparse.Namespace) -> str | None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    log_listener = _log_in_background(os.environ.get("BERGEN_LOG_LEVEL", "INFO"))
+    if args.log_format not in FORMATS:
+        print(f"bergen serve: BERGEN_LOG_FORMAT {args.log_format!r}: text or json", file=sys.stderr)
+        return ExitStatus.USAGE
+    log_listener = log_in_background(os.environ.get("BERGEN_LOG_LEVEL", "INFO"), args.log_format)
+    try:
+        tracer_provider = _tracing(args.trace)
+        if args.metrics:
+            parse_address(args.metrics)
+    except (RuntimeError, ValueError) as e:
+        print(f"bergen serve: {e}", file=sys.stderr)
+        log_listener.stop()
+        return ExitStatus.USAGE
     try:
         token = _organiser_token(args)
         tls = load_server_tls(args.tls_cert, args.tls_key, args.tls_client_ca)
@@ -533,6 +679,9 @@ def serve(args: argparse.Namespace) -> int:
             seating_timeout_s=args.seating_timeout,
             tls=tls,
             log_keys=log_keys,
+            metrics=Metrics() if args.metrics else None,
+            metrics_listen=args.metrics,
+            tracer=tracer_provider.get_tracer("bergen.server") if tracer_provider else None,
         )
     except (SchemaBehind, StorageUnavailable) as e:
         print(f"bergen serve: {e}", file=sys.stderr)
@@ -553,6 +702,12 @@ def serve(args: argparse.Namespace) -> int:
         redact(args.database),
         signer.public_key,
     )
+    running.tracer_provider = tracer_provider
+    if running.metrics_address is not None:
+        host, port = running.metrics_address
+        log.info("metrics on http://%s:%d/metrics", f"[{host}]" if ":" in host else host, port)
+    if tracer_provider is not None:
+        log.info("tracing each call with OpenTelemetry")
     if args.port_file:
         with open(args.port_file + ".tmp", "w", encoding="utf-8") as f:
             f.write(str(running.port))
@@ -578,15 +733,12 @@ def serve(args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
-def _log_in_background(level: str) -> logging.handlers.QueueListener:
-    """Log lines are queued by the calling thread and written by one thread of their own,
-    so a command never waits for stderr."""
-    queue: Queue[logging.LogRecord] = Queue()
-    out = logging.StreamHandler()
-    out.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    listener = logging.handlers.QueueListener(queue, out)
-    root = logging.getLogger()
-    root.setLevel(level)
-    root.addHandler(logging.handlers.QueueHandler(queue))
-    listener.start()
-    return listener
+def _tracing(flag: bool) -> Any:
+    """The OpenTelemetry tracer provider when tracing is asked for (`--trace`, or the OTEL_*
+    environment), else None. Raises TracingUnavailable (a RuntimeError) without the extra,
+    ValueError for an exporter it does not know."""
+    from . import tracing
+
+    if not tracing.wanted(flag):
+        return None
+    return tracing.set_up()

@@ -211,6 +211,10 @@ class MatchRepository:
         self._cache: OrderedDict[str, Match] = OrderedDict()
         self._lock = threading.Lock()
         self._tampered: set[tuple[str, str]] = set()
+        self.hits = 0
+        """Lookups that found the match folded here (`cached`, or `load` reading only what
+        came after), counted under the cache's lock; `misses` those that did not."""
+        self.misses = 0
 
     def load(self, match_id: str) -> Match:
         """The match at its latest version. Raises NotFound, CorruptRecord, or LogTampered
@@ -218,6 +222,10 @@ class MatchRepository:
         on, every call on it refused, and logged loudly once)."""
         with self._lock:
             cached = self._cache.get(match_id)
+            if cached is None:
+                self.misses += 1
+            else:
+                self.hits += 1
         from_seq = cached.version + 1 if cached is not None else 1
         try:
             new = self._store.read_rows(match_id, from_seq)
@@ -248,7 +256,12 @@ class MatchRepository:
     def cached(self, match_id: str) -> Match | None:
         """The match as this process last saw it (possibly behind the store), or None."""
         with self._lock:
-            return self._cache.get(match_id)
+            found = self._cache.get(match_id)
+            if found is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+            return found
 
     def remember(self, match_id: str, match: Match) -> None:
         """Keep `match` unless the cache already holds a newer version."""

@@ -283,11 +283,19 @@ class TournamentRepository:
         self._tables: OrderedDict[str, dict[str, object] | None] = OrderedDict()
         """What `table_of` found of each match (a match's creation never changes)."""
         self._lock = threading.Lock()
+        self.hits = 0
+        """Loads that found the tournament folded here, counted under the lock; `misses`
+        those that did not."""
+        self.misses = 0
 
     def load(self, tournament_id: str) -> Tournament:
         """Raises NotFound, CorruptRecord, LogTampered, StorageUnavailable."""
         with self._lock:
             cached = self._cache.get(tournament_id)
+            if cached is None:
+                self.misses += 1
+            else:
+                self.hits += 1
         rows = self._store.read_rows(
             tournament_stream(tournament_id), cached.version + 1 if cached else 1
         )
@@ -538,6 +546,10 @@ class TournamentCommands:
         self._manifests: OrderedDict[str, dict[str, Any]] = OrderedDict()
         """Tournament id -> its audit pack's signed manifest, for ended tournaments (which
         change no more): a pack's records are read and hashed once."""
+        self.record_hits = 0
+        """Records served as built before (counted under the records' lock); `record_misses`
+        those built anew."""
+        self.record_misses = 0
 
     @property
     def repository(self) -> TournamentRepository:
@@ -785,7 +797,9 @@ class TournamentCommands:
             cached = self._records.get(tournament_id)
             if cached is not None and cached[0] == t.version:
                 self._records.move_to_end(tournament_id)
+                self.record_hits += 1
                 return cached[1]
+            self.record_misses += 1
         record = t.state.record()
         with self._records_lock:
             cached = self._records.get(tournament_id)
