@@ -217,9 +217,7 @@ def test_a_tournament_at_its_size_is_filled_by_bots_played_exported_and_verified
     key = farm.workdir / "signing-key.pem"
     signer = RecordSigner.load_or_create(key)
     folder = tmp_path / "pack"
-    exported = ok(
-        bergen(env, "tournament", "export", tid, "--out", str(folder))
-    )
+    exported = ok(bergen(env, "tournament", "export", tid, "--out", str(folder)))
     assert f"{len(paired) + 2} files" in exported
     status, verdict = verify(folder, signer.public_key)
     assert status == ExitStatus.SUCCESS, verdict
