@@ -162,6 +162,7 @@ def create_server(
     tls: ServerTls | None = None,
     *,
     log_keys: LogKeys,
+    read_database_url: str | None = None,
 ) -> Running:
     """Open the store (running migrations, or refusing when the schema is behind and
     `migrate` is false), start the feed and the server. Returns it with the bound port, so
@@ -173,6 +174,9 @@ def create_server(
     unanswered, `keepalive_s` after the client was last heard from. With `tls` it speaks
     only TLS (and with its client CA, only to clients holding a certificate that CA signed).
     Every event is written authenticated under `log_keys`, and checked with them when read.
+    With `read_database_url` (a hot standby of the PostgreSQL primary), what only reads is
+    served by the standby, never older than what this process has seen
+    (bergen.server.store.routed).
     """
     if max_watchers < 1:
         raise ValueError(f"max_watchers must be at least 1, not {max_watchers}")
@@ -184,7 +188,7 @@ def create_server(
                     "`bergen migrate --database URL`, or start without --no-migrate"
                 )
             upgrade_to_head(database_url)
-        store = open_store(database_url, log_keys=log_keys)
+        store = open_store(database_url, log_keys=log_keys, read_url=read_database_url)
     try:
         check_writable(database_url)
     except BaseException:
@@ -294,6 +298,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=os.environ.get("BERGEN_DATABASE_URL", DEFAULT_DATABASE_URL),
         help="postgresql://... or sqlite:///path (default: BERGEN_DATABASE_URL, "
         f"else {DEFAULT_DATABASE_URL})",
+    )
+    p.add_argument(
+        "--read-database",
+        default=os.environ.get("BERGEN_READ_DATABASE_URL") or None,
+        help="postgresql://... of a hot standby of --database: views, replays, records, "
+        "audit logs, listings and watching read it, never older than what this server has "
+        "shown (default: BERGEN_READ_DATABASE_URL, else every read on --database)",
     )
     p.add_argument(
         "--organiser-token-file",
@@ -533,7 +544,11 @@ def serve(args: argparse.Namespace) -> int:
             seating_timeout_s=args.seating_timeout,
             tls=tls,
             log_keys=log_keys,
+            read_database_url=args.read_database,
         )
+    except ValueError as e:
+        print(f"bergen serve: {e}", file=sys.stderr)
+        return ExitStatus.USAGE
     except (SchemaBehind, StorageUnavailable) as e:
         print(f"bergen serve: {e}", file=sys.stderr)
         return ExitStatus.NOT_READY
