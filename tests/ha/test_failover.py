@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import os
 import random
+import secrets
 import signal
 import statistics
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,7 +28,7 @@ import grpc
 import psycopg
 import pytest
 from e2e.client import Client, bearer
-from e2e.servers import ServerFarm
+from e2e.servers import ServerFarm, bergen_command
 
 from bergen.v1 import bergen_pb2 as pb
 
@@ -36,7 +38,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 PLAYERS = 4
 LOAD_S = 5.0
-AFTER_S = 5.0
+AFTER_S = 6.0
 HOLD_S = 2.0
 PLAY_TIMEOUT_S = 1.0
 DOWN_S = 1.0
@@ -81,11 +83,19 @@ def _player(target: str, seed: int, stop: threading.Event, tally: Tally) -> None
                 match_id: str = created.match_id  # type: ignore[attr-defined]
                 tokens: dict[int, str] = {}
                 for i in range(2):
+                    # The seat token made here: a join sent again after a lost answer gets
+                    # the same seat.
+                    join = pb.JoinMatchRequest(
+                        match_id=match_id,
+                        name=f"p{seed}-{i}",
+                        client_seed=f"s{i}",
+                        seat_token="bgs_" + secrets.token_urlsafe(32),
+                    )
                     joined = _again(
-                        lambda i=i, m=match_id: c.join(m, f"p{seed}-{i}", client_seed=f"s{i}"),
+                        lambda join=join: c.stub.JoinMatch(join, timeout=PLAY_TIMEOUT_S * 5),
                         give_up,
                     )
-                    tokens[joined.seat] = joined.seat_token  # type: ignore[attr-defined]
+                    tokens[joined.seat] = join.seat_token  # type: ignore[attr-defined]
                 while not stop.is_set():
                     public = _again(lambda m=match_id: c.view(m), give_up)
                     if public.phase == pb.PHASE_ENDED:  # type: ignore[attr-defined]
@@ -153,6 +163,31 @@ def test_promoting_the_standby_while_players_play_loses_and_doubles_no_play(
     b = farm.start(url, name="b", extra_args=["--read-database", pair.standby_url])
     tally = Tally()
     stop = threading.Event()
+    # `bergen bots` beside them, one process per replica: a bot's failure stops its process
+    # from starting matches, and it exits once those running end.
+    bots = [
+        subprocess.Popen(
+            [
+                *bergen_command(),
+                "bots",
+                "--server",
+                s.target,
+                "--matches",
+                "100000",
+                "--parallel",
+                "2",
+                "--policy",
+                "random",
+                "--seed",
+                f"failover-{s.name}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        for s in (a, b)
+    ]
     players = [
         threading.Thread(target=_player, args=((a, b)[i % 2].target, i, stop, tally))
         for i in range(PLAYERS)
@@ -186,7 +221,14 @@ def test_promoting_the_standby_while_players_play_loses_and_doubles_no_play(
         stop_sampling.set()
         for t in players:
             t.join(timeout=120)
+        alive = [p.poll() is None for p in bots]
+        for p in bots:
+            p.kill()
+        outputs = [p.communicate() for p in bots]
     assert not tally.errors, tally.errors
+    bot_matches = [out.count(" winner ") for out, _ in outputs]
+    assert all(alive), f"bergen bots stopped: {[err[-2000:] for _, err in outputs]}"
+    assert all(n > 0 for n in bot_matches), bot_matches
     after = sorted(at for _, at, _ in tally.acked.values() if at > promoting)
     assert before > 20, f"too few Plays before the failover: {before}"
     assert len(after) > 20, f"too few Plays after the promotion: {len(after)}"
@@ -223,7 +265,8 @@ def test_promoting_the_standby_while_players_play_loses_and_doubles_no_play(
     print(
         f"\nfailover: {len(tally.acked)} Plays acknowledged ({before} before the primary was "
         f"stopped, {len(after)} after the promotion; {tally.resent} sends again, {replayed} "
-        f"answered as replays), none lost, none doubled\n"
+        f"answered as replays), none lost, none doubled; bergen bots beside them played "
+        f"{sum(bot_matches)} matches through the failover\n"
         f"failover: promotion took {promoted - promoting:.2f} s; from the promotion to the "
         f"first acknowledged Play {failover_s:.2f} s (primary down {DOWN_S:.1f} s before)\n"
         f"replication lag under load ({len(lag)} samples): bytes p50 "
