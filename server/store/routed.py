@@ -129,7 +129,7 @@ class _Known:
 
 
 class WalPositions(Protocol):
-    """The WAL positions a listing page is checked against (PostgreSQL's LSNs)."""
+    """The WAL positions a query is checked against (PostgreSQL's LSNs as numbers)."""
 
     def primary_lsn(self) -> int: ...
 
@@ -144,11 +144,12 @@ class RoutingStats:
         self.standby_reads = 0
         """Reads answered by the standby."""
         self.behind = 0
-        """Standby answers older than what this process knew, read again on the primary."""
+        """Reads made on the primary because the standby was behind: behind the primary's
+        WAL position when the query began, or its answer older than the stream's known seq."""
         self.failed = 0
         """Standby reads that failed (unreachable, cancelled), read again on the primary."""
         self.primary_pages = 0
-        """Listing pages read on the primary because the standby had not replayed far enough."""
+        """Listing pages read on the primary because the standby was behind."""
 
     def add(self, name: str) -> None:
         with self._lock:

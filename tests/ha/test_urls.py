@@ -3,9 +3,15 @@ password in messages."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import pytest
+from e2e.servers import bergen_command
 from sqlalchemy.engine import make_url
 
+from bergen.api.exit_status import ExitStatus
 from bergen.server.store.url import backend_of, psycopg_conninfo, redact, sqlalchemy_url
 
 MULTI = (
@@ -46,3 +52,16 @@ def test_redact_hides_the_password_of_a_multi_host_url() -> None:
     shown = redact(MULTI)
     assert "s3cr" not in shown
     assert shown.startswith("postgresql://bergen:***@db1.example:5432,db2.example:5433/bergen")
+
+
+def test_serve_refuses_a_read_database_beside_sqlite(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*bergen_command(), "serve", "--listen", "127.0.0.1:0",
+         "--database", f"sqlite:///{tmp_path / 'bergen.db'}",
+         "--read-database", "postgresql://bergen:pw@127.0.0.1:1/bergen"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env={**os.environ, "BERGEN_SIGNING_KEY": str(tmp_path / "key.pem")},
+    )  # fmt: skip
+    assert done.returncode == ExitStatus.USAGE, done.stderr
+    assert "a read database needs PostgreSQL" in done.stderr
+    assert "pw" not in done.stderr
