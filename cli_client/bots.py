@@ -25,6 +25,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import grpc
 from rich.console import Console
@@ -59,12 +60,31 @@ WAIT_S = 0.25
 MATCH_TIMEOUT_S = 600.0
 MAX_PARALLEL = 64
 
+_T = TypeVar("_T")
+
 _RETRY = (
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.INTERNAL,
     grpc.StatusCode.UNKNOWN,
     grpc.StatusCode.DEADLINE_EXCEEDED,
 )
+
+
+def _again(call: Callable[[], _T]) -> _T:
+    """`call()`, made again while it fails with a passing error (the server or its database
+    unavailable, as during a database failover) for up to RECONNECT_S. Raises
+    grpc.RpcError."""
+    failing_since: float | None = None
+    while True:
+        try:
+            return call()
+        except grpc.RpcError as e:
+            code = e.code() if isinstance(e, grpc.Call) else None
+            now = time.monotonic()
+            failing_since = failing_since or now
+            if code not in _RETRY or now - failing_since > RECONNECT_S:
+                raise
+            time.sleep(min(1.0, 0.05 + (now - failing_since) / 4))
 
 
 class _StreamEnded:
@@ -239,22 +259,33 @@ class SeatLink:
 
     def play(self, tile: Tile, end: End | None) -> bool:
         """Send a play decided on the current version and fold its events. Returns False
-        when the match moved on meanwhile (decide again). Raises grpc.RpcError."""
-        try:
-            reply = self.client.play(
-                self.match_id,
-                self.token,
-                tile,
-                end,
-                expected_version=self.state.version,
-                command_id=uuid.uuid4().hex,
-            )
-        except grpc.RpcError as e:
-            code = e.code() if isinstance(e, grpc.Call) else None
-            if code in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION):
-                self.resync()
-                return False
-            raise
+        when the match moved on meanwhile (decide again). A play whose answer is lost (the
+        server or its database unavailable, a deadline passed) is sent again with the same
+        command id for up to RECONNECT_S: applied once whatever happened to the first.
+        Raises grpc.RpcError."""
+        command_id = uuid.uuid4().hex
+        failing_since: float | None = None
+        while True:
+            try:
+                reply = self.client.play(
+                    self.match_id,
+                    self.token,
+                    tile,
+                    end,
+                    expected_version=self.state.version,
+                    command_id=command_id,
+                )
+                break
+            except grpc.RpcError as e:
+                code = e.code() if isinstance(e, grpc.Call) else None
+                if code in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION):
+                    self.resync()
+                    return False
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if code not in _RETRY or now - failing_since > RECONNECT_S:
+                    raise
+                time.sleep(min(1.0, 0.05 + (now - failing_since) / 4))
         for msg in reply.events:
             self.apply(*event_in(msg))
         return True
@@ -469,7 +500,11 @@ def play_match(
 
     Raises grpc.RpcError (creating or joining) and BotFailed (a bot stopped early).
     """
-    created = client.create(seats, partnerships, preset, name="bergen bots", options=options)
+    # Made again after a passing error: a creation whose answer was lost leaves an empty
+    # match behind, which the server abandons after its seating timeout.
+    created = _again(
+        lambda: client.create(seats, partnerships, preset, name="bergen bots", options=options)
+    )
     match_id = created.match_id
     errors: list[BaseException] = []
     finals: dict[int, State] = {}
@@ -478,9 +513,9 @@ def play_match(
     def body(seat: int, seat_rng: random.Random) -> None:
         link: SeatLink | None = None
         try:
-            joined = client.join(match_id, f"{policies[seat]}{seat}", seat=seat)
+            joined = _again(lambda: client.join(match_id, f"{policies[seat]}{seat}", seat=seat))
             link = SeatLink(client, match_id, seat, joined.seat_token)
-            link.start()
+            _again(link.start)
             decide = seat_decider(policies[seat], settings, link.clock)
             finals[seat] = run_seat(link, decide, seat_rng, deadline)
         except BaseException as e:  # collected and raised by the caller

@@ -178,6 +178,7 @@ def create_server(
     metrics: Metrics | None = None,
     metrics_listen: str | None = None,
     tracer: Any = None,
+    read_database_url: str | None = None,
 ) -> Running:
     """Open the store (running migrations, or refusing when the schema is behind and
     `migrate` is false), start the feed and the server. Returns it with the bound port, so
@@ -194,6 +195,9 @@ def create_server(
     on `metrics_listen` (HOST:PORT) when given (raises OSError when that cannot be bound).
     With `tracer` (an OpenTelemetry tracer), each call is a span and the store's work in it
     its children (`bergen.server.tracing`).
+    With `read_database_url` (a hot standby of the PostgreSQL primary), what only reads is
+    served by the standby, never older than what this process has seen
+    (bergen.server.store.routed).
     """
     if max_watchers < 1:
         raise ValueError(f"max_watchers must be at least 1, not {max_watchers}")
@@ -205,7 +209,7 @@ def create_server(
                     "`bergen migrate --database URL`, or start without --no-migrate"
                 )
             upgrade_to_head(database_url)
-        store = open_store(database_url, log_keys=log_keys)
+        store = open_store(database_url, log_keys=log_keys, read_url=read_database_url)
     try:
         check_writable(database_url)
     except BaseException:
@@ -402,6 +406,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=os.environ.get("BERGEN_DATABASE_URL", DEFAULT_DATABASE_URL),
         help="postgresql://... or sqlite:///path (default: BERGEN_DATABASE_URL, "
         f"else {DEFAULT_DATABASE_URL})",
+    )
+    p.add_argument(
+        "--read-database",
+        default=os.environ.get("BERGEN_READ_DATABASE_URL") or None,
+        help="postgresql://... of a hot standby of --database: views, replays, records, "
+        "audit logs, listings and watching read it, never older than what this server has "
+        "shown (default: BERGEN_READ_DATABASE_URL, else every read on --database)",
     )
     p.add_argument(
         "--organiser-token-file",
@@ -682,7 +693,11 @@ def serve(args: argparse.Namespace) -> int:
             metrics=Metrics() if args.metrics else None,
             metrics_listen=args.metrics,
             tracer=tracer_provider.get_tracer("bergen.server") if tracer_provider else None,
+            read_database_url=args.read_database,
         )
+    except ValueError as e:
+        print(f"bergen serve: {e}", file=sys.stderr)
+        return ExitStatus.USAGE
     except (SchemaBehind, StorageUnavailable) as e:
         print(f"bergen serve: {e}", file=sys.stderr)
         return ExitStatus.NOT_READY

@@ -1,6 +1,9 @@
 """The query and watch side: views, replays, records, the audit log, the listing, and live
 streams. Nothing here writes; each answer is the folded match shown through the caller's
-eyes (a seat's, or a spectator's: no hidden tile before the end)."""
+eyes (a seat's, or a spectator's: no hidden tile before the end).
+
+Every read here is made in `lagging_reads()`: with a read database, a hot standby serves it,
+never older than what this process has already seen (bergen.server.store.routed)."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from .commands import seen
 from .feed import EventFeed
 from .identity import Caller, Identity
 from .matches import Match, MatchRepository, extend
-from .store import EventStore, MatchSummary
+from .store import EventStore, MatchSummary, lagging_reads
 from .tournaments import tournament_table
 
 
@@ -46,7 +49,8 @@ class MatchQueries:
 
     def get_view(self, caller: Caller, match_id: str) -> View:
         """Raises NotFound, Unauthenticated, PermissionDenied."""
-        match = self._repo.load(match_id)
+        with lagging_reads():
+            match = self._repo.load(match_id)
         return view(match.state, self._identity.viewer(match, caller))
 
     def replay(
@@ -54,7 +58,8 @@ class MatchQueries:
     ) -> tuple[tuple[tuple[int, Event], ...], bool]:
         """The events after `after_seq` as the caller may see them, and whether the match has
         ended (then nothing is hidden). Raises NotFound, PermissionDenied."""
-        match = self._repo.load(match_id)
+        with lagging_reads(match_id, after_seq):
+            match = self._repo.load(match_id)
         viewer = self._identity.viewer(match, caller)
         events = match.events[after_seq:]
         return seen(events, after_seq + 1, match.state, viewer), match.state.phase == ENDED
@@ -62,16 +67,17 @@ class MatchQueries:
     def record(self, caller: Caller, match_id: str) -> dict[str, object]:
         """The RECORD.md record of a finished match, signed when the server signs. Raises
         NotFound, MatchNotInProgress."""
-        match = self._repo.load(match_id)
-        if match.state.phase != ENDED:
-            raise MatchNotInProgress(
-                f"match {match_id} has not ended: its record would reveal every hand",
-                reason="MATCH_NOT_ENDED",
-            )
-        head = self._store.read_stream(match_id, match.version)
+        with lagging_reads():
+            match = self._repo.load(match_id)
+            if match.state.phase != ENDED:
+                raise MatchNotInProgress(
+                    f"match {match_id} has not ended: its record would reveal every hand",
+                    reason="MATCH_NOT_ENDED",
+                )
+            head = self._store.read_stream(match_id, match.version)
+            first = self._store.read_stream(match_id, 1, limit=1)
         log_info = {"events": match.version, "head": head[-1].hash.hex()} if head else None
         record = build_record(match.events, log=log_info)
-        first = self._store.read_stream(match_id, 1, limit=1)
         table = tournament_table(first[0].metadata.extra) if first else None
         if table is not None:
             record["tournament"] = table  # a tournament's match (RECORD.md)
@@ -80,6 +86,10 @@ class MatchQueries:
     def audit_log(self, caller: Caller, match_id: str) -> tuple[StoredEvent, ...]:
         """Every stored event of a finished match, as stored. The organiser may read a live
         match's too. Raises NotFound, MatchNotInProgress (live, for anyone else)."""
+        with lagging_reads():
+            return self._audit_log(caller, match_id)
+
+    def _audit_log(self, caller: Caller, match_id: str) -> tuple[StoredEvent, ...]:
         if self._identity.is_organiser(caller):
             stored = self._store.read_stream(match_id)
             if not stored:
@@ -104,7 +114,8 @@ class MatchQueries:
         self, phase: str | None, player: str, page_size: int, page_token: str
     ) -> tuple[list[MatchSummary], str]:
         """A page of the listing, newest first. Raises InvalidArgument for a bad page token."""
-        return self._feed.listing.page(phase, player, page_size, page_token)
+        with lagging_reads():
+            return self._feed.listing.page(phase, player, page_size, page_token)
 
     def watch(
         self, caller: Caller, match_id: str, after_seq: int, active: Callable[[], bool]
@@ -114,7 +125,8 @@ class MatchQueries:
         PermissionDenied, CorruptRecord."""
         subscription = self._feed.subscribe(match_id)
         try:
-            match = self._repo.load(match_id)
+            with lagging_reads(match_id, after_seq):
+                match = self._repo.load(match_id)
             viewer = self._identity.viewer(match, caller)
             yield view(match.state, viewer)
             sent = min(after_seq, match.version) if after_seq else match.version
@@ -130,9 +142,11 @@ class MatchQueries:
                 if subscription.refused:
                     # A row of this match is not authentic: reading it names the row, and
                     # the stream ends with DATA_LOSS (LOG_TAMPERED), as every call on it does.
-                    match = self._repo.load(match_id)
+                    with lagging_reads():
+                        match = self._repo.load(match_id)
                     subscription.refused = False
-                match = self._catch_up(match_id, match, subscription.take())
+                with lagging_reads():
+                    match = self._catch_up(match_id, match, subscription.take())
         finally:
             self._feed.unsubscribe(match_id, subscription)
 

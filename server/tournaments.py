@@ -80,7 +80,7 @@ from .identity import Caller, Identity
 from .keys import LogKeys
 from .matches import COMMAND_KEY, TOKEN_KEY_ID, MatchRepository
 from .projections import TOURNAMENT_STREAM_PREFIX
-from .store import EventStore, NewEvent, StoredEvent
+from .store import EventStore, NewEvent, StoredEvent, lagging
 
 log = logging.getLogger("bergen.server.tournaments")
 
@@ -758,6 +758,7 @@ class TournamentCommands:
 
     # queries ------------------------------------------------------------------------------
 
+    @lagging
     def get(self, caller: Caller, tournament_id: str) -> TournamentView:
         """The tournament as a view: the record so far, the live scores of the tables in play,
         and for a player's token where that player plays now. Raises NotFound,
@@ -867,6 +868,7 @@ class TournamentCommands:
                 return False
         return match.state.players[seat] is not None
 
+    @lagging
     def list(self, phase: str | None, size: int, token: str) -> tuple[list[Tournament], str]:
         """A page of tournaments in id order (`phase` None: any). Returns the page and the
         next page's token ("" after the last). Raises InvalidArgument (BAD_PAGE_TOKEN)."""
@@ -893,6 +895,7 @@ class TournamentCommands:
                         return out, _page_token(after) if more else ""
         return out, ""
 
+    @lagging
     def record(self, tournament_id: str) -> dict[str, Any]:
         """The section 6 record, signed when the server signs: the seed and every figure
         once ended, the record so far before. Raises NotFound."""

@@ -14,6 +14,7 @@ from bergen.api.stored import ChainFault, ChainReport, EventMetadata, EventRow, 
 from ..keys import LogKeys
 from .listing import MatchList, MatchSummary
 from .model import AppendResult, EventStore, NewEvent, StreamInfo
+from .routed import lagging, lagging_reads
 from .url import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, backend_of, database_url
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
     "StreamInfo",
     "backend_of",
     "database_url",
+    "lagging",
+    "lagging_reads",
     "open_store",
     "schema_is_behind",
     "upgrade_to_head",
@@ -56,7 +59,11 @@ def schema_is_behind(url: str | None = None) -> bool:
 
 
 def open_store(
-    url: str | None = None, *, upgrade: bool = False, log_keys: LogKeys | None = None
+    url: str | None = None,
+    *,
+    upgrade: bool = False,
+    log_keys: LogKeys | None = None,
+    read_url: str | None = None,
 ) -> EventStore:
     """The store for `url` (default: BERGEN_DATABASE_URL, else ./bergen.db), chosen by scheme.
 
@@ -64,11 +71,29 @@ def open_store(
     gives), every row written is authenticated and every row read for folding is checked
     (`read_rows` raises LogTampered). Raises ValueError for an unsupported URL,
     StorageUnavailable if the database cannot be reached (the driver's error while migrating).
+
+    With `read_url` (a hot standby of the PostgreSQL database at `url`), the store is a
+    `RoutedStore`: reads made in `lagging_reads()` are served by the standby, never older
+    than what this process has seen (bergen.server.store.routed). Raises ValueError when
+    either URL is not PostgreSQL.
     """
     url = url or database_url()
     backend = backend_of(url)
     if upgrade:
         upgrade_to_head(url)
+    if read_url is not None:
+        if backend != "postgresql" or backend_of(read_url) != "postgresql":
+            raise ValueError("a read database needs PostgreSQL for both URLs")
+        from .postgres import PostgresEventStore
+        from .routed import RoutedStore, StoreWal
+
+        primary = PostgresEventStore(url, log_keys=log_keys)
+        try:
+            standby = PostgresEventStore(read_url, log_keys=log_keys)
+        except BaseException:
+            primary.close()
+            raise
+        return RoutedStore(primary, standby, StoreWal(primary, standby))
     if backend == "postgresql":
         from .postgres import PostgresEventStore
 

@@ -499,6 +499,17 @@ class PostgresEventStore:
         return tuple(StreamInfo(r[0], int(r[1])) for r in rows)
 
     @_guarded
+    def wal_lsn(self) -> int | None:
+        """This server's WAL position as a number: where a primary has written to, or what a
+        standby has replayed (None: a standby that has replayed nothing yet)."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
+                " ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::bigint"
+            ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    @_guarded
     def verify_chain(self, stream_id: str) -> ChainReport:
         """Re-walk the stream's hash chain; the report names the first bad seq and why."""
         with self._pool.connection() as conn:

@@ -30,10 +30,31 @@ def backend_of(url: str) -> str:
 
 
 def sqlalchemy_url(url: str) -> str:
-    """The URL for SQLAlchemy, with the psycopg 3 driver named. Raises ValueError as backend_of."""
-    if backend_of(url) == "postgresql":
-        return "postgresql+psycopg://" + url.split("://", 1)[1]
-    return url
+    """The URL for SQLAlchemy, with the psycopg 3 driver named. Raises ValueError as backend_of.
+
+    A URL naming several hosts (`postgresql://u@h1:5432,h2:5432/db?target_session_attrs=...`,
+    libpq's spelling, which psycopg takes as it is) is given to SQLAlchemy as its `host`
+    parameters (`postgresql+psycopg://u@/db?host=h1:5432&host=h2:5432&...`)."""
+    if backend_of(url) != "postgresql":
+        return url
+    rest = url.split("://", 1)[1]
+    hosts = _hosts(rest)
+    if len(hosts) < 2:
+        return "postgresql+psycopg://" + rest
+    head, question, query = rest.partition("?")
+    credentials, at, authority = head.rpartition("@")
+    database = authority.split("/", 1)[1] if "/" in authority else ""
+    params = "&".join(f"host={h}" for h in hosts)
+    return (
+        f"postgresql+psycopg://{credentials}{at}/{database}?{params}"
+        f"{'&' + query if question and query else ''}"
+    )
+
+
+def _hosts(rest: str) -> list[str]:
+    """The hosts (with their ports) a URL's part after `scheme://` names."""
+    authority = rest.split("?", 1)[0].rpartition("@")[2].split("/", 1)[0]
+    return [h for h in authority.split(",") if h]
 
 
 def psycopg_conninfo(url: str) -> str:

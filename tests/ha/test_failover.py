@@ -1,0 +1,278 @@
+"""Failover: the primary is lost while players play, the standby is promoted, and the servers
+carry on against it through a multi-host URL (`target_session_attrs=read-write`).
+
+Players play through two `bergen serve` replicas, each Play with a command id of its own,
+sent again with the same id until it is acknowledged. The standby acknowledges each commit
+(synchronous replication). Its WAL receiver is held (SIGSTOP) twice, so that commits wait and
+the players' calls time out with their outcome unknown: once released, the Plays sent again
+are answered from the log (`replayed`); the second time the primary is stopped while they
+wait, and sent again they are applied by the new primary. Every acknowledged Play is counted
+on the client side; afterwards the new primary holds each of them exactly once, and no other.
+The figures printed: the time from the promotion to the first acknowledged Play, and the
+replication lag under load (p50, p99, max) sampled from pg_stat_replication.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets
+import signal
+import statistics
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+
+import grpc
+import psycopg
+import pytest
+from e2e.client import Client, bearer
+from e2e.servers import ServerFarm, bergen_command
+
+from bergen.v1 import bergen_pb2 as pb
+
+from .clusters import ClusterPair
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+PLAYERS = 4
+LOAD_S = 5.0
+AFTER_S = 6.0
+HOLD_S = 2.0
+PLAY_TIMEOUT_S = 1.0
+DOWN_S = 1.0
+"""How long the primary is gone before the standby is promoted (an operator's, or a
+failover manager's, decision time)."""
+_AGAIN = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNKNOWN,
+)
+
+
+@dataclass
+class Tally:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    acked: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
+    """command id -> (match id, when acknowledged, whether answered as a replay)."""
+    resent: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def _again(call: object, stop_at: float) -> object:
+    """`call()` until it answers without a transient error (or the time is up)."""
+    while True:
+        try:
+            return call()  # type: ignore[operator]
+        except grpc.RpcError as e:
+            code = e.code() if isinstance(e, grpc.Call) else None
+            if code not in _AGAIN or time.monotonic() > stop_at:
+                raise
+            time.sleep(0.05)
+
+
+def _player(target: str, seed: int, stop: threading.Event, tally: Tally) -> None:
+    rng = random.Random(seed)
+    give_up = time.monotonic() + 300
+    with Client(target) as c:
+        try:
+            while not stop.is_set():
+                created = _again(lambda: c.create(2, name=f"failover-{seed}"), give_up)
+                match_id: str = created.match_id  # type: ignore[attr-defined]
+                tokens: dict[int, str] = {}
+                for i in range(2):
+                    # The seat token made here: a join sent again after a lost answer gets
+                    # the same seat.
+                    join = pb.JoinMatchRequest(
+                        match_id=match_id,
+                        name=f"p{seed}-{i}",
+                        client_seed=f"s{i}",
+                        seat_token="bgs_" + secrets.token_urlsafe(32),
+                    )
+                    joined = _again(
+                        lambda join=join: c.stub.JoinMatch(join, timeout=PLAY_TIMEOUT_S * 5),
+                        give_up,
+                    )
+                    tokens[joined.seat] = join.seat_token  # type: ignore[attr-defined]
+                while not stop.is_set():
+                    public = _again(lambda m=match_id: c.view(m), give_up)
+                    if public.phase == pb.PHASE_ENDED:  # type: ignore[attr-defined]
+                        break
+                    seat = public.turn  # type: ignore[attr-defined]
+                    mine = _again(lambda m=match_id, t=tokens[seat]: c.view(m, t), give_up)
+                    choice = rng.choice(list(mine.legal_plays))  # type: ignore[attr-defined]
+                    command_id = f"fo-{seed}-{rng.getrandbits(64):016x}"
+                    request = pb.PlayRequest(
+                        match_id=match_id, tile=choice.tile, end=choice.end, command_id=command_id
+                    )
+                    sent = 0
+
+                    def play(
+                        request: pb.PlayRequest = request, token: str = tokens[seat]
+                    ) -> pb.PlayResponse:
+                        nonlocal sent
+                        sent += 1
+                        reply: pb.PlayResponse = c.stub.Play(
+                            request, metadata=bearer(token), timeout=PLAY_TIMEOUT_S
+                        )
+                        return reply
+
+                    reply = _again(play, give_up)
+                    with tally.lock:
+                        tally.acked[command_id] = (
+                            match_id,
+                            time.monotonic(),
+                            reply.replayed,  # type: ignore[attr-defined]
+                        )
+                        tally.resent += sent - 1
+        except Exception as e:
+            with tally.lock:
+                tally.errors.append(f"player {seed}: {e!r}")
+
+
+def _sample_lag(pair: ClusterPair, stop: threading.Event, out: list[tuple[int, float]]) -> None:
+    """(bytes not yet replayed, replay_lag in ms) every 20 ms, from the primary's view."""
+    try:
+        with psycopg.connect(pair.primary_url, autocommit=True) as conn:
+            while not stop.is_set():
+                row = conn.execute(
+                    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint,"
+                    " coalesce(extract(epoch FROM replay_lag) * 1000, 0)::float8"
+                    " FROM pg_stat_replication"
+                ).fetchone()
+                if row is not None:
+                    out.append((int(row[0]), float(row[1])))
+                stop.wait(0.02)
+    except psycopg.Error:
+        pass  # the primary is gone: sampling ends
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def test_promoting_the_standby_while_players_play_loses_and_doubles_no_play(
+    pg_sync_pair: ClusterPair, farm: ServerFarm
+) -> None:
+    pair = pg_sync_pair
+    url = pair.multi_host_url
+    a = farm.start(url, name="a")
+    b = farm.start(url, name="b", extra_args=["--read-database", pair.standby_url])
+    tally = Tally()
+    stop = threading.Event()
+    # `bergen bots` beside them, one process per replica: a bot's failure stops its process
+    # from starting matches, and it exits once those running end.
+    bots = [
+        subprocess.Popen(
+            [
+                *bergen_command(),
+                "bots",
+                "--server",
+                s.target,
+                "--matches",
+                "100000",
+                "--parallel",
+                "2",
+                "--policy",
+                "random",
+                "--seed",
+                f"failover-{s.name}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        for s in (a, b)
+    ]
+    players = [
+        threading.Thread(target=_player, args=((a, b)[i % 2].target, i, stop, tally))
+        for i in range(PLAYERS)
+    ]
+    lag: list[tuple[int, float]] = []
+    stop_sampling = threading.Event()
+    sampler = threading.Thread(target=_sample_lag, args=(pair, stop_sampling, lag))
+    for t in (*players, sampler):
+        t.start()
+    try:
+        time.sleep(LOAD_S)
+        stop_sampling.set()
+        sampler.join()
+        receiver = int(pair.standby_sql("SELECT pid FROM pg_stat_wal_receiver")[0][0])  # type: ignore[call-overload]
+        os.kill(receiver, signal.SIGSTOP)  # commits wait; Plays time out, outcome unknown
+        time.sleep(HOLD_S)
+        os.kill(receiver, signal.SIGCONT)  # they commit: sent again, answered from the log
+        time.sleep(HOLD_S)
+        os.kill(receiver, signal.SIGSTOP)
+        time.sleep(HOLD_S)
+        before = len(tally.acked)
+        pair.stop_primary()  # what waited is committed on the lost primary only
+        os.kill(receiver, signal.SIGCONT)
+        time.sleep(DOWN_S)
+        promoting = time.monotonic()
+        pair.promote_standby()
+        promoted = time.monotonic()
+        time.sleep(AFTER_S)
+    finally:
+        stop.set()
+        stop_sampling.set()
+        for t in players:
+            t.join(timeout=120)
+        alive = [p.poll() is None for p in bots]
+        for p in bots:
+            p.kill()
+        outputs = [p.communicate() for p in bots]
+    assert not tally.errors, tally.errors
+    bot_matches = [out.count(" winner ") for out, _ in outputs]
+    assert all(alive), f"bergen bots stopped: {[err[-2000:] for _, err in outputs]}"
+    assert all(n > 0 for n in bot_matches), bot_matches
+    after = sorted(at for _, at, _ in tally.acked.values() if at > promoting)
+    assert before > 20, f"too few Plays before the failover: {before}"
+    assert len(after) > 20, f"too few Plays after the promotion: {len(after)}"
+
+    # The new primary (the old standby) holds every acknowledged Play once, and no other.
+    with psycopg.connect(pair.standby_url, autocommit=True) as conn:
+        # An append records its command id in the column on its first event (and in every
+        # event's metadata): one row per command applied, whose first event is the play.
+        rows = conn.execute(
+            "SELECT command_id, stream_id, count(*), min(type) FROM events"
+            " WHERE command_id LIKE 'fo-%' GROUP BY 1, 2"
+        ).fetchall()
+        runs = conn.execute(
+            "SELECT metadata->>'command_id', count(*), max(seq) - min(seq) + 1 FROM events"
+            " WHERE metadata->>'command_id' LIKE 'fo-%' GROUP BY 1"
+        ).fetchall()
+    stored = {r[0]: (r[1], r[2]) for r in rows}
+    lost = sorted(set(tally.acked) - set(stored))
+    assert not lost, f"{len(lost)} acknowledged Plays are not stored: {lost[:5]}"
+    doubled = {k: v for k, v in stored.items() if v[1] != 1}
+    assert not doubled, f"Plays stored more than once: {doubled}"
+    assert {r[3] for r in rows} == {"TilePlayed"}
+    split = [r for r in runs if r[1] != r[2]]
+    assert not split, f"a command's events are not one run (applied twice?): {split[:5]}"
+    unacknowledged = sorted(set(stored) - set(tally.acked))
+    assert not unacknowledged, f"stored Plays no client was told of: {unacknowledged[:5]}"
+    for command_id, (match_id, _, _) in tally.acked.items():
+        assert stored[command_id][0] == match_id
+
+    failover_s = after[0] - promoting
+    lag_bytes = [float(x) for x, _ in lag]
+    lag_ms = [ms for _, ms in lag]
+    replayed = sum(1 for _, _, r in tally.acked.values() if r)
+    print(
+        f"\nfailover: {len(tally.acked)} Plays acknowledged ({before} before the primary was "
+        f"stopped, {len(after)} after the promotion; {tally.resent} sends again, {replayed} "
+        f"answered as replays), none lost, none doubled; bergen bots beside them played "
+        f"{sum(bot_matches)} matches through the failover\n"
+        f"failover: promotion took {promoted - promoting:.2f} s; from the promotion to the "
+        f"first acknowledged Play {failover_s:.2f} s (primary down {DOWN_S:.1f} s before)\n"
+        f"replication lag under load ({len(lag)} samples): bytes p50 "
+        f"{statistics.median(lag_bytes):.0f} p99 {_p(lag_bytes, 0.99):.0f} max "
+        f"{max(lag_bytes):.0f}; replay_lag ms p50 {statistics.median(lag_ms):.2f} "
+        f"p99 {_p(lag_ms, 0.99):.2f} max {max(lag_ms):.2f}"
+    )
+    assert failover_s < 30
+    assert replayed > 0, "no Play was answered from the log after its outcome was unknown"
