@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import json
 import logging
 import re
 import time
@@ -40,6 +39,7 @@ from .hubs import (
     SubscriberCounter,
     TournamentHub,
     Upstream,
+    sse,
     to_json,
 )
 
@@ -51,7 +51,8 @@ MAX_MATCHES = 12
 """Matches followed at once (one upstream WatchMatch each; under the server's per-client 16)."""
 MAX_TOURNAMENTS = 4
 """Tournaments followed at once (one upstream WatchTournament each)."""
-KEEPALIVE_S = 15.0
+BATCH_ITEMS = 256
+"""Items written to one stream at once, at most."""
 RETRY_MS = 1000
 """How long a browser waits before reconnecting a closed stream."""
 MAX_SEQ = 2**63 - 1
@@ -286,13 +287,6 @@ async def get_tournament_records(request: Request) -> Response:
 # --- Server-Sent Events --------------------------------------------------------------------
 
 
-def sse(kind: str, data: Any, seq: int | None = None) -> bytes:
-    """One SSE message; `id:` only for the messages a reconnect resumes after."""
-    head = f"id: {seq}\n" if seq is not None else ""
-    body = json.dumps(data, separators=(",", ":"))
-    return f"{head}event: {kind}\ndata: {body}\n\n".encode()
-
-
 def _stream(body: AsyncIterator[bytes]) -> StreamingResponse:
     headers = dict(SECURITY_HEADERS)
     headers["Cache-Control"] = "no-store"
@@ -309,11 +303,16 @@ def _resume_point(request: Request) -> int:
     return _seq(request.query_params.get("after")) or 0
 
 
-async def _next(queue: asyncio.Queue[Item]) -> Item | None:
-    try:
-        return await asyncio.wait_for(queue.get(), KEEPALIVE_S)
-    except TimeoutError:
-        return None
+async def _next(queue: asyncio.Queue[Item]) -> list[Item]:
+    """The items queued now (waiting for one), so that a burst goes out in one write. The
+    hubs queue a keepalive for every subscriber every KEEPALIVE_S."""
+    items = [await queue.get()]
+    while len(items) < BATCH_ITEMS:
+        try:
+            items.append(queue.get_nowait())
+        except asyncio.QueueEmpty:
+            break
+    return items
 
 
 async def match_events(request: Request) -> Response:
@@ -331,32 +330,42 @@ async def match_events(request: Request) -> Response:
             sent = after
             async for item in hub.backlog(after):
                 sent = item.seq
-                yield sse("event", item.data, item.seq)
+                yield item.wire
             while True:
                 if sub.queue.empty() and hub.ended:
                     yield sse("end", {"ended": hub.error is None})
                     return
-                got = await _next(sub.queue)
-                if got is None:
-                    yield b": keepalive\n\n"
-                    continue
-                if got.kind == "event":
-                    if got.seq <= sent:
-                        continue
-                    if got.seq != sent + 1:  # never a gap: fill it from the replay
-                        events, _ = await gw.upstream.replay(match_id, sent)
-                        for e in events:
-                            if e.seq == sent + 1 and e.seq < got.seq:
-                                sent = e.seq
-                                yield sse("event", to_json(e), e.seq)
-                    sent = got.seq
-                    yield sse("event", got.data, got.seq)
-                elif got.kind == "view":
-                    yield sse("view", got.data)
-                else:
-                    if got.data.get("dropped"):
-                        return  # too slow: the browser reconnects and resumes
-                    yield sse("end", got.data)
+                batch = await _next(sub.queue)
+                out: list[bytes] = []
+                done = False
+                for got in batch:
+                    if got.kind == "burst":
+                        if not got.parts or got.parts[0].seq == sent + 1:
+                            out.append(got.wire)  # the usual case: as encoded for all
+                            sent = got.seq or sent
+                            continue
+                        for part in got.parts:  # after a backlog: skip what it sent
+                            if part.seq <= sent:
+                                continue
+                            if part.seq != sent + 1:  # never a gap: fill it from the replay
+                                events, _ = await gw.upstream.replay(match_id, sent)
+                                for e in events:
+                                    if e.seq == sent + 1 and e.seq < part.seq:
+                                        sent = e.seq
+                                        out.append(sse("event", to_json(e), e.seq))
+                            sent = part.seq
+                            out.append(part.wire)
+                        out.append(got.tail)
+                    elif got.kind in ("view", "keepalive"):
+                        out.append(got.wire)
+                    else:
+                        if not got.data.get("dropped"):  # dropped: the browser resumes
+                            out.append(got.wire)
+                        done = True
+                        break
+                if out:
+                    yield b"".join(out)
+                if done:
                     return
         finally:
             gw.matches.unsubscribe(hub, sub)
@@ -383,19 +392,18 @@ async def tournament_events(request: Request) -> Response:
                 if sub.queue.empty() and hub.ended:
                     yield sse("end", {"ended": hub.error is None})
                     return
-                got = await _next(sub.queue)
-                if got is None:
-                    yield b": keepalive\n\n"
-                    continue
-                if got.kind == "view":
-                    if got.seq > sent:
-                        sent = got.seq
-                        yield sse("tournament", got.data, got.seq)
-                elif got.data.get("dropped"):
-                    return
-                else:
-                    yield sse("end", got.data)
-                    return
+                batch = await _next(sub.queue)
+                for got in batch:
+                    if got.kind == "tournament":
+                        if got.seq > sent:
+                            sent = got.seq
+                            yield got.wire
+                    elif got.kind == "keepalive":
+                        yield got.wire
+                    else:
+                        if not got.data.get("dropped"):
+                            yield got.wire
+                        return
         finally:
             gw.tournaments.unsubscribe(hub, sub)
 

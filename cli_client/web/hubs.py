@@ -1,11 +1,12 @@
 """One upstream stream per match or tournament, shared by every browser that follows it.
 
-A `MatchHub` holds one `WatchMatch` (as a spectator: no token) and fans each event out to
-the queues of its subscribers; it keeps the last `BUFFER_EVENTS` events so that a browser
-that reconnects with `Last-Event-ID` resumes from them, and asks `GetReplay` (as a spectator
-too) only for an older gap. After each burst of events it reads the spectator's view once
-(`GetMatch`) for all of its subscribers. A `TournamentHub` holds one `WatchTournament` and
-passes each view on.
+A `MatchHub` holds one `WatchMatch` (as a spectator: no token). After each burst of events
+it reads the spectator's view once (`GetMatch`) and queues the burst's events and that view,
+encoded once as Server-Sent Events, to every subscriber, which writes them in one go. It
+keeps the last `BUFFER_EVENTS` events (read once by `GetReplay` when it starts, then as they
+come) so that a page starting from the first event, or a browser reconnecting with
+`Last-Event-ID`, is served from memory; `GetReplay` (as a spectator too) is asked only for an
+older gap. A `TournamentHub` holds one `WatchTournament` and passes each view on.
 
 Everything is bounded: at most `max_hubs` hubs (so at most that many upstream streams), at
 most `max_subscribers` subscribers in all, `QUEUE_ITEMS` items queued for each. A subscriber
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -37,6 +39,7 @@ BUFFER_EVENTS = 2048
 QUEUE_ITEMS = 1024
 """Items queued for one subscriber before it is dropped as too slow."""
 CALL_TIMEOUT_S = 10.0
+KEEPALIVE_S = 15.0
 REPLAY_PAGE_LIMIT = 100_000
 """No replay served through the gateway holds more events than this."""
 
@@ -64,13 +67,33 @@ class Gone(Exception):
         self.details = details
 
 
+def sse(kind: str, data: Any, seq: int | None = None) -> bytes:
+    """One SSE message; `id:` only on the messages a reconnect resumes after (events, and
+    a tournament's views)."""
+    head = f"id: {seq}\n" if seq is not None else ""
+    body = json.dumps(data, separators=(",", ":"))
+    return f"{head}event: {kind}\ndata: {body}\n\n".encode()
+
+
 @dataclass(frozen=True)
 class Item:
-    """What a subscriber is sent: an event (`seq` set), a view, or the end."""
+    """What a subscriber is sent: an event (`seq` set), a view, or the end; `wire` is its SSE
+    message, encoded once for every subscriber."""
 
-    kind: str  # "event", "view", "end"
+    kind: str  # "event", "view", "burst", "end"
     data: JSON
     seq: int = 0
+    wire: bytes = b""
+    parts: tuple[Item, ...] = ()
+    """A burst's events; its `wire` is theirs and then `tail` (the view after them)."""
+    tail: bytes = b""
+
+    @staticmethod
+    def of(kind: str, data: JSON, seq: int = 0, with_id: bool = False) -> Item:
+        return Item(kind, data, seq, sse(kind, data, seq if with_id else None))
+
+
+KEEPALIVE = Item("keepalive", {}, 0, b": keepalive\n\n")
 
 
 class Subscriber:
@@ -89,7 +112,7 @@ class Subscriber:
             # Wake the reader so it sees it was dropped.
             with contextlib.suppress(asyncio.QueueEmpty):
                 self.queue.get_nowait()
-            self.queue.put_nowait(Item("end", {"dropped": True}))
+            self.queue.put_nowait(Item.of("end", {"dropped": True}))
             return False
         return True
 
@@ -118,7 +141,15 @@ class Hub:
     async def run(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    async def _keepalive(self) -> None:
+        """A comment line to every subscriber now and then, so that proxies and browsers keep
+        an idle stream open."""
+        while True:
+            await asyncio.sleep(KEEPALIVE_S)
+            self.publish(KEEPALIVE)
+
     async def _guarded(self) -> None:
+        pinger = asyncio.create_task(self._keepalive())
         try:
             await self.run()
         except grpc.aio.AioRpcError as e:
@@ -131,9 +162,10 @@ class Hub:
             log.exception("%s: upstream stream failed", self.key)
             self.error = Gone(grpc.StatusCode.INTERNAL, "gateway error")
         finally:
+            pinger.cancel()
             self.ended = True
             self.ready.set()
-            self.publish(Item("end", {"ended": self.error is None}))
+            self.publish(Item.of("end", {"ended": self.error is None}))
             self.registry.forget(self)
 
 
@@ -245,6 +277,7 @@ class MatchHub(Hub):
         self.last_seq = 0
         self.buffer: deque[Item] = deque(maxlen=BUFFER_EVENTS)
         self._stale = asyncio.Event()
+        self._pending: list[Item] = []
 
     async def run(self) -> None:
         refresher: asyncio.Task[None] | None = None
@@ -255,6 +288,12 @@ class MatchHub(Hub):
                 if item.HasField("view"):
                     self._set_view(item.view)
                     self.last_seq = item.view.version
+                    # The events so far, read once for every subscriber that starts from the
+                    # beginning (as a page does) instead of once each.
+                    events, _ = await self.upstream.replay(self.key, 0)
+                    for e in events[-BUFFER_EVENTS:]:
+                        if e.seq <= self.last_seq:
+                            self.buffer.append(Item.of("event", to_json(e), e.seq, with_id=True))
                     self.ready.set()
                     refresher = asyncio.create_task(self._refresh_views())
                     continue
@@ -262,15 +301,15 @@ class MatchHub(Hub):
                 if event.seq <= self.last_seq:
                     continue
                 self.last_seq = event.seq
-                out = Item("event", to_json(event), event.seq)
+                out = Item.of("event", to_json(event), event.seq, with_id=True)
                 self.buffer.append(out)
-                self.publish(out)
+                self._pending.append(out)
                 self._stale.set()
-            # The match ended: its last view (revealed hands, result) for everyone.
-            await self._read_view()
         finally:
             if refresher is not None:
                 refresher.cancel()
+        # The match ended: the last events and view (revealed hands, result) for everyone.
+        await self._flush()
 
     def _set_view(self, view: pb.MatchView) -> bool:
         if view.version < self.view_version:
@@ -279,23 +318,33 @@ class MatchHub(Hub):
         self.view_version = view.version
         return True
 
-    async def _read_view(self) -> None:
-        reply: pb.GetMatchResponse = await self.upstream.call(
-            "GetMatch", pb.GetMatchRequest(match_id=self.key)
-        )
-        if self._set_view(reply.view):
-            self.publish(Item("view", self.view, reply.view.version))
+    async def _flush(self) -> None:
+        """The events received since the last flush and the view after them, as one burst
+        written once to each subscriber."""
+        try:
+            reply: pb.GetMatchResponse = await self.upstream.call(
+                "GetMatch", pb.GetMatchRequest(match_id=self.key)
+            )
+            tail = b""
+            if self._set_view(reply.view):
+                tail = sse("view", self.view)
+        except grpc.aio.AioRpcError as e:
+            log.warning("%s: GetMatch failed: %s", self.key, e.code().name)
+            tail = b""
+        parts, self._pending = tuple(self._pending), []
+        if not parts and not tail:
+            return
+        wire = b"".join(p.wire for p in parts) + tail
+        seq = parts[-1].seq if parts else 0
+        self.publish(Item("burst", {}, seq, wire, parts, tail))
 
     async def _refresh_views(self) -> None:
-        """One spectator's view read after each burst of events, shared by every subscriber."""
+        """After each burst of events, one spectator's view read for every subscriber, sent
+        with the burst's events in one write."""
         while True:
             await self._stale.wait()
             self._stale.clear()
-            try:
-                await self._read_view()
-            except grpc.aio.AioRpcError as e:
-                log.warning("%s: GetMatch failed: %s", self.key, e.code().name)
-                await asyncio.sleep(0.5)
+            await self._flush()
 
     async def backlog(self, after_seq: int) -> AsyncIterator[Item]:
         """The events after `after_seq` that happened before now: from the buffer, or from
@@ -308,7 +357,7 @@ class MatchHub(Hub):
             for e in events:
                 if e.seq == sent + 1:
                     sent = e.seq
-                    yield Item("event", to_json(e), e.seq)
+                    yield Item.of("event", to_json(e), e.seq, with_id=True)
         for item in held:
             if item.seq == sent + 1:
                 sent = item.seq
@@ -332,4 +381,4 @@ class TournamentHub(Hub):
             self.view = to_json(view)
             self.version = view.version
             self.ready.set()
-            self.publish(Item("view", self.view, view.version))
+            self.publish(Item.of("tournament", self.view, view.version, with_id=True))
