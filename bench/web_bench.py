@@ -249,7 +249,8 @@ class Pacer:
 
 
 @contextmanager
-def gateway(server_target: str, folder: Path, max_streams: int) -> Iterator[int]:
+def gateway(server_target: str, folder: Path, max_streams: int) -> Iterator[tuple[int, int]]:
+    """(port, pid) of a `bergen web` in front of `server_target`."""
     port_file = folder / "web.port"
     script = Path(sys.executable).with_name("bergen")
     prefix = [str(script)] if script.exists() else [sys.executable, "-m", "bergen.cli_client"]
@@ -257,12 +258,21 @@ def gateway(server_target: str, folder: Path, max_streams: int) -> Iterator[int]
                "--port-file", str(port_file), "--max-streams", str(max_streams)]  # fmt: skip
     proc: subprocess.Popen[bytes] = _launch("web", command, folder)
     try:
-        yield _wait_for_port("web", proc, port_file, folder / "web.log")
+        yield _wait_for_port("web", proc, port_file, folder / "web.log"), proc.pid
     finally:
         _stop(proc)
 
 
 # --- the run -------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _q(values: list[float], p: int) -> float:
@@ -307,14 +317,21 @@ def main(argv: list[str] | None = None) -> int:
     ):
         folder = Path(tmp)
         server = stack.enter_context(servers(url, folder, [OURS]))[OURS]
-        port = stack.enter_context(gateway(server.target, folder, args.spectators + 100))
+        port, web_pid = stack.enter_context(gateway(server.target, folder, args.spectators + 100))
         # Delivery: the paced match and its spectators alone.
         pacer = Pacer(server.target, args.play_interval)
         pacer.create()
         crowd = attach(port, pacer.match_id, args.spectators)
+        pids = {
+            "bergen web": web_pid,
+            "bergen serve": server.process.pid,
+            "spectators": crowd.proc.pid,
+        }
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         pacer.start()
         time.sleep(args.delivery_seconds)
         pacer.finish()
+        used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
         time.sleep(1.0)  # the last plays' events reach every spectator
         for one in crowd.finish():
             seqs = {seq for seq, _ in one}
@@ -322,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             delays += [(t - pacer.returned[s]) * 1000 for s, t in one if s in pacer.returned]
         deliveries = len(delays)
         say(f"  delivery: {deliveries} events delivered over {args.delivery_seconds:.0f} s")
+        cpu = ", ".join(f"{name} {t / args.delivery_seconds:.0%}" for name, t in used.items())
+        say(f"  CPU while delivering (of one core): {cpu}")
         # Play/s: the paced match played all along, its spectators attached or not.
         for r in range(args.rounds):
             for watched in (r % 2 == 0, r % 2 == 1):

@@ -102,6 +102,8 @@ class Gateway:
     matches: Registry[MatchHub]
     tournaments: Registry[TournamentHub]
     streams: SubscriberCounter
+    packing: asyncio.Semaphore
+    """Tournament zips built at once (each reads every match record): one."""
 
 
 def _id(request: Request, name: str = "id") -> str:
@@ -260,6 +262,13 @@ async def get_tournament_records(request: Request) -> Response:
     manifest, which only the server's key can sign (`bergen tournament export` adds it)."""
     tid = _id(request)
     gw = gateway_of(request)
+    if gw.packing.locked():
+        raise Busy("the gateway is already packing the records of tournaments")
+    async with gw.packing:
+        return await _pack(gw, tid)
+
+
+async def _pack(gw: Gateway, tid: str) -> Response:
     record: pb.GetTournamentRecordResponse = await gw.upstream.call(
         "GetTournamentRecord", pb.GetTournamentRecordRequest(tournament_id=tid)
     )
@@ -480,7 +489,7 @@ def create_app(
         tournaments: Registry[TournamentHub] = Registry(
             lambda key: TournamentHub(key, tournaments, upstream), max_tournaments, streams
         )
-        app.state.gateway = Gateway(upstream, matches, tournaments, streams)
+        app.state.gateway = Gateway(upstream, matches, tournaments, streams, asyncio.Semaphore(1))
         app.state.started = time.time()
         try:
             yield
