@@ -277,3 +277,17 @@ def test_tournament_page_standings_change_as_rounds_end(
     status, body, _ = gateway.get(f"/api/tournaments/{tid}/records.zip")
     assert status == 200 and body[:2] == b"PK"
     shoot(page, "tournament")
+
+
+def test_home_page_lists_live_and_finished_matches_and_links_them(
+    server: ServerProcess, gateway: Gateway, ended_match: str, page: Any
+) -> None:
+    with Client(server.target) as client:
+        live = seat_everyone(client, 2, name="Live table").match_id
+    page.goto(f"{gateway.base}/")
+    page.wait_for_selector(f"#live a[href='/match?id={live}']")
+    page.wait_for_selector(f"#ended a[href='/replay?id={ended_match}']")
+    page.click(f"#live a[href='/match?id={live}']")
+    page.wait_for_selector("#log li")
+    assert page.url.endswith(f"/match?id={live}")
+    assert "Live table" in page.inner_text("h1")
