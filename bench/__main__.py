@@ -110,6 +110,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         postgres_reachable,
         True,
     ),
+    Benchmark(
+        "web", "bench.web_bench", "500 SSE spectators through bergen web", postgres_reachable, True
+    ),
 )
 
 

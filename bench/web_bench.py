@@ -1,0 +1,397 @@
+"""The web gateway: 500 Server-Sent Events spectators of one match through one `bergen web`.
+
+    python -m bench web            (or: python -m bench.web_bench --spectators 500 --rounds 3)
+
+`bergen serve` runs on a PostgreSQL database made for the run (BERGEN_BENCH_DATABASE_URL,
+default postgresql://postgres@127.0.0.1:5432/postgres, dropped afterwards) and `bergen web` in
+front of it, each its own process, on loopback.
+
+- Delivery (goal p99 under 250 ms): the spectators are one asyncio process holding one HTTP
+  connection each to `/api/matches/{id}/events`; a player plays that match at a steady pace
+  (a play every 100 ms, as bench/grpc_bench.py's fan-out) for `--delivery-seconds`, and the
+  delay is the time from the return of the Play call that appended an event to each spectator
+  reading that event, matched by its SSE id (the seq; perf_counter is the system's monotonic
+  clock, shared by processes).
+- Play/s with and without the spectators (goal: at least 0.9): 4 clients play their own
+  matches as fast as they can (bench/grpc_bench.py's `measure_rate`: only Play calls timed)
+  while the paced match is played, once with its 500 spectators attached and once without;
+  rounds alternate, and each figure is the median of its rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.grpc_bench import (
+    BENCH_URL_ENV,
+    CALL_TIMEOUT,
+    OURS,
+    START_TIMEOUT,
+    Player,
+    _Calls,
+    _channel,
+    _launch,
+    _stop,
+    _wait_for_port,
+    measure_rate,
+    servers,
+)
+from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
+from bergen.v1 import bergen_pb2 as pb
+
+GOAL_P99_MS = 250.0
+GOAL_RATIO = 0.9
+LONG_TARGET = 1000
+"""The paced match's target: long enough to outlast a window."""
+
+
+class LongPlayer(Player):
+    """bench.grpc_bench's Player on a match that lasts (target LONG_TARGET)."""
+
+    def new_match(self) -> None:
+        calls = self._c
+        created = calls.create(
+            pb.CreateMatchRequest(seats=2, options=pb.RuleOptions(target=LONG_TARGET)),
+            timeout=CALL_TIMEOUT,
+        )
+        self.match_id = created.match_id
+        joined = [
+            calls.join(
+                pb.JoinMatchRequest(match_id=self.match_id, name=f"paced{seat}"),
+                timeout=CALL_TIMEOUT,
+            )
+            for seat in range(2)
+        ]
+        self._tokens = [j.seat_token for j in joined]
+        self._hands = [None, None]
+        self._view = pb.MatchView()
+        self._fetch(joined[-1].view.turn)
+
+
+# --- the spectators (a process of their own) ------------------------------------------------
+
+
+async def _spectate(
+    port: int, match_id: str, count: int, ready: Any, stop: Any
+) -> list[list[tuple[int, float]]]:
+    received: list[list[tuple[int, float]]] = [[] for _ in range(count)]
+    viewed = 0
+    request = (
+        f"GET /api/matches/{match_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Accept: text/event-stream\r\n\r\n"
+    ).encode()
+
+    async def one(i: int) -> None:
+        nonlocal viewed
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+        writer.write(request)
+        status = await reader.readline()
+        if b" 200 " not in status:
+            raise RuntimeError(f"spectator {i}: {status!r}")
+        while (await reader.readline()) not in (b"\r\n", b""):
+            pass
+        got = received[i]
+        pending = b""
+        seen_view = False
+        try:
+            while True:
+                size_line = await reader.readline()
+                if not size_line:
+                    return
+                size = int(size_line.strip() or b"0", 16)
+                if size == 0:
+                    return
+                chunk = (await reader.readexactly(size + 2))[:-2]
+                t = time.perf_counter()
+                pending += chunk
+                *messages, pending = pending.split(b"\n\n")
+                for message in messages:
+                    if message.startswith(b"id: "):
+                        got.append((int(message[4 : message.index(b"\n")]), t))
+                    elif not seen_view and b"event: view" in message:
+                        seen_view = True
+                        viewed += 1
+                        if viewed == count:
+                            ready.set()
+        finally:
+            writer.close()
+
+    tasks = [asyncio.create_task(one(i)) for i in range(count)]
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, stop.wait)
+    for task in tasks:
+        task.cancel()
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    failures = [o for o in outcomes if isinstance(o, Exception)]
+    if failures:
+        raise RuntimeError(f"{len(failures)} spectators failed: {failures[0]!r}")
+    return received
+
+
+def _spectators_process(
+    port: int, match_id: str, count: int, ready: Any, stop: Any, results: Any
+) -> None:
+    try:
+        results.put(asyncio.run(_spectate(port, match_id, count, ready, stop)))
+    except BaseException as e:
+        results.put(repr(e))
+        raise
+
+
+@dataclass
+class Spectators:
+    proc: Any
+    stop: Any
+    results: Any
+
+    def finish(self) -> list[list[tuple[int, float]]]:
+        self.stop.set()
+        outcome = self.results.get(timeout=60)
+        self.proc.join(timeout=10)
+        if isinstance(outcome, str):
+            raise RuntimeError(f"the spectators failed: {outcome}")
+        got: list[list[tuple[int, float]]] = outcome
+        return got
+
+
+def attach(port: int, match_id: str, count: int) -> Spectators:
+    ctx = mp.get_context("spawn")
+    ready, stop, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    proc = ctx.Process(
+        target=_spectators_process, args=(port, match_id, count, ready, stop, results)
+    )
+    proc.start()
+    deadline = time.monotonic() + START_TIMEOUT
+    while not ready.wait(0.1):
+        if not proc.is_alive() or time.monotonic() > deadline:
+            stop.set()
+            proc.terminate()
+            raise RuntimeError("the spectators did not all receive their first view")
+    return Spectators(proc, stop, results)
+
+
+# --- the paced match -------------------------------------------------------------------------
+
+
+@dataclass
+class Pacer:
+    """Plays one long match at a steady pace in a thread; `returned` is when each seq's Play
+    call returned."""
+
+    target: str
+    interval: float
+    returned: dict[int, float] = field(default_factory=dict)
+    match_id: str = ""
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    error: BaseException | None = None
+    _channel: Any = None
+    _player: Any = None
+
+    def create(self) -> None:
+        """Create and seat the match (spectators attach to it before any play)."""
+        self._channel = _channel(self.target)
+        self._player = LongPlayer(_Calls(self._channel), random.Random(11))
+        self.match_id = self._player.match_id
+
+    def start(self) -> None:
+        if not self.match_id:
+            self.create()
+        channel, player = self._channel, self._player
+
+        def run() -> None:
+            try:
+                next_at = time.perf_counter()
+                while not self._stop.is_set():
+                    request, metadata = player.next_request()
+                    time.sleep(max(0.0, next_at - time.perf_counter()))
+                    response = player.play(request, metadata)
+                    t = time.perf_counter()
+                    next_at += self.interval
+                    if response is None:
+                        continue
+                    for e in response.events:
+                        self.returned[e.seq] = t
+                    if response.view.phase == pb.PHASE_ENDED:
+                        return
+            except BaseException as e:
+                self.error = e
+            finally:
+                channel.close()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def finish(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=CALL_TIMEOUT)
+        if self.error is not None:
+            raise RuntimeError(f"the paced player failed: {self.error!r}")
+
+
+# --- the gateway -------------------------------------------------------------------------------
+
+
+@contextmanager
+def gateway(server_target: str, folder: Path, max_streams: int) -> Iterator[tuple[int, int]]:
+    """(port, pid) of a `bergen web` in front of `server_target`."""
+    port_file = folder / "web.port"
+    script = Path(sys.executable).with_name("bergen")
+    prefix = [str(script)] if script.exists() else [sys.executable, "-m", "bergen.cli_client"]
+    command = [*prefix, "web", "--server", server_target, "--listen", "127.0.0.1:0",
+               "--port-file", str(port_file), "--max-streams", str(max_streams)]  # fmt: skip
+    proc: subprocess.Popen[bytes] = _launch("web", command, folder)
+    try:
+        yield _wait_for_port("web", proc, port_file, folder / "web.log"), proc.pid
+    finally:
+        _stop(proc)
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _q(values: list[float], p: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.web_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get(BENCH_URL_ENV) or DEFAULT_ADMIN_URL,
+        help=f"an admin URL to create the run's database from (${BENCH_URL_ENV})",
+    )
+    parser.add_argument("--spectators", type=int, default=500)
+    parser.add_argument("--clients", type=int, default=4, help="Play/s clients")
+    parser.add_argument("--seconds", type=float, default=5.0, help="per throughput window")
+    parser.add_argument("--rounds", type=int, default=3, help="windows of each kind (median)")
+    parser.add_argument("--play-interval", type=float, default=0.1)
+    parser.add_argument("--delivery-seconds", type=float, default=10.0)
+    args = parser.parse_args(argv)
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+
+    say(
+        f"{os.cpu_count()} cores; bergen serve (PostgreSQL) and bergen web are processes of "
+        f"their own; {args.spectators} SSE spectators in one asyncio process; a paced match "
+        f"(a play every {args.play_interval * 1000:.0f} ms); {args.clients} Play/s clients."
+    )
+    delays: list[float] = []
+    missing = 0
+    deliveries = 0
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    with (
+        bench_database(args.database_url) as url,
+        tempfile.TemporaryDirectory(prefix="bergen-web-bench-") as tmp,
+        ExitStack() as stack,
+    ):
+        folder = Path(tmp)
+        server = stack.enter_context(servers(url, folder, [OURS]))[OURS]
+        port, web_pid = stack.enter_context(gateway(server.target, folder, args.spectators + 100))
+        # Delivery: the paced match and its spectators alone.
+        pacer = Pacer(server.target, args.play_interval)
+        pacer.create()
+        crowd = attach(port, pacer.match_id, args.spectators)
+        pids = {
+            "bergen web": web_pid,
+            "bergen serve": server.process.pid,
+            "spectators": crowd.proc.pid,
+        }
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        pacer.start()
+        time.sleep(args.delivery_seconds)
+        pacer.finish()
+        used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+        time.sleep(1.0)  # the last plays' events reach every spectator
+        for one in crowd.finish():
+            seqs = {seq for seq, _ in one}
+            missing += len(set(pacer.returned) - seqs)
+            delays += [(t - pacer.returned[s]) * 1000 for s, t in one if s in pacer.returned]
+        deliveries = len(delays)
+        say(f"  delivery: {deliveries} events delivered over {args.delivery_seconds:.0f} s")
+        cpu = ", ".join(f"{name} {t / args.delivery_seconds:.0%}" for name, t in used.items())
+        say(f"  CPU while delivering (of one core): {cpu}")
+        # Play/s: the paced match played all along, its spectators attached or not.
+        for r in range(args.rounds):
+            for watched in (r % 2 == 0, r % 2 == 1):
+                pacer = Pacer(server.target, args.play_interval)
+                pacer.create()
+                crowd = attach(port, pacer.match_id, args.spectators) if watched else None
+                pacer.start()
+                run = measure_rate(OURS, server.target, args.clients, args.seconds, 100 + r)
+                rates[watched].append(run.rate)
+                pacer.finish()
+                if crowd is not None:
+                    crowd.finish()
+                label = "with" if watched else "without"
+                say(f"  round {r + 1}, {label} spectators: {run.rate:.0f} Play/s")
+        health = _health(port)
+    without = statistics.median(rates[False])
+    with_ = statistics.median(rates[True])
+    ratio = with_ / without if without else 0.0
+    p50, p99 = statistics.median(delays), _q(delays, 99)
+    say("")
+    say(f"{'measure':<58} {'figure':>12} {'goal':>10}")
+    say("-" * 84)
+    verdict: Callable[[bool], str] = lambda ok: "met" if ok else "MISSED"  # noqa: E731
+    say(f"{'append to SSE delivery, p50 (ms)':<58} {p50:>12.1f} {'':>10}")
+    say(
+        f"{'append to SSE delivery, p99 (ms)':<58} {p99:>12.1f} {'< 250':>10}  "
+        f"{verdict(p99 < GOAL_P99_MS)}"
+    )
+    say(f"{'deliveries measured / missing':<58} {f'{deliveries} / {missing}':>12}")
+    say(f"{'Play/s without spectators (median)':<58} {without:>12.0f}")
+    say(f"{'Play/s with ' + str(args.spectators) + ' spectators (median)':<58} {with_:>12.0f}")
+    say(
+        f"{'ratio with / without':<58} {ratio:>12.2f} {'>= 0.9':>10}  "
+        f"{verdict(ratio >= GOAL_RATIO)}"
+    )
+    say(f"gateway's upstream calls over the run: {health}")
+    return 0
+
+
+def _health(port: int) -> str:
+    import http.client
+    import json
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/api/health")
+        body = json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+    return json.dumps(body.get("upstream_calls", {}), sort_keys=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

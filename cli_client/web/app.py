@@ -1,0 +1,518 @@
+"""The gateway's site and its JSON + Server-Sent Events API (a Starlette application).
+
+Every answer is built from the public read RPCs, called as a spectator (no token is ever
+sent upstream, and nothing a browser sends is passed on but a checked id, a phase word, a
+page token and a seq). See the README's "The web gateway" for each endpoint and its shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import re
+import time
+import zipfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import grpc
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from bergen.cli_client.connect import MAX_RECEIVE_BYTES, Endpoint
+from bergen.v1 import bergen_pb2 as pb
+from bergen.v1 import bergen_pb2_grpc as rpc
+
+from .hubs import (
+    Busy,
+    Gone,
+    Item,
+    MatchHub,
+    Registry,
+    SubscriberCounter,
+    TournamentHub,
+    Upstream,
+    sse,
+    to_json,
+)
+
+log = logging.getLogger("bergen.web")
+
+MAX_STREAMS = 1000
+"""Server-Sent Events streams open at once through one gateway (more get 503)."""
+MAX_MATCHES = 12
+"""Matches followed at once (one upstream WatchMatch each; under the server's per-client 16)."""
+MAX_TOURNAMENTS = 4
+"""Tournaments followed at once (one upstream WatchTournament each)."""
+BATCH_ITEMS = 256
+"""Items written to one stream at once, at most."""
+RETRY_MS = 1000
+"""How long a browser waits before reconnecting a closed stream."""
+MAX_SEQ = 2**63 - 1
+
+ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+PAGE_TOKEN = re.compile(r"[A-Za-z0-9_=+/.-]{0,512}")
+MATCH_PHASES = {
+    "": pb.PHASE_UNSPECIFIED,
+    "seating": pb.PHASE_SEATING,
+    "playing": pb.PHASE_PLAYING,
+    "ended": pb.PHASE_ENDED,
+}
+TOURNAMENT_PHASES = {
+    "": pb.TOURNAMENT_PHASE_UNSPECIFIED,
+    "registration": pb.TOURNAMENT_PHASE_REGISTRATION,
+    "running": pb.TOURNAMENT_PHASE_RUNNING,
+    "ended": pb.TOURNAMENT_PHASE_ENDED,
+}
+HTTP_OF: dict[grpc.StatusCode, int] = {
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 503,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.UNAUTHENTICATED: 403,
+    grpc.StatusCode.DATA_LOSS: 502,
+}
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+class BadRequest(Exception):
+    pass
+
+
+@dataclass
+class Gateway:
+    upstream: Upstream
+    matches: Registry[MatchHub]
+    tournaments: Registry[TournamentHub]
+    streams: SubscriberCounter
+    packing: asyncio.Semaphore
+    """Tournament zips built at once (each reads every match record): one."""
+
+
+def _id(request: Request, name: str = "id") -> str:
+    value = str(request.path_params.get(name, ""))
+    if not ID.fullmatch(value):
+        raise BadRequest(f"not an id: {name}")
+    return value
+
+
+def _seq(text: str | None) -> int | None:
+    if text is None or text == "":
+        return None
+    text = text.strip()
+    if not text.isdigit() or len(text) > 19 or int(text) > MAX_SEQ:
+        raise BadRequest("a seq is a decimal number")
+    return int(text)
+
+
+def _error(status: int, message: str, **extra: str) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status, headers=SECURITY_HEADERS)
+
+
+def _ok(body: Any, max_age: int = 0) -> JSONResponse:
+    headers = dict(SECURITY_HEADERS)
+    headers["Cache-Control"] = f"public, max-age={max_age}" if max_age else "no-store"
+    return JSONResponse(body, headers=headers)
+
+
+def _rpc_error(e: grpc.aio.AioRpcError | Gone) -> JSONResponse:
+    code = e.code if isinstance(e, Gone) else e.code()
+    details = e.details if isinstance(e, Gone) else (e.details() or "")
+    status = HTTP_OF.get(code, 502)
+    return _error(status, details[:300] or code.name.lower(), code=code.name)
+
+
+def gateway_of(request: Request) -> Gateway:
+    gw: Gateway = request.app.state.gateway
+    return gw
+
+
+async def _json_call(request: Request, name: str, message: Any) -> Any:
+    return await gateway_of(request).upstream.call(name, message)
+
+
+def _handled(
+    handler: Any,
+) -> Any:
+    async def wrapped(request: Request) -> Response:
+        try:
+            response: Response = await handler(request)
+            return response
+        except BadRequest as e:
+            return _error(400, str(e))
+        except grpc.aio.AioRpcError as e:
+            return _rpc_error(e)
+        except Gone as e:
+            return _rpc_error(e)
+        except Busy as e:
+            response = _error(503, str(e))
+            response.headers["Retry-After"] = "2"
+            return response
+
+    return wrapped
+
+
+# --- JSON ------------------------------------------------------------------------------
+
+
+async def list_matches(request: Request) -> Response:
+    phase = request.query_params.get("phase", "")
+    if phase not in MATCH_PHASES:
+        raise BadRequest(f"phase is one of {', '.join(p for p in MATCH_PHASES if p)}")
+    token = request.query_params.get("page_token", "")
+    if not PAGE_TOKEN.fullmatch(token):
+        raise BadRequest("not a page token")
+    size = _seq(request.query_params.get("page_size")) or 20
+    reply: pb.ListMatchesResponse = await _json_call(
+        request,
+        "ListMatches",
+        pb.ListMatchesRequest(
+            phase=MATCH_PHASES[phase], page_size=min(size, 100), page_token=token
+        ),
+    )
+    return _ok(to_json(reply))
+
+
+async def get_match(request: Request) -> Response:
+    reply: pb.GetMatchResponse = await _json_call(
+        request, "GetMatch", pb.GetMatchRequest(match_id=_id(request))
+    )
+    return _ok(to_json(reply.view))
+
+
+async def get_replay(request: Request) -> Response:
+    after = _seq(request.query_params.get("after")) or 0
+    events, complete = await gateway_of(request).upstream.replay(_id(request), after)
+    body = {"events": [to_json(e) for e in events], "complete": complete}
+    return _ok(body, max_age=3600 if complete else 0)
+
+
+async def get_record(request: Request) -> Response:
+    match_id = _id(request)
+    reply: pb.GetRecordResponse = await _json_call(
+        request, "GetRecord", pb.GetRecordRequest(match_id=match_id)
+    )
+    headers = dict(SECURITY_HEADERS)
+    headers["Content-Disposition"] = f'attachment; filename="match-{match_id}.json"'
+    return Response(reply.record_json, media_type="application/json", headers=headers)
+
+
+async def server_info(request: Request) -> Response:
+    reply: pb.GetServerInfoResponse = await _json_call(
+        request, "GetServerInfo", pb.GetServerInfoRequest()
+    )
+    return _ok(to_json(reply), max_age=60)
+
+
+async def list_tournaments(request: Request) -> Response:
+    phase = request.query_params.get("phase", "")
+    if phase not in TOURNAMENT_PHASES:
+        raise BadRequest(f"phase is one of {', '.join(p for p in TOURNAMENT_PHASES if p)}")
+    token = request.query_params.get("page_token", "")
+    if not PAGE_TOKEN.fullmatch(token):
+        raise BadRequest("not a page token")
+    size = _seq(request.query_params.get("page_size")) or 50
+    reply: pb.ListTournamentsResponse = await _json_call(
+        request,
+        "ListTournaments",
+        pb.ListTournamentsRequest(
+            phase=TOURNAMENT_PHASES[phase], page_size=min(size, 200), page_token=token
+        ),
+    )
+    return _ok(to_json(reply))
+
+
+async def get_tournament(request: Request) -> Response:
+    reply: pb.GetTournamentResponse = await _json_call(
+        request, "GetTournament", pb.GetTournamentRequest(tournament_id=_id(request))
+    )
+    return _ok(to_json(reply.tournament))
+
+
+async def get_tournament_record(request: Request) -> Response:
+    tid = _id(request)
+    reply: pb.GetTournamentRecordResponse = await _json_call(
+        request, "GetTournamentRecord", pb.GetTournamentRecordRequest(tournament_id=tid)
+    )
+    headers = dict(SECURITY_HEADERS)
+    headers["Content-Disposition"] = f'attachment; filename="tournament-{tid}.json"'
+    return Response(reply.record_json, media_type="application/json", headers=headers)
+
+
+async def get_tournament_records(request: Request) -> Response:
+    """A zip of the tournament's signed record and every table's signed match record, as the
+    server signed them (`tournament.json`, `matches/<id>.json`): the audit pack less its
+    manifest, which only the server's key can sign (`bergen tournament export` adds it)."""
+    tid = _id(request)
+    gw = gateway_of(request)
+    if gw.packing.locked():
+        raise Busy("the gateway is already packing the records of tournaments")
+    async with gw.packing:
+        return await _pack(gw, tid)
+
+
+async def _pack(gw: Gateway, tid: str) -> Response:
+    record: pb.GetTournamentRecordResponse = await gw.upstream.call(
+        "GetTournamentRecord", pb.GetTournamentRecordRequest(tournament_id=tid)
+    )
+    view: pb.GetTournamentResponse = await gw.upstream.call(
+        "GetTournament", pb.GetTournamentRequest(tournament_id=tid)
+    )
+    if view.tournament.phase != pb.TOURNAMENT_PHASE_ENDED:
+        return _error(409, "the tournament has not ended")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as pack:
+        pack.writestr("tournament.json", record.record_json)
+        for rnd in view.tournament.rounds:
+            for table in rnd.tables:
+                if not table.match_id or not ID.fullmatch(table.match_id):
+                    continue
+                rec: pb.GetRecordResponse = await gw.upstream.call(
+                    "GetRecord", pb.GetRecordRequest(match_id=table.match_id)
+                )
+                pack.writestr(f"matches/{table.match_id}.json", rec.record_json)
+    headers = dict(SECURITY_HEADERS)
+    headers["Content-Disposition"] = f'attachment; filename="tournament-{tid}-records.zip"'
+    return Response(buffer.getvalue(), media_type="application/zip", headers=headers)
+
+
+# --- Server-Sent Events --------------------------------------------------------------------
+
+
+def _stream(body: AsyncIterator[bytes]) -> StreamingResponse:
+    headers = dict(SECURITY_HEADERS)
+    headers["Cache-Control"] = "no-store"
+    headers["X-Accel-Buffering"] = "no"
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+
+def _resume_point(request: Request) -> int:
+    """The seq to resume after: the browser's Last-Event-ID (sent on its own reconnects) wins
+    over `?after=` (a reloaded page's last seq), else 0: from the first event."""
+    last = _seq(request.headers.get("last-event-id"))
+    if last is not None:
+        return last
+    return _seq(request.query_params.get("after")) or 0
+
+
+async def _next(queue: asyncio.Queue[Item]) -> list[Item]:
+    """The items queued now (waiting for one), so that a burst goes out in one write. The
+    hubs queue a keepalive for every subscriber every KEEPALIVE_S."""
+    items = [await queue.get()]
+    while len(items) < BATCH_ITEMS:
+        try:
+            items.append(queue.get_nowait())
+        except asyncio.QueueEmpty:
+            break
+    return items
+
+
+async def match_events(request: Request) -> Response:
+    """The spectator's view, then every event after the resume point (each with `id:` its
+    seq), a fresh view after each burst, and `end` once the match has ended."""
+    match_id = _id(request)
+    after = _resume_point(request)
+    gw = gateway_of(request)
+    hub, sub = await gw.matches.subscribe(match_id)
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            yield f"retry: {RETRY_MS}\n\n".encode()
+            yield sse("view", hub.view)
+            sent = after
+            async for item in hub.backlog(after):
+                sent = item.seq
+                yield item.wire
+            while True:
+                if sub.queue.empty() and hub.ended:
+                    yield sse("end", {"ended": hub.error is None})
+                    return
+                batch = await _next(sub.queue)
+                out: list[bytes] = []
+                done = False
+                for got in batch:
+                    if got.kind == "burst":
+                        if not got.parts or got.parts[0].seq == sent + 1:
+                            out.append(got.wire)  # the usual case: as encoded for all
+                            sent = got.seq or sent
+                            continue
+                        for part in got.parts:  # after a backlog: skip what it sent
+                            if part.seq <= sent:
+                                continue
+                            if part.seq != sent + 1:  # never a gap: fill it from the replay
+                                events, _ = await gw.upstream.replay(match_id, sent)
+                                for e in events:
+                                    if e.seq == sent + 1 and e.seq < part.seq:
+                                        sent = e.seq
+                                        out.append(sse("event", to_json(e), e.seq))
+                            sent = part.seq
+                            out.append(part.wire)
+                        out.append(got.tail)
+                    elif got.kind in ("view", "keepalive"):
+                        out.append(got.wire)
+                    else:
+                        if not got.data.get("dropped"):  # dropped: the browser resumes
+                            out.append(got.wire)
+                        done = True
+                        break
+                if out:
+                    yield b"".join(out)
+                if done:
+                    return
+        finally:
+            gw.matches.unsubscribe(hub, sub)
+
+    return _stream(body())
+
+
+async def tournament_events(request: Request) -> Response:
+    """The tournament's view now (`id:` its version), then again on each change, and `end`
+    once it has ended."""
+    tid = _id(request)
+    last = _resume_point(request)
+    gw = gateway_of(request)
+    hub, sub = await gw.tournaments.subscribe(tid)
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            yield f"retry: {RETRY_MS}\n\n".encode()
+            # Each message is the whole view: a reconnect gets the current one unless it had it.
+            sent = hub.version
+            if hub.version > last or last == 0:
+                yield sse("tournament", hub.view, hub.version)
+            while True:
+                if sub.queue.empty() and hub.ended:
+                    yield sse("end", {"ended": hub.error is None})
+                    return
+                batch = await _next(sub.queue)
+                for got in batch:
+                    if got.kind == "tournament":
+                        if got.seq > sent:
+                            sent = got.seq
+                            yield got.wire
+                    elif got.kind == "keepalive":
+                        yield got.wire
+                    else:
+                        if not got.data.get("dropped"):
+                            yield got.wire
+                        return
+        finally:
+            gw.tournaments.unsubscribe(hub, sub)
+
+    return _stream(body())
+
+
+async def health(request: Request) -> Response:
+    gw = gateway_of(request)
+    return _ok(
+        {
+            "streams": gw.streams.open,
+            "max_streams": gw.streams.limit,
+            "matches_followed": len(gw.matches.hubs),
+            "tournaments_followed": len(gw.tournaments.hubs),
+            "upstream_calls": dict(gw.upstream.calls),
+        }
+    )
+
+
+# --- pages ---------------------------------------------------------------------------------
+
+PAGES = {
+    "/": "index.html",
+    "/match": "match.html",
+    "/replay": "replay.html",
+    "/tournament": "tournament.html",
+}
+
+
+def _page(name: str) -> Any:
+    text = resources.files("bergen.cli_client.web").joinpath("static", name).read_bytes()
+
+    async def page(request: Request) -> Response:
+        headers = dict(SECURITY_HEADERS)
+        headers["Cache-Control"] = "no-cache"
+        return Response(text, media_type="text/html; charset=utf-8", headers=headers)
+
+    return page
+
+
+class _StaticWithHeaders(StaticFiles):
+    async def get_response(self, path: str, scope: Any) -> Response:
+        response = await super().get_response(path, scope)
+        for k, v in SECURITY_HEADERS.items():
+            response.headers.setdefault(k, v)
+        response.headers.setdefault("Cache-Control", "no-cache")
+        return response
+
+
+def create_app(
+    endpoint: Endpoint | str,
+    *,
+    max_streams: int = MAX_STREAMS,
+    max_matches: int = MAX_MATCHES,
+    max_tournaments: int = MAX_TOURNAMENTS,
+) -> Starlette:
+    """The gateway to the game server at `endpoint`."""
+    target = endpoint if isinstance(endpoint, Endpoint) else Endpoint(endpoint)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+        credentials = target.credentials()
+        channel = (
+            grpc.aio.insecure_channel(target.address, options=options)
+            if credentials is None
+            else grpc.aio.secure_channel(target.address, credentials, options=options)
+        )
+        upstream = Upstream(rpc.BergenServiceStub(channel))  # type: ignore[no-untyped-call]
+        streams = SubscriberCounter(max_streams)
+        matches: Registry[MatchHub] = Registry(
+            lambda key: MatchHub(key, matches, upstream), max_matches, streams
+        )
+        tournaments: Registry[TournamentHub] = Registry(
+            lambda key: TournamentHub(key, tournaments, upstream), max_tournaments, streams
+        )
+        app.state.gateway = Gateway(upstream, matches, tournaments, streams, asyncio.Semaphore(1))
+        app.state.started = time.time()
+        try:
+            yield
+        finally:
+            await matches.close()
+            await tournaments.close()
+            await channel.close()
+
+    static = resources.files("bergen.cli_client.web").joinpath("static")
+    routes = [
+        Route("/api/server", _handled(server_info)),
+        Route("/api/health", _handled(health)),
+        Route("/api/matches", _handled(list_matches)),
+        Route("/api/matches/{id}", _handled(get_match)),
+        Route("/api/matches/{id}/events", _handled(match_events)),
+        Route("/api/matches/{id}/replay", _handled(get_replay)),
+        Route("/api/matches/{id}/record", _handled(get_record)),
+        Route("/api/tournaments", _handled(list_tournaments)),
+        Route("/api/tournaments/{id}", _handled(get_tournament)),
+        Route("/api/tournaments/{id}/events", _handled(tournament_events)),
+        Route("/api/tournaments/{id}/record", _handled(get_tournament_record)),
+        Route("/api/tournaments/{id}/records.zip", _handled(get_tournament_records)),
+        *(Route(path, _page(name)) for path, name in PAGES.items()),
+        Mount("/static", _StaticWithHeaders(directory=str(static))),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,92 @@
+"""`bergen web --server HOST:PORT --listen 127.0.0.1:8080`: the spectators' web gateway.
+
+Needs the `web` extra (Starlette and uvicorn); without it the command says how to install it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from typing import Any
+
+from bergen.api.exit_status import ExitStatus
+from bergen.cli_client.connect import BadConnectionOption, add_server_option, endpoint_of
+
+DEFAULT_LISTEN = "127.0.0.1:8080"
+NEEDED = ("starlette", "uvicorn")
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def missing_extra() -> list[str]:
+    return [name for name in NEEDED if importlib.util.find_spec(name) is None]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "web",
+        help="serve a read-only web site and JSON + SSE API for spectators",
+        description="A read-only web gateway: the game server's matches, replays and "
+        "tournaments as a site and a JSON + Server-Sent Events API, read as a spectator "
+        "(no token of any kind).",
+    )
+    add_server_option(p)
+    p.add_argument(
+        "--listen",
+        type=listen_address,
+        default=listen_address(DEFAULT_LISTEN),
+        metavar="HOST:PORT",
+        help=f"where to serve HTTP (default {DEFAULT_LISTEN}; port 0 picks a free one)",
+    )
+    p.add_argument("--port-file", help="write the bound HTTP port to this file once serving")
+    p.add_argument(
+        "--max-streams",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="event streams open at once (more are answered 503; default 1000)",
+    )
+    p.add_argument(
+        "--max-matches",
+        type=int,
+        default=12,
+        metavar="N",
+        help="matches followed at once, one upstream stream each (default 12)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    missing = missing_extra()
+    if missing:
+        print(
+            f"bergen web: needs {' and '.join(missing)}, from the `web` extra: "
+            "pip install 'bergen[web]'",
+            file=sys.stderr,
+        )
+        return ExitStatus.ERROR
+    if args.max_streams < 1 or args.max_matches < 1:
+        print("bergen web: --max-streams and --max-matches must be at least 1", file=sys.stderr)
+        return ExitStatus.USAGE
+    try:
+        endpoint = endpoint_of(args)
+    except BadConnectionOption as e:
+        print(f"bergen web: {e}", file=sys.stderr)
+        return ExitStatus.USAGE
+    from .serve import serve
+
+    host, port = args.listen
+    return serve(
+        endpoint,
+        host,
+        port,
+        port_file=args.port_file,
+        max_streams=args.max_streams,
+        max_matches=args.max_matches,
+    )

@@ -1,0 +1,104 @@
+// A live match as a spectator sees it: the view after each burst, every event in order.
+// The log and the last seq are kept in sessionStorage, so a reloaded page resumes its stream
+// after the last event it showed (no gap, no repeat); EventSource's own reconnects send
+// Last-Event-ID, which the gateway maps onto the seq.
+import { $, h, param, describe, num, word, seatName, clockText } from "/static/common.js";
+import { line, tile } from "/static/tiles.js";
+
+const id = param("id");
+const key = `bergen:match:${id}`;
+const saved = JSON.parse(sessionStorage.getItem(key) || '{"last":0,"log":[]}');
+let view = null;
+let viewAt = 0;
+
+function save() { sessionStorage.setItem(key, JSON.stringify(saved)); }
+
+function addLog(seq, text) {
+  const item = h("li", { "data-seq": seq, value: seq, text });
+  $("#log").append(item);
+  item.scrollIntoView({ block: "nearest" });
+}
+
+function renderView(v) {
+  view = v;
+  viewAt = performance.now();
+  $("#title").textContent = v.name ? `Match: ${v.name}` : `Match ${v.match_id.slice(0, 8)}`;
+  document.title = `${$("#title").textContent} · Bergen`;
+  const phase = word(v.phase, "PHASE_");
+  const turn = v.turn !== undefined ? `${seatName(v, num(v.turn))} to play` : "nobody to play";
+  let status = `${phase}, hand ${v.hand_number}, ${turn}, ${v.boneyard_size} in the boneyard`;
+  if (v.phase === "PHASE_ENDED" && v.result) {
+    const r = v.result;
+    const who = r.winner_side !== undefined ? `side ${num(r.winner_side) + 1} won` : "no winner";
+    status = `Ended (${word(r.reason, "MATCH_END_REASON_")}): ${who}, ${(r.scores || []).join(" to ")}`;
+  }
+  $("#status").textContent = status;
+  $("#board").replaceChildren(line(v.line || []));
+  $("#ends").textContent = v.ends ? `Open ends: ${v.ends.left} and ${v.ends.right}` : "";
+  const clocks = {};
+  for (const c of v.clocks || []) clocks[num(c.seat)] = c;
+  const body = h("tbody");
+  for (const s of v.seats || []) {
+    const seat = num(s.seat);
+    const c = clocks[seat];
+    const isTurn = v.turn !== undefined && num(v.turn) === seat;
+    body.append(h("tr", { "data-seat": seat },
+      h("td", { class: isTurn ? "turn" : "", text: `${seat + 1}. ${s.name || "(free)"}${isTurn ? " (to play)" : ""}` }),
+      h("td", { class: "num", text: s.tile_count }),
+      h("td", { class: "num", text: (v.scores || [])[num(s.side)] ?? 0 }),
+      h("td", { class: "num clock", "data-seat": seat, text: c ? clockText(c.left_ms) + (c.running ? " running" : "") : "–" })));
+  }
+  $("#seats").replaceChildren(h("table", {},
+    h("caption", { class: "muted", text: v.partnerships ? "Partnerships: seats 1 and 3, 2 and 4" : "" }),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "Seat" }), h("th", { scope: "col", class: "num", text: "Tiles" }),
+      h("th", { scope: "col", class: "num", text: "Score" }), h("th", { scope: "col", class: "num", text: "Clock" }))), body));
+  const hands = $("#hands");
+  hands.replaceChildren();
+  if ((v.revealed_hands || []).length) {
+    hands.append(h("h2", { text: "Hands at the end" }));
+    v.revealed_hands.forEach((hand, seat) => {
+      const row = h("div", { class: "hand", "aria-label": `${seatName(v, seat)}'s tiles` }, h("span", { text: `${seatName(v, seat)}: ` }));
+      for (const t of hand.tiles || []) row.append(tile(num(t.low), num(t.high)));
+      hands.append(row);
+    });
+  }
+  $("#links").replaceChildren(h("a", { href: `/replay?id=${encodeURIComponent(id)}` }, "Replay this match"));
+}
+
+function tickClocks() {
+  if (!view || !(view.clocks || []).length) return;
+  const elapsed = performance.now() - viewAt;
+  for (const c of view.clocks) {
+    if (!c.running || c.falls_at_ms === undefined) continue;
+    const left = num(c.falls_at_ms) - num(view.server_at_ms) - elapsed;
+    const cell = document.querySelector(`td.clock[data-seat="${num(c.seat)}"]`);
+    if (cell) cell.textContent = `${clockText(left)} running`;
+  }
+}
+
+function connect() {
+  for (const entry of saved.log) addLog(entry[0], entry[1]);
+  const source = new EventSource(`/api/matches/${encodeURIComponent(id)}/events?after=${saved.last}`);
+  source.addEventListener("view", (m) => renderView(JSON.parse(m.data)));
+  source.addEventListener("event", (m) => {
+    const ev = JSON.parse(m.data);
+    const seq = num(ev.seq);
+    if (seq <= saved.last) return;
+    const text = describe(ev, view || {});
+    saved.last = seq;
+    saved.log.push([seq, text]);
+    save();
+    addLog(seq, text);
+  });
+  source.addEventListener("end", () => {
+    source.close();
+    document.body.dataset.ended = "1";
+  });
+  source.onerror = () => {
+    if (source.readyState === EventSource.CONNECTING) $("#status").textContent = "Reconnecting…";
+  };
+}
+
+if (!id) $("#status").textContent = "No match named (?id=).";
+else connect();
+setInterval(tickClocks, 250);
