@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 import logging
 import re
 import time
@@ -26,7 +27,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from bergen.api.audit_pack import played_matches
 from bergen.cli_client.connect import MAX_RECEIVE_BYTES, Endpoint
+from bergen.cli_client.tournament_pack import served_pack
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
@@ -256,10 +259,11 @@ async def get_tournament_record(request: Request) -> Response:
     return Response(reply.record_json, media_type="application/json", headers=headers)
 
 
-async def get_tournament_records(request: Request) -> Response:
-    """A zip of the tournament's signed record and every table's signed match record, as the
-    server signed them (`tournament.json`, `matches/<id>.json`): the audit pack less its
-    manifest, which only the server's key can sign (`bergen tournament export` adds it)."""
+async def get_tournament_pack(request: Request) -> Response:
+    """The audit pack of an ended tournament (TOURNAMENT.md section 6) as a zip, as
+    `bergen tournament export` writes it: the manifest the server signed
+    (GetAuditManifest), the tournament's signed record and every table's signed match
+    record, each checked against the manifest before anything is sent."""
     tid = _id(request)
     gw = gateway_of(request)
     if gw.packing.locked():
@@ -269,27 +273,31 @@ async def get_tournament_records(request: Request) -> Response:
 
 
 async def _pack(gw: Gateway, tid: str) -> Response:
+    manifest: pb.GetAuditManifestResponse = await gw.upstream.call(
+        "GetAuditManifest", pb.GetAuditManifestRequest(tournament_id=tid)
+    )
     record: pb.GetTournamentRecordResponse = await gw.upstream.call(
         "GetTournamentRecord", pb.GetTournamentRecordRequest(tournament_id=tid)
     )
-    view: pb.GetTournamentResponse = await gw.upstream.call(
-        "GetTournament", pb.GetTournamentRequest(tournament_id=tid)
-    )
-    if view.tournament.phase != pb.TOURNAMENT_PHASE_ENDED:
-        return _error(409, "the tournament has not ended")
+    tournament = json.loads(record.record_json)
+    matches = []
+    for match_id in played_matches(tournament):
+        if not ID.fullmatch(match_id):
+            return _error(502, f"the server's record names a match id {match_id[:40]!r}")
+        rec: pb.GetRecordResponse = await gw.upstream.call(
+            "GetRecord", pb.GetRecordRequest(match_id=match_id)
+        )
+        matches.append(json.loads(rec.record_json))
+    try:
+        files = served_pack(tournament, matches, json.loads(manifest.manifest_json))
+    except ValueError as e:
+        return _error(502, f"the served records make no pack: {e}")
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as pack:
-        pack.writestr("tournament.json", record.record_json)
-        for rnd in view.tournament.rounds:
-            for table in rnd.tables:
-                if not table.match_id or not ID.fullmatch(table.match_id):
-                    continue
-                rec: pb.GetRecordResponse = await gw.upstream.call(
-                    "GetRecord", pb.GetRecordRequest(match_id=table.match_id)
-                )
-                pack.writestr(f"matches/{table.match_id}.json", rec.record_json)
+        for path, data in files.items():
+            pack.writestr(f"tournament-{tid}/{path}", data)
     headers = dict(SECURITY_HEADERS)
-    headers["Content-Disposition"] = f'attachment; filename="tournament-{tid}-records.zip"'
+    headers["Content-Disposition"] = f'attachment; filename="tournament-{tid}-audit-pack.zip"'
     return Response(buffer.getvalue(), media_type="application/zip", headers=headers)
 
 
@@ -511,7 +519,7 @@ def create_app(
         Route("/api/tournaments/{id}", _handled(get_tournament)),
         Route("/api/tournaments/{id}/events", _handled(tournament_events)),
         Route("/api/tournaments/{id}/record", _handled(get_tournament_record)),
-        Route("/api/tournaments/{id}/records.zip", _handled(get_tournament_records)),
+        Route("/api/tournaments/{id}/audit-pack.zip", _handled(get_tournament_pack)),
         *(Route(path, _page(name)) for path, name in PAGES.items()),
         Mount("/static", _StaticWithHeaders(directory=str(static))),
     ]

@@ -11,10 +11,12 @@ Skipped (saying why) without /usr/bin/chromium or playwright, unless BERGEN_REQU
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import re
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,8 @@ from e2e.client import Client, bearer, play_random_move, rule_options, seat_ever
 from e2e.servers import ServerProcess
 from e2e.test_bots_tournament import bots, start_when_filled
 
+from bergen.api.exit_status import ExitStatus
+from bergen.cli_client.verify import verify_pack
 from bergen.v1 import bergen_pb2 as pb
 
 from .conftest import ORGANISER_TOKEN
@@ -227,7 +231,7 @@ def test_replay_steps_forward_and_back(gateway: Gateway, ended_match: str, page:
 
 
 def test_tournament_page_standings_change_as_rounds_end(
-    server: ServerProcess, gateway: Gateway, page: Any
+    server: ServerProcess, gateway: Gateway, page: Any, tmp_path: Path
 ) -> None:
     with Client(server.target) as client:
         created = client.stub.CreateTournament(
@@ -274,8 +278,16 @@ def test_tournament_page_standings_change_as_rounds_end(
     assert (
         page.get_attribute("#links a[href$='/record']", "href") == f"/api/tournaments/{tid}/record"
     )
-    status, body, _ = gateway.get(f"/api/tournaments/{tid}/records.zip")
-    assert status == 200 and body[:2] == b"PK"
+    # The audit pack, as the page links it: the zip holds the pack bergen verify accepts.
+    pack = page.get_attribute("#links a[href$='/audit-pack.zip']", "href")
+    assert pack == f"/api/tournaments/{tid}/audit-pack.zip"
+    status, body, _ = gateway.get(pack)
+    assert status == 200, body[:200]
+    with zipfile.ZipFile(io.BytesIO(body)) as z:
+        z.extractall(tmp_path)
+    outcome = verify_pack(tmp_path / f"tournament-{tid}", None)
+    assert outcome.status == ExitStatus.SUCCESS, outcome.line
+    assert outcome.line.startswith(f"OK: tournament {tid}")
     shoot(page, "tournament")
 
 

@@ -77,7 +77,7 @@ function render(t) {
   const links = $("#links");
   links.replaceChildren(h("a", { href: `/api/tournaments/${encodeURIComponent(id)}/record`, download: `tournament-${id}.json` }, "The signed tournament record"));
   if (t.phase === "TOURNAMENT_PHASE_ENDED") {
-    links.append(" · ", h("a", { href: `/api/tournaments/${encodeURIComponent(id)}/records.zip` }, "Every signed record (zip)"));
+    links.append(" · ", h("a", { href: `/api/tournaments/${encodeURIComponent(id)}/audit-pack.zip` }, "The audit pack (zip)"));
   }
 }
 
