@@ -338,17 +338,3 @@ def test_kubernetes_manifests_played_by_podman_run_two_replicas_that_are_one_ser
     except BaseException:
         print(container_logs(env, names))
         raise
-
-
-def test_the_kubernetes_database_init_is_deploy_roles_sql_and_its_password_script() -> None:
-    """deploy/k8s/postgres.yaml holds deploy/roles.sql and the password script as they are."""
-    manifest = (DEPLOY / "k8s" / "postgres.yaml").read_text(encoding="utf-8")
-    for key, path in (
-        ("10-roles.sql", DEPLOY / "roles.sql"),
-        ("20-bergen-passwords.sh", DEPLOY / "postgres-init" / "20-bergen-passwords.sh"),
-    ):
-        body = "".join(
-            "    " + line if line.strip() else "\n"
-            for line in path.read_text(encoding="utf-8").splitlines(True)
-        )
-        assert f"  {key}: |\n{body}" in manifest, f"{key} differs from {path}"
