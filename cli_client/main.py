@@ -16,7 +16,7 @@ from typing import TypeAlias
 
 from bergen.api.exit_status import ExitStatus, help_text
 
-from . import bots, export, play, simulate, tournament, verify
+from . import bots, export, health, play, simulate, tournament, verify
 from .connect import BadConnectionOption, endpoint_of
 
 COMMANDS_GROUP = "bergen.commands"
@@ -70,13 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bergen {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    own = {"simulate", "play", "bots", "verify", "export", "tournament"}
+    own = {"simulate", "play", "bots", "verify", "export", "tournament", "health"}
     simulate.add_parser(sub)
     play.add_parser(sub)
     bots.add_parser(sub)
     verify.add_parser(sub)
     export.add_parser(sub)
     tournament.add_parser(sub)
+    health.add_parser(sub)
     for name, add in contributed():
         if name in own:
             continue  # a contributed command never shadows one of the client's
