@@ -27,7 +27,7 @@ from .servers import ServerFarm, ServerProcess
 from .test_tournaments import ORG, check_record, ended, kill, play_some, play_until, verify_pack
 from .truth import check_stream, store_at
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(480), pytest.mark.postgres, pytest.mark.slow]
 
 ENTRANTS = 8
 ROUNDS = 4
