@@ -94,10 +94,14 @@ def test_version_is_the_installed_distributions() -> None:
 
 
 def test_the_servers_commands_come_from_the_entry_point_group() -> None:
+    # The server's own commands, and `web` (an optional extra's, so that `bergen` loads
+    # without Starlette).
     names = [name for name, _ in cli.contributed()]
-    assert names == ["migrate", "serve", "token"]
+    assert names == ["migrate", "serve", "token", "web"]
     choices = cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    assert {"serve", "migrate", "play", "bots", "verify", "export", "simulate"} <= set(choices)
+    assert {"serve", "migrate", "play", "bots", "verify", "export", "simulate", "web"} <= set(
+        choices
+    )
 
 
 def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
