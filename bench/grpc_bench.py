@@ -668,14 +668,14 @@ def _fanout_line(where: str, f: Fanout, goal_ms: float | None) -> Line:
 
 def print_table(lines: list[Line]) -> None:
     header = (
-        f"{'measure':<52} {'bergen':>13} {'reference (issue figure)':>30} {'ratio':>6} {'goal':>12}"
+        f"{'measure':<60} {'bergen':>13} {'reference (issue figure)':>30} {'ratio':>6} {'goal':>12}"
     )
     print(header)
     print("-" * (len(header) + 8))
     for ln in lines:
         ratio = f"{ln.ratio:.2f}" if ln.ratio is not None else "-"
         print(
-            f"{ln.measure:<52} {ln.ours:>13} {ln.reference:>30} {ratio:>6} {ln.goal:>12}"
+            f"{ln.measure:<60} {ln.ours:>13} {ln.reference:>30} {ratio:>6} {ln.goal:>12}"
             f"  {ln.verdict}"
         )
 
