@@ -1,6 +1,7 @@
 """A reference gRPC server for `bench.grpc_bench`: `bergen serve`'s gRPC settings, one job.
 
     python -m bench._ref_server --kind insert|eventsourcing --database URL --port-file FILE
+        [--processes N]
 
 It serves `bergen.v1.BergenService/Play` (so the benchmark's client is the same for every server)
 with the thread pool, message limits and channel options of `bergen.server.main`, and a
@@ -14,6 +15,10 @@ handler that does nothing but:
 
 The request's `expected_version` is the client's count of earlier calls, so the row's seq is
 `expected_version + 1`. The answer is an empty PlayResponse.
+
+With `--processes N` (to compare with `bergen serve --workers N`), N forked processes serve one
+port with SO_REUSEPORT, each with its own pool (and its own aggregates: a client keeps its one
+connection, so it keeps its process); the first starts alone, so that only it creates tables.
 """
 
 from __future__ import annotations
@@ -150,7 +155,7 @@ def eventsourcing_handler(url: str) -> Callable[[bytes], bytes]:
     return handle
 
 
-def serve(kind: str, url: str, port_file: str) -> int:
+def serve(kind: str, url: str, port_file: str, port: int = 0) -> int:
     work = insert_handler(url) if kind == "insert" else eventsourcing_handler(url)
 
     def play(data: bytes, context: grpc.ServicerContext) -> bytes:
@@ -163,7 +168,7 @@ def serve(kind: str, url: str, port_file: str) -> int:
 
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="ref-rpc"),
-        options=server_options(),
+        options=server_options(reuse_port=port != 0),
     )
     handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(
         play, request_deserializer=None, response_serializer=None
@@ -171,7 +176,7 @@ def serve(kind: str, url: str, port_file: str) -> int:
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(SERVICE, {"Play": handler}),)
     )
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
     with open(port_file + ".tmp", "w", encoding="utf-8") as f:
         f.write(str(port))
@@ -184,12 +189,51 @@ def serve(kind: str, url: str, port_file: str) -> int:
     return 0
 
 
+def serve_processes(kind: str, url: str, port_file: str, processes: int) -> int:
+    """`processes` forked servers on one port (see the module); SIGTERM stops them all."""
+    from bergen.server.workers import hold_port
+
+    port, held = hold_port("127.0.0.1:0")
+    children: list[int] = []
+    for i in range(processes):
+        own = f"{port_file}.{i}"
+        pid = os.fork()
+        if pid == 0:  # no thread has started yet in this process: forking is safe
+            for s in held:
+                s.close()
+            os._exit(serve(kind, url, own, port))
+        children.append(pid)
+        while not os.path.exists(own):
+            if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                print(f"_ref_server {kind}: process {i} exited", file=sys.stderr)
+                return 1
+            threading.Event().wait(0.02)
+    with open(port_file + ".tmp", "w", encoding="utf-8") as f:
+        f.write(str(port))
+    os.replace(port_file + ".tmp", port_file)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    while not done.wait(0.5):
+        pass
+    for pid in children:
+        os.kill(pid, signal.SIGTERM)
+    for pid in children:
+        os.waitpid(pid, 0)
+    for s in held:
+        s.close()
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench._ref_server", description=__doc__)
     parser.add_argument("--kind", choices=["insert", "eventsourcing"], required=True)
     parser.add_argument("--database", required=True)
     parser.add_argument("--port-file", required=True)
+    parser.add_argument("--processes", type=int, default=1)
     args = parser.parse_args()
+    if args.processes > 1:
+        return serve_processes(args.kind, args.database, args.port_file, args.processes)
     return serve(args.kind, args.database, args.port_file)
 
 

@@ -395,6 +395,9 @@ class MatchCommands:
             expected_version,
             command_id,
             deadline,
+            # Each play is already logged as its call (bergen.server.calls: rpc, status,
+            # match, seat); its events and version are there for DEBUG.
+            logging.DEBUG,
         )
 
     def resign(
@@ -424,6 +427,7 @@ class MatchCommands:
         expected_version: int | None,
         command_id: str | None,
         deadline: Deadline,
+        level: int = logging.INFO,
     ) -> Outcome:
         def authorise(match: Match | None) -> Intent:
             assert match is not None
@@ -445,8 +449,9 @@ class MatchCommands:
                 self.time_out(match_id)
             raise
         seat = written.intent.seat
-        if not written.replayed:
-            log.info(
+        if not written.replayed and log.isEnabledFor(level):
+            log.log(
+                level,
                 "match %s: seat %d %s -> %d events, version %d",
                 match_id,
                 seat,

@@ -83,6 +83,8 @@ class Running:
     """Where /metrics is served (host, port); None when it is not."""
     tracer_provider: Any = None
     """The OpenTelemetry SDK's provider `bergen serve --trace` set up, flushed at stop."""
+    replica: str = ""
+    """This process's replica id (in the NOTIFY payloads it sends on PostgreSQL)."""
     _background: threading.Event | None = None
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
@@ -179,6 +181,7 @@ def create_server(
     metrics_listen: str | None = None,
     tracer: Any = None,
     read_database_url: str | None = None,
+    reuse_port: bool = False,
 ) -> Running:
     """Open the store (running migrations, or refusing when the schema is behind and
     `migrate` is false), start the feed and the server. Returns it with the bound port, so
@@ -198,6 +201,9 @@ def create_server(
     With `read_database_url` (a hot standby of the PostgreSQL primary), what only reads is
     served by the standby, never older than what this process has seen
     (bergen.server.store.routed).
+    With `reuse_port`, the port may be shared with other processes of this user that ask for
+    the same (`bergen serve --workers N`, whose supervisor refuses a port another program
+    holds); without it a port already taken is refused.
     """
     if max_watchers < 1:
         raise ValueError(f"max_watchers must be at least 1, not {max_watchers}")
@@ -234,8 +240,8 @@ def create_server(
     listen_fn = None
     notifier = None
     poll = 0.05
+    replica = uuid.uuid4().hex
     if backend_of(database_url) == "postgresql":
-        replica = uuid.uuid4().hex
         listen_fn = postgres_listener(
             psycopg_conninfo(database_url),
             replica,
@@ -249,7 +255,7 @@ def create_server(
         futures.ThreadPoolExecutor(
             max_workers=max_watchers + CALL_WORKERS, thread_name_prefix="bergen-rpc"
         ),
-        options=server_options(keepalive_s),
+        options=server_options(keepalive_s, reuse_port),
         interceptors=interceptors(MAX_REQUEST_BYTES, observers),
     )
     organiser = Identity((settings or Settings()).organiser_token)
@@ -316,6 +322,7 @@ def create_server(
         tournaments,
         metrics,
         metrics_address,
+        replica=replica,
         _background=background,
     )
 
@@ -355,15 +362,18 @@ def _measure(
     caches.add(("tournament_records", "miss"), lambda: tournaments.record_misses)
 
 
-def server_options(keepalive_s: float = KEEPALIVE_SECONDS) -> list[tuple[str, Any]]:
-    """The gRPC server's options: message size limits, no port sharing, and HTTP/2 keepalive
-    pings while calls are open (however long a watched match stays quiet), so that a dead
-    client's stream ends and gives its thread back."""
+def server_options(
+    keepalive_s: float = KEEPALIVE_SECONDS, reuse_port: bool = False
+) -> list[tuple[str, Any]]:
+    """The gRPC server's options: message size limits, no port sharing (unless `reuse_port`:
+    the workers of `bergen serve --workers N`), and HTTP/2 keepalive pings while calls are
+    open (however long a watched match stays quiet), so that a dead client's stream ends and
+    gives its thread back."""
     every_ms = max(1, round(keepalive_s * 1000))
     return [
         ("grpc.max_receive_message_length", 2 * MAX_REQUEST_BYTES),
         ("grpc.max_send_message_length", MAX_RESPONSE_BYTES),
-        ("grpc.so_reuseport", 0),
+        ("grpc.so_reuseport", 1 if reuse_port else 0),
         ("grpc.keepalive_time_ms", every_ms),
         ("grpc.keepalive_timeout_ms", min(every_ms, 20_000)),
         ("grpc.keepalive_permit_without_calls", 0),
@@ -481,6 +491,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         f"can hold seats for ever (default {SEATING_TIMEOUT_S:g})",
     )
     p.add_argument("--port-file", help="write the bound port to this file once serving")
+    p.add_argument(
+        "--workers",
+        type=_at_least_one,
+        default=os.environ.get("BERGEN_WORKERS", "1"),
+        metavar="N",
+        help="serve from N processes sharing the port (SO_REUSEPORT), each a replica of the "
+        "others on one PostgreSQL database, under a supervisor that restarts a worker that "
+        "dies and stops them all on SIGTERM; PostgreSQL only when N > 1 (default: "
+        "BERGEN_WORKERS, else 1)",
+    )
     p.add_argument(
         "--tls-cert",
         default=os.environ.get("BERGEN_TLS_CERT") or None,
@@ -673,6 +693,8 @@ def serve(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"bergen serve: log key {log_key}: {e}", file=sys.stderr)
         return ExitStatus.USAGE
+    if args.workers > 1:
+        return _supervise(args, log_listener, tracer_provider)
     try:
         running = create_server(
             args.listen,
@@ -694,6 +716,7 @@ def serve(args: argparse.Namespace) -> int:
             metrics_listen=args.metrics,
             tracer=tracer_provider.get_tracer("bergen.server") if tracer_provider else None,
             read_database_url=args.read_database,
+            reuse_port=bool(getattr(args, "reuse_port", False)),
         )
     except ValueError as e:
         print(f"bergen serve: {e}", file=sys.stderr)
@@ -717,6 +740,14 @@ def serve(args: argparse.Namespace) -> int:
         redact(args.database),
         signer.public_key,
     )
+    if getattr(args, "worker_count", None):
+        log.info(
+            "worker %d of %d (pid %d), replica %s",
+            args.worker_index,
+            args.worker_count,
+            os.getpid(),
+            running.replica,
+        )
     running.tracer_provider = tracer_provider
     if running.metrics_address is not None:
         host, port = running.metrics_address
@@ -746,6 +777,46 @@ def serve(args: argparse.Namespace) -> int:
     log.info("stopped")
     log_listener.stop()
     return ExitStatus.SUCCESS
+
+
+def _supervise(args: argparse.Namespace, log_listener: Any, tracer_provider: Any) -> int:
+    """`bergen serve --workers N` with N > 1: check the database once (migrating it here, so
+    that the workers never race to), hold the port, and run the workers
+    (bergen.server.workers)."""
+    from .workers import PortTaken, hold_port, supervise
+
+    try:
+        if tracer_provider is not None:
+            tracer_provider.shutdown()  # each worker traces its own calls
+        if backend_of(args.database) != "postgresql":
+            print(
+                f"bergen serve: --workers {args.workers} needs PostgreSQL: SQLite takes one "
+                "writer at a time (serve SQLite with one worker)",
+                file=sys.stderr,
+            )
+            return ExitStatus.USAGE
+        try:
+            with _opening(args.database):
+                if schema_is_behind(args.database):
+                    if args.no_migrate:
+                        raise SchemaBehind(
+                            f"the schema of {redact(args.database)} is behind this server: run "
+                            "`bergen migrate --database URL`, or start without --no-migrate"
+                        )
+                    upgrade_to_head(args.database)
+            check_writable(args.database)
+            port, held = hold_port(args.listen)
+        except ValueError as e:
+            print(f"bergen serve: {e}", file=sys.stderr)
+            return ExitStatus.USAGE
+        except (SchemaBehind, StorageUnavailable, PortTaken) as e:
+            print(f"bergen serve: {e}", file=sys.stderr)
+            return ExitStatus.NOT_READY
+        status = supervise(args, held, port)
+        log.info("stopped")
+        return status
+    finally:
+        log_listener.stop()
 
 
 def _tracing(flag: bool) -> Any:

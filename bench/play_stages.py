@@ -1,0 +1,257 @@
+"""Where a Play's time goes on the server, stage by stage, on PostgreSQL.
+
+    python -m bench.play_stages [--plays 2000]
+
+The server is built in this process exactly as `bergen serve` builds it (`create_server`, its
+default settings, its feed and its listeners, the log written by a background thread as
+`bergen serve` writes it, here to /dev/null); Play requests are then handed to its servicer
+one at a time, as the gRPC edge hands them, with timers wrapped around each stage of the code
+path (the code itself unchanged):
+
+- decode: the request's bytes parsed into a PlayRequest;
+- auth: the bearer token read from the metadata and checked against the seat's sealed token;
+- load: the match taken from this process's cache;
+- decide: the rules (`execute`);
+- encode: the events encoded for the store;
+- append: the store's append (one INSERT + COMMIT, the row's authenticator and chain hash);
+- cache+feed: the cached match extended, the feed told (listing, clocks, tournaments, NOTIFY);
+- outcome: the events redacted for the caller and its view built;
+- log (command): the command's log line;
+- response: the PlayResponse built (events and view converted);
+- serialize: the response serialized;
+- log (call): the call's log line, as the edge writes it.
+
+What the servicer does besides (request checks, dispatch) is "other". What is not here is
+gRPC itself (HTTP/2, the thread hand-off to the handler, the interceptors): compare the total
+with Play's latency at 1 client in `python -m bench grpc`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import logging.handlers
+import os
+import queue as queues
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
+from bergen.domain import codec
+from bergen.v1 import bergen_pb2 as pb
+
+BENCH_URL_ENV = "BERGEN_BENCH_DATABASE_URL"
+STAGES = (
+    "decode",
+    "auth",
+    "load",
+    "decide",
+    "encode",
+    "append",
+    "cache+feed",
+    "outcome",
+    "log (command)",
+    "response",
+    "serialize",
+    "log (call)",
+    "other",
+)
+
+
+class Timers:
+    def __init__(self) -> None:
+        self.spent: dict[str, list[float]] = defaultdict(list)
+        self._now = time.perf_counter
+
+    def wrap(self, stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        spent, now = self.spent[stage], self._now
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = now()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent.append(now() - t0)
+
+        return timed
+
+    def add(self, stage: str, seconds: float) -> None:
+        self.spent[stage].append(seconds)
+
+
+class _Context:
+    """What the servicer asks of a gRPC context for a Play."""
+
+    def __init__(self, token: str) -> None:
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+    def time_remaining(self) -> float | None:
+        return None
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:50000"
+
+
+class _Log:
+    """A logger whose `info` is timed."""
+
+    def __init__(self, real: logging.Logger, timed: Callable[..., Any]) -> None:
+        self._real, self.info = real, timed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def run(url: str, plays: int, seed: int) -> dict[str, list[float]]:
+    from bergen.server import commands as commands_module
+    from bergen.server import logs
+    from bergen.server import servicer as servicer_module
+    from bergen.server.keys import LogKeys
+    from bergen.server.main import create_server
+
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    devnull = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+    queue: Any = queues.Queue()
+    handler = logs._Formatted(queue)
+    handler.setFormatter(logs.formatter("text"))
+    out = logging.StreamHandler(devnull)
+    out.setFormatter(logging.Formatter("%(message)s"))
+    listener = logging.handlers.QueueListener(queue, out)
+    root.addHandler(handler)
+    listener.start()
+    timers = Timers()
+    with tempfile.TemporaryDirectory(prefix="bergen-stages-") as tmp:
+        keys = LogKeys.load_or_create(str(Path(tmp) / "log-key"))
+        running = create_server("127.0.0.1:0", url, log_keys=keys)
+        try:
+            app = running.app
+            servicer = servicer_module.BergenServicer(app, 200)
+            rng = random.Random(seed)
+            # The stages, wrapped where the Play path looks them up.
+            work: Any = app.work
+            repo: Any = app.repository
+            identity: Any = app.commands._identity
+            identity.require_seat = timers.wrap("auth", identity.require_seat)
+            servicer_module._caller = timers.wrap("auth", servicer_module._caller)
+            repo.cached = timers.wrap("load", repo.cached)
+            commands_module.execute = timers.wrap("decide", commands_module.execute)
+            codec.encode = timers.wrap("encode", codec.encode)
+            work._store.append = timers.wrap("append", work._store.append)
+            commands_module.extend = timers.wrap("cache+feed", commands_module.extend)
+            repo.remember = timers.wrap("cache+feed", repo.remember)
+            work._feed.observe = timers.wrap("cache+feed", work._feed.observe)
+            commands_module.seen = timers.wrap("outcome", commands_module.seen)
+            commands_module.view = timers.wrap("outcome", commands_module.view)
+            real_log = commands_module.log
+            commands_module.log = _Log(real_log, timers.wrap("log (command)", real_log.info))  # type: ignore[assignment]
+            servicer_module._events = timers.wrap("response", servicer_module._events)
+            servicer._view_out = timers.wrap("response", servicer._view_out)  # type: ignore[method-assign]
+            call_log = logging.getLogger("bergen.server.calls")
+            totals: list[float] = []
+            done = 0
+            tokens: list[str] = []
+            match_id = ""
+            state_view: Any = None
+            while done < plays:
+                if state_view is None or state_view.phase == pb.PHASE_ENDED:
+                    created = servicer.CreateMatch(
+                        pb.CreateMatchRequest(seats=2, preset=pb.PRESET_STANDARD),
+                        _Context(""),  # type: ignore[arg-type]
+                    )
+                    match_id = created.match_id
+                    tokens = [""] * 2
+                    for i in range(2):
+                        j = servicer.JoinMatch(
+                            pb.JoinMatchRequest(match_id=match_id, name=f"p{i}"),
+                            _Context(""),  # type: ignore[arg-type]
+                        )
+                        tokens[j.seat] = j.seat_token
+                    state_view = servicer.GetMatch(
+                        pb.GetMatchRequest(match_id=match_id),
+                        _Context(""),  # type: ignore[arg-type]
+                    ).view
+                seat = state_view.turn
+                mine = servicer.GetMatch(
+                    pb.GetMatchRequest(match_id=match_id),
+                    _Context(tokens[seat]),  # type: ignore[arg-type]
+                ).view
+                choice = rng.choice(list(mine.legal_plays))
+                data = pb.PlayRequest(
+                    match_id=match_id, tile=choice.tile, end=choice.end
+                ).SerializeToString()
+                before = {s: len(v) for s, v in timers.spent.items()}
+                t0 = time.perf_counter()
+                request = pb.PlayRequest.FromString(data)
+                t1 = time.perf_counter()
+                response = servicer.Play(request, _Context(tokens[seat]))  # type: ignore[arg-type]
+                t2 = time.perf_counter()
+                response.SerializeToString()
+                t3 = time.perf_counter()
+                call_log.info(
+                    "%s OK %.1f ms %s",
+                    "/bergen.v1.BergenService/Play",
+                    (t3 - t0) * 1000,
+                    "ipv4:127.0.0.1:50000",
+                    extra={"fields": lambda: {"rpc": "Play"}},
+                )
+                t4 = time.perf_counter()
+                timers.add("decode", t1 - t0)
+                timers.add("serialize", t3 - t2)
+                timers.add("log (call)", t4 - t3)
+                inside = sum(sum(v[before.get(s, 0) :]) for s, v in timers.spent.items())
+                inside -= (t1 - t0) + (t3 - t2) + (t4 - t3)
+                timers.add("other", (t2 - t1) - inside)
+                totals.append(t4 - t0)
+                state_view = response.view
+                done += 1
+            timers.spent["total"] = totals
+        finally:
+            running.stop(1.0)
+            root.removeHandler(handler)
+            listener.stop()
+            devnull.close()
+    return timers.spent
+
+
+def report(spent: dict[str, list[float]], plays: int) -> None:
+    total = statistics.fmean(spent["total"]) * plays
+    print(f"{'stage':<16} {'us/Play':>9} {'share':>7}")
+    print("-" * 34)
+    for stage in (*STAGES, "total"):
+        s = sum(spent.get(stage, []))
+        print(f"{stage:<16} {s / plays * 1e6:>9.1f} {s / total:>7.1%}")
+    print(f"\ntotal p50/p99 us: {statistics.median(spent['total']) * 1e6:.0f}/"
+          f"{statistics.quantiles(spent['total'], n=100)[98] * 1e6:.0f}")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.play_stages",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--database-url", default=os.environ.get(BENCH_URL_ENV) or DEFAULT_ADMIN_URL
+    )
+    parser.add_argument("--plays", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    with bench_database(args.database_url) as url:
+        spent = run(url, args.plays, args.seed)
+    report(spent, args.plays)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
