@@ -17,7 +17,7 @@ from dataclasses import MISSING, fields
 from typing import Any, TypeVar
 
 from .errors import BergenError, CorruptRecord
-from .events import EVENT_TYPES, Event
+from .events import EVENT_TYPES, Event, Passed, PointsScored, TileDrawn, TilePlayed
 from .rules import Rules
 from .tiles import ALL_TILES, End, Tile
 from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason, word
@@ -280,6 +280,11 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
         and type(payload) is dict
         and payload.keys() == _NAMES[cls]
     ):
+        fast = _FAST.get(cls)
+        if fast is not None:
+            event = fast(payload)
+            if event is not None:
+                return event
         return _build(cls, type_name, payload)  # the common case, without the checks below
     if isinstance(version, bool) or not isinstance(version, int):
         raise CorruptRecord(f"{type_name}: schema version must be a number, got {version!r}")
@@ -309,6 +314,76 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
             f"{sorted(_NAMES[cls])} and any of {sorted(_EXTRAS[cls])}"
         )
     return _build(cls, type_name, data)
+
+
+def _tile_played(p: dict[str, Any]) -> Event | None:
+    hand = p["hand"]
+    seat = p["seat"]
+    tile = p["tile"]
+    end = p["end"]
+    if (
+        type(hand) is int
+        and type(seat) is int
+        and type(tile) is str
+        and (tile := _TILE_TEXT.get(tile)) is not None
+        and (end is None or (type(end) is str and (end := _END_TEXT.get(end)) is not None))
+    ):
+        return TilePlayed(hand, seat, tile, end)
+    return None
+
+
+def _tile_drawn(p: dict[str, Any]) -> Event | None:
+    hand = p["hand"]
+    seat = p["seat"]
+    tile = p["tile"]
+    if (
+        type(hand) is int
+        and type(seat) is int
+        and (tile is None or (type(tile) is str and (tile := _TILE_TEXT.get(tile)) is not None))
+    ):
+        return TileDrawn(hand, seat, tile)
+    return None
+
+
+def _passed(p: dict[str, Any]) -> Event | None:
+    hand = p["hand"]
+    seat = p["seat"]
+    if type(hand) is int and type(seat) is int:
+        return Passed(hand, seat)
+    return None
+
+
+_POINTS_REASONS: dict[str, PointsReason] = {m.value: m for m in PointsReason}
+
+
+def _points_scored(p: dict[str, Any]) -> Event | None:
+    hand = p["hand"]
+    side = p["side"]
+    points = p["points"]
+    reason = p["reason"]
+    base = p["base"]
+    seat = p["seat"]
+    if (
+        type(hand) is int
+        and type(side) is int
+        and type(points) is int
+        and type(base) is int
+        and (seat is None or type(seat) is int)
+        and type(reason) is str
+        and (reason := _POINTS_REASONS.get(reason)) is not None
+    ):
+        return PointsScored(hand, side, points, reason, base, seat)
+    return None
+
+
+_FAST: dict[type[Event], Callable[[dict[str, Any]], Event | None]] = {
+    TilePlayed: _tile_played,
+    TileDrawn: _tile_drawn,
+    Passed: _passed,
+    PointsScored: _points_scored,
+}
+"""The events most of a stream is made of, read without the generic checks: each gives
+None for anything but a plain payload of its version 1 (the generic path then says why)."""
 
 
 def _build(cls: type[Event], type_name: str, data: Mapping[str, Any]) -> Event:

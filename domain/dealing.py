@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import struct
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -40,26 +41,6 @@ def deal_key(
     return hmac.new(server_seed, message.encode("utf-8"), hashlib.sha256).digest()
 
 
-class _Numbers:
-    """Consecutive 4-byte big-endian integers of blocks HMAC-SHA256(key, i as 8 bytes)."""
-
-    def __init__(self, key: bytes) -> None:
-        self._key = key
-        self._block = 0
-        self._buffer: list[int] = []
-        self._pos = 0
-
-    def next(self) -> int:
-        if self._pos == len(self._buffer):
-            digest = hmac.new(self._key, self._block.to_bytes(8, "big"), hashlib.sha256).digest()
-            self._block += 1
-            self._buffer = [int.from_bytes(digest[i : i + 4], "big") for i in range(0, 32, 4)]
-            self._pos = 0
-        value = self._buffer[self._pos]
-        self._pos += 1
-        return value
-
-
 def shuffle(key: bytes) -> tuple[Tile, ...]:
     """The 28 tiles in the order the deal key gives (Fisher-Yates, rejection sampled)."""
     return permute(ALL_TILES, key)
@@ -68,17 +49,34 @@ def shuffle(key: bytes) -> tuple[Tile, ...]:
 def permute(items: Sequence[T], key: bytes) -> tuple[T, ...]:
     """`items` shuffled by the random stream of `key` (Fisher-Yates, rejection sampled):
     RULES.md section 8's shuffle, which TOURNAMENT.md section 3 applies to n entrants."""
-    numbers = _Numbers(key)
     order = list(items)
+    # The random stream (RULES.md section 8), 8 integers per block: the blocks a shuffle
+    # needs without a rejection are made at once (a rejection is rare: about n in 2^32),
+    # more if needed.
+    stream: list[int] = []
+    blocks = 0
+    while len(stream) < len(order) - 1:
+        stream += _EIGHT_INTS(hmac.digest(key, blocks.to_bytes(8, "big"), "sha256"))
+        blocks += 1
+    k = 0
     for i in range(len(order) - 1, 0, -1):
         n = i + 1
-        limit = 2**32 - (2**32 % n)
-        x = numbers.next()
+        limit = _TWO_32 - (_TWO_32 % n)
+        x = stream[k]
+        k += 1
         while x >= limit:
-            x = numbers.next()
+            if k == len(stream):
+                stream += _EIGHT_INTS(hmac.digest(key, blocks.to_bytes(8, "big"), "sha256"))
+                blocks += 1
+            x = stream[k]
+            k += 1
         j = x % n
         order[i], order[j] = order[j], order[i]
     return tuple(order)
+
+
+_TWO_32 = 2**32
+_EIGHT_INTS = struct.Struct(">8I").unpack
 
 
 def split(

@@ -30,16 +30,17 @@ from dataclasses import dataclass
 from .commands import Play
 from .engine import execute
 from .events import Dealt, Event, HandEnded, MatchEnded, Passed, PointsScored, TileDrawn, TilePlayed
-from .policies import POLICIES, greedy_policy
+from .policies import POLICIES
+from .scoring import place, play_award
 from .state import ENDED, PLAYING, MatchInfo, State, evolve
-from .tiles import ALL_TILES, FITS, End, Tile
+from .tiles import ALL_BITS, ALL_TILES, FITS, End, Tile
 from .views import view
 
 PLAYOUT_SEED = "00" * 32
 """A stand-in server seed so the engine can run past a hand's end; nothing after it counts."""
 MAX_BUDGET_S = 0.9
 """A decision never takes longer than this (the goal is under one second)."""
-ALL_BITS = (1 << len(ALL_TILES)) - 1
+
 MATCH_WIN_BONUS = 10.0
 """Value of ending the match as its winner inside a playout, on top of the points."""
 
@@ -298,8 +299,34 @@ def playout(
         if len(legal) == 1:
             t, e2 = legal[0]
         else:
-            t, e2 = greedy_policy(view(state, turn), rng)
-        command = Play(seat=turn, tile=t, end=e2)
+            t, e2 = greedy_on_state(state, turn, legal, rng)
+        command = Play(turn, t, e2)
+
+
+def greedy_on_state(
+    state: State, seat: int, legal: Sequence[tuple[Tile, End]], rng: random.Random
+) -> tuple[Tile, End]:
+    """`greedy_policy(view(state, seat), rng)` for the seat to play, whose legal plays are
+    `legal`, without building its view: the same scores, the same ties, the same draw from
+    `rng`."""
+    rules = state.info.rules
+    side = seat % 2 if state.info.partnerships else seat
+    score = state.scores[side]
+    ends = state.ends
+    tiles_on_line = len(state.line) + 1
+    going_out = sum(1 for t in state.hands[seat] if t is not None) == 1
+    best = -1
+    choices: list[tuple[Tile, End]] = []
+    for t, e in legal:
+        points = play_award(rules, t, place(ends, t, e is End.LEFT), tiles_on_line, score)[0]
+        if going_out:
+            points += rules.domino_points
+        if points > best:
+            best = points
+            choices = [(t, e)]
+        elif points == best:
+            choices.append((t, e))
+    return rng.choice(choices)
 
 
 def _margin(gained: Sequence[int], me: int) -> int:
