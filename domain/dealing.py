@@ -38,7 +38,7 @@ def deal_key(
 ) -> bytes:
     """HMAC-SHA256(server_seed, "bergen-deal-v1|match|hand|attempt|seed0|...|seedN-1")."""
     message = "|".join([DEAL_ALGORITHM, match_id, str(hand), str(attempt), *client_seeds])
-    return hmac.new(server_seed, message.encode("utf-8"), hashlib.sha256).digest()
+    return hmac.digest(server_seed, message.encode("utf-8"), "sha256")
 
 
 def shuffle(key: bytes) -> tuple[Tile, ...]:
@@ -58,18 +58,28 @@ def permute(items: Sequence[T], key: bytes) -> tuple[T, ...]:
     while len(stream) < len(order) - 1:
         stream += _EIGHT_INTS(hmac.digest(key, blocks.to_bytes(8, "big"), "sha256"))
         blocks += 1
+    sizes = range(len(order), 1, -1)
+    if len(order) < len(_LIMITS) and not any(
+        x >= _LIMITS[n] for x, n in zip(stream, sizes, strict=False)
+    ):
+        # No rejection (the common case): each swap takes the next integer.
+        for n, x in zip(sizes, stream, strict=False):
+            j = x % n
+            i = n - 1
+            order[i], order[j] = order[j], order[i]
+        return tuple(order)
     k = 0
     for i in range(len(order) - 1, 0, -1):
         n = i + 1
-        limit = _TWO_32 - (_TWO_32 % n)
-        x = stream[k]
-        k += 1
-        while x >= limit:
+        limit = _LIMITS[n] if n < len(_LIMITS) else _TWO_32 - (_TWO_32 % n)
+        while True:
             if k == len(stream):
                 stream += _EIGHT_INTS(hmac.digest(key, blocks.to_bytes(8, "big"), "sha256"))
                 blocks += 1
             x = stream[k]
             k += 1
+            if x < limit:
+                break
         j = x % n
         order[i], order[j] = order[j], order[i]
     return tuple(order)
@@ -77,6 +87,8 @@ def permute(items: Sequence[T], key: bytes) -> tuple[T, ...]:
 
 _TWO_32 = 2**32
 _EIGHT_INTS = struct.Struct(">8I").unpack
+_LIMITS = [_TWO_32 - (_TWO_32 % n) if n else 0 for n in range(64)]
+"""The rejection bound for each n below 64: an integer at or above it is drawn again."""
 
 
 def split(

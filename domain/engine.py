@@ -138,6 +138,10 @@ def _text(value: object, what: str, limit: int, *, empty: bool = True) -> str:
         raise InvalidArgument(
             f"{what} is longer than {limit} characters", reason="TEXT_TOO_LONG", field=what
         )
+    if value.isascii() and value.isprintable() and (empty or value.strip(" ")):
+        # Printable ASCII is letters, digits, punctuation, symbols and the space (Zs): no
+        # control or invisible character, and visible unless it is all spaces.
+        return value
     if not empty and not any(
         not c.isspace() and unicodedata.category(c) not in ("Cf", "Zs") for c in value
     ):

@@ -6,8 +6,9 @@ Hidden content is `None` in a redacted copy of an event (see `views.redact_event
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 
+from .frozen import fast_init
 from .rules import Rules
 from .tiles import End, Tile
 from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason
@@ -180,29 +181,5 @@ EVENT_TYPES: tuple[type[Event], ...] = (
 )
 
 
-def _fast_init(cls: type) -> None:
-    """Give a frozen event class an `__init__` that stores each field through its slot's
-    own descriptor: the same signature and effect as the generated one, which goes through
-    `object.__setattr__` field by field, at about half the cost (an event is built for
-    every action decided and every one read back)."""
-    if any(f.default_factory is not MISSING for f in fields(cls)):
-        return  # keeps the generated one
-    names = [f.name for f in fields(cls)]
-    params = []
-    for f in fields(cls):
-        if f.default is MISSING:
-            params.append(f.name)
-        else:
-            params.append(f"{f.name}=_default_{f.name}")
-    body = "\n".join(f"    _set_{n}(self, {n})" for n in names)
-    source = f"def __init__(self, {', '.join(params)}):\n{body}\n"
-    namespace: dict[str, object] = {f"_set_{n}": cls.__dict__[n].__set__ for n in names}
-    namespace.update({f"_default_{f.name}": f.default for f in fields(cls)})
-    exec(source, namespace)  # built from the class's own field names
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"  # type: ignore[attr-defined]
-    setattr(cls, "__init__", init)  # noqa: B010 - mypy refuses an assignment to a method
-
-
 for _cls in EVENT_TYPES:
-    _fast_init(_cls)
+    fast_init(_cls)

@@ -32,9 +32,9 @@ from .events import (
     TilePlayed,
 )
 from .rules import Rules
-from .scoring import BLOCKED_POINTS, lead_of, play_award
+from .scoring import BLOCKED_POINTS, play_award
 from .state import ENDED, PLAYING, MatchInfo, State
-from .tiles import ALL_BITS, DOUBLES, FITS, RESERVE, End, Tile, mask_pips
+from .tiles import ALL_BITS, DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
 from .vocabulary import HandEndReason, MatchEndReason, PointsReason
 
 Deal = Callable[
@@ -297,12 +297,30 @@ class _Board:
             self.must_play = None
             self.hand_over = False
             self.clock_since = None
-            lead = lead_of(self.rules, hands)
-            if lead is not None:
+            lead = self.lead()
+            if lead:
                 break
             self.events.append(DealVoided(number, attempt))
             attempt += 1
-        self.play(lead[0], lead[1], None)
+        seat = 0
+        while not self.masks[seat] & lead:
+            seat += 1
+        self.play(seat, TILE_OF_BIT[lead], None)
+
+    def lead(self) -> int:
+        """scoring.lead_of on the masks: the bit of the tile that leads, 0 for a void deal."""
+        dealt = 0
+        for m in self.masks:
+            dealt |= m
+        doubles = dealt & DOUBLES
+        rule = self.rules.lead
+        if doubles:
+            if rule == "highest_double":
+                return 1 << (doubles.bit_length() - 1)
+            return doubles & -doubles
+        if rule == "lowest_double_else_lowest_tile":
+            return dealt & -dealt  # the lowest tile in canonical order
+        return 0
 
 
 def blocked_winner_of_masks(rules: Rules, side_masks: list[int]) -> int | None:

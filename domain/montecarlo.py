@@ -27,7 +27,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from . import fastplay
 from .commands import Play
+from .dealing import split
 from .engine import execute
 from .events import Dealt, Event, HandEnded, MatchEnded, Passed, PointsScored, TileDrawn, TilePlayed
 from .policies import POLICIES
@@ -227,9 +229,11 @@ class Sampler:
             return  # already a uniform shuffle
         n = len(tiles)
         masks = self.masks
+        # randrange(n) is _randbelow(n) after checks of its arguments: the same numbers.
+        below = getattr(rng, "_randbelow", rng.randrange)
         for _ in range(4 * n):
-            i = rng.randrange(n)
-            j = rng.randrange(n)
+            i = below(n)
+            j = below(n)
             a, b = tiles[i], tiles[j]
             if not masks[i] & b.bit and not masks[j] & a.bit:
                 tiles[i], tiles[j] = b, a
@@ -264,6 +268,14 @@ class Sampler:
         )
 
 
+def _stand_in_deal(
+    server_seed: bytes, match_id: str, hand: int, attempt: int, client_seeds: Sequence[str]
+) -> tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]:
+    """The deal a playout's engine makes after the hand it plays out, which the playout
+    never looks at: the tiles in canonical order, without the fair deal's HMACs."""
+    return split(ALL_TILES, len(client_seeds))
+
+
 def playout(
     world: State, seat: int, tile: Tile, end: End, rng: random.Random, horizon: int | None = None
 ) -> float:
@@ -276,7 +288,8 @@ def playout(
     command = Play(seat=seat, tile=tile, end=end)
     plays = 0
     while True:
-        events, state = execute(state, command)
+        done = fastplay.play_command(state, command, _stand_in_deal)
+        events, state = done if done is not None else execute(state, command)
         for e in events:
             if isinstance(e, PointsScored):
                 gained[e.side] += e.points
