@@ -19,13 +19,16 @@ per configuration instead, for a long check: N=2000 compares over a million posi
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 import pytest
 
+from bergen.domain import dealing
 from bergen.domain.commands import CreateMatch, Play, TakeSeat
 from bergen.domain.dealing import deal
 from bergen.domain.engine import execute, execute_evolving
@@ -449,3 +452,48 @@ def test_fold_of_clocked_matches_matches_evolve(seats: int, partnerships: bool) 
         seen_timeouts += sum(isinstance(e, TimedOut) for e in events)
         check_folds(events, seats, rng)
     assert seen_timeouts > 0
+
+
+def reference_permute(items: Sequence[object], key: bytes) -> list[object]:
+    """RULES.md section 8's shuffle, read literally: blocks HMAC-SHA256(key, i), 4-byte
+    integers, Fisher-Yates from the top with rejection."""
+
+    def numbers() -> Iterator[int]:
+        block = 0
+        while True:
+            digest = hmac.new(key, block.to_bytes(8, "big"), hashlib.sha256).digest()
+            yield from dealing._EIGHT_INTS(digest)
+            block += 1
+
+    stream = numbers()
+    order = list(items)
+    for i in range(len(order) - 1, 0, -1):
+        x = next(stream)
+        while x >= 2**32 - (2**32 % (i + 1)):
+            x = next(stream)
+        j = x % (i + 1)
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 28, 63, 64, 100])
+def test_shuffle_matches_the_reference(size: int) -> None:
+    rng = random.Random(f"bitboard-shuffle-{size}")
+    for _ in range(200):
+        key = rng.randbytes(32)
+        assert list(dealing.permute(range(size), key)) == reference_permute(range(size), key)
+
+
+def test_shuffle_rejects_as_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rejections are about 1 in 10^9 at 28 tiles: a stream where every third integer must
+    be rejected takes the shuffle down its slow path."""
+    unpack = dealing._EIGHT_INTS
+
+    def with_rejections(digest: bytes) -> tuple[int, ...]:
+        return tuple(2**32 - 1 if i % 3 == 1 else x for i, x in enumerate(unpack(digest)))
+
+    monkeypatch.setattr(dealing, "_EIGHT_INTS", with_rejections)
+    rng = random.Random("bitboard-rejections")
+    for _ in range(50):
+        key = rng.randbytes(32)
+        assert list(dealing.permute(range(28), key)) == reference_permute(range(28), key)
