@@ -17,7 +17,16 @@ from dataclasses import MISSING, fields
 from typing import Any, TypeVar
 
 from .errors import BergenError, CorruptRecord
-from .events import EVENT_TYPES, Event, Passed, PointsScored, TileDrawn, TilePlayed
+from .events import (
+    EVENT_TYPES,
+    Dealt,
+    Event,
+    HandEnded,
+    Passed,
+    PointsScored,
+    TileDrawn,
+    TilePlayed,
+)
 from .rules import Rules
 from .tiles import ALL_TILES, End, Tile
 from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason, word
@@ -376,11 +385,58 @@ def _points_scored(p: dict[str, Any]) -> Event | None:
     return None
 
 
+_TILE_OR_NONE: dict[object, Tile | None] = dict(_TILE_TEXT.items())
+_TILE_OR_NONE[None] = None
+
+
+def _tiles_fast(v: Any) -> tuple[Tile | None, ...]:
+    """A list of tiles (or None); raises KeyError or TypeError on anything else."""
+    if type(v) is not list:
+        raise TypeError
+    return tuple(map(_TILE_OR_NONE.__getitem__, v))
+
+
+def _dealt(p: dict[str, Any]) -> Event | None:
+    hand = p["hand"]
+    attempt = p["attempt"]
+    hands = p["hands"]
+    if type(hand) is not int or type(attempt) is not int or type(hands) is not list:
+        return None
+    try:
+        return Dealt(hand, attempt, tuple(map(_tiles_fast, hands)), _tiles_fast(p["boneyard"]))
+    except (KeyError, TypeError):
+        return None
+
+
+_HAND_END_REASONS: dict[str, HandEndReason] = {m.value: m for m in HandEndReason}
+
+
+def _hand_ended(p: dict[str, Any]) -> Event | None:
+    hand = p["hand"]
+    reason = p["reason"]
+    side = p["side"]
+    points = p["points"]
+    scores = p["scores"]
+    if (
+        type(hand) is int
+        and (side is None or type(side) is int)
+        and type(points) is int
+        and type(scores) is list
+        and all(type(x) is int for x in scores)
+        and type(reason) is str
+        and (reason := _HAND_END_REASONS.get(reason)) is not None
+    ):
+        return HandEnded(hand, reason, side, points, tuple(scores))
+    return None
+
+
 _FAST: dict[type[Event], Callable[[dict[str, Any]], Event | None]] = {
     TilePlayed: _tile_played,
     TileDrawn: _tile_drawn,
     Passed: _passed,
     PointsScored: _points_scored,
+    Dealt: _dealt,
+    HandEnded: _hand_ended,
 }
 """The events most of a stream is made of, read without the generic checks: each gives
 None for anything but a plain payload of its version 1 (the generic path then says why)."""

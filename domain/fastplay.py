@@ -160,9 +160,11 @@ class _Board:
         side = self.side_of(seat)
         scores = self.scores
         rules = self.rules
-        points, base, reason = play_award(
-            rules, tile, ends, len(self.left_part) + len(self.right_part), scores[side]
-        )
+        on_line = len(self.left_part) + len(self.right_part)
+        if ends[0] != ends[1] and on_line > 1 and not (d and rules.double_bonus):
+            points = 0  # no header, no bonus: play_award would give nothing
+        else:
+            points, base, reason = play_award(rules, tile, ends, on_line, scores[side])
         if points and reason is not None:
             events.append(PointsScored(self.hand, side, points, reason, base, seat))
             scores[side] += points

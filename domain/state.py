@@ -486,11 +486,11 @@ def _fast_fold(events: list[Event] | tuple[Event, ...], state: State | None) -> 
             if not 0 <= seat < seats:
                 raise _Unusual
             held = hands[seat]
-            if tile in held:
+            try:
                 held.remove(tile)
-            else:
+            except ValueError:
                 held.remove(None)  # raises ValueError when none is hidden either
-            masks[seat] &= ALL_BITS ^ tile.bit
+            masks[seat] &= ~tile.bit
             d = tile.is_double
             if ends is None:
                 ends = (tile.low, tile.high, d, d)
