@@ -3,7 +3,7 @@ on mutable fields, with one State built at the end.
 
 The engine's own path emits each event and evolves a new State for it (the lead, draws,
 passes, points, the end of the hand, the next deal, the end of the match), so a move costs
-a State per event. Here a `_Board` holds the match as it stands: hands as lists and, beside
+a State per event. Here a `Board` holds the match as it stands: hands as tuples and, beside
 them, 28-bit masks of the tiles each seat holds; "does this seat hold a fitting tile" is one
 `&` with the precomputed mask of the tiles showing an end's number, and the blocked hand's
 doubles and pips come from the masks and a table. The events are the engine's, in the same
@@ -50,7 +50,7 @@ DOMINO = PointsReason.DOMINO
 BLOCKED = PointsReason.BLOCKED
 
 
-class _Board:
+class Board:
     """A match being played, mutable, for the length of one command."""
 
     __slots__ = (
@@ -111,6 +111,28 @@ class _Board:
             self.version + len(self.events), self.clocks, self.clock_since, self.timeouts,
             self.at_ms,
         ))  # fmt: skip
+
+    def legal_plays(self, seat: int) -> list[tuple[Tile, End]]:
+        """State.legal_plays of the seat to play, in the same order."""
+        ends = self.ends
+        if self.turn != seat or self.hand_over or ends is None or self.phase is not PLAYING:
+            return []
+        fit_left = FITS[ends[0]]
+        fit_right = FITS[ends[1]]
+        must = self.must_play
+        candidates = (must,) if must is not None else self.hands[seat]
+        plays: list[tuple[Tile, End]] = []
+        for t in candidates:
+            if t is None:
+                continue
+            if t.bit & fit_left:
+                plays.append((t, LEFT))
+            if t.bit & fit_right:
+                plays.append((t, RIGHT))
+        return plays
+
+    def line_length(self) -> int:
+        return len(self.left_part) + len(self.right_part)
 
     def side_of(self, seat: int) -> int:
         return seat % 2 if self.info.partnerships else seat
@@ -359,7 +381,7 @@ def _unique_best(keys: list[object]) -> int | None:
 def first_hand(state: State, deal: Deal) -> tuple[tuple[Event, ...], State]:
     """The first deal of an unclocked match whose seats are all taken, and its lead.
     `deal` is the engine's (dealing.deal)."""
-    board = _Board(state, deal)
+    board = Board(state, deal)
     board.start_hand(1)
     return tuple(board.events), board.state()
 
@@ -394,6 +416,6 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
             return None
     elif not (on_left if end is LEFT else on_right if end is RIGHT else False):
         return None
-    board = _Board(state, deal)
+    board = Board(state, deal)
     board.play(seat, tile, end)
     return tuple(board.events), board.state()

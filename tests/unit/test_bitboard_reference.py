@@ -49,6 +49,7 @@ from bergen.domain.events import (
     TimedOut,
 )
 from bergen.domain.fastplay import blocked_winner_of_masks
+from bergen.domain.montecarlo import Sampler, knowledge, playout, playout_by_states
 from bergen.domain.policies import random_policy
 from bergen.domain.rules import Rules, make_rules
 from bergen.domain.simulation import Timing, play_match
@@ -538,3 +539,34 @@ def test_decoding_on_the_fast_path_matches_the_generic_one() -> None:
                 broken = {**payload, "hands": hands}
                 assert _decoded(name, version, broken) == _generic(name, version, broken)
     assert checked > 1000
+
+
+@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[7], CONFIGS[15], CONFIGS[17]], ids=_id)
+def test_playouts_on_the_board_match_playouts_through_states(
+    config: tuple[int, bool, str, dict[str, object]],
+) -> None:
+    """The Monte Carlo playout on one mutable board gives what it gives play by play
+    through `execute`, and draws the same numbers from its random source."""
+    rng = random.Random(f"bitboard-playout-{_id(config)}")
+    _, events = play_both(config, rng, "playout", check_paths=False)
+    seats = config[0]
+    compared = 0
+    for i, e in enumerate(events):
+        if not isinstance(e, TilePlayed) or e.end is None:
+            continue
+        k = knowledge(redact_stream(events[:i], e.seat, ended=False), e.seat)
+        assert k.state is not None
+        legal = k.state.legal_plays(e.seat)
+        if len(legal) < 2:
+            continue
+        world = Sampler(k).world(rng)
+        for horizon in (None, 2):
+            for tile, end in legal:
+                seed = rng.random()
+                a, b = random.Random(seed), random.Random(seed)
+                on_board = playout(world, e.seat, tile, end, a, horizon)
+                by_states = playout_by_states(world, e.seat, tile, end, b, horizon)
+                assert on_board == by_states
+                assert a.getstate() == b.getstate()
+                compared += 1
+    assert compared >= 10 * seats
