@@ -486,7 +486,7 @@ def main(scale: float = 1.0) -> int:
             f"Monte Carlo: worlds per {MC_BUDGET_S:g} s of CPU",
             f"{mc_cpu_worlds:,.0f}",
             "",
-            "(3x the 48 before the bitboards)",
+            "(goal 3x the code before bitboards)",
         ),
         Row(
             f"Monte Carlo: worlds per decision at {MC_BUDGET_S:g} s, wall (median)",
