@@ -33,6 +33,7 @@ from .commands import Play
 from .dealing import split
 from .engine import execute
 from .events import Dealt, Event, HandEnded, MatchEnded, Passed, PointsScored, TileDrawn, TilePlayed
+from .frozen import fast_init
 from .policies import POLICIES
 from .rules import Rules
 from .scoring import place, play_award
@@ -74,6 +75,9 @@ class Knowledge:
     seat: int
     state: State | None
     slots: tuple[tuple[int, ...], ...] = ()
+
+
+fast_init(Knowledge)
 
 
 def _lead_forbidden(lead_rule: str, tile: Tile) -> int:
