@@ -280,7 +280,25 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
 
     Raises CorruptRecord for an unknown type or version, or a payload of the wrong shape.
     """
-    cls = _BY_NAME.get(type_name) if type(type_name) is str else None
+    if type(type_name) is not str:
+        raise CorruptRecord(f"unknown event type {type_name!r}")
+    fast = _FAST_BY_NAME.get(type_name)
+    if (
+        fast is not None
+        and type(payload) is dict
+        and len(payload) == fast[1]
+        and type(version) is int
+        and version in (BASE_VERSION, SCHEMA_VERSION)
+    ):
+        # The most common events: a payload with as many keys as the type's fields of
+        # version 1, each of which the reader looks up (a KeyError when one is missing).
+        try:
+            event = fast[0](payload)
+        except KeyError:
+            event = None
+        if event is not None:
+            return event
+    cls = _BY_NAME.get(type_name)
     if cls is None:
         raise CorruptRecord(f"unknown event type {type_name!r}")
     if (
@@ -289,11 +307,6 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
         and type(payload) is dict
         and payload.keys() == _NAMES[cls]
     ):
-        fast = _FAST.get(cls)
-        if fast is not None:
-            event = fast(payload)
-            if event is not None:
-                return event
         return _build(cls, type_name, payload)  # the common case, without the checks below
     if isinstance(version, bool) or not isinstance(version, int):
         raise CorruptRecord(f"{type_name}: schema version must be a number, got {version!r}")
@@ -440,6 +453,9 @@ _FAST: dict[type[Event], Callable[[dict[str, Any]], Event | None]] = {
 }
 """The events most of a stream is made of, read without the generic checks: each gives
 None for anything but a plain payload of its version 1 (the generic path then says why)."""
+_FAST_BY_NAME: dict[str, tuple[Callable[[dict[str, Any]], Event | None], int]] = {
+    cls.__name__: (read, len(_FIELDS[cls])) for cls, read in _FAST.items()
+}
 
 
 def _build(cls: type[Event], type_name: str, data: Mapping[str, Any]) -> Event:

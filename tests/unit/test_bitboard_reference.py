@@ -529,6 +529,8 @@ def test_decoding_on_the_fast_path_matches_the_generic_one() -> None:
             if version != 1:
                 continue
             for field in payload:
+                renamed = {k: v for k, v in payload.items() if k != field} | {"other": 1}
+                assert _decoded(name, version, renamed) is CorruptRecord
                 for bad in rng.sample(spoilt, 4):
                     broken = {**payload, field: bad}
                     assert _decoded(name, version, broken) == _generic(name, version, broken)
