@@ -17,7 +17,16 @@ from dataclasses import MISSING, fields
 from typing import Any, TypeVar
 
 from .errors import BergenError, CorruptRecord
-from .events import EVENT_TYPES, Event
+from .events import (
+    EVENT_TYPES,
+    Dealt,
+    Event,
+    HandEnded,
+    Passed,
+    PointsScored,
+    TileDrawn,
+    TilePlayed,
+)
 from .rules import Rules
 from .tiles import ALL_TILES, End, Tile
 from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason, word
@@ -271,7 +280,25 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
 
     Raises CorruptRecord for an unknown type or version, or a payload of the wrong shape.
     """
-    cls = _BY_NAME.get(type_name) if type(type_name) is str else None
+    if type(type_name) is not str:
+        raise CorruptRecord(f"unknown event type {type_name!r}")
+    fast = _FAST_BY_NAME.get(type_name)
+    if (
+        fast is not None
+        and type(payload) is dict
+        and len(payload) == fast[1]
+        and type(version) is int
+        and version in (BASE_VERSION, SCHEMA_VERSION)
+    ):
+        # The most common events: a payload with as many keys as the type's fields of
+        # version 1, each of which the reader looks up (a KeyError when one is missing).
+        try:
+            event = fast[0](payload)
+        except KeyError:
+            event = None
+        if event is not None:
+            return event
+    cls = _BY_NAME.get(type_name)
     if cls is None:
         raise CorruptRecord(f"unknown event type {type_name!r}")
     if (
@@ -309,6 +336,126 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
             f"{sorted(_NAMES[cls])} and any of {sorted(_EXTRAS[cls])}"
         )
     return _build(cls, type_name, data)
+
+
+def _tile_played(p: dict[str, Any]) -> Event | None:
+    hand = p["hand"]
+    seat = p["seat"]
+    tile = p["tile"]
+    end = p["end"]
+    if (
+        type(hand) is int
+        and type(seat) is int
+        and type(tile) is str
+        and (tile := _TILE_TEXT.get(tile)) is not None
+        and (end is None or (type(end) is str and (end := _END_TEXT.get(end)) is not None))
+    ):
+        return TilePlayed(hand, seat, tile, end)
+    return None
+
+
+def _tile_drawn(p: dict[str, Any]) -> Event | None:
+    hand = p["hand"]
+    seat = p["seat"]
+    tile = p["tile"]
+    if (
+        type(hand) is int
+        and type(seat) is int
+        and (tile is None or (type(tile) is str and (tile := _TILE_TEXT.get(tile)) is not None))
+    ):
+        return TileDrawn(hand, seat, tile)
+    return None
+
+
+def _passed(p: dict[str, Any]) -> Event | None:
+    hand = p["hand"]
+    seat = p["seat"]
+    if type(hand) is int and type(seat) is int:
+        return Passed(hand, seat)
+    return None
+
+
+_POINTS_REASONS: dict[str, PointsReason] = {m.value: m for m in PointsReason}
+
+
+def _points_scored(p: dict[str, Any]) -> Event | None:
+    hand = p["hand"]
+    side = p["side"]
+    points = p["points"]
+    reason = p["reason"]
+    base = p["base"]
+    seat = p["seat"]
+    if (
+        type(hand) is int
+        and type(side) is int
+        and type(points) is int
+        and type(base) is int
+        and (seat is None or type(seat) is int)
+        and type(reason) is str
+        and (reason := _POINTS_REASONS.get(reason)) is not None
+    ):
+        return PointsScored(hand, side, points, reason, base, seat)
+    return None
+
+
+_TILE_OR_NONE: dict[object, Tile | None] = dict(_TILE_TEXT.items())
+_TILE_OR_NONE[None] = None
+
+
+def _tiles_fast(v: Any) -> tuple[Tile | None, ...]:
+    """A list of tiles (or None); raises KeyError or TypeError on anything else."""
+    if type(v) is not list:
+        raise TypeError
+    return tuple(map(_TILE_OR_NONE.__getitem__, v))
+
+
+def _dealt(p: dict[str, Any]) -> Event | None:
+    hand = p["hand"]
+    attempt = p["attempt"]
+    hands = p["hands"]
+    if type(hand) is not int or type(attempt) is not int or type(hands) is not list:
+        return None
+    try:
+        return Dealt(hand, attempt, tuple(map(_tiles_fast, hands)), _tiles_fast(p["boneyard"]))
+    except (KeyError, TypeError):
+        return None
+
+
+_HAND_END_REASONS: dict[str, HandEndReason] = {m.value: m for m in HandEndReason}
+
+
+def _hand_ended(p: dict[str, Any]) -> Event | None:
+    hand = p["hand"]
+    reason = p["reason"]
+    side = p["side"]
+    points = p["points"]
+    scores = p["scores"]
+    if (
+        type(hand) is int
+        and (side is None or type(side) is int)
+        and type(points) is int
+        and type(scores) is list
+        and all(type(x) is int for x in scores)
+        and type(reason) is str
+        and (reason := _HAND_END_REASONS.get(reason)) is not None
+    ):
+        return HandEnded(hand, reason, side, points, tuple(scores))
+    return None
+
+
+_FAST: dict[type[Event], Callable[[dict[str, Any]], Event | None]] = {
+    TilePlayed: _tile_played,
+    TileDrawn: _tile_drawn,
+    Passed: _passed,
+    PointsScored: _points_scored,
+    Dealt: _dealt,
+    HandEnded: _hand_ended,
+}
+"""The events most of a stream is made of, read without the generic checks: each gives
+None for anything but a plain payload of its version 1 (the generic path then says why)."""
+_FAST_BY_NAME: dict[str, tuple[Callable[[dict[str, Any]], Event | None], int]] = {
+    cls.__name__: (read, len(_FIELDS[cls])) for cls, read in _FAST.items()
+}
 
 
 def _build(cls: type[Event], type_name: str, data: Mapping[str, Any]) -> Event:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .frozen import fast_init
 from .rules import Rules
 from .tiles import End, Tile
 
@@ -73,3 +74,6 @@ class Abandon:
 
 
 Command = CreateMatch | TakeSeat | Play | Resign | Timeout | Abandon
+
+for _cls in (CreateMatch, TakeSeat, Play, Resign, Timeout, Abandon):
+    fast_init(_cls)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import struct
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -37,27 +38,7 @@ def deal_key(
 ) -> bytes:
     """HMAC-SHA256(server_seed, "bergen-deal-v1|match|hand|attempt|seed0|...|seedN-1")."""
     message = "|".join([DEAL_ALGORITHM, match_id, str(hand), str(attempt), *client_seeds])
-    return hmac.new(server_seed, message.encode("utf-8"), hashlib.sha256).digest()
-
-
-class _Numbers:
-    """Consecutive 4-byte big-endian integers of blocks HMAC-SHA256(key, i as 8 bytes)."""
-
-    def __init__(self, key: bytes) -> None:
-        self._key = key
-        self._block = 0
-        self._buffer: list[int] = []
-        self._pos = 0
-
-    def next(self) -> int:
-        if self._pos == len(self._buffer):
-            digest = hmac.new(self._key, self._block.to_bytes(8, "big"), hashlib.sha256).digest()
-            self._block += 1
-            self._buffer = [int.from_bytes(digest[i : i + 4], "big") for i in range(0, 32, 4)]
-            self._pos = 0
-        value = self._buffer[self._pos]
-        self._pos += 1
-        return value
+    return hmac.digest(server_seed, message.encode("utf-8"), "sha256")
 
 
 def shuffle(key: bytes) -> tuple[Tile, ...]:
@@ -68,17 +49,46 @@ def shuffle(key: bytes) -> tuple[Tile, ...]:
 def permute(items: Sequence[T], key: bytes) -> tuple[T, ...]:
     """`items` shuffled by the random stream of `key` (Fisher-Yates, rejection sampled):
     RULES.md section 8's shuffle, which TOURNAMENT.md section 3 applies to n entrants."""
-    numbers = _Numbers(key)
     order = list(items)
+    # The random stream (RULES.md section 8), 8 integers per block: the blocks a shuffle
+    # needs without a rejection are made at once (a rejection is rare: about n in 2^32),
+    # more if needed.
+    stream: list[int] = []
+    blocks = 0
+    while len(stream) < len(order) - 1:
+        stream += _EIGHT_INTS(hmac.digest(key, blocks.to_bytes(8, "big"), "sha256"))
+        blocks += 1
+    sizes = range(len(order), 1, -1)
+    if len(order) < len(_LIMITS) and not any(
+        x >= _LIMITS[n] for x, n in zip(stream, sizes, strict=False)
+    ):
+        # No rejection (the common case): each swap takes the next integer.
+        for n, x in zip(sizes, stream, strict=False):
+            j = x % n
+            i = n - 1
+            order[i], order[j] = order[j], order[i]
+        return tuple(order)
+    k = 0
     for i in range(len(order) - 1, 0, -1):
         n = i + 1
-        limit = 2**32 - (2**32 % n)
-        x = numbers.next()
-        while x >= limit:
-            x = numbers.next()
+        limit = _LIMITS[n] if n < len(_LIMITS) else _TWO_32 - (_TWO_32 % n)
+        while True:
+            if k == len(stream):
+                stream += _EIGHT_INTS(hmac.digest(key, blocks.to_bytes(8, "big"), "sha256"))
+                blocks += 1
+            x = stream[k]
+            k += 1
+            if x < limit:
+                break
         j = x % n
         order[i], order[j] = order[j], order[i]
     return tuple(order)
+
+
+_TWO_32 = 2**32
+_EIGHT_INTS = struct.Struct(">8I").unpack
+_LIMITS = [_TWO_32 - (_TWO_32 % n) if n else 0 for n in range(64)]
+"""The rejection bound for each n below 64: an integer at or above it is drawn again."""
 
 
 def split(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import unicodedata
 
+from . import fastplay
 from .commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat, Timeout
 from .dealing import SEED_BYTES, commitment, deal
 from .errors import (
@@ -75,6 +76,18 @@ def decide(state: State | None, command: Command) -> tuple[Event, ...]:
 
 def execute(state: State | None, command: Command) -> tuple[tuple[Event, ...], State]:
     """`decide` and the state after its events, in one pass. Raises as `decide`."""
+    if type(command) is Play and state is not None and not state.clocks:
+        # The common move, on bitboards (fastplay): the same events and state as below.
+        done = fastplay.play_command(state, command, deal)
+        if done is not None:
+            return done
+    return execute_evolving(state, command)
+
+
+def execute_evolving(state: State | None, command: Command) -> tuple[tuple[Event, ...], State]:
+    """`execute` event by event: each event evolves the state the next one is decided on.
+    The reference for the bitboard path of a play, and the path of every other command.
+    Raises as `decide`."""
     run = _Run(state)
     if isinstance(command, CreateMatch):
         _create(run, command)
@@ -125,6 +138,10 @@ def _text(value: object, what: str, limit: int, *, empty: bool = True) -> str:
         raise InvalidArgument(
             f"{what} is longer than {limit} characters", reason="TEXT_TOO_LONG", field=what
         )
+    if value.isascii() and value.isprintable() and (empty or value.strip(" ")):
+        # Printable ASCII is letters, digits, punctuation, symbols and the space (Zs): no
+        # control or invisible character, and visible unless it is all spaces.
+        return value
     if not empty and not any(
         not c.isspace() and unicodedata.category(c) not in ("Cf", "Zs") for c in value
     ):
@@ -223,7 +240,10 @@ def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
     if all(p is not None for p in after.players):
         if after.clocks:
             run.at_ms = 0  # match time starts with the first deal
-        _start_hand(run, 1)
+            _start_hand(run, 1)
+        else:
+            events, run.state = fastplay.first_hand(after, deal)
+            run.events.extend(events)
 
 
 def _check_play(state: State, c: Play) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .frozen import fast_init
 from .rules import Rules
 from .tiles import End, Tile
 from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason
@@ -178,3 +179,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SeedRevealed,
     TimedOut,
 )
+
+
+for _cls in EVENT_TYPES:
+    fast_init(_cls)

@@ -26,20 +26,26 @@ import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from . import fastplay
 from .commands import Play
+from .dealing import split
 from .engine import execute
 from .events import Dealt, Event, HandEnded, MatchEnded, Passed, PointsScored, TileDrawn, TilePlayed
-from .policies import POLICIES, greedy_policy
+from .frozen import fast_init
+from .policies import POLICIES
+from .rules import Rules
+from .scoring import place, play_award
 from .state import ENDED, PLAYING, MatchInfo, State, evolve
-from .tiles import ALL_TILES, FITS, End, Tile
+from .tiles import ALL_BITS, ALL_TILES, FITS, End, Tile
 from .views import view
 
 PLAYOUT_SEED = "00" * 32
 """A stand-in server seed so the engine can run past a hand's end; nothing after it counts."""
 MAX_BUDGET_S = 0.9
 """A decision never takes longer than this (the goal is under one second)."""
-ALL_BITS = (1 << len(ALL_TILES)) - 1
+
 MATCH_WIN_BONUS = 10.0
 """Value of ending the match as its winner inside a playout, on top of the points."""
 
@@ -69,6 +75,9 @@ class Knowledge:
     seat: int
     state: State | None
     slots: tuple[tuple[int, ...], ...] = ()
+
+
+fast_init(Knowledge)
 
 
 def _lead_forbidden(lead_rule: str, tile: Tile) -> int:
@@ -226,9 +235,11 @@ class Sampler:
             return  # already a uniform shuffle
         n = len(tiles)
         masks = self.masks
+        # randrange(n) is _randbelow(n) after checks of its arguments: the same numbers.
+        below = getattr(rng, "_randbelow", rng.randrange)
         for _ in range(4 * n):
-            i = rng.randrange(n)
-            j = rng.randrange(n)
+            i = below(n)
+            j = below(n)
             a, b = tiles[i], tiles[j]
             if not masks[i] & b.bit and not masks[j] & a.bit:
                 tiles[i], tiles[j] = b, a
@@ -263,19 +274,80 @@ class Sampler:
         )
 
 
+def _stand_in_deal(
+    server_seed: bytes, match_id: str, hand: int, attempt: int, client_seeds: Sequence[str]
+) -> tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]:
+    """The deal a playout's engine makes after the hand it plays out, which the playout
+    never looks at: the tiles in canonical order, without the fair deal's HMACs."""
+    return split(ALL_TILES, len(client_seeds))
+
+
 def playout(
     world: State, seat: int, tile: Tile, end: End, rng: random.Random, horizon: int | None = None
 ) -> float:
     """Play `tile` at `end` for `seat` in `world`, then greedy for everyone to the end of the
     hand (or `horizon` more plays). Returns my side's points minus the best other side's,
-    plus MATCH_WIN_BONUS for a match won (minus it for one lost)."""
+    plus MATCH_WIN_BONUS for a match won (minus it for one lost).
+
+    The plays are made on one mutable board (fastplay), as the engine makes them, with no
+    State built between them; `playout_by_states` is the same through `engine.execute`."""
+    if world.clocks or world.phase != PLAYING or world.hand_over:
+        return playout_by_states(world, seat, tile, end, rng, horizon)
+    me = world.side_of(seat)
+    gained = [0] * len(world.scores)
+    board = fastplay.Board(world, _stand_in_deal)
+    events = board.events
+    rules = world.info.rules
+    partnerships = world.info.partnerships
+    plays = 0
+    while True:
+        first = len(events)
+        board.play(seat, tile, end)
+        for i in range(first, len(events)):
+            e: Any = events[i]
+            kind = type(e)
+            if kind is PointsScored:
+                gained[e.side] += e.points
+            elif kind is MatchEnded:
+                bonus = MATCH_WIN_BONUS if e.winner_side == me else -MATCH_WIN_BONUS
+                return _margin(gained, me) + bonus
+            elif kind is HandEnded:
+                # A match won at the hand's end is announced after it; look ahead for it.
+                won: Any = next((x for x in events[i:] if type(x) is MatchEnded), None)
+                bonus = 0.0
+                if won is not None:
+                    bonus = MATCH_WIN_BONUS if won.winner_side == me else -MATCH_WIN_BONUS
+                return _margin(gained, me) + bonus
+        plays += 1
+        if board.phase == ENDED or (horizon is not None and plays > horizon):
+            return float(_margin(gained, me))
+        turn = board.turn
+        assert turn is not None
+        legal = board.legal_plays(turn)
+        if len(legal) == 1:
+            tile, end = legal[0]
+        else:
+            side = turn % 2 if partnerships else turn
+            tile, end = _greedy(
+                rules, board.scores[side], board.ends, board.line_length() + 1,
+                sum(1 for t in board.hands[turn] if t is not None) == 1, legal, rng,
+            )  # fmt: skip
+        seat = turn
+
+
+def playout_by_states(
+    world: State, seat: int, tile: Tile, end: End, rng: random.Random, horizon: int | None = None
+) -> float:
+    """`playout` through `engine.execute`, a State for each play: the reference for the
+    board's path, and the path of a world with clocks."""
     me = world.side_of(seat)
     gained = [0] * len(world.scores)
     state = world
     command = Play(seat=seat, tile=tile, end=end)
     plays = 0
     while True:
-        events, state = execute(state, command)
+        done = fastplay.play_command(state, command, _stand_in_deal)
+        events, state = done if done is not None else execute(state, command)
         for e in events:
             if isinstance(e, PointsScored):
                 gained[e.side] += e.points
@@ -298,8 +370,45 @@ def playout(
         if len(legal) == 1:
             t, e2 = legal[0]
         else:
-            t, e2 = greedy_policy(view(state, turn), rng)
-        command = Play(seat=turn, tile=t, end=e2)
+            t, e2 = greedy_on_state(state, turn, legal, rng)
+        command = Play(turn, t, e2)
+
+
+def greedy_on_state(
+    state: State, seat: int, legal: Sequence[tuple[Tile, End]], rng: random.Random
+) -> tuple[Tile, End]:
+    """`greedy_policy(view(state, seat), rng)` for the seat to play, whose legal plays are
+    `legal`, without building its view: the same scores, the same ties, the same draw from
+    `rng`."""
+    side = seat % 2 if state.info.partnerships else seat
+    going_out = sum(1 for t in state.hands[seat] if t is not None) == 1
+    return _greedy(
+        state.info.rules, state.scores[side], state.ends, len(state.line) + 1, going_out, legal,
+        rng,
+    )  # fmt: skip
+
+
+def _greedy(
+    rules: Rules,
+    score: int,
+    ends: tuple[int, int, bool, bool] | None,
+    tiles_on_line: int,
+    going_out: bool,
+    legal: Sequence[tuple[Tile, End]],
+    rng: random.Random,
+) -> tuple[Tile, End]:
+    best = -1
+    choices: list[tuple[Tile, End]] = []
+    for t, e in legal:
+        points = play_award(rules, t, place(ends, t, e is End.LEFT), tiles_on_line, score)[0]
+        if going_out:
+            points += rules.domino_points
+        if points > best:
+            best = points
+            choices = [(t, e)]
+        elif points == best:
+            choices.append((t, e))
+    return rng.choice(choices)
 
 
 def _margin(gained: Sequence[int], me: int) -> int:

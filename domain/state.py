@@ -10,7 +10,7 @@ times cheaper than a frozen dataclass of the same fields, which made a third of 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -31,9 +31,14 @@ from .events import (
     TimedOut,
 )
 from .rules import Rules
-from .tiles import FITS, RESERVE, End, Tile, side_of, sides_of
+from .tiles import ALL_BITS, FITS, RESERVE, End, Tile, side_of, sides_of
 from .vocabulary import Phase
 
+_new = tuple.__new__
+"""Builds a State from its fields in C, without NamedTuple's Python-level `__new__`."""
+
+LEFT = End.LEFT
+RIGHT = End.RIGHT
 SEATING = Phase.SEATING
 PLAYING = Phase.PLAYING
 ENDED = Phase.ENDED
@@ -195,16 +200,24 @@ class State(NamedTuple):
         ends = self.ends
         if self.turn != seat or self.hand_over or ends is None or self.phase != PLAYING:
             return ()
-        left, right = ends[0], ends[1]
-        candidates = (self.must_play,) if self.must_play is not None else self.hands[seat]
+        fit_left = FITS[ends[0]]
+        fit_right = FITS[ends[1]]
+        must = self.must_play
+        if must is None:
+            if not self.masks[seat] & (fit_left | fit_right):
+                return ()
+            candidates: tuple[Tile | None, ...] = self.hands[seat]
+        else:
+            candidates = (must,)
         plays: list[tuple[Tile, End]] = []
         for t in candidates:
             if t is None:
                 continue
-            if t.low == left or t.high == left:
-                plays.append((t, End.LEFT))
-            if t.low == right or t.high == right:
-                plays.append((t, End.RIGHT))
+            bit = t.bit
+            if bit & fit_left:
+                plays.append((t, LEFT))
+            if bit & fit_right:
+                plays.append((t, RIGHT))
         return tuple(plays)
 
 
@@ -246,11 +259,11 @@ def _on_seat(s: State, e: SeatTaken) -> State:
 
 
 def _on_dealt(s: State, e: Dealt) -> State:
-    return State(
-        s.info, PLAYING, e.hand, e.attempt, e.hands, tuple(_mask(h) for h in e.hands),
+    return _new(State, (
+        s.info, PLAYING, e.hand, e.attempt, e.hands, tuple([_mask(h) for h in e.hands]),
         e.boneyard, (), None, None, None, s.scores, False, s.result, s.version + 1,
         s.clocks, None, s.timeouts, s.at_ms,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _on_voided(s: State, e: DealVoided) -> State:
@@ -274,7 +287,7 @@ def _on_played(s: State, e: TilePlayed) -> State:
     hands = list(s.hands)
     hands[seat] = _remove(hands[seat], tile)
     masks = list(s.masks)
-    masks[seat] &= ~tile.bit
+    masks[seat] &= ALL_BITS ^ tile.bit
     old = s.ends
     d = tile.is_double
     if old is None:
@@ -295,11 +308,11 @@ def _on_played(s: State, e: TilePlayed) -> State:
             clocks = (*clocks[:seat], e.clock_ms, *clocks[seat + 1 :])
         if not e.auto and e.end is not None and timeouts and timeouts[seat]:
             timeouts = (*timeouts[:seat], 0, *timeouts[seat + 1 :])
-    return State(
+    return _new(State, (
         s.info, s.phase, s.hand, s.attempt, tuple(hands), tuple(masks), s.boneyard, line,
         ends, (seat + 1) % s.info.seats, None, s.scores, s.hand_over, s.result, s.version + 1,
         clocks, since, timeouts, at,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _on_drawn(s: State, e: TileDrawn) -> State:
@@ -314,26 +327,24 @@ def _on_drawn(s: State, e: TileDrawn) -> State:
         m = list(masks)
         m[e.seat] |= tile.bit
         masks = tuple(m)
-        if s.fits(tile):
+        ends = s.ends
+        if ends is not None and tile.bit & (FITS[ends[0]] | FITS[ends[1]]):
             must = tile
-    return State(
+    return _new(State, (
         s.info, s.phase, s.hand, s.attempt, tuple(hands), masks, s.boneyard[1:], s.line,
         s.ends, e.seat, must, s.scores, s.hand_over, s.result, s.version + 1,
         s.clocks, s.clock_since if e.at_ms is None else e.at_ms, s.timeouts,
         s.at_ms if e.at_ms is None else e.at_ms,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _on_passed(s: State, e: Passed) -> State:
-    if e.at_ms is not None:
-        return s._replace(
-            turn=(e.seat + 1) % s.info.seats,
-            must_play=None,
-            version=s.version + 1,
-            clock_since=e.at_ms,
-            at_ms=e.at_ms,
-        )
-    return s._replace(turn=(e.seat + 1) % s.info.seats, must_play=None, version=s.version + 1)
+    at = e.at_ms
+    return _new(State, (
+        s.info, s.phase, s.hand, s.attempt, s.hands, s.masks, s.boneyard, s.line, s.ends,
+        (e.seat + 1) % s.info.seats, None, s.scores, s.hand_over, s.result, s.version + 1,
+        s.clocks, s.clock_since if at is None else at, s.timeouts, s.at_ms if at is None else at,
+    ))  # fmt: skip
 
 
 def _on_timed_out(s: State, e: TimedOut) -> State:
@@ -354,13 +365,19 @@ def _on_timed_out(s: State, e: TimedOut) -> State:
 def _on_points(s: State, e: PointsScored) -> State:
     scores = list(s.scores)
     scores[e.side] += e.points
-    return s._replace(scores=tuple(scores), version=s.version + 1)
+    return _new(State, (
+        s.info, s.phase, s.hand, s.attempt, s.hands, s.masks, s.boneyard, s.line, s.ends,
+        s.turn, s.must_play, tuple(scores), s.hand_over, s.result, s.version + 1,
+        s.clocks, s.clock_since, s.timeouts, s.at_ms,
+    ))  # fmt: skip
 
 
 def _on_hand_ended(s: State, e: HandEnded) -> State:
-    return s._replace(
-        scores=e.scores, turn=None, must_play=None, hand_over=True, version=s.version + 1
-    )
+    return _new(State, (
+        s.info, s.phase, s.hand, s.attempt, s.hands, s.masks, s.boneyard, s.line, s.ends,
+        None, None, e.scores, True, s.result, s.version + 1,
+        s.clocks, s.clock_since, s.timeouts, s.at_ms,
+    ))  # fmt: skip
 
 
 def _on_match_ended(s: State, e: MatchEnded) -> State:
@@ -419,8 +436,165 @@ def fold(events: Iterable[Event], state: State | None = None) -> State:
 
     Raises CorruptRecord for an empty stream or one that does not fold.
     """
+    if not isinstance(events, (list, tuple)):
+        events = list(events)
+    try:
+        return _fast_fold(events, state)
+    except Exception:  # the reference below raises what applies
+        pass
+    # The stream does not fold on the fast path: `evolve`, event by event, says why.
     for event in events:
         state = evolve(state, event)
     if state is None:
         raise CorruptRecord("an empty stream holds no match")
     return state
+
+
+class _Unusual(Exception):
+    """An event the fast fold leaves to `evolve`'s handlers."""
+
+
+def _fast_fold(events: list[Event] | tuple[Event, ...], state: State | None) -> State:
+    """`fold` on mutable locals: the same state as `evolve` event by event, one State built
+    at the end instead of one per event. Events other than plays, draws, passes, points,
+    the end of a hand and deals go through `evolve` itself. Raises on anything out of the
+    ordinary (the caller then folds with `evolve`, which says why)."""
+    stream: Sequence[Any] = events
+    if state is None:
+        if not stream or type(stream[0]) is not MatchCreated:
+            raise _Unusual
+        state = _on_created(None, stream[0])
+        stream = stream[1:]
+    start: Any = state
+    (
+        info, phase, hand, attempt, hands_t, masks_t, boneyard, line, ends, turn, must_play,
+        scores_t, hand_over, result, version, clocks, clock_since, timeouts, at_ms,
+    ) = start  # fmt: skip
+    seats = info.seats
+    hands = [list(h) for h in hands_t]
+    masks = list(masks_t)
+    scores = list(scores_t)
+    # The line as two lists: the left part newest first, the right part oldest first.
+    left_part: list[tuple[int, int]] = []
+    right_part = list(line)
+    drawn = 0  # tiles drawn from the front of `boneyard`
+    for e in stream:
+        kind = type(e)
+        if kind is TilePlayed:
+            tile = e.tile
+            seat = e.seat
+            if not 0 <= seat < seats:
+                raise _Unusual
+            held = hands[seat]
+            try:
+                held.remove(tile)
+            except ValueError:
+                held.remove(None)  # raises ValueError when none is hidden either
+            masks[seat] &= ~tile.bit
+            d = tile.is_double
+            if ends is None:
+                ends = (tile.low, tile.high, d, d)
+                left_part = []
+                right_part = [(tile.low, tile.high)]
+            elif e.end is LEFT:
+                old = ends[0]
+                new = tile.high if tile.low == old else tile.low
+                ends = (new, ends[1], d, ends[3])
+                left_part.append((new, old))
+            else:
+                old = ends[1]
+                new = tile.high if tile.low == old else tile.low
+                ends = (ends[0], new, ends[2], d)
+                right_part.append((old, new))
+            at = e.at_ms
+            if at is not None:
+                clock_since = at_ms = at
+                clock_ms = e.clock_ms
+                if clock_ms is not None and clocks:
+                    clocks = (*clocks[:seat], clock_ms, *clocks[seat + 1 :])
+                if not e.auto and e.end is not None and timeouts and timeouts[seat]:
+                    timeouts = (*timeouts[:seat], 0, *timeouts[seat + 1 :])
+            turn = seat + 1 if seat + 1 < seats else 0
+            must_play = None
+        elif kind is TileDrawn:
+            seat = e.seat
+            if not 0 <= seat < seats or drawn >= len(boneyard):
+                raise _Unusual
+            drawn += 1
+            tile = e.tile
+            hands[seat].append(tile)
+            must_play = None
+            if tile is not None:
+                masks[seat] |= tile.bit
+                if ends is not None and tile.bit & (FITS[ends[0]] | FITS[ends[1]]):
+                    must_play = tile
+            turn = seat
+            at = e.at_ms
+            if at is not None:
+                clock_since = at_ms = at
+        elif kind is PointsScored:
+            side = e.side
+            if not 0 <= side < len(scores):
+                raise _Unusual
+            scores[side] += e.points
+        elif kind is Passed:
+            seat = e.seat
+            if not 0 <= seat < seats:
+                raise _Unusual
+            turn = seat + 1 if seat + 1 < seats else 0
+            must_play = None
+            at = e.at_ms
+            if at is not None:
+                clock_since = at_ms = at
+        elif kind is HandEnded:
+            if type(e.scores) is not tuple:
+                raise _Unusual
+            scores = list(e.scores)
+            turn = must_play = None
+            hand_over = True
+        elif kind is Dealt:
+            if type(e.boneyard) is not tuple or type(e.hands) is not tuple:
+                raise _Unusual
+            if any(type(h) is not tuple for h in e.hands):
+                raise _Unusual
+            hand = e.hand
+            attempt = e.attempt
+            hands = [list(h) for h in e.hands]
+            masks = [_mask(h) for h in e.hands]
+            boneyard = e.boneyard
+            drawn = 0
+            left_part = []
+            right_part = []
+            phase = PLAYING
+            ends = turn = must_play = clock_since = None
+            hand_over = False
+        else:
+            handler = _HANDLERS.get(kind)
+            if handler is None:
+                raise _Unusual
+            # A rare event: through its handler, on the state as it stands.
+            before = _new(State, (
+                info, phase, hand, attempt, tuple([tuple(h) for h in hands]), tuple(masks),
+                boneyard[drawn:], (*reversed(left_part), *right_part), ends, turn, must_play,
+                tuple(scores), hand_over, result, version, clocks, clock_since, timeouts, at_ms,
+            ))  # fmt: skip
+            (
+                info, phase, hand, attempt, hands_t, masks_t, boneyard, line, ends, turn,
+                must_play, scores_t, hand_over, result, version, clocks, clock_since, timeouts,
+                at_ms,
+            ) = handler(before, e)  # fmt: skip
+            hands = [list(h) for h in hands_t]
+            masks = list(masks_t)
+            scores = list(scores_t)
+            left_part = []
+            right_part = list(line)
+            drawn = 0
+            seats = info.seats
+            continue
+        version += 1
+    return _new(State, (
+        info, phase, hand, attempt, tuple([tuple(h) for h in hands]), tuple(masks),
+        boneyard[drawn:] if drawn else boneyard, (*reversed(left_part), *right_part), ends,
+        turn, must_play, tuple(scores), hand_over, result, version, clocks, clock_since,
+        timeouts, at_ms,
+    ))  # fmt: skip

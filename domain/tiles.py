@@ -130,6 +130,37 @@ FITS: tuple[int, ...] = tuple(
 )
 """For each number, the set (as bits) of tiles showing it."""
 
+ALL_BITS: int = (1 << len(ALL_TILES)) - 1
+"""The set of all 28 tiles."""
+
+DOUBLES: int = sum(t.bit for t in ALL_TILES if t.is_double)
+"""The set of the 7 doubles."""
+
+PIPS_OF_INDEX: tuple[int, ...] = tuple(t.pips for t in ALL_TILES)
+"""Each tile's pips, by canonical index."""
+
+TILE_OF_BIT: dict[int, Tile] = {t.bit: t for t in ALL_TILES}
+
+
+def tiles_of(mask: int) -> list[Tile]:
+    """The tiles of a set, in canonical order."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(TILE_OF_BIT[low])
+        mask ^= low
+    return out
+
+
+def mask_pips(mask: int) -> int:
+    """The pips of a set of tiles."""
+    total = 0
+    while mask:
+        low = mask & -mask
+        total += PIPS_OF_INDEX[low.bit_length() - 1]
+        mask ^= low
+    return total
+
 
 class End(StrEnum):
     """An end of the line."""

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .events import Dealt, Event, MatchCreated, MatchEnded, TileDrawn
+from .frozen import fast_init
 from .rules import Rules
 from .state import ENDED, State
 from .tiles import End, Tile
@@ -69,6 +70,10 @@ class View:
         if self.seat is None:
             return None
         return self.seat % 2 if self.partnerships else self.seat
+
+
+fast_init(View)
+fast_init(Clock)
 
 
 def view(state: State, seat: int | None = None) -> View:

@@ -1,0 +1,421 @@
+"""The play of an unclocked match on bitboards: what `engine.execute` does with a `Play`,
+on mutable fields, with one State built at the end.
+
+The engine's own path emits each event and evolves a new State for it (the lead, draws,
+passes, points, the end of the hand, the next deal, the end of the match), so a move costs
+a State per event. Here a `Board` holds the match as it stands: hands as tuples and, beside
+them, 28-bit masks of the tiles each seat holds; "does this seat hold a fitting tile" is one
+`&` with the precomputed mask of the tiles showing an end's number, and the blocked hand's
+doubles and pips come from the masks and a table. The events are the engine's, in the same
+order, built as it builds them; the state returned is what `fold` gives for them (the
+property tests compare both paths move by move).
+
+Only a play that the engine has already checked (`_check_play`, `_choose_end`) comes here,
+and only in a match without clocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .commands import Play
+from .events import (
+    Dealt,
+    DealVoided,
+    Event,
+    HandEnded,
+    MatchEnded,
+    Passed,
+    PointsScored,
+    SeedRevealed,
+    TileDrawn,
+    TilePlayed,
+)
+from .rules import Rules
+from .scoring import BLOCKED_POINTS, play_award
+from .state import ENDED, PLAYING, MatchInfo, State
+from .tiles import ALL_BITS, DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
+from .vocabulary import HandEndReason, MatchEndReason, PointsReason
+
+Deal = Callable[
+    [bytes, str, int, int, Sequence[str]],
+    tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]],
+]
+"""dealing.deal's signature."""
+
+_new = tuple.__new__
+LEFT = End.LEFT
+RIGHT = End.RIGHT
+DOMINO = PointsReason.DOMINO
+BLOCKED = PointsReason.BLOCKED
+
+
+class Board:
+    """A match being played, mutable, for the length of one command."""
+
+    __slots__ = (
+        "at_ms",
+        "attempt",
+        "boneyard",
+        "clock_since",
+        "clocks",
+        "deal",
+        "drawn",
+        "ends",
+        "events",
+        "hand",
+        "hand_over",
+        "hands",
+        "info",
+        "left_part",
+        "masks",
+        "must_play",
+        "phase",
+        "result",
+        "right_part",
+        "rules",
+        "scores",
+        "seats",
+        "sides",
+        "timeouts",
+        "turn",
+        "version",
+    )
+
+    def __init__(self, s: State, deal: Deal) -> None:
+        self.deal = deal
+        (
+            self.info, self.phase, self.hand, self.attempt, hands, masks, self.boneyard, line,
+            self.ends, self.turn, self.must_play, scores, self.hand_over, self.result,
+            self.version, self.clocks, self.clock_since, self.timeouts, self.at_ms,
+        ) = s  # fmt: skip
+        self.hands: list[tuple[Tile | None, ...]] = list(hands)
+        self.masks: list[int] = list(masks)
+        self.scores: list[int] = list(scores)
+        # The line as two lists: the left part newest first, the right part oldest first.
+        self.left_part: list[tuple[int, int]] = []
+        self.right_part: list[tuple[int, int]] = list(line)
+        self.drawn = 0
+        self.events: list[Event] = []
+        self.rules: Rules = s.info.rules
+        self.seats: int = s.info.seats
+        self.sides = s.info.sides
+
+    def state(self) -> State:
+        return _new(State, (
+            self.info, self.phase, self.hand, self.attempt,
+            tuple(self.hands), tuple(self.masks),
+            self.boneyard[self.drawn :] if self.drawn else self.boneyard,
+            (*reversed(self.left_part), *self.right_part), self.ends, self.turn,
+            self.must_play, tuple(self.scores), self.hand_over, self.result,
+            self.version + len(self.events), self.clocks, self.clock_since, self.timeouts,
+            self.at_ms,
+        ))  # fmt: skip
+
+    def legal_plays(self, seat: int) -> list[tuple[Tile, End]]:
+        """State.legal_plays of the seat to play, in the same order."""
+        ends = self.ends
+        if self.turn != seat or self.hand_over or ends is None or self.phase is not PLAYING:
+            return []
+        fit_left = FITS[ends[0]]
+        fit_right = FITS[ends[1]]
+        must = self.must_play
+        candidates = (must,) if must is not None else self.hands[seat]
+        plays: list[tuple[Tile, End]] = []
+        for t in candidates:
+            if t is None:
+                continue
+            if t.bit & fit_left:
+                plays.append((t, LEFT))
+            if t.bit & fit_right:
+                plays.append((t, RIGHT))
+        return plays
+
+    def line_length(self) -> int:
+        return len(self.left_part) + len(self.right_part)
+
+    def side_of(self, seat: int) -> int:
+        return seat % 2 if self.info.partnerships else seat
+
+    def holds_fitting(self, seat: int) -> bool:
+        ends = self.ends
+        return ends is not None and bool(self.masks[seat] & (FITS[ends[0]] | FITS[ends[1]]))
+
+    def blocked(self) -> bool:
+        if len(self.boneyard) - self.drawn > RESERVE:
+            return False
+        ends = self.ends
+        if ends is None:
+            return True
+        fit = FITS[ends[0]] | FITS[ends[1]]
+        return not any(m & fit for m in self.masks)
+
+    def play(self, seat: int, tile: Tile, end: End | None) -> None:
+        """engine._play without a clock."""
+        events = self.events
+        events.append(TilePlayed(self.hand, seat, tile, end))
+        held = self.hands[seat]
+        try:
+            i = held.index(tile)
+        except ValueError:
+            i = held.index(None)
+        held = held[:i] + held[i + 1 :]
+        self.hands[seat] = held
+        self.masks[seat] &= ALL_BITS ^ tile.bit
+        old = self.ends
+        d = tile.is_double
+        if old is None:
+            ends = (tile.low, tile.high, d, d)
+            self.left_part = []
+            self.right_part = [(tile.low, tile.high)]
+        elif end is LEFT:
+            number = tile.high if tile.low == old[0] else tile.low
+            ends = (number, old[1], d, old[3])
+            self.left_part.append((number, old[0]))
+        else:
+            number = tile.high if tile.low == old[1] else tile.low
+            ends = (old[0], number, old[2], d)
+            self.right_part.append((old[1], number))
+        self.ends = ends
+        self.turn = seat + 1 if seat + 1 < self.seats else 0
+        self.must_play = None
+        side = self.side_of(seat)
+        scores = self.scores
+        rules = self.rules
+        on_line = len(self.left_part) + len(self.right_part)
+        if ends[0] != ends[1] and on_line > 1 and not (d and rules.double_bonus):
+            points = 0  # no header, no bonus: play_award would give nothing
+        else:
+            points, base, reason = play_award(rules, tile, ends, on_line, scores[side])
+        if points and reason is not None:
+            events.append(PointsScored(self.hand, side, points, reason, base, seat))
+            scores[side] += points
+            if rules.match_end == "instant" and max(scores) >= rules.target:
+                self.hand_ended(HandEndReason.MATCH_OVER, None, 0)
+                top = max(scores)
+                self.end_match(scores.index(top))
+                return
+        if not held:
+            dp = rules.domino_points
+            events.append(PointsScored(self.hand, side, dp, DOMINO, dp, seat))
+            scores[side] += dp
+            self.end_hand(HandEndReason.DOMINO, side, dp)
+            return
+        if self.blocked():
+            self.block()
+            return
+        self.advance()
+
+    def advance(self) -> None:
+        """engine._advance: everything forced until a seat has a choice."""
+        events = self.events
+        one_then_pass = self.rules.draw == "one_then_pass"
+        while True:
+            seat = self.turn
+            assert seat is not None
+            ends = self.ends
+            assert ends is not None
+            fit = FITS[ends[0]] | FITS[ends[1]]
+            if self.masks[seat] & fit:
+                return
+            drawable = len(self.boneyard) - self.drawn - RESERVE
+            if drawable > 0:
+                for _ in range(1 if one_then_pass else drawable):
+                    tile = self.boneyard[self.drawn]
+                    self.drawn += 1
+                    events.append(TileDrawn(self.hand, seat, tile))
+                    self.hands[seat] += (tile,)
+                    self.turn = seat
+                    if tile is not None:
+                        self.masks[seat] |= tile.bit
+                        if tile.bit & fit:
+                            self.must_play = tile
+                            return
+                    self.must_play = None
+                    if self.blocked():
+                        self.block()
+                        return
+            events.append(Passed(self.hand, seat))
+            self.turn = seat + 1 if seat + 1 < self.seats else 0
+            self.must_play = None
+
+    def block(self) -> None:
+        """engine._block: the blocked hand's winner from the sides' masks."""
+        masks = self.masks
+        side_masks = []
+        for seats in self.sides:
+            m = 0
+            for s in seats:
+                m |= masks[s]
+            side_masks.append(m)
+        winner = blocked_winner_of_masks(self.rules, side_masks)
+        if winner is not None:
+            self.events.append(
+                PointsScored(self.hand, winner, BLOCKED_POINTS, BLOCKED, BLOCKED_POINTS, None)
+            )
+            self.scores[winner] += BLOCKED_POINTS
+        self.end_hand(HandEndReason.BLOCKED, winner, BLOCKED_POINTS if winner is not None else 0)
+
+    def hand_ended(self, reason: HandEndReason, side: int | None, points: int) -> None:
+        self.events.append(HandEnded(self.hand, reason, side, points, tuple(self.scores)))
+        self.turn = None
+        self.must_play = None
+        self.hand_over = True
+
+    def end_hand(self, reason: HandEndReason, side: int | None, points: int) -> None:
+        """engine._end_hand."""
+        self.hand_ended(reason, side, points)
+        scores = self.scores
+        top = max(scores)
+        if top >= self.rules.target:
+            leaders = [i for i, s in enumerate(scores) if s == top]
+            if len(leaders) == 1:
+                self.end_match(leaders[0])
+                return
+        self.start_hand(self.hand + 1)
+
+    def end_match(self, winner: int) -> None:
+        """engine._end_match at the target: the end and the seed's reveal."""
+        info = self.info
+        assert info.server_seed is not None
+        ended = MatchEnded(MatchEndReason.TARGET, winner, tuple(self.scores), None, "")
+        self.events.append(ended)
+        self.phase = ENDED
+        self.turn = None
+        self.must_play = None
+        self.hand_over = True
+        self.result = ended
+        self.events.append(SeedRevealed(info.server_seed))
+        self.info = MatchInfo(
+            info.match_id, info.seats, info.partnerships, info.rules, info.commitment,
+            info.name, info.server_seed, info.players, info.sides,
+        )  # fmt: skip
+
+    def start_hand(self, number: int) -> None:
+        """engine._start_hand: deal (again while void), then the forced lead."""
+        info = self.info
+        assert info.server_seed is not None
+        seed = bytes.fromhex(info.server_seed)
+        client_seeds = [p.client_seed if p is not None else "" for p in info.players]
+        attempt = 1
+        while True:
+            hands, boneyard = self.deal(seed, info.match_id, number, attempt, client_seeds)
+            self.events.append(Dealt(number, attempt, hands, boneyard))
+            self.phase = PLAYING
+            self.hand = number
+            self.attempt = attempt
+            self.hands = list(hands)
+            masks = []
+            for h in hands:
+                m = 0
+                for t in h:
+                    m |= t.bit
+                masks.append(m)
+            self.masks = masks
+            self.boneyard = boneyard
+            self.drawn = 0
+            self.left_part = []
+            self.right_part = []
+            self.ends = None
+            self.turn = None
+            self.must_play = None
+            self.hand_over = False
+            self.clock_since = None
+            lead = self.lead()
+            if lead:
+                break
+            self.events.append(DealVoided(number, attempt))
+            attempt += 1
+        seat = 0
+        while not self.masks[seat] & lead:
+            seat += 1
+        self.play(seat, TILE_OF_BIT[lead], None)
+
+    def lead(self) -> int:
+        """scoring.lead_of on the masks: the bit of the tile that leads, 0 for a void deal."""
+        dealt = 0
+        for m in self.masks:
+            dealt |= m
+        doubles = dealt & DOUBLES
+        rule = self.rules.lead
+        if doubles:
+            if rule == "highest_double":
+                return 1 << (doubles.bit_length() - 1)
+            return doubles & -doubles
+        if rule == "lowest_double_else_lowest_tile":
+            return dealt & -dealt  # the lowest tile in canonical order
+        return 0
+
+
+def blocked_winner_of_masks(rules: Rules, side_masks: list[int]) -> int | None:
+    """scoring.blocked_winner over the sides' tiles as masks."""
+    blocked = rules.blocked
+    if blocked == "german":
+        keys: list[object] = [((m & DOUBLES).bit_count(), mask_pips(m)) for m in side_masks]
+        return _unique_best(keys)
+    if blocked == "pips":
+        return _unique_best([mask_pips(m) for m in side_masks])
+    # american and eastern
+    without = [i for i, m in enumerate(side_masks) if not m & DOUBLES]
+    if len(without) == 1:
+        return without[0]
+    if without:
+        if blocked == "american":
+            keys2 = {i: (side_masks[i].bit_count(), mask_pips(side_masks[i])) for i in without}
+        else:
+            keys2 = {i: (0, mask_pips(side_masks[i])) for i in without}
+        best = min(keys2.values())
+        winners = [i for i, k in keys2.items() if k == best]
+        return winners[0] if len(winners) == 1 else None
+    # Every side holds a double: the lowest double's holder (the lowest bit among doubles).
+    lowest = min(((m & DOUBLES) & -(m & DOUBLES), i) for i, m in enumerate(side_masks))
+    return lowest[1]
+
+
+def _unique_best(keys: list[object]) -> int | None:
+    best = min(keys)  # type: ignore[type-var]
+    winners = [i for i, k in enumerate(keys) if k == best]
+    return winners[0] if len(winners) == 1 else None
+
+
+def first_hand(state: State, deal: Deal) -> tuple[tuple[Event, ...], State]:
+    """The first deal of an unclocked match whose seats are all taken, and its lead.
+    `deal` is the engine's (dealing.deal)."""
+    board = Board(state, deal)
+    board.start_hand(1)
+    return tuple(board.events), board.state()
+
+
+def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, ...], State] | None:
+    """`execute` of a play in an unclocked match, checked on the masks: None when the play
+    is not plainly legal (the engine's own checks then say why). `deal` is the engine's
+    (dealing.deal)."""
+    seat = command.seat
+    tile = command.tile
+    end = command.end
+    if (
+        state.phase is not PLAYING
+        or state.hand_over
+        or type(seat) is not int
+        or type(tile) is not Tile
+        or state.turn != seat
+    ):
+        return None
+    bit = tile.bit
+    must = state.must_play
+    ends = state.ends
+    if not state.masks[seat] & bit or (must is not None and must is not tile) or ends is None:
+        return None
+    on_left = bit & FITS[ends[0]]
+    on_right = bit & FITS[ends[1]]
+    if end is None:
+        if on_left and on_right:
+            return None
+        end = LEFT if on_left else RIGHT if on_right else None
+        if end is None:
+            return None
+    elif not (on_left if end is LEFT else on_right if end is RIGHT else False):
+        return None
+    board = Board(state, deal)
+    board.play(seat, tile, end)
+    return tuple(board.events), board.state()
