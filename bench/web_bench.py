@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--play-interval", type=float, default=0.1)
     parser.add_argument("--delivery-seconds", type=float, default=10.0)
     parser.add_argument(
-        "--coalesce-ms", type=int, default=0, help="bergen web --coalesce-ms (default 0)"
+        "--coalesce-ms", type=int, default=None, help="bergen web --coalesce-ms (its default)"
     )
     parser.add_argument(
         "--web-nice",
@@ -358,7 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     ):
         folder = Path(tmp)
         server = stack.enter_context(servers(url, folder, [OURS]))[OURS]
-        options = ["--coalesce-ms", str(args.coalesce_ms), "--nice", str(args.web_nice)]
+        options = ["--nice", str(args.web_nice)]
+        if args.coalesce_ms is not None:
+            options += ["--coalesce-ms", str(args.coalesce_ms)]
         port, web_pid = stack.enter_context(
             gateway(server.target, folder, args.spectators + 100, options)
         )

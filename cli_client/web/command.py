@@ -13,6 +13,8 @@ from typing import Any
 from bergen.api.exit_status import ExitStatus
 from bergen.cli_client.connect import BadConnectionOption, add_server_option, endpoint_of
 
+from .hubs import COALESCE_S
+
 DEFAULT_LISTEN = "127.0.0.1:8080"
 NEEDED = ("starlette", "uvicorn")
 
@@ -62,10 +64,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--coalesce-ms",
         type=int,
-        default=0,
+        default=round(COALESCE_S * 1000),
         metavar="MS",
         help="least time between two writes of one match's events to its streams: events "
-        "coming sooner go out together (default 0: each burst at once; at most 1000)",
+        "coming sooner go out together (default %(default)s; 0: each burst at once; at most "
+        "1000)",
     )
     p.add_argument(
         "--nice",

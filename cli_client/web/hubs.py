@@ -49,9 +49,12 @@ WRITE_BUFFER_BYTES = 1 << 20
 """Bytes a direct subscriber's transport may hold unsent before it is dropped as too slow."""
 CALL_TIMEOUT_S = 10.0
 KEEPALIVE_S = 15.0
-COALESCE_S = 0.0
+COALESCE_S = 0.150
 """Default least time between two bursts of one match: events that come sooner wait and go
-out together, in one write to each subscriber (`bergen web --coalesce-ms`)."""
+out together, in one write to each subscriber (`bergen web --coalesce-ms`). A burst after a
+quiet spell goes out at once; a match played faster than this has its writes bounded, which
+with hundreds of spectators is what the gateway's CPU is spent on (each write is a system
+call per stream)."""
 REPLAY_PAGE_LIMIT = 100_000
 """No replay served through the gateway holds more events than this."""
 
