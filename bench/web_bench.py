@@ -6,8 +6,9 @@
 default postgresql://postgres@127.0.0.1:5432/postgres, dropped afterwards) and `bergen web` in
 front of it, each its own process, on loopback.
 
-- Delivery (goal p99 under 250 ms): the spectators are one asyncio process holding one HTTP
-  connection each to `/api/matches/{id}/events`; a player plays that match at a steady pace
+- Delivery (goal p99 under 250 ms): the spectators are one process holding one HTTP
+  connection each to `/api/matches/{id}/events`, read by one `selectors` loop that stamps each
+  read and parses only the SSE ids in it; a player plays that match at a steady pace
   (a play every 100 ms, as bench/grpc_bench.py's fan-out) for `--delivery-seconds`, and the
   delay is the time from the return of the Play call that appended an event to each spectator
   reading that event, matched by its SSE id (the seq; perf_counter is the system's monotonic
@@ -21,10 +22,11 @@ front of it, each its own process, on loopback.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import multiprocessing as mp
 import os
 import random
+import selectors
+import socket
 import statistics
 import subprocess
 import sys
@@ -86,68 +88,86 @@ class LongPlayer(Player):
 # --- the spectators (a process of their own) ------------------------------------------------
 
 
-async def _spectate(
+ID_MARK = b"\nid: "
+"""How an SSE message that carries an id starts on the wire (after a chunk's size line or the
+previous message's blank line); JSON data never holds a raw newline."""
+
+
+def _spectate(
     port: int, match_id: str, count: int, ready: Any, stop: Any
 ) -> list[list[tuple[int, float]]]:
+    """`count` HTTP connections to the match's event stream, read by one `selectors` loop
+    with plain non-blocking sockets: each read is stamped once and only the SSE ids in it are
+    parsed (the harness stands for browsers on other machines, so it must take as little of
+    the CPU the server and the gateway share with it as it can)."""
     received: list[list[tuple[int, float]]] = [[] for _ in range(count)]
-    viewed = 0
     request = (
         f"GET /api/matches/{match_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         "Accept: text/event-stream\r\n\r\n"
     ).encode()
-
-    async def one(i: int) -> None:
-        nonlocal viewed
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
-        writer.write(request)
-        status = await reader.readline()
-        if b" 200 " not in status:
-            raise RuntimeError(f"spectator {i}: {status!r}")
-        while (await reader.readline()) not in (b"\r\n", b""):
-            pass
-        got = received[i]
-        pending = b""
-        seen_view = False
-        try:
-            while True:
-                size_line = await reader.readline()
-                if not size_line:
-                    return
-                size = int(size_line.strip() or b"0", 16)
-                if size == 0:
-                    return
-                chunk = (await reader.readexactly(size + 2))[:-2]
+    selector = selectors.DefaultSelector()
+    socks: list[socket.socket] = []
+    heads: list[bytes] = [b""] * count  # until the first view: the whole opening
+    tails: list[bytes] = [b""] * count  # after it: a mark cut by a read's end
+    viewed = 0
+    try:
+        for i in range(count):
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.sendall(request)
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ, i)
+            socks.append(sock)
+        recv = socket.socket.recv
+        while not stop.is_set():
+            for key, _ in selector.select(0.1):
+                i = key.data
                 t = time.perf_counter()
-                pending += chunk
-                *messages, pending = pending.split(b"\n\n")
-                for message in messages:
-                    if message.startswith(b"id: "):
-                        got.append((int(message[4 : message.index(b"\n")]), t))
-                    elif not seen_view and b"event: view" in message:
-                        seen_view = True
-                        viewed += 1
-                        if viewed == count:
-                            ready.set()
-        finally:
-            writer.close()
-
-    tasks = [asyncio.create_task(one(i)) for i in range(count)]
-    loop = asyncio.get_running_loop()
-    await loop.run_in_executor(None, stop.wait)
-    for task in tasks:
-        task.cancel()
-    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-    failures = [o for o in outcomes if isinstance(o, Exception)]
-    if failures:
-        raise RuntimeError(f"{len(failures)} spectators failed: {failures[0]!r}")
+                try:
+                    data = recv(key.fileobj, 1 << 18)  # type: ignore[arg-type]
+                except BlockingIOError:
+                    continue
+                if not data:
+                    raise RuntimeError(f"spectator {i}: the gateway closed the stream")
+                buf = tails[i] + data
+                if heads[i] != b"done":
+                    heads[i] += data
+                    if not heads[i].startswith(b"HTTP/1.1 200 ") and len(heads[i]) >= 13:
+                        raise RuntimeError(f"spectator {i}: {heads[i][:40]!r}")
+                    if b"event: view" not in heads[i]:
+                        continue
+                    buf = heads[i]
+                    heads[i] = b"done"
+                    viewed += 1
+                    if viewed == count:
+                        ready.set()
+                got = received[i]
+                at = 0
+                while True:
+                    mark = buf.find(ID_MARK, at)
+                    if mark < 0:
+                        tails[i] = buf[-(len(ID_MARK) - 1) :]
+                        break
+                    end = buf.find(b"\n", mark + len(ID_MARK))
+                    if end < 0:
+                        tails[i] = buf[mark:]
+                        break
+                    got.append((int(buf[mark + len(ID_MARK) : end]), t))
+                    at = end
+    finally:
+        selector.close()
+        for sock in socks:
+            sock.close()
     return received
 
 
 def _spectators_process(
-    port: int, match_id: str, count: int, ready: Any, stop: Any, results: Any
+    port: int, match_id: str, count: int, ready: Any, stop: Any, results: Any, nice: int
 ) -> None:
     try:
-        results.put(asyncio.run(_spectate(port, match_id, count, ready, stop)))
+        if nice:
+            os.nice(nice)
+        results.put(_spectate(port, match_id, count, ready, stop))
     except BaseException as e:
         results.put(repr(e))
         raise
@@ -169,11 +189,11 @@ class Spectators:
         return got
 
 
-def attach(port: int, match_id: str, count: int) -> Spectators:
+def attach(port: int, match_id: str, count: int, nice: int = 0) -> Spectators:
     ctx = mp.get_context("spawn")
     ready, stop, results = ctx.Event(), ctx.Event(), ctx.Queue()
     proc = ctx.Process(
-        target=_spectators_process, args=(port, match_id, count, ready, stop, results)
+        target=_spectators_process, args=(port, match_id, count, ready, stop, results, nice)
     )
     proc.start()
     deadline = time.monotonic() + START_TIMEOUT
@@ -249,13 +269,16 @@ class Pacer:
 
 
 @contextmanager
-def gateway(server_target: str, folder: Path, max_streams: int) -> Iterator[tuple[int, int]]:
-    """(port, pid) of a `bergen web` in front of `server_target`."""
+def gateway(
+    server_target: str, folder: Path, max_streams: int, options: list[str]
+) -> Iterator[tuple[int, int]]:
+    """(port, pid) of a `bergen web` in front of `server_target`, with `options` added."""
     port_file = folder / "web.port"
     script = Path(sys.executable).with_name("bergen")
     prefix = [str(script)] if script.exists() else [sys.executable, "-m", "bergen.cli_client"]
     command = [*prefix, "web", "--server", server_target, "--listen", "127.0.0.1:0",
                "--port-file", str(port_file), "--max-streams", str(max_streams)]  # fmt: skip
+    command += options
     proc: subprocess.Popen[bytes] = _launch("web", command, folder)
     try:
         yield _wait_for_port("web", proc, port_file, folder / "web.log"), proc.pid
@@ -296,6 +319,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="windows of each kind (median)")
     parser.add_argument("--play-interval", type=float, default=0.1)
     parser.add_argument("--delivery-seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--coalesce-ms", type=int, default=None, help="bergen web --coalesce-ms (its default)"
+    )
+    parser.add_argument(
+        "--web-nice",
+        type=int,
+        default=0,
+        help="bergen web --nice: the operator's option for a gateway beside the game server",
+    )
+    parser.add_argument(
+        "--spectators-nice",
+        type=int,
+        default=0,
+        help="the spectators' process's nice (they stand for browsers on other machines)",
+    )
     args = parser.parse_args(argv)
 
     def say(text: str) -> None:
@@ -303,13 +341,16 @@ def main(argv: list[str] | None = None) -> int:
 
     say(
         f"{os.cpu_count()} cores; bergen serve (PostgreSQL) and bergen web are processes of "
-        f"their own; {args.spectators} SSE spectators in one asyncio process; a paced match "
+        f"their own; {args.spectators} SSE spectators read by one selectors loop in a process "
+        f"of theirs; a paced match "
         f"(a play every {args.play_interval * 1000:.0f} ms); {args.clients} Play/s clients."
     )
     delays: list[float] = []
     missing = 0
     deliveries = 0
     rates: dict[bool, list[float]] = {False: [], True: []}
+    loaded_delays: list[float] = []
+    loaded_missing = 0
     with (
         bench_database(args.database_url) as url,
         tempfile.TemporaryDirectory(prefix="bergen-web-bench-") as tmp,
@@ -317,15 +358,21 @@ def main(argv: list[str] | None = None) -> int:
     ):
         folder = Path(tmp)
         server = stack.enter_context(servers(url, folder, [OURS]))[OURS]
-        port, web_pid = stack.enter_context(gateway(server.target, folder, args.spectators + 100))
+        options = ["--nice", str(args.web_nice)]
+        if args.coalesce_ms is not None:
+            options += ["--coalesce-ms", str(args.coalesce_ms)]
+        port, web_pid = stack.enter_context(
+            gateway(server.target, folder, args.spectators + 100, options)
+        )
         # Delivery: the paced match and its spectators alone.
         pacer = Pacer(server.target, args.play_interval)
         pacer.create()
-        crowd = attach(port, pacer.match_id, args.spectators)
+        crowd = attach(port, pacer.match_id, args.spectators, args.spectators_nice)
         pids = {
             "bergen web": web_pid,
             "bergen serve": server.process.pid,
             "spectators": crowd.proc.pid,
+            "players (this process)": os.getpid(),
         }
         before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         pacer.start()
@@ -333,10 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         pacer.finish()
         used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
         time.sleep(1.0)  # the last plays' events reach every spectator
-        for one in crowd.finish():
-            seqs = {seq for seq, _ in one}
-            missing += len(set(pacer.returned) - seqs)
-            delays += [(t - pacer.returned[s]) * 1000 for s, t in one if s in pacer.returned]
+        missing = _tally(crowd.finish(), pacer.returned, delays)
         deliveries = len(delays)
         say(f"  delivery: {deliveries} events delivered over {args.delivery_seconds:.0f} s")
         cpu = ", ".join(f"{name} {t / args.delivery_seconds:.0%}" for name, t in used.items())
@@ -346,15 +390,30 @@ def main(argv: list[str] | None = None) -> int:
             for watched in (r % 2 == 0, r % 2 == 1):
                 pacer = Pacer(server.target, args.play_interval)
                 pacer.create()
-                crowd = attach(port, pacer.match_id, args.spectators) if watched else None
+                crowd = (
+                    attach(port, pacer.match_id, args.spectators, args.spectators_nice)
+                    if watched
+                    else None
+                )
+                if crowd is not None:
+                    pids["spectators"] = crowd.proc.pid
+                before = {name: cpu_seconds(pid) for name, pid in pids.items()}
                 pacer.start()
+                started = time.perf_counter()
                 run = measure_rate(OURS, server.target, args.clients, args.seconds, 100 + r)
                 rates[watched].append(run.rate)
                 pacer.finish()
-                if crowd is not None:
-                    crowd.finish()
+                took = time.perf_counter() - started
                 label = "with" if watched else "without"
                 say(f"  round {r + 1}, {label} spectators: {run.rate:.0f} Play/s")
+                used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+                if crowd is None:
+                    used.pop("spectators")
+                cpu = ", ".join(f"{name} {t / took:.0%}" for name, t in used.items())
+                say(f"    CPU (of one core): {cpu}")
+                if crowd is not None:
+                    time.sleep(1.0)  # the last plays' events reach every spectator
+                    loaded_missing += _tally(crowd.finish(), pacer.returned, loaded_delays)
         health = _health(port)
     without = statistics.median(rates[False])
     with_ = statistics.median(rates[True])
@@ -370,6 +429,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{verdict(p99 < GOAL_P99_MS)}"
     )
     say(f"{'deliveries measured / missing':<58} {f'{deliveries} / {missing}':>12}")
+    if loaded_delays:
+        say(
+            f"{'the same while the Play/s clients run, p50 / p99 (ms)':<58} "
+            f"{f'{statistics.median(loaded_delays):.1f} / {_q(loaded_delays, 99):.1f}':>12}"
+        )
+        say(f"{'  deliveries / missing':<58} {f'{len(loaded_delays)} / {loaded_missing}':>12}")
     say(f"{'Play/s without spectators (median)':<58} {without:>12.0f}")
     say(f"{'Play/s with ' + str(args.spectators) + ' spectators (median)':<58} {with_:>12.0f}")
     say(
@@ -378,6 +443,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     say(f"gateway's upstream calls over the run: {health}")
     return 0
+
+
+def _tally(
+    crowd: list[list[tuple[int, float]]], returned: dict[int, float], delays: list[float]
+) -> int:
+    """Add each spectator's delay for every event the paced player appended to `delays`;
+    the events some spectator never received (or received twice), counted."""
+    missing = 0
+    for one in crowd:
+        seqs = [seq for seq, _ in one if seq in returned]
+        missing += len(set(returned) - set(seqs)) + len(seqs) - len(set(seqs))
+        delays += [(t - returned[s]) * 1000 for s, t in one if s in returned]
+    return missing
 
 
 def _health(port: int) -> str:

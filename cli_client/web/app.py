@@ -34,11 +34,13 @@ from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
 from .hubs import (
+    COALESCE_S,
     Busy,
     Gone,
     Item,
     MatchHub,
     Registry,
+    Subscriber,
     SubscriberCounter,
     TournamentHub,
     Upstream,
@@ -332,20 +334,84 @@ async def _next(queue: asyncio.Queue[Item]) -> list[Item]:
     return items
 
 
-async def match_events(request: Request) -> Response:
-    """The spectator's view, then every event after the resume point (each with `id:` its
-    seq), a fresh view after each burst, and `end` once the match has ended."""
-    match_id = _id(request)
-    after = _resume_point(request)
-    gw = gateway_of(request)
-    hub, sub = await gw.matches.subscribe(match_id)
+TRANSPORT_EXTENSION = "bergen.transport"
+"""The scope extension under which `bergen web`'s HTTP protocol hands a stream its transport."""
 
-    async def body() -> AsyncIterator[bytes]:
+
+async def _catch_up(
+    gw: Gateway, match_id: str, batch: list[Item], sent: int
+) -> tuple[list[bytes], int, bool]:
+    """What to write for `batch` after seq `sent`: (chunks, the last seq, whether the stream
+    is over). A burst queued while the backlog was written may overlap it: what was sent is
+    skipped, and a gap is filled from the replay, so that no event is sent twice or missed."""
+    out: list[bytes] = []
+    for got in batch:
+        if got.kind == "burst":
+            if not got.parts or got.parts[0].seq == sent + 1:
+                out.append(got.wire)  # the usual case: as encoded for all
+                sent = got.seq or sent
+                continue
+            for part in got.parts:  # after a backlog: skip what it sent
+                if part.seq <= sent:
+                    continue
+                if part.seq != sent + 1:  # never a gap: fill it from the replay
+                    events, _ = await gw.upstream.replay(match_id, sent)
+                    for e in events:
+                        if e.seq == sent + 1 and e.seq < part.seq:
+                            sent = e.seq
+                            out.append(sse("event", to_json(e), e.seq))
+                sent = part.seq
+                out.append(part.wire)
+            out.append(got.tail)
+        elif got.kind in ("view", "keepalive"):
+            out.append(got.wire)
+        else:
+            if not got.data.get("dropped"):  # dropped: the browser resumes
+                out.append(got.wire)
+            return out, sent, True
+    return out, sent, False
+
+
+def _drain(queue: asyncio.Queue[Item]) -> list[Item]:
+    items: list[Item] = []
+    while len(items) < BATCH_ITEMS:
         try:
-            yield f"retry: {RETRY_MS}\n\n".encode()
-            yield sse("view", hub.view)
-            sent = after
-            async for item in hub.backlog(after):
+            items.append(queue.get_nowait())
+        except asyncio.QueueEmpty:
+            break
+    return items
+
+
+async def _until_disconnect(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+class _MatchStream(StreamingResponse):
+    """A match's Server-Sent Events. Under `bergen web`'s own HTTP protocol (which hands the
+    stream its transport) the first view and the backlog are written here, and then the match
+    hub writes every burst to the transport itself; this task only waits for the end or the
+    client's going away. Elsewhere, a task per stream writes what its queue receives."""
+
+    def __init__(
+        self, gw: Gateway, hub: MatchHub, sub: Subscriber, after: int, match_id: str
+    ) -> None:
+        headers = dict(SECURITY_HEADERS)
+        headers["Cache-Control"] = "no-store"
+        headers["X-Accel-Buffering"] = "no"
+        self.gw, self.hub, self.sub, self.after, self.match_id = gw, hub, sub, after, match_id
+        super().__init__(self._queued(), media_type="text/event-stream", headers=headers)
+
+    def _opening(self) -> bytes:
+        return f"retry: {RETRY_MS}\n\n".encode() + sse("view", self.hub.view)
+
+    async def _queued(self) -> AsyncIterator[bytes]:
+        """The stream served from the subscriber's queue by its own task."""
+        hub, sub, gw = self.hub, self.sub, self.gw
+        try:
+            yield self._opening()
+            sent = self.after
+            async for item in hub.backlog(self.after):
                 sent = item.seq
                 yield item.wire
             while True:
@@ -353,33 +419,7 @@ async def match_events(request: Request) -> Response:
                     yield sse("end", {"ended": hub.error is None})
                     return
                 batch = await _next(sub.queue)
-                out: list[bytes] = []
-                done = False
-                for got in batch:
-                    if got.kind == "burst":
-                        if not got.parts or got.parts[0].seq == sent + 1:
-                            out.append(got.wire)  # the usual case: as encoded for all
-                            sent = got.seq or sent
-                            continue
-                        for part in got.parts:  # after a backlog: skip what it sent
-                            if part.seq <= sent:
-                                continue
-                            if part.seq != sent + 1:  # never a gap: fill it from the replay
-                                events, _ = await gw.upstream.replay(match_id, sent)
-                                for e in events:
-                                    if e.seq == sent + 1 and e.seq < part.seq:
-                                        sent = e.seq
-                                        out.append(sse("event", to_json(e), e.seq))
-                            sent = part.seq
-                            out.append(part.wire)
-                        out.append(got.tail)
-                    elif got.kind in ("view", "keepalive"):
-                        out.append(got.wire)
-                    else:
-                        if not got.data.get("dropped"):  # dropped: the browser resumes
-                            out.append(got.wire)
-                        done = True
-                        break
+                out, sent, done = await _catch_up(gw, self.match_id, batch, sent)
                 if out:
                     yield b"".join(out)
                 if done:
@@ -387,7 +427,62 @@ async def match_events(request: Request) -> Response:
         finally:
             gw.matches.unsubscribe(hub, sub)
 
-    return _stream(body())
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        extensions = scope.get("extensions") or {}
+        transport = extensions.get(TRANSPORT_EXTENSION)
+        if transport is None or scope.get("method") != "GET":
+            await super().__call__(scope, receive, send)
+            return
+        hub, sub, gw = self.hub, self.sub, self.gw
+
+        async def write(data: bytes) -> None:
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            opening = [self._opening()]
+            sent = self.after
+            async for item in hub.backlog(self.after):
+                sent = item.seq
+                opening.append(item.wire)
+            await write(b"".join(opening))
+            while not transport.is_closing():
+                batch = _drain(sub.queue)
+                if batch:
+                    out, sent, done = await _catch_up(gw, self.match_id, batch, sent)
+                    if out:
+                        await write(b"".join(out))
+                    if done:
+                        break
+                    continue
+                if hub.ended:
+                    await write(sse("end", {"ended": hub.error is None}))
+                    break
+                # Caught up, with nothing queued: the hub writes from here on.
+                sub.go_direct(transport, sent)
+                waits = [
+                    asyncio.ensure_future(sub.done.wait()),
+                    asyncio.ensure_future(_until_disconnect(receive)),
+                ]
+                try:
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for w in waits:
+                        w.cancel()
+                break
+        finally:
+            gw.matches.unsubscribe(hub, sub)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def match_events(request: Request) -> Response:
+    """The spectator's view, then every event after the resume point (each with `id:` its
+    seq), a fresh view after each burst, and `end` once the match has ended."""
+    match_id = _id(request)
+    after = _resume_point(request)
+    gw = gateway_of(request)
+    hub, sub = await gw.matches.subscribe(match_id)
+    return _MatchStream(gw, hub, sub, after, match_id)
 
 
 async def tournament_events(request: Request) -> Response:
@@ -475,6 +570,7 @@ def create_app(
     *,
     max_streams: int = MAX_STREAMS,
     max_matches: int = MAX_MATCHES,
+    coalesce_s: float = COALESCE_S,
     max_tournaments: int = MAX_TOURNAMENTS,
 ) -> Starlette:
     """The gateway to the game server at `endpoint`."""
@@ -492,7 +588,7 @@ def create_app(
         upstream = Upstream(rpc.BergenServiceStub(channel))  # type: ignore[no-untyped-call]
         streams = SubscriberCounter(max_streams)
         matches: Registry[MatchHub] = Registry(
-            lambda key: MatchHub(key, matches, upstream), max_matches, streams
+            lambda key: MatchHub(key, matches, upstream, coalesce_s), max_matches, streams
         )
         tournaments: Registry[TournamentHub] = Registry(
             lambda key: TournamentHub(key, tournaments, upstream), max_tournaments, streams

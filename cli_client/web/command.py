@@ -13,6 +13,8 @@ from typing import Any
 from bergen.api.exit_status import ExitStatus
 from bergen.cli_client.connect import BadConnectionOption, add_server_option, endpoint_of
 
+from .hubs import COALESCE_S
+
 DEFAULT_LISTEN = "127.0.0.1:8080"
 NEEDED = ("starlette", "uvicorn")
 
@@ -59,6 +61,23 @@ def add_parser(sub: Any) -> None:
         metavar="N",
         help="matches followed at once, one upstream stream each (default 12)",
     )
+    p.add_argument(
+        "--coalesce-ms",
+        type=int,
+        default=round(COALESCE_S * 1000),
+        metavar="MS",
+        help="least time between two writes of one match's events to its streams: events "
+        "coming sooner go out together (default %(default)s; 0: each burst at once; at most "
+        "1000)",
+    )
+    p.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        metavar="N",
+        help="lower the gateway's CPU priority by N (0-19), for a gateway sharing its "
+        "machine with the game server: the server's plays come first (default 0)",
+    )
     p.set_defaults(func=run)
 
 
@@ -73,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
         return ExitStatus.ERROR
     if args.max_streams < 1 or args.max_matches < 1:
         print("bergen web: --max-streams and --max-matches must be at least 1", file=sys.stderr)
+        return ExitStatus.USAGE
+    if not 0 <= args.coalesce_ms <= 1000 or not 0 <= args.nice <= 19:
+        print("bergen web: --coalesce-ms must be 0-1000 and --nice 0-19", file=sys.stderr)
         return ExitStatus.USAGE
     try:
         endpoint = endpoint_of(args)
@@ -89,4 +111,6 @@ def run(args: argparse.Namespace) -> int:
         port_file=args.port_file,
         max_streams=args.max_streams,
         max_matches=args.max_matches,
+        coalesce_s=args.coalesce_ms / 1000,
+        nice=args.nice,
     )

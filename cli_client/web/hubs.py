@@ -8,10 +8,17 @@ come) so that a page starting from the first event, or a browser reconnecting wi
 `Last-Event-ID`, is served from memory; `GetReplay` (as a spectator too) is asked only for an
 older gap. A `TournamentHub` holds one `WatchTournament` and passes each view on.
 
+Once a match stream has caught up (its first view and the backlog written through the ASGI
+server), it is handed the connection's transport and the hub writes each burst to every such
+subscriber itself, as one HTTP chunk framed once for all: no task wakes per subscriber and
+per burst, which is where a gateway with hundreds of spectators spent its time. Without a
+transport (another ASGI server) a subscriber is served from its queue by its own task.
+
 Everything is bounded: at most `max_hubs` hubs (so at most that many upstream streams), at
-most `max_subscribers` subscribers in all, `QUEUE_ITEMS` items queued for each. A subscriber
-that falls that far behind is dropped (its stream closes; the browser reconnects with its
-Last-Event-ID and resumes with no gap), never allowed to hold memory or slow the others.
+most `max_subscribers` subscribers in all, `QUEUE_ITEMS` items queued for each, or
+`WRITE_BUFFER_BYTES` unsent in a transport. A subscriber that falls that far behind is dropped
+(its stream closes; the browser reconnects with its Last-Event-ID and resumes with no gap),
+never allowed to hold memory or slow the others.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import grpc
 from google.protobuf import json_format
@@ -38,8 +45,16 @@ BUFFER_EVENTS = 2048
 """Events each match hub keeps for a reconnecting browser (older gaps come from GetReplay)."""
 QUEUE_ITEMS = 1024
 """Items queued for one subscriber before it is dropped as too slow."""
+WRITE_BUFFER_BYTES = 1 << 20
+"""Bytes a direct subscriber's transport may hold unsent before it is dropped as too slow."""
 CALL_TIMEOUT_S = 10.0
 KEEPALIVE_S = 15.0
+COALESCE_S = 0.150
+"""Default least time between two bursts of one match: events that come sooner wait and go
+out together, in one write to each subscriber (`bergen web --coalesce-ms`). A burst after a
+quiet spell goes out at once; a match played faster than this has its writes bounded, which
+with hundreds of spectators is what the gateway's CPU is spent on (each write is a system
+call per stream)."""
 REPLAY_PAGE_LIMIT = 100_000
 """No replay served through the gateway holds more events than this."""
 
@@ -88,6 +103,15 @@ class Item:
     """A burst's events; its `wire` is theirs and then `tail` (the view after them)."""
     tail: bytes = b""
 
+    @property
+    def chunk(self) -> bytes:
+        """`wire` as one HTTP/1.1 chunk, framed once for every direct subscriber."""
+        framed: bytes | None = self.__dict__.get("_chunk")
+        if framed is None:
+            framed = b"%x\r\n%b\r\n" % (len(self.wire), self.wire)
+            object.__setattr__(self, "_chunk", framed)
+        return framed
+
     @staticmethod
     def of(kind: str, data: JSON, seq: int = 0, with_id: bool = False) -> Item:
         return Item(kind, data, seq, sse(kind, data, seq if with_id else None))
@@ -96,15 +120,37 @@ class Item:
 KEEPALIVE = Item("keepalive", {}, 0, b": keepalive\n\n")
 
 
+class Transport(Protocol):
+    """What a direct subscriber needs of its connection (an asyncio transport)."""
+
+    def write(self, data: bytes) -> None: ...
+    def is_closing(self) -> bool: ...
+    def get_write_buffer_size(self) -> int: ...
+
+
 class Subscriber:
     def __init__(self) -> None:
         self.queue: asyncio.Queue[Item] = asyncio.Queue(QUEUE_ITEMS)
         self.dropped = False
+        self.transport: Transport | None = None
+        """Set once the stream has caught up: the hub then writes to it directly."""
+        self.sent = 0
+        """A direct match subscriber's last seq written."""
+        self.done = asyncio.Event()
+        """A direct subscriber's stream is over (ended, dropped, or its client gone)."""
+
+    def go_direct(self, transport: Transport, sent: int) -> None:
+        """From now on the hub writes to `transport` (the queue is empty and stays so)."""
+        self.transport = transport
+        self.sent = sent
 
     def offer(self, item: Item) -> bool:
-        """Queue `item`; False (and dropped) when the queue is full."""
+        """Queue `item` (or write it, once direct); False (and dropped) when the subscriber
+        is too far behind or its client has gone."""
         if self.dropped:
             return False
+        if self.transport is not None:
+            return self._write(item)
         try:
             self.queue.put_nowait(item)
         except asyncio.QueueFull:
@@ -115,6 +161,32 @@ class Subscriber:
             self.queue.put_nowait(Item.of("end", {"dropped": True}))
             return False
         return True
+
+    def _write(self, item: Item) -> bool:
+        transport = self.transport
+        assert transport is not None
+        if transport.is_closing() or transport.get_write_buffer_size() > WRITE_BUFFER_BYTES:
+            return self._drop()
+        if item.kind == "burst" and item.parts and item.parts[0].seq != self.sent + 1:
+            # The first burst after the backlog may hold events the backlog already sent.
+            rest = [p for p in item.parts if p.seq > self.sent]
+            if rest and rest[0].seq != self.sent + 1:
+                return self._drop()  # never a gap: the browser resumes from what it has
+            item = Item("burst", {}, item.seq, b"".join(p.wire for p in rest) + item.tail)
+        if item.kind == "burst":
+            self.sent = max(self.sent, item.seq)
+        elif item.kind == "end":
+            if not item.data.get("dropped"):
+                transport.write(item.chunk)
+            self.done.set()
+            return True
+        transport.write(item.chunk)
+        return True
+
+    def _drop(self) -> bool:
+        self.dropped = True
+        self.done.set()
+        return False
 
 
 class Hub:
@@ -269,9 +341,16 @@ class Upstream:
 
 
 class MatchHub(Hub):
-    def __init__(self, match_id: str, registry: Registry[Any], upstream: Upstream) -> None:
+    def __init__(
+        self,
+        match_id: str,
+        registry: Registry[Any],
+        upstream: Upstream,
+        coalesce_s: float = COALESCE_S,
+    ) -> None:
         super().__init__(match_id, registry)
         self.upstream = upstream
+        self.coalesce_s = coalesce_s
         self.view: JSON = {}
         self.view_version = 0
         self.last_seq = 0
@@ -340,10 +419,17 @@ class MatchHub(Hub):
 
     async def _refresh_views(self) -> None:
         """After each burst of events, one spectator's view read for every subscriber, sent
-        with the burst's events in one write."""
+        with the burst's events in one write; at most one burst every `coalesce_s`, so that
+        events coming faster than that share a write."""
+        loop = asyncio.get_running_loop()
+        last = 0.0
         while True:
             await self._stale.wait()
+            wait = last + self.coalesce_s - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
             self._stale.clear()
+            last = loop.time()
             await self._flush()
 
     async def backlog(self, after_seq: int) -> AsyncIterator[Item]:

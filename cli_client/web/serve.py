@@ -13,13 +13,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from bergen.api.exit_status import ExitStatus
 from bergen.cli_client.connect import Endpoint
 
-from .app import create_app
+from .app import TRANSPORT_EXTENSION, create_app
 
 SHUTDOWN_GRACE_S = 2
+
+
+class _Protocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol, handing each request its connection's transport (as the
+    scope extension `TRANSPORT_EXTENSION`) so that a match hub writes each burst to every
+    caught-up stream itself, framed once, instead of waking a task per stream."""
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope["extensions"] = {TRANSPORT_EXTENSION: self.transport}  # type: ignore[dict-item]
 
 
 class _Server(uvicorn.Server):
@@ -42,6 +53,8 @@ def serve(
     port_file: str | None = None,
     max_streams: int = 1000,
     max_matches: int = 12,
+    coalesce_s: float = 0.0,
+    nice: int = 0,
 ) -> int:
     logging.basicConfig(
         level=os.environ.get("BERGEN_LOG_LEVEL", "INFO").upper(),
@@ -57,9 +70,14 @@ def serve(
         return ExitStatus.ERROR
     sock.listen(2048)
     bound = sock.getsockname()[1]
-    app = create_app(endpoint, max_streams=max_streams, max_matches=max_matches)
+    if nice:
+        os.nice(nice)  # the game server on the same machine comes first
+    app = create_app(
+        endpoint, max_streams=max_streams, max_matches=max_matches, coalesce_s=coalesce_s
+    )
     config = uvicorn.Config(
         app,
+        http=_Protocol,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,

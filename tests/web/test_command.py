@@ -53,3 +53,11 @@ def test_a_port_taken_is_an_error_not_a_traceback() -> None:
         )
     assert done.returncode == ExitStatus.ERROR, done.stderr
     assert "cannot listen on 127.0.0.1" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_coalesce_and_nice_options_are_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser().parse_args(["web", "--coalesce-ms", "150", "--nice", "10"])
+    assert args.coalesce_ms == 150 and args.nice == 10
+    for bad in (["--coalesce-ms", "1001"], ["--coalesce-ms", "-1"], ["--nice", "20"]):
+        assert command.run(build_parser().parse_args(["web", *bad])) == ExitStatus.USAGE
+        assert "--coalesce-ms must be 0-1000 and --nice 0-19" in capsys.readouterr().err
