@@ -13,12 +13,15 @@ import pytest
 from e2e.client import Client, play_random_move, seat_everyone
 from e2e.servers import ServerFarm, ServerProcess
 
-from .gateway import EventStream, Message, start_gateway
+from .gateway import EventStream, Gateway, Message, start_gateway
 from .test_api import event_seqs, wait_for
 
-pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
+# A hang fails the test with every thread's stack (the signal method) and the run goes on.
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(240, method="signal")]
 
 COALESCE_MS = 1000
+CLOSE_S = 5.0
+"""How long closing a stream and ending its reader may take."""
 
 
 def sse_reader(stream: EventStream, out: list[Message], stop: threading.Event) -> threading.Thread:
@@ -36,6 +39,19 @@ def sse_reader(stream: EventStream, out: list[Message], stop: threading.Event) -
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
+
+
+def close_streams(streams: list[tuple[EventStream, threading.Thread]]) -> None:
+    """Close every stream and wait for its reader; fails (never hangs) if one is still
+    reading `CLOSE_S` later."""
+    started = time.monotonic()
+    for stream, _ in streams:
+        stream.close()
+    for i, (_, reader) in enumerate(streams):
+        reader.join(max(0.0, started + CLOSE_S - time.monotonic()))
+        assert not reader.is_alive(), f"stream {i}: its reader still reads {CLOSE_S} s after close"
+    took = time.monotonic() - started
+    assert took < CLOSE_S, f"closing {len(streams)} streams took {took:.1f} s"
 
 
 def chunks(raw: bytes) -> list[bytes]:
@@ -96,10 +112,7 @@ def test_a_coalesced_burst_delivers_every_event_once_in_order_and_resumes_exactl
             assert event_seqs(got) == list(range(1, version + 1))
             assert resumed[0].kind == "view"
             stop.set()
-            first.close()
-            second.close()
-            reader.join(5)
-            reader2.join(5)
+            close_streams([(first, reader), (second, reader2)])
             wait_for(lambda: gw.get("/api/health")[1]["streams"] == 0, what="streams released")
     finally:
         assert gw.stop() == 0, gw.log()
@@ -118,11 +131,12 @@ def test_every_stream_gets_every_event_once_when_many_follow_one_match(
             match, version = table.match_id, table.version
             stop = threading.Event()
             streams: list[tuple[EventStream, list[Message], int]] = []
+            readers: list[tuple[EventStream, threading.Thread]] = []
             for i in range(12):
                 after = 0 if i % 3 else max(0, version - 2)
                 stream = EventStream(gw, f"/api/matches/{match}/events?after={after}")
                 got: list[Message] = []
-                sse_reader(stream, got, stop)
+                readers.append((stream, sse_reader(stream, got, stop)))
                 streams.append((stream, got, after))
                 version = play_random_move([client], rng, table, version).response.view.version
             for _, got, after in streams:
@@ -132,8 +146,28 @@ def test_every_stream_gets_every_event_once_when_many_follow_one_match(
                 )
                 assert event_seqs(got) == list(range(after + 1, version + 1))
             stop.set()
-            for stream, _, _ in streams:
-                stream.close()
+            close_streams(readers)
             wait_for(lambda: gw.get("/api/health")[1]["streams"] == 0, what="streams released")
     finally:
         assert gw.stop() == 0, gw.log()
+
+
+def test_streams_closed_while_they_are_read_end_at_once_and_free_their_places(
+    server: ServerProcess, gateway: Gateway
+) -> None:
+    """A stream the hub writes to (caught up, idle between plays) closed by its client: the
+    reader blocked on it ends at once, and the gateway lets go of the stream."""
+    with Client(server.target) as client:
+        table = seat_everyone(client, 2, name="closed", target=60)
+        stop = threading.Event()
+        got: list[list[Message]] = [[] for _ in range(3)]
+        readers: list[tuple[EventStream, threading.Thread]] = []
+        for out in got:
+            stream = EventStream(gateway, f"/api/matches/{table.match_id}/events")
+            readers.append((stream, sse_reader(stream, out, stop)))
+        for out in got:
+            wait_for(lambda out=out: event_seqs(out)[-1:] == [table.version], what="the backlog")
+        wait_for(lambda: gateway.get("/api/health")[1]["streams"] == 3, what="three streams")
+        time.sleep(0.5)  # past the coalescing window: nothing more is coming
+        close_streams(readers)
+        wait_for(lambda: gateway.get("/api/health")[1]["streams"] == 0, what="streams released")
