@@ -213,6 +213,9 @@ class Hub:
     async def run(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _closing(self) -> None:
+        """What is still owed to the subscribers before their `end`."""
+
     async def _keepalive(self) -> None:
         """A comment line to every subscriber now and then, so that proxies and browsers keep
         an idle stream open."""
@@ -237,6 +240,7 @@ class Hub:
             pinger.cancel()
             self.ended = True
             self.ready.set()
+            self._closing()
             self.publish(Item.of("end", {"ended": self.error is None}))
             self.registry.forget(self)
 
@@ -416,6 +420,14 @@ class MatchHub(Hub):
         wire = b"".join(p.wire for p in parts) + tail
         seq = parts[-1].seq if parts else 0
         self.publish(Item("burst", {}, seq, wire, parts, tail))
+
+    def _closing(self) -> None:
+        """Events received but not yet written (the upstream failed, or the hub was stopped,
+        within a coalescing window) go out before the end, without a view."""
+        parts, self._pending = tuple(self._pending), []
+        if parts:
+            wire = b"".join(p.wire for p in parts)
+            self.publish(Item("burst", {}, parts[-1].seq, wire, parts))
 
     async def _refresh_views(self) -> None:
         """After each burst of events, one spectator's view read for every subscriber, sent

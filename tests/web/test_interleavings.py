@@ -306,3 +306,27 @@ def test_a_stream_that_cannot_keep_up_or_whose_client_left_lets_go_and_holds_no_
         await gw.matches.close()
 
     asyncio.run(run())
+
+
+def test_when_the_server_fails_every_event_it_sent_goes_out_before_the_end() -> None:
+    """The server's stream fails within a coalescing window: the events it had sent are
+    still written, then `end` says the match did not end."""
+
+    async def run() -> None:
+        rng = random.Random(2)
+        server = ScriptedServer(rng, 0)
+        gw = gateway_for(server, 5.0)
+        server.append()
+        conns = [Connection(rng, 0, direct=direct) for direct in (True, False)]
+        streams = [Stream(0, c, asyncio.create_task(open_stream(gw, c, 0))) for c in conns]
+        await turns(rng, 40)
+        for _ in range(4):  # sooner than the window: these wait for it
+            server.append()
+        server.fail()
+        await asyncio.wait_for(asyncio.gather(*(s.task for s in streams)), STREAM_END_S)
+        for i, stream in enumerate(streams):
+            check_stream(stream, len(server.log), f"stream {i}", ended=False)
+        assert gw.streams.open == 0
+        await gw.matches.close()
+
+    asyncio.run(run())
