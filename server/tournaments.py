@@ -789,10 +789,11 @@ class TournamentCommands:
                         try:
                             match = self._matches.load(table.match_id)
                         except NotFound:
-                            # Not created yet. The manager creates a round's matches in table
-                            # order (every replica's, each table after the one before it is
-                            # seated), so no later table's is created either: one read of the
-                            # store, not one for each table of a round being seated.
+                            # Not created yet. The manager takes a round's tables in table
+                            # order (a few at once), so later tables are, as a rule, not
+                            # created either: one read of the store, not one for each table
+                            # of a round being seated. One created just now has no score yet
+                            # to show; its assignment is looked up apart (`_seated`).
                             break
                     live[table.match_id] = tuple(match.state.scores)
         return TournamentView(t, self._record_of(t), live, assignment)
