@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 from bergen.domain.commands import CreateMatch, TakeSeat
 from bergen.domain.errors import BergenError, ConcurrencyConflict, NotFound
@@ -232,8 +231,29 @@ class TournamentManager(Worker):
         their tables at its start, while each one's creation and seats wait on the store."""
         if len(tables) < 2:
             return [self._attempt(t, table, fed) for table in tables]
-        with ThreadPoolExecutor(min(SEATING_THREADS, len(tables)), "bergen-seating") as pool:
-            return list(pool.map(lambda table: self._attempt(t, table, fed), tables))
+        outcomes: list[Match | BaseException] = [RuntimeError("not seated")] * len(tables)
+        left = iter(range(len(tables)))
+        taking = threading.Lock()
+
+        def seat() -> None:
+            while True:
+                with taking:
+                    i = next(left, None)
+                if i is None:
+                    return
+                outcomes[i] = self._attempt(t, tables[i], fed)
+
+        # Daemon threads, as the manager's own: a step blocked on the store must not hold
+        # the process's exit.
+        seating = [
+            threading.Thread(target=seat, name="bergen-seating", daemon=True)
+            for _ in range(min(SEATING_THREADS, len(tables)))
+        ]
+        for thread in seating:
+            thread.start()
+        for thread in seating:
+            thread.join()
+        return outcomes
 
     def _attempt(self, t: Tournament, table: PlayedTable, fed: bool) -> Match | BaseException:
         try:
