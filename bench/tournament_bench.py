@@ -31,8 +31,11 @@
    the course of the run moves both figures alike.
    Figures: the wall time; Play/s of each run (Play calls over the wall time, the goal's
    figure: at least 0.9 of the plain run's); the rate inside the Play calls (summed over
-   clients, as `grpc_bench` counts it), which leaves out the clients' waits; and the time
-   from a round's last play to the first play of the next.
+   clients, as `grpc_bench` counts it), which leaves out the clients' waits; the time
+   from a round's last play to the first play of the next; and the cores the rest of the
+   machine kept busy (PostgreSQL, and on a shared machine whatever else runs) during the
+   tournament and during the plain windows: where these differ, the machine, not the server,
+   moved the ratio.
 
 Parts 1 and 2 count the CPU time of the thread (`time.thread_time`): what the functions cost,
 without the time other processes on a shared machine take from it (the garbage collector's
@@ -299,6 +302,46 @@ def organiser_token() -> Iterator[str]:
             os.environ[ORGANISER_ENV] = before
 
 
+def machine_busy_s() -> float | None:
+    """CPU seconds every core of the machine has been busy so far (/proc/stat), None where
+    the system does not tell."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            values = [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    idle = values[3] + values[4]  # idle, iowait
+    return (sum(values) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class Elsewhere:
+    """The CPU the rest of the machine uses from now on: every process but the server and
+    this one (PostgreSQL included, and whatever else the machine runs meanwhile). A shared
+    machine growing busier during one part of the run than in the other takes the cores
+    from that part: this tells such runs apart."""
+
+    def __init__(self, server_pid: int) -> None:
+        self._pid = server_pid
+        self._start = self._now()
+
+    def _now(self) -> tuple[float | None, float, float, float]:
+        mine = os.times()
+        return (
+            machine_busy_s(),
+            cpu_seconds(self._pid),
+            mine.user + mine.system,
+            time.perf_counter(),
+        )
+
+    def cores(self) -> float | None:
+        """Cores busy elsewhere on average since this was made (None where unknown)."""
+        end = self._now()
+        if end[0] is None or self._start[0] is None:
+            return None
+        busy = (end[0] - self._start[0]) - (end[1] - self._start[1]) - (end[2] - self._start[2])
+        return max(0.0, busy) / (end[3] - self._start[3])
+
+
 class _TournamentCalls(_Calls):
     """A client's calls, the tournament's among them."""
 
@@ -440,6 +483,12 @@ class Hosted:
     first_play_after_s: list[float]
     """By round from the second: from the last Play of the round before to its first Play."""
     tables: int
+    elsewhere_t: float | None
+    """Cores the rest of the machine kept busy during the tournament (None where unknown)."""
+    elsewhere_p: float | None
+    """The same during the plain windows (their mean)."""
+    plain_rates: list[float]
+    """Play/s of each plain window: before the tournament, after it."""
 
     def tournament_rate(self) -> float:
         """Play/s over the tournament's wall time."""
@@ -600,20 +649,25 @@ def host_swiss(
             plain = [Player(c, random.Random(i)) for i, c in enumerate(calls)]
             honest_window(plain, 2.0, 5)  # discarded: the server and caches warm up
             _say(f"  {plain_s:g} s of ordinary matches, {clients} clients")
-            before = cpu_seconds(pid)
+            before, rest = cpu_seconds(pid), Elsewhere(pid)
             windows = [honest_window(plain, plain_s)]
             cpu_p = cpu_seconds(pid) - before
+            rest_p = rest.cores()
             _say(f"  a {entrants}-entrant {rounds}-round Swiss, {clients} clients")
+            rest = Elsewhere(pid)
             clocked, wall, cpu_t, paired, played = run_swiss(
                 org, calls, entrants, rounds, lambda: cpu_seconds(pid)
             )
+            rest_t = rest.cores()
             _say(
                 f"    ended in {wall:.1f} s, {len(clocked.latencies):,} plays; now"
                 f" {plain_s:g} s of ordinary matches again"
             )
-            before = cpu_seconds(pid)
+            before, rest = cpu_seconds(pid), Elsewhere(pid)
             windows.append(honest_window(plain, plain_s))
             cpu_p += cpu_seconds(pid) - before
+            after = rest.cores()
+            rest_p = None if rest_p is None or after is None else (rest_p + after) / 2
             for window in windows:
                 if window.failed:
                     raise RuntimeError(f"plain matches: Play failed: {window.failed[:3]}")
@@ -634,6 +688,9 @@ def host_swiss(
         [paired[r] - clocked.last[r - 1] for r in later],
         [clocked.first[r] - clocked.last[r - 1] for r in later],
         played,
+        rest_t,
+        rest_p,
+        [w.rate for w in windows],
     )
 
 
@@ -666,6 +723,14 @@ def hosted_lines(h: Hosted) -> list[Line]:
             ratio,
             f">= {PLAY_GOAL_RATIO:g}",
             ratio >= PLAY_GOAL_RATIO,
+        ),
+        Line(
+            "Play/s of the plain windows, before vs after",
+            f"{h.plain_rates[0]:,.0f}/s",
+            f"{h.plain_rates[-1]:,.0f}/s",
+            h.plain_rates[0] / h.plain_rates[-1],
+            "",
+            None,
         ),
         Line(
             "Play/s inside Play calls, tournament vs plain",
@@ -703,6 +768,14 @@ def hosted_lines(h: Hosted) -> list[Line]:
             "Clients' time waiting for a table (for seating)",
             f"{100 * waiting:.1f}%",
             f"{100 * seating:.1f}%",
+            None,
+            "",
+            None,
+        ),
+        Line(
+            "Cores busy elsewhere (PostgreSQL, other work)",
+            "?" if h.elsewhere_t is None else f"{h.elsewhere_t:.2f}",
+            "?" if h.elsewhere_p is None else f"{h.elsewhere_p:.2f}",
             None,
             "",
             None,

@@ -163,8 +163,9 @@ class TournamentState:
         )
 
     def record(self) -> dict[str, object]:
-        """The section 6 record of the tournament so far (without `signature`)."""
-        return build_tournament_record(self.as_tournament())
+        """The section 6 record of the tournament so far (without `signature`), its standings
+        from the running tally."""
+        return build_tournament_record(self.as_tournament(), self.tally)
 
     def find_table(self, match_id: str) -> tuple[int, int] | None:
         """(round, table) of the table whose match is `match_id`."""

@@ -211,10 +211,12 @@ def standing_json(s: Standing) -> dict[str, Any]:
     }
 
 
-def build_tournament_record(t: Tournament) -> dict[str, Any]:
+def build_tournament_record(t: Tournament, tally: Tally | None = None) -> dict[str, Any]:
     """The section 6 record of `t` (without `signature`), standings from every result
     recorded. `name` and the players' names are written when known, the settings' round
-    delay and entrant cap when not the defaults."""
+    delay and entrant cap when not the defaults. `tally`, when given, is the tally of `t`'s
+    byes and results already counted (the aggregate keeps one), so they are not counted
+    again."""
     record: dict[str, Any] = {"format": TOURNAMENT_RECORD_FORMAT, "tournament_id": t.tournament_id}
     if t.name is not None:
         record["name"] = t.name
@@ -248,7 +250,10 @@ def build_tournament_record(t: Tournament) -> dict[str, Any]:
         }
         for r in t.rounds
     ]
-    standings = () if t.seeding is None else tally_of(t.seeding, t.rounds).standings()
+    if t.seeding is None:
+        standings: tuple[Standing, ...] = ()
+    else:
+        standings = (tally or tally_of(t.seeding, t.rounds)).standings()
     record["standings"] = [standing_json(s) for s in standings]
     record["ended"] = t.ended
     return record

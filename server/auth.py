@@ -14,7 +14,7 @@ import math
 import re
 import secrets
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bergen.domain.errors import Unauthenticated
@@ -169,6 +169,24 @@ class SeatTokens:
         if key is None:
             return False
         return hmac.compare_digest(_mac(key, token.encode()), sealed.digest)
+
+    def matcher(self, token: str) -> Callable[[SealedToken], bool]:
+        """`matches` for `token` against many sealed tokens (a tournament's entrants): the
+        token is sealed once under each key met, not once for each sealed token."""
+        sealed_as: dict[str | None, str | None] = {}
+
+        def match(sealed: SealedToken) -> bool:
+            key_id = sealed.key_id
+            if key_id not in sealed_as:
+                if key_id is None:
+                    sealed_as[key_id] = token_hash(token)
+                else:
+                    key = self._keys.key(key_id) if self._keys is not None else None
+                    sealed_as[key_id] = None if key is None else _mac(key, token.encode())
+            digest = sealed_as[key_id]
+            return digest is not None and hmac.compare_digest(digest, sealed.digest)
+
+        return match
 
     def join_command_ids(self, token: str) -> tuple[str, ...]:
         """The command id of the join that `token` makes, then every id the same join may

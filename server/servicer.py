@@ -385,16 +385,7 @@ class BergenServicer:
 
 
 def _tournament_out(v: TournamentView) -> tuple[pb.TournamentView, pb.TournamentAssignment | None]:
-    t = v.tournament
-    view = convert.tournament_view_out(
-        v.record,
-        t.state.settings,
-        phase=t.state.phase,
-        total_rounds=t.state.total_rounds,
-        version=t.version,
-        by_hand=t.by_hand,
-        live_scores=v.live_scores,
-    )
+    view = _tournament_view(v)
     a = v.assignment
     if a is None:
         return view, None
@@ -406,6 +397,47 @@ def _tournament_out(v: TournamentView) -> tuple[pb.TournamentView, pb.Tournament
         round=a.round,
         table=a.table,
     )
+
+
+_VIEWS: OrderedDict[tuple[str, int], pb.TournamentView] = OrderedDict()
+_VIEWS_LOCK = threading.Lock()
+_VIEWS_SIZE = 256
+
+
+def _tournament_view(v: TournamentView) -> pb.TournamentView:
+    """The tournament's view message with the live scores of its tables in play. The rest is
+    translated once per version of the tournament and shared (read only): every player's
+    lookup of its table and every watcher woken by a hand ended between two of its events is
+    shown that one translation, the live scores added to a copy."""
+    t = v.tournament
+    key = (t.state.tournament_id, t.version)
+    with _VIEWS_LOCK:
+        base = _VIEWS.get(key)
+        if base is not None:
+            _VIEWS.move_to_end(key)
+    if base is None:
+        base = convert.tournament_view_out(
+            v.record,
+            t.state.settings,
+            phase=t.state.phase,
+            total_rounds=t.state.total_rounds,
+            version=t.version,
+            by_hand=t.by_hand,
+        )
+        with _VIEWS_LOCK:
+            _VIEWS[key] = base
+            while len(_VIEWS) > _VIEWS_SIZE:
+                _VIEWS.popitem(last=False)
+    if not v.live_scores or not base.rounds:
+        return base
+    view = pb.TournamentView()
+    view.CopyFrom(base)
+    # Only the latest round's tables are in play.
+    for table in view.rounds[-1].tables:
+        scores = v.live_scores.get(table.match_id)
+        if scores is not None and not table.HasField("result"):
+            table.live_scores.extend(scores)
+    return view
 
 
 _WATCHED: OrderedDict[tuple[str, int, Event], bytes] = OrderedDict()

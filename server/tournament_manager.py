@@ -27,6 +27,7 @@ from bergen.domain.state import ENDED, SEATING
 from bergen.domain.tournament_engine import RUNNING
 from bergen.domain.tournament_fairness import table_server_seed
 from bergen.domain.tournament_pairing import seats_of
+from bergen.domain.tournament_record import PlayedTable
 
 from .commands import Clock, Intent, UnitOfWork, Written, wall_ms
 from .matches import EPOCH_KEY, Match, MatchRepository, token_metadata
@@ -46,6 +47,8 @@ log = logging.getLogger("bergen.server.tournaments")
 
 RETRY_S = 1.0
 """A step that failed (the store down, say) is tried again this long after."""
+SEATING_THREADS = 8
+"""Tables of a round created and seated at once."""
 
 
 def seat_command_id(seat: int) -> str:
@@ -169,23 +172,20 @@ class TournamentManager(Worker):
                     for table in latest.tables:
                         if table.match_id is not None:
                             self._index[table.match_id] = tournament_id
+                    todo = [
+                        table
+                        for table in latest.tables
+                        if table.match_id is not None
+                        and table.result is None
+                        and not (fed and table.match_id in self._live)
+                    ]
                 moved = False
-                for table in latest.tables:
-                    if table.match_id is None or table.result is not None:
+                failed: BaseException | None = None
+                for table, outcome in zip(todo, self._tables(t, todo, fed), strict=True):
+                    if isinstance(outcome, BaseException):
+                        failed = failed or outcome
                         continue
-                    if fed:
-                        with self._lock:
-                            if table.match_id in self._live:
-                                continue
-                    match = self._ensure_match(t, latest.round, table.table)
-                    if fed and match.state.phase not in (SEATING, ENDED):
-                        with self._lock:
-                            self._live.add(table.match_id)
-                        # Read once more: a MatchEnded noted before it was added is not lost.
-                        match = self._matches.load(table.match_id)
-                        if match.state.phase == ENDED:
-                            with self._lock:
-                                self._live.discard(table.match_id)
+                    match = outcome
                     if match.state.phase == ENDED and match.state.result is not None:
                         r = match.state.result
                         written = self._tournaments.record_result(
@@ -198,6 +198,8 @@ class TournamentManager(Worker):
                         )
                         self._count(written.replayed)
                         moved = True
+                if failed is not None:
+                    raise failed
                 if moved:
                     continue
                 if not state.round_finished:
@@ -218,7 +220,61 @@ class TournamentManager(Worker):
 
     def _count(self, replayed: bool) -> None:
         if not replayed:
-            self.steps += 1
+            with self._lock:
+                self.steps += 1
+
+    def _tables(
+        self, t: Tournament, tables: list[PlayedTable], fed: bool
+    ) -> list[Match | BaseException]:
+        """Each table's match, created and seated when it is not yet (`_table`), or what
+        that raised. A round's tables are seated several at once: its players wait for
+        their tables at its start, while each one's creation and seats wait on the store."""
+        if len(tables) < 2:
+            return [self._attempt(t, table, fed) for table in tables]
+        outcomes: list[Match | BaseException] = [RuntimeError("not seated")] * len(tables)
+        left = iter(range(len(tables)))
+        taking = threading.Lock()
+
+        def seat() -> None:
+            while True:
+                with taking:
+                    i = next(left, None)
+                if i is None:
+                    return
+                outcomes[i] = self._attempt(t, tables[i], fed)
+
+        # Daemon threads, as the manager's own: a step blocked on the store must not hold
+        # the process's exit.
+        seating = [
+            threading.Thread(target=seat, name="bergen-seating", daemon=True)
+            for _ in range(min(SEATING_THREADS, len(tables)))
+        ]
+        for thread in seating:
+            thread.start()
+        for thread in seating:
+            thread.join()
+        return outcomes
+
+    def _attempt(self, t: Tournament, table: PlayedTable, fed: bool) -> Match | BaseException:
+        try:
+            return self._table(t, table, fed)
+        except Exception as e:  # given back to `advance`, which raises the first
+            return e
+
+    def _table(self, t: Tournament, table: PlayedTable, fed: bool) -> Match:
+        """The match of a table of the latest round, created and seated when it is not yet.
+        `fed`: one seen seated is noted as live, so it is not read again until its end."""
+        assert table.match_id is not None
+        match = self._ensure_match(t, t.state.round, table.table)
+        if fed and match.state.phase not in (SEATING, ENDED):
+            with self._lock:
+                self._live.add(table.match_id)
+            # Read once more: a MatchEnded noted before it was added is not lost.
+            match = self._matches.load(table.match_id)
+            if match.state.phase == ENDED:
+                with self._lock:
+                    self._live.discard(table.match_id)
+        return match
 
     def _ensure_match(self, t: Tournament, round_number: int, table_number: int) -> Match:
         """The match of a table, created and seated when it is not yet."""
@@ -248,7 +304,7 @@ class TournamentManager(Worker):
                     lambda _: Intent(command, "server", fingerprint, extra),
                     new=True,
                 )
-                self.steps += 1
+                self._count(False)
                 match = self._written(match_id, created)
             except ConcurrencyConflict:
                 match = self._matches.load(match_id)  # another replica created it

@@ -665,9 +665,10 @@ class TournamentCommands:
         """(entrant, player) the caller's token is, None for no token or another one."""
         if caller.token is None:
             return None
+        match = self._identity.seat_tokens.matcher(caller.token)
         for entrant, sealed in t.tokens.items():
             for player, s in enumerate(sealed):
-                if self._identity.seat_tokens.matches(caller.token, s):
+                if match(s):
                     return entrant, player
         return None
 
@@ -763,7 +764,12 @@ class TournamentCommands:
         """The tournament as a view: the record so far, the live scores of the tables in play,
         and for a player's token where that player plays now. Raises NotFound,
         PermissionDenied (a token that is neither a player's nor the organiser's)."""
-        t = self._repo.load(tournament_id)
+        return self._view(caller, self._repo.load(tournament_id))
+
+    @lagging
+    def _view(self, caller: Caller, t: Tournament) -> TournamentView:
+        """`get`'s view of `t` as loaded: its tables' matches as they are now."""
+        tournament_id = t.state.tournament_id
         assignment = None
         if caller.token is not None and not self._identity.is_organiser(caller):
             mine = self.entrant_of(t, caller)
@@ -783,10 +789,11 @@ class TournamentCommands:
                         try:
                             match = self._matches.load(table.match_id)
                         except NotFound:
-                            # Not created yet. The manager creates a round's matches in table
-                            # order (every replica's, each table after the one before it is
-                            # seated), so no later table's is created either: one read of the
-                            # store, not one for each table of a round being seated.
+                            # Not created yet. The manager takes a round's tables in table
+                            # order (a few at once), so later tables are, as a rule, not
+                            # created either: one read of the store, not one for each table
+                            # of a round being seated. One created just now has no score yet
+                            # to show; its assignment is looked up apart (`_seated`).
                             break
                     live[table.match_id] = tuple(match.state.scores)
         return TournamentView(t, self._record_of(t), live, assignment)
@@ -819,24 +826,31 @@ class TournamentCommands:
         ended, a result recorded; until the tournament ends or `active()` turns false.
         Raises as `get`."""
         assert self._feed is not None and self._wakes is not None
-        sub = self._feed.subscribe(tournament_stream(tournament_id))
+        stream = tournament_stream(tournament_id)
+        sub = self._feed.subscribe(stream)
         try:
             shown: object = None
+            t: Tournament | None = None  # as last read; None: read it (again) from the store
             while True:
-                v = self.get(caller, tournament_id)
-                rounds = v.tournament.state.rounds
-                tables = [t.match_id for t in rounds[-1].tables if t.match_id] if rounds else []
+                v = self.get(caller, tournament_id) if t is None else self._view(caller, t)
+                t = v.tournament
+                rounds = t.state.rounds
+                tables = [x.match_id for x in rounds[-1].tables if x.match_id] if rounds else []
                 if self._wakes.follow(sub, tables):
                     continue  # look again: a table may have moved before it was followed
-                key = (v.tournament.version, sorted(v.live_scores.items()), v.assignment)
+                key = (t.version, sorted(v.live_scores.items()), v.assignment)
                 if key != shown:
                     shown = key
                     yield v
-                if v.tournament.state.phase == ENDED:
+                if t.state.phase == ENDED:
                     return
                 if not sub.wait(active):
                     return
-                sub.take()
+                # Woken by its tables' matches only (a seat, a hand, an end), the tournament
+                # has not moved: its own events reach this subscription, which was made
+                # before it was first read. So it is read again only when one did.
+                if sub.refused or any(e.stream_id == stream for e in sub.take()):
+                    t = None
         finally:
             self._wakes.forget(sub)
             self._feed.unsubscribe(tournament_stream(tournament_id), sub)

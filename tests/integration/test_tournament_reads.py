@@ -1,9 +1,12 @@
 """What a tournament costs the store and the CPU beside its matches: the manager, fed every
 event, reads a seated table's match again only when its end is noted; GetTournament builds a
-tournament's record once per version, whoever asks."""
+tournament's record once per version, whoever asks, and its view message once per version;
+a watcher woken by its tables' matches reads the tournament again only when it moved."""
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -18,11 +21,14 @@ from test_tournament_service import (  # noqa: F401 - `keys` and `replicas` are 
     swiss,
 )
 
+from bergen.api import convert
 from bergen.domain.state import PLAYING
 from bergen.domain.tournament_engine import TournamentState
+from bergen.server import servicer
 from bergen.server.identity import Caller
 from bergen.server.matches import Match
 from bergen.server.tournament_manager import TournamentManager
+from bergen.server.tournaments import Tournament, TournamentView
 
 
 def counting_loads(monkeypatch: pytest.MonkeyPatch, replica: Replica) -> list[str]:
@@ -114,3 +120,107 @@ def test_get_reads_one_table_not_yet_created_not_every_one(
     v = app.tournaments.get(Caller(), tid)
     tables = v.tournament.state.rounds[-1].tables
     assert sorted(v.live_scores) == sorted(t.match_id for t in tables)  # type: ignore[type-var]
+
+
+def test_the_view_message_is_translated_once_per_version_and_shows_each_callers_live_scores(
+    replicas: list[Replica],  # noqa: F811 - the fixture
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = replicas[0][0]
+    tid, _ = registered(app, 4, swiss())
+    app.tournaments.start(ORG, tid)
+    app.tournaments.pair(tid, 1)
+    assert TournamentManager(app.tournaments, app.work, app.repository).advance(tid) is None
+    v = app.tournaments.get(Caller(), tid)
+    tables = v.tournament.state.rounds[-1].tables
+    live = {t.match_id: (len(tables) + i, i) for i, t in enumerate(tables) if t.match_id}
+    assert len(live) == 2
+
+    def whole(view: TournamentView) -> Any:
+        t = view.tournament
+        return convert.tournament_view_out(
+            view.record,
+            t.state.settings,
+            phase=t.state.phase,
+            total_rounds=t.state.total_rounds,
+            version=t.version,
+            by_hand=t.by_hand,
+            live_scores=view.live_scores,
+        )
+
+    translated: list[int] = []
+    translate = convert.tournament_view_out
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        translated.append(kw["version"])
+        return translate(*args, **kw)
+
+    monkeypatch.setattr(convert, "tournament_view_out", counted)
+    views = [
+        TournamentView(v.tournament, v.record, scores)
+        for scores in ({}, live, {next(iter(live)): (7, 7)}, {})
+    ]
+    shown = [servicer._tournament_out(x)[0] for x in views]
+    assert translated == [v.tournament.version]  # once, for every caller of this version
+    monkeypatch.setattr(convert, "tournament_view_out", translate)
+    for x, message in zip(views, shown, strict=True):
+        assert message == whole(x)  # a caller's live scores never reach another's view
+    assert [list(t.live_scores) for t in shown[1].rounds[-1].tables] == [[2, 0], [3, 1]]
+
+
+def test_a_watcher_woken_by_its_tables_reads_the_tournament_again_only_when_it_moved(
+    replicas: list[Replica],  # noqa: F811 - the fixture
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = replicas[0][0]
+    tid, tokens = registered(app, 4, swiss())
+    app.tournaments.start(ORG, tid)
+    app.tournaments.pair(tid, 1)
+    m = TournamentManager(app.tournaments, app.work, app.repository)
+    assert m.advance(tid) is None
+    first = app.tournaments.repository.load(tid).state.rounds[-1].tables[0]
+    assert first.match_id is not None
+    seats = {}
+    for entrant in first.sides:
+        a = app.tournaments.get(Caller(tokens[entrant]), tid).assignment
+        assert a is not None and a.seat is not None
+        seats[a.seat] = tokens[entrant]
+
+    repo = app.tournaments.repository
+    reads: list[int] = []
+    load: Callable[[str], Tournament] = repo.load
+
+    def counted(tournament_id: str) -> Tournament:
+        if threading.current_thread().name == "watcher":
+            reads.append(len(reads))
+        return load(tournament_id)
+
+    monkeypatch.setattr(repo, "load", counted)
+    shown: queue.Queue[TournamentView | None] = queue.Queue()
+    stop = threading.Event()
+
+    def watch() -> None:
+        for v in app.tournaments.watch(Caller(), tid, lambda: not stop.is_set()):
+            shown.put(v)
+        shown.put(None)
+
+    watcher = threading.Thread(target=watch, name="watcher")
+    watcher.start()
+    try:
+        v = shown.get(timeout=10)
+        assert v is not None and len(reads) == 1
+        version = v.tournament.version
+        play_out(app, first.match_id, [seats[s] for s in sorted(seats)])
+        final = tuple(app.repository.load(first.match_id).state.scores)
+        while v.live_scores.get(first.match_id) != final:  # each hand's end shown
+            v = shown.get(timeout=10)
+            assert v is not None and v.tournament.version == version
+        assert len(reads) == 1  # the tournament did not move: not read again
+        assert m.advance(tid) is None  # the result recorded: the tournament moved
+        v = shown.get(timeout=10)
+        assert v is not None and v.tournament.version == version + 1
+        assert v.tournament.state.rounds[-1].tables[0].result is not None
+        assert len(reads) == 2
+    finally:
+        stop.set()
+        watcher.join(10)

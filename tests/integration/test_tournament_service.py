@@ -435,6 +435,32 @@ def test_a_watching_player_is_woken_when_the_server_seats_it(replicas: list[Repl
         watcher.join(10)
 
 
+class CreatedTogether:
+    """A unit of work whose match creations wait until `parties` of them are in flight."""
+
+    def __init__(self, work: UnitOfWork, parties: int) -> None:
+        self._work = work
+        self._together = threading.Barrier(parties, timeout=10)
+
+    def run(self, match_id: str, authorise: Authorise, **kw: Any) -> Written:
+        if kw.get("new"):
+            self._together.wait()  # BrokenBarrierError unless the others come meanwhile
+        return self._work.run(match_id, authorise, **kw)
+
+
+def test_a_rounds_tables_are_created_and_seated_several_at_once(replicas: list[Replica]) -> None:
+    (app, _, _), _ = replicas
+    tid, _ = registered(app, 8, swiss())
+    app.tournaments.start(ORG, tid)
+    app.tournaments.pair(tid, 1)
+    m = TournamentManager(app.tournaments, CreatedTogether(app.work, 4), app.repository)  # type: ignore[arg-type]
+    assert m.advance(tid) is None
+    tables = app.tournaments.repository.load(tid).state.rounds[-1].tables
+    assert len(tables) == 4
+    assert all(app.repository.load(t.match_id).state.phase == PLAYING for t in tables)  # type: ignore[arg-type]
+    assert m.steps == 4 * 3  # each table created and both its seats taken, once
+
+
 class SeatingFails:
     """A unit of work that cannot take a seat: the store went away after the creation."""
 

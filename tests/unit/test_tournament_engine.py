@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,11 @@ from bergen.domain.tournament_events import (
     encode_tournament_event,
 )
 from bergen.domain.tournament_pairing import Settings
-from bergen.domain.tournament_record import check_tournament_record, parse_tournament_record
+from bergen.domain.tournament_record import (
+    build_tournament_record,
+    check_tournament_record,
+    parse_tournament_record,
+)
 
 VECTORS = json.loads(
     (Path(__file__).with_name("vectors") / "tournament.json").read_text(encoding="utf-8")
@@ -110,6 +115,36 @@ def test_vector_tournament_run_by_commands_gives_its_record(index):
     assert _without_names(built) == record
     check_tournament_record(built)
     assert fold_tournament(run.events) == run.s
+
+
+@pytest.mark.parametrize("seats", [2, 3, 4])
+def test_the_record_from_the_running_tally_is_the_record_counted_again(seats):
+    # The state's record takes its standings from the tally kept event by event; the
+    # verifier's counts every bye and result again from the rounds. They must agree at
+    # every step: byes, forfeits, walkovers of withdrawn entrants, results out of order.
+    rng = random.Random(seats)
+    run = Run()
+    run.do(CreateTournament(TID, Settings("swiss", seats, rounds=5), SEED, "swiss"))
+    for i in range(1, 14):
+        run.do(Register((f"p{i}",), f"s{i}"))
+    run.do(Start(SEED))
+    checked = 0
+    while not run.s.over:
+        run.do(PairRound())
+        pending = [t for t in run.s.rounds[-1].tables if t.result is None]
+        rng.shuffle(pending)
+        for t in pending:
+            scores = tuple(rng.randint(0, 20) for _ in t.sides)
+            forfeit = rng.randrange(len(t.sides)) if rng.random() < 0.2 else None
+            reason = "forfeit" if forfeit is not None else "target"
+            run.do(RecordResult(run.s.round, t.table, reason, scores, forfeit))
+            assert run.s.record() == build_tournament_record(run.s.as_tournament())
+            checked += 1
+        if run.s.round == 2:
+            run.do(Withdraw(run.s.active_entrants(3)[0]))
+    run.do(End(SEED))
+    assert run.s.record() == build_tournament_record(run.s.as_tournament())
+    assert run.s.round == 5 and checked >= 10
 
 
 def test_every_event_type_is_folded_and_round_trips():
