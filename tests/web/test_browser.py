@@ -4,7 +4,8 @@ with `executable_path`) against a real `bergen serve` (PostgreSQL) and a real `b
 A spectator page follows a match played to its end, every play appearing within a second, and
 a reload resumes the stream with no event missed or repeated; a replay steps forward and back
 by keys and buttons; a tournament page's standings change as rounds end. Screenshots of the
-three pages at phone and desktop widths go to build/screenshots/.
+three pages at phone and desktop widths go to build/screenshots/. A clocked match's page shows
+each seat's clock, the running one ticking down between events and passing with the turn.
 
 Skipped (saying why) without /usr/bin/chromium or playwright, unless BERGEN_REQUIRE_BROWSER=1.
 """
@@ -303,3 +304,74 @@ def test_home_page_lists_live_and_finished_matches_and_links_them(
     page.wait_for_selector("#log li")
     assert page.url.endswith(f"/match?id={live}")
     assert "Live table" in page.inner_text("h1")
+
+
+def clock_cells(pg: Any) -> dict[int, str]:
+    """Seat -> the text of its clock cell, as the page shows it now."""
+    cells = pg.eval_on_selector_all(
+        "td.clock", "els => els.map(e => [Number(e.dataset.seat), e.textContent])"
+    )
+    return {int(seat): text for seat, text in cells}
+
+
+def seconds_shown(text: str) -> int:
+    """`m:ss` (with or without " running") in seconds."""
+    found = re.match(r"(\d+):(\d\d)", text)
+    assert found, f"no m:ss in the clock cell {text!r}"
+    return int(found[1]) * 60 + int(found[2])
+
+
+def test_match_page_shows_each_seats_clock_running_down_and_passing_with_the_turn(
+    server: ServerProcess, gateway: Gateway, page: Any
+) -> None:
+    rng = random.Random(8)
+    with Client(server.target) as client:
+        table = seat_everyone(
+            client,
+            2,
+            name="Clocked",
+            target=15,
+            clock="fischer",
+            clock_initial=90,
+            clock_increment=0,
+            timeouts_to_forfeit=2,
+        )
+        match = table.match_id
+        first = client.view(match)
+        runner = next(c.seat for c in first.clocks if c.running)
+        idle = 1 - runner
+        page.goto(f"{gateway.base}/match?id={match}")
+        wait_js(page, "() => document.querySelectorAll('td.clock').length === 2")
+        start = clock_cells(page)
+        assert "running" in start[runner] and "running" not in start[idle], start
+        assert seconds_shown(start[idle]) == 90
+        # The running clock ticks down in the page between events; the other one stands.
+        below = seconds_shown(start[runner]) - 2
+        wait_js(
+            page,
+            f"() => {{ const c = document.querySelector('td.clock[data-seat=\"{runner}\"]');"
+            f" const m = /(\\d+):(\\d\\d)/.exec(c.textContent);"
+            f" return m && Number(m[1]) * 60 + Number(m[2]) <= {below}; }}",
+            timeout=6.0,
+        )
+        assert seconds_shown(clock_cells(page)[idle]) == 90
+        # Playing until the clock passes: then the seat that played stands at what the server
+        # says it has left, and the other one runs.
+        version = table.version
+        while True:
+            move = play_random_move([client], rng, table, version)
+            version = move.response.view.version
+            assert move.response.view.phase != pb.PHASE_ENDED, "the match ended first"
+            clocks = {c.seat: c for c in move.response.view.clocks}
+            if clocks[idle].running:
+                break
+        wait_js(
+            page,
+            f"() => document.querySelector('td.clock[data-seat=\"{idle}\"]')"
+            f"?.textContent.includes('running')",
+        )
+        shown = clock_cells(page)
+        assert "running" not in shown[runner], shown
+        left = clocks[runner].left_ms / 1000
+        assert abs(seconds_shown(shown[runner]) - left) <= 1.0, (shown, left)
+        shoot(page, "match-clocked")
