@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 from rich.console import Console
 from rich.markup import escape
 
@@ -249,6 +251,26 @@ def bot_match(client: Client, settings: Settings, rng: random.Random) -> PlayMat
 # --- `bergen bots --tournament` ----------------------------------------------------------
 
 
+NAME_ATTEMPTS = 100_000
+"""Bot numbers tried before `bergen bots` gives up finding names nobody registered."""
+
+
+def refusal_reason(error: grpc.RpcError) -> str | None:
+    """The reason (`NAME_TAKEN`, ...) of a refusal's ErrorInfo detail, None without one."""
+    if not isinstance(error, grpc.Call):
+        return None
+    try:
+        status = rpc_status.from_call(error)
+    except ValueError:
+        return None
+    for detail in status.details if status is not None else ():
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return str(info.reason)
+    return None
+
+
 def bot_names(entrant: int, policy: str, partnerships: bool) -> list[str]:
     """An entrant's players' names: its policy and number (`greedy3`; `greedy3a`, `greedy3b`
     at partnership tables)."""
@@ -321,10 +343,22 @@ def run_bots(args: argparse.Namespace) -> int:
             partnerships = view.settings.partnerships
             players: list[TournamentPlayer] = []
             policy_of: dict[int, str] = {}
+            number = 0
             for i in range(args.entrants):
                 policy = args.policy[i % len(args.policy)]
-                names = bot_names(i + 1, policy, partnerships)
-                entrant, tokens = register(client, tid, names, client_seed=f"{seed}-{i + 1}")
+                # Names another process's bots (or anyone) took are skipped: bots from several
+                # machines can fill one tournament.
+                while True:
+                    number += 1
+                    names = bot_names(number, policy, partnerships)
+                    try:
+                        entrant, tokens = register(
+                            client, tid, names, client_seed=f"{seed}-{i + 1}"
+                        )
+                        break
+                    except grpc.RpcError as e:
+                        if refusal_reason(e) != "NAME_TAKEN" or number >= NAME_ATTEMPTS:
+                            raise
                 policy_of[entrant] = policy
                 for p, (name, token) in enumerate(zip(names, tokens, strict=True)):
                     players.append(TournamentPlayer(tid, entrant, p, name, token, policy))

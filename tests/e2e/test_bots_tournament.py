@@ -152,3 +152,30 @@ def test_a_tournament_not_open_for_registration_is_refused(
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 4, err + out
     assert f"tournament {tid} is not open for registration" in err
+
+
+def test_two_bot_processes_fill_one_tournament_under_names_of_their_own(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    """Both processes start at `greedy1`: the one that finds a name taken goes on to the next
+    number, so neither is refused and the four entrants' names are all different."""
+    server = farm.start(sqlite_url, organiser_token=ORGANISER_TOKEN)
+    with Client(server.target) as client:
+        tid = create(client, 2, 1)
+        args = ("--tournament", tid, "--entrants", "2", "--policy", "greedy", "--json")
+        with (
+            bots(server, *args, "--seed", "one") as one,
+            bots(server, *args, "--seed", "two") as two,
+        ):
+            start_when_filled(client, tid, 4)
+            outs = [proc.communicate(timeout=240) for proc in (one, two)]
+        for proc, (out, err) in zip((one, two), outs, strict=True):
+            assert proc.returncode == 0, err + out
+        got = client.stub.GetTournament(pb.GetTournamentRequest(tournament_id=tid)).tournament
+        assert got.phase == pb.TOURNAMENT_PHASE_ENDED
+        assert sorted(p for e in got.entrants for p in e.players) == [
+            f"greedy{n}" for n in range(1, 5)
+        ]
+        reported = [json.loads(out)["matches"] for out, _ in outs]
+        paired = {t.match_id for r in got.rounds for t in r.tables if t.match_id}
+        assert set(reported[0]) | set(reported[1]) == paired
