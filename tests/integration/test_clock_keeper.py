@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+import psycopg
 import pytest
 from conftest import Backend
 
@@ -174,7 +175,11 @@ def test_on_start_the_keeper_schedules_the_clocked_matches_in_play_and_loads_no_
     store: EventStore = open_store(backend.url)
     feed = EventFeed(store)
     fresh = build_application(store, feed, Settings(), clock=clock)
+    # Wired as `bergen serve` wires it: the start-up scan, then what the feed brings (on
+    # PostgreSQL a match another open transaction hides from the scan comes by the feed).
     keeper = ClockKeeper(store, fresh.repository, feed.listing, fresh.commands, clock)
+    feed.listen(keeper.note)
+    feed.start()
     keeper.start()
     try:
         wait_for(lambda: keeper.pending() == 1)
@@ -182,4 +187,38 @@ def test_on_start_the_keeper_schedules_the_clocked_matches_in_play_and_loads_no_
         assert fresh.repository.cached(plain) is None
     finally:
         keeper.stop()
+        feed.stop()
         store.close()
+
+
+@pytest.mark.postgres
+def test_a_match_hidden_from_the_start_up_scan_by_an_open_transaction_is_scheduled_once_seen(
+    pg_database: str, clock: FakeClock
+) -> None:
+    """The global order shows a commit only once every older writing transaction has ended
+    (so that no reader skips a late one): a writer left open anywhere on the database server
+    hides the matches created after it from the keeper's start-up scan. They are not lost:
+    the feed brings them as soon as it ends."""
+    writer_store = open_store(pg_database)
+    app = build_application(writer_store, EventFeed(writer_store), Settings(), clock=clock)
+    with psycopg.connect(pg_database, autocommit=False) as blocker:
+        blocker.execute("SELECT pg_current_xact_id()")  # a writing transaction, left open
+        clocked, _tokens = seated(app)
+        store: EventStore = open_store(pg_database)
+        feed = EventFeed(store)
+        fresh = build_application(store, feed, Settings(), clock=clock)
+        keeper = ClockKeeper(store, fresh.repository, feed.listing, fresh.commands, clock)
+        feed.listen(keeper.note)
+        feed.start()
+        keeper.start()
+        try:
+            time.sleep(0.5)
+            assert keeper.pending() == 0  # hidden while the older writer is open
+            blocker.rollback()
+            wait_for(lambda: keeper.pending() == 1)
+            assert fresh.repository.cached(clocked) is not None
+        finally:
+            keeper.stop()
+            feed.stop()
+            store.close()
+            writer_store.close()
