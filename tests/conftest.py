@@ -114,3 +114,29 @@ def module_pg_database(pg_admin_url: str, pg_template: str) -> Iterator[str]:
     """The URL of a migrated database of this module's own, dropped after its last test."""
     with new_database(pg_admin_url, pg_template) as url:
         yield url
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist loadgroup` (`make test` runs pytest-xdist's workers so), keep each test
+    file on one worker, and hand out the slow files first.
+
+    A file's tests share module fixtures (its servers, its database, its browser): a test of
+    its own group (`xdist_group`, the file's path unless the file names one) keeps them made
+    once. Files that share something outside any test, such as tests/ha's clusters on fixed
+    ports, name the same group and so run one after the other. The groups are handed out in
+    the order of their first test (`--no-loadscope-reorder`): the files with a test marked
+    `slow` go first, so that none of them starts when the others are done."""
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return
+    groups: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        name = "_".join(sorted({str(m.args[0]) for m in item.iter_markers("xdist_group")}))
+        groups.setdefault(name, []).append(item)
+    slow_first = sorted(
+        groups.values(),
+        key=lambda group: not any(i.get_closest_marker("slow") for i in group),
+    )
+    items[:] = [item for group in slow_first for item in group]
