@@ -25,7 +25,7 @@ simulate: $(STAMP)
 ## test: every test (PostgreSQL ones need BERGEN_TEST_DATABASE_URL or Docker; see README), in
 ## TEST_WORKERS processes (most tests wait on servers, sockets and PostgreSQL; 0: in this one)
 test: $(STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 ## lint: ruff, mypy --strict, the generated code's freshness, buf lint and buf breaking
 lint: $(STAMP) typecheck proto-check proto-lint proto-breaking

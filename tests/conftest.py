@@ -118,25 +118,19 @@ def module_pg_database(pg_admin_url: str, pg_template: str) -> Iterator[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `--dist loadgroup` (`make test` runs pytest-xdist's workers so), keep each test
-    file on one worker, and hand out the slow files first.
+    """Under `--dist loadfile` (`make test` runs pytest-xdist's workers so), hand out the files
+    with a test marked `slow` first, so that none of them starts when the others are done.
 
-    A file's tests share module fixtures (its servers, its database, its browser): a test of
-    its own group (`xdist_group`, the file's path unless the file names one) keeps them made
-    once. Files that share something outside any test, such as tests/ha's clusters on fixed
-    ports, name the same group and so run one after the other. The groups are handed out in
-    the order of their first test (`--no-loadscope-reorder`): the files with a test marked
-    `slow` go first, so that none of them starts when the others are done."""
-    if getattr(config.option, "dist", "no") != "loadgroup":
+    Each file goes to one worker as a whole, so a module's fixtures (its servers, its database,
+    its browser) are made once; the files go out in the order of their first test
+    (`--no-loadscope-reorder`). What files share outside any test waits for its turn
+    (tests/ha's clusters: a lock)."""
+    if getattr(config.option, "dist", "no") != "loadfile":
         return
-    groups: dict[str, list[pytest.Item]] = {}
+    files: dict[str, list[pytest.Item]] = {}
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-        name = "_".join(sorted({str(m.args[0]) for m in item.iter_markers("xdist_group")}))
-        groups.setdefault(name, []).append(item)
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
     slow_first = sorted(
-        groups.values(),
-        key=lambda group: not any(i.get_closest_marker("slow") for i in group),
+        files.values(), key=lambda tests: not any(t.get_closest_marker("slow") for t in tests)
     )
-    items[:] = [item for group in slow_first for item in group]
+    items[:] = [item for tests in slow_first for item in tests]

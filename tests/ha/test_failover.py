@@ -34,8 +34,7 @@ from bergen.v1 import bergen_pb2 as pb
 
 from .clusters import ClusterPair
 
-# The clusters' names and ports are fixed (clusters.py): one test of them at a time.
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.xdist_group("ha-clusters")]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 PLAYERS = 4
 LOAD_S = 5.0
