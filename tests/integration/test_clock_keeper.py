@@ -155,9 +155,7 @@ def test_the_keeper_applies_due_timeouts_until_the_forfeit_and_then_holds_nothin
         store.close()
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    # Generous: a loaded machine (the tests run in several processes) may take seconds
-    # where an idle one takes milliseconds; nothing here measures time.
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
