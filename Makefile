@@ -4,6 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+TEST_WORKERS ?= 4
 
 .PHONY: run simulate test lint typecheck proto proto-check proto-lint proto-breaking bench clean
 
@@ -21,9 +22,10 @@ run: $(STAMP)
 simulate: $(STAMP)
 	$(VENV)/bin/bergen simulate --matches 1 --players 2 --seed demo --out out/demo --show
 
-## test: every test (PostgreSQL ones need BERGEN_TEST_DATABASE_URL or Docker; see README)
+## test: every test (PostgreSQL ones need BERGEN_TEST_DATABASE_URL or Docker; see README), in
+## TEST_WORKERS processes (most tests wait on servers, sockets and PostgreSQL; 0: in this one)
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 ## lint: ruff, mypy --strict, the generated code's freshness, buf lint and buf breaking
 lint: $(STAMP) typecheck proto-check proto-lint proto-breaking

@@ -114,3 +114,23 @@ def module_pg_database(pg_admin_url: str, pg_template: str) -> Iterator[str]:
     """The URL of a migrated database of this module's own, dropped after its last test."""
     with new_database(pg_admin_url, pg_template) as url:
         yield url
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist loadfile` (`make test` runs pytest-xdist's workers so), hand out the files
+    with a test marked `slow` first, so that none of them starts when the others are done.
+
+    Each file goes to one worker as a whole, so a module's fixtures (its servers, its database,
+    its browser) are made once; the files go out in the order of their first test
+    (`--no-loadscope-reorder`). What files share outside any test waits for its turn
+    (tests/ha's clusters: a lock)."""
+    if getattr(config.option, "dist", "no") != "loadfile":
+        return
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    slow_first = sorted(
+        files.values(), key=lambda tests: not any(t.get_closest_marker("slow") for t in tests)
+    )
+    items[:] = [item for tests in slow_first for item in tests]

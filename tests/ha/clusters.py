@@ -10,10 +10,14 @@ reconfigured: the cluster every other test uses is left alone.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +49,19 @@ max_connections = 200
 fsync = off
 full_page_writes = off
 """
+
+
+LOCK = Path(tempfile.gettempdir()) / "bergen-ha-clusters.lock"
+"""Held while a pair lives: the names and ports are the machine's, so another test run on
+this machine (another clone, another worker) waits for the pair to be dropped."""
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """The clusters' names and ports, to this process until the block ends."""
+    with LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 class ClustersUnavailable(Exception):

@@ -16,7 +16,7 @@ from e2e.servers import ServerFarm
 
 from bergen.server.store import upgrade_to_head
 
-from .clusters import ClusterPair, why_not
+from .clusters import ClusterPair, held, why_not
 
 
 def _pair(synchronous: bool) -> Iterator[ClusterPair]:
@@ -25,14 +25,15 @@ def _pair(synchronous: bool) -> Iterator[ClusterPair]:
         if os.environ.get("BERGEN_REQUIRE_POSTGRES") == "1":
             pytest.fail(f"BERGEN_REQUIRE_POSTGRES=1 but {reason}")
         pytest.skip(f"a primary and standby cannot be made here: {reason}")
-    pair = ClusterPair(synchronous=synchronous)
-    try:
-        pair.make()
-        upgrade_to_head(pair.primary_url)
-        pair.wait_replayed()
-        yield pair
-    finally:
-        pair.drop()
+    with held():
+        pair = ClusterPair(synchronous=synchronous)
+        try:
+            pair.make()
+            upgrade_to_head(pair.primary_url)
+            pair.wait_replayed()
+            yield pair
+        finally:
+            pair.drop()
 
 
 @pytest.fixture

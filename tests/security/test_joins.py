@@ -98,6 +98,8 @@ def test_joins_whose_answers_were_lost_leave_every_seat_held_by_its_player(
         ("bgs_" + "ab" * 20, "WEAK_SEAT_TOKEN"),
         ("bgs_" + secrets.token_urlsafe(32)[:30] + "+/=", "BAD_SEAT_TOKEN"),
     ],
+    # Named, not shown: a random token in a test's id differs between pytest-xdist's workers.
+    ids=["short", "one-letter", "two-letters", "not-url-safe"],
 )
 def test_a_seat_token_that_cannot_be_sent_or_holds_little_randomness_is_refused(
     server: ServerProcess, token: str, reason: str
