@@ -386,28 +386,45 @@ def first_hand(state: State, deal: Deal) -> tuple[tuple[Event, ...], State]:
     return tuple(board.events), board.state()
 
 
+_PLAYED_HANDS = 64
+_PLAYED: list[list[TilePlayed | None]] = [[None] * (4 * 56) for _ in range(_PLAYED_HANDS)]
+"""Unclocked plays by hand, seat, tile and end, each built once: an event is a frozen value,
+so one object serves every match that makes the same play (building one costs about a
+fifth of a move). The first 64 hands of a match: at most 14,336 small objects."""
+
+
 def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, ...], State] | None:
     """`execute` of a play in an unclocked match, checked on the masks: None when the play
     is not plainly legal (the engine's own checks then say why). `deal` is the engine's
-    (dealing.deal)."""
+    (dealing.deal).
+
+    The common move (the hand goes on, and what follows it is draws and passes
+    until a seat holds a fitting tile) is played here on locals, with the one State built
+    at the end; anything else (the last tile of a hand, a block, the target reached, hidden
+    tiles) is played by a Board."""
     seat = command.seat
     tile = command.tile
     end = command.end
+    (
+        info, phase, hand, attempt, hands, masks, boneyard, line, ends, turn, must_play,
+        scores, hand_over, result, version, clocks, clock_since, timeouts, at_ms,
+    ) = state  # fmt: skip
     if (
-        state.phase is not PLAYING
-        or state.hand_over
+        phase is not PLAYING
+        or hand_over
         or type(seat) is not int
         or type(tile) is not Tile
-        or state.turn != seat
+        or turn != seat
+        or ends is None
     ):
         return None
     bit = tile.bit
-    must = state.must_play
-    ends = state.ends
-    if not state.masks[seat] & bit or (must is not None and must is not tile) or ends is None:
+    mask = masks[seat]
+    if not mask & bit or (must_play is not None and must_play is not tile):
         return None
-    on_left = bit & FITS[ends[0]]
-    on_right = bit & FITS[ends[1]]
+    left, right, left_double, right_double = ends
+    on_left = bit & FITS[left]
+    on_right = bit & FITS[right]
     if end is None:
         if on_left and on_right:
             return None
@@ -416,6 +433,96 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
             return None
     elif not (on_left if end is LEFT else on_right if end is RIGHT else False):
         return None
+    held = hands[seat]
+    d = tile.is_double
+    if end is LEFT:
+        left = tile.high if tile.low == left else tile.low
+        left_double = d
+    else:
+        right = tile.high if tile.low == right else tile.low
+        right_double = d
+    rules = info.rules
+    if len(held) < 2 or tile not in held:
+        # The hand's last tile, or a hand with hidden tiles: the Board plays it.
+        return _on_board(state, deal, seat, tile, end)
+    points = 0
+    if left == right or (d and rules.double_bonus):
+        side = seat % 2 if info.partnerships else seat
+        points, base, reason = play_award(
+            rules, tile, (left, right, left_double, right_double), 2, scores[side]
+        )
+        if points and reason is not None:
+            scored = list(scores)
+            scored[side] += points
+            if rules.match_end == "instant" and max(scored) >= rules.target:
+                return _on_board(state, deal, seat, tile, end)
+            scores = tuple(scored)
+        else:
+            points = 0
+    line = ((left, ends[0]), *line) if end is LEFT else (*line, (ends[1], right))
+    i = held.index(tile)
+    seats = info.seats
+    hands_l = list(hands)
+    hands_l[seat] = held[:i] + held[i + 1 :]
+    masks_l = list(masks)
+    masks_l[seat] = mask ^ bit
+    if hand < _PLAYED_HANDS:
+        row = _PLAYED[hand]
+        k = seat * 56 + tile.index * 2 + (end is RIGHT)
+        played = row[k]
+        if played is None:
+            played = row[k] = TilePlayed(hand, seat, tile, end)
+    else:
+        played = TilePlayed(hand, seat, tile, end)
+    fit = FITS[left] | FITS[right]
+    turn = seat + 1 if seat + 1 < seats else 0
+    if not points and masks_l[turn] & fit:
+        # The next seat has a choice: the move is this one event.
+        return (played,), _new(State, (
+            info, phase, hand, attempt, tuple(hands_l), tuple(masks_l), boneyard, line,
+            (left, right, left_double, right_double), turn, None, scores, False, result,
+            version + 1, clocks, clock_since, timeouts, at_ms,
+        ))  # fmt: skip
+    events: list[Event] = [played]
+    if points:
+        events.append(PointsScored(hand, side, points, reason, base, seat))
+    # Draws and passes until a seat holds a fitting tile; a block goes to the Board.
+    drawn = 0
+    stock = len(boneyard) - RESERVE
+    if stock <= 0 and not any(m & fit for m in masks_l):
+        return _on_board(state, deal, seat, tile, end)
+    one_then_pass = rules.draw == "one_then_pass"
+    must = None
+    while not masks_l[turn] & fit:
+        if stock > drawn:
+            for _ in range(1 if one_then_pass else stock - drawn):
+                drawn_tile = boneyard[drawn]
+                drawn += 1
+                if drawn_tile is None:
+                    return _on_board(state, deal, seat, tile, end)
+                events.append(TileDrawn(hand, turn, drawn_tile))
+                hands_l[turn] += (drawn_tile,)
+                masks_l[turn] |= drawn_tile.bit
+                if drawn_tile.bit & fit:
+                    must = drawn_tile
+                    break
+                if stock <= drawn and not any(m & fit for m in masks_l):
+                    return _on_board(state, deal, seat, tile, end)
+            if must is not None:
+                break
+        events.append(Passed(hand, turn))
+        turn = turn + 1 if turn + 1 < seats else 0
+    return tuple(events), _new(State, (
+        info, phase, hand, attempt, tuple(hands_l), tuple(masks_l),
+        boneyard[drawn:] if drawn else boneyard, line,
+        (left, right, left_double, right_double), turn, must, scores, False, result,
+        version + len(events), clocks, clock_since, timeouts, at_ms,
+    ))  # fmt: skip
+
+
+def _on_board(
+    state: State, deal: Deal, seat: int, tile: Tile, end: End
+) -> tuple[tuple[Event, ...], State]:
     board = Board(state, deal)
     board.play(seat, tile, end)
     return tuple(board.events), board.state()
