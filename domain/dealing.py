@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import struct
 from collections.abc import Sequence
+from operator import mod
 from typing import TypeVar
 
 from .errors import InvalidArgument, shown
@@ -81,9 +82,7 @@ def permute(items: Sequence[T], key: bytes) -> tuple[T, ...]:
         or not any(x >= _LIMITS[m] for x, m in zip(stream, sizes, strict=False))
     ):
         # No rejection (the common case): each swap takes the next integer.
-        for m, x in zip(sizes, stream, strict=False):
-            j = x % m
-            i = m - 1
+        for i, j in zip(range(n - 1, 0, -1), map(mod, stream, sizes), strict=False):
             order[i], order[j] = order[j], order[i]
         return tuple(order)
     k = 0

@@ -17,6 +17,7 @@ and only in a match without clocks.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 from .commands import Play
 from .events import (
@@ -34,7 +35,7 @@ from .events import (
 from .rules import Rules
 from .scoring import BLOCKED_POINTS, play_award
 from .state import ENDED, PLAYING, MatchInfo, State
-from .tiles import ALL_BITS, DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
+from .tiles import ALL_BITS, ALL_TILES, DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
 from .vocabulary import HandEndReason, MatchEndReason, PointsReason
 
 Deal = Callable[
@@ -44,6 +45,7 @@ Deal = Callable[
 """dealing.deal's signature."""
 
 _new = tuple.__new__
+_bit = attrgetter("bit")
 LEFT = End.LEFT
 RIGHT = End.RIGHT
 DOMINO = PointsReason.DOMINO
@@ -305,13 +307,7 @@ class Board:
             self.hand = number
             self.attempt = attempt
             self.hands = list(hands)
-            masks = []
-            for h in hands:
-                m = 0
-                for t in h:
-                    m |= t.bit
-                masks.append(m)
-            self.masks = masks
+            self.masks = [sum(map(_bit, h)) for h in hands]  # a deal's tiles are distinct
             self.boneyard = boneyard
             self.drawn = 0
             self.left_part = []
@@ -386,11 +382,21 @@ def first_hand(state: State, deal: Deal) -> tuple[tuple[Event, ...], State]:
     return tuple(board.events), board.state()
 
 
+_NEXT_SEAT = ((), (0,), (1, 0), (1, 2, 0), (1, 2, 3, 0))
+"""The seat after each seat, by the number of seats."""
 _PLAYED_HANDS = 64
 _PLAYED: list[list[TilePlayed | None]] = [[None] * (4 * 56) for _ in range(_PLAYED_HANDS)]
 """Unclocked plays by hand, seat, tile and end, each built once: an event is a frozen value,
 so one object serves every match that makes the same play (building one costs about a
 fifth of a move). The first 64 hands of a match: at most 14,336 small objects."""
+_DRAWN: list[list[TileDrawn]] = [
+    [TileDrawn(hand, seat, t) for seat in range(4) for t in ALL_TILES]
+    for hand in range(_PLAYED_HANDS)
+]
+"""Unclocked draws by hand, seat and tile, built once as the plays are."""
+_PASSED: list[list[Passed]] = [
+    [Passed(hand, seat) for seat in range(4)] for hand in range(_PLAYED_HANDS)
+]
 
 
 def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, ...], State] | None:
@@ -445,6 +451,7 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
     if len(held) < 2 or tile not in held:
         # The hand's last tile, or a hand with hidden tiles: the Board plays it.
         return _on_board(state, deal, seat, tile, end)
+    i = held.index(tile)
     points = 0
     if left == right or (d and rules.double_bonus):
         side = seat % 2 if info.partnerships else seat
@@ -459,8 +466,8 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
             scores = tuple(scored)
         else:
             points = 0
-    line = ((left, ends[0]), *line) if end is LEFT else (*line, (ends[1], right))
-    i = held.index(tile)
+    # Concatenation: one new tuple (unpacking into a display goes through a list).
+    line = ((left, ends[0]),) + line if end is LEFT else line + ((ends[1], right),)  # noqa: RUF005
     seats = info.seats
     hands_l = list(hands)
     hands_l[seat] = held[:i] + held[i + 1 :]
@@ -475,7 +482,7 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
     else:
         played = TilePlayed(hand, seat, tile, end)
     fit = FITS[left] | FITS[right]
-    turn = seat + 1 if seat + 1 < seats else 0
+    turn = _NEXT_SEAT[seats][seat]
     if not points and masks_l[turn] & fit:
         # The next seat has a choice: the move is this one event.
         return (played,), _new(State, (
@@ -500,7 +507,11 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
                 drawn += 1
                 if drawn_tile is None:
                     return _on_board(state, deal, seat, tile, end)
-                events.append(TileDrawn(hand, turn, drawn_tile))
+                events.append(
+                    _DRAWN[hand][turn * 28 + drawn_tile.index]
+                    if hand < _PLAYED_HANDS
+                    else TileDrawn(hand, turn, drawn_tile)
+                )
                 hands_l[turn] += (drawn_tile,)
                 masks_l[turn] |= drawn_tile.bit
                 if drawn_tile.bit & fit:
@@ -510,7 +521,7 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
                     return _on_board(state, deal, seat, tile, end)
             if must is not None:
                 break
-        events.append(Passed(hand, turn))
+        events.append(_PASSED[hand][turn] if hand < _PLAYED_HANDS else Passed(hand, turn))
         turn = turn + 1 if turn + 1 < seats else 0
     return tuple(events), _new(State, (
         info, phase, hand, attempt, tuple(hands_l), tuple(masks_l),

@@ -209,14 +209,14 @@ class State(NamedTuple):
         row = _PLAYS[ends[0] * 7 + ends[1]]
         must = self.must_play
         if must is not None:
-            return row[must]
+            return row.get(must, ())
         fitting = self.masks[seat] & (FITS[ends[0]] | FITS[ends[1]])
         if not fitting & (fitting - 1):
             # None or one tile fits: its plays, precomputed.
             return row[TILE_OF_BIT[fitting]] if fitting else ()
         plays: tuple[tuple[Tile, End], ...] = ()
         for t in self.hands[seat]:
-            if t is not None and t.bit & fitting:
+            if t in row:
                 plays += row[t]
         return plays
 
@@ -226,7 +226,8 @@ _PLAYS: list[dict[Tile, tuple[tuple[Tile, End], ...]]] = [
     for left in range(7)
     for right in range(7)
 ]
-"""legal_plays of one tile by the ends' numbers (left * 7 + right): its plays, left first."""
+"""legal_plays of one tile by the ends' numbers (left * 7 + right): its plays, left first,
+for each tile that fits."""
 
 
 def _on_created(state: State | None, e: MatchCreated) -> State:
