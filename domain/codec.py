@@ -26,6 +26,9 @@ from .events import (
     PointsScored,
     TileDrawn,
     TilePlayed,
+    drawn,
+    passed,
+    played,
 )
 from .rules import Rules
 from .tiles import ALL_TILES, End, Tile
@@ -350,7 +353,7 @@ def _tile_played(p: dict[str, Any]) -> Event | None:
         and (tile := _TILE_TEXT.get(tile)) is not None
         and (end is None or (type(end) is str and (end := _END_TEXT.get(end)) is not None))
     ):
-        return TilePlayed(hand, seat, tile, end)
+        return played(hand, seat, tile, end)
     return None
 
 
@@ -363,7 +366,7 @@ def _tile_drawn(p: dict[str, Any]) -> Event | None:
         and type(seat) is int
         and (tile is None or (type(tile) is str and (tile := _TILE_TEXT.get(tile)) is not None))
     ):
-        return TileDrawn(hand, seat, tile)
+        return drawn(hand, seat, tile)
     return None
 
 
@@ -371,7 +374,7 @@ def _passed(p: dict[str, Any]) -> Event | None:
     hand = p["hand"]
     seat = p["seat"]
     if type(hand) is int and type(seat) is int:
-        return Passed(hand, seat)
+        return passed(hand, seat)
     return None
 
 

@@ -32,10 +32,13 @@ from .events import (
     TileDrawn,
     TilePlayed,
 )
+from .events import drawn as interned_draw
+from .events import passed as interned_pass
+from .events import played as interned_play
 from .rules import Rules
 from .scoring import BLOCKED_POINTS, play_award
 from .state import ENDED, PLAYING, MatchInfo, State
-from .tiles import ALL_BITS, ALL_TILES, DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
+from .tiles import ALL_BITS, DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
 from .vocabulary import HandEndReason, MatchEndReason, PointsReason
 
 Deal = Callable[
@@ -384,19 +387,6 @@ def first_hand(state: State, deal: Deal) -> tuple[tuple[Event, ...], State]:
 
 _NEXT_SEAT = ((), (0,), (1, 0), (1, 2, 0), (1, 2, 3, 0))
 """The seat after each seat, by the number of seats."""
-_PLAYED_HANDS = 64
-_PLAYED: list[list[TilePlayed | None]] = [[None] * (4 * 56) for _ in range(_PLAYED_HANDS)]
-"""Unclocked plays by hand, seat, tile and end, each built once: an event is a frozen value,
-so one object serves every match that makes the same play (building one costs about a
-fifth of a move). The first 64 hands of a match: at most 14,336 small objects."""
-_DRAWN: list[list[TileDrawn]] = [
-    [TileDrawn(hand, seat, t) for seat in range(4) for t in ALL_TILES]
-    for hand in range(_PLAYED_HANDS)
-]
-"""Unclocked draws by hand, seat and tile, built once as the plays are."""
-_PASSED: list[list[Passed]] = [
-    [Passed(hand, seat) for seat in range(4)] for hand in range(_PLAYED_HANDS)
-]
 
 
 def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, ...], State] | None:
@@ -473,14 +463,7 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
     hands_l[seat] = held[:i] + held[i + 1 :]
     masks_l = list(masks)
     masks_l[seat] = mask ^ bit
-    if hand < _PLAYED_HANDS:
-        row = _PLAYED[hand]
-        k = seat * 56 + tile.index * 2 + (end is RIGHT)
-        played = row[k]
-        if played is None:
-            played = row[k] = TilePlayed(hand, seat, tile, end)
-    else:
-        played = TilePlayed(hand, seat, tile, end)
+    played = interned_play(hand, seat, tile, end)
     fit = FITS[left] | FITS[right]
     turn = _NEXT_SEAT[seats][seat]
     if not points and masks_l[turn] & fit:
@@ -507,11 +490,7 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
                 drawn += 1
                 if drawn_tile is None:
                     return _on_board(state, deal, seat, tile, end)
-                events.append(
-                    _DRAWN[hand][turn * 28 + drawn_tile.index]
-                    if hand < _PLAYED_HANDS
-                    else TileDrawn(hand, turn, drawn_tile)
-                )
+                events.append(interned_draw(hand, turn, drawn_tile))
                 hands_l[turn] += (drawn_tile,)
                 masks_l[turn] |= drawn_tile.bit
                 if drawn_tile.bit & fit:
@@ -521,7 +500,7 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
                     return _on_board(state, deal, seat, tile, end)
             if must is not None:
                 break
-        events.append(_PASSED[hand][turn] if hand < _PLAYED_HANDS else Passed(hand, turn))
+        events.append(interned_pass(hand, turn))
         turn = turn + 1 if turn + 1 < seats else 0
     return tuple(events), _new(State, (
         info, phase, hand, attempt, tuple(hands_l), tuple(masks_l),
