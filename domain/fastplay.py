@@ -26,11 +26,8 @@ from .events import (
     Event,
     HandEnded,
     MatchEnded,
-    Passed,
     PointsScored,
     SeedRevealed,
-    TileDrawn,
-    TilePlayed,
 )
 from .events import drawn as interned_draw
 from .events import passed as interned_pass
@@ -158,7 +155,7 @@ class Board:
     def play(self, seat: int, tile: Tile, end: End | None) -> None:
         """engine._play without a clock."""
         events = self.events
-        events.append(TilePlayed(self.hand, seat, tile, end))
+        events.append(interned_play(self.hand, seat, tile, end))
         held = self.hands[seat]
         try:
             i = held.index(tile)
@@ -228,7 +225,7 @@ class Board:
                 for _ in range(1 if one_then_pass else drawable):
                     tile = self.boneyard[self.drawn]
                     self.drawn += 1
-                    events.append(TileDrawn(self.hand, seat, tile))
+                    events.append(interned_draw(self.hand, seat, tile))
                     self.hands[seat] += (tile,)
                     self.turn = seat
                     if tile is not None:
@@ -240,7 +237,7 @@ class Board:
                     if self.blocked():
                         self.block()
                         return
-            events.append(Passed(self.hand, seat))
+            events.append(interned_pass(self.hand, seat))
             self.turn = seat + 1 if seat + 1 < self.seats else 0
             self.must_play = None
 
