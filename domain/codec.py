@@ -286,21 +286,17 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
     if type(type_name) is not str:
         raise CorruptRecord(f"unknown event type {type_name!r}")
     fast = _FAST_BY_NAME.get(type_name)
-    if (
-        fast is not None
-        and type(payload) is dict
-        and len(payload) == fast[1]
-        and type(version) is int
-        and version in (BASE_VERSION, SCHEMA_VERSION)
-    ):
-        # The most common events: a payload with as many keys as the type's fields of
-        # version 1, each of which the reader looks up (a KeyError when one is missing).
-        try:
-            event = fast[0](payload)
-        except KeyError:
-            event = None
-        if event is not None:
-            return event
+    if fast is not None and type(payload) is dict and type(version) is int:
+        read, size = fast
+        if len(payload) == size and BASE_VERSION <= version <= SCHEMA_VERSION:
+            # The most common events: a payload with as many keys as the type's fields of
+            # version 1, each of which the reader looks up (a KeyError when one is missing).
+            try:
+                event = read(payload)
+            except KeyError:
+                event = None
+            if event is not None:
+                return event
     cls = _BY_NAME.get(type_name)
     if cls is None:
         raise CorruptRecord(f"unknown event type {type_name!r}")
