@@ -191,7 +191,7 @@ shared (`played`, `drawn`, `passed`): an event is a frozen value, so one object 
 match that records the same fact, and building one costs about as much as a fifth of a move.
 At most 64 x 4 seats x (84 plays + 29 draws + 1 pass) small objects."""
 
-_PLAYED: list[list[TilePlayed | None]] = [[None] * (4 * 84) for _ in range(INTERNED_HANDS)]
+PLAYED_BY_HAND: list[list[TilePlayed | None]] = [[None] * (4 * 84) for _ in range(INTERNED_HANDS)]
 """By hand, then (seat * 28 + tile index) * 3 + (0 for the lead, 1 left, 2 right)."""
 _DRAWN: list[list[TileDrawn | None]] = [[None] * (4 * 29) for _ in range(INTERNED_HANDS)]
 """By hand, then seat * 29 + tile index (28 for a hidden tile)."""
@@ -203,7 +203,7 @@ _RIGHT = End.RIGHT
 def played(hand: int, seat: int, tile: Tile, end: End | None) -> TilePlayed:
     """`TilePlayed(hand, seat, tile, end)` of a match without a clock."""
     if 0 <= hand < INTERNED_HANDS and 0 <= seat < 4 and type(tile) is Tile:
-        row = _PLAYED[hand]
+        row = PLAYED_BY_HAND[hand]
         k = (seat * 28 + tile.index) * 3 + (0 if end is None else 1 if end is _LEFT else 2)
         event = row[k]
         if event is None:

@@ -21,6 +21,8 @@ from operator import attrgetter
 
 from .commands import Play
 from .events import (
+    INTERNED_HANDS,
+    PLAYED_BY_HAND,
     Dealt,
     DealVoided,
     Event,
@@ -28,6 +30,7 @@ from .events import (
     MatchEnded,
     PointsScored,
     SeedRevealed,
+    TilePlayed,
 )
 from .events import drawn as interned_draw
 from .events import passed as interned_pass
@@ -460,7 +463,15 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
     hands_l[seat] = held[:i] + held[i + 1 :]
     masks_l = list(masks)
     masks_l[seat] = mask ^ bit
-    played = interned_play(hand, seat, tile, end)
+    # events.played, written out on the hottest path (a known seat, a play at an end).
+    if hand < INTERNED_HANDS:
+        row = PLAYED_BY_HAND[hand]
+        k = (seat * 28 + tile.index) * 3 + (1 if end is LEFT else 2)
+        played = row[k]
+        if played is None:
+            played = row[k] = TilePlayed(hand, seat, tile, end)
+    else:
+        played = TilePlayed(hand, seat, tile, end)
     fit = FITS[left] | FITS[right]
     turn = _NEXT_SEAT[seats][seat]
     if not points and masks_l[turn] & fit:
