@@ -442,7 +442,7 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
         # The hand's last tile, or a hand with hidden tiles: the Board plays it.
         return _on_board(state, deal, seat, tile, end)
     i = held.index(tile)
-    points = 0
+    award = None
     if left == right or (d and rules.double_bonus):
         side = seat % 2 if info.partnerships else seat
         points, base, reason = play_award(
@@ -454,8 +454,7 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
             if rules.match_end == "instant" and max(scored) >= rules.target:
                 return _on_board(state, deal, seat, tile, end)
             scores = tuple(scored)
-        else:
-            points = 0
+            award = PointsScored(hand, side, points, reason, base, seat)
     # Concatenation: one new tuple (unpacking into a display goes through a list).
     line = ((left, ends[0]),) + line if end is LEFT else line + ((ends[1], right),)  # noqa: RUF005
     seats = info.seats
@@ -474,7 +473,7 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
         played = TilePlayed(hand, seat, tile, end)
     fit = FITS[left] | FITS[right]
     turn = _NEXT_SEAT[seats][seat]
-    if not points and masks_l[turn] & fit:
+    if award is None and masks_l[turn] & fit:
         # The next seat has a choice: the move is this one event.
         return (played,), _new(State, (
             info, phase, hand, attempt, tuple(hands_l), tuple(masks_l), boneyard, line,
@@ -482,8 +481,8 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
             version + 1, clocks, clock_since, timeouts, at_ms,
         ))  # fmt: skip
     events: list[Event] = [played]
-    if points:
-        events.append(PointsScored(hand, side, points, reason, base, seat))
+    if award is not None:
+        events.append(award)
     # Draws and passes until a seat holds a fitting tile; a block goes to the Board.
     drawn = 0
     stock = len(boneyard) - RESERVE
