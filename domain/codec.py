@@ -26,6 +26,9 @@ from .events import (
     PointsScored,
     TileDrawn,
     TilePlayed,
+    drawn,
+    passed,
+    played,
 )
 from .rules import Rules
 from .tiles import ALL_TILES, End, Tile
@@ -283,21 +286,17 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
     if type(type_name) is not str:
         raise CorruptRecord(f"unknown event type {type_name!r}")
     fast = _FAST_BY_NAME.get(type_name)
-    if (
-        fast is not None
-        and type(payload) is dict
-        and len(payload) == fast[1]
-        and type(version) is int
-        and version in (BASE_VERSION, SCHEMA_VERSION)
-    ):
-        # The most common events: a payload with as many keys as the type's fields of
-        # version 1, each of which the reader looks up (a KeyError when one is missing).
-        try:
-            event = fast[0](payload)
-        except KeyError:
-            event = None
-        if event is not None:
-            return event
+    if fast is not None and type(payload) is dict and type(version) is int:
+        read, size = fast
+        if len(payload) == size and BASE_VERSION <= version <= SCHEMA_VERSION:
+            # The most common events: a payload with as many keys as the type's fields of
+            # version 1, each of which the reader looks up (a KeyError when one is missing).
+            try:
+                event = read(payload)
+            except KeyError:
+                event = None
+            if event is not None:
+                return event
     cls = _BY_NAME.get(type_name)
     if cls is None:
         raise CorruptRecord(f"unknown event type {type_name!r}")
@@ -350,7 +349,7 @@ def _tile_played(p: dict[str, Any]) -> Event | None:
         and (tile := _TILE_TEXT.get(tile)) is not None
         and (end is None or (type(end) is str and (end := _END_TEXT.get(end)) is not None))
     ):
-        return TilePlayed(hand, seat, tile, end)
+        return played(hand, seat, tile, end)
     return None
 
 
@@ -363,7 +362,7 @@ def _tile_drawn(p: dict[str, Any]) -> Event | None:
         and type(seat) is int
         and (tile is None or (type(tile) is str and (tile := _TILE_TEXT.get(tile)) is not None))
     ):
-        return TileDrawn(hand, seat, tile)
+        return drawn(hand, seat, tile)
     return None
 
 
@@ -371,7 +370,7 @@ def _passed(p: dict[str, Any]) -> Event | None:
     hand = p["hand"]
     seat = p["seat"]
     if type(hand) is int and type(seat) is int:
-        return Passed(hand, seat)
+        return passed(hand, seat)
     return None
 
 

@@ -189,7 +189,8 @@ def _create(run: _Run, c: CreateMatch) -> None:
     if not isinstance(c.rules, Rules):
         raise InvalidArgument(f"rules must be a Rules value, got {type(c.rules).__name__}")
     # Re-validates seats and partnerships against the rules value given.
-    make_rules(c.seats, c.partnerships, "standard")
+    if type(c.seats) is not int or (c.seats, c.partnerships) not in _PLAYABLE:
+        make_rules(c.seats, c.partnerships, "standard")
     run.emit(
         MatchCreated(
             match_id=c.match_id,
@@ -201,6 +202,16 @@ def _create(run: _Run, c: CreateMatch) -> None:
             server_seed=c.server_seed.hex(),
         )
     )
+
+
+_PLAYABLE = frozenset(
+    (seats, partnerships)
+    for seats in (2, 3, 4)
+    for partnerships in (False, True)
+    if seats == 4 or not partnerships
+)
+"""The seat counts and partnership settings `make_rules` accepts (checked by building the
+rules only for anything else, which raises)."""
 
 
 def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:

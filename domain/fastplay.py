@@ -17,20 +17,24 @@ and only in a match without clocks.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 from .commands import Play
 from .events import (
+    INTERNED_HANDS,
+    PLAYED_BY_HAND,
     Dealt,
     DealVoided,
     Event,
     HandEnded,
     MatchEnded,
-    Passed,
     PointsScored,
     SeedRevealed,
-    TileDrawn,
     TilePlayed,
 )
+from .events import drawn as interned_draw
+from .events import passed as interned_pass
+from .events import played as interned_play
 from .rules import Rules
 from .scoring import BLOCKED_POINTS, play_award
 from .state import ENDED, PLAYING, MatchInfo, State
@@ -44,6 +48,7 @@ Deal = Callable[
 """dealing.deal's signature."""
 
 _new = tuple.__new__
+_bit = attrgetter("bit")
 LEFT = End.LEFT
 RIGHT = End.RIGHT
 DOMINO = PointsReason.DOMINO
@@ -153,7 +158,7 @@ class Board:
     def play(self, seat: int, tile: Tile, end: End | None) -> None:
         """engine._play without a clock."""
         events = self.events
-        events.append(TilePlayed(self.hand, seat, tile, end))
+        events.append(interned_play(self.hand, seat, tile, end))
         held = self.hands[seat]
         try:
             i = held.index(tile)
@@ -223,7 +228,7 @@ class Board:
                 for _ in range(1 if one_then_pass else drawable):
                     tile = self.boneyard[self.drawn]
                     self.drawn += 1
-                    events.append(TileDrawn(self.hand, seat, tile))
+                    events.append(interned_draw(self.hand, seat, tile))
                     self.hands[seat] += (tile,)
                     self.turn = seat
                     if tile is not None:
@@ -235,7 +240,7 @@ class Board:
                     if self.blocked():
                         self.block()
                         return
-            events.append(Passed(self.hand, seat))
+            events.append(interned_pass(self.hand, seat))
             self.turn = seat + 1 if seat + 1 < self.seats else 0
             self.must_play = None
 
@@ -305,13 +310,7 @@ class Board:
             self.hand = number
             self.attempt = attempt
             self.hands = list(hands)
-            masks = []
-            for h in hands:
-                m = 0
-                for t in h:
-                    m |= t.bit
-                masks.append(m)
-            self.masks = masks
+            self.masks = [sum(map(_bit, h)) for h in hands]  # a deal's tiles are distinct
             self.boneyard = boneyard
             self.drawn = 0
             self.left_part = []
@@ -386,28 +385,42 @@ def first_hand(state: State, deal: Deal) -> tuple[tuple[Event, ...], State]:
     return tuple(board.events), board.state()
 
 
+_NEXT_SEAT = ((), (0,), (1, 0), (1, 2, 0), (1, 2, 3, 0))
+"""The seat after each seat, by the number of seats."""
+
+
 def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, ...], State] | None:
     """`execute` of a play in an unclocked match, checked on the masks: None when the play
     is not plainly legal (the engine's own checks then say why). `deal` is the engine's
-    (dealing.deal)."""
+    (dealing.deal).
+
+    The common move (the hand goes on, and what follows it is draws and passes
+    until a seat holds a fitting tile) is played here on locals, with the one State built
+    at the end; anything else (the last tile of a hand, a block, the target reached, hidden
+    tiles) is played by a Board."""
     seat = command.seat
     tile = command.tile
     end = command.end
+    (
+        info, phase, hand, attempt, hands, masks, boneyard, line, ends, turn, must_play,
+        scores, hand_over, result, version, clocks, clock_since, timeouts, at_ms,
+    ) = state  # fmt: skip
     if (
-        state.phase is not PLAYING
-        or state.hand_over
+        phase is not PLAYING
+        or hand_over
         or type(seat) is not int
         or type(tile) is not Tile
-        or state.turn != seat
+        or turn != seat
+        or ends is None
     ):
         return None
     bit = tile.bit
-    must = state.must_play
-    ends = state.ends
-    if not state.masks[seat] & bit or (must is not None and must is not tile) or ends is None:
+    mask = masks[seat]
+    if not mask & bit or (must_play is not None and must_play is not tile):
         return None
-    on_left = bit & FITS[ends[0]]
-    on_right = bit & FITS[ends[1]]
+    left, right, left_double, right_double = ends
+    on_left = bit & FITS[left]
+    on_right = bit & FITS[right]
     if end is None:
         if on_left and on_right:
             return None
@@ -416,6 +429,97 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
             return None
     elif not (on_left if end is LEFT else on_right if end is RIGHT else False):
         return None
+    held = hands[seat]
+    d = tile.is_double
+    if end is LEFT:
+        left = tile.high if tile.low == left else tile.low
+        left_double = d
+    else:
+        right = tile.high if tile.low == right else tile.low
+        right_double = d
+    rules = info.rules
+    if len(held) < 2 or tile not in held:
+        # The hand's last tile, or a hand with hidden tiles: the Board plays it.
+        return _on_board(state, deal, seat, tile, end)
+    i = held.index(tile)
+    award = None
+    if left == right or (d and rules.double_bonus):
+        side = seat % 2 if info.partnerships else seat
+        points, base, reason = play_award(
+            rules, tile, (left, right, left_double, right_double), 2, scores[side]
+        )
+        if points and reason is not None:
+            scored = list(scores)
+            scored[side] += points
+            if rules.match_end == "instant" and max(scored) >= rules.target:
+                return _on_board(state, deal, seat, tile, end)
+            scores = tuple(scored)
+            award = PointsScored(hand, side, points, reason, base, seat)
+    # Concatenation: one new tuple (unpacking into a display goes through a list).
+    line = ((left, ends[0]),) + line if end is LEFT else line + ((ends[1], right),)  # noqa: RUF005
+    seats = info.seats
+    hands_l = list(hands)
+    hands_l[seat] = held[:i] + held[i + 1 :]
+    masks_l = list(masks)
+    masks_l[seat] = mask ^ bit
+    # events.played, written out on the hottest path (a known seat, a play at an end).
+    if hand < INTERNED_HANDS:
+        row = PLAYED_BY_HAND[hand]
+        k = (seat * 28 + tile.index) * 3 + (1 if end is LEFT else 2)
+        played = row[k]
+        if played is None:
+            played = row[k] = TilePlayed(hand, seat, tile, end)
+    else:
+        played = TilePlayed(hand, seat, tile, end)
+    fit = FITS[left] | FITS[right]
+    turn = _NEXT_SEAT[seats][seat]
+    if award is None and masks_l[turn] & fit:
+        # The next seat has a choice: the move is this one event.
+        return (played,), _new(State, (
+            info, phase, hand, attempt, tuple(hands_l), tuple(masks_l), boneyard, line,
+            (left, right, left_double, right_double), turn, None, scores, False, result,
+            version + 1, clocks, clock_since, timeouts, at_ms,
+        ))  # fmt: skip
+    events: list[Event] = [played]
+    if award is not None:
+        events.append(award)
+    # Draws and passes until a seat holds a fitting tile; a block goes to the Board.
+    drawn = 0
+    stock = len(boneyard) - RESERVE
+    if stock <= 0 and not any(m & fit for m in masks_l):
+        return _on_board(state, deal, seat, tile, end)
+    one_then_pass = rules.draw == "one_then_pass"
+    must = None
+    while not masks_l[turn] & fit:
+        if stock > drawn:
+            for _ in range(1 if one_then_pass else stock - drawn):
+                drawn_tile = boneyard[drawn]
+                drawn += 1
+                if drawn_tile is None:
+                    return _on_board(state, deal, seat, tile, end)
+                events.append(interned_draw(hand, turn, drawn_tile))
+                hands_l[turn] += (drawn_tile,)
+                masks_l[turn] |= drawn_tile.bit
+                if drawn_tile.bit & fit:
+                    must = drawn_tile
+                    break
+                if stock <= drawn and not any(m & fit for m in masks_l):
+                    return _on_board(state, deal, seat, tile, end)
+            if must is not None:
+                break
+        events.append(interned_pass(hand, turn))
+        turn = turn + 1 if turn + 1 < seats else 0
+    return tuple(events), _new(State, (
+        info, phase, hand, attempt, tuple(hands_l), tuple(masks_l),
+        boneyard[drawn:] if drawn else boneyard, line,
+        (left, right, left_double, right_double), turn, must, scores, False, result,
+        version + len(events), clocks, clock_since, timeouts, at_ms,
+    ))  # fmt: skip
+
+
+def _on_board(
+    state: State, deal: Deal, seat: int, tile: Tile, end: End
+) -> tuple[tuple[Event, ...], State]:
     board = Board(state, deal)
     board.play(seat, tile, end)
     return tuple(board.events), board.state()

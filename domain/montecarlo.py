@@ -235,11 +235,27 @@ class Sampler:
             return  # already a uniform shuffle
         n = len(tiles)
         masks = self.masks
-        # randrange(n) is _randbelow(n) after checks of its arguments: the same numbers.
-        below = getattr(rng, "_randbelow", rng.randrange)
+        if getattr(type(rng), "_randbelow", None) is not _RANDBELOW:
+            # randrange(n) is _randbelow(n) after checks of its arguments: the same numbers.
+            below = getattr(rng, "_randbelow", rng.randrange)
+            for _ in range(4 * n):
+                i = below(n)
+                j = below(n)
+                a, b = tiles[i], tiles[j]
+                if not masks[i] & b.bit and not masks[j] & a.bit:
+                    tiles[i], tiles[j] = b, a
+            return
+        # random.Random's _randbelow written out (the same numbers from the same stream):
+        # two calls of it per swap were a third of a world's cost.
+        bits = rng.getrandbits
+        k = n.bit_length()
         for _ in range(4 * n):
-            i = below(n)
-            j = below(n)
+            i = bits(k)
+            while i >= n:
+                i = bits(k)
+            j = bits(k)
+            while j >= n:
+                j = bits(k)
             a, b = tiles[i], tiles[j]
             if not masks[i] & b.bit and not masks[j] & a.bit:
                 tiles[i], tiles[j] = b, a
@@ -272,6 +288,10 @@ class Sampler:
             clock_since=None,
             timeouts=(),
         )
+
+
+_RANDBELOW = getattr(random.Random, "_randbelow", None)
+"""random.Random's own _randbelow (getrandbits with rejection), which `_mix` writes out."""
 
 
 def _stand_in_deal(
@@ -330,9 +350,14 @@ def playout(
             side = turn % 2 if partnerships else turn
             tile, end = _greedy(
                 rules, board.scores[side], board.ends, board.line_length() + 1,
-                sum(1 for t in board.hands[turn] if t is not None) == 1, legal, rng,
+                _one_tile(board.masks[turn]), legal, rng,
             )  # fmt: skip
         seat = turn
+
+
+def _one_tile(mask: int) -> bool:
+    """Whether a seat whose known tiles are `mask` holds one (it goes out with it)."""
+    return mask != 0 and not mask & (mask - 1)
 
 
 def playout_by_states(

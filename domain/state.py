@@ -30,8 +30,9 @@ from .events import (
     TilePlayed,
     TimedOut,
 )
+from .frozen import fast_init
 from .rules import Rules
-from .tiles import ALL_BITS, FITS, RESERVE, End, Tile, side_of, sides_of
+from .tiles import ALL_BITS, ALL_TILES, FITS, RESERVE, TILE_OF_BIT, End, Tile, side_of, sides_of
 from .vocabulary import Phase
 
 _new = tuple.__new__
@@ -63,6 +64,10 @@ class MatchInfo:
     server_seed: str | None
     players: tuple[Player | None, ...]
     sides: tuple[tuple[int, ...], ...]
+
+
+fast_init(Player)
+fast_init(MatchInfo)
 
 
 def _mask(tiles: Iterable[Tile | None]) -> int:
@@ -196,29 +201,33 @@ class State(NamedTuple):
         return ends is not None and bool(self.masks[seat] & (FITS[ends[0]] | FITS[ends[1]]))
 
     def legal_plays(self, seat: int) -> tuple[tuple[Tile, End], ...]:
-        """Every (tile, end) the seat may play now; empty when it is not its move."""
+        """Every (tile, end) the seat may play now, in the order of its hand, the left end
+        first; empty when it is not its move."""
         ends = self.ends
         if self.turn != seat or self.hand_over or ends is None or self.phase != PLAYING:
             return ()
-        fit_left = FITS[ends[0]]
-        fit_right = FITS[ends[1]]
+        row = _PLAYS[ends[0] * 7 + ends[1]]
         must = self.must_play
-        if must is None:
-            if not self.masks[seat] & (fit_left | fit_right):
-                return ()
-            candidates: tuple[Tile | None, ...] = self.hands[seat]
-        else:
-            candidates = (must,)
-        plays: list[tuple[Tile, End]] = []
-        for t in candidates:
-            if t is None:
-                continue
-            bit = t.bit
-            if bit & fit_left:
-                plays.append((t, LEFT))
-            if bit & fit_right:
-                plays.append((t, RIGHT))
-        return tuple(plays)
+        if must is not None:
+            return row.get(must, ())
+        fitting = self.masks[seat] & (FITS[ends[0]] | FITS[ends[1]])
+        if not fitting & (fitting - 1):
+            # None or one tile fits: its plays, precomputed.
+            return row[TILE_OF_BIT[fitting]] if fitting else ()
+        plays: tuple[tuple[Tile, End], ...] = ()
+        for t in self.hands[seat]:
+            if t in row:
+                plays += row[t]
+        return plays
+
+
+_PLAYS: list[dict[Tile, tuple[tuple[Tile, End], ...]]] = [
+    {t: ((t, LEFT),) * t.has(left) + ((t, RIGHT),) * t.has(right) for t in ALL_TILES}
+    for left in range(7)
+    for right in range(7)
+]
+"""legal_plays of one tile by the ends' numbers (left * 7 + right): its plays, left first,
+for each tile that fits."""
 
 
 def _on_created(state: State | None, e: MatchCreated) -> State:
