@@ -26,9 +26,11 @@
    match, at random among the legal plays, until it ends; then the next table. Between rounds
    the clients wait on WatchTournament for the server to record the results and pair the next
    round; nobody else acts. Around it the same clients play ordinary 2-seat matches of the
-   same rules (created and joined as `grpc_bench.Player` does): `--plain-seconds` (20) before
-   the tournament and as long after it, pooled, so that a machine growing busier or quieter in
-   the course of the run moves both figures alike.
+   same rules (created and joined as `grpc_bench.Player` does) for `--plain-seconds` (20)
+   before each tournament and after the last: `--swisses` (3) Swisses one after another, each
+   measured against the two plain windows around it, pooled, so that a machine growing busier
+   or quieter in the course of the run moves both figures alike; the goal is judged on the
+   median Swiss's ratio, and every Swiss's ratio is printed.
    Figures: the wall time; Play/s of each run (Play calls over the wall time, the goal's
    figure: at least 0.9 of the plain run's); the rate inside the Play calls (summed over
    clients, as `grpc_bench` counts it), which leaves out the clients' waits; the time
@@ -65,7 +67,7 @@ from typing import Any
 
 import grpc
 
-from bench.abuse_bench import honest_window
+from bench.abuse_bench import Window, honest_window
 from bench.clocks_bench import cpu_seconds
 from bench.grpc_bench import (
     BENCH_URL_ENV,
@@ -632,10 +634,19 @@ def run_swiss(
 
 
 def host_swiss(
-    admin_url: str, folder: Path, entrants: int, rounds: int, clients: int, plain_s: float
-) -> Hosted:
-    """Part 3 on a database of its own. Raises RuntimeError when the server does not start, a
-    client fails or the tournament does not move on."""
+    admin_url: str,
+    folder: Path,
+    entrants: int,
+    rounds: int,
+    clients: int,
+    plain_s: float,
+    swisses: int = 1,
+) -> list[Hosted]:
+    """Part 3 on a database of its own: `swisses` Swisses one after another, a plain window
+    before each and after the last, each Swiss measured against the two windows around it.
+    Raises RuntimeError when the server does not start, a client fails or the tournament does
+    not move on."""
+    found_all: list[Hosted] = []
     with (
         organiser_token() as org,
         bench_database(admin_url) as url,
@@ -648,50 +659,72 @@ def host_swiss(
             calls = [_TournamentCalls(ch) for ch in channels]
             plain = [Player(c, random.Random(i)) for i, c in enumerate(calls)]
             honest_window(plain, 2.0, 5)  # discarded: the server and caches warm up
-            _say(f"  {plain_s:g} s of ordinary matches, {clients} clients")
-            before, rest = cpu_seconds(pid), Elsewhere(pid)
-            windows = [honest_window(plain, plain_s)]
-            cpu_p = cpu_seconds(pid) - before
-            rest_p = rest.cores()
-            _say(f"  a {entrants}-entrant {rounds}-round Swiss, {clients} clients")
-            rest = Elsewhere(pid)
-            clocked, wall, cpu_t, paired, played = run_swiss(
-                org, calls, entrants, rounds, lambda: cpu_seconds(pid)
-            )
-            rest_t = rest.cores()
-            _say(
-                f"    ended in {wall:.1f} s, {len(clocked.latencies):,} plays; now"
-                f" {plain_s:g} s of ordinary matches again"
-            )
-            before, rest = cpu_seconds(pid), Elsewhere(pid)
-            windows.append(honest_window(plain, plain_s))
-            cpu_p += cpu_seconds(pid) - before
-            after = rest.cores()
-            rest_p = None if rest_p is None or after is None else (rest_p + after) / 2
-            for window in windows:
-                if window.failed:
-                    raise RuntimeError(f"plain matches: Play failed: {window.failed[:3]}")
+
+            def window() -> tuple[Window, float, float | None]:
+                _say(f"  {plain_s:g} s of ordinary matches, {clients} clients")
+                before, rest = cpu_seconds(pid), Elsewhere(pid)
+                played = honest_window(plain, plain_s)
+                if played.failed:
+                    raise RuntimeError(f"plain matches: Play failed: {played.failed[:3]}")
+                return played, cpu_seconds(pid) - before, rest.cores()
+
+            previous = window()
+            for n in range(swisses):
+                _say(f"  Swiss {n + 1} of {swisses}: {entrants} entrants, {rounds} rounds")
+                rest = Elsewhere(pid)
+                clocked, wall, cpu_t, paired, played = run_swiss(
+                    org, calls, entrants, rounds, lambda: cpu_seconds(pid)
+                )
+                rest_t = rest.cores()
+                _say(f"    ended in {wall:.1f} s, {len(clocked.latencies):,} plays")
+                following = window()
+                windows = [previous[0], following[0]]
+                busy = [previous[2], following[2]]
+                later = range(2, rounds + 1)
+                found_all.append(
+                    Hosted(
+                        entrants,
+                        rounds,
+                        clients,
+                        wall,
+                        clocked,
+                        [x for w in windows for x in w.latencies],
+                        2 * plain_s,
+                        cpu_t,
+                        previous[1] + following[1],
+                        [paired[r] - clocked.last[r - 1] for r in later],
+                        [clocked.first[r] - clocked.last[r - 1] for r in later],
+                        played,
+                        rest_t,
+                        None if None in busy else sum(b for b in busy if b is not None) / 2,
+                        [w.rate for w in windows],
+                    )
+                )
+                previous = following
         finally:
             for ch in channels:
                 ch.close()
-    later = range(2, rounds + 1)
-    return Hosted(
-        entrants,
-        rounds,
-        clients,
-        wall,
-        clocked,
-        [x for w in windows for x in w.latencies],
-        2 * plain_s,
-        cpu_t,
-        cpu_p,
-        [paired[r] - clocked.last[r - 1] for r in later],
-        [clocked.first[r] - clocked.last[r - 1] for r in later],
-        played,
-        rest_t,
-        rest_p,
-        [w.rate for w in windows],
-    )
+    return found_all
+
+
+def swisses_lines(hosted: Sequence[Hosted]) -> list[Line]:
+    """The median Swiss's lines (the goal judged on its ratio), then every Swiss's ratio."""
+    ranked = sorted(hosted, key=lambda h: h.tournament_rate() / h.plain_rate())
+    lines = hosted_lines(ranked[(len(ranked) - 1) // 2])
+    if len(hosted) > 1:
+        ratios = [h.tournament_rate() / h.plain_rate() for h in hosted]
+        lines.insert(
+            2,
+            Line(
+                f"  each Swiss's ratio, in order (the line above: the median of {len(hosted)})",
+                ", ".join(f"{r:.2f}" for r in ratios),
+                "",
+                None,
+                "",
+                None,
+            ),
+        )
+    return lines
 
 
 def hosted_lines(h: Hosted) -> list[Line]:
@@ -824,6 +857,13 @@ def main(argv: list[str] | None = None) -> int:
         help="ordinary matches played before the Swiss, and as long after it",
     )
     parser.add_argument(
+        "--swisses",
+        type=int,
+        default=3,
+        help="Swisses played one after another, each between two plain windows; the goal is"
+        " judged on the median one's ratio",
+    )
+    parser.add_argument(
         "--parts", nargs="+", choices=PARTS, default=PARTS, help="the parts to run (all)"
     )
     args = parser.parse_args(argv)
@@ -848,8 +888,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.rounds,
                 args.clients,
                 args.plain_seconds,
+                args.swisses,
             )
-        lines += hosted_lines(hosted)
+        lines += swisses_lines(hosted)
     print()
     print_table(lines)
     return 0
