@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from bergen.api.exit_status import ExitStatus
 
@@ -37,6 +39,23 @@ _CODES: dict[grpc.StatusCode, ExitStatus] = {
 
 def code_of(error: grpc.RpcError) -> grpc.StatusCode | None:
     return error.code() if isinstance(error, grpc.Call) else None
+
+
+def error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+    """A refusal's ErrorInfo detail (its reason, `NAME_TAKEN` say, and metadata); None
+    without one."""
+    if not isinstance(error, grpc.Call):
+        return None
+    try:
+        status = rpc_status.from_call(error)
+    except ValueError:
+        return None
+    for detail in status.details if status is not None else ():
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info
+    return None
 
 
 def exit_status_of(error: grpc.RpcError) -> ExitStatus:

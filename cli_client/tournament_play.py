@@ -30,8 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 from rich.console import Console
 from rich.markup import escape
 
@@ -52,7 +50,7 @@ from .bots import (
     settings_from,
 )
 from .client import CALL_TIMEOUT_S, Client, Unreachable
-from .connect import bearer, describe_error, exit_status_of
+from .connect import bearer, describe_error, error_info, exit_status_of
 
 REGISTER_ATTEMPTS = 3
 """A registration whose answer was lost is sent again with the same tokens (see
@@ -255,22 +253,6 @@ NAME_ATTEMPTS = 100_000
 """Bot numbers tried before `bergen bots` gives up finding names nobody registered."""
 
 
-def refusal_reason(error: grpc.RpcError) -> str | None:
-    """The reason (`NAME_TAKEN`, ...) of a refusal's ErrorInfo detail, None without one."""
-    if not isinstance(error, grpc.Call):
-        return None
-    try:
-        status = rpc_status.from_call(error)
-    except ValueError:
-        return None
-    for detail in status.details if status is not None else ():
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return str(info.reason)
-    return None
-
-
 def bot_names(entrant: int, policy: str, partnerships: bool) -> list[str]:
     """An entrant's players' names: its policy and number (`greedy3`; `greedy3a`, `greedy3b`
     at partnership tables)."""
@@ -357,7 +339,11 @@ def run_bots(args: argparse.Namespace) -> int:
                         )
                         break
                     except grpc.RpcError as e:
-                        if refusal_reason(e) != "NAME_TAKEN" or number >= NAME_ATTEMPTS:
+                        if (
+                            (info := error_info(e)) is None
+                            or info.reason != "NAME_TAKEN"
+                            or number >= NAME_ATTEMPTS
+                        ):
                             raise
                 policy_of[entrant] = policy
                 for p, (name, token) in enumerate(zip(names, tokens, strict=True)):

@@ -37,8 +37,6 @@ from typing import Any
 
 import grpc
 from cryptography.exceptions import UnsupportedAlgorithm
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from bergen.api.chain import (
     canonical_json,
@@ -68,7 +66,7 @@ from bergen.domain.tournament_record import (
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
-from .connect import Endpoint, add_server_option, code_of, exit_status_of, open_channel
+from .connect import Endpoint, add_server_option, code_of, error_info, exit_status_of, open_channel
 from .tournament_pack import (
     MANIFEST_FILE,
     MANIFEST_FORMAT,
@@ -683,19 +681,12 @@ def verify_match(server: Endpoint | str, match_id: str, trusted_key: str | None)
 def tampered_seq(error: grpc.RpcError) -> str | None:
     """The seq a DATA_LOSS refusal with the reason LOG_TAMPERED names (the server found a
     stored event not authentic, or not what the rules give), else None."""
-    if code_of(error) != grpc.StatusCode.DATA_LOSS or not isinstance(error, grpc.Call):
+    if code_of(error) != grpc.StatusCode.DATA_LOSS:
         return None
-    try:
-        status = rpc_status.from_call(error)
-    except ValueError:
+    info = error_info(error)
+    if info is None or info.reason != "LOG_TAMPERED":
         return None
-    for detail in status.details if status is not None else ():
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            if info.reason == "LOG_TAMPERED":
-                return info.metadata.get("seq", "?")
-    return None
+    return str(info.metadata.get("seq", "?"))
 
 
 def _call(
