@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -129,10 +130,11 @@ def test_two_replicas_racing_for_one_expiry_write_one_timeout(
     assert len(timeouts(a, match_id)) == 1
 
 
-def test_the_keeper_applies_due_timeouts_until_the_forfeit_and_then_holds_nothing(
-    backend: Backend, clock: FakeClock
-) -> None:
-    store: EventStore = open_store(backend.url)
+@contextmanager
+def running_keeper(url: str, clock: FakeClock) -> Iterator[tuple[Application, ClockKeeper]]:
+    """A replica starting now on `url` (its cache cold), its keeper wired as `bergen serve`
+    wires it: the start-up scan, then what the feed brings."""
+    store: EventStore = open_store(url)
     feed = EventFeed(store)
     app = build_application(store, feed, Settings(), clock=clock)
     keeper = ClockKeeper(store, app.repository, feed.listing, app.commands, clock)
@@ -140,6 +142,17 @@ def test_the_keeper_applies_due_timeouts_until_the_forfeit_and_then_holds_nothin
     feed.start()
     keeper.start()
     try:
+        yield app, keeper
+    finally:
+        keeper.stop()
+        feed.stop()
+        store.close()
+
+
+def test_the_keeper_applies_due_timeouts_until_the_forfeit_and_then_holds_nothing(
+    backend: Backend, clock: FakeClock
+) -> None:
+    with running_keeper(backend.url, clock) as (app, keeper):
         match_id, _tokens = seated(app)
         wait_for(lambda: keeper.pending() == 1)
         # Seat A falls at 10 s (autoplay, +2 s), B at 20 s (autoplay), A at 22 s (forfeit).
@@ -150,10 +163,6 @@ def test_the_keeper_applies_due_timeouts_until_the_forfeit_and_then_holds_nothin
         assert app.repository.load(match_id).state.phase == ENDED
         wait_for(lambda: keeper.pending() == 0)
         assert keeper.applied == 3
-    finally:
-        keeper.stop()
-        feed.stop()
-        store.close()
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -171,24 +180,12 @@ def test_on_start_the_keeper_schedules_the_clocked_matches_in_play_and_loads_no_
     plain = app.commands.create_match(Caller(), 2, False, "standard", {}, "plain").match_id
     for i in range(2):
         app.commands.join_match(plain, None, f"q{i}", "")
-    # A replica starting now: its cache is cold.
-    store: EventStore = open_store(backend.url)
-    feed = EventFeed(store)
-    fresh = build_application(store, feed, Settings(), clock=clock)
-    # Wired as `bergen serve` wires it: the start-up scan, then what the feed brings (on
-    # PostgreSQL a match another open transaction hides from the scan comes by the feed).
-    keeper = ClockKeeper(store, fresh.repository, feed.listing, fresh.commands, clock)
-    feed.listen(keeper.note)
-    feed.start()
-    keeper.start()
-    try:
+    # A replica starting now: on PostgreSQL a match another open transaction hides from its
+    # start-up scan comes by the feed.
+    with running_keeper(backend.url, clock) as (fresh, keeper):
         wait_for(lambda: keeper.pending() == 1)
         assert fresh.repository.cached(clocked) is not None
         assert fresh.repository.cached(plain) is None
-    finally:
-        keeper.stop()
-        feed.stop()
-        store.close()
 
 
 @pytest.mark.postgres
@@ -204,21 +201,10 @@ def test_a_match_hidden_from_the_start_up_scan_by_an_open_transaction_is_schedul
     with psycopg.connect(pg_database, autocommit=False) as blocker:
         blocker.execute("SELECT pg_current_xact_id()")  # a writing transaction, left open
         clocked, _tokens = seated(app)
-        store: EventStore = open_store(pg_database)
-        feed = EventFeed(store)
-        fresh = build_application(store, feed, Settings(), clock=clock)
-        keeper = ClockKeeper(store, fresh.repository, feed.listing, fresh.commands, clock)
-        feed.listen(keeper.note)
-        feed.start()
-        keeper.start()
-        try:
+        with running_keeper(pg_database, clock) as (fresh, keeper):
             time.sleep(0.5)
             assert keeper.pending() == 0  # hidden while the older writer is open
             blocker.rollback()
             wait_for(lambda: keeper.pending() == 1)
             assert fresh.repository.cached(clocked) is not None
-        finally:
-            keeper.stop()
-            feed.stop()
-            store.close()
-            writer_store.close()
+    writer_store.close()
