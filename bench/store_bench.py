@@ -203,6 +203,22 @@ def _es_aggregate_class() -> Any:
     return Match
 
 
+def eventsourcing_sqlite_settings(url: str) -> str:
+    """The journal mode and synchronous level eventsourcing's own SQLite connection runs
+    with (it sets WAL and leaves synchronous at the build's default)."""
+    app = _es_app("sqlite", url)
+    try:
+        with app.recorder.datastore.transaction(commit=False) as cursor:  # type: ignore[attr-defined]
+            cursor.execute("PRAGMA journal_mode")
+            mode = cursor.fetchone()[0]
+            cursor.execute("PRAGMA synchronous")
+            sync = cursor.fetchone()[0]
+    finally:
+        app.close()
+    levels = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+    return f"journal_mode={str(mode).upper()}, synchronous={levels.get(int(sync), sync)}"
+
+
 def eventsourcing_save_rate(backend: str, url: str, seconds: float) -> float:
     """Saves per second of one eventsourcing aggregate, one event per save (one writer)."""
     app = _es_app(backend, url)
@@ -398,11 +414,11 @@ def measure(backend: str, url: str, seconds: float, appends: int, rounds: int = 
                 f"{ours:,.0f}/s",
                 f"{ref:,.0f}/s",
                 ours / ref,
-                ">= 0.85",
+                ">= 0.95",
             )
         )
         if writers == 1:
-            single = ours
+            single, bare_single = ours, ref
     es = eventsourcing_save_rate(backend, url, seconds)
     lines.append(
         Line(
@@ -410,7 +426,18 @@ def measure(backend: str, url: str, seconds: float, appends: int, rounds: int = 
             f"{single:,.0f}/s",
             f"{es:,.0f}/s",
             single / es,
-            ">= 2.0",
+            ">= 3.0",
+        )
+    )
+    # What one durable commit per append allows at best against eventsourcing: the bare
+    # INSERT + COMMIT's own rate over its save() rate (both one writer, this run).
+    lines.append(
+        Line(
+            "  (bare INSERT+COMMIT, 1 writer, vs eventsourcing save())",
+            f"{bare_single:,.0f}/s",
+            f"{es:,.0f}/s",
+            bare_single / es,
+            "",
         )
     )
     ours_load = load_and_fold_seconds(url)
@@ -421,7 +448,7 @@ def measure(backend: str, url: str, seconds: float, appends: int, rounds: int = 
             f"{ours_load * 1000:.2f} ms",
             f"{es_load * 1000:.2f} ms",
             es_load / ours_load,
-            ">= 5.0",
+            ">= 8.0",
         )
     )
     few = _populate_through_store(url, 10)
@@ -509,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="bergen-bench-") as folder:
             url = f"sqlite:///{folder}/bench.db"
             upgrade_to_head(url)
+            print(f"\neventsourcing's SQLite connection: {eventsourcing_sqlite_settings(url)}")
             print_table(
                 "SQLite (synchronous=FULL, WAL)",
                 measure("sqlite", url, args.seconds, args.appends, args.rounds),
