@@ -25,13 +25,13 @@ import psycopg
 import psycopg.errors
 from psycopg import pq
 
-from bergen.api.chain import authenticate, event_rows, micros, parse_metadata, verify_rows
+from bergen.api.chain import event_rows, micros, parse_metadata, verify_rows
 from bergen.api.stored import GENESIS_HASH, ChainReport, EventMetadata, EventRow, StoredEvent
 from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, LogTampered, NotFound
 from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
-from .authenticity import check_report
+from .authenticity import check_report, check_rows
 from .batch import build_rows, check_append, stored
 from .faults import guard, unavailable
 from .listing import (
@@ -472,8 +472,11 @@ class PostgresEventStore:
             return events
         start = max(from_seq - 1, 1)
         with self._pool.connection() as conn:
+            # recorded_at as the whole microseconds the authenticator covers (exact: extract
+            # gives a numeric), not a datetime to convert back.
             rows = conn.execute(
-                "SELECT seq, type, schema_version, payload::text, metadata::text, recorded_at,"
+                "SELECT seq, type, schema_version, payload::text, metadata::text,"
+                " (extract(epoch FROM recorded_at) * 1000000)::bigint,"
                 " prev_hash, hash, salt, key_id, mac"
                 " FROM events WHERE stream_id = %s AND seq >= %s::bigint ORDER BY seq",
                 (stream_id, start),
@@ -486,10 +489,10 @@ class PostgresEventStore:
                 raise LogTampered(
                     f"match {stream_id}: seq {start} is missing", match_id=stream_id, seq=start
                 )
-            authenticate(stream_id, rows, self._keys.key, None, micros)
+            check_rows(stream_id, rows, self._keys.key, None)
             rows = rows[1:]
         else:
-            authenticate(stream_id, rows, self._keys.key, GENESIS_HASH, micros)
+            check_rows(stream_id, rows, self._keys.key, GENESIS_HASH)
         events = event_rows(stream_id, rows)
         if rows:
             self._heads.learn(stream_id, rows[-1][0], bytes(rows[-1][7]))

@@ -6,6 +6,7 @@ are read and the batch inserted, so positions are assigned in commit order.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import threading
@@ -15,13 +16,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from bergen.api.chain import authenticate, event_rows, micros, parse_metadata, verify_rows
+from bergen.api.chain import event_rows, micros, parse_metadata, verify_rows
 from bergen.api.stored import GENESIS_HASH, ChainReport, EventMetadata, EventRow, StoredEvent
 from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, LogTampered, NotFound
 from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
-from .authenticity import check_report
+from .authenticity import check_report, check_rows
 from .batch import build_rows, check_append, stored
 from .faults import guard, unavailable
 from .listing import (
@@ -97,7 +98,9 @@ def _event(row: tuple[Any, ...]) -> StoredEvent:
         ) from e  # fmt: skip
 
 
+@functools.lru_cache(maxsize=4096)
 def _recorded_us(text: str) -> int:
+    """recorded_at's text as microseconds (remembered: a batch's rows share one time)."""
     try:
         return micros(datetime.fromisoformat(text))
     except (TypeError, ValueError):
@@ -341,10 +344,10 @@ class SQLiteEventStore:
                 raise LogTampered(
                     f"match {stream_id}: seq {start} is missing", match_id=stream_id, seq=start
                 )
-            authenticate(stream_id, rows, keys.key, None, _recorded_us)
+            check_rows(stream_id, rows, keys.key, None, _recorded_us)
             rows = rows[1:]
         else:
-            authenticate(stream_id, rows, keys.key, GENESIS_HASH, _recorded_us)
+            check_rows(stream_id, rows, keys.key, GENESIS_HASH, _recorded_us)
         return event_rows(stream_id, rows)
 
     @_guarded
