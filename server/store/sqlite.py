@@ -46,6 +46,13 @@ _INSERT = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
+_HEAD = (
+    "SELECT h.seq, h.hash, (SELECT coalesce(max(position), 0) FROM events) FROM (SELECT 1)"
+    " LEFT JOIN (SELECT seq, hash FROM events WHERE stream_id = ? ORDER BY seq DESC LIMIT 1) h"
+)
+"""Under the write lock: the stream's last seq and hash (NULLs for a new stream) and the last
+global position."""
+
 _CHUNK = 500
 """Ids per `IN (...)`: below every SQLite build's limit on bound parameters."""
 
@@ -209,11 +216,9 @@ class SQLiteEventStore:
                 if replay is not None:
                     conn.execute("ROLLBACK")
                     return replay
-            head = conn.execute(
-                "SELECT seq, hash FROM events WHERE stream_id = ? ORDER BY seq DESC LIMIT 1",
-                (stream_id,),
-            ).fetchone()
-            actual, prev = (0, GENESIS_HASH) if head is None else (head[0], bytes(head[1]))
+            # The stream's head and the last global position, in one statement.
+            head_seq, head_hash, last_position = conn.execute(_HEAD, (stream_id,)).fetchone()
+            actual, prev = (0, GENESIS_HASH) if head_seq is None else (head_seq, bytes(head_hash))
             if actual != expected_version:
                 raise ConcurrencyConflict(
                     f"stream {stream_id}: expected version {expected_version}, actual {actual}"
@@ -223,32 +228,30 @@ class SQLiteEventStore:
             rows = build_rows(
                 stream_id, expected_version, events, metadata, prev, recorded_at, writing
             )
-            (last_position,) = conn.execute(
-                "SELECT coalesce(max(position), 0) FROM events"
-            ).fetchone()
             at = recorded_at.isoformat(sep=" ")
-            conn.executemany(
-                _INSERT,
-                [
-                    (
-                        stream_id,
-                        r.seq,
-                        last_position + 1 + i,
-                        r.event.type,
-                        r.event.schema_version,
-                        r.payload_json,
-                        r.metadata_json,
-                        r.command_id,
-                        r.prev_hash,
-                        r.hash,
-                        r.salt,
-                        at,
-                        r.key_id,
-                        r.mac,
-                    )
-                    for i, r in enumerate(rows)
-                ],
-            )
+            params = [
+                (
+                    stream_id,
+                    r.seq,
+                    last_position + 1 + i,
+                    r.event.type,
+                    r.event.schema_version,
+                    r.payload_json,
+                    r.metadata_json,
+                    r.command_id,
+                    r.prev_hash,
+                    r.hash,
+                    r.salt,
+                    at,
+                    r.key_id,
+                    r.mac,
+                )
+                for i, r in enumerate(rows)
+            ]
+            if len(params) == 1:
+                conn.execute(_INSERT, params[0])
+            else:
+                conn.executemany(_INSERT, params)
             conn.execute("COMMIT")
         except sqlite3.IntegrityError as e:
             # Under the write lock, with the version checked, no race breaks a constraint:
