@@ -433,7 +433,7 @@ def measure(backend: str, url: str, seconds: float, appends: int, rounds: int = 
     # INSERT + COMMIT's own rate over its save() rate (both one writer, this run).
     lines.append(
         Line(
-            "  (bare INSERT+COMMIT, 1 writer, vs eventsourcing save())",
+            " (bare INSERT+COMMIT vs eventsourcing save())",
             f"{bare_single:,.0f}/s",
             f"{es:,.0f}/s",
             bare_single / es,
