@@ -123,7 +123,8 @@ def _insert(
     if n not in prepared:
         _check(conn, pgconn.prepare(name, sql, types), pq.ExecStatus.COMMAND_OK)
         prepared.add(n)
-    result = pgconn.exec_prepared(name, values, formats, 1)
+    # None is SQL NULL: psycopg passes its own NULL parameters so, though the stub says bytes.
+    result = pgconn.exec_prepared(name, values, formats, 1)  # type: ignore[arg-type]
     _check(conn, result, pq.ExecStatus.TUPLES_OK)
     return {
         _UNPACK_I8(result.get_value(i, 0) or b"")[0]: _UNPACK_I8(result.get_value(i, 1) or b"")[0]
