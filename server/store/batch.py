@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -127,3 +128,28 @@ def stored(
         key_id=row.key_id,
         mac=row.mac,
     )
+
+
+class Heads:
+    """Stream id -> (seq, hash) of the newest event this process knows of; bounded.
+
+    The hash of seq n of a stream never changes, so a head known here is never wrong, only
+    perhaps no longer the newest."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._heads: dict[str, tuple[int, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def hash_at(self, stream_id: str, seq: int) -> bytes | None:
+        head = self._heads.get(stream_id)
+        return head[1] if head is not None and head[0] == seq else None
+
+    def learn(self, stream_id: str, seq: int, digest: bytes) -> None:
+        with self._lock:
+            known = self._heads.get(stream_id)
+            if known is not None and known[0] >= seq:
+                return
+            if known is None and len(self._heads) >= self._size:
+                del self._heads[next(iter(self._heads))]
+            self._heads[stream_id] = (seq, digest)

@@ -32,7 +32,7 @@ from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
 from .authenticity import check_report, check_rows
-from .batch import build_rows, check_append, stored
+from .batch import Heads, build_rows, check_append, stored
 from .faults import guard, unavailable
 from .listing import (
     SUMMARY_COLUMNS,
@@ -171,28 +171,6 @@ def _decode(row: tuple[Any, ...]) -> StoredEvent:
     )
 
 
-class _Heads:
-    """Stream id -> (seq, hash) of the newest event this process knows of; bounded."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._heads: dict[str, tuple[int, bytes]] = {}
-        self._lock = threading.Lock()
-
-    def hash_at(self, stream_id: str, seq: int) -> bytes | None:
-        head = self._heads.get(stream_id)
-        return head[1] if head is not None and head[0] == seq else None
-
-    def learn(self, stream_id: str, seq: int, digest: bytes) -> None:
-        with self._lock:
-            known = self._heads.get(stream_id)
-            if known is not None and known[0] >= seq:
-                return
-            if known is None and len(self._heads) >= self._size:
-                del self._heads[next(iter(self._heads))]
-            self._heads[stream_id] = (seq, digest)
-
-
 class _Pool:
     """A small LIFO pool of autocommit connections, cheap on the hot path.
 
@@ -291,7 +269,7 @@ class PostgresEventStore:
         self._keys = log_keys
         self._pool = _Pool(psycopg_conninfo(url), max_connections)
         self._check()
-        self._heads = _Heads(head_cache_size)
+        self._heads = Heads(head_cache_size)
         self._match_list = PostgresMatchList(self._pool)
 
     @_guarded

@@ -23,7 +23,7 @@ from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
 from .authenticity import check_report, check_rows
-from .batch import build_rows, check_append, stored
+from .batch import Heads, build_rows, check_append, stored
 from .faults import guard, unavailable
 from .listing import (
     SUMMARY_COLUMNS,
@@ -129,6 +129,7 @@ class SQLiteEventStore:
         Raises ValueError for a URL that is not `sqlite:///path`.
         """
         self._keys = log_keys
+        self._heads = Heads(100_000)
         self._path = sqlite_path(url)
         self._timeout = busy_timeout_s
         self._local = threading.local()
@@ -209,6 +210,24 @@ class SQLiteEventStore:
         check_append(stream_id, expected_version, events, command_id)
         metadata = EventMetadata(actor, command_id, rules_version, dict(extra or {}))
         conn = self._conn()
+        recorded_at = datetime.now(UTC)
+        writing = None if self._keys is None else (self._keys.writing, self._keys.writing_key)
+        # The rows are built before taking the write lock when this process knows the hash
+        # they link to (the head it last wrote or read): other writers wait less. Under the
+        # lock the stored head is compared with it, and the rows built again if it differs.
+        prev = (
+            GENESIS_HASH
+            if expected_version == 0
+            else self._heads.hash_at(stream_id, expected_version)
+        )
+        rows = (
+            None
+            if prev is None
+            else build_rows(
+                stream_id, expected_version, events, metadata, prev, recorded_at, writing
+            )
+        )
+        at = recorded_at.isoformat(sep=" ")
         conn.execute("BEGIN IMMEDIATE")
         try:
             if command_id is not None:
@@ -218,17 +237,17 @@ class SQLiteEventStore:
                     return replay
             # The stream's head and the last global position, in one statement.
             head_seq, head_hash, last_position = conn.execute(_HEAD, (stream_id,)).fetchone()
-            actual, prev = (0, GENESIS_HASH) if head_seq is None else (head_seq, bytes(head_hash))
+            actual, stored_prev = (
+                (0, GENESIS_HASH) if head_seq is None else (head_seq, bytes(head_hash))
+            )
             if actual != expected_version:
                 raise ConcurrencyConflict(
                     f"stream {stream_id}: expected version {expected_version}, actual {actual}"
                 )
-            recorded_at = datetime.now(UTC)
-            writing = None if self._keys is None else (self._keys.writing, self._keys.writing_key)
-            rows = build_rows(
-                stream_id, expected_version, events, metadata, prev, recorded_at, writing
-            )
-            at = recorded_at.isoformat(sep=" ")
+            if rows is None or stored_prev != prev:
+                rows = build_rows(
+                    stream_id, expected_version, events, metadata, stored_prev, recorded_at, writing
+                )
             params = [
                 (
                     stream_id,
@@ -253,6 +272,7 @@ class SQLiteEventStore:
             else:
                 conn.executemany(_INSERT, params)
             conn.execute("COMMIT")
+            self._heads.learn(stream_id, rows[-1].seq, rows[-1].hash)
         except sqlite3.IntegrityError as e:
             # Under the write lock, with the version checked, no race breaks a constraint:
             # the table holds a row that should not be there.
@@ -351,6 +371,8 @@ class SQLiteEventStore:
             rows = rows[1:]
         else:
             check_rows(stream_id, rows, keys.key, GENESIS_HASH, _recorded_us)
+        if rows:
+            self._heads.learn(stream_id, rows[-1][0], bytes(rows[-1][7]))
         return event_rows(stream_id, rows)
 
     @_guarded

@@ -89,3 +89,23 @@ def test_a_stream_id_is_never_cut_short(keyed: EventStore) -> None:
     else:
         assert [e.stream_id for e in keyed.read_stream("cut\u0000off")] == ["cut\u0000off"]
     assert keyed.read_stream("cut") == ()
+
+
+def test_an_append_links_to_the_stored_head_not_to_the_one_remembered(
+    backend: Backend,
+) -> None:
+    """A process remembers the heads it wrote; on SQLite it builds the rows before taking the
+    write lock from that memory, and must still link to the head as stored under the lock."""
+    if backend.name != "sqlite":
+        pytest.skip("PostgreSQL links to the remembered hash: seq n's hash never changes")
+    s = open_store(backend.url)
+    try:
+        s.append("linked", 0, [NewEvent("X", 1, {"i": 1})])
+        changed = bytes(range(32))
+        backend.tamper("UPDATE events SET hash = %s WHERE stream_id = %s AND seq = 1",
+                       (changed, "linked"))  # fmt: skip
+        s.append("linked", 1, [NewEvent("X", 1, {"i": 2})])
+        second = s.read_stream("linked")[1]
+        assert second.prev_hash == changed
+    finally:
+        s.close()
