@@ -31,6 +31,7 @@ from e2e.servers import bergen_command
 from bergen.server.app import Settings
 from bergen.server.keys import LogKeys
 from bergen.server.main import Running, create_server
+from bergen.server.store import postgres
 from bergen.v1 import bergen_pb2 as pb
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -88,6 +89,14 @@ def capture(monkeypatch: pytest.MonkeyPatch) -> Capture:
 
     monkeypatch.setattr(psycopg.Cursor, "execute", capturing_execute)
     monkeypatch.setattr(psycopg.Cursor, "executemany", capturing_executemany)
+    # The store's append sends its INSERT straight to libpq, past the cursors.
+    insert = postgres._insert
+
+    def capturing_insert(conn: Any, prepared: Any, values: Any, n: int) -> Any:
+        cap.note(postgres._insert_statement(n)[1].decode())
+        return insert(conn, prepared, values, n)
+
+    monkeypatch.setattr(postgres, "_insert", capturing_insert)
     return cap
 
 
