@@ -267,3 +267,40 @@ def test_the_view_carries_every_seats_clock():
     assert clocks[seat].left_ms == 10_000 - 2500 + 5000 and not clocks[seat].running
     other = clocks[1 - seat]
     assert other.running and other.falls_at_ms == 2500 + 10_000
+
+
+def _dealt_state(match_id: str, rules):
+    from bergen.domain.commands import CreateMatch, TakeSeat
+    from bergen.domain.engine import execute
+
+    _, state = execute(None, CreateMatch(match_id, 2, False, rules, bytes(32)))
+    for seat in range(2):
+        _, state = execute(state, TakeSeat(f"p{seat}", "", seat))
+    return state
+
+
+def test_a_views_rules_are_its_own_matchs_whatever_was_converted_before():
+    """The view's rules are converted once per distinct rules and reused: what goes out is
+    what converting them afresh gives, another match's rules never, and a caller changing
+    one view's message changes no other."""
+    from bergen.domain.views import view
+
+    kinds = [
+        make_rules(2, False, "standard"),
+        make_rules(2, False, "eastern"),
+        make_rules(2, False, None, {"blocked": "pips", "target": 9}),
+        make_rules(2, False, "pips", CLOCKED),
+    ]
+    states = [_dealt_state(f"m{i}", rules) for i, rules in enumerate(kinds)]
+    for _ in range(2):  # the second time round, from what the first made
+        for state, rules in zip(states, kinds, strict=True):
+            for seat in (0, 1, None):
+                msg = convert.view_out(view(state, seat))
+                assert msg.rules == convert.rules_out(rules)
+                assert convert.rules_in(msg.rules) == rules
+    first = convert.view_out(view(states[0], 0))
+    first.rules.target = 99
+    first.rules.clock = pb.CLOCK_FISCHER
+    again = convert.view_out(view(states[0], 0))
+    assert again.rules == convert.rules_out(kinds[0])
+    assert again.rules.target == kinds[0].target and again.rules.clock == pb.CLOCK_NONE

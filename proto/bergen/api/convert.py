@@ -8,6 +8,7 @@ domain keeps its words (the ones stored in events and written in records).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -228,6 +229,15 @@ def rules_out(r: Rules) -> pb.Rules:
     return msg
 
 
+@functools.lru_cache(maxsize=256)
+def _rules_shared(r: Rules) -> pb.Rules:
+    """`rules_out(r)`, made once per distinct rules (a match's never change, and most
+    matches share a preset's): a message shared by every caller, so never to be changed or
+    handed out. A message built with it as a field gets a copy (protobuf copies a message
+    given to a constructor), as `view_out` does."""
+    return rules_out(r)
+
+
 def rules_in(msg: pb.Rules, error: type[InvalidArgument] = CorruptRecord) -> Rules:
     """Raises `error` for an unset or unknown word, InvalidOptions for rules that cannot be."""
     return Rules(
@@ -320,7 +330,7 @@ def view_out(v: View) -> pb.MatchView:
         match_id=v.match_id,
         name=v.name,
         phase=PHASE.out(v.phase),
-        rules=rules_out(v.rules),
+        rules=_rules_shared(v.rules),
         partnerships=v.partnerships,
         commitment=v.commitment,
         server_seed=v.server_seed or "",
