@@ -304,3 +304,36 @@ def test_a_views_rules_are_its_own_matchs_whatever_was_converted_before():
     again = convert.view_out(view(states[0], 0))
     assert again.rules == convert.rules_out(kinds[0])
     assert again.rules.target == kinds[0].target and again.rules.clock == pb.CLOCK_NONE
+
+
+def test_a_views_hand_line_and_legal_plays_go_out_as_the_view_has_them():
+    """At every state of a played match and through every seat's eyes: the tiles of the
+    hand, the line and the legal plays of the message are the view's, in its order (a 0-0
+    tile included: a tile whose numbers are both zero is still sent)."""
+    from bergen.domain.state import evolve
+    from bergen.domain.views import view
+
+    events, _ = play_match(
+        "conv-3",
+        make_rules(2, False, "standard"),
+        2,
+        False,
+        bytes(32),
+        [greedy_policy, random_policy],
+        random.Random(11),
+    )
+    state = None
+    zero_seen = 0
+    for e in events:
+        state = evolve(state, e)
+        for seat in (0, 1, None):
+            v = view(state, seat)
+            msg = convert.view_out(v)
+            assert [(t.low, t.high) for t in msg.my_tiles] == [(t.low, t.high) for t in v.tiles]
+            assert [(t.left, t.right) for t in msg.line] == list(v.line)
+            assert [(p.tile.low, p.tile.high, p.end) for p in msg.legal_plays] == [
+                (t.low, t.high, convert.ENDS[end]) for t, end in v.legal_plays
+            ]
+            assert all(p.HasField("tile") for p in msg.legal_plays)
+            zero_seen += sum(1 for t, _end in v.legal_plays if (t.low, t.high) == (0, 0))
+    assert zero_seen  # the seed deals 0-0 to a hand that plays it

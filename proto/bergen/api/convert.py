@@ -335,15 +335,23 @@ def view_out(v: View) -> pb.MatchView:
         commitment=v.commitment,
         server_seed=v.server_seed or "",
         hand_number=v.hand,
-        my_tiles=[tile_out(t) for t in v.tiles],
         boneyard_size=v.boneyard_size,
         drawable=v.drawable,
-        line=[pb.LineTile(left=a, right=b) for a, b in v.line],
         scores=list(v.scores),
-        legal_plays=[pb.LegalPlay(tile=tile_out(t), end=ENDS[e]) for t, e in v.legal_plays],
         version=v.version,
         at_ms=v.at_ms,
     )
+    # Added in place: half the cost of building each element and copying it in.
+    add_tile = msg.my_tiles.add
+    for t in v.tiles:
+        add_tile(low=t.low, high=t.high)
+    add_line = msg.line.add
+    for a, b in v.line:
+        add_line(left=a, right=b)
+    add_play = msg.legal_plays.add
+    for t, e in v.legal_plays:
+        play = add_play(end=ENDS[e])
+        play.tile.low, play.tile.high = t.low, t.high
     for c in v.clocks:
         clock = pb.SeatClock(seat=c.seat, left_ms=c.left_ms, running=c.running, timeouts=c.timeouts)
         if c.falls_at_ms is not None:
