@@ -17,7 +17,7 @@ from bergen.domain.errors import CorruptRecord, InvalidArgument, InvalidOptions
 from bergen.domain.policies import greedy_policy, random_policy
 from bergen.domain.rules import CHOICES, PRESETS, make_rules
 from bergen.domain.simulation import Timing, play_match
-from bergen.domain.tiles import End
+from bergen.domain.tiles import End, Tile
 from bergen.domain.vocabulary import HandEndReason, MatchEndReason, Phase, PointsReason
 from bergen.v1 import bergen_pb2 as pb
 
@@ -337,3 +337,17 @@ def test_a_views_hand_line_and_legal_plays_go_out_as_the_view_has_them():
             assert all(p.HasField("tile") for p in msg.legal_plays)
             zero_seen += sum(1 for t, _end in v.legal_plays if (t.low, t.high) == (0, 0))
     assert zero_seen  # the seed deals 0-0 to a hand that plays it
+
+
+@pytest.mark.parametrize(
+    ("event", "body"),
+    [
+        (ev.Passed(0, 0), "passed"),
+        (ev.TileDrawn(0, 0, None), "tile_drawn"),
+        (ev.TilePlayed(0, 0, Tile.of(0, 0), End.LEFT), "tile_played"),
+    ],
+)
+def test_an_event_whose_fields_are_all_zero_still_goes_out_with_its_body(event, body):
+    msg = convert.event_out(1, event)
+    assert msg.WhichOneof("body") == body
+    assert convert.event_in(pb.Event.FromString(msg.SerializeToString())) == (1, event)

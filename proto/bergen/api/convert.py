@@ -417,26 +417,26 @@ def event_out(seq: int, e: ev.Event) -> pb.Event:
     elif isinstance(e, ev.DealVoided):
         msg.deal_voided.CopyFrom(pb.DealVoided(hand=e.hand, attempt=e.attempt))
     elif isinstance(e, ev.TilePlayed):
-        played = pb.TilePlayed(
-            hand=e.hand, seat=e.seat, tile=tile_out(e.tile), end=ENDS[e.end], auto=e.auto
-        )
+        # Set in place (the body is present once a field of it is set, even to zero).
+        played = msg.tile_played
+        played.hand, played.seat, played.end, played.auto = e.hand, e.seat, ENDS[e.end], e.auto
+        played.tile.low, played.tile.high = e.tile.low, e.tile.high
         if e.at_ms is not None:
             played.at_ms = e.at_ms
         if e.clock_ms is not None:
             played.clock_ms = e.clock_ms
-        msg.tile_played.CopyFrom(played)
     elif isinstance(e, ev.TileDrawn):
-        drawn = pb.TileDrawn(hand=e.hand, seat=e.seat)
+        drawn = msg.tile_drawn
+        drawn.hand, drawn.seat = e.hand, e.seat
         if e.tile is not None:
-            drawn.tile.CopyFrom(tile_out(e.tile))
+            drawn.tile.low, drawn.tile.high = e.tile.low, e.tile.high
         if e.at_ms is not None:
             drawn.at_ms = e.at_ms
-        msg.tile_drawn.CopyFrom(drawn)
     elif isinstance(e, ev.Passed):
-        passed = pb.Passed(hand=e.hand, seat=e.seat)
+        passed = msg.passed
+        passed.hand, passed.seat = e.hand, e.seat
         if e.at_ms is not None:
             passed.at_ms = e.at_ms
-        msg.passed.CopyFrom(passed)
     elif isinstance(e, ev.TimedOut):
         msg.timed_out.CopyFrom(pb.TimedOut(hand=e.hand, seat=e.seat, at_ms=e.at_ms))
     elif isinstance(e, ev.PointsScored):
