@@ -4,9 +4,9 @@
 
 The server is built in this process exactly as `bergen serve` builds it (`create_server`, its
 default settings, its feed and its listeners, the log written by a background thread as
-`bergen serve` writes it, here to /dev/null); Play requests are then handed to its servicer
-one at a time, as the gRPC edge hands them, with timers wrapped around each stage of the code
-path (the code itself unchanged):
+`bergen serve` writes it (`log_in_background`), here to /dev/null); Play requests are then
+handed to its servicer one at a time, as the gRPC edge hands them, with timers wrapped around
+each stage of the code path (the code itself unchanged):
 
 - decode: the request's bytes parsed into a PlayRequest;
 - auth: the bearer token read from the metadata and checked against the seat's sealed token;
@@ -21,6 +21,8 @@ path (the code itself unchanged):
 - serialize: the response serialized;
 - log (call): the call's log line, as the edge writes it.
 
+Each stage is given in wall-clock time (a wait for PostgreSQL included) and in the serving
+thread's CPU time (`time.thread_time`): what the Play costs this thread, and so the GIL.
 What the servicer does besides (request checks, dispatch) is "other". What is not here is
 gRPC itself (HTTP/2, the thread hand-off to the handler, the interceptors): compare the total
 with Play's latency at 1 client in `python -m bench grpc`.
@@ -30,9 +32,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import logging.handlers
 import os
-import queue as queues
 import random
 import statistics
 import sys
@@ -66,24 +66,30 @@ STAGES = (
 
 
 class Timers:
+    """Each stage's wall-clock time (`spent`) and the serving thread's CPU time in it
+    (`cpu`), one entry per call."""
+
     def __init__(self) -> None:
         self.spent: dict[str, list[float]] = defaultdict(list)
-        self._now = time.perf_counter
+        self.cpu: dict[str, list[float]] = defaultdict(list)
 
     def wrap(self, stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        spent, now = self.spent[stage], self._now
+        spent, cpu = self.spent[stage], self.cpu[stage]
+        now, used = time.perf_counter, time.thread_time
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = now()
+            t0, c0 = now(), used()
             try:
                 return fn(*args, **kwargs)
             finally:
                 spent.append(now() - t0)
+                cpu.append(used() - c0)
 
         return timed
 
-    def add(self, stage: str, seconds: float) -> None:
+    def add(self, stage: str, seconds: float, cpu: float) -> None:
         self.spent[stage].append(seconds)
+        self.cpu[stage].append(cpu)
 
 
 class _Context:
@@ -112,7 +118,7 @@ class _Log:
         return getattr(self._real, name)
 
 
-def run(url: str, plays: int, seed: int) -> dict[str, list[float]]:
+def run(url: str, plays: int, seed: int) -> Timers:
     from bergen.server import commands as commands_module
     from bergen.server import logs
     from bergen.server import servicer as servicer_module
@@ -120,16 +126,8 @@ def run(url: str, plays: int, seed: int) -> dict[str, list[float]]:
     from bergen.server.main import create_server
 
     root = logging.getLogger()
-    root.setLevel(logging.INFO)
     devnull = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed below
-    queue: Any = queues.Queue()
-    handler = logs._Formatted(queue)
-    handler.setFormatter(logs.formatter("text"))
-    out = logging.StreamHandler(devnull)
-    out.setFormatter(logging.Formatter("%(message)s"))
-    listener = logging.handlers.QueueListener(queue, out)
-    root.addHandler(handler)
-    listener.start()
+    handler = logs.log_in_background("INFO", "text", devnull)
     timers = Timers()
     with tempfile.TemporaryDirectory(prefix="bergen-stages-") as tmp:
         keys = LogKeys.load_or_create(str(Path(tmp) / "log-key"))
@@ -159,6 +157,7 @@ def run(url: str, plays: int, seed: int) -> dict[str, list[float]]:
             servicer._view_out = timers.wrap("response", servicer._view_out)  # type: ignore[method-assign]
             call_log = logging.getLogger("bergen.server.calls")
             totals: list[float] = []
+            cpu_totals: list[float] = []
             done = 0
             tokens: list[str] = []
             match_id = ""
@@ -191,13 +190,13 @@ def run(url: str, plays: int, seed: int) -> dict[str, list[float]]:
                     match_id=match_id, tile=choice.tile, end=choice.end
                 ).SerializeToString()
                 before = {s: len(v) for s, v in timers.spent.items()}
-                t0 = time.perf_counter()
+                c0, t0 = time.thread_time(), time.perf_counter()
                 request = pb.PlayRequest.FromString(data)
-                t1 = time.perf_counter()
+                c1, t1 = time.thread_time(), time.perf_counter()
                 response = servicer.Play(request, _Context(tokens[seat]))  # type: ignore[arg-type]
-                t2 = time.perf_counter()
+                c2, t2 = time.thread_time(), time.perf_counter()
                 response.SerializeToString()
-                t3 = time.perf_counter()
+                c3, t3 = time.thread_time(), time.perf_counter()
                 call_log.info(
                     "%s OK %.1f ms %s",
                     "/bergen.v1.BergenService/Play",
@@ -205,32 +204,38 @@ def run(url: str, plays: int, seed: int) -> dict[str, list[float]]:
                     "ipv4:127.0.0.1:50000",
                     extra={"fields": lambda: {"rpc": "Play"}},
                 )
-                t4 = time.perf_counter()
-                timers.add("decode", t1 - t0)
-                timers.add("serialize", t3 - t2)
-                timers.add("log (call)", t4 - t3)
+                c4, t4 = time.thread_time(), time.perf_counter()
+                timers.add("decode", t1 - t0, c1 - c0)
+                timers.add("serialize", t3 - t2, c3 - c2)
+                timers.add("log (call)", t4 - t3, c4 - c3)
                 inside = sum(sum(v[before.get(s, 0) :]) for s, v in timers.spent.items())
                 inside -= (t1 - t0) + (t3 - t2) + (t4 - t3)
-                timers.add("other", (t2 - t1) - inside)
+                used = sum(sum(v[before.get(s, 0) :]) for s, v in timers.cpu.items())
+                used -= (c1 - c0) + (c3 - c2) + (c4 - c3)
+                timers.add("other", (t2 - t1) - inside, (c2 - c1) - used)
                 totals.append(t4 - t0)
+                cpu_totals.append(c4 - c0)
                 state_view = response.view
                 done += 1
             timers.spent["total"] = totals
+            timers.cpu["total"] = cpu_totals
         finally:
             running.stop(1.0)
             root.removeHandler(handler)
-            listener.stop()
+            handler.stop()
             devnull.close()
-    return timers.spent
+    return timers
 
 
-def report(spent: dict[str, list[float]], plays: int) -> None:
+def report(timers: Timers, plays: int) -> None:
+    spent, cpu = timers.spent, timers.cpu
     total = statistics.fmean(spent["total"]) * plays
-    print(f"{'stage':<16} {'us/Play':>9} {'share':>7}")
-    print("-" * 34)
+    print(f"{'stage':<16} {'us/Play':>9} {'share':>7} {'CPU us':>8}")
+    print("-" * 43)
     for stage in (*STAGES, "total"):
         s = sum(spent.get(stage, []))
-        print(f"{stage:<16} {s / plays * 1e6:>9.1f} {s / total:>7.1%}")
+        c = sum(cpu.get(stage, []))
+        print(f"{stage:<16} {s / plays * 1e6:>9.1f} {s / total:>7.1%} {c / plays * 1e6:>8.1f}")
     print(f"\ntotal p50/p99 us: {statistics.median(spent['total']) * 1e6:.0f}/"
           f"{statistics.quantiles(spent['total'], n=100)[98] * 1e6:.0f}")  # fmt: skip
 
@@ -248,8 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     with bench_database(args.database_url) as url:
-        spent = run(url, args.plays, args.seed)
-    report(spent, args.plays)
+        timers = run(url, args.plays, args.seed)
+    report(timers, args.plays)
     return 0
 
 

@@ -320,6 +320,7 @@ class StatusInterceptor(grpc.ServerInterceptor):
     def __init__(self, observers: Sequence[CallObserver], domain: str = DOMAIN) -> None:
         self._observers = tuple(observers)
         self._domain = domain
+        self._wrapped = _Wrapped()
 
     def intercept_service(
         self,
@@ -331,8 +332,12 @@ class StatusInterceptor(grpc.ServerInterceptor):
             return None
         method: str = details.method
         if handler.response_streaming:
-            return _rewrap(handler, lambda fn: self._streaming(method, fn))
-        return _rewrap(handler, lambda fn: self._unary(method, fn))
+            return self._wrapped.get(
+                method, handler, lambda: _rewrap(handler, lambda fn: self._streaming(method, fn))
+            )
+        return self._wrapped.get(
+            method, handler, lambda: _rewrap(handler, lambda fn: self._unary(method, fn))
+        )
 
     def _unary(self, method: str, fn: Behavior) -> Behavior:
         def behavior(request: Any, context: grpc.ServicerContext) -> Any:
@@ -416,6 +421,7 @@ class RequestInterceptor(grpc.ServerInterceptor):
 
     def __init__(self, max_request_bytes: int) -> None:
         self._max = max_request_bytes
+        self._wrapped = _Wrapped()
 
     def intercept_service(
         self,
@@ -427,8 +433,16 @@ class RequestInterceptor(grpc.ServerInterceptor):
             return handler
         parse: Callable[[bytes], Any] | None = handler.request_deserializer
         if handler.response_streaming:
-            return _rewrap(handler, lambda fn: self._streaming(parse, fn), parsed_here=True)
-        return _rewrap(handler, lambda fn: self._unary(parse, fn), parsed_here=True)
+            return self._wrapped.get(
+                details.method,
+                handler,
+                lambda: _rewrap(handler, lambda fn: self._streaming(parse, fn), parsed_here=True),
+            )
+        return self._wrapped.get(
+            details.method,
+            handler,
+            lambda: _rewrap(handler, lambda fn: self._unary(parse, fn), parsed_here=True),
+        )
 
     def _unary(self, parse: Callable[[bytes], Any] | None, fn: Behavior) -> Behavior:
         def behavior(data: bytes, context: grpc.ServicerContext) -> Any:
@@ -472,6 +486,28 @@ class RequestInterceptor(grpc.ServerInterceptor):
         if call is not None:
             call.request = request
         return request
+
+
+class _Wrapped:
+    """An interceptor's wrapped handlers, one per method, made on the method's first call
+    and remade only if the handler under it changes: gRPC asks the interceptors for every
+    call, and the wrapping is the same each time. Bounded: a client may name any method,
+    but only a served one has a handler (an unknown method never gets here)."""
+
+    MAX = 1024
+
+    def __init__(self) -> None:
+        self._made: dict[str, tuple[Handler, Handler]] = {}
+
+    def get(self, method: str, under: Handler, make: Callable[[], Handler]) -> Handler:
+        made = self._made.get(method)
+        if made is not None and made[0] is under:
+            return made[1]
+        wrapped = make()
+        if len(self._made) >= self.MAX:
+            self._made.clear()
+        self._made[method] = (under, wrapped)
+        return wrapped
 
 
 def _code_of(context: grpc.ServicerContext) -> grpc.StatusCode | None:

@@ -8,22 +8,33 @@ them, called only when a line is written as JSON): a call's line adds
 request or answer names (`bergen.server.edge.CallLog`); `reason` and `error` for a refusal.
 A traceback goes in `exception`. Nothing a client sent is written unescaped.
 
-Lines are formatted in the thread that logs them and written by one thread of their own
-(`log_in_background`), so a command never waits for stderr.
+Lines are written by one thread of their own (`log_in_background`), so a command never waits
+for stderr, and formatted there too when they can be: a record whose message arguments are
+plain values (text, numbers) is kept as it is and formatted by the writing thread, in a batch
+with the others of its moment; any other record (a traceback, an argument that is an object
+which could change before the line is written) is formatted whole in the thread that logs it,
+as are a JSON line's fields. The writing thread writes what has come every `FLUSH_S`, and at
+once for a WARNING or worse; stopping it writes everything still held.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import logging.handlers
+import sys
+import threading
+from collections import deque
 from datetime import UTC, datetime
-from queue import Queue
-from typing import Any
+from enum import Enum
+from typing import IO, Any
 
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _BASE = ("time", "level", "logger", "message")
+FLUSH_S = 0.05
+"""The writing thread writes the lines that came within this many seconds together."""
+_PLAIN = frozenset({str, int, float, bool, type(None), bytes})
+"""Arguments that cannot change between the logging and the writing of a line."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -63,27 +74,120 @@ def formatter(kind: str) -> logging.Formatter:
     raise ValueError(f"log format {kind!r}: one of {', '.join(FORMATS)}")
 
 
-class _Formatted(logging.handlers.QueueHandler):
-    """Formats each record whole (traceback included) before it is queued, and queues the
-    line only: the writing thread prints it as it is."""
+def _plain(args: Any) -> bool:
+    """Whether a record's message arguments are all plain values (see `_PLAIN`)."""
+    if isinstance(args, tuple):
+        return all(type(a) in _PLAIN or isinstance(a, Enum) for a in args)
+    if isinstance(args, dict):
+        return all(type(a) in _PLAIN or isinstance(a, Enum) for a in args.values())
+    return args is None
 
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        line = self.format(record)
-        return logging.makeLogRecord({"msg": line, "levelno": record.levelno, "name": record.name})
+
+class BackgroundLog(logging.Handler):
+    """The root logger's handler: keeps each record (or its line, formatted at once when it
+    cannot wait: see the module) for its writing thread, which formats the kept records and
+    writes everything that came in one write every `flush_s` (at once for a WARNING or
+    worse). `stop` writes what is still held and ends the thread."""
+
+    def __init__(self, stream: IO[str], kind: str = "text", flush_s: float = FLUSH_S) -> None:
+        super().__init__()
+        self.setFormatter(formatter(kind))
+        self._json = kind == "json"
+        self._stream = stream
+        self._flush_s = flush_s
+        self._held: deque[logging.LogRecord | str] = deque()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="bergen-log", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        # No handler lock: appending to a deque is atomic, and the thread formats alone.
+        if not self.filter(record):
+            return False
+        self.emit(record)
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self._stopped:  # no thread left to write it
+                self._held.append(self.format(record))
+                self._write()
+                return
+            if self._can_wait(record):
+                self._held.append(record)
+            else:
+                self._held.append(self.format(record))
+            if record.levelno >= logging.WARNING or self._stopping:
+                self._wake.set()
+        except Exception:
+            self.handleError(record)
+
+    def _can_wait(self, record: logging.LogRecord) -> bool:
+        """Whether `record` may be formatted later, by the writing thread: nothing in it can
+        change before then. A JSON line's fields are taken now (a function giving them is
+        called here), and must be plain values too."""
+        if record.exc_info is not None or record.stack_info is not None:
+            return False
+        if not _plain(record.args):
+            return False
+        if self._json:
+            fields = getattr(record, "fields", None)
+            if callable(fields):
+                fields = record.fields = fields()
+            if fields is not None and not (isinstance(fields, dict) and _plain(fields)):
+                return False
+        return True
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self._flush_s)
+            self._wake.clear()
+            stopping = self._stopping
+            self._write()
+            if stopping:
+                return
+
+    def _write(self) -> None:
+        held, lines = self._held, []
+        while held:
+            item = held.popleft()
+            if isinstance(item, str):
+                lines.append(item)
+                continue
+            try:
+                lines.append(self.format(item))
+            except Exception:
+                lines.append(f"(a log line that could not be formatted: {item.msg!r:.200})")
+        if lines:
+            try:
+                self._stream.write("\n".join(lines) + "\n")
+                self._stream.flush()
+            except (OSError, ValueError):
+                pass  # stderr closed: nowhere left to say it
+
+    def stop(self) -> None:
+        """Write what is held and end the writing thread (idempotent)."""
+        self._stopping = True
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._stopped = True
+        self._write()  # anything logged while it stopped
 
 
-def log_in_background(level: str, kind: str = "text") -> logging.handlers.QueueListener:
-    """Send the root logger's records at `level` and above to stderr in `kind`, through a
-    queue and a writing thread (stop the listener returned to flush it). Raises ValueError
-    for an unknown `kind`."""
-    queue: Queue[logging.LogRecord] = Queue()
-    handler = _Formatted(queue)
-    handler.setFormatter(formatter(kind))
-    out = logging.StreamHandler()
-    out.setFormatter(logging.Formatter("%(message)s"))
-    listener = logging.handlers.QueueListener(queue, out)
+def log_in_background(
+    level: str, kind: str = "text", stream: IO[str] | None = None
+) -> BackgroundLog:
+    """Send the root logger's records at `level` and above to `stream` (stderr) in `kind`,
+    through a writing thread (stop the handler returned to flush it). Raises ValueError for
+    an unknown `kind`."""
+    handler = BackgroundLog(stream or sys.stderr, kind)
     root = logging.getLogger()
     root.setLevel(level)
     root.addHandler(handler)
-    listener.start()
-    return listener
+    handler.start()
+    return handler

@@ -17,7 +17,7 @@ from bergen.domain.errors import CorruptRecord, InvalidArgument, InvalidOptions
 from bergen.domain.policies import greedy_policy, random_policy
 from bergen.domain.rules import CHOICES, PRESETS, make_rules
 from bergen.domain.simulation import Timing, play_match
-from bergen.domain.tiles import End
+from bergen.domain.tiles import End, Tile
 from bergen.domain.vocabulary import HandEndReason, MatchEndReason, Phase, PointsReason
 from bergen.v1 import bergen_pb2 as pb
 
@@ -267,3 +267,87 @@ def test_the_view_carries_every_seats_clock():
     assert clocks[seat].left_ms == 10_000 - 2500 + 5000 and not clocks[seat].running
     other = clocks[1 - seat]
     assert other.running and other.falls_at_ms == 2500 + 10_000
+
+
+def _dealt_state(match_id: str, rules):
+    from bergen.domain.commands import CreateMatch, TakeSeat
+    from bergen.domain.engine import execute
+
+    _, state = execute(None, CreateMatch(match_id, 2, False, rules, bytes(32)))
+    for seat in range(2):
+        _, state = execute(state, TakeSeat(f"p{seat}", "", seat))
+    return state
+
+
+def test_a_views_rules_are_its_own_matchs_whatever_was_converted_before():
+    """The view's rules are converted once per distinct rules and reused: what goes out is
+    what converting them afresh gives, another match's rules never, and a caller changing
+    one view's message changes no other."""
+    from bergen.domain.views import view
+
+    kinds = [
+        make_rules(2, False, "standard"),
+        make_rules(2, False, "eastern"),
+        make_rules(2, False, None, {"blocked": "pips", "target": 9}),
+        make_rules(2, False, "pips", CLOCKED),
+    ]
+    states = [_dealt_state(f"m{i}", rules) for i, rules in enumerate(kinds)]
+    for _ in range(2):  # the second time round, from what the first made
+        for state, rules in zip(states, kinds, strict=True):
+            for seat in (0, 1, None):
+                msg = convert.view_out(view(state, seat))
+                assert msg.rules == convert.rules_out(rules)
+                assert convert.rules_in(msg.rules) == rules
+    first = convert.view_out(view(states[0], 0))
+    first.rules.target = 99
+    first.rules.clock = pb.CLOCK_FISCHER
+    again = convert.view_out(view(states[0], 0))
+    assert again.rules == convert.rules_out(kinds[0])
+    assert again.rules.target == kinds[0].target and again.rules.clock == pb.CLOCK_NONE
+
+
+def test_a_views_hand_line_and_legal_plays_go_out_as_the_view_has_them():
+    """At every state of a played match and through every seat's eyes: the tiles of the
+    hand, the line and the legal plays of the message are the view's, in its order (a 0-0
+    tile included: a tile whose numbers are both zero is still sent)."""
+    from bergen.domain.state import evolve
+    from bergen.domain.views import view
+
+    events, _ = play_match(
+        "conv-3",
+        make_rules(2, False, "standard"),
+        2,
+        False,
+        bytes(32),
+        [greedy_policy, random_policy],
+        random.Random(11),
+    )
+    state = None
+    zero_seen = 0
+    for e in events:
+        state = evolve(state, e)
+        for seat in (0, 1, None):
+            v = view(state, seat)
+            msg = convert.view_out(v)
+            assert [(t.low, t.high) for t in msg.my_tiles] == [(t.low, t.high) for t in v.tiles]
+            assert [(t.left, t.right) for t in msg.line] == list(v.line)
+            assert [(p.tile.low, p.tile.high, p.end) for p in msg.legal_plays] == [
+                (t.low, t.high, convert.ENDS[end]) for t, end in v.legal_plays
+            ]
+            assert all(p.HasField("tile") for p in msg.legal_plays)
+            zero_seen += sum(1 for t, _end in v.legal_plays if (t.low, t.high) == (0, 0))
+    assert zero_seen  # the seed deals 0-0 to a hand that plays it
+
+
+@pytest.mark.parametrize(
+    ("event", "body"),
+    [
+        (ev.Passed(0, 0), "passed"),
+        (ev.TileDrawn(0, 0, None), "tile_drawn"),
+        (ev.TilePlayed(0, 0, Tile.of(0, 0), End.LEFT), "tile_played"),
+    ],
+)
+def test_an_event_whose_fields_are_all_zero_still_goes_out_with_its_body(event, body):
+    msg = convert.event_out(1, event)
+    assert msg.WhichOneof("body") == body
+    assert convert.event_in(pb.Event.FromString(msg.SerializeToString())) == (1, event)

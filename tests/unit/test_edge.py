@@ -382,3 +382,61 @@ def test_the_bergen_servicer_serves_every_rpc_of_the_service():
 
     missing = [m.name for m in SERVICE_DESCRIPTOR.methods if not hasattr(BergenServicer, m.name)]
     assert missing == []
+
+
+def chain_for(handlers: dict[str, Any], observers: list[Any]) -> Any:
+    """The edge's chain over `handlers` (method -> handler, looked up per call as gRPC's
+    generic handler does): a function from a method to the handler the chain gives."""
+    chain = edge.interceptors(1000, observers)
+
+    def through(method: str) -> Any:
+        details = type("Details", (), {"method": method})()
+        continuation = lambda d: handlers.get(d.method)  # noqa: E731
+        for interceptor in reversed(chain):
+            continuation = (lambda inner, i=interceptor: lambda d: i.intercept_service(inner, d))(
+                continuation
+            )
+        return continuation(details)
+
+    return through
+
+
+def test_each_methods_wrapped_handler_is_made_once_and_serves_that_method_only():
+    seen = Recorder()
+    get = grpc.unary_unary_rpc_method_handler(
+        lambda req, ctx: pb.GetMatchResponse(view=pb.MatchView(match_id=req.match_id)),
+        pb.GetMatchRequest.FromString,
+    )
+    replay = grpc.unary_unary_rpc_method_handler(
+        lambda req, ctx: pb.GetReplayResponse(complete=True), pb.GetReplayRequest.FromString
+    )
+    handlers = {"/s/GetMatch": get, "/s/GetReplay": replay}
+    through = chain_for(handlers, [seen])
+    first = through("/s/GetMatch")
+    assert through("/s/GetMatch") is first  # not rebuilt for every call
+    other = through("/s/GetReplay")
+    assert other is not first
+    assert through("/s/Nothing") is None
+    for n in range(3):
+        out = through("/s/GetMatch").unary_unary(
+            pb.GetMatchRequest(match_id=f"m{n}").SerializeToString(), FakeContext()
+        )
+        assert out.view.match_id == f"m{n}"
+    assert through("/s/GetReplay").unary_unary(b"", FakeContext()).complete
+    ended = [call for what, call in seen.calls if what == "ended"]
+    assert [c.method for c in ended] == ["/s/GetMatch"] * 3 + ["/s/GetReplay"]
+    assert [c.request.match_id for c in ended[:3]] == ["m0", "m1", "m2"]
+
+
+def test_a_handler_replaced_under_a_method_is_wrapped_anew():
+    def answering(match_id: str) -> Any:
+        return grpc.unary_unary_rpc_method_handler(
+            lambda req, ctx: pb.GetMatchResponse(view=pb.MatchView(match_id=match_id)),
+            pb.GetMatchRequest.FromString,
+        )
+
+    handlers = {"/s/GetMatch": answering("old")}
+    through = chain_for(handlers, [Recorder()])
+    assert through("/s/GetMatch").unary_unary(GOOD, FakeContext()).view.match_id == "old"
+    handlers["/s/GetMatch"] = answering("new")
+    assert through("/s/GetMatch").unary_unary(GOOD, FakeContext()).view.match_id == "new"

@@ -8,6 +8,7 @@ domain keeps its words (the ones stored in events and written in records).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -228,6 +229,15 @@ def rules_out(r: Rules) -> pb.Rules:
     return msg
 
 
+@functools.lru_cache(maxsize=256)
+def _rules_shared(r: Rules) -> pb.Rules:
+    """`rules_out(r)`, made once per distinct rules (a match's never change, and most
+    matches share a preset's): a message shared by every caller, so never to be changed or
+    handed out. A message built with it as a field gets a copy (protobuf copies a message
+    given to a constructor), as `view_out` does."""
+    return rules_out(r)
+
+
 def rules_in(msg: pb.Rules, error: type[InvalidArgument] = CorruptRecord) -> Rules:
     """Raises `error` for an unset or unknown word, InvalidOptions for rules that cannot be."""
     return Rules(
@@ -320,20 +330,28 @@ def view_out(v: View) -> pb.MatchView:
         match_id=v.match_id,
         name=v.name,
         phase=PHASE.out(v.phase),
-        rules=rules_out(v.rules),
+        rules=_rules_shared(v.rules),
         partnerships=v.partnerships,
         commitment=v.commitment,
         server_seed=v.server_seed or "",
         hand_number=v.hand,
-        my_tiles=[tile_out(t) for t in v.tiles],
         boneyard_size=v.boneyard_size,
         drawable=v.drawable,
-        line=[pb.LineTile(left=a, right=b) for a, b in v.line],
         scores=list(v.scores),
-        legal_plays=[pb.LegalPlay(tile=tile_out(t), end=ENDS[e]) for t, e in v.legal_plays],
         version=v.version,
         at_ms=v.at_ms,
     )
+    # Added in place: half the cost of building each element and copying it in.
+    add_tile = msg.my_tiles.add
+    for t in v.tiles:
+        add_tile(low=t.low, high=t.high)
+    add_line = msg.line.add
+    for a, b in v.line:
+        add_line(left=a, right=b)
+    add_play = msg.legal_plays.add
+    for t, e in v.legal_plays:
+        play = add_play(end=ENDS[e])
+        play.tile.low, play.tile.high = t.low, t.high
     for c in v.clocks:
         clock = pb.SeatClock(seat=c.seat, left_ms=c.left_ms, running=c.running, timeouts=c.timeouts)
         if c.falls_at_ms is not None:
@@ -399,26 +417,26 @@ def event_out(seq: int, e: ev.Event) -> pb.Event:
     elif isinstance(e, ev.DealVoided):
         msg.deal_voided.CopyFrom(pb.DealVoided(hand=e.hand, attempt=e.attempt))
     elif isinstance(e, ev.TilePlayed):
-        played = pb.TilePlayed(
-            hand=e.hand, seat=e.seat, tile=tile_out(e.tile), end=ENDS[e.end], auto=e.auto
-        )
+        # Set in place (the body is present once a field of it is set, even to zero).
+        played = msg.tile_played
+        played.hand, played.seat, played.end, played.auto = e.hand, e.seat, ENDS[e.end], e.auto
+        played.tile.low, played.tile.high = e.tile.low, e.tile.high
         if e.at_ms is not None:
             played.at_ms = e.at_ms
         if e.clock_ms is not None:
             played.clock_ms = e.clock_ms
-        msg.tile_played.CopyFrom(played)
     elif isinstance(e, ev.TileDrawn):
-        drawn = pb.TileDrawn(hand=e.hand, seat=e.seat)
+        drawn = msg.tile_drawn
+        drawn.hand, drawn.seat = e.hand, e.seat
         if e.tile is not None:
-            drawn.tile.CopyFrom(tile_out(e.tile))
+            drawn.tile.low, drawn.tile.high = e.tile.low, e.tile.high
         if e.at_ms is not None:
             drawn.at_ms = e.at_ms
-        msg.tile_drawn.CopyFrom(drawn)
     elif isinstance(e, ev.Passed):
-        passed = pb.Passed(hand=e.hand, seat=e.seat)
+        passed = msg.passed
+        passed.hand, passed.seat = e.hand, e.seat
         if e.at_ms is not None:
             passed.at_ms = e.at_ms
-        msg.passed.CopyFrom(passed)
     elif isinstance(e, ev.TimedOut):
         msg.timed_out.CopyFrom(pb.TimedOut(hand=e.hand, seat=e.seat, at_ms=e.at_ms))
     elif isinstance(e, ev.PointsScored):
