@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import mod
 from typing import TypeVar
 
@@ -121,6 +121,63 @@ def split(
     h = hand_size(seats)
     hands = tuple(tuple(shuffled[s * h : s * h + h]) for s in range(seats))
     return hands, tuple(shuffled[seats * h :])
+
+
+def dealer(
+    server_seed: bytes, match_id: str, client_seeds: Sequence[str]
+) -> Callable[[int, int], tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]]:
+    """`deal` of one match by (hand, attempt): the same deals, with what does not change
+    from deal to deal (the key message's head and tail, the hands' bounds) made once."""
+    head = f"{DEAL_ALGORITHM}|{match_id}|".encode()
+    tail = "".join(["|" + s for s in client_seeds]).encode()
+    seats = len(client_seeds)
+    h = hand_size(seats)
+    bounds = [(s * h, s * h + h) for s in range(seats)]
+    cut = seats * h
+    # HMAC-SHA256 keyed by the server seed, its padded halves hashed once for the match.
+    if len(server_seed) > _SHA256_BLOCK:
+        server_seed = _sha256(server_seed).digest()
+    padded = server_seed.ljust(_SHA256_BLOCK, b"\0")
+    inner = _sha256(padded.translate(_IPAD))
+    outer = _sha256(padded.translate(_OPAD))
+
+    def dealt(hand: int, attempt: int) -> tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]:
+        i = inner.copy()
+        i.update(b"%b%d|%d%b" % (head, hand, attempt, tail))
+        o = outer.copy()
+        o.update(i.digest())
+        order = _shuffle_tiles(o.digest())
+        return tuple([order[a:b] for a, b in bounds]), order[cut:]
+
+    return dealt
+
+
+def _shuffle_tiles(key: bytes) -> tuple[Tile, ...]:
+    """shuffle(key), written out for the 28 tiles: the stream's first 4 blocks give the 27
+    integers a shuffle takes when none is rejected (the rest goes to `permute`)."""
+    padded = key.ljust(_SHA256_BLOCK, b"\0")  # a deal key is 32 bytes
+    inner = _sha256(padded.translate(_IPAD))
+    outer = _sha256(padded.translate(_OPAD))
+    out = b""
+    for counter in _COUNTERS:
+        h = inner.copy()
+        h.update(counter)
+        o = outer.copy()
+        o.update(h.digest())
+        out += o.digest()
+    stream = _TWENTY_SEVEN_INTS(out)
+    if max(stream) >= _BELOW_EVERY_LIMIT:
+        return permute(ALL_TILES, key)  # an integer that may be rejected
+    order = list(ALL_TILES)
+    for i, j in zip(_SWAP_AT, map(mod, stream, _SIZES), strict=True):
+        order[i], order[j] = order[j], order[i]
+    return tuple(order)
+
+
+_COUNTERS = tuple(i.to_bytes(8, "big") for i in range(4))
+_TWENTY_SEVEN_INTS = struct.Struct(">27I20x").unpack
+_SWAP_AT = tuple(range(27, 0, -1))
+_SIZES = tuple(range(28, 1, -1))
 
 
 def deal(
