@@ -248,7 +248,7 @@ def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
                 seat=seat,
             )
     after = run.emit(SeatTaken(seat=seat, name=name.strip(), client_seed=seed))
-    if all(p is not None for p in after.players):
+    if None not in after.info.players:
         if after.clocks:
             run.at_ms = 0  # match time starts with the first deal
             _start_hand(run, 1)
