@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 
+from . import dealing
 from .commands import Play
 from .events import (
     INTERNED_HANDS,
@@ -34,17 +35,15 @@ from .events import (
 )
 from .events import drawn as interned_draw
 from .events import passed as interned_pass
-from .events import played as interned_play
 from .rules import Rules
 from .scoring import BLOCKED_POINTS, play_award
-from .state import ENDED, PLAYING, MatchInfo, State
-from .tiles import ALL_BITS, DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
+from .state import _PLAYS, ENDED, PLAYING, MatchInfo, State
+from .tiles import DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
 from .vocabulary import HandEndReason, MatchEndReason, PointsReason
 
-Deal = Callable[
-    [bytes, str, int, int, Sequence[str]],
-    tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]],
-]
+Hands = tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]
+"""A deal: each seat's tiles and the boneyard in draw order."""
+Deal = Callable[[bytes, str, int, int, Sequence[str]], Hands]
 """dealing.deal's signature."""
 
 _new = tuple.__new__
@@ -56,7 +55,24 @@ BLOCKED = PointsReason.BLOCKED
 
 
 class Board:
-    """A match being played, mutable, for the length of one command."""
+    """A match being played, mutable: the rules core of a simulation, and of a play.
+
+    `Board(state, deal)` takes an unclocked match as it stands, its seats taken (`deal` is
+    the engine's, dealing.deal, or a stand-in for playouts that never look past the hand).
+    Then, until `phase` is ENDED, with `turn` the seat to move:
+
+    - `legal_plays(turn)` lists its plays, as `State.legal_plays` does, in the same order;
+    - `play(seat, tile, end)` makes a play known to be legal (one of `legal_plays`), with
+      no check: the trusted fast path;
+    - `play_checked(seat, tile, end)` makes any play a client could send, `end` None when
+      the tile fits one end only, and refuses an illegal one with the engine's own error
+      (nothing is changed then).
+
+    Everything the rules force after a play (draws, passes, points, the end of the hand,
+    the next deal and its lead, the end of the match) is played at once. `events` holds
+    the events made since the Board was built, the engine's own in its order, and
+    `state()` is the State they lead to: `fold(events, state)`.
+    """
 
     __slots__ = (
         "at_ms",
@@ -65,16 +81,23 @@ class Board:
         "clock_since",
         "clocks",
         "deal",
+        "dealer",
+        "double_bonus",
         "drawn",
         "ends",
         "events",
         "hand",
         "hand_over",
-        "hands",
+        "held",
         "info",
+        "instant",
         "left_part",
         "masks",
         "must_play",
+        "next_seat",
+        "nones",
+        "one_then_pass",
+        "partnerships",
         "phase",
         "result",
         "right_part",
@@ -82,6 +105,7 @@ class Board:
         "scores",
         "seats",
         "sides",
+        "target",
         "timeouts",
         "turn",
         "version",
@@ -90,11 +114,16 @@ class Board:
     def __init__(self, s: State, deal: Deal) -> None:
         self.deal = deal
         (
-            self.info, self.phase, self.hand, self.attempt, hands, masks, self.boneyard, line,
+            info, self.phase, self.hand, self.attempt, hands, masks, self.boneyard, line,
             self.ends, self.turn, self.must_play, scores, self.hand_over, self.result,
             self.version, self.clocks, self.clock_since, self.timeouts, self.at_ms,
         ) = s  # fmt: skip
-        self.hands: list[tuple[Tile | None, ...]] = list(hands)
+        self.info: MatchInfo = info
+        # Each seat's tiles as dealt and drawn, in order, played ones included: its hand is
+        # those still in its mask, and the hidden ones (None) less `hidden played`.
+        self.held: list[tuple[Tile | None, ...]] = list(hands)
+        self.nones: list[int] = [h.count(None) for h in hands]
+        """Each seat's hidden tiles still held (only a redacted state has any)."""
         self.masks: list[int] = list(masks)
         self.scores: list[int] = list(scores)
         # The line as two lists: the left part newest first, the right part oldest first.
@@ -102,9 +131,41 @@ class Board:
         self.right_part: list[tuple[int, int]] = list(line)
         self.drawn = 0
         self.events: list[Event] = []
-        self.rules: Rules = s.info.rules
-        self.seats: int = s.info.seats
-        self.sides = s.info.sides
+        rules = info.rules
+        self.rules: Rules = rules
+        self.seats: int = info.seats
+        self.sides = info.sides
+        self.partnerships: bool = info.partnerships
+        self.next_seat: tuple[int, ...] = _NEXT_SEAT[info.seats]
+        self.double_bonus: int = rules.double_bonus
+        self.instant: bool = rules.match_end == "instant"
+        self.target: int = rules.target
+        self.one_then_pass: bool = rules.draw == "one_then_pass"
+        self.dealer: Callable[[int, int], Hands] | None = None
+
+    @property
+    def hands(self) -> list[tuple[Tile | None, ...]]:
+        """Each seat's tiles, as State.hands."""
+        return [self.hand_of(seat) for seat in range(len(self.held))]
+
+    def hand_of(self, seat: int) -> tuple[Tile | None, ...]:
+        """The seat's tiles in the order it got them, as State.hands[seat]."""
+        mask = self.masks[seat]
+        held = self.held[seat]
+        hidden = held.count(None)
+        if not hidden:
+            return tuple([t for t in held if t.bit & mask])  # type: ignore[union-attr]
+        played = hidden - self.nones[seat]  # the first hidden tiles were the ones played
+        out: list[Tile | None] = []
+        for t in held:
+            if t is None:
+                if played:
+                    played -= 1
+                else:
+                    out.append(None)
+            elif t.bit & mask:
+                out.append(t)
+        return tuple(out)
 
     def state(self) -> State:
         return _new(State, (
@@ -117,30 +178,33 @@ class Board:
             self.at_ms,
         ))  # fmt: skip
 
-    def legal_plays(self, seat: int) -> list[tuple[Tile, End]]:
-        """State.legal_plays of the seat to play, in the same order."""
+    def legal_plays(self, seat: int) -> tuple[tuple[Tile, End], ...]:
+        """State.legal_plays: the seat's plays, in the order of its hand, the left end
+        first; empty when it is not its move."""
         ends = self.ends
-        if self.turn != seat or self.hand_over or ends is None or self.phase is not PLAYING:
-            return []
-        fit_left = FITS[ends[0]]
-        fit_right = FITS[ends[1]]
+        if seat != self.turn or self.hand_over or ends is None or self.phase is not PLAYING:
+            return ()
+        left = ends[0]
+        right = ends[1]
+        row = _PLAYS[left * 7 + right]
         must = self.must_play
-        candidates = (must,) if must is not None else self.hands[seat]
-        plays: list[tuple[Tile, End]] = []
-        for t in candidates:
-            if t is None:
-                continue
-            if t.bit & fit_left:
-                plays.append((t, LEFT))
-            if t.bit & fit_right:
-                plays.append((t, RIGHT))
+        if must is not None:
+            return row.get(must, ())
+        fitting = self.masks[seat] & (FITS[left] | FITS[right])
+        if not fitting & (fitting - 1):
+            # None or one tile fits: its plays, precomputed.
+            return row[TILE_OF_BIT[fitting]] if fitting else ()
+        plays: tuple[tuple[Tile, End], ...] = ()
+        for t in self.held[seat]:
+            if t is not None and t.bit & fitting:
+                plays += row[t]
         return plays
 
     def line_length(self) -> int:
         return len(self.left_part) + len(self.right_part)
 
     def side_of(self, seat: int) -> int:
-        return seat % 2 if self.info.partnerships else seat
+        return seat % 2 if self.partnerships else seat
 
     def holds_fitting(self, seat: int) -> bool:
         ends = self.ends
@@ -155,93 +219,170 @@ class Board:
         fit = FITS[ends[0]] | FITS[ends[1]]
         return not any(m & fit for m in self.masks)
 
+    def play_checked(self, seat: int, tile: Tile, end: End | None = None) -> None:
+        """`engine.execute` of `Play(seat, tile, end)` on the board: the play made, as
+        `play` makes it, if the engine accepts it; else the engine's error (NotYourTurn,
+        IllegalPlay, MatchNotInProgress, InvalidArgument), raised with the board unchanged.
+        `end` None: the one end the tile fits (END_REQUIRED when it fits both)."""
+        ends = self.ends
+        if (
+            ends is not None
+            and not self.clocks
+            and type(seat) is int
+            and seat == self.turn
+            and type(tile) is Tile
+            and not self.hand_over
+            and self.phase is PLAYING
+            and self.masks[seat] & tile.bit
+            and (self.must_play is None or self.must_play is tile)
+        ):
+            bit = tile.bit
+            on_left = bit & FITS[ends[0]]
+            on_right = bit & FITS[ends[1]]
+            if end is None:
+                if on_left and not on_right:
+                    self.play(seat, tile, LEFT)
+                    return
+                if on_right and not on_left:
+                    self.play(seat, tile, RIGHT)
+                    return
+            elif (end is LEFT and on_left) or (end is RIGHT and on_right):
+                self.play(seat, tile, end)
+                return
+        self._refuse(seat, tile, end)
+
+    def _refuse(self, seat: int, tile: Tile, end: End | None) -> None:
+        """The engine's own checks on the state as it stands, which raise what they find."""
+        from . import engine  # the engine plays through this module
+
+        command = Play(seat, tile, end)
+        state = self.state()
+        engine.execute_evolving(state, command)
+        # The engine took a play the fast checks did not (an int or Tile subclass): the
+        # same play, in plain values.
+        end = engine._choose_end(state, command)
+        self.play(int(seat), Tile.of(tile.low, tile.high), end)
+
     def play(self, seat: int, tile: Tile, end: End | None) -> None:
-        """engine._play without a clock."""
-        events = self.events
-        events.append(interned_play(self.hand, seat, tile, end))
-        held = self.hands[seat]
-        try:
-            i = held.index(tile)
-        except ValueError:
-            i = held.index(None)
-        held = held[:i] + held[i + 1 :]
-        self.hands[seat] = held
-        self.masks[seat] &= ALL_BITS ^ tile.bit
+        """engine._play without a clock, of a legal play (as `legal_plays` gives them);
+        `end` None for the lead."""
+        hand = self.hand
+        if hand < INTERNED_HANDS:
+            row = PLAYED_BY_HAND[hand]
+            k = (seat * 28 + tile.index) * 3 + (0 if end is None else 1 if end is LEFT else 2)
+            event = row[k]
+            if event is None:
+                event = row[k] = TilePlayed(hand, seat, tile, end)
+        else:
+            event = TilePlayed(hand, seat, tile, end)
+        self.events.append(event)
+        masks = self.masks
+        mask = masks[seat]
+        if mask & tile.bit:
+            mask ^= tile.bit
+            masks[seat] = mask
+        else:
+            self._play_hidden(seat, tile)
         old = self.ends
         d = tile.is_double
         if old is None:
-            ends = (tile.low, tile.high, d, d)
+            left = tile.low
+            right = tile.high
+            ends = (left, right, d, d)
             self.left_part = []
-            self.right_part = [(tile.low, tile.high)]
+            self.right_part = [(left, right)]
+            scoring = d  # the lead scores as a double header, if a double
         elif end is LEFT:
-            number = tile.high if tile.low == old[0] else tile.low
-            ends = (number, old[1], d, old[3])
-            self.left_part.append((number, old[0]))
+            right = old[1]
+            left = tile.high if tile.low == old[0] else tile.low
+            ends = (left, right, d, old[3])
+            self.left_part.append((left, old[0]))
+            scoring = left == right
         else:
-            number = tile.high if tile.low == old[1] else tile.low
-            ends = (old[0], number, old[2], d)
-            self.right_part.append((old[1], number))
+            left = old[0]
+            right = tile.high if tile.low == old[1] else tile.low
+            ends = (left, right, old[2], d)
+            self.right_part.append((old[1], right))
+            scoring = left == right
         self.ends = ends
-        self.turn = seat + 1 if seat + 1 < self.seats else 0
+        turn = self.next_seat[seat]
+        self.turn = turn
         self.must_play = None
-        side = self.side_of(seat)
-        scores = self.scores
-        rules = self.rules
-        on_line = len(self.left_part) + len(self.right_part)
-        if ends[0] != ends[1] and on_line > 1 and not (d and rules.double_bonus):
-            points = 0  # no header, no bonus: play_award would give nothing
-        else:
-            points, base, reason = play_award(rules, tile, ends, on_line, scores[side])
-        if points and reason is not None:
-            events.append(PointsScored(self.hand, side, points, reason, base, seat))
-            scores[side] += points
-            if rules.match_end == "instant" and max(scores) >= rules.target:
-                self.hand_ended(HandEndReason.MATCH_OVER, None, 0)
-                top = max(scores)
-                self.end_match(scores.index(top))
-                return
-        if not held:
-            dp = rules.domino_points
-            events.append(PointsScored(self.hand, side, dp, DOMINO, dp, seat))
-            scores[side] += dp
+        if (scoring or (d and self.double_bonus)) and self._award(
+            seat, tile, ends, 2 if old is not None else 1
+        ):
+            return
+        if not mask and not self.nones[seat]:
+            side = seat % 2 if self.partnerships else seat
+            dp = self.rules.domino_points
+            self.events.append(PointsScored(hand, side, dp, DOMINO, dp, seat))
+            self.scores[side] += dp
             self.end_hand(HandEndReason.DOMINO, side, dp)
             return
-        if self.blocked():
+        fit = FITS[left] | FITS[right]
+        if masks[turn] & fit:
+            return  # the next seat has a play: nothing is forced
+        if len(self.boneyard) - self.drawn <= RESERVE and not any(m & fit for m in masks):
             self.block()
             return
         self.advance()
 
+    def _play_hidden(self, seat: int, tile: Tile) -> None:
+        """A play of a tile the state shows as hidden: one of the seat's hidden tiles."""
+        if not self.nones[seat]:
+            raise ValueError(f"seat {seat} does not hold {tile}")
+        self.nones[seat] -= 1
+
+    def _award(
+        self, seat: int, tile: Tile, ends: tuple[int, int, bool, bool], on_line: int
+    ) -> bool:
+        """The points of a play that may score; True when they end the match at once."""
+        side = seat % 2 if self.partnerships else seat
+        scores = self.scores
+        points, base, reason = play_award(self.rules, tile, ends, on_line, scores[side])
+        if points and reason is not None:
+            self.events.append(PointsScored(self.hand, side, points, reason, base, seat))
+            scores[side] += points
+            if self.instant and max(scores) >= self.target:
+                self.hand_ended(HandEndReason.MATCH_OVER, None, 0)
+                self.end_match(scores.index(max(scores)))
+                return True
+        return False
+
     def advance(self) -> None:
         """engine._advance: everything forced until a seat has a choice."""
+        ends = self.ends
+        assert ends is not None
+        fit = FITS[ends[0]] | FITS[ends[1]]
+        masks = self.masks
+        seat = self.turn
+        assert seat is not None
         events = self.events
-        one_then_pass = self.rules.draw == "one_then_pass"
-        while True:
-            seat = self.turn
-            assert seat is not None
-            ends = self.ends
-            assert ends is not None
-            fit = FITS[ends[0]] | FITS[ends[1]]
-            if self.masks[seat] & fit:
-                return
-            drawable = len(self.boneyard) - self.drawn - RESERVE
+        hand = self.hand
+        boneyard = self.boneyard
+        while not masks[seat] & fit:
+            drawable = len(boneyard) - self.drawn - RESERVE
             if drawable > 0:
-                for _ in range(1 if one_then_pass else drawable):
-                    tile = self.boneyard[self.drawn]
+                for _ in range(1 if self.one_then_pass else drawable):
+                    tile = boneyard[self.drawn]
                     self.drawn += 1
-                    events.append(interned_draw(self.hand, seat, tile))
-                    self.hands[seat] += (tile,)
+                    events.append(interned_draw(hand, seat, tile))
+                    self.held[seat] += (tile,)
                     self.turn = seat
-                    if tile is not None:
-                        self.masks[seat] |= tile.bit
+                    if tile is None:
+                        self.nones[seat] += 1
+                    else:
+                        masks[seat] |= tile.bit
                         if tile.bit & fit:
                             self.must_play = tile
                             return
                     self.must_play = None
-                    if self.blocked():
+                    if len(boneyard) - self.drawn <= RESERVE and not any(m & fit for m in masks):
                         self.block()
                         return
-            events.append(interned_pass(self.hand, seat))
-            self.turn = seat + 1 if seat + 1 < self.seats else 0
+            events.append(interned_pass(hand, seat))
+            seat = self.next_seat[seat]
+            self.turn = seat
             self.must_play = None
 
     def block(self) -> None:
@@ -272,7 +413,7 @@ class Board:
         self.hand_ended(reason, side, points)
         scores = self.scores
         top = max(scores)
-        if top >= self.rules.target:
+        if top >= self.target:
             leaders = [i for i, s in enumerate(scores) if s == top]
             if len(leaders) == 1:
                 self.end_match(leaders[0])
@@ -298,19 +439,19 @@ class Board:
 
     def start_hand(self, number: int) -> None:
         """engine._start_hand: deal (again while void), then the forced lead."""
-        info = self.info
-        assert info.server_seed is not None
-        seed = bytes.fromhex(info.server_seed)
-        client_seeds = [p.client_seed if p is not None else "" for p in info.players]
+        dealer = self.dealer
+        if dealer is None:
+            dealer = self.dealer = _dealer(self.info, self.deal)
         attempt = 1
         while True:
-            hands, boneyard = self.deal(seed, info.match_id, number, attempt, client_seeds)
+            hands, boneyard = dealer(number, attempt)
             self.events.append(Dealt(number, attempt, hands, boneyard))
             self.phase = PLAYING
             self.hand = number
             self.attempt = attempt
-            self.hands = list(hands)
-            self.masks = [sum(map(_bit, h)) for h in hands]  # a deal's tiles are distinct
+            self.held = list(hands)
+            self.nones = [0] * len(hands)
+            masks = self.masks = [sum(map(_bit, h)) for h in hands]  # a deal's tiles are distinct
             self.boneyard = boneyard
             self.drawn = 0
             self.left_part = []
@@ -326,7 +467,7 @@ class Board:
             self.events.append(DealVoided(number, attempt))
             attempt += 1
         seat = 0
-        while not self.masks[seat] & lead:
+        while not masks[seat] & lead:
             seat += 1
         self.play(seat, TILE_OF_BIT[lead], None)
 
@@ -344,6 +485,21 @@ class Board:
         if rule == "lowest_double_else_lowest_tile":
             return dealt & -dealt  # the lowest tile in canonical order
         return 0
+
+
+def _dealer(info: MatchInfo, deal: Deal) -> Callable[[int, int], Hands]:
+    """The deals of a match by (hand, attempt): the engine's `deal` on the match's seeds."""
+    assert info.server_seed is not None
+    seed = bytes.fromhex(info.server_seed)
+    client_seeds = [p.client_seed if p is not None else "" for p in info.players]
+    if deal is dealing.deal:
+        return dealing.dealer(seed, info.match_id, client_seeds)
+    match_id = info.match_id
+
+    def dealt(number: int, attempt: int) -> Hands:
+        return deal(seed, match_id, number, attempt, client_seeds)
+
+    return dealt
 
 
 def blocked_winner_of_masks(rules: Rules, side_masks: list[int]) -> int | None:
