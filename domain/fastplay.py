@@ -22,15 +22,19 @@ from operator import attrgetter
 from . import dealing
 from .commands import Play
 from .events import (
+    DRAWN_BY_HAND,
     INTERNED_HANDS,
+    PASSED_BY_HAND,
     PLAYED_BY_HAND,
     Dealt,
     DealVoided,
     Event,
     HandEnded,
     MatchEnded,
+    Passed,
     PointsScored,
     SeedRevealed,
+    TileDrawn,
     TilePlayed,
 )
 from .events import drawn as interned_draw
@@ -52,6 +56,9 @@ LEFT = End.LEFT
 RIGHT = End.RIGHT
 DOMINO = PointsReason.DOMINO
 BLOCKED = PointsReason.BLOCKED
+DOUBLE_HEADER = PointsReason.DOUBLE_HEADER
+TRIPLE_HEADER = PointsReason.TRIPLE_HEADER
+DOUBLE_BONUS = PointsReason.DOUBLE_BONUS
 
 
 class Board:
@@ -88,19 +95,22 @@ class Board:
         "events",
         "hand",
         "hand_over",
+        "hand_start",
         "held",
         "info",
         "instant",
-        "left_part",
+        "line0",
         "masks",
         "must_play",
         "next_seat",
         "nones",
+        "on_line",
         "one_then_pass",
         "partnerships",
         "phase",
+        "played_row",
+        "reduction",
         "result",
-        "right_part",
         "rules",
         "scores",
         "seats",
@@ -126,9 +136,11 @@ class Board:
         """Each seat's hidden tiles still held (only a redacted state has any)."""
         self.masks: list[int] = list(masks)
         self.scores: list[int] = list(scores)
-        # The line as two lists: the left part newest first, the right part oldest first.
-        self.left_part: list[tuple[int, int]] = []
-        self.right_part: list[tuple[int, int]] = list(line)
+        # The line is the state's and the plays since (`line()`); `on_line` counts its tiles.
+        self.line0: tuple[tuple[int, int], ...] = line
+        self.on_line = len(line)
+        self.hand_start = 0
+        """Where in `events` the plays on the line begin (after the hand's deal)."""
         self.drawn = 0
         self.events: list[Event] = []
         rules = info.rules
@@ -141,7 +153,9 @@ class Board:
         self.instant: bool = rules.match_end == "instant"
         self.target: int = rules.target
         self.one_then_pass: bool = rules.draw == "one_then_pass"
+        self.reduction: bool = rules.endgame_reduction != "off"
         self.dealer: Callable[[int, int], Hands] | None = None
+        self.played_row = _played_row(self.hand)
 
     @property
     def hands(self) -> list[tuple[Tile | None, ...]]:
@@ -152,6 +166,8 @@ class Board:
         """The seat's tiles in the order it got them, as State.hands[seat]."""
         mask = self.masks[seat]
         held = self.held[seat]
+        if mask.bit_count() == len(held):
+            return held  # every tile it got, none played, none hidden
         hidden = held.count(None)
         if not hidden:
             return tuple([t for t in held if t.bit & mask])  # type: ignore[union-attr]
@@ -172,7 +188,7 @@ class Board:
             self.info, self.phase, self.hand, self.attempt,
             tuple(self.hands), tuple(self.masks),
             self.boneyard[self.drawn :] if self.drawn else self.boneyard,
-            (*reversed(self.left_part), *self.right_part), self.ends, self.turn,
+            self.line(), self.ends, self.turn,
             self.must_play, tuple(self.scores), self.hand_over, self.result,
             self.version + len(self.events), self.clocks, self.clock_since, self.timeouts,
             self.at_ms,
@@ -201,7 +217,30 @@ class Board:
         return plays
 
     def line_length(self) -> int:
-        return len(self.left_part) + len(self.right_part)
+        return self.on_line
+
+    def line(self) -> tuple[tuple[int, int], ...]:
+        """State.line: the state's line (or none after a new deal) and the plays since."""
+        right_part = list(self.line0) if not self.hand_start else []
+        left_part: list[tuple[int, int]] = []
+        left = right_part[0][0] if right_part else -1
+        right = right_part[-1][1] if right_part else -1
+        for e in self.events[self.hand_start :]:
+            if type(e) is TilePlayed:
+                t = e.tile
+                if e.end is None:
+                    left, right = t.low, t.high
+                    left_part = []
+                    right_part = [(left, right)]
+                elif e.end is LEFT:
+                    number = t.high if t.low == left else t.low
+                    left_part.append((number, left))
+                    left = number
+                else:
+                    number = t.high if t.low == right else t.low
+                    right_part.append((right, number))
+                    right = number
+        return (*reversed(left_part), *right_part)
 
     def side_of(self, seat: int) -> int:
         return seat % 2 if self.partnerships else seat
@@ -267,15 +306,8 @@ class Board:
         """engine._play without a clock, of a legal play (as `legal_plays` gives them);
         `end` None for the lead."""
         hand = self.hand
-        if hand < INTERNED_HANDS:
-            row = PLAYED_BY_HAND[hand]
-            k = (seat * 28 + tile.index) * 3 + (0 if end is None else 1 if end is LEFT else 2)
-            event = row[k]
-            if event is None:
-                event = row[k] = TilePlayed(hand, seat, tile, end)
-        else:
-            event = TilePlayed(hand, seat, tile, end)
-        self.events.append(event)
+        row = self.played_row
+        k = (seat * 28 + tile.index) * 3  # events.played's key, less the end's
         masks = self.masks
         mask = masks[seat]
         if mask & tile.bit:
@@ -289,21 +321,29 @@ class Board:
             left = tile.low
             right = tile.high
             ends = (left, right, d, d)
-            self.left_part = []
-            self.right_part = [(left, right)]
+            self.on_line = 1
             scoring = d  # the lead scores as a double header, if a double
         elif end is LEFT:
+            k += 1
             right = old[1]
             left = tile.high if tile.low == old[0] else tile.low
             ends = (left, right, d, old[3])
-            self.left_part.append((left, old[0]))
+            self.on_line += 1
             scoring = left == right
         else:
+            k += 2
             left = old[0]
             right = tile.high if tile.low == old[1] else tile.low
             ends = (left, right, old[2], d)
-            self.right_part.append((old[1], right))
+            self.on_line += 1
             scoring = left == right
+        if row is None:
+            self.events.append(TilePlayed(hand, seat, tile, end))
+        else:
+            event = row[k]
+            if event is None:
+                event = row[k] = TilePlayed(hand, seat, tile, end)
+            self.events.append(event)
         self.ends = ends
         turn = self.next_seat[seat]
         self.turn = turn
@@ -336,11 +376,32 @@ class Board:
     def _award(
         self, seat: int, tile: Tile, ends: tuple[int, int, bool, bool], on_line: int
     ) -> bool:
-        """The points of a play that may score; True when they end the match at once."""
+        """scoring.play_award written out: the points of a play that may score, if any;
+        True when they end the match at once."""
+        left, right, left_double, right_double = ends
+        if on_line == 1:
+            base, reason = (2, DOUBLE_HEADER) if left_double else (0, None)
+        elif left != right:
+            base, reason = 0, None
+        elif left_double != right_double:
+            base, reason = 3, TRIPLE_HEADER
+        else:
+            base, reason = 2, DOUBLE_HEADER
+        bonus = self.double_bonus
+        if bonus and tile.is_double and bonus > base:
+            base, reason = bonus, DOUBLE_BONUS
+        if not base or reason is None:
+            return False
         side = seat % 2 if self.partnerships else seat
         scores = self.scores
-        points, base, reason = play_award(self.rules, tile, ends, on_line, scores[side])
-        if points and reason is not None:
+        points = base
+        if self.reduction:
+            distance = self.target - scores[side]
+            if distance <= 2:
+                points = 1
+            elif distance == 3 and points > 2:
+                points = 2
+        if points:
             self.events.append(PointsScored(self.hand, side, points, reason, base, seat))
             scores[side] += points
             if self.instant and max(scores) >= self.target:
@@ -360,13 +421,22 @@ class Board:
         events = self.events
         hand = self.hand
         boneyard = self.boneyard
+        interned = 0 <= hand < INTERNED_HANDS
+        drawn_row = DRAWN_BY_HAND[hand] if interned else None
         while not masks[seat] & fit:
             drawable = len(boneyard) - self.drawn - RESERVE
             if drawable > 0:
                 for _ in range(1 if self.one_then_pass else drawable):
                     tile = boneyard[self.drawn]
                     self.drawn += 1
-                    events.append(interned_draw(hand, seat, tile))
+                    if drawn_row is None:
+                        events.append(TileDrawn(hand, seat, tile))
+                    else:
+                        k = seat * 29 + (28 if tile is None else tile.index)
+                        event = drawn_row[k]
+                        if event is None:
+                            event = drawn_row[k] = TileDrawn(hand, seat, tile)
+                        events.append(event)
                     self.held[seat] += (tile,)
                     self.turn = seat
                     if tile is None:
@@ -380,7 +450,7 @@ class Board:
                     if len(boneyard) - self.drawn <= RESERVE and not any(m & fit for m in masks):
                         self.block()
                         return
-            events.append(interned_pass(hand, seat))
+            events.append(PASSED_BY_HAND[hand][seat] if interned else Passed(hand, seat))
             seat = self.next_seat[seat]
             self.turn = seat
             self.must_play = None
@@ -448,14 +518,15 @@ class Board:
             self.events.append(Dealt(number, attempt, hands, boneyard))
             self.phase = PLAYING
             self.hand = number
+            self.played_row = _played_row(number)
             self.attempt = attempt
             self.held = list(hands)
             self.nones = [0] * len(hands)
             masks = self.masks = [sum(map(_bit, h)) for h in hands]  # a deal's tiles are distinct
             self.boneyard = boneyard
             self.drawn = 0
-            self.left_part = []
-            self.right_part = []
+            self.hand_start = len(self.events)
+            self.on_line = 0
             self.ends = None
             self.turn = None
             self.must_play = None
@@ -485,6 +556,11 @@ class Board:
         if rule == "lowest_double_else_lowest_tile":
             return dealt & -dealt  # the lowest tile in canonical order
         return 0
+
+
+def _played_row(hand: int) -> list[TilePlayed | None] | None:
+    """events.played's shared plays of the hand, None when it has none."""
+    return PLAYED_BY_HAND[hand] if 0 <= hand < INTERNED_HANDS else None
 
 
 def _dealer(info: MatchInfo, deal: Deal) -> Callable[[int, int], Hands]:
