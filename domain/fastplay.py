@@ -91,7 +91,6 @@ class Board:
         "dealer",
         "double_bonus",
         "drawn",
-        "ends",
         "events",
         "hand",
         "hand_over",
@@ -99,6 +98,8 @@ class Board:
         "held",
         "info",
         "instant",
+        "left",
+        "left_double",
         "line0",
         "masks",
         "must_play",
@@ -111,6 +112,8 @@ class Board:
         "played_row",
         "reduction",
         "result",
+        "right",
+        "right_double",
         "rules",
         "scores",
         "seats",
@@ -125,10 +128,12 @@ class Board:
         self.deal = deal
         (
             info, self.phase, self.hand, self.attempt, hands, masks, self.boneyard, line,
-            self.ends, self.turn, self.must_play, scores, self.hand_over, self.result,
+            ends, self.turn, self.must_play, scores, self.hand_over, self.result,
             self.version, self.clocks, self.clock_since, self.timeouts, self.at_ms,
         ) = s  # fmt: skip
         self.info: MatchInfo = info
+        # The ends as State.ends holds them, while the line has tiles (`on_line`).
+        self.left, self.right, self.left_double, self.right_double = ends or (-1, -1, False, False)
         # Each seat's tiles as dealt and drawn, in order, played ones included: its hand is
         # those still in its mask, and the hidden ones (None) less `hidden played`.
         self.held: list[tuple[Tile | None, ...]] = list(hands)
@@ -197,11 +202,10 @@ class Board:
     def legal_plays(self, seat: int) -> tuple[tuple[Tile, End], ...]:
         """State.legal_plays: the seat's plays, in the order of its hand, the left end
         first; empty when it is not its move."""
-        ends = self.ends
-        if seat != self.turn or self.hand_over or ends is None or self.phase is not PLAYING:
+        if seat != self.turn or self.hand_over or not self.on_line or self.phase is not PLAYING:
             return ()
-        left = ends[0]
-        right = ends[1]
+        left = self.left
+        right = self.right
         row = _PLAYS[left * 7 + right]
         must = self.must_play
         if must is not None:
@@ -215,6 +219,13 @@ class Board:
             if t is not None and t.bit & fitting:
                 plays += row[t]
         return plays
+
+    @property
+    def ends(self) -> tuple[int, int, bool, bool] | None:
+        """State.ends: the numbers at the left and right ends and whether each is a double."""
+        if not self.on_line:
+            return None
+        return (self.left, self.right, self.left_double, self.right_double)
 
     def line_length(self) -> int:
         return self.on_line
@@ -246,16 +257,14 @@ class Board:
         return seat % 2 if self.partnerships else seat
 
     def holds_fitting(self, seat: int) -> bool:
-        ends = self.ends
-        return ends is not None and bool(self.masks[seat] & (FITS[ends[0]] | FITS[ends[1]]))
+        return bool(self.on_line and self.masks[seat] & (FITS[self.left] | FITS[self.right]))
 
     def blocked(self) -> bool:
         if len(self.boneyard) - self.drawn > RESERVE:
             return False
-        ends = self.ends
-        if ends is None:
+        if not self.on_line:
             return True
-        fit = FITS[ends[0]] | FITS[ends[1]]
+        fit = FITS[self.left] | FITS[self.right]
         return not any(m & fit for m in self.masks)
 
     def play_checked(self, seat: int, tile: Tile, end: End | None = None) -> None:
@@ -263,9 +272,8 @@ class Board:
         `play` makes it, if the engine accepts it; else the engine's error (NotYourTurn,
         IllegalPlay, MatchNotInProgress, InvalidArgument), raised with the board unchanged.
         `end` None: the one end the tile fits (END_REQUIRED when it fits both)."""
-        ends = self.ends
         if (
-            ends is not None
+            self.on_line
             and not self.clocks
             and type(seat) is int
             and seat == self.turn
@@ -276,8 +284,8 @@ class Board:
             and (self.must_play is None or self.must_play is tile)
         ):
             bit = tile.bit
-            on_left = bit & FITS[ends[0]]
-            on_right = bit & FITS[ends[1]]
+            on_left = bit & FITS[self.left]
+            on_right = bit & FITS[self.right]
             if end is None:
                 if on_left and not on_right:
                     self.play(seat, tile, LEFT)
@@ -315,26 +323,25 @@ class Board:
             masks[seat] = mask
         else:
             self._play_hidden(seat, tile)
-        old = self.ends
         d = tile.is_double
-        if old is None:
-            left = tile.low
-            right = tile.high
-            ends = (left, right, d, d)
+        if not self.on_line:  # the lead
+            left = self.left = tile.low
+            right = self.right = tile.high
+            self.left_double = self.right_double = d
             self.on_line = 1
             scoring = d  # the lead scores as a double header, if a double
         elif end is LEFT:
             k += 1
-            right = old[1]
-            left = tile.high if tile.low == old[0] else tile.low
-            ends = (left, right, d, old[3])
+            right = self.right
+            left = self.left = tile.high if tile.low == self.left else tile.low
+            self.left_double = d
             self.on_line += 1
             scoring = left == right
         else:
             k += 2
-            left = old[0]
-            right = tile.high if tile.low == old[1] else tile.low
-            ends = (left, right, old[2], d)
+            left = self.left
+            right = self.right = tile.high if tile.low == self.right else tile.low
+            self.right_double = d
             self.on_line += 1
             scoring = left == right
         if row is None:
@@ -344,13 +351,10 @@ class Board:
             if event is None:
                 event = row[k] = TilePlayed(hand, seat, tile, end)
             self.events.append(event)
-        self.ends = ends
         turn = self.next_seat[seat]
         self.turn = turn
         self.must_play = None
-        if (scoring or (d and self.double_bonus)) and self._award(
-            seat, tile, ends, 2 if old is not None else 1
-        ):
+        if (scoring or (d and self.double_bonus)) and self._award(seat, tile):
             return
         if not mask and not self.nones[seat]:
             side = seat % 2 if self.partnerships else seat
@@ -373,17 +377,14 @@ class Board:
             raise ValueError(f"seat {seat} does not hold {tile}")
         self.nones[seat] -= 1
 
-    def _award(
-        self, seat: int, tile: Tile, ends: tuple[int, int, bool, bool], on_line: int
-    ) -> bool:
+    def _award(self, seat: int, tile: Tile) -> bool:
         """scoring.play_award written out: the points of a play that may score, if any;
         True when they end the match at once."""
-        left, right, left_double, right_double = ends
-        if on_line == 1:
-            base, reason = (2, DOUBLE_HEADER) if left_double else (0, None)
-        elif left != right:
+        if self.on_line == 1:
+            base, reason = (2, DOUBLE_HEADER) if self.left_double else (0, None)
+        elif self.left != self.right:
             base, reason = 0, None
-        elif left_double != right_double:
+        elif self.left_double != self.right_double:
             base, reason = 3, TRIPLE_HEADER
         else:
             base, reason = 2, DOUBLE_HEADER
@@ -412,9 +413,7 @@ class Board:
 
     def advance(self) -> None:
         """engine._advance: everything forced until a seat has a choice."""
-        ends = self.ends
-        assert ends is not None
-        fit = FITS[ends[0]] | FITS[ends[1]]
+        fit = FITS[self.left] | FITS[self.right]
         masks = self.masks
         seat = self.turn
         assert seat is not None
@@ -527,7 +526,6 @@ class Board:
             self.drawn = 0
             self.hand_start = len(self.events)
             self.on_line = 0
-            self.ends = None
             self.turn = None
             self.must_play = None
             self.hand_over = False
