@@ -562,7 +562,23 @@ def _played_row(hand: int) -> list[TilePlayed | None] | None:
 
 
 def _dealer(info: MatchInfo, deal: Deal) -> Callable[[int, int], Hands]:
-    """The deals of a match by (hand, attempt): the engine's `deal` on the match's seeds."""
+    """The deals of a match by (hand, attempt): the engine's `deal` on the match's seeds.
+    The last one made is kept for the same match's next Board (its first hand is dealt on
+    one Board in `engine.execute`, the rest on the next): the same MatchInfo object and
+    `deal`, so the same deals."""
+    global _last_dealer
+    last = _last_dealer
+    if last is not None and last[0] is info and last[1] is deal:
+        return last[2]
+    made = _new_dealer(info, deal)
+    _last_dealer = (info, deal, made)
+    return made
+
+
+_last_dealer: tuple[MatchInfo, Deal, Callable[[int, int], Hands]] | None = None
+
+
+def _new_dealer(info: MatchInfo, deal: Deal) -> Callable[[int, int], Hands]:
     assert info.server_seed is not None
     seed = bytes.fromhex(info.server_seed)
     client_seeds = [p.client_seed if p is not None else "" for p in info.players]
