@@ -422,12 +422,15 @@ class Board:
         boneyard = self.boneyard
         interned = 0 <= hand < INTERNED_HANDS
         drawn_row = DRAWN_BY_HAND[hand] if interned else None
+        stock = len(boneyard) - RESERVE  # the boneyard's tiles that may be drawn, in all
+        drawn = self.drawn
         while not masks[seat] & fit:
-            drawable = len(boneyard) - self.drawn - RESERVE
-            if drawable > 0:
-                for _ in range(1 if self.one_then_pass else drawable):
-                    tile = boneyard[self.drawn]
-                    self.drawn += 1
+            # `seat` is `turn`, and nobody must play a drawn tile.
+            if drawn < stock:
+                held = self.held[seat]
+                for _ in range(1 if self.one_then_pass else stock - drawn):
+                    tile = boneyard[drawn]
+                    drawn += 1
                     if drawn_row is None:
                         events.append(TileDrawn(hand, seat, tile))
                     else:
@@ -436,23 +439,26 @@ class Board:
                         if event is None:
                             event = drawn_row[k] = TileDrawn(hand, seat, tile)
                         events.append(event)
-                    self.held[seat] += (tile,)
-                    self.turn = seat
+                    held += (tile,)
                     if tile is None:
                         self.nones[seat] += 1
                     else:
                         masks[seat] |= tile.bit
                         if tile.bit & fit:
+                            self.held[seat] = held
+                            self.drawn = drawn
                             self.must_play = tile
                             return
-                    self.must_play = None
-                    if len(boneyard) - self.drawn <= RESERVE and not any(m & fit for m in masks):
+                    if drawn >= stock and not any(m & fit for m in masks):
+                        self.held[seat] = held
+                        self.drawn = drawn
                         self.block()
                         return
+                self.held[seat] = held
             events.append(PASSED_BY_HAND[hand][seat] if interned else Passed(hand, seat))
             seat = self.next_seat[seat]
             self.turn = seat
-            self.must_play = None
+        self.drawn = drawn
 
     def block(self) -> None:
         """engine._block: the blocked hand's winner from the sides' masks."""
