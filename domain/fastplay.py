@@ -1,17 +1,21 @@
-"""The play of an unclocked match on bitboards: what `engine.execute` does with a `Play`,
-on mutable fields, with one State built at the end.
+"""The rules core on bitboards: an unclocked match played out on one mutable `Board`, with
+one State built only when asked for.
 
 The engine's own path emits each event and evolves a new State for it (the lead, draws,
 passes, points, the end of the hand, the next deal, the end of the match), so a move costs
-a State per event. Here a `Board` holds the match as it stands: hands as tuples and, beside
-them, 28-bit masks of the tiles each seat holds; "does this seat hold a fitting tile" is one
-`&` with the precomputed mask of the tiles showing an end's number, and the blocked hand's
-doubles and pips come from the masks and a table. The events are the engine's, in the same
-order, built as it builds them; the state returned is what `fold` gives for them (the
-property tests compare both paths move by move).
+a State per event. A `Board` holds the match as it stands: 28-bit masks of the tiles each
+seat holds, beside the tiles in the order each seat got them (its hand is those still in
+its mask), the ends as four fields and the line as the state's plus the plays since.
+"Does this seat hold a fitting tile" is one `&` with the precomputed mask of the tiles
+showing an end's number, and the blocked hand's doubles and pips come from the masks and a
+table. The events are the engine's, in the same order, built as it builds them; `state()`
+is what `fold` gives for them (tests/unit/test_bitboard_reference.py compares both, and a
+plain reference of the rules, move by move).
 
-Only a play that the engine has already checked (`_check_play`, `_choose_end`) comes here,
-and only in a match without clocks.
+A simulation plays a whole match on one Board (`legal_plays`, then `play` of one of them,
+or `play_checked` of any play a client could send, refused with the engine's error);
+`engine.execute` plays a client's move here too (`play_command`), after the same checks.
+Matches without clocks only.
 """
 
 from __future__ import annotations
