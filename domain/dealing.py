@@ -16,6 +16,8 @@ SEED_BYTES = 32
 DEAL_ALGORITHM = "bergen-deal-v1"
 
 T = TypeVar("T")
+_Deal = tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]
+"""The hands and the boneyard of a deal."""
 
 
 def commitment(server_seed: bytes) -> str:
@@ -131,9 +133,7 @@ def dealer(
     head = f"{DEAL_ALGORITHM}|{match_id}|".encode()
     tail = "".join(["|" + s for s in client_seeds]).encode()
     seats = len(client_seeds)
-    h = hand_size(seats)
-    bounds = [(s * h, s * h + h) for s in range(seats)]
-    cut = seats * h
+    split_tiles = _SPLITS.get(seats) or (lambda shuffled: split(shuffled, seats))
     # HMAC-SHA256 keyed by the server seed, its padded halves hashed once for the match.
     if len(server_seed) > _SHA256_BLOCK:
         server_seed = _sha256(server_seed).digest()
@@ -146,8 +146,7 @@ def dealer(
         i.update(b"%b%d|%d%b" % (head, hand, attempt, tail))
         o = outer.copy()
         o.update(i.digest())
-        order = _shuffle_tiles(o.digest())
-        return tuple([order[a:b] for a, b in bounds]), order[cut:]
+        return split_tiles(_shuffle_tiles(o.digest()))
 
     return dealt
 
@@ -185,6 +184,14 @@ def _written_out_swaps() -> Callable[[Sequence[int]], tuple[Tile, ...]]:
 
 
 _swaps = _written_out_swaps()
+_SPLITS: dict[
+    int, Callable[[tuple[Tile, ...]], tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]]
+] = {
+    2: lambda t: ((t[:6], t[6:12]), t[12:]),
+    3: lambda t: ((t[:6], t[6:12], t[12:18]), t[18:]),
+    4: lambda t: ((t[:5], t[5:10], t[10:15], t[15:20]), t[20:]),
+}
+"""`split` for 2, 3 and 4 seats, written out."""
 _COUNTERS = tuple(i.to_bytes(8, "big") for i in range(4))
 _TWENTY_SEVEN_INTS = struct.Struct(">27I20x").unpack
 
