@@ -185,15 +185,16 @@ class OurBoardMatches(OurMatches):
         deadline = start + budget
         while True:
             board = Board(self._new_match(), deal)
-            plays = 0
-            while board.phase is not ENDED:
+            # A seated match has a play to make; the count is read after the loop.
+            for plays in range(1, MAX_PLAYS + 1):  # noqa: B007
                 seat = board.turn
                 assert seat is not None
                 tile, end = choice(board.legal_plays(seat))
                 board.play(seat, tile, end)
-                plays += 1
-                if plays > MAX_PLAYS:
-                    raise RuntimeError(f"match {board.info.match_id} did not end")
+                if board.phase is ENDED:
+                    break
+            else:
+                raise RuntimeError(f"match {board.info.match_id} did not end")
             moves += plays
             games += 1
             now = perf_counter()
