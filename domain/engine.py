@@ -248,7 +248,9 @@ def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
                 seat=seat,
             )
     after = run.emit(SeatTaken(seat=seat, name=name.strip(), client_seed=seed))
-    if None not in after.info.players:
+    # Every seat taken: a Player is always true (`None in players` would call each one's
+    # dataclass `__eq__`).
+    if all(after.info.players):
         if after.clocks:
             run.at_ms = 0  # match time starts with the first deal
             _start_hand(run, 1)
