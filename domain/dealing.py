@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import mod
 from typing import TypeVar
 
@@ -16,6 +16,8 @@ SEED_BYTES = 32
 DEAL_ALGORITHM = "bergen-deal-v1"
 
 T = TypeVar("T")
+_Deal = tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]
+"""The hands and the boneyard of a deal."""
 
 
 def commitment(server_seed: bytes) -> str:
@@ -121,6 +123,77 @@ def split(
     h = hand_size(seats)
     hands = tuple(tuple(shuffled[s * h : s * h + h]) for s in range(seats))
     return hands, tuple(shuffled[seats * h :])
+
+
+def dealer(
+    server_seed: bytes, match_id: str, client_seeds: Sequence[str]
+) -> Callable[[int, int], tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]]:
+    """`deal` of one match by (hand, attempt): the same deals, with what does not change
+    from deal to deal (the key message's head and tail, the hands' bounds) made once."""
+    head = f"{DEAL_ALGORITHM}|{match_id}|".encode()
+    tail = "".join(["|" + s for s in client_seeds]).encode()
+    seats = len(client_seeds)
+    split_tiles = _SPLITS.get(seats) or (lambda shuffled: split(shuffled, seats))
+    # HMAC-SHA256 keyed by the server seed, its padded halves hashed once for the match.
+    if len(server_seed) > _SHA256_BLOCK:
+        server_seed = _sha256(server_seed).digest()
+    padded = server_seed.ljust(_SHA256_BLOCK, b"\0")
+    inner = _sha256(padded.translate(_IPAD))
+    outer = _sha256(padded.translate(_OPAD))
+
+    def dealt(hand: int, attempt: int) -> tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]:
+        i = inner.copy()
+        i.update(b"%b%d|%d%b" % (head, hand, attempt, tail))
+        o = outer.copy()
+        o.update(i.digest())
+        return split_tiles(_shuffle_tiles(o.digest()))
+
+    return dealt
+
+
+def _shuffle_tiles(key: bytes) -> tuple[Tile, ...]:
+    """shuffle(key), written out for the 28 tiles: the stream's first 4 blocks give the 27
+    integers a shuffle takes when none is rejected (the rest goes to `permute`)."""
+    padded = key.ljust(_SHA256_BLOCK, b"\0")  # a deal key is 32 bytes
+    inner = _sha256(padded.translate(_IPAD))
+    outer = _sha256(padded.translate(_OPAD))
+    out = b""
+    for counter in _COUNTERS:
+        h = inner.copy()
+        h.update(counter)
+        o = outer.copy()
+        o.update(h.digest())
+        out += o.digest()
+    stream = _TWENTY_SEVEN_INTS(out)
+    if max(stream) >= _BELOW_EVERY_LIMIT:
+        return permute(ALL_TILES, key)  # an integer that may be rejected
+    return _swaps(stream)
+
+
+def _written_out_swaps() -> Callable[[Sequence[int]], tuple[Tile, ...]]:
+    """Fisher-Yates on the 28 tiles with the stream's first 27 integers, none rejected:
+    `permute`'s loop written out, a line per swap (a third cheaper than the loop)."""
+    lines = ["def swaps(stream):", "    o = list(ALL_TILES)"]
+    for k, i in enumerate(range(len(ALL_TILES) - 1, 0, -1)):
+        lines.append(f"    j = stream[{k}] % {i + 1}")
+        lines.append(f"    o[{i}], o[j] = o[j], o[{i}]")
+    lines.append("    return tuple(o)")
+    namespace: dict[str, object] = {"ALL_TILES": ALL_TILES}
+    exec("\n".join(lines), namespace)  # built from the numbers above only
+    return namespace["swaps"]  # type: ignore[return-value]
+
+
+_swaps = _written_out_swaps()
+_SPLITS: dict[
+    int, Callable[[tuple[Tile, ...]], tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]]
+] = {
+    2: lambda t: ((t[:6], t[6:12]), t[12:]),
+    3: lambda t: ((t[:6], t[6:12], t[12:18]), t[18:]),
+    4: lambda t: ((t[:5], t[5:10], t[10:15], t[15:20]), t[20:]),
+}
+"""`split` for 2, 3 and 4 seats, written out."""
+_COUNTERS = tuple(i.to_bytes(8, "big") for i in range(4))
+_TWENTY_SEVEN_INTS = struct.Struct(">27I20x").unpack
 
 
 def deal(

@@ -232,7 +232,7 @@ def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
     else:
         if isinstance(c.seat, bool) or not isinstance(c.seat, int):
             raise InvalidArgument("seat must be a number")
-        if not 0 <= c.seat < state.seats:
+        if not 0 <= c.seat < state.info.seats:
             raise InvalidArgument(
                 f"match {state.match_id} has seats 0..{state.seats - 1}, not {c.seat}",
                 reason="NO_SUCH_SEAT",
@@ -240,7 +240,7 @@ def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
                 seat=c.seat,
             )
         seat = c.seat
-        if state.players[seat] is not None:
+        if state.info.players[seat] is not None:
             raise SeatUnavailable(
                 f"match {state.match_id}: seat {seat} is taken",
                 reason="SEAT_TAKEN",
@@ -248,7 +248,9 @@ def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
                 seat=seat,
             )
     after = run.emit(SeatTaken(seat=seat, name=name.strip(), client_seed=seed))
-    if all(p is not None for p in after.players):
+    # Every seat taken: a Player is always true (`None in players` would call each one's
+    # dataclass `__eq__`).
+    if all(after.info.players):
         if after.clocks:
             run.at_ms = 0  # match time starts with the first deal
             _start_hand(run, 1)

@@ -193,9 +193,13 @@ At most 64 x 4 seats x (84 plays + 29 draws + 1 pass) small objects."""
 
 PLAYED_BY_HAND: list[list[TilePlayed | None]] = [[None] * (4 * 84) for _ in range(INTERNED_HANDS)]
 """By hand, then (seat * 28 + tile index) * 3 + (0 for the lead, 1 left, 2 right)."""
-_DRAWN: list[list[TileDrawn | None]] = [[None] * (4 * 29) for _ in range(INTERNED_HANDS)]
+DRAWN_BY_HAND: list[list[TileDrawn | None]] = [[None] * (4 * 29) for _ in range(INTERNED_HANDS)]
 """By hand, then seat * 29 + tile index (28 for a hidden tile)."""
-_PASSED: list[list[Passed]] = [[Passed(h, s) for s in range(4)] for h in range(INTERNED_HANDS)]
+PASSED_BY_HAND: list[list[Passed]] = [
+    [Passed(h, s) for s in range(4)] for h in range(INTERNED_HANDS)
+]
+_DRAWN = DRAWN_BY_HAND
+_PASSED = PASSED_BY_HAND
 _LEFT = End.LEFT
 _RIGHT = End.RIGHT
 

@@ -1,17 +1,21 @@
-"""The play of an unclocked match on bitboards: what `engine.execute` does with a `Play`,
-on mutable fields, with one State built at the end.
+"""The rules core on bitboards: an unclocked match played out on one mutable `Board`, with
+one State built only when asked for.
 
 The engine's own path emits each event and evolves a new State for it (the lead, draws,
 passes, points, the end of the hand, the next deal, the end of the match), so a move costs
-a State per event. Here a `Board` holds the match as it stands: hands as tuples and, beside
-them, 28-bit masks of the tiles each seat holds; "does this seat hold a fitting tile" is one
-`&` with the precomputed mask of the tiles showing an end's number, and the blocked hand's
-doubles and pips come from the masks and a table. The events are the engine's, in the same
-order, built as it builds them; the state returned is what `fold` gives for them (the
-property tests compare both paths move by move).
+a State per event. A `Board` holds the match as it stands: 28-bit masks of the tiles each
+seat holds, beside the tiles in the order each seat got them (its hand is those still in
+its mask), the ends as four fields and the line as the state's plus the plays since.
+"Does this seat hold a fitting tile" is one `&` with the precomputed mask of the tiles
+showing an end's number, and the blocked hand's doubles and pips come from the masks and a
+table. The events are the engine's, in the same order, built as it builds them; `state()`
+is what `fold` gives for them (tests/unit/test_bitboard_reference.py compares both, and a
+plain reference of the rules, move by move).
 
-Only a play that the engine has already checked (`_check_play`, `_choose_end`) comes here,
-and only in a match without clocks.
+A simulation plays a whole match on one Board (`legal_plays`, then `play` of one of them,
+or `play_checked` of any play a client could send, refused with the engine's error);
+`engine.execute` plays a client's move here too (`play_command`), after the same checks.
+Matches without clocks only.
 """
 
 from __future__ import annotations
@@ -19,32 +23,35 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 
+from . import dealing
 from .commands import Play
 from .events import (
+    DRAWN_BY_HAND,
     INTERNED_HANDS,
+    PASSED_BY_HAND,
     PLAYED_BY_HAND,
     Dealt,
     DealVoided,
     Event,
     HandEnded,
     MatchEnded,
+    Passed,
     PointsScored,
     SeedRevealed,
+    TileDrawn,
     TilePlayed,
 )
 from .events import drawn as interned_draw
 from .events import passed as interned_pass
-from .events import played as interned_play
 from .rules import Rules
 from .scoring import BLOCKED_POINTS, play_award
-from .state import ENDED, PLAYING, MatchInfo, State
-from .tiles import ALL_BITS, DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
+from .state import _PLAYS, ENDED, PLAYING, MatchInfo, State
+from .tiles import DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
 from .vocabulary import HandEndReason, MatchEndReason, PointsReason
 
-Deal = Callable[
-    [bytes, str, int, int, Sequence[str]],
-    tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]],
-]
+Hands = tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]
+"""A deal: each seat's tiles and the boneyard in draw order."""
+Deal = Callable[[bytes, str, int, int, Sequence[str]], Hands]
 """dealing.deal's signature."""
 
 _new = tuple.__new__
@@ -53,10 +60,30 @@ LEFT = End.LEFT
 RIGHT = End.RIGHT
 DOMINO = PointsReason.DOMINO
 BLOCKED = PointsReason.BLOCKED
+DOUBLE_HEADER = PointsReason.DOUBLE_HEADER
+TRIPLE_HEADER = PointsReason.TRIPLE_HEADER
+DOUBLE_BONUS = PointsReason.DOUBLE_BONUS
 
 
 class Board:
-    """A match being played, mutable, for the length of one command."""
+    """A match being played, mutable: the rules core of a simulation, and of a play.
+
+    `Board(state, deal)` takes an unclocked match as it stands, its seats taken (`deal` is
+    the engine's, dealing.deal, or a stand-in for playouts that never look past the hand).
+    Then, until `phase` is ENDED, with `turn` the seat to move:
+
+    - `legal_plays(turn)` lists its plays, as `State.legal_plays` does, in the same order;
+    - `play(seat, tile, end)` makes a play known to be legal (one of `legal_plays`), with
+      no check: the trusted fast path;
+    - `play_checked(seat, tile, end)` makes any play a client could send, `end` None when
+      the tile fits one end only, and refuses an illegal one with the engine's own error
+      (nothing is changed then).
+
+    Everything the rules force after a play (draws, passes, points, the end of the hand,
+    the next deal and its lead, the end of the match) is played at once. `events` holds
+    the events made since the Board was built, the engine's own in its order, and
+    `state()` is the State they lead to: `fold(events, state)`.
+    """
 
     __slots__ = (
         "at_ms",
@@ -65,23 +92,37 @@ class Board:
         "clock_since",
         "clocks",
         "deal",
+        "dealer",
+        "double_bonus",
         "drawn",
-        "ends",
         "events",
         "hand",
         "hand_over",
-        "hands",
+        "hand_start",
+        "held",
         "info",
-        "left_part",
+        "instant",
+        "left",
+        "left_double",
+        "line0",
         "masks",
         "must_play",
+        "next_seat",
+        "nones",
+        "on_line",
+        "one_then_pass",
+        "partnerships",
         "phase",
+        "played_row",
+        "reduction",
         "result",
-        "right_part",
+        "right",
+        "right_double",
         "rules",
         "scores",
         "seats",
         "sides",
+        "target",
         "timeouts",
         "turn",
         "version",
@@ -90,159 +131,338 @@ class Board:
     def __init__(self, s: State, deal: Deal) -> None:
         self.deal = deal
         (
-            self.info, self.phase, self.hand, self.attempt, hands, masks, self.boneyard, line,
-            self.ends, self.turn, self.must_play, scores, self.hand_over, self.result,
+            info, self.phase, self.hand, self.attempt, hands, masks, self.boneyard, line,
+            ends, self.turn, self.must_play, scores, self.hand_over, self.result,
             self.version, self.clocks, self.clock_since, self.timeouts, self.at_ms,
         ) = s  # fmt: skip
-        self.hands: list[tuple[Tile | None, ...]] = list(hands)
+        self.info: MatchInfo = info
+        # The ends as State.ends holds them, while the line has tiles (`on_line`).
+        self.left, self.right, self.left_double, self.right_double = ends or (-1, -1, False, False)
+        # Each seat's tiles as dealt and drawn, in order, played ones included: its hand is
+        # those still in its mask, and the hidden ones (None) less `hidden played`.
+        self.held: list[tuple[Tile | None, ...]] = list(hands)
+        self.nones: list[int] = [h.count(None) for h in hands]
+        """Each seat's hidden tiles still held (only a redacted state has any)."""
         self.masks: list[int] = list(masks)
         self.scores: list[int] = list(scores)
-        # The line as two lists: the left part newest first, the right part oldest first.
-        self.left_part: list[tuple[int, int]] = []
-        self.right_part: list[tuple[int, int]] = list(line)
+        # The line is the state's and the plays since (`line()`); `on_line` counts its tiles.
+        self.line0: tuple[tuple[int, int], ...] = line
+        self.on_line = len(line)
+        self.hand_start = 0
+        """Where in `events` the plays on the line begin (after the hand's deal)."""
         self.drawn = 0
         self.events: list[Event] = []
-        self.rules: Rules = s.info.rules
-        self.seats: int = s.info.seats
-        self.sides = s.info.sides
+        rules = info.rules
+        self.rules: Rules = rules
+        self.seats: int = info.seats
+        self.sides = info.sides
+        self.partnerships: bool = info.partnerships
+        self.next_seat: tuple[int, ...] = _NEXT_SEAT[info.seats]
+        self.double_bonus: int = rules.double_bonus
+        self.instant: bool = rules.match_end == "instant"
+        self.target: int = rules.target
+        self.one_then_pass: bool = rules.draw == "one_then_pass"
+        self.reduction: bool = rules.endgame_reduction != "off"
+        self.dealer: Callable[[int, int], Hands] | None = None
+        self.played_row = _played_row(self.hand)
+
+    @property
+    def hands(self) -> list[tuple[Tile | None, ...]]:
+        """Each seat's tiles, as State.hands."""
+        return [self.hand_of(seat) for seat in range(len(self.held))]
+
+    def hand_of(self, seat: int) -> tuple[Tile | None, ...]:
+        """The seat's tiles in the order it got them, as State.hands[seat]."""
+        mask = self.masks[seat]
+        held = self.held[seat]
+        if mask.bit_count() == len(held):
+            return held  # every tile it got, none played, none hidden
+        hidden = held.count(None)
+        if not hidden:
+            return tuple([t for t in held if t.bit & mask])  # type: ignore[union-attr]
+        played = hidden - self.nones[seat]  # the first hidden tiles were the ones played
+        out: list[Tile | None] = []
+        for t in held:
+            if t is None:
+                if played:
+                    played -= 1
+                else:
+                    out.append(None)
+            elif t.bit & mask:
+                out.append(t)
+        return tuple(out)
 
     def state(self) -> State:
         return _new(State, (
             self.info, self.phase, self.hand, self.attempt,
             tuple(self.hands), tuple(self.masks),
             self.boneyard[self.drawn :] if self.drawn else self.boneyard,
-            (*reversed(self.left_part), *self.right_part), self.ends, self.turn,
+            self.line(), self.ends, self.turn,
             self.must_play, tuple(self.scores), self.hand_over, self.result,
             self.version + len(self.events), self.clocks, self.clock_since, self.timeouts,
             self.at_ms,
         ))  # fmt: skip
 
-    def legal_plays(self, seat: int) -> list[tuple[Tile, End]]:
-        """State.legal_plays of the seat to play, in the same order."""
-        ends = self.ends
-        if self.turn != seat or self.hand_over or ends is None or self.phase is not PLAYING:
-            return []
-        fit_left = FITS[ends[0]]
-        fit_right = FITS[ends[1]]
+    def legal_plays(self, seat: int) -> tuple[tuple[Tile, End], ...]:
+        """State.legal_plays: the seat's plays, in the order of its hand, the left end
+        first; empty when it is not its move."""
+        if seat != self.turn or self.hand_over or not self.on_line or self.phase is not PLAYING:
+            return ()
+        left = self.left
+        right = self.right
+        row = _PLAYS[left * 7 + right]
         must = self.must_play
-        candidates = (must,) if must is not None else self.hands[seat]
-        plays: list[tuple[Tile, End]] = []
-        for t in candidates:
-            if t is None:
-                continue
-            if t.bit & fit_left:
-                plays.append((t, LEFT))
-            if t.bit & fit_right:
-                plays.append((t, RIGHT))
+        if must is not None:
+            return row.get(must, ())
+        fitting = self.masks[seat] & (FITS[left] | FITS[right])
+        if not fitting & (fitting - 1):
+            # None or one tile fits: its plays, precomputed.
+            return row[TILE_OF_BIT[fitting]] if fitting else ()
+        plays: tuple[tuple[Tile, End], ...] = ()
+        for t in self.held[seat]:
+            if t is not None and t.bit & fitting:
+                plays += row[t]
         return plays
 
+    @property
+    def ends(self) -> tuple[int, int, bool, bool] | None:
+        """State.ends: the numbers at the left and right ends and whether each is a double."""
+        if not self.on_line:
+            return None
+        return (self.left, self.right, self.left_double, self.right_double)
+
     def line_length(self) -> int:
-        return len(self.left_part) + len(self.right_part)
+        return self.on_line
+
+    def line(self) -> tuple[tuple[int, int], ...]:
+        """State.line: the state's line (or none after a new deal) and the plays since."""
+        right_part = list(self.line0) if not self.hand_start else []
+        left_part: list[tuple[int, int]] = []
+        left = right_part[0][0] if right_part else -1
+        right = right_part[-1][1] if right_part else -1
+        for e in self.events[self.hand_start :]:
+            if type(e) is TilePlayed:
+                t = e.tile
+                if e.end is None:
+                    left, right = t.low, t.high
+                    left_part = []
+                    right_part = [(left, right)]
+                elif e.end is LEFT:
+                    number = t.high if t.low == left else t.low
+                    left_part.append((number, left))
+                    left = number
+                else:
+                    number = t.high if t.low == right else t.low
+                    right_part.append((right, number))
+                    right = number
+        return (*reversed(left_part), *right_part)
 
     def side_of(self, seat: int) -> int:
-        return seat % 2 if self.info.partnerships else seat
+        return seat % 2 if self.partnerships else seat
 
     def holds_fitting(self, seat: int) -> bool:
-        ends = self.ends
-        return ends is not None and bool(self.masks[seat] & (FITS[ends[0]] | FITS[ends[1]]))
+        return bool(self.on_line and self.masks[seat] & (FITS[self.left] | FITS[self.right]))
 
     def blocked(self) -> bool:
         if len(self.boneyard) - self.drawn > RESERVE:
             return False
-        ends = self.ends
-        if ends is None:
+        if not self.on_line:
             return True
-        fit = FITS[ends[0]] | FITS[ends[1]]
+        fit = FITS[self.left] | FITS[self.right]
         return not any(m & fit for m in self.masks)
 
-    def play(self, seat: int, tile: Tile, end: End | None) -> None:
-        """engine._play without a clock."""
-        events = self.events
-        events.append(interned_play(self.hand, seat, tile, end))
-        held = self.hands[seat]
-        try:
-            i = held.index(tile)
-        except ValueError:
-            i = held.index(None)
-        held = held[:i] + held[i + 1 :]
-        self.hands[seat] = held
-        self.masks[seat] &= ALL_BITS ^ tile.bit
-        old = self.ends
-        d = tile.is_double
-        if old is None:
-            ends = (tile.low, tile.high, d, d)
-            self.left_part = []
-            self.right_part = [(tile.low, tile.high)]
-        elif end is LEFT:
-            number = tile.high if tile.low == old[0] else tile.low
-            ends = (number, old[1], d, old[3])
-            self.left_part.append((number, old[0]))
-        else:
-            number = tile.high if tile.low == old[1] else tile.low
-            ends = (old[0], number, old[2], d)
-            self.right_part.append((old[1], number))
-        self.ends = ends
-        self.turn = seat + 1 if seat + 1 < self.seats else 0
-        self.must_play = None
-        side = self.side_of(seat)
-        scores = self.scores
-        rules = self.rules
-        on_line = len(self.left_part) + len(self.right_part)
-        if ends[0] != ends[1] and on_line > 1 and not (d and rules.double_bonus):
-            points = 0  # no header, no bonus: play_award would give nothing
-        else:
-            points, base, reason = play_award(rules, tile, ends, on_line, scores[side])
-        if points and reason is not None:
-            events.append(PointsScored(self.hand, side, points, reason, base, seat))
-            scores[side] += points
-            if rules.match_end == "instant" and max(scores) >= rules.target:
-                self.hand_ended(HandEndReason.MATCH_OVER, None, 0)
-                top = max(scores)
-                self.end_match(scores.index(top))
+    def play_checked(self, seat: int, tile: Tile, end: End | None = None) -> None:
+        """`engine.execute` of `Play(seat, tile, end)` on the board: the play made, as
+        `play` makes it, if the engine accepts it; else the engine's error (NotYourTurn,
+        IllegalPlay, MatchNotInProgress, InvalidArgument), raised with the board unchanged.
+        `end` None: the one end the tile fits (END_REQUIRED when it fits both)."""
+        if (
+            self.on_line
+            and not self.clocks
+            and type(seat) is int
+            and seat == self.turn
+            and type(tile) is Tile
+            and not self.hand_over
+            and self.phase is PLAYING
+            and self.masks[seat] & tile.bit
+            and (self.must_play is None or self.must_play is tile)
+        ):
+            bit = tile.bit
+            on_left = bit & FITS[self.left]
+            on_right = bit & FITS[self.right]
+            if end is None:
+                if on_left and not on_right:
+                    self.play(seat, tile, LEFT)
+                    return
+                if on_right and not on_left:
+                    self.play(seat, tile, RIGHT)
+                    return
+            elif (end is LEFT and on_left) or (end is RIGHT and on_right):
+                self.play(seat, tile, end)
                 return
-        if not held:
-            dp = rules.domino_points
-            events.append(PointsScored(self.hand, side, dp, DOMINO, dp, seat))
-            scores[side] += dp
+        self._refuse(seat, tile, end)
+
+    def _refuse(self, seat: int, tile: Tile, end: End | None) -> None:
+        """The engine's own checks on the state as it stands, which raise what they find."""
+        from . import engine  # the engine plays through this module
+
+        command = Play(seat, tile, end)
+        state = self.state()
+        engine.execute_evolving(state, command)
+        # The engine took a play the fast checks did not (an int or Tile subclass): the
+        # same play, in plain values.
+        end = engine._choose_end(state, command)
+        self.play(int(seat), Tile.of(tile.low, tile.high), end)
+
+    def play(self, seat: int, tile: Tile, end: End | None) -> None:
+        """engine._play without a clock, of a legal play (as `legal_plays` gives them);
+        `end` None for the lead."""
+        hand = self.hand
+        row = self.played_row
+        k = (seat * 28 + tile.index) * 3  # events.played's key, less the end's
+        masks = self.masks
+        mask = masks[seat]
+        if mask & tile.bit:
+            mask ^= tile.bit
+            masks[seat] = mask
+        else:
+            self._play_hidden(seat, tile)
+        d = tile.is_double
+        if not self.on_line:  # the lead
+            left = self.left = tile.low
+            right = self.right = tile.high
+            self.left_double = self.right_double = d
+            self.on_line = 1
+            scoring = d  # the lead scores as a double header, if a double
+        elif end is LEFT:
+            k += 1
+            right = self.right
+            left = self.left = tile.high if tile.low == self.left else tile.low
+            self.left_double = d
+            self.on_line += 1
+            scoring = left == right
+        else:
+            k += 2
+            left = self.left
+            right = self.right = tile.high if tile.low == self.right else tile.low
+            self.right_double = d
+            self.on_line += 1
+            scoring = left == right
+        if row is None:
+            self.events.append(TilePlayed(hand, seat, tile, end))
+        else:
+            event = row[k]
+            if event is None:
+                event = row[k] = TilePlayed(hand, seat, tile, end)
+            self.events.append(event)
+        turn = self.next_seat[seat]
+        self.turn = turn
+        self.must_play = None
+        if (scoring or (d and self.double_bonus)) and self._award(seat, tile):
+            return
+        if not mask and not self.nones[seat]:
+            side = seat % 2 if self.partnerships else seat
+            dp = self.rules.domino_points
+            self.events.append(PointsScored(hand, side, dp, DOMINO, dp, seat))
+            self.scores[side] += dp
             self.end_hand(HandEndReason.DOMINO, side, dp)
             return
-        if self.blocked():
+        fit = FITS[left] | FITS[right]
+        if masks[turn] & fit:
+            return  # the next seat has a play: nothing is forced
+        if len(self.boneyard) - self.drawn <= RESERVE and not any(m & fit for m in masks):
             self.block()
             return
         self.advance()
 
+    def _play_hidden(self, seat: int, tile: Tile) -> None:
+        """A play of a tile the state shows as hidden: one of the seat's hidden tiles."""
+        if not self.nones[seat]:
+            raise ValueError(f"seat {seat} does not hold {tile}")
+        self.nones[seat] -= 1
+
+    def _award(self, seat: int, tile: Tile) -> bool:
+        """scoring.play_award written out: the points of a play that may score, if any;
+        True when they end the match at once."""
+        if self.on_line == 1:
+            base, reason = (2, DOUBLE_HEADER) if self.left_double else (0, None)
+        elif self.left != self.right:
+            base, reason = 0, None
+        elif self.left_double != self.right_double:
+            base, reason = 3, TRIPLE_HEADER
+        else:
+            base, reason = 2, DOUBLE_HEADER
+        bonus = self.double_bonus
+        if bonus and tile.is_double and bonus > base:
+            base, reason = bonus, DOUBLE_BONUS
+        if not base or reason is None:
+            return False
+        side = seat % 2 if self.partnerships else seat
+        scores = self.scores
+        points = base
+        if self.reduction:
+            distance = self.target - scores[side]
+            if distance <= 2:
+                points = 1
+            elif distance == 3 and points > 2:
+                points = 2
+        if points:
+            self.events.append(PointsScored(self.hand, side, points, reason, base, seat))
+            scores[side] += points
+            if self.instant and max(scores) >= self.target:
+                self.hand_ended(HandEndReason.MATCH_OVER, None, 0)
+                self.end_match(scores.index(max(scores)))
+                return True
+        return False
+
     def advance(self) -> None:
         """engine._advance: everything forced until a seat has a choice."""
+        fit = FITS[self.left] | FITS[self.right]
+        masks = self.masks
+        seat = self.turn
+        assert seat is not None
         events = self.events
-        one_then_pass = self.rules.draw == "one_then_pass"
-        while True:
-            seat = self.turn
-            assert seat is not None
-            ends = self.ends
-            assert ends is not None
-            fit = FITS[ends[0]] | FITS[ends[1]]
-            if self.masks[seat] & fit:
-                return
-            drawable = len(self.boneyard) - self.drawn - RESERVE
-            if drawable > 0:
-                for _ in range(1 if one_then_pass else drawable):
-                    tile = self.boneyard[self.drawn]
-                    self.drawn += 1
-                    events.append(interned_draw(self.hand, seat, tile))
-                    self.hands[seat] += (tile,)
-                    self.turn = seat
-                    if tile is not None:
-                        self.masks[seat] |= tile.bit
+        hand = self.hand
+        boneyard = self.boneyard
+        interned = 0 <= hand < INTERNED_HANDS
+        drawn_row = DRAWN_BY_HAND[hand] if interned else None
+        stock = len(boneyard) - RESERVE  # the boneyard's tiles that may be drawn, in all
+        drawn = self.drawn
+        while not masks[seat] & fit:
+            # `seat` is `turn`, and nobody must play a drawn tile.
+            if drawn < stock:
+                held = self.held[seat]
+                for _ in range(1 if self.one_then_pass else stock - drawn):
+                    tile = boneyard[drawn]
+                    drawn += 1
+                    if drawn_row is None:
+                        events.append(TileDrawn(hand, seat, tile))
+                    else:
+                        k = seat * 29 + (28 if tile is None else tile.index)
+                        event = drawn_row[k]
+                        if event is None:
+                            event = drawn_row[k] = TileDrawn(hand, seat, tile)
+                        events.append(event)
+                    held += (tile,)
+                    if tile is None:
+                        self.nones[seat] += 1
+                    else:
+                        masks[seat] |= tile.bit
                         if tile.bit & fit:
+                            self.held[seat] = held
+                            self.drawn = drawn
                             self.must_play = tile
                             return
-                    self.must_play = None
-                    if self.blocked():
+                    if drawn >= stock and not any(m & fit for m in masks):
+                        self.held[seat] = held
+                        self.drawn = drawn
                         self.block()
                         return
-            events.append(interned_pass(self.hand, seat))
-            self.turn = seat + 1 if seat + 1 < self.seats else 0
-            self.must_play = None
+                self.held[seat] = held
+            events.append(PASSED_BY_HAND[hand][seat] if interned else Passed(hand, seat))
+            seat = self.next_seat[seat]
+            self.turn = seat
+        self.drawn = drawn
 
     def block(self) -> None:
         """engine._block: the blocked hand's winner from the sides' masks."""
@@ -272,7 +492,7 @@ class Board:
         self.hand_ended(reason, side, points)
         scores = self.scores
         top = max(scores)
-        if top >= self.rules.target:
+        if top >= self.target:
             leaders = [i for i, s in enumerate(scores) if s == top]
             if len(leaders) == 1:
                 self.end_match(leaders[0])
@@ -298,24 +518,24 @@ class Board:
 
     def start_hand(self, number: int) -> None:
         """engine._start_hand: deal (again while void), then the forced lead."""
-        info = self.info
-        assert info.server_seed is not None
-        seed = bytes.fromhex(info.server_seed)
-        client_seeds = [p.client_seed if p is not None else "" for p in info.players]
+        dealer = self.dealer
+        if dealer is None:
+            dealer = self.dealer = _dealer(self.info, self.deal)
         attempt = 1
         while True:
-            hands, boneyard = self.deal(seed, info.match_id, number, attempt, client_seeds)
+            hands, boneyard = dealer(number, attempt)
             self.events.append(Dealt(number, attempt, hands, boneyard))
             self.phase = PLAYING
             self.hand = number
+            self.played_row = _played_row(number)
             self.attempt = attempt
-            self.hands = list(hands)
-            self.masks = [sum(map(_bit, h)) for h in hands]  # a deal's tiles are distinct
+            self.held = list(hands)
+            self.nones = [0] * len(hands)
+            masks = self.masks = [sum(map(_bit, h)) for h in hands]  # a deal's tiles are distinct
             self.boneyard = boneyard
             self.drawn = 0
-            self.left_part = []
-            self.right_part = []
-            self.ends = None
+            self.hand_start = len(self.events)
+            self.on_line = 0
             self.turn = None
             self.must_play = None
             self.hand_over = False
@@ -326,7 +546,7 @@ class Board:
             self.events.append(DealVoided(number, attempt))
             attempt += 1
         seat = 0
-        while not self.masks[seat] & lead:
+        while not masks[seat] & lead:
             seat += 1
         self.play(seat, TILE_OF_BIT[lead], None)
 
@@ -344,6 +564,42 @@ class Board:
         if rule == "lowest_double_else_lowest_tile":
             return dealt & -dealt  # the lowest tile in canonical order
         return 0
+
+
+def _played_row(hand: int) -> list[TilePlayed | None] | None:
+    """events.played's shared plays of the hand, None when it has none."""
+    return PLAYED_BY_HAND[hand] if 0 <= hand < INTERNED_HANDS else None
+
+
+def _dealer(info: MatchInfo, deal: Deal) -> Callable[[int, int], Hands]:
+    """The deals of a match by (hand, attempt): the engine's `deal` on the match's seeds.
+    The last one made is kept for the same match's next Board (its first hand is dealt on
+    one Board in `engine.execute`, the rest on the next): the same MatchInfo object and
+    `deal`, so the same deals."""
+    global _last_dealer
+    last = _last_dealer
+    if last is not None and last[0] is info and last[1] is deal:
+        return last[2]
+    made = _new_dealer(info, deal)
+    _last_dealer = (info, deal, made)
+    return made
+
+
+_last_dealer: tuple[MatchInfo, Deal, Callable[[int, int], Hands]] | None = None
+
+
+def _new_dealer(info: MatchInfo, deal: Deal) -> Callable[[int, int], Hands]:
+    assert info.server_seed is not None
+    seed = bytes.fromhex(info.server_seed)
+    client_seeds = [p.client_seed if p is not None else "" for p in info.players]
+    if deal is dealing.deal:
+        return dealing.dealer(seed, info.match_id, client_seeds)
+    match_id = info.match_id
+
+    def dealt(number: int, attempt: int) -> Hands:
+        return deal(seed, match_id, number, attempt, client_seeds)
+
+    return dealt
 
 
 def blocked_winner_of_masks(rules: Rules, side_masks: list[int]) -> int | None:

@@ -246,7 +246,10 @@ def _on_created(state: State | None, e: MatchCreated) -> State:
     )
     rules = info.rules
     if rules.clock == "none":
-        return State(info, scores=(0,) * len(info.sides), version=1)
+        return _new(State, (
+            info, SEATING, 0, 0, (), (), (), (), None, None, None, (0,) * len(info.sides),
+            True, None, 1, (), None, (), 0,
+        ))  # fmt: skip
     return State(
         info,
         scores=(0,) * len(info.sides),
@@ -264,7 +267,7 @@ def _on_seat(s: State, e: SeatTaken) -> State:
         info.match_id, info.seats, info.partnerships, info.rules, info.commitment, info.name,
         info.server_seed, tuple(players), info.sides,
     )  # fmt: skip
-    return s._replace(info=info, version=s.version + 1)
+    return _new(State, (info, *s[1:14], s[14] + 1, *s[15:]))
 
 
 def _on_dealt(s: State, e: Dealt) -> State:

@@ -23,7 +23,7 @@ import hashlib
 import hmac
 import os
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 import pytest
@@ -32,7 +32,7 @@ from bergen.domain import codec, dealing
 from bergen.domain.commands import CreateMatch, Play, TakeSeat
 from bergen.domain.dealing import deal
 from bergen.domain.engine import execute, execute_evolving
-from bergen.domain.errors import CorruptRecord
+from bergen.domain.errors import BergenError, CorruptRecord, MatchNotInProgress
 from bergen.domain.events import (
     Dealt,
     DealVoided,
@@ -48,13 +48,13 @@ from bergen.domain.events import (
     TilePlayed,
     TimedOut,
 )
-from bergen.domain.fastplay import blocked_winner_of_masks
+from bergen.domain.fastplay import Board, blocked_winner_of_masks
 from bergen.domain.montecarlo import Sampler, knowledge, playout, playout_by_states
 from bergen.domain.policies import random_policy
 from bergen.domain.rules import Rules, make_rules
 from bergen.domain.simulation import Timing, play_match
 from bergen.domain.state import ENDED, State, evolve, fold
-from bergen.domain.tiles import ALL_TILES, Tile
+from bergen.domain.tiles import ALL_TILES, End, Tile
 from bergen.domain.views import redact_stream
 
 MATCHES = int(os.environ.get("BERGEN_BITBOARD_MATCHES", "0"))
@@ -572,3 +572,131 @@ def test_playouts_on_the_board_match_playouts_through_states(
                 assert a.getstate() == b.getstate()
                 compared += 1
     assert compared >= 10 * seats
+
+
+def play_on_board(config: tuple[int, bool, str, dict[str, object]], rng: random.Random,
+                  match_id: str) -> int:  # fmt: skip
+    """One random match played out on one Board, against the reference fact by fact and
+    against the engine's per-command path event by event; returns the choices compared.
+    Half the plays go through `play_checked` (with the end left out when only one fits,
+    as a client may), the rest through the trusted `play`."""
+    seats, partnerships, preset, options = config
+    rules = make_rules(seats, partnerships, preset, options)
+    seed = rng.randbytes(32)
+    names = [f"p{s}" for s in range(seats)]
+    events: list[Event] = []
+    new, state = execute(None, CreateMatch(match_id, seats, partnerships, rules, seed))
+    events += new
+    for s in range(seats):
+        new, state = execute(state, TakeSeat(names[s], names[s], s))
+        events += new
+    ref = Reference(rules, seats, partnerships, match_id, seed, names)
+    ref.start_hand(1)
+    assert facts_of(events) == ref.facts
+    board = Board(state, deal)
+    positions = 0
+    while not ref.over:
+        assert board.phase is not ENDED
+        turn = board.turn
+        assert turn is not None and turn == ref.turn == state.turn
+        legal = board.legal_plays(turn)
+        assert legal == state.legal_plays(turn)  # the same plays in the same order
+        assert {(pair(t), e.value) for t, e in legal} == ref.legal()
+        for seat in range(seats):
+            if seat != turn:
+                assert board.legal_plays(seat) == ()
+        tile, end = rng.choice(legal)
+        one_end = sum(1 for t, _ in legal if t is tile) == 1
+        command = Play(turn, tile, None if one_end and rng.random() < 0.5 else end)
+        first = len(board.events)
+        if rng.random() < 0.5:
+            board.play_checked(command.seat, command.tile, command.end)
+        else:
+            board.play(turn, tile, end)
+        new, state = execute(state, command)
+        assert tuple(board.events[first:]) == new  # the engine's events, in its order
+        done = len(ref.facts)
+        ref.play(turn, pair(tile), end.value)
+        assert facts_of(new) == ref.facts[done:]
+        if positions % 7 == 0:
+            assert board.state() == state
+        positions += 1
+    assert board.phase is ENDED and state.phase == ENDED
+    assert board.state() == state == fold([*events, *board.events])
+    return positions
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_id)
+def test_matches_on_one_board_match_the_reference(
+    config: tuple[int, bool, str, dict[str, object]],
+) -> None:
+    rng = random.Random(f"board-{_id(config)}")
+    matches = MATCHES or 3
+    total = sum(play_on_board(config, rng, f"board-{m}") for m in range(matches))
+    assert total > matches * 10
+
+
+def _outcome(run: Callable[[], object]) -> tuple[object, ...]:
+    """What a call did: its error's kind, message and reason, or None."""
+    try:
+        run()
+    except BergenError as e:
+        return (type(e), str(e), e.reason)
+    return (None,)
+
+
+@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[4], CONFIGS[15], CONFIGS[18]], ids=_id)
+def test_checked_plays_on_the_board_are_the_engines(
+    config: tuple[int, bool, str, dict[str, object]],
+) -> None:
+    """At random positions, every play a client could send (every seat, tile and end, and
+    malformed ones) on a Board: refused with the engine's own error and the board
+    unchanged, or made with the engine's events and state."""
+    rng = random.Random(f"board-checked-{_id(config)}")
+    _, events = play_both(config, rng, "checked", check_paths=False)
+    seats = config[0]
+    cuts = rng.sample(range(len(events) // 2, len(events) + 1), 5)
+    # And two positions where the seat to play must play the tile it drew.
+    drew = [i + 1 for i, e in enumerate(events) if isinstance(e, TileDrawn)]
+    cuts += [i for i in drew if fold(events[:i]).must_play is not None][:2]
+    assert len(cuts) == 7
+    refused = made = 0
+    for cut in cuts:
+        state = fold(events[:cut])
+        if state.phase is not ENDED and state.hand_over:
+            continue  # between a hand's end and the next deal: no Board is built there
+        must = state.must_play
+        commands = [
+            Play(seat, tile, end)
+            for seat in range(-1, seats + 1)
+            for tile in ALL_TILES
+            for end in (None, End.LEFT, End.RIGHT)
+        ]
+        commands += [Play(True, must or ALL_TILES[0], None), Play(0, "0-0", None)]  # type: ignore[arg-type]
+        for command in commands:
+            board = Board(state, deal)
+            engine_says = _outcome(lambda: execute_evolving(state, command))  # noqa: B023
+            board_says = _outcome(
+                lambda: board.play_checked(command.seat, command.tile, command.end)  # noqa: B023
+            )
+            assert board_says == engine_says, command
+            if engine_says[0] is None:
+                assert (tuple(board.events), board.state()) == execute_evolving(state, command)
+                made += 1
+            else:
+                assert board.events == [] and board.state() == state
+                refused += 1
+    assert refused > 100 and made >= 1
+
+
+def test_play_checked_after_the_end_says_the_match_has_ended() -> None:
+    rng = random.Random("board-ended")
+    config = CONFIGS[0]
+    _, events = play_both(config, rng, "ended", check_paths=False)
+    state = fold(events)
+    assert state.phase == ENDED
+    board = Board(state, deal)
+    with pytest.raises(MatchNotInProgress) as refused:
+        board.play_checked(0, ALL_TILES[0], None)
+    assert refused.value.reason == "MATCH_ENDED"
+    assert board.events == []

@@ -92,3 +92,43 @@ def test_parse_seed_accepts_64_hex_digits_only():
     for bad in ["00" * 31, "zz" * 32, "", "00" * 33]:
         with pytest.raises(InvalidArgument):
             dealing.parse_seed(bad)
+
+
+@pytest.mark.parametrize("rejecting", [False, True], ids=["written-out", "via-permute"])
+def test_a_matchs_dealer_reproduces_every_vector(rejecting, monkeypatch):
+    """dealing.dealer (the Board's deals) gives each vector's hands and boneyard byte for
+    byte, on its written-out shuffle and on the general one it falls back to when an
+    integer of the stream may be rejected."""
+    general = []
+    permute = dealing.permute
+
+    def counted(items, key):
+        general.append(key)
+        return permute(items, key)
+
+    monkeypatch.setattr(dealing, "permute", counted)
+    if rejecting:
+        monkeypatch.setattr(dealing, "_BELOW_EVERY_LIMIT", 0)  # every integer may be
+    for case in CASES:
+        seed = bytes.fromhex(case["server_seed"])
+        deal = dealing.dealer(seed, case["match_id"], case["client_seeds"])
+        hands, boneyard = deal(case["hand"], case["attempt"])
+        assert [names(h) for h in hands] == case["hands"]
+        assert names(boneyard) == case["boneyard"]
+    assert len(general) == (len(CASES) if rejecting else 0)
+
+
+def test_a_matchs_dealer_deals_as_deal_does():
+    """Random seeds, match ids and client seeds (empty, non-ASCII, with the separator)."""
+    import random
+
+    rng = random.Random("dealer")
+    for _ in range(300):
+        seed = rng.randbytes(32)
+        match_id = rng.choice(["m", "ü-match", "a|b", str(rng.random())])
+        seats = rng.choice((2, 3, 4))
+        client_seeds = [rng.choice(["", "é", "x|y", str(rng.random())]) for _ in range(seats)]
+        deal = dealing.dealer(seed, match_id, client_seeds)
+        for hand, attempt in ((1, 1), (2, 3), (17, 1), (100, 2)):
+            expected = dealing.deal(seed, match_id, hand, attempt, client_seeds)
+            assert deal(hand, attempt) == expected
