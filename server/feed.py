@@ -23,6 +23,9 @@ from .store import EventStore, StoredEvent
 log = logging.getLogger("bergen.server.feed")
 
 NOTIFY_CHANNEL = "bergen_events"
+WAKE_RETRY = 0.002
+"""Seconds after a wake-up that found nothing new before the follower reads again (then
+twice that, and so on up to the poll interval)."""
 
 
 class Subscription:
@@ -207,11 +210,25 @@ class EventFeed:
         return out, refused
 
     def _follow(self) -> None:
+        # A wake-up says another replica has committed, but its rows join the commit-safe
+        # order only once every older transaction (of any client of the database) has
+        # ended: a wake-up that finds nothing is tried again soon, at growing intervals,
+        # rather than on the next poll.
+        retry: float | None = None
         while not self._stop.is_set():
             try:
-                if self._catch_up() == 0:
-                    self._wake.wait(self._poll)
-                    self._wake.clear()
+                if self._catch_up() > 0:
+                    retry = None
+                    continue
+                if retry is not None and retry < self._poll:
+                    woken = self._wake.wait(retry)
+                    retry *= 2
+                else:
+                    woken = self._wake.wait(self._poll)
+                    retry = None
+                self._wake.clear()
+                if woken:
+                    retry = WAKE_RETRY
             except Exception:  # keep following: a passing database error must not end it
                 log.exception("event feed: reading the global order failed; retrying")
                 self._stop.wait(1.0)
