@@ -30,7 +30,9 @@ Delivery: spectators stream `WatchMatch` (grpc.aio, a separate process, one chan
 one match while one client plays it at a steady pace (a play every 100 ms: ten times a brisk
 human, and below the rate that saturates a 2-core machine); delivery latency is the time from the
 return of the Play call that wrote an event to each watcher receiving it, matched by seq
-(perf_counter is the system's monotonic clock, shared by the processes).
+(perf_counter is the system's monotonic clock, shared by the processes). The watchers ask for
+`batched` streams (the two or three events a play writes come in one message);
+`--one-event-a-message` measures the streams of clients that do not.
 
 - Replicas (issue 4, part 4, goal p99 <= 100 ms): 10 watchers on a second replica (B), the
   plays sent to the first (A), so every event crosses PostgreSQL NOTIFY and B's read.
@@ -461,7 +463,7 @@ def measure_rate(kind: str, target: str, clients: int, seconds: float, seed: int
 
 
 async def _watch_all(
-    target: str, match_id: str, watchers: int, ready: Any, timeout: float
+    target: str, match_id: str, watchers: int, ready: Any, timeout: float, batched: bool
 ) -> list[list[tuple[int, float]]]:
     channels = [grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) for _ in range(watchers)]
     received: list[list[tuple[int, float]]] = [[] for _ in range(watchers)]
@@ -473,11 +475,13 @@ async def _watch_all(
             SERVICE + "WatchMatch",
             request_serializer=pb.WatchMatchRequest.SerializeToString,
             response_deserializer=pb.WatchMatchResponse.FromString,
-        )(pb.WatchMatchRequest(match_id=match_id), timeout=timeout)
+        )(pb.WatchMatchRequest(match_id=match_id, batched=batched), timeout=timeout)
         got = received[i]
         async for item in call:
             t = time.perf_counter()
-            if item.HasField("event"):
+            if item.events:
+                got.extend((e.seq, t) for e in item.events)
+            elif item.HasField("event"):
                 got.append((item.event.seq, t))
             else:
                 viewed += 1
@@ -493,10 +497,16 @@ async def _watch_all(
 
 
 def _watchers_process(
-    target: str, match_id: str, watchers: int, ready: Any, results: Any, timeout: float
+    target: str,
+    match_id: str,
+    watchers: int,
+    ready: Any,
+    results: Any,
+    timeout: float,
+    batched: bool = True,
 ) -> None:
     try:
-        results.put(asyncio.run(_watch_all(target, match_id, watchers, ready, timeout)))
+        results.put(asyncio.run(_watch_all(target, match_id, watchers, ready, timeout, batched)))
     except BaseException as e:
         results.put(repr(e))
         raise
@@ -511,6 +521,11 @@ class Fanout:
     plays: int
     overran: bool = False
     """The work `alongside` was still running when the watched match ended."""
+    cpu_ms: float | None = None
+    """CPU time of the watched server (`cpu_of`) per event of the match, in ms."""
+    first_max_ms: float | None = None
+    """The longest any event took to reach its first watcher: what the feed (the append, and
+    across replicas NOTIFY and the read) adds before the fan-out to every watcher."""
 
 
 def measure_fanout(
@@ -520,12 +535,17 @@ def measure_fanout(
     interval: float,
     max_plays: int,
     alongside: Callable[[], object] | None = None,
+    cpu_of: int | None = None,
+    batched: bool = True,
 ) -> Fanout:
     """Delivery latency to `watchers` spectators on `watch_target` of a match played through
     `play_target`, one play every `interval` seconds, until it ends (or `max_plays`).
 
     `alongside`, when given, is run in a thread of its own once every watcher has its view,
-    while the match is played; the match is played on until it returns."""
+    while the match is played.
+
+    The watchers ask for `batched` streams (the events of a play in one message) unless told
+    not to."""
     channel = _channel(play_target)
     overran = False
     beside: threading.Thread | None = None
@@ -538,7 +558,7 @@ def measure_fanout(
         timeout = START_TIMEOUT + max_plays * (interval + 1.0)
         proc = ctx.Process(
             target=_watchers_process,
-            args=(watch_target, player.match_id, watchers, ready, results, timeout),
+            args=(watch_target, player.match_id, watchers, ready, results, timeout, batched),
         )
         proc.start()
         deadline = time.monotonic() + START_TIMEOUT
@@ -561,6 +581,7 @@ def measure_fanout(
         plays = 0
         ended = False
         next_at = time.perf_counter()
+        cpu_start = _cpu_seconds(cpu_of)
         while plays < max_plays and not ended:
             request, metadata = player.next_request()
             time.sleep(max(0.0, next_at - time.perf_counter()))
@@ -577,6 +598,7 @@ def measure_fanout(
             proc.terminate()
             raise RuntimeError(f"the match did not end within {max_plays} plays")
         outcome = results.get(timeout=timeout)
+        cpu_end = _cpu_seconds(cpu_of)
         proc.join(timeout=10)
         if isinstance(outcome, str):
             raise RuntimeError(f"the watchers failed: {outcome}")
@@ -589,8 +611,37 @@ def measure_fanout(
         channel.close()
     delays = [(t - returned[seq]) * 1000 for got in outcome for seq, t in got if seq in returned]
     missing = sum(len(set(returned) - {seq for seq, _ in got}) for got in outcome)
+    first: dict[int, float] = {}  # each event's earliest delivery: the feed's part of it
+    for got in outcome:
+        for seq, t in got:
+            if seq in returned and t < first.get(seq, float("inf")):
+                first[seq] = t
+    firsts = [(t - returned[seq]) * 1000 for seq, t in first.items()]
     q = statistics.quantiles(delays, n=100, method="inclusive")
-    return Fanout(statistics.median(delays), q[98], len(delays), missing, plays, overran)
+    cpu_ms = None
+    if cpu_start is not None and cpu_end is not None and returned:
+        cpu_ms = (cpu_end - cpu_start) * 1000 / len(returned)
+    return Fanout(
+        statistics.median(delays),
+        q[98],
+        len(delays),
+        missing,
+        plays,
+        overran,
+        cpu_ms,
+        max(firsts) if firsts else None,
+    )
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """The CPU time (user + system) process `pid` has used so far, where /proc tells it."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -618,6 +669,7 @@ def measure_watched_rate(
     interval: float,
     rounds: int,
     say: Callable[[str], None],
+    batched: bool = True,
 ) -> WatchedRate:
     """Play/s of `clients` clients, each on a match of its own, for `seconds`: alone, then
     while `watchers` spectators watch another match played at a play every `interval`
@@ -631,7 +683,9 @@ def measure_watched_rate(
         def window(r: int = r, got: list[Run] = got) -> None:
             got.append(measure_rate(OURS, target, clients, seconds, seed=200 + r))
 
-        f = measure_fanout(target, target, watchers, interval, 400, alongside=window)
+        f = measure_fanout(
+            target, target, watchers, interval, 400, alongside=window, batched=batched
+        )
         out.without.append(alone)
         out.beside.append(got[0])
         out.fanouts.append(f)
@@ -751,7 +805,13 @@ def _fanout_line(where: str, f: Fanout, goal_ms: float | None) -> Line:
     """A delivery figure; held to `goal_ms` at p99 when given, else reported only. Missing
     deliveries always fail it."""
     figures = f"{f.p50_ms:.1f}/{f.p99_ms:.1f}"
-    note = f"{f.deliveries:,} deliveries" + (f", {f.missing} MISSING" if f.missing else "")
+    note = f"{f.deliveries:,} deliveries of {f.plays} plays" + (
+        f", {f.missing} MISSING" if f.missing else ""
+    )
+    if f.cpu_ms is not None:
+        note += f", {f.cpu_ms:.1f} ms CPU/event"
+    if f.first_max_ms is not None:
+        note += f", first watcher max {f.first_max_ms:.0f} ms"
     if goal_ms is None:
         return Line(
             f"WatchMatch delivery p50/p99 ms, {where}",
@@ -827,7 +887,13 @@ def main(argv: list[str] | None = None) -> int:
         default=8,
         help="clients of the Play/s measured beside the watchers (fanout part)",
     )
+    parser.add_argument(
+        "--one-event-a-message",
+        action="store_true",
+        help="watchers do not ask for batched WatchMatch streams (fanout part)",
+    )
     args = parser.parse_args(argv)
+    batched = not args.one_event_a_message
     unknown = set(args.parts) - {"throughput", "fanout"}
     if unknown:
         parser.error(f"unknown part(s): {', '.join(sorted(unknown))}")
@@ -861,16 +927,25 @@ def main(argv: list[str] | None = None) -> int:
         found = stack.enter_context(servers(url, folder, [OURS]))
         replica = stack.enter_context(servers(url, folder, ["replica-b"]))["replica-b"]
         a, b = found[OURS].target, replica.target
-        pace = f"a play every {args.play_interval * 1000:.0f} ms"
+        pace = f"a play every {args.play_interval * 1000:.0f} ms" + (
+            "" if batched else ", one event a message"
+        )
         say(f"  replicas: {REPLICA_WATCHERS} watchers on B, plays on A, {pace}")
-        near = measure_fanout(a, b, REPLICA_WATCHERS, args.play_interval, 400)
+        a_pid, b_pid = found[OURS].process.pid, replica.process.pid
+        near = measure_fanout(
+            a, b, REPLICA_WATCHERS, args.play_interval, 400, cpu_of=b_pid, batched=batched
+        )
         lines.append(
             _fanout_line(f"{REPLICA_WATCHERS} watchers on B, plays on A", near, REPLICA_GOAL_MS)
         )
         say(f"  fan-out: {args.watchers} watchers, {pace}")
-        single = measure_fanout(a, a, args.watchers, args.play_interval, 400)
+        single = measure_fanout(
+            a, a, args.watchers, args.play_interval, 400, cpu_of=a_pid, batched=batched
+        )
         lines.append(_fanout_line(f"{args.watchers} watchers, one server", single, FANOUT_GOAL_MS))
-        across = measure_fanout(a, b, args.watchers, args.play_interval, 400)
+        across = measure_fanout(
+            a, b, args.watchers, args.play_interval, 400, cpu_of=b_pid, batched=batched
+        )
         lines.append(
             _fanout_line(f"{args.watchers} watchers on B, plays on A", across, REPLICA_GOAL_MS)
         )
@@ -880,7 +955,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         watched = measure_watched_rate(
             a, args.watchers, args.watched_clients, args.seconds, args.play_interval,
-            args.rounds, say,
+            args.rounds, say, batched,
         )  # fmt: skip
         lines.append(_watched_rate_line(args.watchers, watched))
     print()

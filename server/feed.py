@@ -25,7 +25,9 @@ log = logging.getLogger("bergen.server.feed")
 NOTIFY_CHANNEL = "bergen_events"
 WAKE_RETRY = 0.002
 """Seconds after a wake-up that found nothing new before the follower reads again (then
-twice that, and so on up to the poll interval)."""
+twice that, and so on up to WAKE_RETRY_MAX, for WAKE_RETRY_FOR seconds after the wake-up)."""
+WAKE_RETRY_MAX = 0.016
+WAKE_RETRY_FOR = 2.0
 
 
 class Subscription:
@@ -212,23 +214,25 @@ class EventFeed:
     def _follow(self) -> None:
         # A wake-up says another replica has committed, but its rows join the commit-safe
         # order only once every older transaction (of any client of the database) has
-        # ended: a wake-up that finds nothing is tried again soon, at growing intervals,
-        # rather than on the next poll.
+        # ended: a wake-up that finds nothing is read again soon, at growing intervals up to
+        # WAKE_RETRY_MAX, for WAKE_RETRY_FOR seconds, rather than on the next poll.
         retry: float | None = None
+        retry_until = 0.0
         while not self._stop.is_set():
             try:
                 if self._catch_up() > 0:
                     retry = None
                     continue
-                if retry is not None and retry < self._poll:
+                if retry is not None and time.monotonic() < retry_until:
                     woken = self._wake.wait(retry)
-                    retry *= 2
+                    retry = min(retry * 2, WAKE_RETRY_MAX)
                 else:
                     woken = self._wake.wait(self._poll)
                     retry = None
                 self._wake.clear()
                 if woken:
                     retry = WAKE_RETRY
+                    retry_until = time.monotonic() + WAKE_RETRY_FOR
             except Exception:  # keep following: a passing database error must not end it
                 log.exception("event feed: reading the global order failed; retrying")
                 self._stop.wait(1.0)
