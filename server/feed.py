@@ -3,7 +3,8 @@
 Each server process follows the store's commit-safe global order from where it stood when
 the process started: watchers load their match from the store after subscribing, so they
 need only what comes later. On PostgreSQL a LISTEN/NOTIFY channel wakes the follower as soon
-as any replica commits; polling remains as the fallback. The process's own appends are
+as any replica commits (and a wake-up whose rows are not in the commit-safe order yet is read
+again within milliseconds); polling remains as the fallback. The process's own appends are
 delivered at once through `observe`; what the follower reads is delivered only when it links
 and its authenticator verifies (`RowCheck`), since a watcher folds what it is given. The
 match listing (`listing`) is a projection kept in the database (bergen.server.projections),
