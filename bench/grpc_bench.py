@@ -30,11 +30,20 @@ Delivery: spectators stream `WatchMatch` (grpc.aio, a separate process, one chan
 one match while one client plays it at a steady pace (a play every 100 ms: ten times a brisk
 human, and below the rate that saturates a 2-core machine); delivery latency is the time from the
 return of the Play call that wrote an event to each watcher receiving it, matched by seq
-(perf_counter is the system's monotonic clock, shared by the processes).
+(perf_counter is the system's monotonic clock, shared by the processes). The watchers ask for
+`batched` streams (the two or three events a play writes come in one message);
+`--one-event-a-message` measures the streams of clients that do not.
 
 - Replicas (issue 4, part 4, goal p99 <= 100 ms): 10 watchers on a second replica (B), the
   plays sent to the first (A), so every event crosses PostgreSQL NOTIFY and B's read.
-- Fan-out (issue 4, part 6, reported): 100 watchers, once on a single server, once on B.
+- Fan-out (issue 14, part 3, goal p99 <= 50 ms on one server, <= 100 ms across replicas):
+  100 watchers, once on a single server, once on B.
+- Play/s beside the watchers (issue 14, part 3, reported): `--watched-clients` clients (8),
+  each on a match of its own, for `--seconds`, alone and then while the 100 watchers follow
+  a match played at the same pace on the same server, `--rounds` times in turn; the ratio
+  is Play/s beside them over Play/s alone.
+
+`--parts fanout` runs only the delivery part (and the Play/s beside the watchers).
 """
 
 from __future__ import annotations
@@ -79,6 +88,9 @@ REPLICA_GOAL_MS = 100.0
 """Issue 4, part 4: a watcher receives events written through another replica within 100 ms
 at p99."""
 REPLICA_WATCHERS = 10
+FANOUT_GOAL_MS = 50.0
+"""Issue 14, part 3: 100 spectators of one match receive each event within 50 ms at p99 on
+one server (and within REPLICA_GOAL_MS across replicas)."""
 """Watchers of the replica measurement: the players of a 4-seat match and a few spectators."""
 
 
@@ -451,7 +463,7 @@ def measure_rate(kind: str, target: str, clients: int, seconds: float, seed: int
 
 
 async def _watch_all(
-    target: str, match_id: str, watchers: int, ready: Any, timeout: float
+    target: str, match_id: str, watchers: int, ready: Any, timeout: float, batched: bool
 ) -> list[list[tuple[int, float]]]:
     channels = [grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) for _ in range(watchers)]
     received: list[list[tuple[int, float]]] = [[] for _ in range(watchers)]
@@ -463,11 +475,13 @@ async def _watch_all(
             SERVICE + "WatchMatch",
             request_serializer=pb.WatchMatchRequest.SerializeToString,
             response_deserializer=pb.WatchMatchResponse.FromString,
-        )(pb.WatchMatchRequest(match_id=match_id), timeout=timeout)
+        )(pb.WatchMatchRequest(match_id=match_id, batched=batched), timeout=timeout)
         got = received[i]
         async for item in call:
             t = time.perf_counter()
-            if item.HasField("event"):
+            if item.events:
+                got.extend((e.seq, t) for e in item.events)
+            elif item.HasField("event"):
                 got.append((item.event.seq, t))
             else:
                 viewed += 1
@@ -483,10 +497,16 @@ async def _watch_all(
 
 
 def _watchers_process(
-    target: str, match_id: str, watchers: int, ready: Any, results: Any, timeout: float
+    target: str,
+    match_id: str,
+    watchers: int,
+    ready: Any,
+    results: Any,
+    timeout: float,
+    batched: bool = True,
 ) -> None:
     try:
-        results.put(asyncio.run(_watch_all(target, match_id, watchers, ready, timeout)))
+        results.put(asyncio.run(_watch_all(target, match_id, watchers, ready, timeout, batched)))
     except BaseException as e:
         results.put(repr(e))
         raise
@@ -499,14 +519,37 @@ class Fanout:
     deliveries: int
     missing: int
     plays: int
+    overran: bool = False
+    """The work `alongside` was still running when the watched match ended."""
+    cpu_ms: float | None = None
+    """CPU time of the watched server (`cpu_of`) per event of the match, in ms."""
+    first_max_ms: float | None = None
+    """The longest any event took to reach its first watcher: what the feed (the append, and
+    across replicas NOTIFY and the read) adds before the fan-out to every watcher."""
 
 
 def measure_fanout(
-    play_target: str, watch_target: str, watchers: int, interval: float, max_plays: int
+    play_target: str,
+    watch_target: str,
+    watchers: int,
+    interval: float,
+    max_plays: int,
+    alongside: Callable[[], object] | None = None,
+    cpu_of: int | None = None,
+    batched: bool = True,
 ) -> Fanout:
     """Delivery latency to `watchers` spectators on `watch_target` of a match played through
-    `play_target`, one play every `interval` seconds, until it ends (or `max_plays`)."""
+    `play_target`, one play every `interval` seconds, until it ends (or `max_plays`).
+
+    `alongside`, when given, is run in a thread of its own once every watcher has its view,
+    while the match is played.
+
+    The watchers ask for `batched` streams (the events of a play in one message) unless told
+    not to."""
     channel = _channel(play_target)
+    overran = False
+    beside: threading.Thread | None = None
+    beside_error: list[BaseException] = []
     try:
         player = Player(_Calls(channel), random.Random(7))
         ctx = mp.get_context("spawn")
@@ -515,7 +558,7 @@ def measure_fanout(
         timeout = START_TIMEOUT + max_plays * (interval + 1.0)
         proc = ctx.Process(
             target=_watchers_process,
-            args=(watch_target, player.match_id, watchers, ready, results, timeout),
+            args=(watch_target, player.match_id, watchers, ready, results, timeout, batched),
         )
         proc.start()
         deadline = time.monotonic() + START_TIMEOUT
@@ -523,10 +566,22 @@ def measure_fanout(
             if not proc.is_alive() or time.monotonic() > deadline:
                 proc.terminate()
                 raise RuntimeError("the watchers did not all receive their first view")
+        if alongside is not None:
+            work = alongside
+
+            def run_beside() -> None:
+                try:
+                    work()
+                except BaseException as e:
+                    beside_error.append(e)
+
+            beside = threading.Thread(target=run_beside, daemon=True)
+            beside.start()
         returned: dict[int, float] = {}
         plays = 0
         ended = False
         next_at = time.perf_counter()
+        cpu_start = _cpu_seconds(cpu_of)
         while plays < max_plays and not ended:
             request, metadata = player.next_request()
             time.sleep(max(0.0, next_at - time.perf_counter()))
@@ -543,15 +598,119 @@ def measure_fanout(
             proc.terminate()
             raise RuntimeError(f"the match did not end within {max_plays} plays")
         outcome = results.get(timeout=timeout)
+        cpu_end = _cpu_seconds(cpu_of)
         proc.join(timeout=10)
         if isinstance(outcome, str):
             raise RuntimeError(f"the watchers failed: {outcome}")
+        if beside is not None:
+            overran = beside.is_alive()  # still running when the watched match ended
+            beside.join()
+            if beside_error:
+                raise RuntimeError(f"alongside the watchers: {beside_error[0]!r}")
     finally:
         channel.close()
     delays = [(t - returned[seq]) * 1000 for got in outcome for seq, t in got if seq in returned]
     missing = sum(len(set(returned) - {seq for seq, _ in got}) for got in outcome)
+    first: dict[int, float] = {}  # each event's earliest delivery: the feed's part of it
+    for got in outcome:
+        for seq, t in got:
+            if seq in returned and t < first.get(seq, float("inf")):
+                first[seq] = t
+    firsts = [(t - returned[seq]) * 1000 for seq, t in first.items()]
     q = statistics.quantiles(delays, n=100, method="inclusive")
-    return Fanout(statistics.median(delays), q[98], len(delays), missing, plays)
+    cpu_ms = None
+    if cpu_start is not None and cpu_end is not None and returned:
+        cpu_ms = (cpu_end - cpu_start) * 1000 / len(returned)
+    return Fanout(
+        statistics.median(delays),
+        q[98],
+        len(delays),
+        missing,
+        plays,
+        overran,
+        cpu_ms,
+        max(firsts) if firsts else None,
+    )
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """The CPU time (user + system) process `pid` has used so far, where /proc tells it."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class WatchedRate:
+    """Play/s of clients on other matches, alone and beside a watched match."""
+
+    clients: int
+    without: list[Run]
+    beside: list[Run]
+    fanouts: list[Fanout]
+    """The watched match of each run beside it (its delivery under that load)."""
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(r.rate for r in self.beside) / statistics.median(
+            r.rate for r in self.without
+        )
+
+
+def measure_watched_rate(
+    target: str,
+    watchers: int,
+    clients: int,
+    seconds: float,
+    interval: float,
+    rounds: int,
+    say: Callable[[str], None],
+    batched: bool = True,
+) -> WatchedRate:
+    """Play/s of `clients` clients, each on a match of its own, for `seconds`: alone, then
+    while `watchers` spectators watch another match played at a play every `interval`
+    (both on one server), `rounds` times in turn. The window must fall inside the watched
+    match: a run beside one that ended first is reported as overran."""
+    out = WatchedRate(clients, [], [], [])
+    for r in range(rounds):
+        alone = measure_rate(OURS, target, clients, seconds, seed=100 + r)
+        got: list[Run] = []
+
+        def window(r: int = r, got: list[Run] = got) -> None:
+            got.append(measure_rate(OURS, target, clients, seconds, seed=200 + r))
+
+        f = measure_fanout(
+            target, target, watchers, interval, 400, alongside=window, batched=batched
+        )
+        out.without.append(alone)
+        out.beside.append(got[0])
+        out.fanouts.append(f)
+        note = " (the watched match ended first)" if f.overran else ""
+        say(
+            f"  {clients} client(s), round {r + 1}: alone {alone.rate:,.0f}/s, beside "
+            f"{watchers} watchers {got[0].rate:,.0f}/s{note}; their delivery p50/p99 "
+            f"{f.p50_ms:.1f}/{f.p99_ms:.1f} ms"
+        )
+    return out
+
+
+def _watched_rate_line(watchers: int, w: WatchedRate) -> Line:
+    """Play/s beside a watched match against Play/s alone (issue 14, part 3: reported)."""
+    beside = statistics.median(r.rate for r in w.beside)
+    alone = statistics.median(r.rate for r in w.without)
+    overran = sum(f.overran for f in w.fanouts)
+    return Line(
+        f"Play/s, {w.clients} client(s), beside {watchers} watchers vs alone",
+        f"{beside:,.0f}/s",
+        f"{alone:,.0f}/s" + (f", {overran} overran" if overran else ""),
+        w.ratio,
+        "",
+        None,
+    )
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -646,7 +805,13 @@ def _fanout_line(where: str, f: Fanout, goal_ms: float | None) -> Line:
     """A delivery figure; held to `goal_ms` at p99 when given, else reported only. Missing
     deliveries always fail it."""
     figures = f"{f.p50_ms:.1f}/{f.p99_ms:.1f}"
-    note = f"{f.deliveries:,} deliveries" + (f", {f.missing} MISSING" if f.missing else "")
+    note = f"{f.deliveries:,} deliveries of {f.plays} plays" + (
+        f", {f.missing} MISSING" if f.missing else ""
+    )
+    if f.cpu_ms is not None:
+        note += f", {f.cpu_ms:.1f} ms CPU/event"
+    if f.first_max_ms is not None:
+        note += f", first watcher max {f.first_max_ms:.0f} ms"
     if goal_ms is None:
         return Line(
             f"WatchMatch delivery p50/p99 ms, {where}",
@@ -708,7 +873,30 @@ def main(argv: list[str] | None = None) -> int:
         help="process counts of every server (bergen serve --workers N, the references as "
         "many forked processes), comma-separated (default 1,2)",
     )
+    parser.add_argument(
+        "--parts",
+        type=lambda text: text.split(","),
+        default=["throughput", "fanout"],
+        help="which parts to run, comma-separated: throughput (Play/s against the "
+        "references), fanout (WatchMatch delivery, and Play/s beside the watchers); default "
+        "both",
+    )
+    parser.add_argument(
+        "--watched-clients",
+        type=int,
+        default=8,
+        help="clients of the Play/s measured beside the watchers (fanout part)",
+    )
+    parser.add_argument(
+        "--one-event-a-message",
+        action="store_true",
+        help="watchers do not ask for batched WatchMatch streams (fanout part)",
+    )
     args = parser.parse_args(argv)
+    batched = not args.one_event_a_message
+    unknown = set(args.parts) - {"throughput", "fanout"}
+    if unknown:
+        parser.error(f"unknown part(s): {', '.join(sorted(unknown))}")
 
     def say(text: str) -> None:
         print(text, flush=True)
@@ -724,7 +912,7 @@ def main(argv: list[str] | None = None) -> int:
         ExitStack() as stack,
     ):
         folder = Path(tmp)
-        for processes in args.processes:
+        for processes in args.processes if "throughput" in args.parts else ():
             where = folder / f"p{processes}"
             where.mkdir()
             say(f"  {processes} process(es) per server")
@@ -732,20 +920,44 @@ def main(argv: list[str] | None = None) -> int:
                 for clients in (1, 8, 32) if processes == 1 else (8, 32):
                     runs = _throughput(found, clients, args.seconds, args.rounds, say)
                     lines += _rate_lines(clients, runs, processes)
+        if "fanout" not in args.parts:
+            print()
+            print_table(lines)
+            return 0
         found = stack.enter_context(servers(url, folder, [OURS]))
         replica = stack.enter_context(servers(url, folder, ["replica-b"]))["replica-b"]
         a, b = found[OURS].target, replica.target
-        pace = f"a play every {args.play_interval * 1000:.0f} ms"
+        pace = f"a play every {args.play_interval * 1000:.0f} ms" + (
+            "" if batched else ", one event a message"
+        )
         say(f"  replicas: {REPLICA_WATCHERS} watchers on B, plays on A, {pace}")
-        near = measure_fanout(a, b, REPLICA_WATCHERS, args.play_interval, 400)
+        a_pid, b_pid = found[OURS].process.pid, replica.process.pid
+        near = measure_fanout(
+            a, b, REPLICA_WATCHERS, args.play_interval, 400, cpu_of=b_pid, batched=batched
+        )
         lines.append(
             _fanout_line(f"{REPLICA_WATCHERS} watchers on B, plays on A", near, REPLICA_GOAL_MS)
         )
         say(f"  fan-out: {args.watchers} watchers, {pace}")
-        single = measure_fanout(a, a, args.watchers, args.play_interval, 400)
-        lines.append(_fanout_line(f"{args.watchers} watchers, one server", single, None))
-        across = measure_fanout(a, b, args.watchers, args.play_interval, 400)
-        lines.append(_fanout_line(f"{args.watchers} watchers on B, plays on A", across, None))
+        single = measure_fanout(
+            a, a, args.watchers, args.play_interval, 400, cpu_of=a_pid, batched=batched
+        )
+        lines.append(_fanout_line(f"{args.watchers} watchers, one server", single, FANOUT_GOAL_MS))
+        across = measure_fanout(
+            a, b, args.watchers, args.play_interval, 400, cpu_of=b_pid, batched=batched
+        )
+        lines.append(
+            _fanout_line(f"{args.watchers} watchers on B, plays on A", across, REPLICA_GOAL_MS)
+        )
+        say(
+            f"  Play/s of {args.watched_clients} clients on other matches, alone and beside "
+            f"{args.watchers} watchers of a match ({pace}), one server"
+        )
+        watched = measure_watched_rate(
+            a, args.watchers, args.watched_clients, args.seconds, args.play_interval,
+            args.rounds, say, batched,
+        )  # fmt: skip
+        lines.append(_watched_rate_line(args.watchers, watched))
     print()
     print_table(lines)
     return 0

@@ -3,7 +3,8 @@
 Each server process follows the store's commit-safe global order from where it stood when
 the process started: watchers load their match from the store after subscribing, so they
 need only what comes later. On PostgreSQL a LISTEN/NOTIFY channel wakes the follower as soon
-as any replica commits; polling remains as the fallback. The process's own appends are
+as any replica commits (and a wake-up whose rows are not in the commit-safe order yet is read
+again within milliseconds); polling remains as the fallback. The process's own appends are
 delivered at once through `observe`; what the follower reads is delivered only when it links
 and its authenticator verifies (`RowCheck`), since a watcher folds what it is given. The
 match listing (`listing`) is a projection kept in the database (bergen.server.projections),
@@ -23,6 +24,11 @@ from .store import EventStore, StoredEvent
 log = logging.getLogger("bergen.server.feed")
 
 NOTIFY_CHANNEL = "bergen_events"
+WAKE_RETRY = 0.002
+"""Seconds after a wake-up that found nothing new before the follower reads again (then
+twice that, and so on up to WAKE_RETRY_MAX, for WAKE_RETRY_FOR seconds after the wake-up)."""
+WAKE_RETRY_MAX = 0.016
+WAKE_RETRY_FOR = 2.0
 
 
 class Subscription:
@@ -207,11 +213,27 @@ class EventFeed:
         return out, refused
 
     def _follow(self) -> None:
+        # A wake-up says another replica has committed, but its rows join the commit-safe
+        # order only once every older transaction (of any client of the database) has
+        # ended: a wake-up that finds nothing is read again soon, at growing intervals up to
+        # WAKE_RETRY_MAX, for WAKE_RETRY_FOR seconds, rather than on the next poll.
+        retry: float | None = None
+        retry_until = 0.0
         while not self._stop.is_set():
             try:
-                if self._catch_up() == 0:
-                    self._wake.wait(self._poll)
-                    self._wake.clear()
+                if self._catch_up() > 0:
+                    retry = None
+                    continue
+                if retry is not None and time.monotonic() < retry_until:
+                    woken = self._wake.wait(retry)
+                    retry = min(retry * 2, WAKE_RETRY_MAX)
+                else:
+                    woken = self._wake.wait(self._poll)
+                    retry = None
+                self._wake.clear()
+                if woken:
+                    retry = WAKE_RETRY
+                    retry_until = time.monotonic() + WAKE_RETRY_FOR
             except Exception:  # keep following: a passing database error must not end it
                 log.exception("event feed: reading the global order failed; retrying")
                 self._stop.wait(1.0)

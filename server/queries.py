@@ -7,7 +7,10 @@ never older than what this process has already seen (bergen.server.store.routed)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from bergen.api.signing import RecordSigner
 from bergen.api.stored import StoredEvent
@@ -23,6 +26,34 @@ from .identity import Caller, Identity
 from .matches import Match, MatchRepository, extend
 from .store import EventStore, MatchSummary, lagging_reads
 from .tournaments import tournament_table
+
+_T = TypeVar("_T")
+_WHOLE = "whole"
+"""The audience of an ended match's events: everyone sees them whole."""
+PREPARED_SIZE = 4096
+"""Events kept made ready for watchers (per audience), across matches."""
+
+
+class _Shared:
+    """Values made once for everyone who asks by the same key, the latest `size` kept."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._values: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def find(self, key: Hashable) -> Any:
+        """The value kept for `key`, or None. Without the lock: one lookup is atomic, and a
+        hundred watchers woken at once by one event would otherwise queue on it."""
+        return self._values.get(key)
+
+    def keep(self, key: Hashable, value: object) -> None:
+        """Keep `value` (not None) for `key`, made outside the lock: at worst two watchers
+        make the same value at once."""
+        with self._lock:
+            self._values[key] = value
+            if len(self._values) > self._size:
+                self._values.popitem(last=False)
 
 
 class MatchQueries:
@@ -41,6 +72,7 @@ class MatchQueries:
         self._feed = feed
         self._identity = identity
         self._signer = signer
+        self._prepared = _Shared(PREPARED_SIZE)
 
     @property
     def public_key(self) -> str:
@@ -118,11 +150,23 @@ class MatchQueries:
             return self._feed.listing.page(phase, player, page_size, page_token)
 
     def watch(
-        self, caller: Caller, match_id: str, after_seq: int, active: Callable[[], bool]
-    ) -> Iterator[View | tuple[int, Event]]:
+        self,
+        caller: Caller,
+        match_id: str,
+        after_seq: int,
+        active: Callable[[], bool],
+        prepare: Callable[[int, Sequence[Event]], _T],
+        batch: int = 1,
+    ) -> Iterator[View | _T]:
         """The caller's view, then every event after it (or after `after_seq`) as the caller
         may see it, until the match ends or `active()` turns false. Raises NotFound,
-        PermissionDenied, CorruptRecord."""
+        PermissionDenied, CorruptRecord.
+
+        The events come as `prepare(seq, events)` makes them: up to `batch` events that are
+        ready together, the first at `seq`. Every watcher shown the same events (all
+        spectators, say, or all the streams of one seat) shares one redaction and one
+        `prepare`: a move watched by a hundred clients is made ready once, not a hundred
+        times. `prepare` must depend on nothing but its arguments."""
         subscription = self._feed.subscribe(match_id)
         try:
             with lagging_reads(match_id, after_seq):
@@ -130,11 +174,20 @@ class MatchQueries:
             viewer = self._identity.viewer(match, caller)
             yield view(match.state, viewer)
             sent = min(after_seq, match.version) if after_seq else match.version
+            prepared = self._prepared
             while True:
                 ended = match.state.phase == ENDED
-                for event in match.events[sent:]:
-                    sent += 1
-                    yield sent, event if ended else redact_event(event, viewer)
+                audience: object = _WHOLE if ended else viewer
+                while sent < match.version:
+                    events = match.events[sent : sent + batch]
+                    key = (prepare, match_id, sent + 1, len(events), audience)
+                    ready: _T | None = prepared.find(key)
+                    if ready is None:
+                        shown = events if ended else [redact_event(e, viewer) for e in events]
+                        ready = prepare(sent + 1, shown)
+                        prepared.keep(key, ready)
+                    sent += len(events)
+                    yield ready
                 if ended:
                     return
                 if not subscription.wait(active):

@@ -10,7 +10,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -164,9 +164,15 @@ class BergenServicer:
         match_id = _match_id(req.match_id)
         caller = _caller(context)
         with self._stream_slot(context, caller):
-            for item in self._queries.watch(caller, match_id, req.after_seq, context.is_active):
-                if isinstance(item, tuple):
-                    yield _watched_event(match_id, *item)
+            if req.batched:
+                prepare, batch = _watched_events, WATCH_BATCH
+            else:
+                prepare, batch = _watched_event, 1
+            for item in self._queries.watch(
+                caller, match_id, req.after_seq, context.is_active, prepare, batch
+            ):
+                if isinstance(item, bytes):
+                    yield item
                 else:
                     yield pb.WatchMatchResponse(view=self._view_out(item))
 
@@ -440,26 +446,21 @@ def _tournament_view(v: TournamentView) -> pb.TournamentView:
     return view
 
 
-_WATCHED: OrderedDict[tuple[str, int, Event], bytes] = OrderedDict()
-_WATCHED_LOCK = threading.Lock()
-_WATCHED_SIZE = 4096
+WATCH_BATCH = 64
+"""The most events in one message of a `batched` WatchMatch stream."""
 
 
-def _watched_event(match_id: str, seq: int, event: Event) -> bytes:
-    """The serialized stream message of an event as shown to a watcher. Every watcher shown
-    the same event (all spectators, say) shares one translation: a move watched by a
-    hundred clients is converted once, not a hundred times."""
-    key = (match_id, seq, event)
-    with _WATCHED_LOCK:
-        cached = _WATCHED.get(key)
-    if cached is not None:
-        return cached
-    data = pb.WatchMatchResponse(event=convert.event_out(seq, event)).SerializeToString()
-    with _WATCHED_LOCK:
-        _WATCHED[key] = data
-        if len(_WATCHED) > _WATCHED_SIZE:
-            _WATCHED.popitem(last=False)
-    return data
+def _watched_event(seq: int, events: Sequence[Event]) -> bytes:
+    """The serialized stream message of one event as shown to a watcher (made once per
+    audience: see MatchQueries.watch)."""
+    (event,) = events
+    return pb.WatchMatchResponse(event=convert.event_out(seq, event)).SerializeToString()
+
+
+def _watched_events(seq: int, events: Sequence[Event]) -> bytes:
+    """The serialized message of a `batched` stream: `events`, the first at `seq`."""
+    out = [convert.event_out(seq + i, e) for i, e in enumerate(events)]
+    return pb.WatchMatchResponse(events=out).SerializeToString()
 
 
 def generic_handler(

@@ -487,20 +487,24 @@ class ResignResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., view: _Optional[_Union[MatchView, _Mapping]] = ...) -> None: ...
 
 class WatchMatchRequest(_message.Message):
-    __slots__ = ("match_id", "after_seq")
+    __slots__ = ("match_id", "after_seq", "batched")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    BATCHED_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     after_seq: int
-    def __init__(self, match_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+    batched: bool
+    def __init__(self, match_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., batched: _Optional[bool] = ...) -> None: ...
 
 class WatchMatchResponse(_message.Message):
-    __slots__ = ("view", "event")
+    __slots__ = ("view", "event", "events")
     VIEW_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
     view: MatchView
     event: Event
-    def __init__(self, view: _Optional[_Union[MatchView, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ...) -> None: ...
+    events: _containers.RepeatedCompositeFieldContainer[Event]
+    def __init__(self, view: _Optional[_Union[MatchView, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
 
 class GetReplayRequest(_message.Message):
     __slots__ = ("match_id", "after_seq")
