@@ -20,11 +20,13 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bergen.domain import codec
+from bergen.domain import codec, fastplay
+from bergen.domain.commands import Play
+from bergen.domain.dealing import deal
 from bergen.domain.engine import command_of, execute
 from bergen.domain.errors import BergenError, CorruptRecord, LogTampered, NotFound
 from bergen.domain.events import Event
-from bergen.domain.state import State, fold
+from bergen.domain.state import PLAYING, State, fold
 
 from .auth import SealedToken
 from .store import EventRow, EventStore, StoredEvent
@@ -165,19 +167,43 @@ def _epoch(e: StoredEvent | EventRow) -> int:
 def recheck(match_id: str, version: int, events: Sequence[Event], state: State | None) -> State:
     """The state after `events` (from seq `version` + 1) on `state`, each command they hold
     decided again by the rules: the events must be exactly what the rules give. Raises
-    LogTampered naming the first seq that is not."""
+    LogTampered naming the first seq that is not.
+
+    The plays of an unclocked match are made on one `fastplay.Board` (`play_checked`: the
+    engine's checks, the engine's events), a State built only when another command comes
+    or the log ends; every other command goes through `execute`."""
     i = 0
+    board: fastplay.Board | None = None
     while i < len(events):
         seq = version + 1 + i
-        command = command_of(events[i])
+        first = events[i]
+        command = command_of(first)
         if command is None:
             raise LogTampered(
-                f"match {match_id}: seq {seq}: no command starts with a {type(events[i]).__name__}",
+                f"match {match_id}: seq {seq}: no command starts with a {type(first).__name__}",
                 match_id=match_id,
                 seq=seq,
             )
         try:
-            decided, after = execute(state, command)
+            if type(command) is Play and (
+                board is not None
+                or (
+                    state is not None
+                    and state.phase == PLAYING
+                    and not state.clocks
+                    and not state.hand_over
+                )
+            ):
+                if board is None:
+                    assert state is not None
+                    board = fastplay.Board(state, deal)
+                start = len(board.events)
+                board.play_checked(command.seat, command.tile, command.end)
+                decided = tuple(board.events[start:])
+            else:
+                if board is not None:
+                    state, board = board.state(), None
+                decided, state = execute(state, command)
         except BergenError as e:
             raise LogTampered(
                 f"match {match_id}: seq {seq}: the rules refuse it: {e.message}",
@@ -196,8 +222,9 @@ def recheck(match_id: str, version: int, events: Sequence[Event], state: State |
                 match_id=match_id,
                 seq=seq + at,
             )
-        state = after
         i += len(decided)
+    if board is not None:
+        state = board.state()
     assert state is not None
     return state
 

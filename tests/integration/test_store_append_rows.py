@@ -5,9 +5,10 @@ here against what is read back."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from conftest import Backend
+from conftest import Backend, _sqlite_tamper
 
 from bergen.domain.errors import ConcurrencyConflict
 from bergen.server.keys import LogKeys
@@ -91,19 +92,19 @@ def test_a_stream_id_is_never_cut_short(keyed: EventStore) -> None:
     assert keyed.read_stream("cut") == ()
 
 
-def test_an_append_links_to_the_stored_head_not_to_the_one_remembered(
-    backend: Backend,
+def test_a_sqlite_append_links_to_the_stored_head_not_to_the_one_remembered(
+    sqlite_url: str, tmp_path: Path
 ) -> None:
     """A process remembers the heads it wrote; on SQLite it builds the rows before taking the
-    write lock from that memory, and must still link to the head as stored under the lock."""
-    if backend.name != "sqlite":
-        pytest.skip("PostgreSQL links to the remembered hash: seq n's hash never changes")
-    s = open_store(backend.url)
+    write lock from that memory, and must still link to the head as stored under the lock.
+    (On PostgreSQL the remembered hash is linked to: seq n's hash never changes there.)"""
+    s = open_store(sqlite_url)
     try:
         s.append("linked", 0, [NewEvent("X", 1, {"i": 1})])
         changed = bytes(range(32))
-        backend.tamper("UPDATE events SET hash = %s WHERE stream_id = %s AND seq = 1",
-                       (changed, "linked"))  # fmt: skip
+        _sqlite_tamper(tmp_path / "bergen.db")(
+            "UPDATE events SET hash = %s WHERE stream_id = %s AND seq = 1", (changed, "linked")
+        )
         s.append("linked", 1, [NewEvent("X", 1, {"i": 2})])
         second = s.read_stream("linked")[1]
         assert second.prev_hash == changed
