@@ -127,9 +127,10 @@ class Client:
         return [event_in(e) for e in reply.events]
 
     def watch(self, match_id: str, token: str | None = None, after_seq: int = 0) -> WatchCall:
-        """The WatchMatch stream: WatchMatchResponse items; cancel() ends it."""
+        """The WatchMatch stream, batched: WatchMatchResponse items (read them with
+        `watch_events`); cancel() ends it."""
         call: WatchCall = self.stub.WatchMatch(
-            pb.WatchMatchRequest(match_id=match_id, after_seq=after_seq),
+            pb.WatchMatchRequest(match_id=match_id, after_seq=after_seq, batched=True),
             metadata=bearer(token),
         )
         return call
@@ -156,9 +157,13 @@ class Client:
 
 
 def watch_events(call: WatchCall) -> Iterator[tuple[int, Event] | pb.MatchView]:
-    """The items of a WatchMatch stream: its first view, then (seq, event) pairs."""
+    """The items of a WatchMatch stream: its first view, then (seq, event) pairs, one at a
+    time whether the server sent them batched (`events`) or one a message (`event`)."""
     for item in call:
         if item.HasField("view"):
             yield item.view
+        elif item.events:
+            for e in item.events:
+                yield event_in(e)
         else:
             yield event_in(item.event)

@@ -364,7 +364,9 @@ class MatchHub(Hub):
 
     async def run(self) -> None:
         refresher: asyncio.Task[None] | None = None
-        stream = self.upstream.stub.WatchMatch(pb.WatchMatchRequest(match_id=self.key))
+        stream = self.upstream.stub.WatchMatch(
+            pb.WatchMatchRequest(match_id=self.key, batched=True)
+        )
         self.upstream.calls["WatchMatch"] = self.upstream.calls.get("WatchMatch", 0) + 1
         try:
             async for item in stream:
@@ -380,13 +382,13 @@ class MatchHub(Hub):
                     self.ready.set()
                     refresher = asyncio.create_task(self._refresh_views())
                     continue
-                event = item.event
-                if event.seq <= self.last_seq:
-                    continue
-                self.last_seq = event.seq
-                out = Item.of("event", to_json(event), event.seq, with_id=True)
-                self.buffer.append(out)
-                self._pending.append(out)
+                for event in item.events or (item.event,):
+                    if event.seq <= self.last_seq:
+                        continue
+                    self.last_seq = event.seq
+                    out = Item.of("event", to_json(event), event.seq, with_id=True)
+                    self.buffer.append(out)
+                    self._pending.append(out)
                 self._stale.set()
         finally:
             if refresher is not None:
