@@ -156,7 +156,7 @@ class RowCheck:
             return f"seq {e.seq} has no authenticator"
         try:
             recorded = micros(e.recorded_at)
-            texts = e.texts if type(e) is ReadEvent else None
+            texts = e.texts if isinstance(e, ReadEvent) else None
             if texts is not None and type(texts[0]) is str and type(texts[1]) is str:
                 # As read: the payload and metadata text the authenticator covers, as stored.
                 expected = keyed.mac(
@@ -188,7 +188,7 @@ class RowCheck:
             exact = canonical_json(e.payload, "payload").decode()
             if exact != fast and verifies(exact):
                 return None
-        except (TypeError, ValueError, AttributeError) as err:
+        except (TypeError, ValueError) as err:
             return f"seq {e.seq}: {err}"
         return _NOT_OURS.format(e.seq)
 
@@ -351,8 +351,9 @@ class MatchListProjection:
         """Events this process has read from the global order to fold (for tests)."""
 
     def catch_up(self, max_batches: int | None = None) -> int:
-        """Fold what was written since the stored position (up to `max_batches` batches).
-        Returns how many events this process folded. Raises StorageUnavailable."""
+        """Fold what was written since the stored position (up to `max_batches` batches), up
+        to the first batch read that is not full: at least everything visible when it was
+        called. Returns how many events this process folded. Raises StorageUnavailable."""
         folded = 0
         batches = 0
         with self._lock:
@@ -367,6 +368,13 @@ class MatchListProjection:
                     return folded
                 batches += 1
                 folded += self._fold(batch, upto)
+                if len(batch) < self._batch and self._position == upto:
+                    # All that was visible when read is folded (here, not by another replica
+                    # that stopped short of it). Reading again at once would chase a busy
+                    # writer one transaction of a few rows at a time (one read and one fold
+                    # transaction each); what was written since is folded by the next call:
+                    # a page's, or the follower's next turn.
+                    return folded
         return folded
 
     def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:

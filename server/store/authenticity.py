@@ -139,7 +139,7 @@ class ReadEvent(StoredEvent):
     than encoded again from the parsed values. Equal to the StoredEvent of the same fields;
     one made any other way (`_replace`, `_make`) holds no text and is checked on its values."""
 
-    texts: tuple[str, str]
+    texts: tuple[str, str] | None = None
 
 
 def check_rows(
