@@ -31,7 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-from bergen.api.chain import canonical_json, metadata_json, micros, row_mac
+from bergen.api.chain import canonical_json, metadata_json, micros
 from bergen.api.stored import GENESIS_HASH, EventMetadata
 from bergen.domain.errors import CorruptRecord, InvalidArgument
 from bergen.domain.events import (
@@ -49,6 +49,7 @@ from bergen.domain.tiles import sides_of
 from .keys import LogKeys
 from .matches import decode_stored
 from .store import EventStore, MatchSummary, StoredEvent
+from .store.authenticity import Keyed, ReadEvent
 
 log = logging.getLogger("bergen.server.projections")
 
@@ -118,12 +119,15 @@ _sorted_compact = json.JSONEncoder(
 ).encode
 
 
+_NOT_OURS = "seq {} was not written by this server (its authenticator does not verify)"
+
+
 class RowCheck:
     """What a row must pass before the listing folds it: its link to the row before it (when
     that row's hash is known here) and, with `keys`, its authenticator."""
 
     def __init__(self, keys: LogKeys | None) -> None:
-        self._keys = keys
+        self._keyed = None if keys is None else Keyed(keys)
         self._heads: dict[str, tuple[int, bytes]] = {}
         self._metadata: dict[int, tuple[EventMetadata, str]] = {}
 
@@ -136,8 +140,8 @@ class RowCheck:
             prev = head[1] if head is not None and head[0] == stored.seq - 1 else None
         if prev is not None and stored.prev_hash != prev:
             return f"seq {stored.seq} does not link to seq {stored.seq - 1}"
-        if self._keys is not None:
-            return self._unauthentic(self._keys, stored)
+        if self._keyed is not None:
+            return self._unauthentic(self._keyed, stored)
         return None
 
     def folded(self, stored: StoredEvent) -> None:
@@ -146,35 +150,47 @@ class RowCheck:
             self._heads.clear()
         self._heads[stored.stream_id] = (stored.seq, stored.hash)
 
-    def _unauthentic(self, keys: LogKeys, e: StoredEvent) -> str | None:
+    def _unauthentic(self, keyed: Keyed, e: StoredEvent) -> str | None:
         key_id, mac = e.key_id, e.mac
         if mac is None or key_id is None:
             return f"seq {e.seq} has no authenticator"
-        key = keys.key(key_id)
-        if key is None:
-            return f"seq {e.seq} names an unknown log key {key_id!r}"
         try:
-            metadata = self._metadata_text(e.metadata)
             recorded = micros(e.recorded_at)
-
-            def verifies(payload: str) -> bool:
-                expected = row_mac(
-                    key, key_id, e.stream_id, e.seq, e.type, e.schema_version, payload,
-                    metadata, recorded, e.prev_hash, e.salt, e.hash,
+            texts = e.texts if isinstance(e, ReadEvent) else None
+            if texts is not None and type(texts[0]) is str and type(texts[1]) is str:
+                # As read: the payload and metadata text the authenticator covers, as stored.
+                expected = keyed.mac(
+                    key_id, e.stream_id, e.seq, e.type, e.schema_version, texts[0], texts[1],
+                    recorded, e.prev_hash, e.salt, e.hash,
                 )  # fmt: skip
-                return hmac.compare_digest(expected, mac)
+                if expected is None:
+                    return f"seq {e.seq} names an unknown log key {key_id!r}"
+                if hmac.compare_digest(expected, mac):
+                    return None
+                return _NOT_OURS.format(e.seq)
+            metadata = self._metadata_text(e.metadata)
+
+            def verifies(payload: str) -> bool | None:
+                expected = keyed.mac(
+                    key_id, e.stream_id, e.seq, e.type, e.schema_version, payload, metadata,
+                    recorded, e.prev_hash, e.salt, e.hash,
+                )  # fmt: skip
+                return None if expected is None else hmac.compare_digest(expected, mac)
 
             # The authenticator covers the payload's RFC 8785 text, which json's C encoder
             # gives for every payload an event has (no floats) several times faster.
             fast = _sorted_compact(e.payload)
-            if verifies(fast):
+            ok = verifies(fast)
+            if ok is None:
+                return f"seq {e.seq} names an unknown log key {key_id!r}"
+            if ok:
                 return None
             exact = canonical_json(e.payload, "payload").decode()
             if exact != fast and verifies(exact):
                 return None
         except (TypeError, ValueError) as err:
             return f"seq {e.seq}: {err}"
-        return f"seq {e.seq} was not written by this server (its authenticator does not verify)"
+        return _NOT_OURS.format(e.seq)
 
     def _metadata_text(self, metadata: EventMetadata) -> str:
         # The rows of one append share one metadata object: encode it once. The entry holds
@@ -335,8 +351,9 @@ class MatchListProjection:
         """Events this process has read from the global order to fold (for tests)."""
 
     def catch_up(self, max_batches: int | None = None) -> int:
-        """Fold what was written since the stored position (up to `max_batches` batches).
-        Returns how many events this process folded. Raises StorageUnavailable."""
+        """Fold what was written since the stored position (up to `max_batches` batches), up
+        to the first batch read that is not full: at least everything visible when it was
+        called. Returns how many events this process folded. Raises StorageUnavailable."""
         folded = 0
         batches = 0
         with self._lock:
@@ -351,6 +368,13 @@ class MatchListProjection:
                     return folded
                 batches += 1
                 folded += self._fold(batch, upto)
+                if len(batch) < self._batch and self._position == upto:
+                    # All that was visible when read is folded (here, not by another replica
+                    # that stopped short of it). Reading again at once would chase a busy
+                    # writer one transaction of a few rows at a time (one read and one fold
+                    # transaction each); what was written since is folded by the next call:
+                    # a page's, or the follower's next turn.
+                    return folded
         return folded
 
     def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
