@@ -144,8 +144,10 @@ class Board:
         # Each seat's tiles as dealt and drawn, in order, played ones included: its hand is
         # those still in its mask, and the hidden ones (None) less `hidden played`.
         self.held: list[tuple[Tile | None, ...]] = list(hands)
-        self.nones: list[int] = [h.count(None) for h in hands]
-        """Each seat's hidden tiles still held (only a redacted state has any)."""
+        self.nones: list[int] = [len(h) - m.bit_count() for h, m in zip(hands, masks, strict=True)]
+        """Each seat's hidden tiles still held (only a redacted state has any): its tiles
+        less the known ones, its mask's (`h.count(None)` compares each Tile with None
+        through Tile's Python-level comparisons, about 60 ns a tile)."""
         self.masks: list[int] = list(masks)
         self.scores: list[int] = list(scores)
         # The line is the state's and the plays since (`line()`); `on_line` counts its tiles.
@@ -180,7 +182,7 @@ class Board:
         held = self.held[seat]
         if mask.bit_count() == len(held):
             return held  # every tile it got, none played, none hidden
-        hidden = held.count(None)
+        hidden = len(held) - len(tuple(filter(None, held)))  # a Tile is always true
         if not hidden:
             return tuple([t for t in held if t.bit & mask])  # type: ignore[union-attr]
         played = hidden - self.nones[seat]  # the first hidden tiles were the ones played
