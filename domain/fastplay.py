@@ -718,10 +718,14 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
         right = tile.high if tile.low == right else tile.low
         right_double = d
     rules = info.rules
-    if len(held) < 2 or tile not in held:
+    if len(held) < 2 or len(held) != mask.bit_count():
         # The hand's last tile, or a hand with hidden tiles: the Board plays it.
         return _on_board(state, deal, seat, tile, end)
-    i = held.index(tile)
+    # The tile's place in the hand (it holds it: its mask has it), found by identity
+    # (`held.index` compares each Tile before it through Tile's Python-level comparisons).
+    i = 0
+    while held[i] is not tile:
+        i += 1
     award = None
     if left == right or (d and rules.double_bonus):
         side = seat % 2 if info.partnerships else seat
