@@ -107,6 +107,7 @@ class Board:
         "left_double",
         "line0",
         "masks",
+        "mover",
         "must_play",
         "next_seat",
         "nones",
@@ -153,6 +154,10 @@ class Board:
         # The line is the state's and the plays since (`line()`); `on_line` counts its tiles.
         self.line0: tuple[tuple[int, int], ...] = line
         self.on_line = len(line)
+        self.mover: int | None = (
+            self.turn if self.phase is PLAYING and not self.hand_over and line else None
+        )
+        """`turn` while the seat has a move to make (the hand is being played), else None."""
         self.hand_start = 0
         """Where in `events` the plays on the line begin (after the hand's deal)."""
         self.drawn = 0
@@ -211,7 +216,8 @@ class Board:
     def legal_plays(self, seat: int) -> tuple[tuple[Tile, End], ...]:
         """State.legal_plays: the seat's plays, in the order of its hand, the left end
         first; empty when it is not its move."""
-        if seat != self.turn or self.hand_over or not self.on_line or self.phase is not PLAYING:
+        mover = self.mover
+        if seat != mover or mover is None:
             return ()
         key = self.key
         must = self.must_play
@@ -364,7 +370,7 @@ class Board:
                 event = row[k] = TilePlayed(self.hand, seat, tile, end)
             self.events.append(event)
         turn = self.next_seat[seat]
-        self.turn = turn
+        self.turn = self.mover = turn
         self.must_play = None
         if (scoring or (d and self.double_bonus)) and self._award(seat, tile):
             return
@@ -469,7 +475,7 @@ class Board:
                 self.held[seat] = held
             events.append(PASSED_BY_HAND[hand][seat] if interned else Passed(hand, seat))
             seat = self.next_seat[seat]
-            self.turn = seat
+            self.turn = self.mover = seat
         self.drawn = drawn
 
     def block(self) -> None:
@@ -491,7 +497,7 @@ class Board:
 
     def hand_ended(self, reason: HandEndReason, side: int | None, points: int) -> None:
         self.events.append(HandEnded(self.hand, reason, side, points, tuple(self.scores)))
-        self.turn = None
+        self.turn = self.mover = None
         self.must_play = None
         self.hand_over = True
 
@@ -514,7 +520,7 @@ class Board:
         ended = MatchEnded(MatchEndReason.TARGET, winner, tuple(self.scores), None, "")
         self.events.append(ended)
         self.phase = ENDED
-        self.turn = None
+        self.turn = self.mover = None
         self.must_play = None
         self.hand_over = True
         self.result = ended
@@ -544,7 +550,7 @@ class Board:
             self.drawn = 0
             self.hand_start = len(self.events)
             self.on_line = 0
-            self.turn = None
+            self.turn = self.mover = None
             self.must_play = None
             self.hand_over = False
             self.clock_since = None
