@@ -362,13 +362,10 @@ class Board:
             scoring = d  # the lead scores as a double header, if a double
         key = self.key = left * 7 + right
         row = self.played_row
-        if row is None:
-            self.events.append(TilePlayed(self.hand, seat, tile, end))
-        else:
-            event = row[k]
-            if event is None:
-                event = row[k] = TilePlayed(self.hand, seat, tile, end)
-            self.events.append(event)
+        event = row[k]
+        if event is None:
+            event = row[k] = TilePlayed(self.hand, seat, tile, end)
+        self.events.append(event)
         turn = self.next_seat[seat]
         self.turn = self.mover = turn
         self.must_play = None
@@ -580,9 +577,10 @@ class Board:
         return 0
 
 
-def _played_row(hand: int) -> list[TilePlayed | None] | None:
-    """events.played's shared plays of the hand, None when it has none."""
-    return PLAYED_BY_HAND[hand] if 0 <= hand < INTERNED_HANDS else None
+def _played_row(hand: int) -> list[TilePlayed | None]:
+    """events.played's shared plays of the hand, or a row of the Board's own for a hand
+    past those (its plays then shared within the hand only)."""
+    return PLAYED_BY_HAND[hand] if 0 <= hand < INTERNED_HANDS else [None] * (4 * 84)
 
 
 def _dealer(info: MatchInfo, deal: Deal) -> Callable[[int, int], Hands]:
