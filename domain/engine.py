@@ -38,7 +38,7 @@ from .events import (
 )
 from .rules import Rules, make_rules
 from .scoring import BLOCKED_POINTS, blocked_winner, lead_of, play_award
-from .state import ENDED, PLAYING, SEATING, State, evolve
+from .state import ENDED, PLAYING, SEATING, State, _on_created, _on_seat, evolve
 from .tiles import End, Tile
 from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason
 
@@ -76,12 +76,82 @@ def decide(state: State | None, command: Command) -> tuple[Event, ...]:
 
 def execute(state: State | None, command: Command) -> tuple[tuple[Event, ...], State]:
     """`decide` and the state after its events, in one pass. Raises as `decide`."""
-    if type(command) is Play and state is not None and not state.clocks:
-        # The common move, on bitboards (fastplay): the same events and state as below.
-        done = fastplay.play_command(state, command, deal)
+    if type(command) is Play:
+        if state is not None and not state.clocks:
+            # The common move, on bitboards (fastplay): the same events and state as below.
+            done = fastplay.play_command(state, command, deal)
+            if done is not None:
+                return done
+    elif type(command) is TakeSeat:
+        if state is not None:
+            done = _seat_plainly(state, command)
+            if done is not None:
+                return done
+    elif type(command) is CreateMatch and state is None:
+        done = _create_plainly(command)
         if done is not None:
             return done
     return execute_evolving(state, command)
+
+
+def _plain_text(value: object, limit: int) -> bool:
+    """Text `_text` accepts as it is: printable ASCII (no control or invisible character)
+    within the limit. Anything else goes to `_text`, which says what is wrong, if anything."""
+    return type(value) is str and len(value) <= limit and value.isascii() and value.isprintable()
+
+
+def _create_plainly(c: CreateMatch) -> tuple[tuple[Event, ...], State] | None:
+    """`execute` of a well-formed CreateMatch: `_create`'s checks all passed in one test,
+    its event and state built without a `_Run`. None for anything else (`execute_evolving`
+    then says what is wrong, or plays it)."""
+    match_id = c.match_id
+    name = c.name
+    seed = c.server_seed
+    seats = c.seats
+    partnerships = c.partnerships
+    rules = c.rules
+    if not (
+        _plain_text(match_id, MAX_MATCH_ID)
+        and match_id.strip(" ")
+        and _plain_text(name, 100)
+        and type(seed) is bytes
+        and len(seed) == SEED_BYTES
+        and type(partnerships) is bool
+        and type(rules) is Rules
+        and type(seats) is int
+        and (seats, partnerships) in _PLAYABLE
+    ):
+        return None
+    event = MatchCreated(match_id, seats, partnerships, rules, commitment(seed), name, seed.hex())
+    return (event,), _on_created(None, event)
+
+
+def _seat_plainly(state: State, c: TakeSeat) -> tuple[tuple[Event, ...], State] | None:
+    """`execute` of a TakeSeat `_take_seat` accepts, in a match without clocks: its checks
+    in one test, the event and state built without a `_Run`. None for anything else
+    (`execute_evolving` then says what is wrong, or plays it)."""
+    name = c.name
+    seed = c.client_seed
+    seat = c.seat
+    info = state.info
+    players = info.players
+    if not (
+        state.phase is SEATING
+        and not state.clocks
+        and _plain_text(name, MAX_NAME)
+        and name.strip(" ")
+        and _plain_text(seed, MAX_CLIENT_SEED)
+        and type(seat) is int
+        and 0 <= seat < info.seats
+        and players[seat] is None
+    ):
+        return None
+    seated = SeatTaken(seat, name.strip(), seed)
+    after = _on_seat(state, seated)
+    if not all(after.info.players):  # a Player is always true
+        return (seated,), after
+    events, dealt = fastplay.first_hand(after, deal)
+    return (seated, *events), dealt
 
 
 def execute_evolving(state: State | None, command: Command) -> tuple[tuple[Event, ...], State]:

@@ -46,7 +46,7 @@ from .events import passed as interned_pass
 from .rules import Rules
 from .scoring import BLOCKED_POINTS, play_award
 from .state import _PLAYS, ENDED, PLAYING, MatchInfo, State
-from .tiles import DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
+from .tiles import ALL_TILES, DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
 from .vocabulary import HandEndReason, MatchEndReason, PointsReason
 
 Hands = tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]
@@ -102,10 +102,12 @@ class Board:
         "held",
         "info",
         "instant",
+        "key",
         "left",
         "left_double",
         "line0",
         "masks",
+        "mover",
         "must_play",
         "next_seat",
         "nones",
@@ -137,17 +139,25 @@ class Board:
         ) = s  # fmt: skip
         self.info: MatchInfo = info
         # The ends as State.ends holds them, while the line has tiles (`on_line`).
-        self.left, self.right, self.left_double, self.right_double = ends or (-1, -1, False, False)
+        self.left, self.right, self.left_double, self.right_double = ends or (0, 0, False, False)
+        self.key = self.left * 7 + self.right
+        """The ends' numbers as one index (left * 7 + right) into the tables by ends."""
         # Each seat's tiles as dealt and drawn, in order, played ones included: its hand is
         # those still in its mask, and the hidden ones (None) less `hidden played`.
         self.held: list[tuple[Tile | None, ...]] = list(hands)
-        self.nones: list[int] = [h.count(None) for h in hands]
-        """Each seat's hidden tiles still held (only a redacted state has any)."""
+        self.nones: list[int] = [len(h) - m.bit_count() for h, m in zip(hands, masks, strict=True)]
+        """Each seat's hidden tiles still held (only a redacted state has any): its tiles
+        less the known ones, its mask's (`h.count(None)` compares each Tile with None
+        through Tile's Python-level comparisons, about 60 ns a tile)."""
         self.masks: list[int] = list(masks)
         self.scores: list[int] = list(scores)
         # The line is the state's and the plays since (`line()`); `on_line` counts its tiles.
         self.line0: tuple[tuple[int, int], ...] = line
         self.on_line = len(line)
+        self.mover: int | None = (
+            self.turn if self.phase is PLAYING and not self.hand_over and line else None
+        )
+        """`turn` while the seat has a move to make (the hand is being played), else None."""
         self.hand_start = 0
         """Where in `events` the plays on the line begin (after the hand's deal)."""
         self.drawn = 0
@@ -177,7 +187,7 @@ class Board:
         held = self.held[seat]
         if mask.bit_count() == len(held):
             return held  # every tile it got, none played, none hidden
-        hidden = held.count(None)
+        hidden = len(held) - len(tuple(filter(None, held)))  # a Tile is always true
         if not hidden:
             return tuple([t for t in held if t.bit & mask])  # type: ignore[union-attr]
         played = hidden - self.nones[seat]  # the first hidden tiles were the ones played
@@ -206,18 +216,18 @@ class Board:
     def legal_plays(self, seat: int) -> tuple[tuple[Tile, End], ...]:
         """State.legal_plays: the seat's plays, in the order of its hand, the left end
         first; empty when it is not its move."""
-        if seat != self.turn or self.hand_over or not self.on_line or self.phase is not PLAYING:
+        mover = self.mover
+        if seat != mover or mover is None:
             return ()
-        left = self.left
-        right = self.right
-        row = _PLAYS[left * 7 + right]
+        key = self.key
         must = self.must_play
         if must is not None:
-            return row.get(must, ())
-        fitting = self.masks[seat] & (FITS[left] | FITS[right])
+            return _PLAYS[key].get(must, ())
+        fitting = self.masks[seat] & _FIT_OF_ENDS[key]
         if not fitting & (fitting - 1):
             # None or one tile fits: its plays, precomputed.
-            return row[TILE_OF_BIT[fitting]] if fitting else ()
+            return _PLAYS_BY_BIT[key][fitting % 29]
+        row = _PLAYS[key]
         plays: tuple[tuple[Tile, End], ...] = ()
         for t in self.held[seat]:
             if t is not None and t.bit & fitting:
@@ -317,57 +327,58 @@ class Board:
     def play(self, seat: int, tile: Tile, end: End | None) -> None:
         """engine._play without a clock, of a legal play (as `legal_plays` gives them);
         `end` None for the lead."""
-        hand = self.hand
-        row = self.played_row
-        k = (seat * 28 + tile.index) * 3  # events.played's key, less the end's
         masks = self.masks
         mask = masks[seat]
-        if mask & tile.bit:
-            mask ^= tile.bit
+        bit = tile.bit
+        if mask & bit:
+            mask ^= bit
             masks[seat] = mask
         else:
             self._play_hidden(seat, tile)
         d = tile.is_double
-        if not self.on_line:  # the lead
+        # A play at an end shows the tile's other number there: its pips less the end's.
+        if end is LEFT:
+            right = self.right
+            left = self.left = tile.pips - self.left
+            self.left_double = d
+            self.on_line += 1
+            k = (seat * 28 + tile.index) * 3 + 1  # events.played's key
+            scoring = left == right
+        elif end is RIGHT:
+            left = self.left
+            right = self.right = tile.pips - self.right
+            self.right_double = d
+            self.on_line += 1
+            k = (seat * 28 + tile.index) * 3 + 2
+            scoring = left == right
+        else:  # the lead
+            if self.on_line:
+                raise ValueError(f"a play of {tile} on the line needs an end")
             left = self.left = tile.low
             right = self.right = tile.high
             self.left_double = self.right_double = d
             self.on_line = 1
+            k = (seat * 28 + tile.index) * 3
             scoring = d  # the lead scores as a double header, if a double
-        elif end is LEFT:
-            k += 1
-            right = self.right
-            left = self.left = tile.high if tile.low == self.left else tile.low
-            self.left_double = d
-            self.on_line += 1
-            scoring = left == right
-        else:
-            k += 2
-            left = self.left
-            right = self.right = tile.high if tile.low == self.right else tile.low
-            self.right_double = d
-            self.on_line += 1
-            scoring = left == right
-        if row is None:
-            self.events.append(TilePlayed(hand, seat, tile, end))
-        else:
-            event = row[k]
-            if event is None:
-                event = row[k] = TilePlayed(hand, seat, tile, end)
-            self.events.append(event)
+        key = self.key = left * 7 + right
+        row = self.played_row
+        event = row[k]
+        if event is None:
+            event = row[k] = TilePlayed(self.hand, seat, tile, end)
+        self.events.append(event)
         turn = self.next_seat[seat]
-        self.turn = turn
+        self.turn = self.mover = turn
         self.must_play = None
         if (scoring or (d and self.double_bonus)) and self._award(seat, tile):
             return
         if not mask and not self.nones[seat]:
             side = seat % 2 if self.partnerships else seat
             dp = self.rules.domino_points
-            self.events.append(PointsScored(hand, side, dp, DOMINO, dp, seat))
+            self.events.append(PointsScored(self.hand, side, dp, DOMINO, dp, seat))
             self.scores[side] += dp
             self.end_hand(HandEndReason.DOMINO, side, dp)
             return
-        fit = FITS[left] | FITS[right]
+        fit = _FIT_OF_ENDS[key]
         if masks[turn] & fit:
             return  # the next seat has a play: nothing is forced
         if len(self.boneyard) - self.drawn <= RESERVE and not any(m & fit for m in masks):
@@ -417,7 +428,7 @@ class Board:
 
     def advance(self) -> None:
         """engine._advance: everything forced until a seat has a choice."""
-        fit = FITS[self.left] | FITS[self.right]
+        fit = _FIT_OF_ENDS[self.key]
         masks = self.masks
         seat = self.turn
         assert seat is not None
@@ -461,7 +472,7 @@ class Board:
                 self.held[seat] = held
             events.append(PASSED_BY_HAND[hand][seat] if interned else Passed(hand, seat))
             seat = self.next_seat[seat]
-            self.turn = seat
+            self.turn = self.mover = seat
         self.drawn = drawn
 
     def block(self) -> None:
@@ -483,7 +494,7 @@ class Board:
 
     def hand_ended(self, reason: HandEndReason, side: int | None, points: int) -> None:
         self.events.append(HandEnded(self.hand, reason, side, points, tuple(self.scores)))
-        self.turn = None
+        self.turn = self.mover = None
         self.must_play = None
         self.hand_over = True
 
@@ -506,7 +517,7 @@ class Board:
         ended = MatchEnded(MatchEndReason.TARGET, winner, tuple(self.scores), None, "")
         self.events.append(ended)
         self.phase = ENDED
-        self.turn = None
+        self.turn = self.mover = None
         self.must_play = None
         self.hand_over = True
         self.result = ended
@@ -536,7 +547,7 @@ class Board:
             self.drawn = 0
             self.hand_start = len(self.events)
             self.on_line = 0
-            self.turn = None
+            self.turn = self.mover = None
             self.must_play = None
             self.hand_over = False
             self.clock_since = None
@@ -566,9 +577,10 @@ class Board:
         return 0
 
 
-def _played_row(hand: int) -> list[TilePlayed | None] | None:
-    """events.played's shared plays of the hand, None when it has none."""
-    return PLAYED_BY_HAND[hand] if 0 <= hand < INTERNED_HANDS else None
+def _played_row(hand: int) -> list[TilePlayed | None]:
+    """events.played's shared plays of the hand, or a row of the Board's own for a hand
+    past those (its plays then shared within the hand only)."""
+    return PLAYED_BY_HAND[hand] if 0 <= hand < INTERNED_HANDS else [None] * (4 * 84)
 
 
 def _dealer(info: MatchInfo, deal: Deal) -> Callable[[int, int], Hands]:
@@ -641,6 +653,22 @@ def first_hand(state: State, deal: Deal) -> tuple[tuple[Event, ...], State]:
     return tuple(board.events), board.state()
 
 
+_FIT_OF_ENDS: tuple[int, ...] = tuple(
+    FITS[left] | FITS[right] for left in range(7) for right in range(7)
+)
+"""The tiles that fit either end, by the ends' numbers (left * 7 + right)."""
+_BY_BIT = 29
+"""A tile's bit modulo 29 is unique among the 28 tiles and not 0 (2 has order 28 modulo 29):
+tables by bit are lists indexed by `bit % 29`, 0 for no tile (a dict keyed by the bits,
+all powers of two, puts most of them in one hash slot)."""
+_TILE_BY_BIT: list[Tile | None] = [None] * _BY_BIT
+for _t in ALL_TILES:
+    _TILE_BY_BIT[_t.bit % _BY_BIT] = _t
+_PLAYS_BY_BIT: list[list[tuple[tuple[Tile, End], ...]]] = [
+    [() if t is None else row[t] for t in _TILE_BY_BIT] for row in _PLAYS
+]
+"""_PLAYS by the ends' numbers, then by the tile's bit % 29 (0: no tile, no plays)."""
+
 _NEXT_SEAT = ((), (0,), (1, 0), (1, 2, 0), (1, 2, 3, 0))
 """The seat after each seat, by the number of seats."""
 
@@ -694,10 +722,14 @@ def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, 
         right = tile.high if tile.low == right else tile.low
         right_double = d
     rules = info.rules
-    if len(held) < 2 or tile not in held:
+    if len(held) < 2 or len(held) != mask.bit_count():
         # The hand's last tile, or a hand with hidden tiles: the Board plays it.
         return _on_board(state, deal, seat, tile, end)
-    i = held.index(tile)
+    # The tile's place in the hand (it holds it: its mask has it), found by identity
+    # (`held.index` compares each Tile before it through Tile's Python-level comparisons).
+    i = 0
+    while held[i] is not tile:
+        i += 1
     award = None
     if left == right or (d and rules.double_bonus):
         side = seat % 2 if info.partnerships else seat

@@ -700,3 +700,24 @@ def test_play_checked_after_the_end_says_the_match_has_ended() -> None:
         board.play_checked(0, ALL_TILES[0], None)
     assert refused.value.reason == "MATCH_ENDED"
     assert board.events == []
+
+
+def test_a_long_match_on_one_board_matches_the_reference_past_the_interned_hands(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Hands past events.INTERNED_HANDS: the Board's plays are its own objects there, the
+    same events as the engine's and the reference's."""
+    from bergen.domain import fastplay
+    from bergen.domain.events import INTERNED_HANDS
+
+    rows = fastplay._played_row
+    hands: list[int] = []
+
+    def played_row(hand: int) -> list[TilePlayed | None]:
+        hands.append(hand)
+        return rows(hand)
+
+    monkeypatch.setattr(fastplay, "_played_row", played_row)
+    rng = random.Random("board-long")
+    play_on_board((2, False, "custom", {"target": 400}), rng, "board-long")
+    assert max(hands) > INTERNED_HANDS + 10

@@ -51,3 +51,26 @@ def test_a_board_on_a_seats_view_plays_from_hidden_hands() -> None:
             assert board.hands[e.seat].count(None) == len(seen.hands[e.seat]) - 1
             compared += 1
     assert compared > 50
+
+
+def test_a_board_on_any_state_of_a_match_lists_the_states_legal_plays() -> None:
+    """Every prefix of a match (seating, each event of each hand, a hand ended, the match
+    ended): a Board on its State, for every seat, lists what State.legal_plays lists."""
+    rng = random.Random("board-any-state")
+    checked = 0
+    for m in range(4):
+        seats = (2, 3, 4, 4)[m]
+        partnerships = m == 3
+        rules = make_rules(seats, partnerships, "standard")
+        events, _ = play_match(
+            f"any-{m}", rules, seats, partnerships, rng.randbytes(32),
+            [random_policy] * seats, rng,
+        )  # fmt: skip
+        for i in range(1, len(events) + 1):
+            state = fold(events[:i])
+            board = Board(state, deal)
+            for seat in (*range(seats), None):
+                legal = state.legal_plays(seat)  # type: ignore[arg-type]
+                assert board.legal_plays(seat) == legal  # type: ignore[arg-type]
+                checked += bool(legal)
+    assert checked > 100
