@@ -267,6 +267,15 @@ def test_a_changed_deal_action_score_or_seed_is_never_accepted(
 
     # What passes the rules may differ from the original only where the rules do not look:
     # names, the rules' preset label, the log and the signature (which the signature covers).
+    # A rule may differ too when the original match is as legal under it (a target of 16 for
+    # a match won at 15 with 17 points): only the signature tells the two records apart.
+    rules = record.get("rules") if isinstance(record, dict) else None
+    if isinstance(rules, dict) and rules != original["rules"]:
+        alike = copy.deepcopy(original)
+        alike["rules"] = rules
+        assert replay_record(alike).ok
+        record = {**record, "rules": original["rules"]}
+
     def checked(r: dict[str, Any]) -> Any:
         return (
             r["match_id"],
