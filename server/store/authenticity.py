@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -15,6 +16,9 @@ from bergen.api.chain import (
     canonical_json,
     metadata_json,
     micros,
+    not_linked,
+    not_written_here,
+    parse_metadata,
     row_mac,
 )
 from bergen.api.stored import ChainFault, ChainReport, StoredEvent
@@ -142,6 +146,27 @@ class ReadEvent(StoredEvent):
     texts: tuple[str, str] | None = None
 
 
+def read_event(row: Sequence[Any], recorded_at: Callable[[Any], Any] | None = None) -> ReadEvent:
+    """The ReadEvent of a global-order row as selected (stream, seq, position, type, schema
+    version, payload text, metadata text, recorded_at, prev_hash, hash, salt, key id, mac);
+    `recorded_at` turns the stored time into a datetime when the backend does not. Raises
+    CorruptRecord for a row that does not decode."""
+    try:
+        event = ReadEvent(
+            row[0], row[1], row[2], row[3], row[4], json.loads(row[5]), parse_metadata(row[6]),
+            row[7] if recorded_at is None else recorded_at(row[7]), bytes(row[8]),
+            bytes(row[9]), bytes(row[10]), row[11],
+            None if row[12] is None else bytes(row[12]),
+        )  # fmt: skip
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptRecord(
+            f"stream {row[0]} seq {row[1]}: undecodable event row: {e!r}",
+            match_id=row[0], seq=row[1], position=row[2],
+        ) from e  # fmt: skip
+    event.texts = (row[5], row[6])
+    return event
+
+
 def check_rows(
     stream_id: str,
     rows: Sequence[Sequence[Any]],
@@ -214,17 +239,8 @@ def check_rows(
         )
         outer.update(inner.digest())
         if not compare(outer.digest(), bytes(mac)):
-            raise LogTampered(
-                f"match {stream_id}: seq {seq} was not written by this server "
-                "(its authenticator does not verify)",
-                match_id=stream_id,
-                seq=seq,
-            )
+            raise not_written_here(stream_id, seq)
         if prev_hash != prev:
-            raise LogTampered(
-                f"match {stream_id}: seq {seq} does not link to seq {seq - 1}",
-                match_id=stream_id,
-                seq=seq,
-            )
+            raise not_linked(stream_id, seq)
         prev = digest
         expected_seq += 1

@@ -31,7 +31,7 @@ from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, LogTampered
 from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
-from .authenticity import ReadEvent, check_report, check_rows
+from .authenticity import check_report, check_rows, read_event
 from .batch import Heads, build_rows, check_append, stored
 from .faults import guard, unavailable
 from .listing import (
@@ -151,24 +151,6 @@ def _event(row: tuple[Any, ...]) -> StoredEvent:
             f"stream {row[0]} seq {row[1]}: undecodable event row: {e!r}",
             match_id=row[0], seq=row[1], position=row[2],
         ) from e  # fmt: skip
-
-
-def _read_event(row: tuple[Any, ...]) -> ReadEvent:
-    """`_event`, holding the row's payload and metadata text for checking its authenticator
-    (the global order's readers check every row they read)."""
-    try:
-        event = ReadEvent(
-            row[0], row[1], row[2], row[3], row[4], json.loads(row[5]), parse_metadata(row[6]),
-            row[7], bytes(row[8]), bytes(row[9]), bytes(row[10]), row[11],
-            None if row[12] is None else bytes(row[12]),
-        )  # fmt: skip
-    except (ValueError, KeyError, TypeError) as e:
-        raise CorruptRecord(
-            f"stream {row[0]} seq {row[1]}: undecodable event row: {e!r}",
-            match_id=row[0], seq=row[1], position=row[2],
-        ) from e  # fmt: skip
-    event.texts = (row[5], row[6])
-    return event
 
 
 def _decode(row: tuple[Any, ...]) -> StoredEvent:
@@ -518,7 +500,7 @@ class PostgresEventStore:
                     raise NotFound(f"no event at global position {after_position}")
                 if rows[0][0] is None:
                     return ()
-        return tuple(map(_read_event, rows))
+        return tuple(map(read_event, rows))
 
     @_guarded
     def head_position(self) -> int:

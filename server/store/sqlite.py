@@ -22,7 +22,7 @@ from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, LogTampered
 from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
-from .authenticity import ReadEvent, check_report, check_rows
+from .authenticity import ReadEvent, check_report, check_rows, read_event
 from .batch import Heads, build_rows, check_append, stored
 from .faults import guard, unavailable
 from .listing import (
@@ -105,22 +105,8 @@ def _event(row: tuple[Any, ...]) -> StoredEvent:
         ) from e  # fmt: skip
 
 
-def _read_event(row: tuple[Any, ...]) -> ReadEvent:
-    """`_event`, holding the row's payload and metadata text for checking its authenticator
-    (the global order's readers check every row they read)."""
-    try:
-        event = ReadEvent(
-            row[0], row[1], row[2], row[3], row[4], json.loads(row[5]), parse_metadata(row[6]),
-            datetime.fromisoformat(row[7]), bytes(row[8]), bytes(row[9]), bytes(row[10]),
-            row[11], None if row[12] is None else bytes(row[12]),
-        )  # fmt: skip
-    except (ValueError, KeyError, TypeError) as e:
-        raise CorruptRecord(
-            f"stream {row[0]} seq {row[1]}: undecodable event row: {e!r}",
-            match_id=row[0], seq=row[1], position=row[2],
-        ) from e  # fmt: skip
-    event.texts = (row[5], row[6])
-    return event
+def _read_sqlite_event(row: tuple[Any, ...]) -> ReadEvent:
+    return read_event(row, datetime.fromisoformat)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -414,7 +400,7 @@ class SQLiteEventStore:
             is None
         ):
             raise NotFound(f"no event at global position {after_position}")
-        return tuple(map(_read_event, rows))
+        return tuple(map(_read_sqlite_event, rows))
 
     @_guarded
     def head_position(self) -> int:

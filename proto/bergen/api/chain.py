@@ -358,6 +358,23 @@ def row_mac(
     return hmac.digest(key, message, "sha256")
 
 
+def not_written_here(stream_id: str, seq: int) -> LogTampered:
+    """The refusal of a row whose authenticator does not verify."""
+    return LogTampered(
+        f"match {stream_id}: seq {seq} was not written by this server "
+        "(its authenticator does not verify)",
+        match_id=stream_id,
+        seq=seq,
+    )
+
+
+def not_linked(stream_id: str, seq: int) -> LogTampered:
+    """The refusal of a row whose prev_hash is not the hash of the row before it."""
+    return LogTampered(
+        f"match {stream_id}: seq {seq} does not link to seq {seq - 1}", match_id=stream_id, seq=seq
+    )
+
+
 KeyOf = Callable[[str], bytes | None]
 """The log key of a key id, None for an id not held."""
 
@@ -396,17 +413,8 @@ def authenticate(
             prev_hash, bytes(r[8]), digest,
         )  # fmt: skip
         if not hmac.compare_digest(expected, bytes(mac)):
-            raise LogTampered(
-                f"match {stream_id}: seq {seq} was not written by this server "
-                "(its authenticator does not verify)",
-                match_id=stream_id,
-                seq=seq,
-            )
+            raise not_written_here(stream_id, seq)
         if prev_hash != prev:
-            raise LogTampered(
-                f"match {stream_id}: seq {seq} does not link to seq {seq - 1}",
-                match_id=stream_id,
-                seq=seq,
-            )
+            raise not_linked(stream_id, seq)
         prev = digest
         expected_seq += 1
