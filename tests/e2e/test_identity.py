@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -262,7 +263,12 @@ def test_no_token_or_token_hash_is_written_to_the_server_log(
     for token in table.tokens:
         with pytest.raises(grpc.RpcError):
             client.stub.Play(request, metadata=bearer(token))
+    # The server writes its log lines in batches (every 50 ms): wait for this test's calls.
+    deadline = time.monotonic() + 10
     log = server.log()
+    while log.count("BergenService/Play ") < len(table.tokens) + 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        log = server.log()
     assert table.match_id in log, "the log says what happened to each command"
     for secret in secrets_of(table):
         assert secret not in log
