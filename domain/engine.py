@@ -38,7 +38,7 @@ from .events import (
 )
 from .rules import Rules, make_rules
 from .scoring import BLOCKED_POINTS, blocked_winner, lead_of, play_award
-from .state import ENDED, PLAYING, SEATING, State, _on_created, _on_seat, evolve
+from .state import ENDED, PLAYING, SEATING, State, evolve
 from .tiles import End, Tile
 from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason
 
@@ -82,86 +82,21 @@ def execute(state: State | None, command: Command) -> tuple[tuple[Event, ...], S
             done = fastplay.play_command(state, command, deal)
             if done is not None:
                 return done
-    elif type(command) is TakeSeat:
-        if state is not None:
-            done = _seat_plainly(state, command)
-            if done is not None:
-                return done
-    elif type(command) is CreateMatch and state is None:
-        done = _create_plainly(command)
-        if done is not None:
-            return done
+    elif type(command) is TakeSeat and state is not None:
+        return _take_seat(state, command)
+    elif type(command) is CreateMatch:
+        return _create(state, command)
     return execute_evolving(state, command)
-
-
-def _plain_text(value: object, limit: int) -> bool:
-    """Text `_text` accepts as it is: printable ASCII (no control or invisible character)
-    within the limit. Anything else goes to `_text`, which says what is wrong, if anything."""
-    return type(value) is str and len(value) <= limit and value.isascii() and value.isprintable()
-
-
-def _create_plainly(c: CreateMatch) -> tuple[tuple[Event, ...], State] | None:
-    """`execute` of a well-formed CreateMatch: `_create`'s checks all passed in one test,
-    its event and state built without a `_Run`. None for anything else (`execute_evolving`
-    then says what is wrong, or plays it)."""
-    match_id = c.match_id
-    name = c.name
-    seed = c.server_seed
-    seats = c.seats
-    partnerships = c.partnerships
-    rules = c.rules
-    if not (
-        _plain_text(match_id, MAX_MATCH_ID)
-        and match_id.strip(" ")
-        and _plain_text(name, 100)
-        and type(seed) is bytes
-        and len(seed) == SEED_BYTES
-        and type(partnerships) is bool
-        and type(rules) is Rules
-        and type(seats) is int
-        and (seats, partnerships) in _PLAYABLE
-    ):
-        return None
-    event = MatchCreated(match_id, seats, partnerships, rules, commitment(seed), name, seed.hex())
-    return (event,), _on_created(None, event)
-
-
-def _seat_plainly(state: State, c: TakeSeat) -> tuple[tuple[Event, ...], State] | None:
-    """`execute` of a TakeSeat `_take_seat` accepts, in a match without clocks: its checks
-    in one test, the event and state built without a `_Run`. None for anything else
-    (`execute_evolving` then says what is wrong, or plays it)."""
-    name = c.name
-    seed = c.client_seed
-    seat = c.seat
-    info = state.info
-    players = info.players
-    if not (
-        state.phase is SEATING
-        and not state.clocks
-        and _plain_text(name, MAX_NAME)
-        and name.strip(" ")
-        and _plain_text(seed, MAX_CLIENT_SEED)
-        and type(seat) is int
-        and 0 <= seat < info.seats
-        and players[seat] is None
-    ):
-        return None
-    seated = SeatTaken(seat, name.strip(), seed)
-    after = _on_seat(state, seated)
-    if not all(after.info.players):  # a Player is always true
-        return (seated,), after
-    events, dealt = fastplay.first_hand(after, deal)
-    return (seated, *events), dealt
 
 
 def execute_evolving(state: State | None, command: Command) -> tuple[tuple[Event, ...], State]:
     """`execute` event by event: each event evolves the state the next one is decided on.
     The reference for the bitboard path of a play, and the path of every other command.
     Raises as `decide`."""
-    run = _Run(state)
     if isinstance(command, CreateMatch):
-        _create(run, command)
-    elif state is None:
+        return _create(state, command)
+    run = _Run(state)
+    if state is None:
         raise MatchNotInProgress(
             f"{type(command).__name__}: the match does not exist", reason="MATCH_NOT_FOUND"
         )
@@ -173,7 +108,7 @@ def execute_evolving(state: State | None, command: Command) -> tuple[tuple[Event
             _check_not_fallen(state, run.at_ms)
         _play(run, command.seat, command.tile, end, chosen=True)
     elif isinstance(command, TakeSeat):
-        _take_seat(run, state, command)
+        return _take_seat(state, command)
     elif isinstance(command, Timeout):
         _timeout(run, state, command)
     elif isinstance(command, Resign):
@@ -242,12 +177,12 @@ _INVISIBLE = frozenset({"Cf", "Co", "Cn", "Zl", "Zp"})
 Ordinary spaces (Zs) are kept."""
 
 
-def _create(run: _Run, c: CreateMatch) -> None:
-    if run.state is not None:
+def _create(state: State | None, c: CreateMatch) -> tuple[tuple[Event, ...], State]:
+    if state is not None:
         raise MatchNotInProgress(
-            f"match {run.state.match_id} already exists",
+            f"match {state.match_id} already exists",
             reason="MATCH_EXISTS",
-            match_id=run.state.match_id,
+            match_id=state.match_id,
         )
     _text(c.match_id, "match id", MAX_MATCH_ID, empty=False)
     _text(c.name, "match name", 100)
@@ -261,17 +196,11 @@ def _create(run: _Run, c: CreateMatch) -> None:
     # Re-validates seats and partnerships against the rules value given.
     if type(c.seats) is not int or (c.seats, c.partnerships) not in _PLAYABLE:
         make_rules(c.seats, c.partnerships, "standard")
-    run.emit(
-        MatchCreated(
-            match_id=c.match_id,
-            seats=c.seats,
-            partnerships=c.partnerships,
-            rules=c.rules,
-            commitment=commitment(c.server_seed),
-            name=c.name,
-            server_seed=c.server_seed.hex(),
-        )
-    )
+    created = MatchCreated(
+        c.match_id, c.seats, c.partnerships, c.rules, commitment(c.server_seed), c.name,
+        c.server_seed.hex(),
+    )  # fmt: skip
+    return (created,), evolve(None, created)
 
 
 _PLAYABLE = frozenset(
@@ -284,7 +213,7 @@ _PLAYABLE = frozenset(
 rules only for anything else, which raises)."""
 
 
-def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
+def _take_seat(state: State, c: TakeSeat) -> tuple[tuple[Event, ...], State]:
     name = _text(c.name, "name", MAX_NAME, empty=False)
     seed = _text(c.client_seed, "client seed", MAX_CLIENT_SEED)
     if state.phase == ENDED:
@@ -317,16 +246,20 @@ def _take_seat(run: _Run, state: State, c: TakeSeat) -> None:
                 match_id=state.match_id,
                 seat=seat,
             )
-    after = run.emit(SeatTaken(seat=seat, name=name.strip(), client_seed=seed))
+    seated = SeatTaken(seat, name.strip(), seed)
+    after = evolve(state, seated)
     # Every seat taken: a Player is always true (`None in players` would call each one's
     # dataclass `__eq__`).
-    if all(after.info.players):
-        if after.clocks:
-            run.at_ms = 0  # match time starts with the first deal
-            _start_hand(run, 1)
-        else:
-            events, run.state = fastplay.first_hand(after, deal)
-            run.events.extend(events)
+    if not all(after.info.players):
+        return (seated,), after
+    if not after.clocks:
+        events, dealt = fastplay.first_hand(after, deal)
+        return (seated, *events), dealt
+    run = _Run(after)
+    run.at_ms = 0  # match time starts with the first deal
+    _start_hand(run, 1)
+    assert run.state is not None
+    return (seated, *run.events), run.state
 
 
 def _check_play(state: State, c: Play) -> None:

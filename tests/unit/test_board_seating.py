@@ -1,7 +1,7 @@
-"""Creating and seating a match, the way to its first Board: `execute` takes a well-formed
-CreateMatch or TakeSeat on a short path (its checks in one test, no `_Run`), and gives the
-same events and State as `execute_evolving`, the engine's path event by event, or raises the
-same error for anything else."""
+"""Creating and seating a match, the way to its first Board: `execute` builds the State of a
+CreateMatch or TakeSeat directly (the last seat's first hand on a Board), which must be the
+State its events give evolved one at a time; anything malformed is refused with its own
+reason."""
 
 from __future__ import annotations
 
@@ -9,16 +9,15 @@ import random
 
 import pytest
 
-from bergen.domain import engine
 from bergen.domain.commands import CreateMatch, TakeSeat
-from bergen.domain.engine import execute, execute_evolving
+from bergen.domain.engine import execute
 from bergen.domain.errors import BergenError
 from bergen.domain.rules import PRESETS, make_rules
-from bergen.domain.state import State
+from bergen.domain.state import State, evolve
 
 
 class Text(str):
-    """A str subclass: accepted by the checks, left to the engine's own path."""
+    """A str subclass: text, accepted as any text is."""
 
 
 def outcome(state: State | None, command: object) -> object:
@@ -30,10 +29,21 @@ def outcome(state: State | None, command: object) -> object:
 
 
 def reference(state: State | None, command: object) -> object:
-    try:
-        return execute_evolving(state, command)  # type: ignore[arg-type]
-    except BergenError as e:
-        return (type(e), e.reason, str(e))
+    """What `outcome` must be for a command `execute` accepts: its events, and the State
+    they give evolved one at a time from `state`."""
+    result = outcome(state, command)
+    if not isinstance(result, tuple) or not isinstance(result[1], State):
+        return result  # refused: the reason is checked by each test
+    events = result[0]
+    for e in events:
+        state = evolve(state, e)
+    return events, state
+
+
+def reason(result: object) -> str:
+    """The refusal's reason, "ok" for a command accepted."""
+    assert isinstance(result, tuple)
+    return "ok" if isinstance(result[1], State) else str(result[1])
 
 
 def creations() -> list[CreateMatch]:
@@ -48,13 +58,13 @@ def creations() -> list[CreateMatch]:
     return out
 
 
-def test_well_formed_creations_take_the_short_path_and_give_the_engines_result() -> None:
+def test_well_formed_creations_give_the_state_of_their_events() -> None:
     for c in creations():
-        assert engine._create_plainly(c) is not None
+        assert reason(outcome(None, c)) == "ok"
         assert outcome(None, c) == reference(None, c)
 
 
-def test_odd_creations_give_the_engines_error_or_result() -> None:
+def test_odd_creations_are_refused_with_their_reason_or_give_the_state_of_their_events() -> None:
     rules = make_rules(2, False, "standard")
     seed = bytes(32)
     odd = [
@@ -76,17 +86,20 @@ def test_odd_creations_give_the_engines_error_or_result() -> None:
         CreateMatch("m", 2, True, rules, seed),
         CreateMatch("m", 2, False, "standard", seed),  # type: ignore[arg-type]
     ]
-    short = 0
-    for c in odd:
-        short += engine._create_plainly(c) is not None
+    expected = [
+        "TEXT_BLANK", "TEXT_BLANK", "TEXT_TOO_LONG", "ok", "CONTROL_CHARACTER", "ok",
+        "INVISIBLE_CHARACTER", "ok", "TEXT_TOO_LONG", "INVISIBLE_CHARACTER", "INVALID_ARGUMENT",
+        "INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_SEATS", "INVALID_SEATS",
+        "INVALID_OPTIONS", "INVALID_ARGUMENT",
+    ]  # fmt: skip
+    for c, why in zip(odd, expected, strict=True):
+        assert reason(outcome(None, c)) == why, c
         assert outcome(None, c) == reference(None, c)
-    assert short == 1  # only the 64-character id is plain
     created = execute(None, creations()[0])[1]
-    again = creations()[0]
-    assert outcome(created, again) == reference(created, again)
+    assert reason(outcome(created, creations()[0])) == "MATCH_EXISTS"
 
 
-def test_seating_in_any_order_takes_the_short_path_and_gives_the_engines_result() -> None:
+def test_seating_in_any_order_gives_the_state_of_its_events() -> None:
     rng = random.Random("seating-orders")
     for c in creations():
         state = execute(None, c)[1]
@@ -94,8 +107,6 @@ def test_seating_in_any_order_takes_the_short_path_and_gives_the_engines_result(
         rng.shuffle(order)
         for n, seat in enumerate(order):
             command = TakeSeat(f" player {seat} ", f"seed-{seat}", seat)
-            if not state.clocks:
-                assert engine._seat_plainly(state, command) is not None
             done = outcome(state, command)
             assert done == reference(state, command)
             assert isinstance(done, tuple) and isinstance(done[1], State)
@@ -106,40 +117,41 @@ def test_seating_in_any_order_takes_the_short_path_and_gives_the_engines_result(
 
 
 @pytest.mark.parametrize(
-    "command",
+    ("command", "why"),
     [
-        TakeSeat("p", "c", 0),  # taken
-        TakeSeat("p", "c", 3),  # no such seat
-        TakeSeat("p", "c", -1),
-        TakeSeat("p", "c", True),  # type: ignore[arg-type]
-        TakeSeat("p", "c", "1"),  # type: ignore[arg-type]
-        TakeSeat("p", "c", None),  # the first free seat
-        TakeSeat("   ", "c", 1),
-        TakeSeat("", "c", 1),
-        TakeSeat("x" * 65, "c", 1),
-        TakeSeat("x" * 64, "c" * 257, 1),
-        TakeSeat("x" * 64, "c" * 256, 1),
-        TakeSeat("bell\a", "c", 1),
-        TakeSeat("\u00e9mile", "c", 1),
-        TakeSeat("rtl\u202e", "c", 1),
-        TakeSeat("p", "seed\x00", 1),
-        TakeSeat(Text("p"), "c", 1),
-        TakeSeat(7, "c", 1),  # type: ignore[arg-type]
-        TakeSeat("p", None, 1),  # type: ignore[arg-type]
+        (TakeSeat("p", "c", 0), "SEAT_TAKEN"),  # taken
+        (TakeSeat("p", "c", 3), "NO_SUCH_SEAT"),  # no such seat
+        (TakeSeat("p", "c", -1), "NO_SUCH_SEAT"),
+        (TakeSeat("p", "c", True), "INVALID_ARGUMENT"),  # type: ignore[arg-type]
+        (TakeSeat("p", "c", "1"), "INVALID_ARGUMENT"),  # type: ignore[arg-type]
+        (TakeSeat("p", "c", None), "ok"),  # the first free seat
+        (TakeSeat("   ", "c", 1), "TEXT_BLANK"),
+        (TakeSeat("", "c", 1), "TEXT_BLANK"),
+        (TakeSeat("x" * 65, "c", 1), "TEXT_TOO_LONG"),
+        (TakeSeat("x" * 64, "c" * 257, 1), "TEXT_TOO_LONG"),
+        (TakeSeat("x" * 64, "c" * 256, 1), "ok"),
+        (TakeSeat("bell\a", "c", 1), "CONTROL_CHARACTER"),
+        (TakeSeat("\u00e9mile", "c", 1), "ok"),
+        (TakeSeat("rtl\u202e", "c", 1), "INVISIBLE_CHARACTER"),
+        (TakeSeat("p", "seed\x00", 1), "CONTROL_CHARACTER"),
+        (TakeSeat(Text("p"), "c", 1), "ok"),
+        (TakeSeat(7, "c", 1), "INVALID_ARGUMENT"),  # type: ignore[arg-type]
+        (TakeSeat("p", None, 1), "INVALID_ARGUMENT"),  # type: ignore[arg-type]
     ],
 )
-def test_odd_seating_gives_the_engines_error_or_result(command: TakeSeat) -> None:
+def test_odd_seating_is_refused_with_its_reason_or_gives_the_state_of_its_events(
+    command: TakeSeat, why: str
+) -> None:
     rules = make_rules(2, False, "standard")
     created = execute(None, CreateMatch("m", 2, False, rules, bytes(32)))[1]
     state = execute(created, TakeSeat("first", "c", 0))[1]
+    assert reason(outcome(state, command)) == why
     assert outcome(state, command) == reference(state, command)
 
 
-def test_seating_a_full_or_ended_match_gives_the_engines_error() -> None:
+def test_seating_a_full_match_is_refused() -> None:
     rules = make_rules(2, False, "standard")
     state = execute(None, CreateMatch("m", 2, False, rules, bytes(32)))[1]
     for seat in range(2):
         state = execute(state, TakeSeat(f"p{seat}", "c", seat))[1]
-    command = TakeSeat("late", "c", 1)
-    assert engine._seat_plainly(state, command) is None
-    assert outcome(state, command) == reference(state, command)
+    assert reason(outcome(state, TakeSeat("late", "c", 1))) == "MATCH_FULL"
