@@ -10,8 +10,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from bergen.api.chain import (
-    _HEADER,
-    _MAC_DOMAIN,
     KeyOf,
     canonical_json,
     metadata_json,
@@ -20,6 +18,7 @@ from bergen.api.chain import (
     not_written_here,
     parse_metadata,
     row_mac,
+    row_mac_message,
 )
 from bergen.api.stored import ChainFault, ChainReport, StoredEvent
 from bergen.domain.errors import CorruptRecord, LogTampered
@@ -123,16 +122,13 @@ class Keyed:
             if key is None:
                 return None
             base = self._pads[key_id] = _pads(key)
-        kid, stream, kind = key_id.encode(), stream_id.encode(), type_.encode()
-        payload, metadata = payload_text.encode(), metadata_text.encode()
-        header = _HEADER.pack(
-            _MAC_DOMAIN, seq, schema_version, recorded_us, len(kid), len(stream), len(kind),
-            len(payload), len(metadata), len(prev_hash), len(salt), len(digest),
-        )  # fmt: skip
         inner, outer = base[0].copy(), base[1].copy()
         inner.update(
-            b"".join((header, kid, stream, kind, payload, metadata, prev_hash, salt, digest))
-        )
+            row_mac_message(
+                key_id, stream_id, seq, type_, schema_version, payload_text, metadata_text,
+                recorded_us, prev_hash, salt, digest,
+            )
+        )  # fmt: skip
         outer.update(inner.digest())
         return bytes(outer.digest())
 
@@ -185,10 +181,7 @@ def check_rows(
     """
     if not rows:
         return
-    stream = stream_id.encode()
     keyed: dict[str, Any] = {}
-    pack = _HEADER.pack
-    join = b"".join
     compare = hmac.compare_digest
     expected_seq = rows[0][0]
     if prev is None:
@@ -225,18 +218,14 @@ def check_rows(
             raise LogTampered(
                 f"match {stream_id}: seq {seq} has no authenticator", match_id=stream_id, seq=seq
             )
-        kid, kind_b = key_id.encode(), kind.encode()
-        payload, metadata = payload_text.encode(), metadata_text.encode()
         prev_hash, digest, salt = bytes(prev_hash), bytes(digest), bytes(salt)
-        header = pack(
-            _MAC_DOMAIN, seq, version, at if recorded_us is None else recorded_us(at), len(kid),
-            len(stream), len(kind_b), len(payload), len(metadata), len(prev_hash), len(salt),
-            len(digest),
-        )  # fmt: skip
         inner, outer = base[0].copy(), base[1].copy()
         inner.update(
-            join((header, kid, stream, kind_b, payload, metadata, prev_hash, salt, digest))
-        )
+            row_mac_message(
+                key_id, stream_id, seq, kind, version, payload_text, metadata_text,
+                at if recorded_us is None else recorded_us(at), prev_hash, salt, digest,
+            )
+        )  # fmt: skip
         outer.update(inner.digest())
         if not compare(outer.digest(), bytes(mac)):
             raise not_written_here(stream_id, seq)

@@ -348,14 +348,34 @@ def row_mac(
     schema version, recorded_at in microseconds) and the length of every other field, then
     the key id, stream, type, the payload and metadata as stored, prev_hash, salt and hash.
     The lengths make the message unambiguous: no two rows give the same one."""
+    message = row_mac_message(
+        key_id, stream_id, seq, type_, schema_version, payload_text, metadata_text,
+        recorded_us, prev_hash, salt, digest,
+    )  # fmt: skip
+    return hmac.digest(key, message, "sha256")
+
+
+def row_mac_message(
+    key_id: str,
+    stream_id: str,
+    seq: int,
+    type_: str,
+    schema_version: int,
+    payload_text: str,
+    metadata_text: str,
+    recorded_us: int,
+    prev_hash: bytes,
+    salt: bytes,
+    digest: bytes,
+) -> bytes:
+    """The message `row_mac` authenticates (for a verifier that keeps its HMAC keyed)."""
     kid, stream, kind = key_id.encode(), stream_id.encode(), type_.encode()
     payload, metadata = payload_text.encode(), metadata_text.encode()
     header = _HEADER.pack(
         _MAC_DOMAIN, seq, schema_version, recorded_us, len(kid), len(stream), len(kind),
         len(payload), len(metadata), len(prev_hash), len(salt), len(digest),
     )  # fmt: skip
-    message = b"".join((header, kid, stream, kind, payload, metadata, prev_hash, salt, digest))
-    return hmac.digest(key, message, "sha256")
+    return b"".join((header, kid, stream, kind, payload, metadata, prev_hash, salt, digest))
 
 
 def not_written_here(stream_id: str, seq: int) -> LogTampered:
