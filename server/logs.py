@@ -13,8 +13,9 @@ for stderr, and formatted there too when they can be: a record whose message arg
 plain values (text, numbers) is kept as it is and formatted by the writing thread, in a batch
 with the others of its moment; any other record (a traceback, an argument that is an object
 which could change before the line is written) is formatted whole in the thread that logs it,
-as are a JSON line's fields. The writing thread writes what has come every `FLUSH_S`, and at
-once for a WARNING or worse; stopping it writes everything still held.
+as are a JSON line's fields. The writing thread writes what has come every `FLUSH_S`; a
+WARNING or worse is written by the thread that logs it, with everything held before it, so it
+is out when logging returns; stopping writes everything still held.
 """
 
 from __future__ import annotations
@@ -86,8 +87,9 @@ def _plain(args: Any) -> bool:
 class BackgroundLog(logging.Handler):
     """The root logger's handler: keeps each record (or its line, formatted at once when it
     cannot wait: see the module) for its writing thread, which formats the kept records and
-    writes everything that came in one write every `flush_s` (at once for a WARNING or
-    worse). `stop` writes what is still held and ends the thread."""
+    writes everything that came in one write every `flush_s`. A WARNING or worse is written
+    by the logging thread itself, after what is held. `stop` writes what is still held and
+    ends the thread."""
 
     def __init__(self, stream: IO[str], kind: str = "text", flush_s: float = FLUSH_S) -> None:
         super().__init__()
@@ -97,6 +99,8 @@ class BackgroundLog(logging.Handler):
         self._flush_s = flush_s
         self._held: deque[logging.LogRecord | str] = deque()
         self._wake = threading.Event()
+        self._writing = threading.Lock()
+        """Held while lines are taken and written: two writers never reorder lines."""
         self._stopping = False
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="bergen-log", daemon=True)
@@ -121,7 +125,9 @@ class BackgroundLog(logging.Handler):
                 self._held.append(record)
             else:
                 self._held.append(self.format(record))
-            if record.levelno >= logging.WARNING or self._stopping:
+            if record.levelno >= logging.WARNING:
+                self._write()
+            elif self._stopping:
                 self._wake.set()
         except Exception:
             self.handleError(record)
@@ -152,6 +158,10 @@ class BackgroundLog(logging.Handler):
                 return
 
     def _write(self) -> None:
+        with self._writing:
+            self._write_held()
+
+    def _write_held(self) -> None:
         held, lines = self._held, []
         while held:
             item = held.popleft()
