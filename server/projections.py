@@ -368,7 +368,8 @@ class MatchListProjection:
                     return folded
                 batches += 1
                 folded += self._fold(batch, upto)
-                if len(batch) < self._batch and self._position == upto:
+                passed_over = not batch or batch[-1].position != upto  # a row that did not decode
+                if len(batch) < self._batch and not passed_over and self._position == upto:
                     # All that was visible when read is folded (here, not by another replica
                     # that stopped short of it). Reading again at once would chase a busy
                     # writer one transaction of a few rows at a time (one read and one fold
