@@ -13,18 +13,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from test_match_list import insert_row, listing, real_match, write
+from test_match_list import insert_row, insert_undecodable, listing, real_match, write
 
 from bergen.api.chain import canonical_json
-from bergen.api.stored import EventMetadata, StoredEvent
-from bergen.domain import codec
+from bergen.api.stored import StoredEvent
 from bergen.domain.events import PointsScored, SeatTaken
-from bergen.domain.rules import RULES_VERSION
 from bergen.server.keys import LogKeys
 from bergen.server.projections import MATCH_LIST, MatchListProjection, RowCheck, fold_into
-from bergen.server.store import EventStore, MatchSummary, NewEvent, open_store
+from bergen.server.store import EventStore, MatchSummary, open_store
 from bergen.server.store.authenticity import ReadEvent
-from bergen.server.store.batch import build_rows
 
 
 @pytest.fixture
@@ -247,16 +244,7 @@ def test_a_catch_up_goes_on_past_a_row_that_does_not_decode(
     same catch-up folds it (a short read there is not the end of the global order)."""
     store, _ = keyed
     seating = write(store, "seating", real_match(1))
-    row = build_rows("seating", 1, [NewEvent(*codec.encode(SeatTaken(0, "mallory", "")))],
-                     EventMetadata(None, None, RULES_VERSION, {}), seating[-1].hash)[0]  # fmt: skip
-    sqlite = backend.name == "sqlite"
-    backend.tamper(
-        "INSERT INTO events (stream_id, seq, type, schema_version, payload, metadata, prev_hash,"
-        " hash, salt" + (", position) VALUES (%s, 2, %s, 1, %s, '{}', %s, %s, %s,"
-        " (SELECT max(position) + 1 FROM events))" if sqlite else
-        ") VALUES (%s, 2, %s, 1, %s::json, '{}'::json, %s, %s, %s)"),
-        ("seating", row.event.type, row.payload_json, row.prev_hash, row.hash, row.salt),
-    )  # fmt: skip
+    insert_undecodable(backend, "seating", seating[-1].hash)
     new = write(store, "new", real_match(3))
     deadline = time.monotonic() + 60  # a bound for the global order's horizon on PostgreSQL
     while len(store.read_all(new[0].position - 1, 1000)) < len(new):

@@ -403,6 +403,21 @@ def insert_row(
     )  # fmt: skip
 
 
+def insert_undecodable(backend: Any, match_id: str, prev_hash: bytes) -> None:
+    """Insert seq 2 of `match_id`, after a row whose hash is `prev_hash`, with metadata that
+    names no rules version: a row that cannot be read as an event."""
+    row = build_rows(match_id, 1, [NewEvent(*codec.encode(SeatTaken(0, "mallory", "")))],
+                     EventMetadata(None, None, RULES_VERSION, {}), prev_hash)[0]  # fmt: skip
+    sqlite = backend.name == "sqlite"
+    backend.tamper(
+        "INSERT INTO events (stream_id, seq, type, schema_version, payload, metadata, prev_hash,"
+        " hash, salt" + (", position) VALUES (%s, 2, %s, 1, %s, '{}', %s, %s, %s,"
+        " (SELECT max(position) + 1 FROM events))" if sqlite else
+        ") VALUES (%s, 2, %s, 1, %s::json, '{}'::json, %s, %s, %s)"),
+        (match_id, row.event.type, row.payload_json, row.prev_hash, row.hash, row.salt),
+    )  # fmt: skip
+
+
 @pytest.fixture
 def keyed(backend: Any) -> Iterator[tuple[EventStore, LogKeys]]:
     """A store writing and checking rows under a log key, as a server's does."""
@@ -474,16 +489,7 @@ def test_a_row_that_does_not_decode_is_passed_over_and_holds_up_no_other_match(
     seating = write(store, "seating", real_match(1))
     projection = MatchListProjection(store)
     fold_all(projection, store, seating[-1])
-    row = build_rows("seating", 1, [NewEvent(*codec.encode(SeatTaken(0, "mallory", "")))],
-                     EventMetadata(None, None, RULES_VERSION, {}), seating[-1].hash)[0]  # fmt: skip
-    sqlite = backend.name == "sqlite"
-    backend.tamper(
-        "INSERT INTO events (stream_id, seq, type, schema_version, payload, metadata, prev_hash,"
-        " hash, salt" + (", position) VALUES (%s, 2, %s, 1, %s, '{}', %s, %s, %s,"
-        " (SELECT max(position) + 1 FROM events))" if sqlite else
-        ") VALUES (%s, 2, %s, 1, %s::json, '{}'::json, %s, %s, %s)"),
-        ("seating", row.event.type, row.payload_json, row.prev_hash, row.hash, row.salt),
-    )  # fmt: skip
+    insert_undecodable(backend, "seating", seating[-1].hash)
     new = write(store, "new", real_match(3))
     with caplog.at_level(logging.CRITICAL, logger="bergen.server.projections"):
         fold_all(projection, store, new[-1])
