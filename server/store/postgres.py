@@ -654,7 +654,15 @@ class PostgresMatchList:
         StorageUnavailable."""
         try:
             with self._pool.connection() as conn, conn.transaction():
-                locked = "SELECT position FROM projection_positions WHERE name = %s FOR UPDATE"
+                # The fold commits without waiting for its WAL to reach the disk
+                # (synchronous_commit off, for this transaction only): a projection is rebuilt
+                # from the log, its rows and position are lost or kept together, and WAL is
+                # flushed in order, so it is never durable ahead of the events it folded. Its
+                # commit then takes no flush of its own from the appends it follows.
+                locked = (
+                    "SELECT position, set_config('synchronous_commit', 'off', true)"
+                    " FROM projection_positions WHERE name = %s FOR UPDATE"
+                )
                 row = conn.execute(locked, (projection,)).fetchone()
                 if row is None:
                     conn.execute(

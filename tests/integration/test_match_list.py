@@ -344,6 +344,30 @@ def test_on_postgresql_a_page_waits_for_a_write_of_its_own_that_an_older_transac
 
 
 @pytest.mark.postgres
+def test_on_postgresql_a_fold_commits_without_a_flush_of_its_own_and_only_it(
+    pg_database: str,
+) -> None:
+    """The listing's commit does not wait for the disk (it is rebuilt from the log, and the
+    WAL is flushed in order, so never ahead of the appends it folded); an append on the same
+    pooled connections still does."""
+    store = open_store(pg_database)
+    try:
+        lists = store.match_list()
+        with lists.folding(MATCH_LIST) as tx:
+            folded_on = tx._conn  # type: ignore[attr-defined]
+            inside = folded_on.execute("SHOW synchronous_commit").fetchone()[0]
+        with psycopg.connect(pg_database) as other:
+            server_default = other.execute("SHOW synchronous_commit").fetchone()[0]
+        pool = store._pool  # type: ignore[attr-defined]
+        with pool.connection() as conn:
+            assert conn is folded_on  # the same connection, after the fold's transaction
+            after = conn.execute("SHOW synchronous_commit").fetchone()[0]
+    finally:
+        store.close()
+    assert (inside, after) == ("off", server_default) and server_default != "off"
+
+
+@pytest.mark.postgres
 def test_the_server_role_of_deploy_grants_can_fold_and_page_the_listing(pg_database: str) -> None:
     role = f"bergen_app_{uuid.uuid4().hex[:10]}"
     grants = (Path(__file__).parents[2] / "deploy" / "grants.sql").read_text()
