@@ -87,7 +87,7 @@ def open_store(
         from .postgres import PostgresEventStore
         from .routed import RoutedStore, StoreWal
 
-        primary = PostgresEventStore(url, log_keys=log_keys)
+        primary = PostgresEventStore(url, log_keys=log_keys, flushed_folds=True)
         try:
             standby = PostgresEventStore(read_url, log_keys=log_keys)
         except BaseException:

@@ -262,15 +262,17 @@ class PostgresEventStore:
         max_connections: int = 8,
         head_cache_size: int = 100_000,
         log_keys: LogKeys | None = None,
+        flushed_folds: bool = False,
     ) -> None:
         """Connect to `url`. With `log_keys`, every row written is authenticated and every
-        row read for folding is checked. Raises StorageUnavailable if the database does not
-        answer."""
+        row read for folding is checked. With `flushed_folds`, a listing fold's commit waits
+        for its WAL flush as an append's does (for a database whose standby serves reads).
+        Raises StorageUnavailable if the database does not answer."""
         self._keys = log_keys
         self._pool = _Pool(psycopg_conninfo(url), max_connections)
         self._check()
         self._heads = Heads(head_cache_size)
-        self._match_list = PostgresMatchList(self._pool)
+        self._match_list = PostgresMatchList(self._pool, flushed_folds=flushed_folds)
 
     @_guarded
     def _check(self) -> None:
@@ -636,8 +638,14 @@ class _PostgresFold:
 class PostgresMatchList:
     """The match listing in PostgreSQL; shares the event store's connections."""
 
-    def __init__(self, pool: _Pool) -> None:
+    def __init__(self, pool: _Pool, *, flushed_folds: bool = False) -> None:
         self._pool = pool
+        self._locked = (
+            "SELECT position FROM projection_positions WHERE name = %s FOR UPDATE"
+            if flushed_folds
+            else "SELECT position, set_config('synchronous_commit', 'off', true)"
+            " FROM projection_positions WHERE name = %s FOR UPDATE"
+        )
 
     @_guarded
     def position(self, projection: str) -> int:
@@ -654,15 +662,15 @@ class PostgresMatchList:
         StorageUnavailable."""
         try:
             with self._pool.connection() as conn, conn.transaction():
-                # The fold commits without waiting for its WAL to reach the disk
-                # (synchronous_commit off, for this transaction only): a projection is rebuilt
-                # from the log, its rows and position are lost or kept together, and WAL is
-                # flushed in order, so it is never durable ahead of the events it folded. Its
-                # commit then takes no flush of its own from the appends it follows.
-                locked = (
-                    "SELECT position, set_config('synchronous_commit', 'off', true)"
-                    " FROM projection_positions WHERE name = %s FOR UPDATE"
-                )
+                # Unless flushed_folds, the fold commits without waiting for its WAL to reach
+                # the disk (synchronous_commit off, for this transaction only): a projection is
+                # rebuilt from the log, its rows and position are lost or kept together, and
+                # WAL is flushed in order, so it is never durable ahead of the events it
+                # folded. Its commit then takes no flush of its own from the appends it
+                # follows. A standby that serves reads needs the flush: it is sent WAL only
+                # once flushed, and the write position that routed reads wait for
+                # (pg_current_wal_lsn) may not yet hold an unflushed commit.
+                locked = self._locked
                 row = conn.execute(locked, (projection,)).fetchone()
                 if row is None:
                     conn.execute(

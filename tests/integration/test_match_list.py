@@ -368,6 +368,19 @@ def test_on_postgresql_a_fold_commits_without_a_flush_of_its_own_and_only_it(
 
 
 @pytest.mark.postgres
+def test_a_store_whose_standby_serves_reads_flushes_its_folds(pg_database: str) -> None:
+    """With a read standby the fold's commit waits for its flush like any other: the standby
+    is sent WAL only once flushed, so an unflushed fold would reach it late."""
+    store = open_store(pg_database, read_url=pg_database)
+    try:
+        with store.match_list().folding(MATCH_LIST) as tx:
+            inside = tx._conn.execute("SHOW synchronous_commit").fetchone()[0]  # type: ignore[attr-defined]
+    finally:
+        store.close()
+    assert inside != "off"
+
+
+@pytest.mark.postgres
 def test_the_server_role_of_deploy_grants_can_fold_and_page_the_listing(pg_database: str) -> None:
     role = f"bergen_app_{uuid.uuid4().hex[:10]}"
     grants = (Path(__file__).parents[2] / "deploy" / "grants.sql").read_text()
