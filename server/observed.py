@@ -67,6 +67,7 @@ class ObservedStore:
         actor: str | None = None,
         rules_version: str = RULES_VERSION,
         extra: Mapping[str, str] | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> AppendResult:
         attributes = {
             "db.system": self._system,
@@ -86,6 +87,7 @@ class ObservedStore:
                     actor=actor,
                     rules_version=rules_version,
                     extra=extra,
+                    meanwhile=meanwhile,
                 )
                 outcome = "replayed" if result.replayed else "written"
                 return result

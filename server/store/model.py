@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -69,6 +69,7 @@ class EventStore(Protocol):
         actor: str | None = None,
         rules_version: str = RULES_VERSION,
         extra: Mapping[str, str] | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> AppendResult:
         """Append `events` atomically after seq `expected_version` (0 for a new stream).
 
@@ -77,6 +78,11 @@ class EventStore(Protocol):
         result with `replayed=True` and writes nothing. Raises ConcurrencyConflict when the
         stream is not at `expected_version`, ValueError for an empty batch or a payload that is
         not JSON-able.
+
+        `meanwhile`, when given, is called at most once while the append is in flight (on
+        PostgreSQL, between sending the INSERT and its commit's answer), for work that does
+        not depend on the append's result: the caller keeps what it made only if the append
+        wrote. What it raises is raised once the append has settled.
         """
         ...
 

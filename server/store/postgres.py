@@ -14,9 +14,10 @@ from __future__ import annotations
 import functools
 import json
 import queue
+import select
 import struct
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -113,23 +114,64 @@ def _text(value: str | None) -> bytes | None:
 
 
 def _insert(
-    conn: psycopg.Connection[Any], prepared: set[int], values: list[bytes | None], n: int
+    conn: psycopg.Connection[Any],
+    prepared: set[int],
+    values: list[bytes | None],
+    n: int,
+    meanwhile: Callable[[], None] | None = None,
 ) -> dict[int, int]:
     """Run the prepared INSERT of `n` rows (every parameter in binary form, so no text is
-    parsed or cut at a NUL) straight on libpq: seq -> position of each row. Raises the
-    psycopg error of a refusal (UniqueViolation...), OperationalError for a lost server."""
+    parsed or cut at a NUL) straight on libpq: seq -> position of each row; `meanwhile`
+    (if any) while its commit is awaited. Raises the psycopg error of a refusal
+    (UniqueViolation...), OperationalError for a lost server; else what `meanwhile`
+    raised."""
     name, sql, types, formats = _insert_statement(n)
     pgconn = conn.pgconn
     if n not in prepared:
         _check(conn, pgconn.prepare(name, sql, types), pq.ExecStatus.COMMAND_OK)
         prepared.add(n)
-    # None is SQL NULL: psycopg passes its own NULL parameters so, though the stub says bytes.
-    result = pgconn.exec_prepared(name, values, formats, 1)  # type: ignore[arg-type]
+    if meanwhile is None:
+        # None is SQL NULL: psycopg passes its own NULL parameters so, though the stub says
+        # bytes.
+        result = pgconn.exec_prepared(name, values, formats, 1)  # type: ignore[arg-type]
+    else:
+        pgconn.send_query_prepared(name, values, formats, 1)
+        failure: BaseException | None = None
+        try:
+            meanwhile()
+        except BaseException as e:  # raised once the connection is settled
+            failure = e
+        result = _settle(pgconn)
+        if failure is not None:
+            _check(conn, result, pq.ExecStatus.TUPLES_OK)  # a refusal is what the caller needs
+            raise failure
     _check(conn, result, pq.ExecStatus.TUPLES_OK)
     return {
         _UNPACK_I8(result.get_value(i, 0) or b"")[0]: _UNPACK_I8(result.get_value(i, 1) or b"")[0]
         for i in range(result.ntuples)
     }
+
+
+def _settle(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
+    """The result of the one query sent on `pgconn`, read to its end. The wait is a poll of
+    the socket, which lets other threads run (libpq's own blocking read does not here: the
+    driver holds the interpreter's lock through it). Raises OperationalError for a lost
+    server."""
+    poll = select.poll()
+    poll.register(pgconn.socket, select.POLLIN)
+    last: pq.abc.PGresult | None = None
+    while True:
+        pgconn.consume_input()
+        while pgconn.is_busy():
+            poll.poll()
+            pgconn.consume_input()
+        result = pgconn.get_result()
+        if result is None:
+            break
+        last = result
+    if last is None:
+        raise psycopg.OperationalError("the database sent no result for the append")
+    return last
 
 
 def _check(conn: psycopg.Connection[Any], result: pq.abc.PGresult, ok: pq.ExecStatus) -> None:
@@ -294,12 +336,15 @@ class PostgresEventStore:
         actor: str | None = None,
         rules_version: str = RULES_VERSION,
         extra: Mapping[str, str] | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> AppendResult:
         """Append `events` atomically after seq `expected_version` (0 for a new stream).
 
         Raises ConcurrencyConflict when the stream is elsewhere, ValueError for bad arguments,
         StorageUnavailable (as every method here) when the database cannot be reached or
         written. A command id appended before returns the first result, marked `replayed`.
+        `meanwhile` runs while the INSERT's commit is awaited (the thread holds no lock
+        then: the wait is on the socket).
         """
         check_append(stream_id, expected_version, events, command_id)
         metadata = EventMetadata(actor, command_id, rules_version, dict(extra or {}))
@@ -338,7 +383,7 @@ class PostgresEventStore:
                     r.mac,
                 )
             try:
-                positions = _insert(conn, self._pool.statements[conn], values, len(rows))
+                positions = _insert(conn, self._pool.statements[conn], values, len(rows), meanwhile)
             except psycopg.errors.UniqueViolation as e:
                 if e.diag.constraint_name not in _RACE_CONSTRAINTS:
                     # Not a lost race: the table holds a row that should not be there.

@@ -201,6 +201,7 @@ class RoutedStore:
         actor: str | None = None,
         rules_version: str = RULES_VERSION,
         extra: Mapping[str, str] | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> AppendResult:
         result = self._primary.append(
             stream_id,
@@ -210,6 +211,7 @@ class RoutedStore:
             actor=actor,
             rules_version=rules_version,
             extra=extra,
+            meanwhile=meanwhile,
         )
         self._known.learn(stream_id, result.last_seq)
         return result

@@ -203,6 +203,7 @@ class SQLiteEventStore:
         actor: str | None = None,
         rules_version: str = RULES_VERSION,
         extra: Mapping[str, str] | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> AppendResult:
         """Append `events` atomically after seq `expected_version` (0 for a new stream).
 
@@ -210,6 +211,7 @@ class SQLiteEventStore:
         StorageUnavailable (as every method here) when the file cannot be read or written, or
         the write lock is not had within the busy timeout.
         A command id appended before returns the first result, marked `replayed`.
+        `meanwhile` is not called: SQLite's commit holds this thread until it is done.
         """
         check_append(stream_id, expected_version, events, command_id)
         metadata = EventMetadata(actor, command_id, rules_version, dict(extra or {}))

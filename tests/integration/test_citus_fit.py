@@ -92,9 +92,9 @@ def capture(monkeypatch: pytest.MonkeyPatch) -> Capture:
     # The store's append sends its INSERT straight to libpq, past the cursors.
     insert = postgres._insert
 
-    def capturing_insert(conn: Any, prepared: Any, values: Any, n: int) -> Any:
+    def capturing_insert(conn: Any, prepared: Any, values: Any, n: int, *a: Any) -> Any:
         cap.note(postgres._insert_statement(n)[1].decode())
-        return insert(conn, prepared, values, n)
+        return insert(conn, prepared, values, n, *a)
 
     monkeypatch.setattr(postgres, "_insert", capturing_insert)
     return cap
