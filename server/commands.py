@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from bergen.domain import codec
 from bergen.domain.commands import (
@@ -76,6 +77,13 @@ def _nothing(_why: str) -> None:
     return None
 
 
+T = TypeVar("T")
+
+
+def _itself(outcome: Outcome) -> Outcome:
+    return outcome
+
+
 @dataclass(frozen=True, slots=True)
 class Intent:
     """A command as authorised for one caller: what to decide, who it is recorded as, and
@@ -96,6 +104,10 @@ Authorise = Callable[[Match | None], Intent]
 Raises what identity and existence checks raise."""
 
 
+NOT_PREPARED: object = object()
+"""What `Written.prepared` holds when nothing was prepared during the append."""
+
+
 @dataclass(frozen=True, slots=True)
 class Written:
     """What one command wrote (or had written, for a repeated command id): its events from
@@ -106,6 +118,15 @@ class Written:
     state: State
     intent: Intent
     replayed: bool = False
+    prepared: object = NOT_PREPARED
+    """What `prepare` made of this while its append was in flight (NOT_PREPARED: nothing,
+    as for a repeated command id, or on a store that does not wait apart from its thread)."""
+
+
+Prepare = Callable[[Written], object]
+"""Made of what a command will have written if its append succeeds, while the append is in
+flight: it must not depend on anything but its argument, and have no effect (on a lost race
+what it made is dropped)."""
 
 
 class UnitOfWork:
@@ -130,10 +151,12 @@ class UnitOfWork:
         expected_version: int | None = None,
         deadline: Deadline = no_deadline,
         earlier_ids: Sequence[str] = (),
+        prepare: Prepare | None = None,
     ) -> Written:
         """`earlier_ids` are ids the same command may have been written under before
         `command_id` (a join's, before a key rotation): it is answered from the log under
-        those too.
+        those too. `prepare` is made while the append is in flight (see `Prepare`), into
+        `Written.prepared`: the caller's answer costs no time of its own after the commit.
 
         Raises what `authorise` and the rules raise, NotFound, InvalidArgument (a command
         id used for another command), ConcurrencyConflict (a stale `expected_version`, or
@@ -175,7 +198,7 @@ class UnitOfWork:
                 self.on_retry("stale")
                 continue
             try:
-                written = self._append(match_id, match, events, state, command_id, intent)
+                written = self._append(match_id, match, events, state, command_id, intent, prepare)
             except ConcurrencyConflict:
                 if new or (fresh and expected_version is not None):
                     raise
@@ -214,23 +237,35 @@ class UnitOfWork:
         state: State,
         command_id: str | None,
         intent: Intent,
+        prepare: Prepare | None,
     ) -> Written | None:
         """Append and cache; None for a command id the store had already. Raises
         ConcurrencyConflict."""
+        version = match.version if match is not None else 0
+        made: list[object] = []
+        meanwhile = None
+        if prepare is not None:
+            expected = Written(events, version + 1, state, intent)
+
+            def meanwhile() -> None:
+                made.append(prepare(expected))
+
         result = self._store.append(
             match_id,
-            match.version if match is not None else 0,
+            version,
             [NewEvent(*codec.encode(e)) for e in events],
             command_id=command_id,
             actor=intent.actor,
             rules_version=RULES_VERSION,
             extra={**intent.extra, COMMAND_KEY: intent.fingerprint},
+            meanwhile=meanwhile,
         )
         if result.replayed:
             return None
         self._repo.remember(match_id, extend(match, result.events, decided=(events, state)))
         self._feed.observe(result.events)
-        return Written(events, result.first_seq, state, intent)
+        prepared = made[0] if made and result.first_seq == version + 1 else NOT_PREPARED
+        return Written(events, result.first_seq, state, intent, prepared=prepared)
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,8 +421,26 @@ class MatchCommands:
     ) -> Outcome:
         """Play for the caller's seat. Raises NotFound, Unauthenticated, PermissionDenied,
         RuleViolation, ConcurrencyConflict (stale expected version), InvalidArgument."""
+        return self.play_as(
+            _itself, caller, match_id, tile, end, expected_version, command_id, deadline
+        )
+
+    def play_as(
+        self,
+        present: Callable[[Outcome], T],
+        caller: Caller,
+        match_id: str,
+        tile: Tile,
+        end: End | None,
+        expected_version: int | None,
+        command_id: str | None,
+        deadline: Deadline = no_deadline,
+    ) -> T:
+        """`play`, answered as `present` makes the outcome: on PostgreSQL, while the play's
+        commit is awaited. Raises as `play`, and what `present` raises."""
         what = f"play {tile} {end.value if end else '-'}"
         return self._for_seat(
+            present,
             caller,
             match_id,
             lambda match, seat: Play(seat, tile, end, self.at_ms(match)),
@@ -409,6 +462,7 @@ class MatchCommands:
     ) -> Outcome:
         """Resign for the caller's seat. Raises as `play`."""
         return self._for_seat(
+            _itself,
             caller,
             match_id,
             lambda match, seat: Resign(seat, self.at_ms(match)),
@@ -420,6 +474,7 @@ class MatchCommands:
 
     def _for_seat(
         self,
+        present: Callable[[Outcome], T],
         caller: Caller,
         match_id: str,
         build: Callable[[Match, int], Command],
@@ -428,11 +483,21 @@ class MatchCommands:
         command_id: str | None,
         deadline: Deadline,
         level: int = logging.INFO,
-    ) -> Outcome:
+    ) -> T:
         def authorise(match: Match | None) -> Intent:
             assert match is not None
             seat = self._identity.require_seat(match, caller)
             return Intent(build(match, seat), f"seat:{seat}", f"seat {seat} {what}", seat=seat)
+
+        def answer(written: Written) -> T:
+            seat = written.intent.seat
+            return present(
+                Outcome(
+                    seen(written.events, written.first_seq, written.state, seat),
+                    view(written.state, seat),
+                    replayed=written.replayed,
+                )
+            )
 
         try:
             written = self._work.run(
@@ -441,6 +506,7 @@ class MatchCommands:
                 command_id=command_id,
                 expected_version=expected_version,
                 deadline=deadline,
+                prepare=answer,
             )
         except ClockViolation as e:
             if e.reason == "CLOCK_EXPIRED":
@@ -459,11 +525,9 @@ class MatchCommands:
                 len(written.events),
                 written.state.version,
             )
-        return Outcome(
-            seen(written.events, written.first_seq, written.state, seat),
-            view(written.state, seat),
-            replayed=written.replayed,
-        )
+        if written.prepared is not NOT_PREPARED:
+            return cast(T, written.prepared)
+        return answer(written)
 
     def time_out(self, match_id: str) -> int | None:
         """Apply the timeout of `match_id`'s running clock if it has fallen (RULES.md section

@@ -28,6 +28,7 @@ from bergen.v1 import bergen_pb2 as pb
 
 from . import auth
 from .app import Application
+from .commands import Outcome
 from .edge import service_handler
 from .identity import Caller
 from .limits import ClientLimits, Limits
@@ -139,7 +140,9 @@ class BergenServicer:
         match_id = _match_id(req.match_id)
         if not req.HasField("tile"):
             raise InvalidArgument("a play needs a tile", reason="TILE_REQUIRED")
-        out = self._commands.play(
+        # The response is built while the play's commit is awaited.
+        return self._commands.play_as(
+            self._play_response,
             _caller(context),
             match_id,
             convert.tile_in(req.tile),
@@ -148,6 +151,8 @@ class BergenServicer:
             req.command_id or None,
             _deadline(context),
         )
+
+    def _play_response(self, out: Outcome) -> pb.PlayResponse:
         return pb.PlayResponse(
             events=_events(out.events), view=self._view_out(out.view), replayed=out.replayed
         )
