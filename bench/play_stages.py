@@ -13,7 +13,8 @@ each stage of the code path (the code itself unchanged):
 - load: the match taken from this process's cache;
 - decide: the rules (`execute`);
 - encode: the events encoded for the store;
-- append: the store's append (one INSERT + COMMIT, the row's authenticator and chain hash);
+- append: the store's append (one INSERT + COMMIT, the row's authenticator and chain hash),
+  less the outcome and the response, which are made while its commit is awaited;
 - cache+feed: the cached match extended, the feed told (listing, clocks, tournaments, NOTIFY);
 - outcome: the events redacted for the caller and its view built;
 - log (command): the command's log line;
@@ -67,23 +68,34 @@ STAGES = (
 
 class Timers:
     """Each stage's wall-clock time (`spent`) and the serving thread's CPU time in it
-    (`cpu`), one entry per call."""
+    (`cpu`), one entry per call. A stage's time is its own: a stage timed inside another
+    (the outcome and the response, made while the append's commit is awaited) is taken out
+    of the outer one."""
 
     def __init__(self) -> None:
         self.spent: dict[str, list[float]] = defaultdict(list)
         self.cpu: dict[str, list[float]] = defaultdict(list)
+        self._open: list[list[float]] = []
+        """Per timed call in progress, innermost last: the wall and CPU time of the timed
+        calls made inside it."""
 
     def wrap(self, stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        spent, cpu = self.spent[stage], self.cpu[stage]
+        spent, cpu, open_ = self.spent[stage], self.cpu[stage], self._open
         now, used = time.perf_counter, time.thread_time
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             t0, c0 = now(), used()
+            open_.append([0.0, 0.0])
             try:
                 return fn(*args, **kwargs)
             finally:
-                spent.append(now() - t0)
-                cpu.append(used() - c0)
+                inner = open_.pop()
+                wall, on_cpu = now() - t0, used() - c0
+                spent.append(wall - inner[0])
+                cpu.append(on_cpu - inner[1])
+                if open_:
+                    open_[-1][0] += wall
+                    open_[-1][1] += on_cpu
 
         return timed
 
