@@ -1,6 +1,7 @@
 """Where a Play's time goes on the server, stage by stage, on PostgreSQL.
 
     python -m bench.play_stages [--plays 2000]
+    python -m bench.play_stages --overlap --plays 6000
 
 The server is built in this process exactly as `bergen serve` builds it (`create_server`, its
 default settings, its feed and its listeners, the log written by a background thread as
@@ -40,7 +41,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -130,8 +132,45 @@ class _Log:
         return getattr(self._real, name)
 
 
-def run(url: str, plays: int, seed: int) -> Timers:
-    from bergen.server import commands as commands_module
+class _Table:
+    """Matches of 2 seats played through the servicer: the next Play request, each match
+    created and seated as the last one ends, the move a legal one of the seat to play."""
+
+    def __init__(self, servicer: Any, rng: random.Random) -> None:
+        self._servicer = servicer
+        self._rng = rng
+        self._tokens = ["", ""]
+        self._match_id = ""
+        self.view: Any = None
+        """The view the last Play answered with (set it after each Play)."""
+
+    def next_play(self) -> tuple[bytes, str]:
+        """The next Play request's bytes, and the seat token to send it with."""
+        servicer = self._servicer
+        if self.view is None or self.view.phase == pb.PHASE_ENDED:
+            created = servicer.CreateMatch(
+                pb.CreateMatchRequest(seats=2, preset=pb.PRESET_STANDARD), _Context("")
+            )
+            self._match_id = created.match_id
+            for i in range(2):
+                j = servicer.JoinMatch(
+                    pb.JoinMatchRequest(match_id=self._match_id, name=f"p{i}"), _Context("")
+                )
+                self._tokens[j.seat] = j.seat_token
+            self.view = servicer.GetMatch(
+                pb.GetMatchRequest(match_id=self._match_id), _Context("")
+            ).view
+        token = self._tokens[self.view.turn]
+        mine = servicer.GetMatch(pb.GetMatchRequest(match_id=self._match_id), _Context(token))
+        choice = self._rng.choice(list(mine.view.legal_plays))
+        request = pb.PlayRequest(match_id=self._match_id, tile=choice.tile, end=choice.end)
+        return request.SerializeToString(), token
+
+
+@contextmanager
+def _served(url: str) -> Iterator[tuple[Any, Any]]:
+    """The server built as `bergen serve` builds it, its log written to /dev/null by the
+    background thread: (its app, a servicer of it)."""
     from bergen.server import logs
     from bergen.server import servicer as servicer_module
     from bergen.server.keys import LogKeys
@@ -140,103 +179,129 @@ def run(url: str, plays: int, seed: int) -> Timers:
     root = logging.getLogger()
     devnull = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed below
     handler = logs.log_in_background("INFO", "text", devnull)
-    timers = Timers()
     with tempfile.TemporaryDirectory(prefix="bergen-stages-") as tmp:
         keys = LogKeys.load_or_create(str(Path(tmp) / "log-key"))
         running = create_server("127.0.0.1:0", url, log_keys=keys)
         try:
-            app = running.app
-            servicer = servicer_module.BergenServicer(app, 200)
-            rng = random.Random(seed)
-            # The stages, wrapped where the Play path looks them up.
-            work: Any = app.work
-            repo: Any = app.repository
-            identity: Any = app.commands._identity
-            identity.require_seat = timers.wrap("auth", identity.require_seat)
-            servicer_module._caller = timers.wrap("auth", servicer_module._caller)
-            repo.cached = timers.wrap("load", repo.cached)
-            commands_module.execute = timers.wrap("decide", commands_module.execute)
-            codec.encode = timers.wrap("encode", codec.encode)
-            work._store.append = timers.wrap("append", work._store.append)
-            commands_module.extend = timers.wrap("cache+feed", commands_module.extend)
-            repo.remember = timers.wrap("cache+feed", repo.remember)
-            work._feed.observe = timers.wrap("cache+feed", work._feed.observe)
-            commands_module.seen = timers.wrap("outcome", commands_module.seen)
-            commands_module.view = timers.wrap("outcome", commands_module.view)
-            real_log = commands_module.log
-            commands_module.log = _Log(real_log, timers.wrap("log (command)", real_log.info))  # type: ignore[assignment]
-            servicer_module._events = timers.wrap("response", servicer_module._events)
-            servicer._view_out = timers.wrap("response", servicer._view_out)  # type: ignore[method-assign]
-            call_log = logging.getLogger("bergen.server.calls")
-            totals: list[float] = []
-            cpu_totals: list[float] = []
-            done = 0
-            tokens: list[str] = []
-            match_id = ""
-            state_view: Any = None
-            while done < plays:
-                if state_view is None or state_view.phase == pb.PHASE_ENDED:
-                    created = servicer.CreateMatch(
-                        pb.CreateMatchRequest(seats=2, preset=pb.PRESET_STANDARD),
-                        _Context(""),  # type: ignore[arg-type]
-                    )
-                    match_id = created.match_id
-                    tokens = [""] * 2
-                    for i in range(2):
-                        j = servicer.JoinMatch(
-                            pb.JoinMatchRequest(match_id=match_id, name=f"p{i}"),
-                            _Context(""),  # type: ignore[arg-type]
-                        )
-                        tokens[j.seat] = j.seat_token
-                    state_view = servicer.GetMatch(
-                        pb.GetMatchRequest(match_id=match_id),
-                        _Context(""),  # type: ignore[arg-type]
-                    ).view
-                seat = state_view.turn
-                mine = servicer.GetMatch(
-                    pb.GetMatchRequest(match_id=match_id),
-                    _Context(tokens[seat]),  # type: ignore[arg-type]
-                ).view
-                choice = rng.choice(list(mine.legal_plays))
-                data = pb.PlayRequest(
-                    match_id=match_id, tile=choice.tile, end=choice.end
-                ).SerializeToString()
-                before = {s: len(v) for s, v in timers.spent.items()}
-                c0, t0 = time.thread_time(), time.perf_counter()
-                request = pb.PlayRequest.FromString(data)
-                c1, t1 = time.thread_time(), time.perf_counter()
-                response = servicer.Play(request, _Context(tokens[seat]))  # type: ignore[arg-type]
-                c2, t2 = time.thread_time(), time.perf_counter()
-                response.SerializeToString()
-                c3, t3 = time.thread_time(), time.perf_counter()
-                call_log.info(
-                    "%s OK %.1f ms %s",
-                    "/bergen.v1.BergenService/Play",
-                    (t3 - t0) * 1000,
-                    "ipv4:127.0.0.1:50000",
-                    extra={"fields": lambda: {"rpc": "Play"}},
-                )
-                c4, t4 = time.thread_time(), time.perf_counter()
-                timers.add("decode", t1 - t0, c1 - c0)
-                timers.add("serialize", t3 - t2, c3 - c2)
-                timers.add("log (call)", t4 - t3, c4 - c3)
-                inside = sum(sum(v[before.get(s, 0) :]) for s, v in timers.spent.items())
-                inside -= (t1 - t0) + (t3 - t2) + (t4 - t3)
-                used = sum(sum(v[before.get(s, 0) :]) for s, v in timers.cpu.items())
-                used -= (c1 - c0) + (c3 - c2) + (c4 - c3)
-                timers.add("other", (t2 - t1) - inside, (c2 - c1) - used)
-                totals.append(t4 - t0)
-                cpu_totals.append(c4 - c0)
-                state_view = response.view
-                done += 1
-            timers.spent["total"] = totals
-            timers.cpu["total"] = cpu_totals
+            yield running.app, servicer_module.BergenServicer(running.app, 200)
         finally:
             running.stop(1.0)
             root.removeHandler(handler)
             handler.stop()
             devnull.close()
+
+
+def run(url: str, plays: int, seed: int) -> Timers:
+    from bergen.server import commands as commands_module
+    from bergen.server import servicer as servicer_module
+
+    timers = Timers()
+    with _served(url) as (app, servicer):
+        rng = random.Random(seed)
+        # The stages, wrapped where the Play path looks them up.
+        work: Any = app.work
+        repo: Any = app.repository
+        identity: Any = app.commands._identity
+        identity.require_seat = timers.wrap("auth", identity.require_seat)
+        servicer_module._caller = timers.wrap("auth", servicer_module._caller)
+        repo.cached = timers.wrap("load", repo.cached)
+        commands_module.execute = timers.wrap("decide", commands_module.execute)
+        codec.encode = timers.wrap("encode", codec.encode)
+        work._store.append = timers.wrap("append", work._store.append)
+        commands_module.extend = timers.wrap("cache+feed", commands_module.extend)
+        repo.remember = timers.wrap("cache+feed", repo.remember)
+        work._feed.observe = timers.wrap("cache+feed", work._feed.observe)
+        commands_module.seen = timers.wrap("outcome", commands_module.seen)
+        commands_module.view = timers.wrap("outcome", commands_module.view)
+        real_log = commands_module.log
+        commands_module.log = _Log(real_log, timers.wrap("log (command)", real_log.info))  # type: ignore[assignment]
+        servicer_module._events = timers.wrap("response", servicer_module._events)
+        servicer._view_out = timers.wrap("response", servicer._view_out)  # type: ignore[method-assign]
+        call_log = logging.getLogger("bergen.server.calls")
+        totals: list[float] = []
+        cpu_totals: list[float] = []
+        done = 0
+        table = _Table(servicer, rng)
+        while done < plays:
+            data, token = table.next_play()
+            before = {s: len(v) for s, v in timers.spent.items()}
+            c0, t0 = time.thread_time(), time.perf_counter()
+            request = pb.PlayRequest.FromString(data)
+            c1, t1 = time.thread_time(), time.perf_counter()
+            response = servicer.Play(request, _Context(token))  # type: ignore[arg-type]
+            c2, t2 = time.thread_time(), time.perf_counter()
+            response.SerializeToString()
+            c3, t3 = time.thread_time(), time.perf_counter()
+            call_log.info(
+                "%s OK %.1f ms %s",
+                "/bergen.v1.BergenService/Play",
+                (t3 - t0) * 1000,
+                "ipv4:127.0.0.1:50000",
+                extra={"fields": lambda: {"rpc": "Play"}},
+            )
+            c4, t4 = time.thread_time(), time.perf_counter()
+            timers.add("decode", t1 - t0, c1 - c0)
+            timers.add("serialize", t3 - t2, c3 - c2)
+            timers.add("log (call)", t4 - t3, c4 - c3)
+            inside = sum(sum(v[before.get(s, 0) :]) for s, v in timers.spent.items())
+            inside -= (t1 - t0) + (t3 - t2) + (t4 - t3)
+            used = sum(sum(v[before.get(s, 0) :]) for s, v in timers.cpu.items())
+            used -= (c1 - c0) + (c3 - c2) + (c4 - c3)
+            timers.add("other", (t2 - t1) - inside, (c2 - c1) - used)
+            totals.append(t4 - t0)
+            cpu_totals.append(c4 - c0)
+            table.view = response.view
+            done += 1
+        timers.spent["total"] = totals
+        timers.cpu["total"] = cpu_totals
     return timers
+
+
+def overlap(url: str, plays: int, seed: int, block: int = 150) -> dict[bool, list[float]]:
+    """Each Play's wall time with its answer built while the append's commit is awaited
+    (True, the server's way) and built once the commit is in (False), the two ways taking
+    turns every `block` Plays in one process, so that a drifting machine weighs on both."""
+    from bergen.server.store import postgres
+
+    real = postgres._insert
+    during = [True]
+
+    def insert(
+        conn: Any, prepared: Any, values: Any, n: int, meanwhile: Callable[[], None] | None = None
+    ) -> Any:
+        if during[0] or meanwhile is None:
+            return real(conn, prepared, values, n, meanwhile)
+        positions = real(conn, prepared, values, n)
+        meanwhile()
+        return positions
+
+    times: dict[bool, list[float]] = {True: [], False: []}
+    postgres._insert = insert  # type: ignore[assignment]
+    try:
+        with _served(url) as (_, servicer):
+            table = _Table(servicer, random.Random(seed))
+            for i in range(plays):
+                during[0] = (i // block) % 2 == 0
+                data, token = table.next_play()
+                t0 = time.perf_counter()
+                response = servicer.Play(pb.PlayRequest.FromString(data), _Context(token))
+                times[during[0]].append(time.perf_counter() - t0)
+                table.view = response.view
+    finally:
+        postgres._insert = real  # type: ignore[assignment]
+    return times
+
+
+def report_overlap(times: dict[bool, list[float]]) -> None:
+    print(f"{'the answer built':<28} {'Plays':>6} {'p50 us':>8} {'mean us':>8} {'p99 us':>8}")
+    print("-" * 62)
+    for during, name in ((True, "while the commit is awaited"), (False, "after the commit")):
+        t = times[during]
+        p99 = statistics.quantiles(t, n=100)[98]
+        print(f"{name:<28} {len(t):>6} {statistics.median(t) * 1e6:>8.0f}"
+              f" {statistics.fmean(t) * 1e6:>8.0f} {p99 * 1e6:>8.0f}")  # fmt: skip
+    ratio = statistics.median(times[True]) / statistics.median(times[False])
+    print(f"p50 ratio, while / after: {ratio:.2f}")
 
 
 def report(timers: Timers, plays: int) -> None:
@@ -263,8 +328,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--plays", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--overlap",
+        action="store_true",
+        help="compare a Play's time with its answer built while its commit is awaited and"
+        " after it, the two taking turns",
+    )
     args = parser.parse_args(argv)
     with bench_database(args.database_url) as url:
+        if args.overlap:
+            report_overlap(overlap(url, args.plays, args.seed))
+            return 0
         timers = run(url, args.plays, args.seed)
     report(timers, args.plays)
     return 0
