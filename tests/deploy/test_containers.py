@@ -135,6 +135,17 @@ def serving(target: str) -> bool:
     return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
 
 
+def published(env: Mapping[str, str], container: str, timeout: float = 60.0) -> str:
+    """What `podman port` says `container` publishes, once it says anything: a replica is
+    started only after the migration has run, which `compose up -d` does not wait for."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ports = run(["podman", "port", container], env, check=False).stdout.strip()
+        if ports or time.monotonic() > deadline:
+            return ports
+        time.sleep(0.5)
+
+
 def wait_serving(targets: list[str], logs: Callable[[], str]) -> None:
     """Until every target's health service says SERVING, then `bergen health` agrees. Raises
     AssertionError with `logs()`."""
@@ -265,8 +276,8 @@ def test_compose_runs_two_replicas_that_are_one_server(
     r1, r2 = f"127.0.0.1:{p1}", f"127.0.0.1:{p2}"
     try:
         run([*compose, "up", "-d"], env)
-        ports = run(["podman", "port", names[2]], env).stdout
-        assert ports.strip() == f"50051/tcp -> 127.0.0.1:{p1}", ports
+        ports = published(env, names[2])
+        assert ports == f"50051/tcp -> 127.0.0.1:{p1}", ports
         wait_serving([r1, r2], lambda: container_logs(env, names))
         token = (secrets / "organiser-token").read_text().strip()
         played = play_through_one_watch_on_the_other(r1, r2, token)
