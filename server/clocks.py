@@ -138,9 +138,10 @@ class ClockKeeper(Worker):
             dirty, self._dirty = self._dirty, {}
         for match_id, seq in dirty.items():
             match = self._repo.cached(match_id)
-            if match is None and seq == 0 and not self._clocked(match_id):
-                # Found by the start-up scan: a match without a clock is not worth a load
-                # (a restart may find thousands in play).
+            if match is None and not self._clocked(match_id):
+                # Found by the start-up scan, or brought by the feed before this replica held
+                # it (as a match an open transaction hid from the scan is): a match without a
+                # clock is not worth a load (a restart may find thousands in play).
                 self._forget(match_id)
                 continue
             if match is None or match.version < seq:

@@ -167,6 +167,31 @@ def test_the_keeper_applies_due_timeouts_until_the_forfeit_and_then_holds_nothin
         assert keeper.applied == 3
 
 
+@pytest.mark.postgres
+def test_a_match_without_a_clock_that_the_feed_brings_is_not_loaded(
+    pg_database: str, clock: FakeClock
+) -> None:
+    """A match hidden from the start-up scan by an open transaction comes by the feed; one
+    without a clock is told by its first event and never loaded, as the scan's are."""
+    writer_store = open_store(pg_database)
+    app = build_application(writer_store, EventFeed(writer_store), Settings(), clock=clock)
+    with psycopg.connect(pg_database, autocommit=False) as blocker:
+        blocker.execute("SELECT pg_current_xact_id()")  # a writing transaction, left open
+        clocked, _tokens = seated(app)
+        plain = app.commands.create_match(Caller(), 2, False, "standard", {}, "plain").match_id
+        for i in range(2):
+            app.commands.join_match(plain, None, f"q{i}", "")
+        with running_keeper(pg_database, clock) as (fresh, keeper):
+            time.sleep(0.5)
+            assert keeper.pending() == 0  # both hidden from the scan
+            blocker.rollback()
+            wait_for(lambda: keeper.pending() == 1)
+            time.sleep(0.5)  # the keeper's turn over both matches is done
+            assert fresh.repository.cached(clocked) is not None
+            assert fresh.repository.cached(plain) is None
+    writer_store.close()
+
+
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
