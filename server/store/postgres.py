@@ -715,15 +715,14 @@ class PostgresMatchList:
                 # follows. A standby that serves reads needs the flush: it is sent WAL only
                 # once flushed, and the write position that routed reads wait for
                 # (pg_current_wal_lsn) may not yet hold an unflushed commit.
-                locked = self._locked
-                row = conn.execute(locked, (projection,)).fetchone()
+                row = conn.execute(self._locked, (projection,)).fetchone()
                 if row is None:
                     conn.execute(
                         "INSERT INTO projection_positions (name, position) VALUES (%s, 0)"
                         " ON CONFLICT (name) DO NOTHING",
                         (projection,),
                     )
-                    row = conn.execute(locked, (projection,)).fetchone()
+                    row = conn.execute(self._locked, (projection,)).fetchone()
                     assert row is not None
                 yield _PostgresFold(conn, projection, int(row[0]))
         except Exception as e:
