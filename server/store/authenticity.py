@@ -3,7 +3,6 @@ a stream's hash chain (`verify_chain`)."""
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 from collections.abc import Callable, Sequence
@@ -12,6 +11,7 @@ from typing import Any, TypeVar
 from bergen.api.chain import (
     KeyOf,
     canonical_json,
+    hmac_pads,
     metadata_json,
     micros,
     not_linked,
@@ -87,21 +87,6 @@ def check_report(
     return report
 
 
-def _pads(key: bytes) -> tuple[Any, Any]:
-    """HMAC-SHA256's inner and outer hashes with `key` already absorbed (RFC 2104): a row's
-    authenticator is outer.copy() over inner.copy() over its message, the same bytes as
-    hmac.digest(key, message, "sha256") without setting the key up again."""
-    if len(key) > _BLOCK:
-        key = hashlib.sha256(key).digest()
-    key = key.ljust(_BLOCK, b"\0")
-    return hashlib.sha256(key.translate(hmac.trans_36)), hashlib.sha256(
-        key.translate(hmac.trans_5C)
-    )
-
-
-_BLOCK = hashlib.sha256().block_size
-
-
 class Keyed:
     """`row_mac` under the keys of a LogKeys, each key's HMAC set up once (`_pads`) and
     copied for each row: the same bytes as `row_mac`, without hmac.digest's key schedule."""
@@ -121,7 +106,7 @@ class Keyed:
             key = self._keys.key(key_id)
             if key is None:
                 return None
-            base = self._pads[key_id] = _pads(key)
+            base = self._pads[key_id] = hmac_pads(key)
         inner, outer = base[0].copy(), base[1].copy()
         inner.update(
             row_mac_message(
@@ -213,7 +198,7 @@ def check_rows(
                 raise LogTampered(
                     f"match {stream_id}: seq {seq} {why}", match_id=stream_id, seq=seq
                 )
-            base = keyed[key_id] = _pads(key)
+            base = keyed[key_id] = hmac_pads(key)
         elif mac is None:
             raise LogTampered(
                 f"match {stream_id}: seq {seq} has no authenticator", match_id=stream_id, seq=seq

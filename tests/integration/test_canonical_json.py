@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hmac
+import os
 from typing import Any
 
 import pytest
@@ -9,7 +11,15 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bergen.api.chain import canonical_json, content_bytes
+from bergen.api.chain import (
+    canonical_json,
+    content_bytes,
+    metadata_json,
+    new_salt,
+    row_mac,
+    row_mac_message,
+)
+from bergen.api.stored import EventMetadata
 
 json_values = st.recursive(
     st.none()
@@ -72,3 +82,77 @@ def test_event_content_is_the_rfc8785_encoding_of_the_whole_event(
 def test_values_outside_json_are_refused(bad: Any) -> None:
     with pytest.raises(ValueError, match="not JSON-able"):
         canonical_json(bad, "value")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.none() | st.text(),
+    st.none() | st.text(),
+    st.text(),
+    st.dictionaries(st.text(max_size=8), st.text(), max_size=4),
+)
+def test_metadata_is_the_rfc8785_encoding_of_its_fields(
+    actor: str | None, command_id: str | None, rules_version: str, extra: dict[str, str]
+) -> None:
+    meta = EventMetadata(actor, command_id, rules_version, extra)
+    whole = {
+        "actor": actor,
+        "command_id": command_id,
+        "extra": extra,
+        "rules_version": rules_version,
+    }
+    try:
+        expected = rfc8785.dumps(whole)
+    except rfc8785.CanonicalizationError:  # lone surrogates
+        with pytest.raises(ValueError, match="not JSON-able"):
+            metadata_json(meta)
+        return
+    assert metadata_json(meta) == expected
+
+
+@pytest.mark.parametrize(
+    "extra", [{"n": 1}, {"nested": {"a": "b"}}, {"\U0001f600": "x", "\ufb01": "y"}, {2: "int key"}]
+)
+def test_metadata_beyond_plain_strings_is_encoded_as_jcs_or_refused(extra: Any) -> None:
+    meta = EventMetadata("a", "c", "r", extra)
+    whole = {"actor": "a", "command_id": "c", "extra": extra, "rules_version": "r"}
+    try:
+        expected = rfc8785.dumps(whole)
+    except (rfc8785.CanonicalizationError, TypeError):
+        expected = None
+    if expected is None or any(not isinstance(k, str) for k in extra):
+        with pytest.raises(ValueError, match="not JSON-able"):
+            metadata_json(meta)
+    else:
+        assert metadata_json(meta) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=1, max_size=200), st.text(), st.text(), st.binary(max_size=64))
+def test_row_authenticator_is_hmac_sha256_of_its_message(
+    key: bytes, payload: str, metadata: str, salt: bytes
+) -> None:
+    fields = ("k1", "match-1", 7, "Played", 2, payload, metadata, 1_700_000, b"p" * 32, salt)
+    digest = b"h" * 32
+    message = row_mac_message(*fields, digest)
+    # Twice: the second time with the key's pads already set up.
+    for _ in range(2):
+        assert row_mac(key, *fields, digest) == hmac.digest(key, message, "sha256")
+
+
+def test_salts_are_never_handed_out_twice_nor_shared_with_a_forked_child() -> None:
+    mine = {new_salt() for _ in range(1000)}
+    assert len(mine) == 1000 and all(len(s) == 16 for s in mine)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next salts, to the parent
+        os.close(read)
+        os.write(write, b"".join(new_salt() for _ in range(100)))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    children = {data[i : i + 16] for i in range(0, len(data), 16)}
+    ours = {new_salt() for _ in range(100)}
+    assert len(children) == 100 and not children & ours and not children & mine
