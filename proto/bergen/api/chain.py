@@ -144,19 +144,18 @@ def canonical_json(value: Any, what: str) -> bytes:
 
 def metadata_json(metadata: EventMetadata) -> bytes:
     """The canonical encoding of an event's metadata."""
+    extra = dict(metadata.extra)
     value = {
         "actor": metadata.actor,
         "command_id": metadata.command_id,
-        "extra": dict(metadata.extra),
+        "extra": extra,
         "rules_version": metadata.rules_version,
     }
     if (
         _text_or_none(metadata.actor)
         and _text_or_none(metadata.command_id)
         and type(metadata.rules_version) is str
-        and all(
-            type(k) is str and k.isascii() and type(v) is str for k, v in value["extra"].items()
-        )
+        and all(type(k) is str and k.isascii() and type(v) is str for k, v in extra.items())
     ):
         try:
             return _plain_json(value).encode("utf-8")
@@ -405,7 +404,7 @@ def row_mac(
     inner, outer = pads[0].copy(), pads[1].copy()
     inner.update(message)
     outer.update(inner.digest())
-    return outer.digest()
+    return bytes(outer.digest())
 
 
 _KEYED_MAX = 64
