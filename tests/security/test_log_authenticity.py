@@ -45,6 +45,7 @@ from bergen.api.chain import (
 )
 from bergen.api.exit_status import ExitStatus
 from bergen.api.stored import ChainFault, EventMetadata
+from bergen.domain.errors import LogTampered
 from bergen.domain.rules import RULES_VERSION
 from bergen.server.keys import LogKeys, add_key
 from bergen.server.store import NewEvent, open_store
@@ -115,11 +116,14 @@ class Access:
         metadata: str,
         *,
         keys: LogKeys | None = None,
+        prev_hash: bytes | None = None,
     ) -> int:
-        """Insert an event after the stream's head, correctly chained to it, as an INSERT
-        is allowed to; authenticated under `keys` when given (a key holder), else with an
-        authenticator made up. Returns its seq."""
+        """Insert an event after the stream's head, correctly chained to it (or to
+        `prev_hash`), as an INSERT is allowed to; authenticated under `keys` when given (a
+        key holder), else with an authenticator made up. Returns its seq."""
         head = self.rows(match_id)[-1]
+        if prev_hash is not None:
+            head = head._replace(hash=prev_hash)
         seq = head.seq + 1
         salt = new_salt()
         payload_text = canonical_json(payload, "payload").decode()
@@ -449,3 +453,37 @@ def test_verify_chain_names_a_row_whose_authenticator_fails(tmp_path: Path) -> N
         assert (report.bad_seq, report.fault) == (seq, ChainFault.UNAUTHENTIC), report
     finally:
         store.close()
+
+
+def test_rows_read_after_a_head_the_store_knows_are_checked(database: Database) -> None:
+    """A store that knows a stream's head (it wrote it) reads only what follows it, and
+    checks every such row: one a key holder wrote is read, one with a made-up authenticator
+    or one that does not link to the head is refused."""
+    keys = LogKeys.generate()
+    store = open_store(database.server_url, upgrade=database.backend == "sqlite", log_keys=keys)
+    other = open_store(database.server_url, log_keys=keys)  # another replica
+    access = Access(database.server_url)
+    try:
+        store.append("m", 0, [NewEvent("Noted", 1, {"n": i}) for i in range(3)])
+        assert store.read_rows("m", 4) == ()
+        other.append("m", 3, [NewEvent("Noted", 1, {"n": 3})])
+        assert [(r.seq, r.payload) for r in store.read_rows("m", 4)] == [(4, {"n": 3})]
+        fresh = open_store(database.server_url, log_keys=keys)
+        try:  # the same rows as a store that knows no head reads
+            assert fresh.read_rows("m", 4) == store.read_rows("m", 4)
+        finally:
+            fresh.close()
+        seq = access.append("m", "Noted", {"n": 99}, access.rows("m")[-1].metadata)
+        with pytest.raises(LogTampered, match=f"seq {seq} was not written by this server"):
+            store.read_rows("m", 5)
+
+        store.append("chain", 0, [NewEvent("Noted", 1, {"n": 0})])
+        metadata = access.rows("chain")[-1].metadata
+        unlinked = access.append(
+            "chain", "Noted", {"n": 1}, metadata, keys=keys, prev_hash=b"x" * 32
+        )
+        with pytest.raises(LogTampered, match=f"seq {unlinked} does not link"):
+            store.read_rows("chain", 2)
+    finally:
+        store.close()
+        other.close()
