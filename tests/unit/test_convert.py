@@ -17,7 +17,9 @@ from bergen.domain.errors import CorruptRecord, InvalidArgument, InvalidOptions
 from bergen.domain.policies import greedy_policy, random_policy
 from bergen.domain.rules import CHOICES, PRESETS, make_rules
 from bergen.domain.simulation import Timing, play_match
+from bergen.domain.state import evolve
 from bergen.domain.tiles import End, Tile
+from bergen.domain.views import view
 from bergen.domain.vocabulary import HandEndReason, MatchEndReason, Phase, PointsReason
 from bergen.v1 import bergen_pb2 as pb
 
@@ -351,3 +353,47 @@ def test_an_event_whose_fields_are_all_zero_still_goes_out_with_its_body(event, 
     msg = convert.event_out(1, event)
     assert msg.WhichOneof("body") == body
     assert convert.event_in(pb.Event.FromString(msg.SerializeToString())) == (1, event)
+
+
+@pytest.mark.parametrize(
+    ("seats", "partnerships", "preset", "clocked"),
+    [
+        (2, False, "standard", False),
+        (3, False, "american", True),
+        (4, True, "pips", False),
+        (4, False, "eastern", True),
+    ],
+)
+def test_a_view_goes_out_as_the_message_built_field_by_field(seats, partnerships, preset, clocked):
+    """`view_out` merges pre-made bytes; every view of a whole match (each seat's and a
+    spectator's, after every event, seating and the end included) is the message built
+    field by field, and serializes to the same bytes."""
+    options = {"clock": "fischer", "clock_initial": 60} if clocked else None
+    rules = make_rules(seats, partnerships, preset, options)
+    events, _ = play_match(
+        "view-1",
+        rules,
+        seats,
+        partnerships,
+        bytes(range(32)),
+        [greedy_policy, random_policy] * 2,
+        random.Random(seats),
+        names=["Ωmega", "b 𝄞", "c\"d", "d"][:seats],
+        timing=Timing(think_ms=(100, 70_000), stall=0.05) if clocked else None,
+    )
+    state = None
+    checked = set()
+    for e in events:
+        state = evolve(state, e)
+        for seat in [None, *range(seats)]:
+            v = view(state, seat)
+            fast, plain = convert.view_out(v), convert.view_out_plain(v)
+            assert fast == plain
+            assert fast.SerializeToString(deterministic=True) == plain.SerializeToString(
+                deterministic=True
+            )
+            checked |= {f.name for f, _ in fast.ListFields()}
+    # Every field the fast path makes from bytes was set in some view.
+    assert {"match_id", "rules", "seats", "my_tiles", "line", "legal_plays", "ends"} <= checked
+    assert {"must_play", "result", "revealed_hands"} & checked >= {"result", "revealed_hands"}
+    assert ("clocks" in checked) == clocked

@@ -19,7 +19,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from bergen.domain import events as ev
 from bergen.domain.errors import CorruptRecord, InvalidArgument, InvalidOptions
 from bergen.domain.rules import Rules
-from bergen.domain.tiles import End, Tile
+from bergen.domain.tiles import ALL_TILES, End, Tile
 from bergen.domain.tournament_pairing import Settings
 from bergen.domain.views import View
 from bergen.domain.vocabulary import (
@@ -327,38 +327,69 @@ def result_out(r: ev.MatchEnded) -> pb.Result:
 
 def view_out(v: View) -> pb.MatchView:
     msg = pb.MatchView(
-        match_id=v.match_id,
-        name=v.name,
         phase=PHASE.out(v.phase),
-        rules=_rules_shared(v.rules),
-        partnerships=v.partnerships,
-        commitment=v.commitment,
         server_seed=v.server_seed or "",
         hand_number=v.hand,
         boneyard_size=v.boneyard_size,
         drawable=v.drawable,
-        scores=list(v.scores),
+        scores=v.scores,
         version=v.version,
         at_ms=v.at_ms,
     )
-    # Added in place: half the cost of building each element and copying it in.
-    add_tile = msg.my_tiles.add
-    for t in v.tiles:
-        add_tile(low=t.low, high=t.high)
-    add_line = msg.line.add
-    for a, b in v.line:
-        add_line(left=a, right=b)
-    add_play = msg.legal_plays.add
-    for t, e in v.legal_plays:
-        play = add_play(end=ENDS[e])
-        play.tile.low, play.tile.high = t.low, t.high
+    # The repeated parts, and the fields a match never changes, go in as the bytes each
+    # would be serialized to (made once, below), merged in one parse: a third of the time
+    # of building them field by field.
+    tiles, pieces, plays = _TILE_BYTES, _LINE_BYTES, _PLAY_BYTES
+    parts = [_fixed_bytes(v.match_id, v.name, v.rules, v.partnerships, v.commitment)]
+    parts += [tiles[t.index] for t in v.tiles]
+    parts += [pieces[a * 7 + b] for a, b in v.line]
+    parts += [plays[t.index][e] for t, e in v.legal_plays]
+    sizes, partnerships = v.hand_sizes, v.partnerships
+    parts += [
+        _seat_bytes(seat, name, sizes[seat], seat % 2 if partnerships else seat)
+        for seat, name in enumerate(v.players)
+    ]
+    if v.ends is not None:
+        parts.append(_ends_bytes(*v.ends))
+    if v.must_play is not None:
+        parts.append(_MUST_PLAY_BYTES[v.must_play.index])
+    msg.MergeFromString(b"".join(parts))
     for c in v.clocks:
         clock = pb.SeatClock(seat=c.seat, left_ms=c.left_ms, running=c.running, timeouts=c.timeouts)
         if c.falls_at_ms is not None:
             clock.falls_at_ms = c.falls_at_ms
         msg.clocks.append(clock)
-    for seat, name in enumerate(v.players):
-        msg.seats.append(
+    if v.seat is not None:
+        msg.viewer_seat = v.seat
+    if v.revealed_hands is not None:
+        msg.revealed_hands.extend(pb.Hand(tiles=[tile_out(t) for t in h]) for h in v.revealed_hands)
+    if v.turn is not None:
+        msg.turn = v.turn
+    if v.result is not None:
+        msg.result.CopyFrom(result_out(v.result))
+    return msg
+
+
+def view_out_plain(v: View) -> pb.MatchView:
+    """`view_out` built field by field: the reference its bytes are checked against."""
+    msg = pb.MatchView(
+        match_id=v.match_id,
+        name=v.name,
+        phase=PHASE.out(v.phase),
+        rules=rules_out(v.rules),
+        partnerships=v.partnerships,
+        commitment=v.commitment,
+        server_seed=v.server_seed or "",
+        hand_number=v.hand,
+        my_tiles=[tile_out(t) for t in v.tiles],
+        boneyard_size=v.boneyard_size,
+        drawable=v.drawable,
+        line=[pb.LineTile(left=a, right=b) for a, b in v.line],
+        scores=list(v.scores),
+        legal_plays=[pb.LegalPlay(tile=tile_out(t), end=ENDS[e]) for t, e in v.legal_plays],
+        version=v.version,
+        at_ms=v.at_ms,
+        seats=[
             pb.SeatInfo(
                 seat=seat,
                 name=name or "",
@@ -366,7 +397,14 @@ def view_out(v: View) -> pb.MatchView:
                 tile_count=v.hand_sizes[seat],
                 side=seat % 2 if v.partnerships else seat,
             )
-        )
+            for seat, name in enumerate(v.players)
+        ],
+    )
+    for c in v.clocks:
+        clock = pb.SeatClock(seat=c.seat, left_ms=c.left_ms, running=c.running, timeouts=c.timeouts)
+        if c.falls_at_ms is not None:
+            clock.falls_at_ms = c.falls_at_ms
+        msg.clocks.append(clock)
     if v.seat is not None:
         msg.viewer_seat = v.seat
     if v.revealed_hands is not None:
@@ -382,6 +420,62 @@ def view_out(v: View) -> pb.MatchView:
     if v.result is not None:
         msg.result.CopyFrom(result_out(v.result))
     return msg
+
+
+_TILE_BYTES: list[bytes] = [
+    pb.MatchView(my_tiles=[tile_out(t)]).SerializeToString() for t in ALL_TILES
+]
+"""Tile index -> a MatchView's bytes holding just that tile in `my_tiles`."""
+_LINE_BYTES: list[bytes] = [
+    pb.MatchView(line=[pb.LineTile(left=a, right=b)]).SerializeToString()
+    for a in range(7)
+    for b in range(7)
+]
+"""a * 7 + b -> a MatchView's bytes holding just the piece (a, b) of the line."""
+_PLAY_BYTES: list[dict[End | None, bytes]] = [
+    {
+        e: pb.MatchView(legal_plays=[pb.LegalPlay(tile=tile_out(t), end=n)]).SerializeToString()
+        for e, n in ENDS.items()
+    }
+    for t in ALL_TILES
+]
+"""Tile index -> end -> a MatchView's bytes holding just that legal play."""
+
+
+_MUST_PLAY_BYTES: list[bytes] = [
+    pb.MatchView(must_play=tile_out(t)).SerializeToString() for t in ALL_TILES
+]
+"""Tile index -> a MatchView's bytes holding just that tile as `must_play`."""
+
+
+@functools.lru_cache(maxsize=256)  # 7 * 7 * 2 * 2 ends at most
+def _ends_bytes(left: int, right: int, left_double: bool, right_double: bool) -> bytes:
+    """A MatchView's bytes holding just these ends."""
+    ends = pb.Ends(left=left, right=right, left_double=left_double, right_double=right_double)
+    return pb.MatchView(ends=ends).SerializeToString()
+
+
+@functools.lru_cache(maxsize=4096)
+def _fixed_bytes(
+    match_id: str, name: str, rules: Rules, partnerships: bool, commitment: str
+) -> bytes:
+    """A MatchView's bytes holding just the fields a match never changes."""
+    return pb.MatchView(
+        match_id=match_id,
+        name=name,
+        rules=_rules_shared(rules),
+        partnerships=partnerships,
+        commitment=commitment,
+    ).SerializeToString()
+
+
+@functools.lru_cache(maxsize=4096)
+def _seat_bytes(seat: int, name: str | None, tile_count: int, side: int) -> bytes:
+    """A MatchView's bytes holding just one seat's SeatInfo."""
+    info = pb.SeatInfo(
+        seat=seat, name=name or "", taken=name is not None, tile_count=tile_count, side=side
+    )
+    return pb.MatchView(seats=[info]).SerializeToString()
 
 
 def event_out(seq: int, e: ev.Event) -> pb.Event:
