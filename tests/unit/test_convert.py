@@ -378,7 +378,7 @@ def test_a_view_goes_out_as_the_message_built_field_by_field(seats, partnerships
         bytes(range(32)),
         [greedy_policy, random_policy] * 2,
         random.Random(seats),
-        names=["Ωmega", "b 𝄞", "c\"d", "d"][:seats],
+        names=["Ωmega", "b 𝄞", 'c"d', "d"][:seats],
         timing=Timing(think_ms=(100, 70_000), stall=0.05) if clocked else None,
     )
     state = None
