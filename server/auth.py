@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bergen.api.chain import hmac_sha256
 from bergen.domain.errors import Unauthenticated
 
 from .keys import SEAT_TOKEN_PURPOSE, LogKeys
@@ -205,7 +206,7 @@ class SeatTokens:
 
 
 def _mac(key: bytes, message: bytes) -> str:
-    return hmac.new(key, message, hashlib.sha256).hexdigest()
+    return hmac_sha256(key, message).hex()
 
 
 def bearer_token(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:

@@ -396,6 +396,12 @@ def row_mac(
         key_id, stream_id, seq, type_, schema_version, payload_text, metadata_text,
         recorded_us, prev_hash, salt, digest,
     )  # fmt: skip
+    return hmac_sha256(key, message)
+
+
+def hmac_sha256(key: bytes, message: bytes) -> bytes:
+    """hmac.digest(key, message, "sha256"), on the key's pads (`hmac_pads`) set up once for
+    the keys used lately."""
     pads = _keyed.get(key)
     if pads is None:
         if len(_keyed) >= _KEYED_MAX:
@@ -409,7 +415,7 @@ def row_mac(
 
 _KEYED_MAX = 64
 _keyed: dict[bytes, tuple[Any, Any]] = {}
-"""Key -> its HMAC's pads (`hmac_pads`), for the keys `row_mac` has used lately."""
+"""Key -> its HMAC's pads (`hmac_pads`), for the keys `hmac_sha256` has used lately."""
 _BLOCK = hashlib.sha256().block_size
 
 
