@@ -72,6 +72,10 @@ class Subscription:
             return items
 
 
+OWN_KEPT = 20_000
+"""At most this many events written here are remembered until the follower reads them back."""
+
+
 class EventFeed:
     """Follows the global order in a thread and fans events out to subscribers."""
 
@@ -89,6 +93,9 @@ class EventFeed:
         self._notifier = notifier
         self.listing = MatchListProjection(store)
         self._check = RowCheck(store.log_keys)
+        self._own: dict[tuple[str, int], bytes] = {}
+        """(stream, seq) -> hash of each event this process wrote and delivered itself
+        (`observe`) that the follower has not read back yet: it passes over them."""
         self._subs: dict[str, set[Subscription]] = {}
         self._subs_lock = threading.Lock()
         self._wake = threading.Event()
@@ -162,6 +169,11 @@ class EventFeed:
         """Deliver events this process has just written, without waiting for the follower;
         the listing's next page shows them."""
         self.listing.expect(events)
+        own = self._own
+        if len(own) >= OWN_KEPT:
+            own.clear()  # the follower is far behind: it delivers these again, as it may
+        for e in events:
+            own[(e.stream_id, e.seq)] = e.hash
         self._deliver(events)
         if self._notifier is not None:
             self._notifier.poke()
@@ -194,12 +206,19 @@ class EventFeed:
             count += len(batch)
 
     def _authentic(self, batch: Sequence[StoredEvent]) -> tuple[list[StoredEvent], set[str]]:
-        """The events of `batch` that may be delivered, and the matches of those that may not:
-        a row that does not link or whose authenticator does not verify is logged at CRITICAL
-        and left out, and its match's watchers are told to read it again."""
+        """The events of `batch` that may be delivered (less those written and delivered
+        here), and the matches of those that may not: a row that does not link or whose
+        authenticator does not verify is logged at CRITICAL and left out, and its match's
+        watchers are told to read it again."""
         out = []
         refused: set[str] = set()
+        own = self._own
         for e in batch:
+            if own.pop((e.stream_id, e.seq), None) == e.hash:
+                # Written and delivered here (`observe`): what watchers were sent is what
+                # this process wrote, whatever the row says now.
+                self._check.folded(e)
+                continue
             why = self._check.refusal(e)
             if why is None:
                 self._check.folded(e)

@@ -1,0 +1,82 @@
+"""The feed delivers the events this process wrote once, when written (`observe`), and its
+follower passes over them when it reads them back; what another replica wrote it checks and
+delivers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bergen.server.app import Settings, build_application
+from bergen.server.feed import EventFeed
+from bergen.server.identity import Caller
+from bergen.server.keys import LogKeys
+from bergen.server.store import EventStore, open_store
+
+
+class CountingStore:
+    """A store whose global order is read through, counting the reads."""
+
+    def __init__(self, store: EventStore) -> None:
+        self._store = store
+        self.read = 0
+
+    def read_all(self, after_position: int = 0, limit: int = 1000) -> Any:
+        batch = self._store.read_all(after_position, limit)
+        self.read += len(batch)
+        return batch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+@pytest.fixture
+def stores(sqlite_url: str) -> Iterator[tuple[EventStore, EventStore]]:
+    keys = LogKeys.generate()
+    a = open_store(sqlite_url, upgrade=True, log_keys=keys)
+    b = open_store(sqlite_url, log_keys=keys)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _settle(store: CountingStore, total: int) -> None:
+    deadline = time.monotonic() + 10
+    while store.read < total and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)  # what the follower does with the last batch
+    assert store.read >= total
+
+
+def test_own_writes_are_delivered_once_and_another_replicas_are_delivered_too(
+    stores: tuple[EventStore, EventStore],
+) -> None:
+    store_a, store_b = stores
+    counting = CountingStore(store_a)
+    feed = EventFeed(counting, poll_interval=0.02)  # type: ignore[arg-type]
+    told: Counter[tuple[str, int]] = Counter()
+    lock = threading.Lock()
+
+    def listener(events: Any) -> None:
+        with lock:
+            told.update((e.stream_id, e.seq) for e in events)
+
+    feed.listen(listener)
+    app = build_application(counting, feed, Settings())  # type: ignore[arg-type]
+    feed.start()
+    try:
+        mine = app.commands.create_match(Caller(), 2, False, "standard", {}, "mine")
+        app.commands.join_match(mine.match_id, None, "p0", "")
+        other = build_application(store_b, EventFeed(store_b), Settings())  # replica B
+        theirs = other.commands.create_match(Caller(), 2, False, "standard", {}, "theirs")
+        _settle(counting, 3)
+        with lock:
+            assert told[(mine.match_id, 1)] == 1 and told[(mine.match_id, 2)] == 1, told
+            assert told[(theirs.match_id, 1)] == 1, told
+    finally:
+        feed.stop()
