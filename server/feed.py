@@ -195,6 +195,9 @@ class EventFeed:
             batch, upto = read_past_unreadable(self._store, self._position, 1000, "event feed")
             if upto == self._position:
                 return count
+            # The listing folds the same order: it takes what was read here, and is woken to.
+            self.listing.offer(self._position, batch, upto)
+            self._wake_index.set()
             authentic, refused = self._authentic(batch)
             self._deliver(authentic)
             if refused:
@@ -258,15 +261,16 @@ class EventFeed:
                 self._stop.wait(1.0)
 
     def _project(self) -> None:
-        """Fold the listing as other replicas write (this process's own writes are folded
-        when a page is asked for, or on the next poll)."""
+        """Fold the listing as the follower reads the global order (it hands over what it
+        read, and wakes this thread), or on a poll of its own four times as long; this
+        process's own writes are folded then, or when a page is asked for."""
         while not self._stop.is_set():
             try:
                 self.listing.catch_up()
             except Exception:  # keep folding: a passing database error must not end it
                 log.exception("match list: folding failed; retrying")
                 self._stop.wait(1.0)
-            self._wake_index.wait(self._poll)
+            self._wake_index.wait(self._poll * 4)
             self._wake_index.clear()
 
 

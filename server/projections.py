@@ -70,6 +70,8 @@ OWN_WRITES_WAIT_S = 2.0
 """How long a page waits for this process's own writes to be listed (they are committed;
 PostgreSQL's commit-safe order shows them once older transactions end, at once as a rule)."""
 OWN_WRITES_KEPT = 10_000
+OFFERS_KEPT = 4
+"""At most this many batches read by the event feed are kept for the listing to take."""
 HEADS_KEPT = 10_000
 """Streams whose last folded row's hash is kept, to check the next row's link to it."""
 REFUSED_KEPT = 10_000
@@ -347,6 +349,9 @@ class MatchListProjection:
         self._position: int | None = None
         self._own: OrderedDict[str, int] = OrderedDict()
         self._own_lock = threading.Lock()
+        self._offered: dict[int, tuple[Sequence[StoredEvent], int]] = {}
+        """Position -> a batch of the global order read after it by the event feed, and the
+        position the batch reaches (`offer`)."""
         self.events_read = 0
         """Events this process has read from the global order to fold (for tests)."""
 
@@ -360,10 +365,14 @@ class MatchListProjection:
             if self._position is None:
                 self._position = self._list.position(MATCH_LIST)
             while max_batches is None or batches < max_batches:
-                batch, upto = read_past_unreadable(
-                    self._store, self._position, self._batch, "match list"
-                )
-                self.events_read += len(batch)
+                offered = self._offered.pop(self._position, None)
+                if offered is not None:
+                    batch, upto = offered
+                else:
+                    batch, upto = read_past_unreadable(
+                        self._store, self._position, self._batch, "match list"
+                    )
+                    self.events_read += len(batch)
                 if upto == self._position:
                     return folded
                 batches += 1
@@ -377,6 +386,16 @@ class MatchListProjection:
                     # a page's, or the follower's next turn.
                     return folded
         return folded
+
+    def offer(self, after: int, batch: Sequence[StoredEvent], upto: int) -> None:
+        """A batch of the global order after the position `after`, up to `upto`, as the
+        event feed read it (`read_past_unreadable`): a fold from `after` takes it instead of
+        reading the same rows again. Each row is still checked before it is folded."""
+        if upto == after:
+            return
+        if len(self._offered) >= OFFERS_KEPT:
+            self._offered.clear()  # the listing is elsewhere (ahead, or behind): it reads
+        self._offered[after] = (batch, upto)
 
     def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
         """Fold `batch`, read after self._position up to the position `upto`, unless another

@@ -539,3 +539,35 @@ def test_a_row_that_does_not_decode_is_passed_over_and_holds_up_no_other_match(
         for r in caplog.records
         if r.levelno == logging.CRITICAL
     ), caplog.text
+
+
+def test_a_batch_the_feed_read_is_folded_without_reading_it_again_and_still_checked(
+    backend: Any, keyed: tuple[EventStore, LogKeys]
+) -> None:
+    store, _ = keyed
+    projection = MatchListProjection(store)
+    assert projection.catch_up() == 0
+    start = store.match_list().position(MATCH_LIST)
+    seating = write(store, "seating", real_match(1))
+    insert_row(backend, "seating", 2, SeatTaken(0, "mallory", ""), seating[-1].hash)  # forged
+    last = write(store, "played", real_match(4))[-1]
+    deadline = time.monotonic() + 60
+    while True:  # what the feed reads: the whole order after `start`, in one batch
+        batch = store.read_all(start, 1000)
+        if batch and batch[-1].position == last.position:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+    projection.offer(start + 10**9, batch[:1], batch[0].position)  # from elsewhere: not taken
+    projection.offer(start, batch, last.position)
+    assert projection.catch_up() == len(batch)  # the forged row passed over, not listed
+    assert projection.events_read == 0
+    rows = {r.match_id: r for r in listing(projection)}
+    assert rows["seating"].players == ["", "", ""] and rows["seating"].version == 1
+    assert rows["played"].version == len(real_match(4))
+    assert store.match_list().position(MATCH_LIST) == last.position
+
+    newer = write(store, "newer", real_match(2))
+    fold_all(projection, store, newer[-1])  # nothing offered: read
+    assert projection.events_read == len(newer)
