@@ -24,6 +24,7 @@ import json
 import logging
 import sys
 import threading
+import time
 from collections import deque
 from datetime import UTC, datetime
 from enum import Enum
@@ -66,12 +67,33 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=True, default=str, separators=(",", ":"))
 
 
+class TextFormatter(logging.Formatter):
+    """TEXT_FORMAT, with the time's text up to the second made once a second: the same
+    lines as logging.Formatter(TEXT_FORMAT), without a strftime a line."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+        self._second: tuple[int, str] = (-1, "")
+        """The last second formatted, and its text (one tuple: read and set at once)."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        known = self._second
+        if known[0] != second:
+            text = time.strftime(self.default_time_format, self.converter(record.created))
+            known = self._second = (second, text)
+        msec = self.default_msec_format
+        return known[1] if msec is None else msec % (known[1], record.msecs)
+
+
 def formatter(kind: str) -> logging.Formatter:
     """The formatter of `kind` (one of FORMATS). Raises ValueError for another."""
     if kind == "json":
         return JsonFormatter()
     if kind == "text":
-        return logging.Formatter(TEXT_FORMAT)
+        return TextFormatter()
     raise ValueError(f"log format {kind!r}: one of {', '.join(FORMATS)}")
 
 

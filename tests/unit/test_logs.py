@@ -144,3 +144,15 @@ def test_log_in_background_sends_the_roots_records_at_its_level():
         root.setLevel(level)
     assert stream.getvalue().splitlines()[-1].endswith("ERROR bergen.test.root: this one")
     assert "not this" not in stream.getvalue()
+
+
+def test_a_text_line_is_what_loggings_own_formatter_writes():
+    """The text formatter makes the time's text once a second: each line is still the one
+    logging.Formatter(TEXT_FORMAT) makes, across seconds and back again."""
+    ours, plain = logs.formatter("text"), logging.Formatter(logs.TEXT_FORMAT)
+    base = 1_764_633_600.0  # a whole second
+    for created in (base, base + 0.001, base + 0.999, base + 1.0, base + 61.5, base + 0.5):
+        record = logging.LogRecord("bergen.x", logging.INFO, __file__, 1, "m %s", ("a",), None)
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        assert ours.format(record) == plain.format(record)
+        assert ours.formatTime(record, "%H:%M") == plain.formatTime(record, "%H:%M")
