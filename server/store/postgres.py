@@ -552,6 +552,12 @@ class PostgresEventStore:
                 rows = _tail(conn, self._pool.statements[conn], stream_id, from_seq)
             if not rows:
                 return ()
+            if rows[0][0] != from_seq:
+                raise LogTampered(
+                    f"match {stream_id}: seq {from_seq} is missing",
+                    match_id=stream_id,
+                    seq=from_seq,
+                )
             check_rows(stream_id, rows, self._keys.key, known)
             events = event_rows(stream_id, rows)
             self._heads.learn(stream_id, rows[-1][0], rows[-1][7])

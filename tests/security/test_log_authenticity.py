@@ -117,14 +117,16 @@ class Access:
         *,
         keys: LogKeys | None = None,
         prev_hash: bytes | None = None,
+        skip: int = 0,
     ) -> int:
-        """Insert an event after the stream's head, correctly chained to it (or to
-        `prev_hash`), as an INSERT is allowed to; authenticated under `keys` when given (a
-        key holder), else with an authenticator made up. Returns its seq."""
+        """Insert an event after the stream's head (`skip` seqs further on), correctly
+        chained to it (or to `prev_hash`), as an INSERT is allowed to; authenticated under
+        `keys` when given (a key holder), else with an authenticator made up. Returns its
+        seq."""
         head = self.rows(match_id)[-1]
         if prev_hash is not None:
             head = head._replace(hash=prev_hash)
-        seq = head.seq + 1
+        seq = head.seq + 1 + skip
         salt = new_salt()
         payload_text = canonical_json(payload, "payload").decode()
         content = content_bytes(match_id, seq, type_, 1, payload_text.encode(), metadata.encode())
@@ -484,6 +486,12 @@ def test_rows_read_after_a_head_the_store_knows_are_checked(database: Database) 
         )
         with pytest.raises(LogTampered, match=f"seq {unlinked} does not link"):
             store.read_rows("chain", 2)
+
+        store.append("gap", 0, [NewEvent("Noted", 1, {"n": 0})])
+        metadata = access.rows("gap")[-1].metadata
+        access.append("gap", "Noted", {"n": 2}, metadata, keys=keys, skip=1)  # seq 3, no 2
+        with pytest.raises(LogTampered, match="seq 2 is missing"):
+            store.read_rows("gap", 2)
     finally:
         store.close()
         other.close()
