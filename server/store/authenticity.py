@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from bergen.api.chain import (
     KeyOf,
     canonical_json,
-    hmac_pads,
+    hmac_sha256,
     metadata_json,
     micros,
     not_linked,
@@ -88,12 +88,10 @@ def check_report(
 
 
 class Keyed:
-    """`row_mac` under the keys of a LogKeys, each key's HMAC set up once (`_pads`) and
-    copied for each row: the same bytes as `row_mac`, without hmac.digest's key schedule."""
+    """`row_mac` under the keys of a LogKeys, named by key id."""
 
     def __init__(self, keys: LogKeys) -> None:
         self._keys = keys
-        self._pads: dict[str, tuple[Any, Any]] = {}
 
     def mac(
         self, key_id: str, stream_id: str, seq: int, type_: str, schema_version: int,
@@ -101,21 +99,13 @@ class Keyed:
         salt: bytes, digest: bytes,
     ) -> bytes | None:  # fmt: skip
         """The row's authenticator under the key `key_id` names (None: no such key)."""
-        base = self._pads.get(key_id)
-        if base is None:
-            key = self._keys.key(key_id)
-            if key is None:
-                return None
-            base = self._pads[key_id] = hmac_pads(key)
-        inner, outer = base[0].copy(), base[1].copy()
-        inner.update(
-            row_mac_message(
-                key_id, stream_id, seq, type_, schema_version, payload_text, metadata_text,
-                recorded_us, prev_hash, salt, digest,
-            )
+        key = self._keys.key(key_id)
+        if key is None:
+            return None
+        return row_mac(
+            key, key_id, stream_id, seq, type_, schema_version, payload_text, metadata_text,
+            recorded_us, prev_hash, salt, digest,
         )  # fmt: skip
-        outer.update(inner.digest())
-        return bytes(outer.digest())
 
 
 class ReadEvent(StoredEvent):
@@ -154,6 +144,7 @@ def check_rows(
     key_of: KeyOf,
     prev: bytes | None,
     recorded_us: Callable[[Any], int] | None = None,
+    first_seq: int | None = None,
 ) -> None:
     """`bergen.api.chain.authenticate`, as fast as a row's authenticator allows: the same
     checks in the same order (each row's seq, its authenticator under the key it names, its
@@ -161,14 +152,14 @@ def check_rows(
 
     `rows` as selected: (seq, type, schema_version, payload text, metadata text, recorded_at,
     prev_hash, hash, salt, key_id, mac); recorded_at is whole microseconds since 1970 UTC
-    as read, or whatever `recorded_us` turns into them. The message is `row_mac`'s, hashed
-    on HMAC-SHA256's inner and outer hashes set up once per key id and copied for each row.
+    as read, or whatever `recorded_us` turns into them. The message is `row_mac`'s, under
+    `hmac_sha256` (each key set up once). With `first_seq`, the rows must begin there.
     """
     if not rows:
         return
-    keyed: dict[str, Any] = {}
+    keys: dict[str, bytes] = {}
     compare = hmac.compare_digest
-    expected_seq = rows[0][0]
+    expected_seq = rows[0][0] if first_seq is None else first_seq
     if prev is None:
         prev = bytes(rows[0][6])
     for r in rows:
@@ -190,29 +181,28 @@ def check_rows(
                 f"match {stream_id}: seq {expected_seq} is missing", match_id=stream_id,
                 seq=expected_seq,
             )  # fmt: skip
-        base = keyed.get(key_id) if key_id is not None else None
-        if base is None:
+        key = keys.get(key_id) if key_id is not None else None
+        if key is None:
             key = key_of(key_id) if key_id is not None else None
             if mac is None or key is None:
                 why = "has no authenticator" if mac is None else f"names an unknown key {key_id!r}"
                 raise LogTampered(
                     f"match {stream_id}: seq {seq} {why}", match_id=stream_id, seq=seq
                 )
-            base = keyed[key_id] = hmac_pads(key)
+            keys[key_id] = key
         elif mac is None:
             raise LogTampered(
                 f"match {stream_id}: seq {seq} has no authenticator", match_id=stream_id, seq=seq
             )
         prev_hash, digest, salt = bytes(prev_hash), bytes(digest), bytes(salt)
-        inner, outer = base[0].copy(), base[1].copy()
-        inner.update(
+        expected = hmac_sha256(
+            key,
             row_mac_message(
                 key_id, stream_id, seq, kind, version, payload_text, metadata_text,
                 at if recorded_us is None else recorded_us(at), prev_hash, salt, digest,
-            )
+            ),
         )  # fmt: skip
-        outer.update(inner.digest())
-        if not compare(outer.digest(), bytes(mac)):
+        if not compare(expected, bytes(mac)):
             raise not_written_here(stream_id, seq)
         if prev_hash != prev:
             raise not_linked(stream_id, seq)

@@ -28,7 +28,7 @@ from psycopg import pq
 
 from bergen.api.chain import event_rows, micros, parse_metadata, verify_rows
 from bergen.api.stored import GENESIS_HASH, ChainReport, EventMetadata, EventRow, StoredEvent
-from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, LogTampered, NotFound
+from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
 from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
@@ -174,14 +174,16 @@ def _settle(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
     return last
 
 
-_TAIL = (
-    b"bergen_tail",
-    b"SELECT seq, type, schema_version, payload::text, metadata::text,"
-    b" (extract(epoch FROM recorded_at) * 1000000)::bigint, prev_hash, hash, salt, key_id, mac"
-    b" FROM events WHERE stream_id = $1 AND seq >= $2 ORDER BY seq",
-    [25, 20],
+_CHECKED_ROWS = (
+    "SELECT seq, type, schema_version, payload::text, metadata::text,"
+    " (extract(epoch FROM recorded_at) * 1000000)::bigint, prev_hash, hash, salt, key_id, mac"
+    " FROM events WHERE stream_id = {} AND seq >= {} ORDER BY seq"
 )
-"""The rows of a stream from a seq on, as `check_rows` takes them (a tail read)."""
+"""The rows of a stream from a seq on, as `check_rows` takes them: recorded_at as the whole
+microseconds the authenticator covers (exact: extract gives a numeric), not a datetime to
+convert back."""
+_TAIL = (b"bergen_tail", _CHECKED_ROWS.format("$1", "$2").encode(), [25, 20])
+"""`_CHECKED_ROWS` prepared on libpq (a tail read)."""
 _UNPACK_I4 = struct.Struct(">i").unpack
 
 
@@ -274,7 +276,8 @@ class _Pool:
         self._slots = threading.BoundedSemaphore(size)
         self._all: set[psycopg.Connection[tuple[Any, ...]]] = set()
         self.statements: dict[psycopg.Connection[tuple[Any, ...]], set[int | str]] = {}
-        """Per connection, the row counts whose INSERT it has prepared (`_insert`)."""
+        """Per connection, the statements it has prepared: the row counts of `_insert`'s
+        INSERTs, and "tail" for `_tail`'s SELECT."""
         self._lock = threading.Lock()
         self._closed = False
 
@@ -552,36 +555,19 @@ class PostgresEventStore:
                 rows = _tail(conn, self._pool.statements[conn], stream_id, from_seq)
             if not rows:
                 return ()
-            if rows[0][0] != from_seq:
-                raise LogTampered(
-                    f"match {stream_id}: seq {from_seq} is missing",
-                    match_id=stream_id,
-                    seq=from_seq,
-                )
-            check_rows(stream_id, rows, self._keys.key, known)
+            check_rows(stream_id, rows, self._keys.key, known, first_seq=from_seq)
             events = event_rows(stream_id, rows)
             self._heads.learn(stream_id, rows[-1][0], rows[-1][7])
             return events
         start = max(from_seq - 1, 1)
         with self._pool.connection() as conn:
-            # recorded_at as the whole microseconds the authenticator covers (exact: extract
-            # gives a numeric), not a datetime to convert back.
             rows = conn.execute(
-                "SELECT seq, type, schema_version, payload::text, metadata::text,"
-                " (extract(epoch FROM recorded_at) * 1000000)::bigint,"
-                " prev_hash, hash, salt, key_id, mac"
-                " FROM events WHERE stream_id = %s AND seq >= %s::bigint ORDER BY seq",
-                (stream_id, start),
-                binary=True,
+                _CHECKED_ROWS.format("%s", "%s::bigint"), (stream_id, start), binary=True
             ).fetchall()
         if start < from_seq:
             if not rows:
                 return ()  # the stream ends before from_seq - 1: nothing follows it
-            if rows[0][0] != start:
-                raise LogTampered(
-                    f"match {stream_id}: seq {start} is missing", match_id=stream_id, seq=start
-                )
-            check_rows(stream_id, rows, self._keys.key, None)
+            check_rows(stream_id, rows, self._keys.key, None, first_seq=start)
             rows = rows[1:]
         else:
             check_rows(stream_id, rows, self._keys.key, GENESIS_HASH)

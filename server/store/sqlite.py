@@ -18,7 +18,7 @@ from typing import Any
 
 from bergen.api.chain import event_rows, micros, parse_metadata, verify_rows
 from bergen.api.stored import GENESIS_HASH, ChainReport, EventMetadata, EventRow, StoredEvent
-from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, LogTampered, NotFound
+from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
 from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
@@ -369,11 +369,7 @@ class SQLiteEventStore:
         if start < from_seq:
             if not rows:
                 return ()  # the stream ends before from_seq - 1: nothing follows it
-            if rows[0][0] != start:
-                raise LogTampered(
-                    f"match {stream_id}: seq {start} is missing", match_id=stream_id, seq=start
-                )
-            check_rows(stream_id, rows, keys.key, None, _recorded_us)
+            check_rows(stream_id, rows, keys.key, None, _recorded_us, first_seq=start)
             rows = rows[1:]
         else:
             check_rows(stream_id, rows, keys.key, GENESIS_HASH, _recorded_us)

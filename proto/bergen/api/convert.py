@@ -229,15 +229,6 @@ def rules_out(r: Rules) -> pb.Rules:
     return msg
 
 
-@functools.lru_cache(maxsize=256)
-def _rules_shared(r: Rules) -> pb.Rules:
-    """`rules_out(r)`, made once per distinct rules (a match's never change, and most
-    matches share a preset's): a message shared by every caller, so never to be changed or
-    handed out. A message built with it as a field gets a copy (protobuf copies a message
-    given to a constructor), as `view_out` does."""
-    return rules_out(r)
-
-
 def rules_in(msg: pb.Rules, error: type[InvalidArgument] = CorruptRecord) -> Rules:
     """Raises `error` for an unset or unknown word, InvalidOptions for rules that cannot be."""
     return Rules(
@@ -411,7 +402,7 @@ def _fixed_bytes(
     return pb.MatchView(
         match_id=match_id,
         name=name,
-        rules=_rules_shared(rules),
+        rules=rules_out(rules),
         partnerships=partnerships,
         commitment=commitment,
     ).SerializeToString()
