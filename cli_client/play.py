@@ -406,15 +406,15 @@ def _cleared(live: terminal.LiveLine) -> Iterator[None]:
 def ask_on_clock(live: terminal.LiveLine, link: SeatLink, count: int) -> int | None:
     """A number 1..count typed by the player (0-based index) while the clocks count down on
     the live line with the prompt; None when the match moved on before the choice (a
-    timeout played for the seat). Raises Quit."""
+    timeout played for the seat): when the stream has delivered an event not yet folded,
+    even one delivered before the prompt opened. Raises Quit."""
     typed = ""
-    seen = link.streamed
     prompt = f" · choose [1-{count}] (q to leave): "
     left = link.clock.left_ms(link.state, link.seat)
     warned = left is not None and left < LOW_TIME_MS  # render_turn warned already
     with terminal.raw_keys() as fd, _cleared(live):
         while True:
-            if link.streamed != seen or link.stream_ended:
+            if link.streamed > link.seq or link.stream_ended:
                 return None
             left = link.clock.left_ms(link.state, link.seat)
             if left is None:

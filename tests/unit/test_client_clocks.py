@@ -337,3 +337,48 @@ def test_the_replay_gives_each_play_its_time_left_and_marks_the_timeouts(worked)
     frame = [t.plain for t in render_frame(story, len(story.steps) - 1, story.steps)]
     assert any(r.startswith("  p0 ") and "clock 8.5 s   <- to play" in r for r in frame)
     assert any(r.startswith("  p1 ") and r.endswith("clock 2.0 s") for r in frame)
+
+
+def test_a_prompt_opened_after_the_stream_moved_the_match_on_gives_way_at_once(monkeypatch):
+    """The stream may deliver a timeout (and the match's end) between the turn's lines and
+    the prompt: the prompt gives way at once for those events to be folded, instead of
+    counting a clock that no longer runs down to 0.0 s and waiting for a key."""
+    import threading
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from bergen.cli_client import play, terminal
+
+    @contextmanager
+    def no_terminal():
+        yield -1
+
+    monkeypatch.setattr(terminal, "raw_keys", no_terminal)
+    monkeypatch.setattr(terminal, "read_char", lambda fd, timeout: None)  # no key, ever
+    link = SimpleNamespace(
+        seat=0,
+        seq=40,  # folded
+        streamed=43,  # delivered already: a timeout, the forfeit and the match's end
+        stream_ended=False,
+        state=None,
+        clock=SimpleNamespace(left_ms=lambda state, seat: 0),
+    )
+    live = LiveLine(Console(file=io.StringIO()), enabled=True)
+    answer: list[int | None] = []
+    asking = threading.Thread(target=lambda: answer.append(play.ask_on_clock(live, link, 2)))
+    asking.daemon = True
+    asking.start()
+    asking.join(timeout=5)
+    assert not asking.is_alive(), "the prompt kept waiting for a key"
+    assert answer == [None]
+
+    link.streamed = 40  # all folded: the prompt waits for the player, until the stream moves
+    answer.clear()
+    asking = threading.Thread(target=lambda: answer.append(play.ask_on_clock(live, link, 2)))
+    asking.daemon = True
+    asking.start()
+    asking.join(timeout=0.3)
+    assert asking.is_alive()
+    link.streamed = 41
+    asking.join(timeout=5)
+    assert answer == [None]
