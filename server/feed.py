@@ -72,6 +72,8 @@ class Subscription:
             return items
 
 
+FOLLOW_BATCH = 1000
+"""Events the follower reads at a time."""
 OWN_KEPT = 20_000
 """At most this many events written here are remembered until the follower reads them back."""
 
@@ -190,9 +192,14 @@ class EventFeed:
             sub.put(evs)
 
     def _catch_up(self) -> int:
+        """Read the global order on from where the follower stands, up to the first batch
+        that is not full (at least everything visible when it was called): what was written
+        since is read on the next wake-up or poll. Returns how many events were read."""
         count = 0
         while True:
-            batch, upto = read_past_unreadable(self._store, self._position, 1000, "event feed")
+            batch, upto = read_past_unreadable(
+                self._store, self._position, FOLLOW_BATCH, "event feed"
+            )
             if upto == self._position:
                 return count
             # The listing folds the same order: it takes what was read here, and is woken to.
@@ -207,6 +214,8 @@ class EventFeed:
                     sub.refuse()
             self._position = upto
             count += len(batch)
+            if len(batch) < FOLLOW_BATCH and (not batch or batch[-1].position == upto):
+                return count  # not full, and no row passed over: the end, as it was read
 
     def _authentic(self, batch: Sequence[StoredEvent]) -> tuple[list[StoredEvent], set[str]]:
         """The events of `batch` that may be delivered (less those written and delivered
@@ -239,13 +248,15 @@ class EventFeed:
         # order only once every older transaction (of any client of the database) has
         # ended: a wake-up that finds nothing is read again soon, at growing intervals up to
         # WAKE_RETRY_MAX, for WAKE_RETRY_FOR seconds, rather than on the next poll.
+        # Rows found end a wake-up's retries, and nothing is read again until the next
+        # wake-up or poll: the rows of this process's own appends (delivered as they are
+        # written) must not keep it reading the order a few rows at a time while it is busy.
         retry: float | None = None
         retry_until = 0.0
         while not self._stop.is_set():
             try:
                 if self._catch_up() > 0:
                     retry = None
-                    continue
                 if retry is not None and time.monotonic() < retry_until:
                     woken = self._wake.wait(retry)
                     retry = min(retry * 2, WAKE_RETRY_MAX)

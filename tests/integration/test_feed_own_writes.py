@@ -16,7 +16,7 @@ from bergen.server.app import Settings, build_application
 from bergen.server.feed import EventFeed
 from bergen.server.identity import Caller
 from bergen.server.keys import LogKeys
-from bergen.server.store import EventStore, open_store
+from bergen.server.store import EventStore, NewEvent, open_store
 
 
 class CountingStore:
@@ -80,3 +80,39 @@ def test_own_writes_are_delivered_once_and_another_replicas_are_delivered_too(
             assert told[(theirs.match_id, 1)] == 1, told
     finally:
         feed.stop()
+
+
+class AlwaysAheadStore(CountingStore):
+    """A store written to by this process as fast as its follower reads: before each of the
+    follower's reads one more event is appended (and delivered as this process's own)."""
+
+    def __init__(self, store: EventStore) -> None:
+        super().__init__(store)
+        self.feed: EventFeed | None = None
+        self.follower_reads = 0
+        self._version = 0
+
+    def read_all(self, after_position: int = 0, limit: int = 1000) -> Any:
+        if threading.current_thread().name == "bergen-feed" and self.feed is not None:
+            self.follower_reads += 1
+            written = self._store.append("busy", self._version, [NewEvent("Noted", 1, {})])
+            self._version = written.last_seq
+            self.feed.observe(written.events)
+        return super().read_all(after_position, limit)
+
+
+def test_the_follower_reads_once_a_poll_while_this_process_keeps_writing(
+    stores: tuple[EventStore, EventStore],
+) -> None:
+    # Every read finds a row written since the last: a follower that read again whenever it
+    # found rows would chase this process's own appends a row at a time.
+    busy = AlwaysAheadStore(stores[0])
+    feed = EventFeed(busy, poll_interval=0.2)  # type: ignore[arg-type]
+    busy.feed = feed
+    feed.start()
+    try:
+        time.sleep(0.5)
+        reads = busy.follower_reads
+    finally:
+        feed.stop()
+    assert 1 <= reads <= 2 * (0.5 / 0.2) + 2, reads
