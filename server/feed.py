@@ -313,7 +313,8 @@ class PostgresNotifier:
     def poke(self) -> None:
         if self._first_ms is None:
             self._first_ms = time.time_ns() // 1_000_000
-        self._pending.set()
+        if not self._pending.is_set():  # set() takes the event's lock, at every append
+            self._pending.set()
 
     def stop(self) -> None:
         self._stop.set()

@@ -215,8 +215,16 @@ def log_in_background(
     level: str, kind: str = "text", stream: IO[str] | None = None
 ) -> BackgroundLog:
     """Send the root logger's records at `level` and above to `stream` (stderr) in `kind`,
-    through a writing thread (stop the handler returned to flush it). Raises ValueError for
-    an unknown `kind`."""
+    through a writing thread (stop the handler returned to flush it); records of this process
+    no longer note their caller, thread or process, which no line shows. Raises ValueError
+    for an unknown `kind`."""
+    # Neither format shows where a line was logged from, nor its thread or process: a
+    # record need not find out (the logging HOWTO's "Optimization"; finding the caller walks
+    # a gRPC call's deep stack on every call's line).
+    logging._srcfile = None  # the HOWTO's own spelling
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     handler = BackgroundLog(stream or sys.stderr, kind)
     root = logging.getLogger()
     root.setLevel(level)

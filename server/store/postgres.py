@@ -263,17 +263,26 @@ def _decode(row: tuple[Any, ...]) -> StoredEvent:
     )
 
 
+_IDLE = pq.TransactionStatus.IDLE
+
+
 class _Pool:
     """A small LIFO pool of autocommit connections, cheap on the hot path.
 
     A connection comes back to the pool only when idle and unbroken; otherwise it is closed and
     a new one is opened on demand. Waits when `size` connections are in use.
+
+    Built of what is atomic in C rather than of threading's Python locks: the free slots are
+    `size` tokens in a SimpleQueue (taking one waits while none is left), the idle connections
+    a list (append and pop are atomic).
     """
 
     def __init__(self, conninfo: str, size: int) -> None:
         self._conninfo = conninfo
-        self._idle: queue.LifoQueue[psycopg.Connection[tuple[Any, ...]]] = queue.LifoQueue()
-        self._slots = threading.BoundedSemaphore(size)
+        self._idle: list[psycopg.Connection[tuple[Any, ...]]] = []
+        self._slots: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(size):
+            self._slots.put(None)
         self._all: set[psycopg.Connection[tuple[Any, ...]]] = set()
         self.statements: dict[psycopg.Connection[tuple[Any, ...]], set[int | str]] = {}
         """Per connection, the statements it has prepared: the row counts of `_insert`'s
@@ -298,11 +307,11 @@ class _Pool:
         a new connection cannot be made."""
         if self._closed:
             raise RuntimeError("the event store is closed")
-        self._slots.acquire()
+        self._slots.get()
         try:
             try:
-                conn = self._idle.get_nowait()
-            except queue.Empty:
+                conn = self._idle.pop()
+            except IndexError:
                 conn = self._connect()
             try:
                 yield conn
@@ -312,15 +321,12 @@ class _Pool:
                     # would fail one more call.
                     self._discard(conn)
                     self._discard_idle()
-                elif (
-                    self._closed
-                    or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
-                ):
+                elif self._closed or conn.pgconn.transaction_status != _IDLE:
                     self._discard(conn)
                 else:
-                    self._idle.put(conn)
+                    self._idle.append(conn)
         finally:
-            self._slots.release()
+            self._slots.put(None)
 
     def _discard(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
         with self._lock:
@@ -331,8 +337,8 @@ class _Pool:
     def _discard_idle(self) -> None:
         while True:
             try:
-                conn = self._idle.get_nowait()
-            except queue.Empty:
+                conn = self._idle.pop()
+            except IndexError:
                 return
             self._discard(conn)
 
