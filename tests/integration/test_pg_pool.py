@@ -1,0 +1,82 @@
+"""The PostgreSQL store's connection pool: at most its size in use, the last returned lent
+first, and nothing handed out again that is not idle and whole."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from bergen.server.store.postgres import _Pool
+from bergen.server.store.url import psycopg_conninfo
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pool(empty_pg_database: str) -> Iterator[_Pool]:
+    made = _Pool(psycopg_conninfo(empty_pg_database), 2)
+    yield made
+    made.close()
+
+
+def test_a_third_borrower_waits_until_one_of_two_gives_its_connection_back(pool: _Pool) -> None:
+    first = pool.connection()
+    second = pool.connection()
+    a = first.__enter__()
+    b = second.__enter__()
+    got: list[object] = []
+
+    def borrow() -> None:
+        with pool.connection() as conn:
+            got.append(conn)
+
+    waiting = threading.Thread(target=borrow)
+    waiting.start()
+    time.sleep(0.2)
+    assert got == []  # both slots are taken
+    second.__exit__(None, None, None)
+    waiting.join(timeout=5)
+    assert got == [b]  # the one given back, not a new one
+    first.__exit__(None, None, None)
+    assert a is not b
+
+
+def test_the_connection_given_back_last_is_lent_first(pool: _Pool) -> None:
+    with pool.connection() as a, pool.connection() as b:
+        pass
+    with pool.connection() as again:
+        assert again is a  # a went back after b
+    with pool.connection() as c, pool.connection() as d:
+        assert {c, d} == {a, b}
+
+
+def test_a_connection_left_in_a_transaction_is_closed_not_lent_again(pool: _Pool) -> None:
+    with pool.connection() as left:
+        left.execute("BEGIN")
+    assert left.closed
+    with pool.connection() as fresh:
+        assert fresh is not left
+        assert fresh.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_broken_connection_takes_the_idle_ones_with_it(pool: _Pool) -> None:
+    with pool.connection() as idle:
+        pass
+    with pytest.raises(psycopg.OperationalError), pool.connection() as broken:
+        with pool.connection() as killer:
+            pid = broken.info.backend_pid
+            killer.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        broken.execute("SELECT 1")
+    assert broken.closed and idle.closed  # the server went away for them all, it is assumed
+    with pool.connection() as fresh:
+        assert fresh.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_closed_pool_lends_nothing(pool: _Pool) -> None:
+    pool.close()
+    with pytest.raises(RuntimeError, match="closed"), pool.connection():
+        pass
