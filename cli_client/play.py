@@ -382,6 +382,7 @@ def ask(console: Console, count: int) -> int:
     while True:
         console.print(f"choose \\[1-{count}] (q to leave): ", end="")
         try:
+            terminal.line_typed()
             answer = input()
         except EOFError:
             console.print()

@@ -15,6 +15,7 @@ import tty
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import IO
 
 from rich.console import Console
 from rich.text import Text
@@ -152,6 +153,28 @@ def read_key(fd: int) -> str | None:
 
 def _ready(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0.05)[0])
+
+
+SIGNAL_CHECK_S = 0.2
+"""How often `line_typed` looks for a signal taken while it waits."""
+
+
+def line_typed(stream: IO[str] | None = None) -> None:
+    """Return once a terminal on `stream` (stdin) has a line to read, looking for signals
+    every SIGNAL_CHECK_S seconds meanwhile, so that a Ctrl-C is acted on at once: one the
+    system hands to another of this process's threads, or that comes just before a blocking
+    read begins, would otherwise wait in the interpreter for the next key. Returns at once
+    when `stream` is no terminal (a pipe's lines may already sit in the stream's own buffer,
+    which no poll sees), or cannot be polled."""
+    stream = stream or sys.stdin
+    try:
+        fd = stream.fileno()
+        if not os.isatty(fd):
+            return
+        while not select.select([fd], [], [], SIGNAL_CHECK_S)[0]:
+            pass  # back in the interpreter: a signal taken meanwhile raises here
+    except (AttributeError, OSError, ValueError):
+        return
 
 
 def read_char(fd: int, timeout: float) -> str | None:
