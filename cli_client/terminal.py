@@ -131,9 +131,38 @@ def raw_keys() -> Iterator[int]:
         termios.tcsetattr(fd, termios.TCSADRAIN, old)
 
 
+SIGNAL_CHECK_S = 0.2
+"""How often `line_typed` and `read_key` look for a signal taken while they wait."""
+
+
+def line_typed(stream: IO[str] | None = None) -> None:
+    """Return once a terminal on `stream` (stdin) has a line to read, looking for signals
+    every SIGNAL_CHECK_S seconds meanwhile, so that a Ctrl-C is acted on at once: one the
+    system hands to another of this process's threads, or that comes just before a blocking
+    read begins, would otherwise wait in the interpreter for the next key. Returns at once
+    when `stream` is no terminal (a pipe's lines may already sit in the stream's own buffer,
+    which no poll sees), or cannot be polled."""
+    stream = stream or sys.stdin
+    try:
+        fd = stream.fileno()
+        if not os.isatty(fd):
+            return
+        _await_input(fd)
+    except (AttributeError, OSError, ValueError):
+        return
+
+
+def _await_input(fd: int) -> None:
+    """Return once `fd` can be read, back in the interpreter every SIGNAL_CHECK_S seconds
+    meanwhile, where a signal taken in the meantime raises (see `line_typed`)."""
+    while not select.select([fd], [], [], SIGNAL_CHECK_S)[0]:
+        pass
+
+
 def read_key(fd: int) -> str | None:
     """The next key as one of FORWARD, BACK, ..., QUIT; None for a key that means nothing.
-    End of input reads as QUIT."""
+    End of input reads as QUIT. A Ctrl-C meanwhile raises KeyboardInterrupt at once."""
+    _await_input(fd)
     data = os.read(fd, 1)
     if not data:
         return QUIT
@@ -153,28 +182,6 @@ def read_key(fd: int) -> str | None:
 
 def _ready(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0.05)[0])
-
-
-SIGNAL_CHECK_S = 0.2
-"""How often `line_typed` looks for a signal taken while it waits."""
-
-
-def line_typed(stream: IO[str] | None = None) -> None:
-    """Return once a terminal on `stream` (stdin) has a line to read, looking for signals
-    every SIGNAL_CHECK_S seconds meanwhile, so that a Ctrl-C is acted on at once: one the
-    system hands to another of this process's threads, or that comes just before a blocking
-    read begins, would otherwise wait in the interpreter for the next key. Returns at once
-    when `stream` is no terminal (a pipe's lines may already sit in the stream's own buffer,
-    which no poll sees), or cannot be polled."""
-    stream = stream or sys.stdin
-    try:
-        fd = stream.fileno()
-        if not os.isatty(fd):
-            return
-        while not select.select([fd], [], [], SIGNAL_CHECK_S)[0]:
-            pass  # back in the interpreter: a signal taken meanwhile raises here
-    except (AttributeError, OSError, ValueError):
-        return
 
 
 def read_char(fd: int, timeout: float) -> str | None:

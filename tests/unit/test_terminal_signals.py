@@ -1,6 +1,6 @@
-"""A Ctrl-C at `bergen play`'s prompt is acted on at once, whichever of the process's threads
-the system hands the signal to (a blocking read in the main thread would otherwise wait for
-the next key)."""
+"""A Ctrl-C at `bergen play`'s prompt, or while `bergen-replay` waits for a key, is acted on
+at once, whichever of the process's threads the system hands the signal to (a blocking read
+in the main thread would otherwise wait for the next key)."""
 
 from __future__ import annotations
 
@@ -95,3 +95,16 @@ def test_a_pipe_is_read_without_polling(monkeypatch: pytest.MonkeyPatch) -> None
 
 def _no_poll(*_: object) -> object:
     raise AssertionError("a stream that is no terminal was polled")
+
+
+@pytest.mark.usefixtures("interrupts")
+def test_a_ctrl_c_another_thread_took_ends_a_wait_for_a_key_at_once(terminal_stdin: int) -> None:
+    # bergen-replay's stepping waits for one key at a time.
+    done = _interrupt_from_another_thread(terminal_stdin, after=0.3, unblock_after=5.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            terminal.read_key(sys.stdin.fileno())
+    finally:
+        done.set()
+    assert time.monotonic() - started < 0.3 + 4 * terminal.SIGNAL_CHECK_S
