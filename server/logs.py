@@ -215,9 +215,9 @@ def log_in_background(
     level: str, kind: str = "text", stream: IO[str] | None = None
 ) -> BackgroundLog:
     """Send the root logger's records at `level` and above to `stream` (stderr) in `kind`,
-    through a writing thread (stop the handler returned to flush it); records of this process
-    no longer note their caller, thread or process, which no line shows. Raises ValueError
-    for an unknown `kind`."""
+    through a writing thread (stop the handler returned to flush it); the process's records
+    do not note their caller, thread or process, which no line shows. Raises ValueError for
+    an unknown `kind`."""
     # Neither format shows where a line was logged from, nor its thread or process: a
     # record need not find out (the logging HOWTO's "Optimization"; finding the caller walks
     # a gRPC call's deep stack on every call's line).
