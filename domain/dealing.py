@@ -7,7 +7,7 @@ import hmac
 import struct
 from collections.abc import Callable, Sequence
 from operator import mod
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .errors import InvalidArgument, shown
 from .tiles import ALL_TILES, Tile, hand_size
@@ -55,11 +55,7 @@ def permute(items: Sequence[T], key: bytes) -> tuple[T, ...]:
     order = list(items)
     # HMAC-SHA256 with the key's padded halves hashed once: each block is then two
     # continued hashes (half the cost of hmac.digest, which pads the key again each time).
-    if len(key) > _SHA256_BLOCK:
-        key = _sha256(key).digest()
-    padded = key.ljust(_SHA256_BLOCK, b"\0")
-    inner = _sha256(padded.translate(_IPAD))
-    outer = _sha256(padded.translate(_OPAD))
+    inner, outer = hmac_pads(key)
 
     def block(i: int) -> tuple[int, ...]:
         h = inner.copy()
@@ -116,6 +112,17 @@ _OPAD = bytes(b ^ 0x5C for b in range(256))
 _sha256 = hashlib.sha256
 
 
+def hmac_pads(key: bytes) -> tuple[Any, Any]:
+    """HMAC-SHA256's inner and outer hashes with `key` already absorbed (RFC 2104): an HMAC
+    of a message is outer.copy() updated with the digest of inner.copy() updated with the
+    message, the same bytes as hmac.digest(key, message, "sha256") without setting the key
+    up again for each message."""
+    if len(key) > _SHA256_BLOCK:
+        key = _sha256(key).digest()
+    padded = key.ljust(_SHA256_BLOCK, b"\0")
+    return _sha256(padded.translate(_IPAD)), _sha256(padded.translate(_OPAD))
+
+
 def split(
     shuffled: Sequence[Tile], seats: int
 ) -> tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]:
@@ -135,11 +142,7 @@ def dealer(
     seats = len(client_seeds)
     split_tiles = _SPLITS.get(seats) or (lambda shuffled: split(shuffled, seats))
     # HMAC-SHA256 keyed by the server seed, its padded halves hashed once for the match.
-    if len(server_seed) > _SHA256_BLOCK:
-        server_seed = _sha256(server_seed).digest()
-    padded = server_seed.ljust(_SHA256_BLOCK, b"\0")
-    inner = _sha256(padded.translate(_IPAD))
-    outer = _sha256(padded.translate(_OPAD))
+    inner, outer = hmac_pads(server_seed)
 
     def dealt(hand: int, attempt: int) -> tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]:
         i = inner.copy()
@@ -154,9 +157,7 @@ def dealer(
 def _shuffle_tiles(key: bytes) -> tuple[Tile, ...]:
     """shuffle(key), written out for the 28 tiles: the stream's first 4 blocks give the 27
     integers a shuffle takes when none is rejected (the rest goes to `permute`)."""
-    padded = key.ljust(_SHA256_BLOCK, b"\0")  # a deal key is 32 bytes
-    inner = _sha256(padded.translate(_IPAD))
-    outer = _sha256(padded.translate(_OPAD))
+    inner, outer = hmac_pads(key)
     out = b""
     for counter in _COUNTERS:
         h = inner.copy()

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import rfc8785
 
+from bergen.domain.dealing import hmac_pads
 from bergen.domain.errors import CorruptRecord, LogTampered
 
 from .stored import (
@@ -400,13 +401,14 @@ def row_mac(
 
 
 def hmac_sha256(key: bytes, message: bytes) -> bytes:
-    """hmac.digest(key, message, "sha256"), on the key's pads (`_pads`) set up once for the
-    keys used lately."""
+    """hmac.digest(key, message, "sha256"), on the key's pads (`hmac_pads`) set up once for
+    the keys used lately, and without letting go of the interpreter's lock as hmac.digest
+    does for a short message."""
     pads = _keyed.get(key)
     if pads is None:
         if len(_keyed) >= _KEYED_MAX:
             _keyed.clear()
-        pads = _keyed[key] = _pads(key)
+        pads = _keyed[key] = hmac_pads(key)
     inner, outer = pads[0].copy(), pads[1].copy()
     inner.update(message)
     outer.update(inner.digest())
@@ -415,21 +417,7 @@ def hmac_sha256(key: bytes, message: bytes) -> bytes:
 
 _KEYED_MAX = 64
 _keyed: dict[bytes, tuple[Any, Any]] = {}
-"""Key -> its HMAC's pads (`_pads`), for the keys `hmac_sha256` has used lately."""
-_BLOCK = hashlib.sha256().block_size
-
-
-def _pads(key: bytes) -> tuple[Any, Any]:
-    """HMAC-SHA256's inner and outer hashes with `key` already absorbed (RFC 2104): an
-    authenticator is outer.copy() over inner.copy() over its message, the same bytes as
-    hmac.digest(key, message, "sha256") without setting the key up again (nor letting go of
-    the interpreter's lock, as hmac.digest does, for a short message)."""
-    if len(key) > _BLOCK:
-        key = hashlib.sha256(key).digest()
-    key = key.ljust(_BLOCK, b"\0")
-    return hashlib.sha256(key.translate(hmac.trans_36)), hashlib.sha256(
-        key.translate(hmac.trans_5C)
-    )
+"""Key -> its HMAC's pads (`hmac_pads`), for the keys `hmac_sha256` has used lately."""
 
 
 def row_mac_message(
