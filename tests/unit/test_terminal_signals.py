@@ -84,12 +84,20 @@ def test_the_prompt_takes_a_line_typed_on_the_terminal(terminal_stdin: int) -> N
 
 
 def test_a_pipe_is_read_without_polling(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Its lines may already be in the stream's buffer, where a poll of the pipe cannot see.
-    monkeypatch.setattr(sys, "stdin", io.StringIO("9\nq\n"))
+    # Its lines may already be in the stream's buffer, where a poll of the pipe cannot see:
+    # after the first line both sit there, and the pipe stays open with nothing more in it.
+    reader, writer = os.pipe()
+    os.write(writer, b"9\nq\n")
+    stream = open(reader, encoding="utf-8", closefd=True)  # noqa: SIM115 (closed below)
+    monkeypatch.setattr(sys, "stdin", stream)
     monkeypatch.setattr(terminal.select, "select", _no_poll)
     console = Console(file=io.StringIO())
-    with pytest.raises(Quit, match="you left"):
-        ask(console, 3)
+    try:
+        with pytest.raises(Quit, match="you left"):
+            ask(console, 3)
+    finally:
+        stream.close()
+        os.close(writer)
     assert "type a number from 1 to 3" in console.file.getvalue()  # type: ignore[attr-defined]
 
 
