@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import signal
@@ -652,6 +653,21 @@ def _organiser_token(args: argparse.Namespace) -> str | None:
     return token
 
 
+def settle_heap() -> int:
+    """Once the server is up: collect what start-up left, and keep every object alive then (the
+    modules, the server, its threads and stores) out of later collections.
+
+    CPython's full collection walks every tracked object while holding the interpreter lock.
+    A started server holds about a hundred thousand that never become garbage, so a full
+    collection under load stopped every call for tens of milliseconds (58 ms at 8 Play clients
+    in `bench.grpc_bench`, 5 ms after this); now it walks only what calls have made since (see
+    `gc.freeze`). Returns how many objects are kept out.
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 def serve(args: argparse.Namespace) -> int:
     if args.log_format not in FORMATS:
         print(f"bergen serve: BERGEN_LOG_FORMAT {args.log_format!r}: text or json", file=sys.stderr)
@@ -754,6 +770,8 @@ def serve(args: argparse.Namespace) -> int:
         log.info("metrics on http://%s:%d/metrics", f"[{host}]" if ":" in host else host, port)
     if tracer_provider is not None:
         log.info("tracing each call with OpenTelemetry")
+    # Before the port file: a caller waiting for it finds the server settled.
+    log.info("heap settled: %d objects kept out of later collections", settle_heap())
     if args.port_file:
         with open(args.port_file + ".tmp", "w", encoding="utf-8") as f:
             f.write(str(running.port))

@@ -4,6 +4,7 @@ server reflection and the health service."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -357,3 +358,18 @@ def test_a_watcher_that_stops_answering_gives_its_place_back(
         finally:
             hung.kill()
             hung.wait(timeout=10)
+
+
+def test_the_server_settles_its_heap_before_it_says_where_it_listens(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    """Once up, `bergen serve` keeps what start-up left alive out of later collections
+    (`settle_heap`), before it writes its port file, so no full collection under load walks
+    the hundreds of thousands of objects a running server holds."""
+    server = farm.start(sqlite_url)
+    line = re.compile(r"heap settled: (\d+) objects kept out of later collections")
+    deadline = time.monotonic() + 10  # the log is written by a thread of its own
+    while (found := line.search(server.log())) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert found is not None, server.log_tail()
+    assert int(found.group(1)) > 20_000
