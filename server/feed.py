@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from .projections import MatchListProjection, RowCheck, read_past_unreadable
 from .store import EventStore, StoredEvent
+from .threads import Thread
 
 log = logging.getLogger("bergen.server.feed")
 
@@ -117,12 +118,12 @@ class EventFeed:
 
         Raises StorageUnavailable when the store cannot be read."""
         self._position = self._store.head_position()
-        follower = threading.Thread(target=self._follow, name="bergen-feed", daemon=True)
+        follower = Thread(target=self._follow, name="bergen-feed", daemon=True)
         self._threads.append(follower)
-        projector = threading.Thread(target=self._project, name="bergen-listing", daemon=True)
+        projector = Thread(target=self._project, name="bergen-listing", daemon=True)
         self._threads.append(projector)
         if self._listen is not None:
-            listener = threading.Thread(
+            listener = Thread(
                 target=self._listen,
                 args=(self.wake, self._stop),
                 name="bergen-listen",
@@ -305,7 +306,7 @@ class PostgresNotifier:
         self._pending = threading.Event()
         self._first_ms: int | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bergen-notify", daemon=True)
+        self._thread = Thread(target=self._run, name="bergen-notify", daemon=True)
 
     def start(self) -> None:
         self._thread.start()

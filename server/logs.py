@@ -30,6 +30,8 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import IO, Any
 
+from .threads import Thread
+
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _BASE = ("time", "level", "logger", "message")
@@ -125,7 +127,7 @@ class BackgroundLog(logging.Handler):
         """Held while lines are taken and written: two writers never reorder lines."""
         self._stopping = False
         self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="bergen-log", daemon=True)
+        self._thread = Thread(target=self._run, name="bergen-log", daemon=True)
 
     def start(self) -> None:
         self._thread.start()

@@ -47,6 +47,7 @@ from .observed import ObservedStore
 from .servicer import SERVICE, SERVICE_DESCRIPTOR, generic_handler
 from .store import EventStore, backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact, sqlite_path
+from .threads import pool_thread_named
 from .tls import ServerTls, TlsSettingsError, is_local, load_server_tls
 from .tournament_manager import TournamentManager
 
@@ -254,7 +255,9 @@ def create_server(
     app = build_application(store, feed, settings or Settings(), log_keys)
     server = grpc.server(
         futures.ThreadPoolExecutor(
-            max_workers=max_watchers + CALL_WORKERS, thread_name_prefix="bergen-rpc"
+            max_workers=max_watchers + CALL_WORKERS,
+            thread_name_prefix="bergen-rpc",
+            initializer=pool_thread_named,
         ),
         options=server_options(keepalive_s, reuse_port),
         interceptors=interceptors(MAX_REQUEST_BYTES, observers),

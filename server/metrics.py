@@ -41,6 +41,7 @@ from bergen.domain.state import PLAYING, SEATING
 
 from .edge import Call
 from .store import StoredEvent
+from .threads import Thread
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -360,8 +361,6 @@ class LiveMatches:
 def seed_in_background(
     live: LiveMatches, listing: MatchListProjection, stop: threading.Event
 ) -> threading.Thread:
-    thread = threading.Thread(
-        target=live.seed, args=(listing, stop), name="bergen-metrics-seed", daemon=True
-    )
+    thread = Thread(target=live.seed, args=(listing, stop), name="bergen-metrics-seed", daemon=True)
     thread.start()
     return thread

@@ -32,6 +32,7 @@ from bergen.domain.tournament_record import PlayedTable
 from .commands import Clock, Intent, UnitOfWork, Written, wall_ms
 from .matches import EPOCH_KEY, Match, MatchRepository, token_metadata
 from .store import StoredEvent
+from .threads import Thread
 from .tournaments import (
     STREAM_PREFIX,
     Tournament,
@@ -246,7 +247,7 @@ class TournamentManager(Worker):
         # Daemon threads, as the manager's own: a step blocked on the store must not hold
         # the process's exit.
         seating = [
-            threading.Thread(target=seat, name="bergen-seating", daemon=True)
+            Thread(target=seat, name="bergen-seating", daemon=True)
             for _ in range(min(SEATING_THREADS, len(tables)))
         ]
         for thread in seating:

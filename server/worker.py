@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+from .threads import Thread
+
 
 class Worker:
     """A daemon thread running `_run`, which waits on `_wake` and ends once `_stop` is set.
@@ -16,7 +18,7 @@ class Worker:
     def __init__(self, name: str) -> None:
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread = Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
         self._thread.start()

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -373,3 +373,20 @@ def test_the_server_settles_its_heap_before_it_says_where_it_listens(
         time.sleep(0.05)
     assert found is not None, server.log_tail()
     assert int(found.group(1)) > 20_000
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread names are read in /proc")
+def test_the_server_s_threads_carry_their_names_in_the_operating_system(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    """`top -H` and /proc tell the server's parts apart (`bergen.server.threads`)."""
+    server = farm.start(sqlite_url)
+    assert server.health() == health_pb2.HealthCheckResponse.SERVING  # a call: a pool thread
+    task = Path(f"/proc/{server.proc.pid}/task")
+    names = set()
+    for tid in task.iterdir():
+        with suppress(OSError):
+            names.add((tid / "comm").read_text().strip())
+    expected = {"bergen-feed", "bergen-listing", "bergen-log", "bergen-clocks", "bergen-janitor"}
+    assert expected <= names, sorted(names)
+    assert any(n.startswith("bergen-rpc_") for n in names), sorted(names)
