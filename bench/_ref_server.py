@@ -42,6 +42,7 @@ import psycopg
 
 from bergen.server.main import WORKERS, server_options
 from bergen.server.servicer import SERVICE
+from bergen.server.threads import pool_thread_named
 from bergen.v1 import bergen_pb2 as pb
 
 LIMIT_TABLE = "bench_limit_events"
@@ -167,7 +168,9 @@ def serve(kind: str, url: str, port_file: str, port: int = 0) -> int:
         raise AssertionError("unreachable")
 
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="ref-rpc"),
+        futures.ThreadPoolExecutor(
+            max_workers=WORKERS, thread_name_prefix="ref-rpc", initializer=pool_thread_named
+        ),
         options=server_options(reuse_port=port != 0),
     )
     handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(

@@ -412,10 +412,24 @@ class Run:
     """GetMatch calls (untimed), warm-up and new matches included."""
     refused: int = 0
     """Plays refused because the client's guess of a hand was wrong (untimed; should be 0)."""
+    server_cpu: dict[str, float] | None = None
+    """CPU seconds the server used in the window, by thread (`thread_cpu`), where /proc
+    tells it."""
+
+    @property
+    def cpu_per_play(self) -> dict[str, float] | None:
+        """Microseconds of the server's CPU per timed Play, by thread: everything the server
+        did in the window (GetMatch and new matches included) over the Plays."""
+        if self.server_cpu is None or not self.latencies:
+            return None
+        return {k: v * 1e6 / len(self.latencies) for k, v in self.server_cpu.items()}
 
 
-def measure_rate(kind: str, target: str, clients: int, seconds: float, seed: int) -> Run:
-    """Run `clients` clients against `target` for `seconds` (after a warm-up)."""
+def measure_rate(
+    kind: str, target: str, clients: int, seconds: float, seed: int, server_pid: int | None = None
+) -> Run:
+    """Run `clients` clients against `target` for `seconds` (after a warm-up); with
+    `server_pid`, also read that server's CPU by thread over the window (`thread_cpu`)."""
     channels = [_channel(target) for _ in range(clients)]
     try:
         rngs = [random.Random(seed * 100 + i) for i in range(clients)]
@@ -424,8 +438,11 @@ def measure_rate(kind: str, target: str, clients: int, seconds: float, seed: int
             for ch, rng in zip(channels, rngs, strict=True)
         ]
         stop_at = [0.0]
+        cpu_at_open: list[dict[str, float]] = []
 
         def open_window() -> None:  # run once, when the last client is warm
+            if server_pid is not None:
+                cpu_at_open.append(thread_cpu(server_pid))
             stop_at[0] = time.perf_counter() + seconds
 
         start = threading.Barrier(clients + 1, action=open_window)
@@ -446,6 +463,10 @@ def measure_rate(kind: str, target: str, clients: int, seconds: float, seed: int
             start.wait()
         for t in threads:
             t.join(timeout=seconds + 2 * CALL_TIMEOUT)
+        server_cpu = None
+        if cpu_at_open:
+            closed = thread_cpu(server_pid) if server_pid is not None else {}
+            server_cpu = {k: v - cpu_at_open[0].get(k, 0.0) for k, v in closed.items()} or None
         if errors:
             raise RuntimeError(f"{kind}, {clients} client(s): {errors[0]!r}") from errors[0]
         rate = sum(t.calls / t.busy for t in tallies if t.busy > 0)
@@ -453,7 +474,7 @@ def measure_rate(kind: str, target: str, clients: int, seconds: float, seed: int
         players = [w for w in workers if isinstance(w, Player)]
         fetched = sum(p.fetched for p in players)
         refused = sum(p.refused for p in players)
-        return Run(kind, clients, rate, len(lat) / seconds, lat, fetched, refused)
+        return Run(kind, clients, rate, len(lat) / seconds, lat, fetched, refused, server_cpu)
     finally:
         for ch in channels:
             ch.close()
@@ -644,6 +665,63 @@ def _cpu_seconds(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """The CPU time (user + system, seconds) the threads of process `pid` and of its
+    children have used so far, summed by the name the operating system gives each thread less
+    a trailing number (the server names its own: `bergen-rpc_3` counts as `bergen-rpc`). A
+    Python thread that was not named shows as its process (gRPC's polling thread, the main
+    thread): `PROCESS_THREADS`. Empty where /proc does not tell it."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for p in _process_tree(pid):
+        try:
+            own = Path(f"/proc/{p}/comm").read_text().strip()
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                stat = Path(f"/proc/{p}/task/{tid}/stat").read_text().rpartition(")")[2].split()
+                name = Path(f"/proc/{p}/task/{tid}/comm").read_text().strip()
+            except OSError:
+                continue  # ended meanwhile
+            group = PROCESS_THREADS if name == own else name.rstrip("0123456789").rstrip("_")
+            out[group] = out.get(group, 0.0) + (int(stat[11]) + int(stat[12])) / tick
+    return out
+
+
+PROCESS_THREADS = "unnamed"
+"""`thread_cpu`'s group of the threads the operating system knows by the process's name."""
+
+
+def _process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants, where /proc lists children."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        with suppress(OSError, ValueError):
+            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+    return out
+
+
+def _cpu_lines(clients: int, runs: dict[str, list[Run]]) -> list[str]:
+    """Each server's CPU per timed Play, by thread (median of the rounds), biggest first."""
+    out = []
+    for kind in KINDS:
+        per = [r.cpu_per_play for r in runs[kind] if r.cpu_per_play is not None]
+        if not per:
+            continue
+        names = {n for p in per for n in p}
+        median = {n: statistics.median(p.get(n, 0.0) for p in per) for n in names}
+        total = statistics.median(sum(p.values()) for p in per)
+        parts = ", ".join(
+            f"{n} {v:,.0f}" for n, v in sorted(median.items(), key=lambda kv: -kv[1]) if v >= 1
+        )
+        out.append(f"  {clients} client(s), {kind}: {total:,.0f} us CPU/Play ({parts})")
+    return out
+
+
 @dataclass
 class WatchedRate:
     """Play/s of clients on other matches, alone and beside a watched match."""
@@ -742,7 +820,10 @@ def _throughput(
         order = KINDS[r % 3 :] + KINDS[: r % 3]
         parts = []
         for kind in order:
-            run = measure_rate(kind, found[kind].target, clients, seconds, seed=r)
+            run = measure_rate(
+                kind, found[kind].target, clients, seconds, seed=r,
+                server_pid=found[kind].process.pid,
+            )  # fmt: skip
             runs[kind].append(run)
             p50 = statistics.median(run.latencies) * 1000
             extra = ""
@@ -790,6 +871,7 @@ def _rate_lines(clients: int, runs: dict[str, list[Run]], processes: int = 1) ->
             ">= 1.5" if held else "",
             peer_ratio >= 1.5 if held else None,
         ),
+        *_cpu_line(where, runs),
         Line(
             f"Play p50/p99 ms, {where} (limit; peer)",
             ms(OURS),
@@ -798,6 +880,29 @@ def _rate_lines(clients: int, runs: dict[str, list[Run]], processes: int = 1) ->
             "p99 <= limit" if held and clients == 8 else "",
             p99[OURS] <= p99[LIMIT] if held and clients == 8 else None,
         ),
+    ]
+
+
+def _cpu_line(where: str, runs: dict[str, list[Run]]) -> list[Line]:
+    """The server's CPU per timed Play against the serial limit's (reported), where /proc
+    tells it."""
+    total: dict[str, float] = {}
+    for kind in KINDS:
+        per = [r.cpu_per_play for r in runs[kind] if r.cpu_per_play is not None]
+        if per:
+            total[kind] = statistics.median(sum(p.values()) for p in per)
+    if OURS not in total or LIMIT not in total:
+        return []
+    peer = f"; {total[PEER]:,.0f}" if PEER in total else ""
+    return [
+        Line(
+            f"server CPU us per Play, {where} (limit; peer)",
+            f"{total[OURS]:,.0f}",
+            f"{total[LIMIT]:,.0f}{peer}",
+            total[OURS] / total[LIMIT],
+            "",
+            None,
+        )
     ]
 
 
@@ -843,6 +948,20 @@ def print_table(lines: list[Line]) -> None:
             f"{ln.measure:<60} {ln.ours:>13} {ln.reference:>30} {ratio:>6} {ln.goal:>12}"
             f"  {ln.verdict}"
         )
+
+
+def print_cpu(cpu_lines: list[str]) -> None:
+    """Where each server's CPU goes (`thread_cpu`), in microseconds per timed Play."""
+    if not cpu_lines:
+        return
+    print()
+    print(
+        "Server CPU per timed Play by thread, us (median of the rounds; whole window: ours"
+        " includes its GetMatch calls and new matches; unnamed: gRPC's polling thread and the"
+        " main thread)"
+    )
+    for line in cpu_lines:
+        print(line)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -906,6 +1025,7 @@ def main(argv: list[str] | None = None) -> int:
         " clients are threads of this process, one channel each; only Play calls are timed."
     )
     lines: list[Line] = []
+    cpu_lines: list[str] = []
     with (
         bench_database(args.database_url) as url,
         tempfile.TemporaryDirectory(prefix="bergen-grpc-bench-") as tmp,
@@ -920,9 +1040,14 @@ def main(argv: list[str] | None = None) -> int:
                 for clients in (1, 8, 32) if processes == 1 else (8, 32):
                     runs = _throughput(found, clients, args.seconds, args.rounds, say)
                     lines += _rate_lines(clients, runs, processes)
+                    cpu_lines += [
+                        line.replace("client(s),", f"client(s), {processes} process(es),", 1)
+                        for line in _cpu_lines(clients, runs)
+                    ]
         if "fanout" not in args.parts:
             print()
             print_table(lines)
+            print_cpu(cpu_lines)
             return 0
         found = stack.enter_context(servers(url, folder, [OURS]))
         replica = stack.enter_context(servers(url, folder, ["replica-b"]))["replica-b"]
@@ -960,6 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(_watched_rate_line(args.watchers, watched))
     print()
     print_table(lines)
+    print_cpu(cpu_lines)
     return 0
 
 
