@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from .projections import MatchListProjection, RowCheck, read_past_unreadable
+from .projections import FOLD_EVERY_S, MatchListProjection, RowCheck, read_past_unreadable
 from .store import EventStore, StoredEvent
 from .threads import Thread
 
@@ -274,15 +274,18 @@ class EventFeed:
 
     def _project(self) -> None:
         """Fold the listing as the follower reads the global order (it hands over what it
-        read, and wakes this thread), or on a poll of its own four times as long; this
-        process's own writes are folded then, or when a page is asked for."""
+        read, and wakes this thread), at most every FOLD_EVERY_S (the batches read meanwhile
+        are folded together), or on a poll of its own four times as long; this process's own
+        writes are folded then, or when a page is asked for."""
         while not self._stop.is_set():
             try:
                 self.listing.catch_up()
             except Exception:  # keep folding: a passing database error must not end it
                 log.exception("match list: folding failed; retrying")
                 self._stop.wait(1.0)
-            self._wake_index.wait(self._poll * 4)
+            if self._stop.wait(FOLD_EVERY_S):
+                return
+            self._wake_index.wait(max(0.0, self._poll * 4 - FOLD_EVERY_S))
             self._wake_index.clear()
 
 

@@ -70,8 +70,14 @@ OWN_WRITES_WAIT_S = 2.0
 """How long a page waits for this process's own writes to be listed (they are committed;
 PostgreSQL's commit-safe order shows them once older transactions end, at once as a rule)."""
 OWN_WRITES_KEPT = 10_000
-OFFERS_KEPT = 4
-"""At most this many batches read by the event feed are kept for the listing to take."""
+OFFERS_KEPT = 32
+"""At most this many batches read by the event feed are kept for the listing to take (it
+folds those that follow one another in one transaction, up to BATCH events)."""
+FOLD_EVERY_S = 0.1
+"""The event feed's thread folds the listing at most this often (`EventFeed`): with several
+replicas a follower reads the order many times a second, woken by each one's NOTIFY, and a
+fold is a transaction on the shared listing which the other replicas' folds contend for.
+Pages do not wait for it: they fold this process's own writes themselves."""
 HEADS_KEPT = 10_000
 """Streams whose last folded row's hash is kept, to check the next row's link to it."""
 REFUSED_KEPT = 10_000
@@ -368,6 +374,12 @@ class MatchListProjection:
                 offered = self._offered.pop(self._position, None)
                 if offered is not None:
                     batch, upto = offered
+                    # The batches offered after it, one after another: one transaction.
+                    while len(batch) < self._batch:
+                        more = self._offered.pop(upto, None)
+                        if more is None:
+                            break
+                        batch, upto = [*batch, *more[0]], more[1]
                 else:
                     batch, upto = read_past_unreadable(
                         self._store, self._position, self._batch, "match list"

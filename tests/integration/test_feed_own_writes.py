@@ -16,6 +16,7 @@ from bergen.server.app import Settings, build_application
 from bergen.server.feed import EventFeed
 from bergen.server.identity import Caller
 from bergen.server.keys import LogKeys
+from bergen.server.projections import FOLD_EVERY_S
 from bergen.server.store import EventStore, NewEvent, open_store
 
 
@@ -116,3 +117,31 @@ def test_the_follower_reads_once_a_poll_while_this_process_keeps_writing(
     finally:
         feed.stop()
     assert 1 <= reads <= 2 * (0.5 / 0.2) + 2, reads
+
+
+def test_the_listing_folds_at_most_every_fold_interval_however_often_it_is_woken(
+    stores: tuple[EventStore, EventStore],
+) -> None:
+    # Several replicas wake each other's followers many times a second, and each read used to
+    # wake the listing into a fold: a transaction on the listing all replicas share.
+    feed = EventFeed(stores[0], poll_interval=0.05)
+    folds = 0
+    catch_up = feed.listing.catch_up
+
+    def counted(max_batches: int | None = None) -> int:
+        nonlocal folds
+        if threading.current_thread().name == "bergen-listing":
+            folds += 1
+        return catch_up(max_batches)
+
+    feed.listing.catch_up = counted  # type: ignore[method-assign]
+    feed.start()
+    try:
+        end = time.monotonic() + 0.6
+        while time.monotonic() < end:
+            feed.wake()  # as a NOTIFY from another replica does
+            time.sleep(0.001)
+        seen = folds
+    finally:
+        feed.stop()
+    assert 2 <= seen <= 0.6 / FOLD_EVERY_S + 2, seen

@@ -541,6 +541,45 @@ def test_a_row_that_does_not_decode_is_passed_over_and_holds_up_no_other_match(
     ), caplog.text
 
 
+def test_batches_the_feed_read_one_after_another_are_folded_in_one_transaction(
+    backend: Any, keyed: tuple[EventStore, LogKeys]
+) -> None:
+    store, _ = keyed
+    projection = MatchListProjection(store)
+    assert projection.catch_up() == 0
+    start = store.match_list().position(MATCH_LIST)
+    write(store, "first", real_match(2))
+    last = write(store, "second", real_match(3))[-1]
+    deadline = time.monotonic() + 60
+    while True:  # what the feed reads: the whole order after `start`
+        batch = store.read_all(start, 1000)
+        if batch and batch[-1].position == last.position:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    folds = 0
+    folding = projection._list.folding
+
+    def counted(name: str) -> Any:
+        nonlocal folds
+        folds += 1
+        return folding(name)
+
+    projection._list.folding = counted  # type: ignore[method-assign]
+    # Three reads of the feed, one after another (as a busy replica's follower makes them).
+    a, b = len(batch) // 3, 2 * len(batch) // 3
+    projection.offer(batch[b - 1].position, batch[b:], last.position)
+    projection.offer(start, batch[:a], batch[a - 1].position)
+    projection.offer(batch[a - 1].position, batch[a:b], batch[b - 1].position)
+    assert projection.catch_up() == len(batch)
+    assert folds == 1
+    assert projection.events_read == 0
+    rows = {r.match_id: r for r in listing(projection)}
+    assert rows["first"].version == len(real_match(2))
+    assert rows["second"].version == len(real_match(3))
+    assert store.match_list().position(MATCH_LIST) == last.position
+
+
 def test_a_batch_the_feed_read_is_folded_without_reading_it_again_and_still_checked(
     backend: Any, keyed: tuple[EventStore, LogKeys]
 ) -> None:
