@@ -11,16 +11,16 @@ from typing import Any, TypeVar
 from bergen.api.chain import (
     KeyOf,
     canonical_json,
-    hmac_sha256,
     metadata_json,
     micros,
     not_linked,
     not_written_here,
     parse_metadata,
     row_mac,
-    row_mac_message,
+    row_mac_message_of,
 )
 from bergen.api.stored import ChainFault, ChainReport, StoredEvent
+from bergen.domain.dealing import hmac_pads
 from bergen.domain.errors import CorruptRecord, LogTampered
 
 from ..keys import LogKeys
@@ -152,13 +152,18 @@ def check_rows(
 
     `rows` as selected: (seq, type, schema_version, payload text, metadata text, recorded_at,
     prev_hash, hash, salt, key_id, mac); recorded_at is whole microseconds since 1970 UTC
-    as read, or whatever `recorded_us` turns into them. The message is `row_mac`'s, under
-    `hmac_sha256` (each key set up once). With `first_seq`, the rows must begin there.
+    as read, or whatever `recorded_us` turns into them. The message is `row_mac`'s, its stream
+    id, key ids and types encoded once, and its HMAC on each key's pads set up once. With
+    `first_seq`, the rows must begin there.
     """
     if not rows:
         return
-    keys: dict[str, bytes] = {}
+    keys: dict[str, tuple[Any, Any, bytes]] = {}
+    """Key id -> its key's HMAC pads (`hmac_pads`) and the id as UTF-8."""
+    kinds: dict[str, bytes] = {}
+    stream = stream_id.encode()
     compare = hmac.compare_digest
+    message = row_mac_message_of
     expected_seq = rows[0][0] if first_seq is None else first_seq
     if prev is None:
         prev = bytes(rows[0][6])
@@ -181,27 +186,33 @@ def check_rows(
                 f"match {stream_id}: seq {expected_seq} is missing", match_id=stream_id,
                 seq=expected_seq,
             )  # fmt: skip
-        key = keys.get(key_id) if key_id is not None else None
-        if key is None:
+        keyed = keys.get(key_id) if key_id is not None else None
+        if keyed is None:
             key = key_of(key_id) if key_id is not None else None
             if mac is None or key is None:
                 why = "has no authenticator" if mac is None else f"names an unknown key {key_id!r}"
                 raise LogTampered(
                     f"match {stream_id}: seq {seq} {why}", match_id=stream_id, seq=seq
                 )
-            keys[key_id] = key
+            keyed = keys[key_id] = (*hmac_pads(key), key_id.encode())
         elif mac is None:
             raise LogTampered(
                 f"match {stream_id}: seq {seq} has no authenticator", match_id=stream_id, seq=seq
             )
+        kind_bytes = kinds.get(kind)
+        if kind_bytes is None:
+            kind_bytes = kinds[kind] = kind.encode()
         prev_hash, digest, salt = bytes(prev_hash), bytes(digest), bytes(salt)
-        expected = hmac_sha256(
-            key,
-            row_mac_message(
-                key_id, stream_id, seq, kind, version, payload_text, metadata_text,
-                at if recorded_us is None else recorded_us(at), prev_hash, salt, digest,
-            ),
+        inner, outer = keyed[0].copy(), keyed[1].copy()
+        inner.update(
+            message(
+                keyed[2], stream, seq, kind_bytes, version, payload_text.encode(),
+                metadata_text.encode(), at if recorded_us is None else recorded_us(at),
+                prev_hash, salt, digest,
+            )
         )  # fmt: skip
+        outer.update(inner.digest())
+        expected = outer.digest()
         if not compare(expected, bytes(mac)):
             raise not_written_here(stream_id, seq)
         if prev_hash != prev:

@@ -434,8 +434,27 @@ def row_mac_message(
     digest: bytes,
 ) -> bytes:
     """The message `row_mac` authenticates (for a verifier that keeps its HMAC keyed)."""
-    kid, stream, kind = key_id.encode(), stream_id.encode(), type_.encode()
-    payload, metadata = payload_text.encode(), metadata_text.encode()
+    return row_mac_message_of(
+        key_id.encode(), stream_id.encode(), seq, type_.encode(), schema_version,
+        payload_text.encode(), metadata_text.encode(), recorded_us, prev_hash, salt, digest,
+    )  # fmt: skip
+
+
+def row_mac_message_of(
+    kid: bytes,
+    stream: bytes,
+    seq: int,
+    kind: bytes,
+    schema_version: int,
+    payload: bytes,
+    metadata: bytes,
+    recorded_us: int,
+    prev_hash: bytes,
+    salt: bytes,
+    digest: bytes,
+) -> bytes:
+    """`row_mac_message` of its texts already encoded as UTF-8 (for a verifier of many rows
+    of one stream, which encodes the stream id, key ids and types once)."""
     header = _HEADER.pack(
         _MAC_DOMAIN, seq, schema_version, recorded_us, len(kid), len(stream), len(kind),
         len(payload), len(metadata), len(prev_hash), len(salt), len(digest),
