@@ -541,22 +541,33 @@ def test_a_row_that_does_not_decode_is_passed_over_and_holds_up_no_other_match(
     ), caplog.text
 
 
+def caught_up(store: EventStore) -> tuple[MatchListProjection, int]:
+    """A listing of `store` folded up to its end, and the position it stands at."""
+    projection = MatchListProjection(store)
+    assert projection.catch_up() == 0
+    return projection, store.match_list().position(MATCH_LIST)
+
+
+def feed_batch(store: EventStore, start: int, last: StoredEvent) -> Sequence[StoredEvent]:
+    """What the feed reads: the whole order after the position `start`, up to `last`, in one
+    batch (on PostgreSQL, once every transaction older than `last`'s has ended)."""
+    deadline = time.monotonic() + 60
+    while True:
+        batch = store.read_all(start, 1000)
+        if batch and batch[-1].position == last.position:
+            return batch
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
 def test_batches_the_feed_read_one_after_another_are_folded_in_one_transaction(
     backend: Any, keyed: tuple[EventStore, LogKeys]
 ) -> None:
     store, _ = keyed
-    projection = MatchListProjection(store)
-    assert projection.catch_up() == 0
-    start = store.match_list().position(MATCH_LIST)
+    projection, start = caught_up(store)
     write(store, "first", real_match(2))
     last = write(store, "second", real_match(3))[-1]
-    deadline = time.monotonic() + 60
-    while True:  # what the feed reads: the whole order after `start`
-        batch = store.read_all(start, 1000)
-        if batch and batch[-1].position == last.position:
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    batch = feed_batch(store, start, last)
     folds = 0
     folding = projection._list.folding
 
@@ -584,19 +595,11 @@ def test_a_batch_the_feed_read_is_folded_without_reading_it_again_and_still_chec
     backend: Any, keyed: tuple[EventStore, LogKeys]
 ) -> None:
     store, _ = keyed
-    projection = MatchListProjection(store)
-    assert projection.catch_up() == 0
-    start = store.match_list().position(MATCH_LIST)
+    projection, start = caught_up(store)
     seating = write(store, "seating", real_match(1))
     insert_row(backend, "seating", 2, SeatTaken(0, "mallory", ""), seating[-1].hash)  # forged
     last = write(store, "played", real_match(4))[-1]
-    deadline = time.monotonic() + 60
-    while True:  # what the feed reads: the whole order after `start`, in one batch
-        batch = store.read_all(start, 1000)
-        if batch and batch[-1].position == last.position:
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    batch = feed_batch(store, start, last)
 
     projection.offer(start + 10**9, batch[:1], batch[0].position)  # from elsewhere: not taken
     projection.offer(start, batch, last.position)
