@@ -72,7 +72,8 @@ PostgreSQL's commit-safe order shows them once older transactions end, at once a
 OWN_WRITES_KEPT = 10_000
 OFFERS_KEPT = 32
 """At most this many batches read by the event feed are kept for the listing to take (it
-folds those that follow one another in one transaction, up to BATCH events)."""
+folds those that follow one another in one transaction, adding batches while it holds fewer
+than BATCH events)."""
 FOLD_EVERY_S = 0.1
 """The event feed's thread folds the listing at most this often (`EventFeed`): with several
 replicas a follower reads the order many times a second, woken by each one's NOTIFY, and a

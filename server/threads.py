@@ -20,7 +20,7 @@ def name_native_thread(name: str | None = None) -> bool:
     try:
         with open(f"/proc/self/task/{threading.get_native_id()}/comm", "wb") as f:
             f.write(data)
-    except OSError:
+    except (OSError, ValueError):
         return False
     return True
 
