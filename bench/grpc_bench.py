@@ -464,8 +464,8 @@ def measure_rate(
         for t in threads:
             t.join(timeout=seconds + 2 * CALL_TIMEOUT)
         server_cpu = None
-        if cpu_at_open:
-            closed = thread_cpu(server_pid) if server_pid is not None else {}
+        if server_pid is not None and cpu_at_open:
+            closed = thread_cpu(server_pid)
             server_cpu = {k: v - cpu_at_open[0].get(k, 0.0) for k, v in closed.items()} or None
         if errors:
             raise RuntimeError(f"{kind}, {clients} client(s): {errors[0]!r}") from errors[0]
@@ -656,10 +656,14 @@ def measure_fanout(
 
 def _cpu_seconds(pid: int | None) -> float | None:
     """The CPU time (user + system) process `pid` has used so far, where /proc tells it."""
-    if pid is None:
-        return None
+    return None if pid is None else _stat_cpu(f"/proc/{pid}/stat")
+
+
+def _stat_cpu(path: str) -> float | None:
+    """User + system seconds in the /proc `stat` file at `path` (a process's or a thread's);
+    None when it cannot be read."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        fields = Path(path).read_text().rpartition(")")[2].split()
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -672,7 +676,6 @@ def thread_cpu(pid: int) -> dict[str, float]:
     Python thread that was not named shows as its process (gRPC's polling thread, the main
     thread): `PROCESS_THREADS`. Empty where /proc does not tell it."""
     out: dict[str, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
     for p in _process_tree(pid):
         try:
             own = Path(f"/proc/{p}/comm").read_text().strip()
@@ -681,12 +684,14 @@ def thread_cpu(pid: int) -> dict[str, float]:
             continue
         for tid in tids:
             try:
-                stat = Path(f"/proc/{p}/task/{tid}/stat").read_text().rpartition(")")[2].split()
                 name = Path(f"/proc/{p}/task/{tid}/comm").read_text().strip()
             except OSError:
                 continue  # ended meanwhile
+            seconds = _stat_cpu(f"/proc/{p}/task/{tid}/stat")
+            if seconds is None:
+                continue
             group = PROCESS_THREADS if name == own else name.rstrip("0123456789").rstrip("_")
-            out[group] = out.get(group, 0.0) + (int(stat[11]) + int(stat[12])) / tick
+            out[group] = out.get(group, 0.0) + seconds
     return out
 
 
@@ -705,20 +710,32 @@ def _process_tree(pid: int) -> list[int]:
     return out
 
 
-def _cpu_lines(clients: int, runs: dict[str, list[Run]]) -> list[str]:
-    """Each server's CPU per timed Play, by thread (median of the rounds), biggest first."""
-    out = []
+def _cpu_medians(runs: dict[str, list[Run]]) -> dict[str, tuple[float, dict[str, float]]]:
+    """Each server's CPU per timed Play over its rounds, where /proc told it: the median of
+    the totals, and each thread group's median."""
+    out = {}
     for kind in KINDS:
         per = [r.cpu_per_play for r in runs[kind] if r.cpu_per_play is not None]
-        if not per:
-            continue
-        names = {n for p in per for n in p}
-        median = {n: statistics.median(p.get(n, 0.0) for p in per) for n in names}
-        total = statistics.median(sum(p.values()) for p in per)
+        if per:
+            names = {n for p in per for n in p}
+            out[kind] = (
+                statistics.median(sum(p.values()) for p in per),
+                {n: statistics.median(p.get(n, 0.0) for p in per) for n in names},
+            )
+    return out
+
+
+def _cpu_lines(clients: int, processes: int, runs: dict[str, list[Run]]) -> list[str]:
+    """Each server's CPU per timed Play, by thread (median of the rounds), biggest first."""
+    out = []
+    for kind, (total, median) in _cpu_medians(runs).items():
         parts = ", ".join(
             f"{n} {v:,.0f}" for n, v in sorted(median.items(), key=lambda kv: -kv[1]) if v >= 1
         )
-        out.append(f"  {clients} client(s), {kind}: {total:,.0f} us CPU/Play ({parts})")
+        out.append(
+            f"  {clients} client(s), {processes} process(es), {kind}: {total:,.0f} us CPU/Play"
+            f" ({parts})"
+        )
     return out
 
 
@@ -886,11 +903,7 @@ def _rate_lines(clients: int, runs: dict[str, list[Run]], processes: int = 1) ->
 def _cpu_line(where: str, runs: dict[str, list[Run]]) -> list[Line]:
     """The server's CPU per timed Play against the serial limit's (reported), where /proc
     tells it."""
-    total: dict[str, float] = {}
-    for kind in KINDS:
-        per = [r.cpu_per_play for r in runs[kind] if r.cpu_per_play is not None]
-        if per:
-            total[kind] = statistics.median(sum(p.values()) for p in per)
+    total = {kind: medians[0] for kind, medians in _cpu_medians(runs).items()}
     if OURS not in total or LIMIT not in total:
         return []
     peer = f"; {total[PEER]:,.0f}" if PEER in total else ""
@@ -1040,10 +1053,7 @@ def main(argv: list[str] | None = None) -> int:
                 for clients in (1, 8, 32) if processes == 1 else (8, 32):
                     runs = _throughput(found, clients, args.seconds, args.rounds, say)
                     lines += _rate_lines(clients, runs, processes)
-                    cpu_lines += [
-                        line.replace("client(s),", f"client(s), {processes} process(es),", 1)
-                        for line in _cpu_lines(clients, runs)
-                    ]
+                    cpu_lines += _cpu_lines(clients, processes, runs)
         if "fanout" not in args.parts:
             print()
             print_table(lines)

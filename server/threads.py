@@ -6,7 +6,6 @@ elsewhere, or where the name cannot be set, nothing changes."""
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 NAME_MAX = 15
 """Bytes of a thread's name Linux keeps (TASK_COMM_LEN less the NUL)."""
@@ -33,7 +32,7 @@ class Thread(threading.Thread):
         super().run()
 
 
-def pool_thread_named(*_: Any) -> None:
+def pool_thread_named() -> None:
     """A ThreadPoolExecutor's `initializer`: each of its threads takes its Python name
     (`<thread_name_prefix>_<n>`)."""
     name_native_thread()

@@ -20,7 +20,7 @@ from bergen.api.chain import (
     row_mac_message_of,
 )
 from bergen.api.stored import ChainFault, ChainReport, StoredEvent
-from bergen.domain.dealing import hmac_pads
+from bergen.domain.dealing import hmac_on, hmac_pads
 from bergen.domain.errors import CorruptRecord, LogTampered
 
 from ..keys import LogKeys
@@ -158,7 +158,7 @@ def check_rows(
     """
     if not rows:
         return
-    keys: dict[str, tuple[Any, Any, bytes]] = {}
+    keys: dict[str, tuple[tuple[Any, Any], bytes]] = {}
     """Key id -> its key's HMAC pads (`hmac_pads`) and the id as UTF-8."""
     kinds: dict[str, bytes] = {}
     stream = stream_id.encode()
@@ -194,7 +194,7 @@ def check_rows(
                 raise LogTampered(
                     f"match {stream_id}: seq {seq} {why}", match_id=stream_id, seq=seq
                 )
-            keyed = keys[key_id] = (*hmac_pads(key), key_id.encode())
+            keyed = keys[key_id] = (hmac_pads(key), key_id.encode())
         elif mac is None:
             raise LogTampered(
                 f"match {stream_id}: seq {seq} has no authenticator", match_id=stream_id, seq=seq
@@ -203,16 +203,14 @@ def check_rows(
         if kind_bytes is None:
             kind_bytes = kinds[kind] = kind.encode()
         prev_hash, digest, salt = bytes(prev_hash), bytes(digest), bytes(salt)
-        inner, outer = keyed[0].copy(), keyed[1].copy()
-        inner.update(
+        expected = hmac_on(
+            keyed[0],
             message(
-                keyed[2], stream, seq, kind_bytes, version, payload_text.encode(),
+                keyed[1], stream, seq, kind_bytes, version, payload_text.encode(),
                 metadata_text.encode(), at if recorded_us is None else recorded_us(at),
                 prev_hash, salt, digest,
-            )
+            ),
         )  # fmt: skip
-        outer.update(inner.digest())
-        expected = outer.digest()
         if not compare(expected, bytes(mac)):
             raise not_written_here(stream_id, seq)
         if prev_hash != prev:

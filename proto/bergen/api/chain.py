@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import rfc8785
 
-from bergen.domain.dealing import hmac_pads
+from bergen.domain.dealing import hmac_on, hmac_pads
 from bergen.domain.errors import CorruptRecord, LogTampered
 
 from .stored import (
@@ -409,10 +409,7 @@ def hmac_sha256(key: bytes, message: bytes) -> bytes:
         if len(_keyed) >= _KEYED_MAX:
             _keyed.clear()
         pads = _keyed[key] = hmac_pads(key)
-    inner, outer = pads[0].copy(), pads[1].copy()
-    inner.update(message)
-    outer.update(inner.digest())
-    return bytes(outer.digest())
+    return hmac_on(pads, message)
 
 
 _KEYED_MAX = 64
