@@ -77,6 +77,9 @@ FOLLOW_BATCH = 1000
 """Events the follower reads at a time."""
 OWN_KEPT = 20_000
 """At most this many events written here are remembered until the follower reads them back."""
+FOLLOWED_KEPT = 4096
+"""The events the follower delivered last, remembered (oldest forgotten first) so that one it
+read back before its writer here delivered it (`observe`) is not delivered again."""
 
 
 class EventFeed:
@@ -99,6 +102,12 @@ class EventFeed:
         self._own: dict[tuple[str, int], bytes] = {}
         """(stream, seq) -> hash of each event this process wrote and delivered itself
         (`observe`) that the follower has not read back yet: it passes over them."""
+        self._followed: dict[tuple[str, int], bytes] = {}
+        """(stream, seq) -> hash of the events the follower delivered last (`FOLLOWED_KEPT`):
+        a write of this process that the follower read back first is not delivered again."""
+        self._own_lock = threading.Lock()
+        """Held while `_own` and `_followed` are looked at and changed together: each event is
+        delivered by the follower or by its writer, never by both."""
         self._subs: dict[str, set[Subscription]] = {}
         self._subs_lock = threading.Lock()
         self._wake = threading.Event()
@@ -172,12 +181,19 @@ class EventFeed:
         """Deliver events this process has just written, without waiting for the follower;
         the listing's next page shows them."""
         self.listing.expect(events)
-        own = self._own
-        if len(own) >= OWN_KEPT:
-            own.clear()  # the follower is far behind: it delivers these again, as it may
-        for e in events:
-            own[(e.stream_id, e.seq)] = e.hash
-        self._deliver(events)
+        own, followed = self._own, self._followed
+        fresh = []
+        with self._own_lock:
+            if len(own) >= OWN_KEPT:
+                own.clear()  # the follower is far behind: it delivers these again, as it may
+            for e in events:
+                key = (e.stream_id, e.seq)
+                if followed.pop(key, None) == e.hash:
+                    continue  # the follower read it back first, and delivered it
+                own[key] = e.hash
+                fresh.append(e)
+        if fresh:
+            self._deliver(fresh)
         if self._notifier is not None:
             self._notifier.poke()
 
@@ -225,9 +241,10 @@ class EventFeed:
         watchers are told to read it again."""
         out = []
         refused: set[str] = set()
-        own = self._own
+        own, followed = self._own, self._followed
         for e in batch:
-            if own.pop((e.stream_id, e.seq), None) == e.hash:
+            key = (e.stream_id, e.seq)
+            if own.pop(key, None) == e.hash:
                 # Written and delivered here (`observe`): what watchers were sent is what
                 # this process wrote, whatever the row says now.
                 self._check.folded(e)
@@ -235,6 +252,12 @@ class EventFeed:
             why = self._check.refusal(e)
             if why is None:
                 self._check.folded(e)
+                with self._own_lock:
+                    if own.pop(key, None) == e.hash:
+                        continue  # its writer here has delivered it meanwhile
+                    if len(followed) >= FOLLOWED_KEPT:
+                        del followed[next(iter(followed))]
+                    followed[key] = e.hash
                 out.append(e)
             else:
                 log.critical(

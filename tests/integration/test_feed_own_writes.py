@@ -145,3 +145,22 @@ def test_the_listing_folds_at_most_every_fold_interval_however_often_it_is_woken
     finally:
         feed.stop()
     assert 2 <= seen <= 0.6 / FOLD_EVERY_S + 2, seen
+
+
+def test_an_own_write_the_follower_reads_back_before_its_writer_delivers_it_is_delivered_once(
+    stores: tuple[EventStore, EventStore],
+) -> None:
+    # The commit is visible to the follower before the writing thread hands its events to
+    # `observe`: whichever of the two comes first delivers the event, the other passes over it.
+    store = stores[0]
+    feed = EventFeed(store)
+    told: Counter[tuple[str, int]] = Counter()
+    feed.listen(lambda events: told.update((e.stream_id, e.seq) for e in events))
+    written = store.append("raced", 0, [NewEvent("Noted", 1, {}), NewEvent("Noted", 1, {})])
+    assert feed._catch_up() >= 2  # the follower first
+    feed.observe(written.events)  # then the writer
+    assert told[("raced", 1)] == 1 and told[("raced", 2)] == 1, told
+    later = store.append("raced", 2, [NewEvent("Noted", 1, {})])
+    feed.observe(later.events)  # the writer first, as a rule
+    feed._catch_up()
+    assert told[("raced", 3)] == 1, told
