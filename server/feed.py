@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from .projections import FOLD_EVERY_S, MatchListProjection, RowCheck, read_past_unreadable
 from .store import EventStore, StoredEvent
-from .threads import Thread
+from .threads import Thread, join_until
 
 log = logging.getLogger("bergen.server.feed")
 
@@ -30,6 +30,9 @@ WAKE_RETRY = 0.002
 twice that, and so on up to WAKE_RETRY_MAX, for WAKE_RETRY_FOR seconds after the wake-up)."""
 WAKE_RETRY_MAX = 0.016
 WAKE_RETRY_FOR = 2.0
+STOP_WAIT_S = 5.0
+"""How long `stop` waits for the feed's threads (a read blocked on the store must not hold the
+server's shutdown for ever: they are daemon threads)."""
 
 
 class Subscription:
@@ -145,17 +148,30 @@ class EventFeed:
             self._notifier.start()
 
     def stop(self) -> None:
-        """Stop following and close every subscription, so watchers end."""
+        """Stop following and close every subscription, so watchers end; wait for the feed's
+        threads at most STOP_WAIT_S."""
+        self.ask_to_stop()
+        self.wait_stopped(time.monotonic() + STOP_WAIT_S)
+
+    def ask_to_stop(self) -> None:
+        """Stop following and close every subscription, so watchers end, without waiting for
+        the feed's threads."""
         self._stop.set()
         self.wake()
         if self._notifier is not None:
-            self._notifier.stop()
+            self._notifier.ask_to_stop()
         with self._subs_lock:
             subs = [s for group in self._subs.values() for s in group]
         for s in subs:
             s.close()
-        for t in self._threads:
-            t.join(timeout=5)
+
+    def wait_stopped(self, deadline: float) -> bool:
+        """Wait for the feed's threads (the notifier's too) to end, together until `deadline`
+        (time.monotonic()); whether they have."""
+        threads = list(self._threads)
+        if self._notifier is not None:
+            threads.append(self._notifier.thread)
+        return not join_until(threads, deadline)
 
     def wake(self) -> None:
         self._wake.set()
@@ -344,9 +360,16 @@ class PostgresNotifier:
             self._pending.set()
 
     def stop(self) -> None:
+        self.ask_to_stop()
+        self._thread.join(timeout=STOP_WAIT_S)
+
+    def ask_to_stop(self) -> None:
         self._stop.set()
         self._pending.set()
-        self._thread.join(timeout=5)
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
 
     def _run(self) -> None:
         import psycopg

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import gc
 import logging
 import os
@@ -10,10 +11,11 @@ import signal
 import sqlite3
 import sys
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from . import auth
 from .app import Application, Settings, build_application
 from .clocks import ClockKeeper
 from .edge import CallLog, CallObserver, interceptors
+from .feed import STOP_WAIT_S as FEED_STOP_WAIT_S
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .identity import Caller, Identity
 from .janitor import SEATING_TIMEOUT_S, Janitor
@@ -50,6 +53,7 @@ from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact, sqlite_pa
 from .threads import pool_thread_named
 from .tls import ServerTls, TlsSettingsError, is_local, load_server_tls
 from .tournament_manager import TournamentManager
+from .worker import Worker
 
 log = logging.getLogger("bergen.server")
 
@@ -64,6 +68,14 @@ CALL_WORKERS = 56
 """Threads kept for every other call, however many streams are open."""
 WORKERS = MAX_WATCHERS + CALL_WORKERS
 GRACE_SECONDS = 10.0
+SHUTDOWN_LIMIT_S = 25.0
+"""From the signal to stop to the process's end, at most (the stop itself takes at most the
+grace and a little): past it `bergen serve` writes the threads still running and their stacks
+to stderr and ends the process (`exit_anyway_after`), so that nothing keeps a stopped server
+alive (a call's thread that never returns, which the interpreter waits for at exit, or a step
+blocked on a database that is gone)."""
+EXIT_HELD = "bergen serve: the process did not end"
+"""How the line `exit_anyway_after` writes begins."""
 KEEPALIVE_SECONDS = 60.0
 """How long a call may go without a sign of its client before the server pings it (and
 how long, at most 20 s, an answer may take before the connection is dropped)."""
@@ -90,18 +102,30 @@ class Running:
     _background: threading.Event | None = None
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
-        """Refuse new calls, end watch streams, let in-flight commands finish."""
+        """Refuse new calls, end watch streams, let in-flight commands finish (for `grace`
+        seconds; then they are cancelled). The background threads are all asked to stop
+        first and waited for together, at most `grace` or Worker.STOP_WAIT_S, whichever is
+        longer: a step blocked on a database that is gone holds the stop that long once, not
+        once a thread."""
         self.health.enter_graceful_shutdown()
         if self._background is not None:
             self._background.set()
-        if self.janitor is not None:
-            self.janitor.stop()
-        if self.clocks is not None:
-            self.clocks.stop()
-        if self.tournaments is not None:
-            self.tournaments.stop()
-        self.feed.stop()
-        self.server.stop(grace).wait()
+        workers = [w for w in (self.janitor, self.clocks, self.tournaments) if w is not None]
+        for w in workers:
+            w.ask_to_stop()
+        self.feed.ask_to_stop()
+        stopped = self.server.stop(grace)
+        wait_s = max(grace, Worker.STOP_WAIT_S, FEED_STOP_WAIT_S)
+        deadline = time.monotonic() + wait_s
+        late = [type(w).__name__ for w in workers if not w.wait_stopped(deadline)]
+        if not self.feed.wait_stopped(deadline):
+            late.append("EventFeed")
+        if late:
+            log.warning(
+                "stopping: %s still busy after %.0f s; left to end with the process",
+                ", ".join(late), wait_s,
+            )  # fmt: skip
+        stopped.wait()
         self.store.close()
         if self.metrics is not None:
             self.metrics.stop()
@@ -671,6 +695,41 @@ def settle_heap() -> int:
     return gc.get_freeze_count()
 
 
+def exit_anyway_after(
+    limit_s: float,
+    stopped: threading.Event,
+    out: Any = None,
+    end: Callable[[int], object] = os._exit,
+) -> threading.Thread:
+    """Start a daemon thread that, if the process is still alive `limit_s` seconds on, writes
+    to `out` (stderr) which threads are still running, with their stacks, then ends it with
+    `end`: status SUCCESS when `stopped` is set (the server stopped in order; only its exit is
+    held), else ERROR. The thread is returned (a test joins it)."""
+
+    def watch() -> None:
+        time.sleep(limit_s)
+        stream = sys.stderr if out is None else out
+        done = stopped.is_set()
+        names = ", ".join(
+            f"{t.name} (0x{t.ident or 0:x})" for t in threading.enumerate()
+            if t is not threading.current_thread()
+        )  # fmt: skip
+        with suppress(Exception):  # a closed stderr must not keep the process alive either
+            stream.write(
+                f"{EXIT_HELD} {limit_s:.0f} s after the signal to stop "
+                f"({'it stopped in order; its exit is held' if done else 'its stop is held'});"
+                f" threads still running: {names}\n"
+            )
+            stream.flush()
+            faulthandler.dump_traceback(file=stream, all_threads=True)
+            stream.flush()
+        end(ExitStatus.SUCCESS if done else ExitStatus.ERROR)
+
+    thread = threading.Thread(target=watch, name="bergen-exit", daemon=True)
+    thread.start()
+    return thread
+
+
 def serve(args: argparse.Namespace) -> int:
     if args.log_format not in FORMATS:
         print(f"bergen serve: BERGEN_LOG_FORMAT {args.log_format!r}: text or json", file=sys.stderr)
@@ -794,7 +853,10 @@ def serve(args: argparse.Namespace) -> int:
     # Shutting down already: a second SIGTERM must not kill the process with the default
     # action while streams close and the interpreter exits. SIGKILL still ends it.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    stopped = threading.Event()
+    exit_anyway_after(SHUTDOWN_LIMIT_S, stopped)
     running.stop()
+    stopped.set()
     log.info("stopped")
     log_listener.stop()
     return ExitStatus.SUCCESS

@@ -6,6 +6,7 @@ elsewhere, or where the name cannot be set, nothing changes."""
 from __future__ import annotations
 
 import threading
+import time
 
 NAME_MAX = 15
 """Bytes of a thread's name Linux keeps (TASK_COMM_LEN less the NUL)."""
@@ -36,3 +37,13 @@ def pool_thread_named() -> None:
     """A ThreadPoolExecutor's `initializer`: each of its threads takes its Python name
     (`<thread_name_prefix>_<n>`)."""
     name_native_thread()
+
+
+def join_until(threads: list[threading.Thread], deadline: float) -> list[threading.Thread]:
+    """Wait for `threads` to end, together until `deadline` (time.monotonic()); returns those
+    still running then."""
+    for t in threads:
+        left = deadline - time.monotonic()
+        if left > 0 and t.is_alive():
+            t.join(timeout=left)
+    return [t for t in threads if t.is_alive()]

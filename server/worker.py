@@ -4,14 +4,16 @@ moment comes, or the server stops (the clock keeper, the tournament manager, the
 from __future__ import annotations
 
 import threading
+import time
 
-from .threads import Thread
+from .threads import Thread, join_until
 
 
 class Worker:
     """A daemon thread running `_run`, which waits on `_wake` and ends once `_stop` is set.
     `stop` waits for it at most `STOP_WAIT_S`: a step blocked on the store must not hold the
-    server's shutdown for ever."""
+    server's shutdown for ever. A server stopping several asks each first (`ask_to_stop`), then
+    waits for them together (`wait_stopped`)."""
 
     STOP_WAIT_S = 5.0
 
@@ -24,10 +26,17 @@ class Worker:
         self._thread.start()
 
     def stop(self) -> None:
+        self.ask_to_stop()
+        self.wait_stopped(time.monotonic() + self.STOP_WAIT_S)
+
+    def ask_to_stop(self) -> None:
+        """Have the thread end after its current step, without waiting for it."""
         self._stop.set()
         self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=self.STOP_WAIT_S)
+
+    def wait_stopped(self, deadline: float) -> bool:
+        """Wait for the thread to end until `deadline` (time.monotonic()); whether it has."""
+        return not join_until([self._thread], deadline)
 
     def wake(self) -> None:
         """Look now (new events came, or a clock was set forward in a test)."""

@@ -21,6 +21,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from bergen.server.main import EXIT_HELD
+
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 
@@ -175,4 +177,6 @@ class ServerFarm:
             code = s.terminate()
             if code != 0:
                 problems.append(f"{s.name} exited with {code} on SIGTERM:\n{s.log_tail()}")
+            elif EXIT_HELD in s.log():
+                problems.append(f"{s.name} exited only when its exit was forced:\n{s.log()}")
         return problems

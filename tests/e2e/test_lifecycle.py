@@ -23,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from bergen.domain.events import TilePlayed
+from bergen.server.main import EXIT_HELD, SHUTDOWN_LIMIT_S
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client, Table, Watcher, bearer, new_command_id, seat_everyone
@@ -105,6 +106,33 @@ def test_sigterm_lets_the_play_in_flight_finish_and_ends_watch_streams_cleanly(
     played = decoded(tagged)[0]
     assert isinstance(played, TilePlayed) and played.seat == public.turn
     check_every_match(database)
+
+
+@pytest.mark.postgres
+def test_a_server_whose_database_was_dropped_under_it_stops_in_order_on_sigterm(
+    farm: ServerFarm, pg_admin_url: str, pg_database: str
+) -> None:
+    """Its connections, the follower's, the listener's and the notifier's all broken, and a
+    watch stream open: the stop is not held by any of them."""
+    server = farm.start(pg_database)
+    with Client(server.target) as client:
+        table = seat_everyone(client, 2)
+        watcher = Watcher(client, table.match_id).started()
+        name = psycopg.conninfo.conninfo_to_dict(pg_database)["dbname"]
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        time.sleep(1.5)  # the background threads find it gone, and retry
+        assert server.proc.poll() is None, "the server ended when its database did"
+        began = time.monotonic()
+        code = server.terminate(timeout=SHUTDOWN_LIMIT_S + 5)
+        took = time.monotonic() - began
+        assert watcher.finished.wait(10), "the watch stream did not end"
+    log = server.log()
+    assert code == 0, log[-4000:]
+    assert EXIT_HELD not in log, log[-4000:]
+    assert "stopped" in log
+    # Within its grace (10 s), not the sum of every thread's wait.
+    assert took < 12, f"took {took:.1f} s to stop:\n{log[-4000:]}"
 
 
 @pytest.fixture(scope="module")
