@@ -50,7 +50,7 @@ from .observed import ObservedStore
 from .servicer import SERVICE, SERVICE_DESCRIPTOR, generic_handler
 from .store import EventStore, backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact, sqlite_path
-from .threads import pool_thread_named
+from .threads import Thread, pool_thread_named
 from .tls import ServerTls, TlsSettingsError, is_local, load_server_tls
 from .tournament_manager import TournamentManager
 from .worker import Worker
@@ -725,7 +725,7 @@ def exit_anyway_after(
             stream.flush()
         end(ExitStatus.SUCCESS if done else ExitStatus.ERROR)
 
-    thread = threading.Thread(target=watch, name="bergen-exit", daemon=True)
+    thread = Thread(target=watch, name="bergen-exit", daemon=True)
     thread.start()
     return thread
 
