@@ -49,7 +49,7 @@ from .metrics import Metrics, parse_address, seed_in_background
 from .observed import ObservedStore
 from .servicer import SERVICE, SERVICE_DESCRIPTOR, generic_handler
 from .store import EventStore, backend_of, open_store, schema_is_behind, upgrade_to_head
-from .store.url import DEFAULT_DATABASE_URL, psycopg_conninfo, redact, sqlite_path
+from .store.url import DEFAULT_DATABASE_URL, live_conninfo, redact, sqlite_path
 from .threads import Thread, pool_thread_named
 from .tls import ServerTls, TlsSettingsError, is_local, load_server_tls
 from .tournament_manager import TournamentManager
@@ -176,7 +176,7 @@ def check_writable(database_url: str) -> None:
     import psycopg
 
     try:
-        with psycopg.connect(psycopg_conninfo(database_url), connect_timeout=10) as pg:
+        with psycopg.connect(live_conninfo(database_url)) as pg:
             row = pg.execute(
                 "SELECT current_setting('transaction_read_only'),"
                 " has_table_privilege('events', 'INSERT')"
@@ -269,11 +269,11 @@ def create_server(
     replica = uuid.uuid4().hex
     if backend_of(database_url) == "postgresql":
         listen_fn = postgres_listener(
-            psycopg_conninfo(database_url),
+            live_conninfo(database_url),
             replica,
             metrics.notified if metrics is not None else None,
         )
-        notifier = PostgresNotifier(psycopg_conninfo(database_url), replica)
+        notifier = PostgresNotifier(live_conninfo(database_url), replica)
         poll = 0.1
     feed = EventFeed(store, poll_interval=poll, listen=listen_fn, notifier=notifier)
     app = build_application(store, feed, settings or Settings(), log_keys)

@@ -13,7 +13,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from .url import backend_of, database_url, psycopg_conninfo, sqlalchemy_url, sqlite_path
+from .url import backend_of, database_url, live_conninfo, sqlalchemy_url, sqlite_path
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -82,7 +82,7 @@ def current_revisions(url: str | None = None) -> tuple[str, ...]:
     if backend_of(url) == "postgresql":
         import psycopg
 
-        with psycopg.connect(psycopg_conninfo(url), autocommit=True) as conn:
+        with psycopg.connect(live_conninfo(url), autocommit=True) as conn:
             if conn.execute("SELECT to_regclass('alembic_version')").fetchone() in (None, (None,)):
                 return ()
             rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()

@@ -44,7 +44,7 @@ from .listing import (
     summary_params,
 )
 from .model import AppendResult, NewEvent, StreamInfo
-from .url import psycopg_conninfo
+from .url import live_conninfo
 
 _COLUMNS = (
     "stream_id, seq, position, type, schema_version, payload::text, metadata::text,"
@@ -368,7 +368,7 @@ class PostgresEventStore:
         for its WAL flush as an append's does (for a database whose standby serves reads).
         Raises StorageUnavailable if the database does not answer."""
         self._keys = log_keys
-        self._pool = _Pool(psycopg_conninfo(url), max_connections)
+        self._pool = _Pool(live_conninfo(url), max_connections)
         self._check()
         self._heads = Heads(head_cache_size)
         self._match_list = PostgresMatchList(self._pool, flushed_folds=flushed_folds)

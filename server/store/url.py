@@ -64,6 +64,40 @@ def psycopg_conninfo(url: str) -> str:
     return "postgresql://" + url.split("://", 1)[1]
 
 
+LIVENESS: dict[str, str] = {
+    "connect_timeout": "10",
+    "keepalives": "1",
+    "keepalives_idle": "5",
+    "keepalives_interval": "2",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "10000",
+}
+"""libpq settings of the server's own connections, so that a database gone silent (a
+partition, a host lost with its power: no packet answers, none refuses) fails the calls that
+wait on it within seconds rather than when the kernel gives the connection up (about 15
+minutes, holding their threads): a connection attempt gives up after 10 s; a connection
+waiting for an answer is probed after 5 s without a packet and given up when no probe is
+answered; data unacknowledged for 10 s gives the connection up. A slow database that answers
+is not cut off: its kernel acknowledges both the query and the probes. Ignored on a Unix
+socket; the URL's own values win."""
+
+
+def live_conninfo(url: str) -> str:
+    """`psycopg_conninfo(url)` with the `LIVENESS` settings it does not give itself (added to
+    its query). Raises ValueError as psycopg_conninfo, or for a URL libpq cannot parse."""
+    from psycopg import conninfo as pg_conninfo
+
+    text = psycopg_conninfo(url)
+    try:
+        given = pg_conninfo.conninfo_to_dict(text)
+    except Exception as e:  # psycopg.ProgrammingError: not a URL libpq takes
+        raise ValueError(f"cannot parse the database URL {redact(url)!r}: {e}") from e
+    missing = "&".join(f"{k}={v}" for k, v in LIVENESS.items() if k not in given)
+    if not missing:
+        return text
+    return f"{text}{'&' if '?' in text else '?'}{missing}"
+
+
 def sqlite_path(url: str) -> str:
     """The file path of a `sqlite:///path` URL (`sqlite:////abs/path` for an absolute one).
 

@@ -9,10 +9,18 @@ from pathlib import Path
 
 import pytest
 from e2e.servers import bergen_command
+from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.engine import make_url
 
 from bergen.api.exit_status import ExitStatus
-from bergen.server.store.url import backend_of, psycopg_conninfo, redact, sqlalchemy_url
+from bergen.server.store.url import (
+    LIVENESS,
+    backend_of,
+    live_conninfo,
+    psycopg_conninfo,
+    redact,
+    sqlalchemy_url,
+)
 
 MULTI = (
     "postgresql://bergen:s3cr%40t@db1.example:5432,db2.example:5433/bergen"
@@ -24,6 +32,27 @@ def test_a_multi_host_url_is_postgresql_and_psycopg_takes_it_as_it_is() -> None:
     assert backend_of(MULTI) == "postgresql"
     assert psycopg_conninfo(MULTI) == MULTI
     assert psycopg_conninfo("postgresql+psycopg" + MULTI[len("postgresql") :]) == MULTI
+
+
+def test_the_server_s_connections_give_a_silent_database_up_and_the_url_s_own_values_win() -> None:
+    given = conninfo_to_dict(live_conninfo(MULTI))
+    assert given["connect_timeout"] == "3"  # the URL's own
+    assert given["target_session_attrs"] == "read-write"
+    assert given["host"] == "db1.example,db2.example" and given["port"] == "5432,5433"
+    assert given["password"] == "s3cr@t"
+    for key, value in LIVENESS.items():
+        if key != "connect_timeout":
+            assert given[key] == value, key
+    plain = conninfo_to_dict(live_conninfo("postgresql://u@h/db"))
+    assert {k: plain[k] for k in LIVENESS} == LIVENESS
+    assert plain["host"] == "h" and plain["dbname"] == "db"
+    assert live_conninfo(live_conninfo(MULTI)) == live_conninfo(MULTI)
+
+
+def test_a_url_libpq_cannot_parse_is_refused_without_its_password() -> None:
+    with pytest.raises(ValueError) as raised:
+        live_conninfo("postgresql://u:hunter2@h/db?no_such_setting=1")
+    assert "hunter2" not in str(raised.value)
 
 
 def test_sqlalchemy_gets_the_hosts_as_host_parameters() -> None:
