@@ -68,6 +68,8 @@ def _fault(e: BaseException) -> str | None:
         return "the database is read-only"
     if isinstance(e, psycopg.errors.InsufficientResources):
         return "the database is out of disk space or memory"
+    if isinstance(e, psycopg.errors.QueryCanceled):
+        return "the database did not answer in time (a statement waited past its timeout)"
     if isinstance(e, psycopg.errors.OperatorIntervention):
         return "the database is shutting down or was restarted"
     if isinstance(e, psycopg.OperationalError | psycopg.InterfaceError):

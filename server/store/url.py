@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 DATABASE_URL_ENV = "BERGEN_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///./bergen.db"
@@ -71,6 +71,7 @@ LIVENESS: dict[str, str] = {
     "keepalives_interval": "2",
     "keepalives_count": "3",
     "tcp_user_timeout": "10000",
+    "options": "-c statement_timeout=30000",
 }
 """libpq settings of the server's own connections, so that a database gone silent (a
 partition, a host lost with its power: no packet answers, none refuses) fails the calls that
@@ -79,7 +80,9 @@ minutes, holding their threads): a connection attempt gives up after 10 s; a con
 waiting for an answer is probed after 5 s without a packet and given up when no probe is
 answered; data unacknowledged for 10 s gives the connection up. A slow database that answers
 is not cut off: its kernel acknowledges both the query and the probes. Ignored on a Unix
-socket; the URL's own values win."""
+socket. A database that answers but holds a statement (a lock someone keeps) cancels it after
+30 s (`statement_timeout`), so that it does not hold a call's thread for ever either. The
+URL's own values win (its `options` replace these in whole)."""
 
 
 def live_conninfo(url: str) -> str:
@@ -92,7 +95,7 @@ def live_conninfo(url: str) -> str:
         given = pg_conninfo.conninfo_to_dict(text)
     except Exception as e:  # psycopg.ProgrammingError: not a URL libpq takes
         raise ValueError(f"cannot parse the database URL {redact(url)!r}: {e}") from e
-    missing = "&".join(f"{k}={v}" for k, v in LIVENESS.items() if k not in given)
+    missing = "&".join(f"{k}={quote(v, safe='')}" for k, v in LIVENESS.items() if k not in given)
     if not missing:
         return text
     return f"{text}{'&' if '?' in text else '?'}{missing}"

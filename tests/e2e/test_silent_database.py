@@ -1,7 +1,8 @@
 """A database that goes silent (its packets dropped: a partition, a host lost with its power)
 fails the calls that need it within seconds, as UNAVAILABLE with a retry hint, instead of
 holding their threads until the kernel gives the connection up (about 15 minutes); the
-server serves again once the database answers, and the command sent again is applied once."""
+server serves again once the database answers, and the command sent again is applied once.
+So does a database that answers but holds a statement past its timeout (a lock kept)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import random
 import time
 
 import grpc
+import psycopg
 import pytest
 
 from bergen.v1 import bergen_pb2 as pb
@@ -83,3 +85,40 @@ def test_a_silent_database_fails_calls_within_seconds_and_the_server_serves_once
     # Written once: exactly the events of the one answer, not a second copy.
     assert [e.seq for e in tagged] == [e.seq for e in reply.events], tagged
     check_every_match(pg_database)
+
+
+def test_a_play_held_past_the_statement_timeout_fails_unapplied_and_goes_through_once_sent_again(
+    farm: ServerFarm, pg_database: str
+) -> None:
+    # The server's default is 30 s (LIVENESS); the URL's own `options` win, here 2 s.
+    server = farm.start(f"{pg_database}?options=-c%20statement_timeout%3D2000")
+    with Client(server.target) as client:
+        table = seat_everyone(client, 2)
+        public = client.view(table.match_id)
+        token = table.tokens[public.turn]
+        choice = client.view(table.match_id, token).legal_plays[0]
+        request = pb.PlayRequest(
+            match_id=table.match_id, tile=choice.tile, end=choice.end, command_id=new_command_id()
+        )
+        with psycopg.connect(pg_database) as holder:
+            holder.execute("LOCK TABLE events IN EXCLUSIVE MODE")  # appends wait; reads do not
+            began = time.monotonic()
+            with pytest.raises(grpc.RpcError) as raised:
+                client.stub.Play(request, metadata=bearer(token), timeout=60)
+            took = time.monotonic() - began
+            assert raised.value.code() == grpc.StatusCode.UNAVAILABLE, raised.value
+            said = refusal(raised.value)
+            assert said.reason == "STORAGE_UNAVAILABLE"
+            assert "in time" in (raised.value.details() or "")
+            assert took < 20, f"the play took {took:.1f} s to fail"
+            assert client.view(table.match_id).version == public.version  # not applied
+            holder.rollback()
+        reply = client.stub.Play(request, metadata=bearer(token), timeout=30)
+        assert not reply.replayed
+        assert reply.view.version > public.version
+    with store_at(pg_database) as store:
+        tagged = [
+            e for e in store.read_stream(table.match_id)
+            if e.metadata.command_id == request.command_id
+        ]  # fmt: skip
+    assert [e.seq for e in tagged] == [e.seq for e in reply.events], tagged

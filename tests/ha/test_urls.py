@@ -47,6 +47,10 @@ def test_the_server_s_connections_give_a_silent_database_up_and_the_url_s_own_va
     assert {k: plain[k] for k in LIVENESS} == LIVENESS
     assert plain["host"] == "h" and plain["dbname"] == "db"
     assert live_conninfo(live_conninfo(MULTI)) == live_conninfo(MULTI)
+    # Behind a pooler that refuses the `options` startup parameter, an empty one in the URL
+    # keeps the server's out.
+    pooled = conninfo_to_dict(live_conninfo("postgresql://u@h/db?options="))
+    assert pooled["options"] == ""
 
 
 def test_a_url_libpq_cannot_parse_is_refused_without_its_password() -> None:
