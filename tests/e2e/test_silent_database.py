@@ -28,6 +28,17 @@ DETECTED_WITHIN_S = 40.0
 5 s idle, unacknowledged data given up after 10 s), with room for a loaded machine."""
 
 
+def assert_written_once(url: str, request: pb.PlayRequest, reply: pb.PlayResponse) -> None:
+    """The store holds exactly the events of `reply` under the request's command id: the play
+    sent twice was written once."""
+    with store_at(url) as store:
+        tagged = [
+            e for e in store.read_stream(request.match_id)
+            if e.metadata.command_id == request.command_id
+        ]  # fmt: skip
+    assert [e.seq for e in tagged] == [e.seq for e in reply.events], tagged
+
+
 def test_a_silent_database_fails_calls_within_seconds_and_the_server_serves_once_it_is_back(
     farm: ServerFarm, pg_database: str
 ) -> None:
@@ -77,13 +88,7 @@ def test_a_silent_database_fails_calls_within_seconds_and_the_server_serves_once
                     time.sleep(0.5)
             assert reply.view.version > public.version
             play_random_move([client], rng, table)
-    with store_at(pg_database) as store:
-        tagged = [
-            e for e in store.read_stream(table.match_id)
-            if e.metadata.command_id == request.command_id
-        ]  # fmt: skip
-    # Written once: exactly the events of the one answer, not a second copy.
-    assert [e.seq for e in tagged] == [e.seq for e in reply.events], tagged
+    assert_written_once(pg_database, request, reply)
     check_every_match(pg_database)
 
 
@@ -116,9 +121,4 @@ def test_a_play_held_past_the_statement_timeout_fails_unapplied_and_goes_through
         reply = client.stub.Play(request, metadata=bearer(token), timeout=30)
         assert not reply.replayed
         assert reply.view.version > public.version
-    with store_at(pg_database) as store:
-        tagged = [
-            e for e in store.read_stream(table.match_id)
-            if e.metadata.command_id == request.command_id
-        ]  # fmt: skip
-    assert [e.seq for e in tagged] == [e.seq for e in reply.events], tagged
+    assert_written_once(pg_database, request, reply)
