@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from .projections import FOLD_EVERY_S, MatchListProjection, RowCheck, read_past_unreadable
 from .store import EventStore, StoredEvent
-from .threads import Thread, join_until
+from .threads import STOP_WAIT_S, Thread, join_until
 
 log = logging.getLogger("bergen.server.feed")
 
@@ -30,9 +30,6 @@ WAKE_RETRY = 0.002
 twice that, and so on up to WAKE_RETRY_MAX, for WAKE_RETRY_FOR seconds after the wake-up)."""
 WAKE_RETRY_MAX = 0.016
 WAKE_RETRY_FOR = 2.0
-STOP_WAIT_S = 5.0
-"""How long `stop` waits for the feed's threads (a read blocked on the store must not hold the
-server's shutdown for ever: they are daemon threads)."""
 
 
 class Subscription:

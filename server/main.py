@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -32,7 +32,6 @@ from . import auth
 from .app import Application, Settings, build_application
 from .clocks import ClockKeeper
 from .edge import CallLog, CallObserver, interceptors
-from .feed import STOP_WAIT_S as FEED_STOP_WAIT_S
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .identity import Caller, Identity
 from .janitor import SEATING_TIMEOUT_S, Janitor
@@ -50,7 +49,7 @@ from .observed import ObservedStore
 from .servicer import SERVICE, SERVICE_DESCRIPTOR, generic_handler
 from .store import EventStore, backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import DEFAULT_DATABASE_URL, live_conninfo, redact, sqlite_path
-from .threads import Thread, pool_thread_named
+from .threads import STOP_WAIT_S, Thread, pool_thread_named
 from .tls import ServerTls, TlsSettingsError, is_local, load_server_tls
 from .tournament_manager import TournamentManager
 from .worker import Worker
@@ -103,34 +102,40 @@ class Running:
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
         """Refuse new calls, end watch streams, let in-flight commands finish (for `grace`
-        seconds; then they are cancelled). The background threads are all asked to stop
-        first and waited for together, at most `grace` or Worker.STOP_WAIT_S, whichever is
-        longer: a step blocked on a database that is gone holds the stop that long once, not
-        once a thread."""
+        seconds; then they are cancelled), and stop the background threads
+        (`stop_background`)."""
         self.health.enter_graceful_shutdown()
         if self._background is not None:
             self._background.set()
+        stopped = self.server.stop(grace)  # refuses new calls; returns at once
         workers = [w for w in (self.janitor, self.clocks, self.tournaments) if w is not None]
-        for w in workers:
-            w.ask_to_stop()
-        self.feed.ask_to_stop()
-        stopped = self.server.stop(grace)
-        wait_s = max(grace, Worker.STOP_WAIT_S, FEED_STOP_WAIT_S)
-        deadline = time.monotonic() + wait_s
-        late = [type(w).__name__ for w in workers if not w.wait_stopped(deadline)]
-        if not self.feed.wait_stopped(deadline):
-            late.append("EventFeed")
-        if late:
-            log.warning(
-                "stopping: %s still busy after %.0f s; left to end with the process",
-                ", ".join(late), wait_s,
-            )  # fmt: skip
+        stop_background(workers, self.feed, grace)
         stopped.wait()
         self.store.close()
         if self.metrics is not None:
             self.metrics.stop()
         if self.tracer_provider is not None:
             self.tracer_provider.shutdown()
+
+
+def stop_background(workers: Sequence[Worker], feed: EventFeed, grace: float) -> None:
+    """Ask the background threads to stop (the feed ends its watch streams), then wait for
+    them together, at most `grace` or STOP_WAIT_S, whichever is longer: a step blocked on a
+    database that is gone holds the stop that long once, not once a thread. Those still busy
+    are named in a warning and left to end with the process (daemon threads)."""
+    for w in workers:
+        w.ask_to_stop()
+    feed.ask_to_stop()
+    wait_s = max(grace, STOP_WAIT_S)
+    deadline = time.monotonic() + wait_s
+    late = [type(w).__name__ for w in workers if not w.wait_stopped(deadline)]
+    if not feed.wait_stopped(deadline):
+        late.append("EventFeed")
+    if late:
+        log.warning(
+            "stopping: %s still busy after %.0f s; left to end with the process",
+            ", ".join(late), wait_s,
+        )  # fmt: skip
 
 
 class SchemaBehind(RuntimeError):
@@ -326,10 +331,7 @@ def create_server(
             except BaseException as e:
                 background.set()
                 server.stop(0)
-                janitor.stop()
-                clocks.stop()
-                tournaments.stop()
-                feed.stop()
+                stop_background([janitor, clocks, tournaments], feed, 0)
                 store.close()
                 if isinstance(e, OSError):
                     why = e.strerror or str(e)

@@ -10,6 +10,9 @@ import time
 
 NAME_MAX = 15
 """Bytes of a thread's name Linux keeps (TASK_COMM_LEN less the NUL)."""
+STOP_WAIT_S = 5.0
+"""How long a stopping server waits for a background thread of its own at least (they are
+daemon threads: a step blocked on the store must not hold the shutdown for ever)."""
 
 
 def name_native_thread(name: str | None = None) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from .threads import Thread, join_until
+from .threads import STOP_WAIT_S, Thread, join_until
 
 
 class Worker:
@@ -15,7 +15,7 @@ class Worker:
     server's shutdown for ever. A server stopping several asks each first (`ask_to_stop`), then
     waits for them together (`wait_stopped`)."""
 
-    STOP_WAIT_S = 5.0
+    STOP_WAIT_S = STOP_WAIT_S
 
     def __init__(self, name: str) -> None:
         self._wake = threading.Event()

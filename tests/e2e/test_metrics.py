@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import random
 import re
+import socket
+import subprocess
 import time
 import urllib.request
 from collections.abc import Callable
@@ -18,6 +20,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bergen.api.exit_status import ExitStatus
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import (
@@ -29,7 +32,7 @@ from .client import (
     play_to_end,
     seat_everyone,
 )
-from .servers import ServerFarm, ServerProcess
+from .servers import ServerFarm, ServerProcess, bergen_command
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -286,3 +289,24 @@ def test_timeouts_applied_by_the_clock_keeper_are_counted(
     timeouts = "bergen_clock_timeouts_total"
     assert value(after, timeouts) - value(before, timeouts) == len(watched)
     assert value(after, "bergen_matches_live", phase="playing") == 0
+
+
+def test_a_metrics_address_already_taken_stops_the_started_server_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """The server is built and its background threads started before /metrics is bound: a
+    taken address stops them all (together) and the process exits NOT_READY, promptly."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        began = time.monotonic()
+        done = subprocess.run(
+            [*bergen_command(), "serve", "--listen", "127.0.0.1:0",
+             "--database", f"sqlite:///{tmp_path / 'bergen.db'}",
+             "--metrics", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        )  # fmt: skip
+        took = time.monotonic() - began
+    assert done.returncode == ExitStatus.NOT_READY, done.stderr
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert took < 30, f"took {took:.1f} s"
