@@ -67,14 +67,21 @@ CALL_WORKERS = 56
 """Threads kept for every other call, however many streams are open."""
 WORKERS = MAX_WATCHERS + CALL_WORKERS
 GRACE_SECONDS = 10.0
-SHUTDOWN_LIMIT_S = 25.0
-"""From the signal to stop to the process's end, at most (the stop itself takes at most the
-grace and a little): past it `bergen serve` writes the threads still running and their stacks
-to stderr and ends the process (`exit_anyway_after`), so that nothing keeps a stopped server
-alive (a call's thread that never returns, which the interpreter waits for at exit, or a step
-blocked on a database that is gone)."""
+SHUTDOWN_LIMIT_S = 20.0
+"""From the signal to stop to the process's end, at most (the stop itself takes the grace and
+a little): past it `bergen serve` writes the threads still running and their stacks to stderr
+and ends the process (`exit_anyway_after`), so that nothing keeps a stopped server alive (a
+call's thread that never returns, which the interpreter waits for at exit, or a step blocked
+on a database that is gone)."""
+HARD_LIMIT_S = SHUTDOWN_LIMIT_S + 5.0
+"""The last resort, for a process whose Python code cannot run at all any more (a lock that
+is never released, a C call that never returns holding the interpreter's lock): the
+interpreter's own fault handler (`faulthandler.dump_traceback_later`, a C thread) writes
+every thread's stack to stderr under a line `Timeout (0:00:25)!` and exits with status 1."""
 EXIT_HELD = "bergen serve: the process did not end"
 """How the line `exit_anyway_after` writes begins."""
+HARD_EXIT = "Timeout (0:"
+"""How the fault handler's line begins when `HARD_LIMIT_S` ends the process."""
 KEEPALIVE_SECONDS = 60.0
 """How long a call may go without a sign of its client before the server pings it (and
 how long, at most 20 s, an answer may take before the connection is dropped)."""
@@ -732,6 +739,16 @@ def exit_anyway_after(
     return thread
 
 
+def arm_exit_limits(
+    stopped: threading.Event, limit_s: float = SHUTDOWN_LIMIT_S, hard_s: float = HARD_LIMIT_S
+) -> None:
+    """From now, the process ends within `limit_s` (`exit_anyway_after`), and, should its
+    Python code no longer run at all, within `hard_s` (the fault handler's timer); `stopped`
+    is set once the server has stopped in order."""
+    faulthandler.dump_traceback_later(hard_s, exit=True)
+    exit_anyway_after(limit_s, stopped)
+
+
 def serve(args: argparse.Namespace) -> int:
     if args.log_format not in FORMATS:
         print(f"bergen serve: BERGEN_LOG_FORMAT {args.log_format!r}: text or json", file=sys.stderr)
@@ -841,8 +858,11 @@ def serve(args: argparse.Namespace) -> int:
             f.write(str(running.port))
         os.replace(args.port_file + ".tmp", args.port_file)
     done = threading.Event()
+    stopped = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
+        if not done.is_set():  # first, so that nothing after can hold the process for ever
+            arm_exit_limits(stopped)
         log.info("signal %d: shutting down (in-flight commands finish)", signum)
         done.set()
 
@@ -855,8 +875,6 @@ def serve(args: argparse.Namespace) -> int:
     # Shutting down already: a second SIGTERM must not kill the process with the default
     # action while streams close and the interpreter exits. SIGKILL still ends it.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    stopped = threading.Event()
-    exit_anyway_after(SHUTDOWN_LIMIT_S, stopped)
     running.stop()
     stopped.set()
     log.info("stopped")

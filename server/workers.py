@@ -49,7 +49,7 @@ RESTART_WINDOW_S = 60.0
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 40.0
 """How long the supervisor waits for a worker's graceful stop before it kills it: a worker
-ends within its SHUTDOWN_LIMIT_S (25 s) of the signal, whatever holds it."""
+ends within its HARD_LIMIT_S (25 s) of the signal, whatever holds it."""
 
 _PASSED = (str, int, float, bool, type(None))
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bergen.server.main import EXIT_HELD
+from bergen.server.main import EXIT_HELD, HARD_EXIT
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
@@ -175,8 +175,13 @@ class ServerFarm:
             if s.stopped:
                 continue
             code = s.terminate()
-            if code != 0:
+            log = s.log()
+            forced = max(log.find(EXIT_HELD), log.find(HARD_EXIT))
+            if forced >= 0:  # the stacks of every thread follow: show them all
+                problems.append(
+                    f"{s.name} exited with {code} only when its exit was forced:\n"
+                    f"{s.log_tail()}\n...\n{log[forced:]}"
+                )
+            elif code != 0:
                 problems.append(f"{s.name} exited with {code} on SIGTERM:\n{s.log_tail()}")
-            elif EXIT_HELD in s.log():
-                problems.append(f"{s.name} exited only when its exit was forced:\n{s.log()}")
         return problems

@@ -23,7 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from bergen.domain.events import TilePlayed
-from bergen.server.main import EXIT_HELD, SHUTDOWN_LIMIT_S
+from bergen.server.main import EXIT_HELD, HARD_LIMIT_S
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client, Table, Watcher, bearer, new_command_id, seat_everyone
@@ -124,7 +124,7 @@ def test_a_server_whose_database_was_dropped_under_it_stops_in_order_on_sigterm(
         time.sleep(1.5)  # the background threads find it gone, and retry
         assert server.proc.poll() is None, "the server ended when its database did"
         began = time.monotonic()
-        code = server.terminate(timeout=SHUTDOWN_LIMIT_S + 5)
+        code = server.terminate(timeout=HARD_LIMIT_S + 5)
         took = time.monotonic() - began
         assert watcher.finished.wait(10), "the watch stream did not end"
     log = server.log()

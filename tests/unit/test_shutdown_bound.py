@@ -5,12 +5,20 @@ after the other (`join_until`, `Worker.wait_stopped`), and whatever still holds 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 from bergen.api.exit_status import ExitStatus
-from bergen.server.main import EXIT_HELD, SHUTDOWN_LIMIT_S, exit_anyway_after
+from bergen.server.main import (
+    EXIT_HELD,
+    HARD_EXIT,
+    HARD_LIMIT_S,
+    SHUTDOWN_LIMIT_S,
+    exit_anyway_after,
+)
 from bergen.server.threads import join_until
 from bergen.server.worker import Worker
 from bergen.server.workers import STOP_TIMEOUT_S
@@ -108,4 +116,33 @@ def test_a_process_whose_stop_is_held_reports_the_threads_and_ends_with_an_error
 
 
 def test_a_supervisor_waits_longer_for_a_worker_than_a_worker_can_take() -> None:
-    assert STOP_TIMEOUT_S > SHUTDOWN_LIMIT_S
+    assert SHUTDOWN_LIMIT_S < HARD_LIMIT_S < STOP_TIMEOUT_S
+
+
+def armed_process(limit_s: float, hard_s: float, then: str) -> subprocess.CompletedProcess[str]:
+    """A Python process that arms the exit limits (`arm_exit_limits`), then runs `then`."""
+    code = (
+        "import threading\n"
+        "from bergen.server.main import arm_exit_limits\n"
+        f"arm_exit_limits(threading.Event(), {limit_s}, {hard_s})\n"
+        f"{then}\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+
+def test_a_process_whose_python_code_cannot_run_any_more_still_ends_with_its_stacks() -> None:
+    # A C loop that never gives the interpreter's lock up: no Python thread runs, the
+    # watchdog thread included; the fault handler's C thread still ends the process.
+    began = time.monotonic()
+    done = armed_process(60, 0.5, "sum(range(10**13))")
+    assert time.monotonic() - began < 30
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(HARD_EXIT), done.stderr
+    assert 'File "<string>", line 4 in <module>' in done.stderr, done.stderr
+
+
+def test_a_process_whose_main_thread_is_stuck_ends_at_the_limit_with_an_error() -> None:
+    done = armed_process(0.3, 60, "lock = threading.Lock(); lock.acquire(); lock.acquire()")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(EXIT_HELD), done.stderr
+    assert "its stop is held" in done.stderr
