@@ -394,6 +394,16 @@ class BergenServicer:
         )
         return pb.GetAuditManifestResponse(manifest_json=json.dumps(manifest, ensure_ascii=False))
 
+    def SettleTable(
+        self, req: pb.SettleTableRequest, context: grpc.ServicerContext
+    ) -> pb.SettleTableResponse:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "SettleTable is not served yet")
+
+    def CancelTournament(
+        self, req: pb.CancelTournamentRequest, context: grpc.ServicerContext
+    ) -> pb.CancelTournamentResponse:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "CancelTournament is not served yet")
+
 
 def _tournament_out(v: TournamentView) -> tuple[pb.TournamentView, pb.TournamentAssignment | None]:
     view = _tournament_view(v)

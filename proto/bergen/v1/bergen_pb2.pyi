@@ -118,6 +118,28 @@ class TournamentPhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOURNAMENT_PHASE_REGISTRATION: _ClassVar[TournamentPhase]
     TOURNAMENT_PHASE_RUNNING: _ClassVar[TournamentPhase]
     TOURNAMENT_PHASE_ENDED: _ClassVar[TournamentPhase]
+
+class Actor(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACTOR_UNSPECIFIED: _ClassVar[Actor]
+    ACTOR_ENTRANT: _ClassVar[Actor]
+    ACTOR_ORGANISER: _ClassVar[Actor]
+    ACTOR_SERVER: _ClassVar[Actor]
+
+class InterventionAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    INTERVENTION_ACTION_UNSPECIFIED: _ClassVar[InterventionAction]
+    INTERVENTION_ACTION_WITHDRAW: _ClassVar[InterventionAction]
+    INTERVENTION_ACTION_ABANDON: _ClassVar[InterventionAction]
+    INTERVENTION_ACTION_FORFEIT: _ClassVar[InterventionAction]
+    INTERVENTION_ACTION_START_ROUND: _ClassVar[InterventionAction]
+    INTERVENTION_ACTION_CANCEL: _ClassVar[InterventionAction]
+
+class SettleAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SETTLE_ACTION_UNSPECIFIED: _ClassVar[SettleAction]
+    SETTLE_ACTION_ABANDON: _ClassVar[SettleAction]
+    SETTLE_ACTION_FORFEIT: _ClassVar[SettleAction]
 END_UNSPECIFIED: End
 END_LEFT: End
 END_RIGHT: End
@@ -179,6 +201,19 @@ TOURNAMENT_PHASE_UNSPECIFIED: TournamentPhase
 TOURNAMENT_PHASE_REGISTRATION: TournamentPhase
 TOURNAMENT_PHASE_RUNNING: TournamentPhase
 TOURNAMENT_PHASE_ENDED: TournamentPhase
+ACTOR_UNSPECIFIED: Actor
+ACTOR_ENTRANT: Actor
+ACTOR_ORGANISER: Actor
+ACTOR_SERVER: Actor
+INTERVENTION_ACTION_UNSPECIFIED: InterventionAction
+INTERVENTION_ACTION_WITHDRAW: InterventionAction
+INTERVENTION_ACTION_ABANDON: InterventionAction
+INTERVENTION_ACTION_FORFEIT: InterventionAction
+INTERVENTION_ACTION_START_ROUND: InterventionAction
+INTERVENTION_ACTION_CANCEL: InterventionAction
+SETTLE_ACTION_UNSPECIFIED: SettleAction
+SETTLE_ACTION_ABANDON: SettleAction
+SETTLE_ACTION_FORFEIT: SettleAction
 
 class Tile(_message.Message):
     __slots__ = ("low", "high")
@@ -251,18 +286,20 @@ class RuleOptions(_message.Message):
     def __init__(self, lead: _Optional[_Union[Lead, str]] = ..., draw: _Optional[_Union[Draw, str]] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[_Union[Blocked, str]] = ..., endgame_reduction: _Optional[_Union[EndgameReduction, str]] = ..., match_end: _Optional[_Union[MatchEnd, str]] = ..., target: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., clock_initial: _Optional[int] = ..., clock_increment: _Optional[int] = ..., on_timeout: _Optional[_Union[OnTimeout, str]] = ..., timeouts_to_forfeit: _Optional[int] = ...) -> None: ...
 
 class CreateMatchRequest(_message.Message):
-    __slots__ = ("seats", "partnerships", "preset", "options", "name")
+    __slots__ = ("seats", "partnerships", "preset", "options", "name", "creator_token")
     SEATS_FIELD_NUMBER: _ClassVar[int]
     PARTNERSHIPS_FIELD_NUMBER: _ClassVar[int]
     PRESET_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    CREATOR_TOKEN_FIELD_NUMBER: _ClassVar[int]
     seats: int
     partnerships: bool
     preset: Preset
     options: RuleOptions
     name: str
-    def __init__(self, seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., name: _Optional[str] = ...) -> None: ...
+    creator_token: str
+    def __init__(self, seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., name: _Optional[str] = ..., creator_token: _Optional[str] = ...) -> None: ...
 
 class CreateMatchResponse(_message.Message):
     __slots__ = ("match_id", "commitment", "rules")
@@ -599,7 +636,7 @@ class ListMatchesRequest(_message.Message):
     def __init__(self, phase: _Optional[_Union[Phase, str]] = ..., player_name: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class MatchSummary(_message.Message):
-    __slots__ = ("match_id", "name", "phase", "seat_count", "partnerships", "preset", "players", "scores", "version")
+    __slots__ = ("match_id", "name", "phase", "seat_count", "partnerships", "preset", "players", "scores", "version", "created_at", "started_at", "hand")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -609,6 +646,9 @@ class MatchSummary(_message.Message):
     PLAYERS_FIELD_NUMBER: _ClassVar[int]
     SCORES_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    HAND_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     name: str
     phase: Phase
@@ -618,7 +658,10 @@ class MatchSummary(_message.Message):
     players: _containers.RepeatedScalarFieldContainer[str]
     scores: _containers.RepeatedScalarFieldContainer[int]
     version: int
-    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., seat_count: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., players: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[int]] = ..., version: _Optional[int] = ...) -> None: ...
+    created_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    hand: int
+    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., seat_count: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., players: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[int]] = ..., version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., hand: _Optional[int] = ...) -> None: ...
 
 class ListMatchesResponse(_message.Message):
     __slots__ = ("matches", "next_page_token")
@@ -925,16 +968,18 @@ class GetTournamentRequest(_message.Message):
     def __init__(self, tournament_id: _Optional[str] = ...) -> None: ...
 
 class TournamentEntrant(_message.Message):
-    __slots__ = ("entrant", "players", "client_seed", "withdrawn_after_round")
+    __slots__ = ("entrant", "players", "client_seed", "withdrawn_after_round", "withdrawn_by")
     ENTRANT_FIELD_NUMBER: _ClassVar[int]
     PLAYERS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
     WITHDRAWN_AFTER_ROUND_FIELD_NUMBER: _ClassVar[int]
+    WITHDRAWN_BY_FIELD_NUMBER: _ClassVar[int]
     entrant: int
     players: _containers.RepeatedScalarFieldContainer[str]
     client_seed: str
     withdrawn_after_round: int
-    def __init__(self, entrant: _Optional[int] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ..., withdrawn_after_round: _Optional[int] = ...) -> None: ...
+    withdrawn_by: Actor
+    def __init__(self, entrant: _Optional[int] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ..., withdrawn_after_round: _Optional[int] = ..., withdrawn_by: _Optional[_Union[Actor, str]] = ...) -> None: ...
 
 class TableResult(_message.Message):
     __slots__ = ("reason", "scores", "places", "match_points", "margins", "forfeited_side")
@@ -1009,7 +1054,7 @@ class TournamentAssignment(_message.Message):
     def __init__(self, entrant: _Optional[int] = ..., player: _Optional[int] = ..., match_id: _Optional[str] = ..., seat: _Optional[int] = ..., round: _Optional[int] = ..., table: _Optional[int] = ...) -> None: ...
 
 class TournamentView(_message.Message):
-    __slots__ = ("tournament_id", "name", "settings", "commitment", "phase", "round", "total_rounds", "entrants", "seeding", "rounds", "standings", "tournament_seed", "version")
+    __slots__ = ("tournament_id", "name", "settings", "commitment", "phase", "round", "total_rounds", "entrants", "seeding", "rounds", "standings", "tournament_seed", "version", "interventions", "cancelled")
     TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
@@ -1023,6 +1068,8 @@ class TournamentView(_message.Message):
     STANDINGS_FIELD_NUMBER: _ClassVar[int]
     TOURNAMENT_SEED_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    INTERVENTIONS_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
     tournament_id: str
     name: str
     settings: TournamentSettings
@@ -1036,7 +1083,9 @@ class TournamentView(_message.Message):
     standings: _containers.RepeatedCompositeFieldContainer[TournamentStanding]
     tournament_seed: str
     version: int
-    def __init__(self, tournament_id: _Optional[str] = ..., name: _Optional[str] = ..., settings: _Optional[_Union[TournamentSettings, _Mapping]] = ..., commitment: _Optional[str] = ..., phase: _Optional[_Union[TournamentPhase, str]] = ..., round: _Optional[int] = ..., total_rounds: _Optional[int] = ..., entrants: _Optional[_Iterable[_Union[TournamentEntrant, _Mapping]]] = ..., seeding: _Optional[_Iterable[int]] = ..., rounds: _Optional[_Iterable[_Union[TournamentRound, _Mapping]]] = ..., standings: _Optional[_Iterable[_Union[TournamentStanding, _Mapping]]] = ..., tournament_seed: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+    interventions: _containers.RepeatedCompositeFieldContainer[TournamentIntervention]
+    cancelled: bool
+    def __init__(self, tournament_id: _Optional[str] = ..., name: _Optional[str] = ..., settings: _Optional[_Union[TournamentSettings, _Mapping]] = ..., commitment: _Optional[str] = ..., phase: _Optional[_Union[TournamentPhase, str]] = ..., round: _Optional[int] = ..., total_rounds: _Optional[int] = ..., entrants: _Optional[_Iterable[_Union[TournamentEntrant, _Mapping]]] = ..., seeding: _Optional[_Iterable[int]] = ..., rounds: _Optional[_Iterable[_Union[TournamentRound, _Mapping]]] = ..., standings: _Optional[_Iterable[_Union[TournamentStanding, _Mapping]]] = ..., tournament_seed: _Optional[str] = ..., version: _Optional[int] = ..., interventions: _Optional[_Iterable[_Union[TournamentIntervention, _Mapping]]] = ..., cancelled: _Optional[bool] = ...) -> None: ...
 
 class GetTournamentResponse(_message.Message):
     __slots__ = ("tournament", "assignment")
@@ -1099,6 +1148,56 @@ class WatchTournamentRequest(_message.Message):
     TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
     tournament_id: str
     def __init__(self, tournament_id: _Optional[str] = ...) -> None: ...
+
+class TournamentIntervention(_message.Message):
+    __slots__ = ("round", "table", "action", "by", "entrant", "note")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    ENTRANT_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    table: int
+    action: InterventionAction
+    by: Actor
+    entrant: int
+    note: str
+    def __init__(self, round: _Optional[int] = ..., table: _Optional[int] = ..., action: _Optional[_Union[InterventionAction, str]] = ..., by: _Optional[_Union[Actor, str]] = ..., entrant: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+
+class SettleTableRequest(_message.Message):
+    __slots__ = ("tournament_id", "round", "table", "action", "forfeited_side", "note")
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    FORFEITED_SIDE_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    round: int
+    table: int
+    action: SettleAction
+    forfeited_side: int
+    note: str
+    def __init__(self, tournament_id: _Optional[str] = ..., round: _Optional[int] = ..., table: _Optional[int] = ..., action: _Optional[_Union[SettleAction, str]] = ..., forfeited_side: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+
+class SettleTableResponse(_message.Message):
+    __slots__ = ("result",)
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    result: TableResult
+    def __init__(self, result: _Optional[_Union[TableResult, _Mapping]] = ...) -> None: ...
+
+class CancelTournamentRequest(_message.Message):
+    __slots__ = ("tournament_id", "note")
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    note: str
+    def __init__(self, tournament_id: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+
+class CancelTournamentResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class GetAuditManifestRequest(_message.Message):
     __slots__ = ("tournament_id",)

@@ -145,6 +145,16 @@ class BergenServiceStub:
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.GetAuditManifestRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetAuditManifestResponse.FromString,
                 _registered_method=True)
+        self.SettleTable = channel.unary_unary(
+                '/bergen.v1.BergenService/SettleTable',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.SettleTableRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.SettleTableResponse.FromString,
+                _registered_method=True)
+        self.CancelTournament = channel.unary_unary(
+                '/bergen.v1.BergenService/CancelTournament',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.CancelTournamentRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.CancelTournamentResponse.FromString,
+                _registered_method=True)
 
 
 class BergenServiceServicer:
@@ -217,7 +227,8 @@ class BergenServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AbandonMatch(self, request, context):
-        """End a match before its end. Needs the organiser token.
+        """End a match before its end. Needs the organiser token, or, while the match is still
+        seating, the creator token given to CreateMatch.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -315,6 +326,23 @@ class BergenServiceServicer:
         SHA-256 of tournament.json and of every match record as GetTournamentRecord and GetRecord
         serve them, so that anyone can fetch those and write the pack. FAILED_PRECONDITION
         (TOURNAMENT_NOT_ENDED) before the end, NOT_FOUND for no tournament.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SettleTable(self, request, context):
+        """Settle a table whose match cannot end by play (a no-show at an unclocked table): abandon
+        its match, or forfeit a side none of whose seats has made a play of its own. Needs the
+        organiser token; recorded as an intervention of the tournament.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelTournament(self, request, context):
+        """End a tournament that has not started (still open for registration). Needs the organiser
+        token; recorded as an intervention of the tournament.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -432,6 +460,16 @@ def add_BergenServiceServicer_to_server(servicer, server):
                     servicer.GetAuditManifest,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetAuditManifestRequest.FromString,
                     response_serializer=bergen_dot_v1_dot_bergen__pb2.GetAuditManifestResponse.SerializeToString,
+            ),
+            'SettleTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.SettleTable,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.SettleTableRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.SettleTableResponse.SerializeToString,
+            ),
+            'CancelTournament': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelTournament,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.CancelTournamentRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.CancelTournamentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1029,6 +1067,60 @@ class BergenService:
             '/bergen.v1.BergenService/GetAuditManifest',
             bergen_dot_v1_dot_bergen__pb2.GetAuditManifestRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.GetAuditManifestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SettleTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/SettleTable',
+            bergen_dot_v1_dot_bergen__pb2.SettleTableRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.SettleTableResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelTournament(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/CancelTournament',
+            bergen_dot_v1_dot_bergen__pb2.CancelTournamentRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.CancelTournamentResponse.FromString,
             options,
             channel_credentials,
             insecure,
