@@ -65,12 +65,23 @@ def exit_status_of(error: grpc.RpcError) -> ExitStatus:
     return ExitStatus.ERROR if code is None else _CODES.get(code, ExitStatus.ERROR)
 
 
-def describe_error(error: grpc.RpcError) -> str:
-    """`not_found: no match 6f1c...`: the status and the server's words."""
+def reason_of(error: grpc.RpcError) -> str:
+    """The refusal's stable reason (its ErrorInfo's, `MATCH_NOT_FOUND` say), else the status
+    code's name (`UNAVAILABLE`), else `ERROR`."""
+    info = error_info(error)
+    if info is not None and info.reason:
+        return info.reason
     code = code_of(error)
-    if code is None or not isinstance(error, grpc.Call):
-        return str(error)
-    return f"{code.name.lower()}: {error.details() or 'no detail'}"
+    return code.name if code is not None else "ERROR"
+
+
+def describe_error(error: grpc.RpcError) -> str:
+    """`no match 6f1c... (MATCH_NOT_FOUND)`: the server's words and the reason, as the
+    sentence and reason of an error line (`usage.error_line`)."""
+    if not isinstance(error, grpc.Call):
+        return f"{error} (ERROR)"
+    details = error.details() or "the server gave no detail"
+    return f"{details} ({reason_of(error)})"
 
 
 def server_address(text: str) -> str:
