@@ -47,7 +47,15 @@ from bergen.domain.views import View, redact_event, view
 from . import auth
 from .feed import EventFeed
 from .identity import Caller, Identity
-from .matches import COMMAND_KEY, EPOCH_KEY, Match, MatchRepository, extend, token_metadata
+from .matches import (
+    COMMAND_KEY,
+    EPOCH_KEY,
+    Match,
+    MatchRepository,
+    creator_metadata,
+    extend,
+    token_metadata,
+)
 from .store import EventStore, NewEvent
 
 log = logging.getLogger("bergen.server")
@@ -294,18 +302,20 @@ MIN_TOKEN_CHARACTERS = 16
 has about 23, so fewer means a token that repeats itself (`aaaa...`, `abab...`)."""
 
 
-def check_client_token(token: str) -> None:
-    """Raises InvalidArgument for a seat token a client made that a bearer entry cannot carry
-    or that cannot hold enough randomness. The message never repeats the token."""
+def check_client_token(token: str, field: str = "seat_token") -> None:
+    """Raises InvalidArgument for a token a client made (a seat's, or a creator's named by
+    `field`) that a bearer entry cannot carry or that cannot hold enough randomness. The
+    message never repeats the token."""
+    kind = field.removesuffix("_token").upper()
     if not _CLIENT_TOKEN.fullmatch(token):
         raise InvalidArgument(
-            "seat_token must be 32 to 200 characters of A-Z a-z 0-9 _ -",
-            reason="BAD_SEAT_TOKEN",
+            f"{field} must be 32 to 200 characters of A-Z a-z 0-9 _ -",
+            reason=f"BAD_{kind}_TOKEN",
         )
     if len(set(token)) < MIN_TOKEN_CHARACTERS:
         raise InvalidArgument(
-            f"seat_token repeats itself ({len(set(token))} distinct characters); draw it at random",
-            reason="WEAK_SEAT_TOKEN",
+            f"{field} repeats itself ({len(set(token))} distinct characters); draw it at random",
+            reason=f"WEAK_{kind}_TOKEN",
         )
 
 
@@ -340,17 +350,24 @@ class MatchCommands:
         options: dict[str, object],
         name: str,
         deadline: Deadline = no_deadline,
+        creator_token: str | None = None,
     ) -> State:
-        """Create a match with a fresh server seed. Raises InvalidOptions, InvalidArgument,
-        Unauthenticated / PermissionDenied when creation is restricted to the organiser."""
+        """Create a match with a fresh server seed; `creator_token` (made by the client) may
+        abandon it while it is still seating. Raises InvalidOptions, InvalidArgument (a
+        malformed or repetitive creator token), Unauthenticated / PermissionDenied when
+        creation is restricted to the organiser."""
         if self._restrict_create:
             self._identity.require_organiser(caller, "creating a match on this server")
+        extra: dict[str, str] = {}
+        if creator_token is not None:
+            check_client_token(creator_token, "creator_token")
+            extra = creator_metadata(self._identity.seat_tokens.seal(creator_token))
         rules = make_rules(seats, partnerships, preset, options)
         match_id = str(uuid.uuid4())
         command = CreateMatch(match_id, seats, partnerships, rules, secrets.token_bytes(32), name)
         actor = "organiser" if self._identity.is_organiser(caller) else "anonymous"
         written = self._work.run(
-            match_id, lambda _: Intent(command, actor, "create"), new=True, deadline=deadline
+            match_id, lambda _: Intent(command, actor, "create", extra), new=True, deadline=deadline
         )
         log.info("match %s created: %d seats, %s", match_id, seats, rules.preset)
         return written.state
@@ -587,11 +604,25 @@ class MatchCommands:
     def abandon(
         self, caller: Caller, match_id: str, reason: str, deadline: Deadline = no_deadline
     ) -> tuple[tuple[int, Event], ...]:
-        """End a match early. Raises Unauthenticated / PermissionDenied without the organiser
-        token, NotFound, MatchNotInProgress."""
-        self._identity.require_organiser(caller, "abandoning a match")
-        written = self._work.run(
-            match_id, lambda _: Intent(Abandon(reason), "organiser", "abandon"), deadline=deadline
-        )
-        log.info("match %s abandoned: %s", match_id, reason)
+        """End a match early: the organiser at any time, the creator (its creator token)
+        while the match is still seating. Raises Unauthenticated / PermissionDenied for
+        another caller, NotFound, MatchNotInProgress (ended; or started, for the creator)."""
+
+        def authorise(match: Match | None) -> Intent:
+            assert match is not None
+            if self._identity.is_organiser(caller):
+                return Intent(Abandon(reason), "organiser", "abandon")
+            if self._identity.is_creator(match, caller):
+                if match.state.phase != SEATING:
+                    raise MatchNotInProgress(
+                        f"match {match_id} has started: only the organiser may abandon it now",
+                        reason="MATCH_NOT_SEATING",
+                        match_id=match_id,
+                    )
+                return Intent(Abandon(reason or "abandoned by its creator"), "creator", "abandon")
+            self._identity.require_organiser(caller, "abandoning a match")
+            raise AssertionError("require_organiser refuses a caller who is not the organiser")
+
+        written = self._work.run(match_id, authorise, deadline=deadline)
+        log.info("match %s abandoned by %s: %s", match_id, written.intent.actor, reason)
         return seen(written.events, written.first_seq, written.state, None)

@@ -44,6 +44,15 @@ class Identity:
         if not self.is_organiser(caller):
             raise PermissionDenied(f"{what} needs the organiser token; this token is not it")
 
+    def is_creator(self, match: Match, caller: Caller) -> bool:
+        """Whether the caller's token is the creator token `match` was created with."""
+        sealed = match.creator_token
+        return (
+            caller.token is not None
+            and sealed is not None
+            and self.seat_tokens.matches(caller.token, sealed)
+        )
+
     def seat_of(self, match: Match, caller: Caller) -> int | None:
         """The seat the caller's token holds in `match`; None for no token.
 

@@ -37,6 +37,9 @@ TOKEN_KEY_ID = "seat_token_key"
 """The id of the log key whose seat-token key sealed it."""
 LEGACY_TOKEN_KEY = "seat_token_sha256"
 """The plain SHA-256 of the seat token, which servers wrote before sealing it."""
+CREATOR_KEY = "creator_token_hmac"
+"""The metadata of a MatchCreated: the creator token sealed as a seat token is."""
+CREATOR_KEY_ID = "creator_token_key"
 COMMAND_KEY = "command"
 EPOCH_KEY = "clock_epoch_ms"
 """Recorded with the join that deals a clocked match's first hand: the servers' clock (Unix
@@ -66,6 +69,8 @@ class Match:
     epoch_ms: int | None = None
     """A clocked match's first deal on the servers' clock (Unix ms): its at_ms 0. None for
     a match without a clock, or not yet dealt."""
+    creator_token: SealedToken | None = None
+    """The creator token given with CreateMatch, as sealed; None when none was given."""
 
     @property
     def version(self) -> int:
@@ -115,6 +120,7 @@ def extend(
         list(match.seat_tokens) if match is not None else [None] * state.seats
     )
     commands = dict(match.commands) if match is not None else {}
+    creator = match.creator_token if match is not None else None
     for e in stored:
         meta = e.metadata
         command_id = meta.command_id
@@ -128,6 +134,8 @@ def extend(
             sealed = sealed_token(meta.extra)
             if sealed is not None:
                 tokens[int(e.payload["seat"])] = sealed
+        elif e.type == "MatchCreated":
+            creator = creator_token(meta.extra)
     epoch = match.epoch_ms if match is not None else None
     if epoch is None and state.clocked:
         epoch = next((_epoch(e) for e in stored if EPOCH_KEY in e.metadata.extra), None)
@@ -137,6 +145,7 @@ def extend(
         tuple(tokens),
         commands,
         epoch,
+        creator,
     )
 
 
@@ -154,6 +163,20 @@ def sealed_token(extra: Mapping[str, str]) -> SealedToken | None:
         return SealedToken(digest, key_id)
     legacy = extra.get(LEGACY_TOKEN_KEY)
     return SealedToken(legacy) if legacy is not None else None
+
+
+def creator_metadata(sealed: SealedToken) -> dict[str, str]:
+    """The metadata that records the creator token with its MatchCreated (without a key id
+    when the store authenticates nothing, as for seat tokens)."""
+    if sealed.key_id is None:
+        return {CREATOR_KEY: sealed.digest}
+    return {CREATOR_KEY: sealed.digest, CREATOR_KEY_ID: sealed.key_id}
+
+
+def creator_token(extra: Mapping[str, str]) -> SealedToken | None:
+    """The creator token a MatchCreated's metadata records, None for none."""
+    digest = extra.get(CREATOR_KEY)
+    return None if digest is None else SealedToken(digest, extra.get(CREATOR_KEY_ID))
 
 
 def _epoch(e: StoredEvent | EventRow) -> int:

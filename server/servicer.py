@@ -107,6 +107,7 @@ class BergenServicer:
             options,
             req.name,
             _deadline(context),
+            req.creator_token if req.HasField("creator_token") else None,
         )
         return pb.CreateMatchResponse(
             match_id=state.match_id,

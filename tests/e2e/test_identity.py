@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 import pytest
 
+from bergen.cli_client.connect import error_info
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client, Metadata, Table, bearer, seat_everyone
@@ -226,6 +227,48 @@ def test_abandoning_a_match_needs_the_organiser_token(
     assert view.result.note == "the hall closes"
     assert not view.result.HasField("winner_side")
     refused(Code.FAILED_PRECONDITION, leak_free, client.abandon, table.match_id, ORGANISER_TOKEN)
+
+
+def test_the_creator_token_abandons_its_match_only_while_it_is_seating(client: Client) -> None:
+    creator = "bgc_" + secrets.token_urlsafe(32)
+    stranger = "bgc_" + secrets.token_urlsafe(32)
+    leak_free = [creator, stranger, hashlib.sha256(creator.encode()).hexdigest()]
+
+    def create() -> str:
+        created: pb.CreateMatchResponse = client.stub.CreateMatch(
+            pb.CreateMatchRequest(seats=2, creator_token=creator)
+        )
+        return created.match_id
+
+    seating = create()
+    joined = client.join(seating, "ann")
+    # A seat's token, another creator's token and nobody are not the creator.
+    for token in (joined.seat_token, stranger):
+        refused(Code.PERMISSION_DENIED, leak_free, client.abandon, seating, token, "me")
+    refused(Code.UNAUTHENTICATED, leak_free, client.abandon, seating, None, "me")
+    answer = client.abandon(seating, creator, "the bots could not join")
+    assert [e.WhichOneof("body") for e in answer.events] == ["match_ended", "seed_revealed"]
+    view = client.view(seating)
+    assert view.result.reason == pb.MATCH_END_REASON_ABANDONED
+    assert view.result.note == "the bots could not join"
+
+    started = create()
+    client.join(started, "ann")
+    client.join(started, "bob")
+    message = refused(Code.FAILED_PRECONDITION, leak_free, client.abandon, started, creator, "x")
+    assert "only the organiser" in message
+    assert client.view(started).phase == pb.PHASE_PLAYING
+
+
+def test_a_creator_token_that_could_not_be_random_is_refused(client: Client) -> None:
+    for bad, reason in (("short", "BAD_CREATOR_TOKEN"), ("ab" * 20, "WEAK_CREATOR_TOKEN")):
+        with pytest.raises(grpc.RpcError) as info:
+            client.stub.CreateMatch(pb.CreateMatchRequest(seats=2, creator_token=bad))
+        assert info.value.code() == Code.INVALID_ARGUMENT
+        assert "creator_token" in (info.value.details() or "")
+        assert bad not in (info.value.details() or "")
+        found = error_info(info.value)
+        assert found is not None and found.reason == reason
 
 
 @pytest.fixture(scope="module")
