@@ -167,7 +167,7 @@ def clocks_markup(state: State, clock: MatchClock, viewer: int | None, names: Se
     for seat in range(state.seats):
         left = clock.left_ms(state, seat)
         assert left is not None
-        name = names[seat] if seat < len(names) else f"seat {seat}"
+        name = names[seat] if seat < len(names) else f"seat {seat + 1}"
         runs = state.running == seat
         words = f"{'▶ ' if runs else ''}{name} {clock_words(left)}"
         if seat == viewer and left < LOW_TIME_MS and state.running == seat:

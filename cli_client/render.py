@@ -28,6 +28,8 @@ from bergen.domain.describe import (
     phrase,
     points_words,
     result_words,
+    seat_number,
+    side_number,
     step_kind,
 )
 from bergen.domain.errors import CorruptRecord
@@ -212,7 +214,8 @@ class Names:
     @staticmethod
     def of(state: State) -> Names:
         seats = tuple(
-            p.name if p is not None and p.name else f"seat {i}" for i, p in enumerate(state.players)
+            p.name if p is not None and p.name else seat_number(i)
+            for i, p in enumerate(state.players)
         )
         return Names(seats, state.sides, state.partnerships)
 
@@ -228,11 +231,11 @@ class Names:
 
     def side(self, side: int) -> str:
         if side >= len(self.sides):
-            return f"side {side}"
+            return side_number(side)
         members = [self.seats[s] for s in self.sides[side] if s < len(self.seats)]
         if self.partnerships:
-            return f"side {side} ({' & '.join(members)})"
-        return members[0] if members else f"side {side}"
+            return f"{side_number(side)} ({' & '.join(members)})"
+        return members[0] if members else side_number(side)
 
 
 def _words(text: Text, words: Phrase, names: Names, look: Look) -> Text:
@@ -248,7 +251,7 @@ def _words(text: Text, words: Phrase, names: Names, look: Look) -> Text:
 
 
 def _seat(text: Text, names: Names, look: Look, seat: int, pad: bool = False) -> None:
-    name = names.seats[seat] if seat < len(names.seats) else f"seat {seat}"
+    name = names.seats[seat] if seat < len(names.seats) else seat_number(seat)
     if pad:
         name = name[: names.width].ljust(names.width)
     text.append(name, look.side_style(names.side_of(seat)))
@@ -409,7 +412,7 @@ def header_text(story: Story, names: Names, look: Look) -> list[Text]:
     for seat in range(s.seats):
         if seat:
             seats.append(", ")
-        seats.append(f"{seat} ")
+        seats.append(f"{seat + 1} ")
         _seat(seats, names, look, seat)
     if s.partnerships:
         seats.append(f"; sides: {names.side(0)}, {names.side(1)}")

@@ -41,6 +41,7 @@ from .connect import (
     open_channel,
 )
 from .render import Story, render_frame, render_story, story_json, tell
+from .usage import seat_label
 
 PROG = "bergen-replay"
 CONNECT_TIMEOUT_S = 5.0
@@ -104,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--seat",
         type=int,
         metavar="S",
-        help="the match as seat S saw it at each step: only what it knew then",
+        help="the match as seat S (from 1) saw it at each step: only what it knew then",
     )
     p.add_argument(
         "--step",
@@ -163,7 +164,7 @@ def _run(argv: Sequence[str] | None) -> int:
         source = _from_file(args.file)
     else:
         source = _from_server(endpoint, args.match_id, args.token)
-    story, note = _story(source, args.seat)
+    story, note = _story(source, None if args.seat is None else args.seat - 1)
     if args.hand is not None and story.hand(args.hand) is None:
         numbers = [h.number for h in story.hands]
         have = f"hands 1 to {numbers[-1]}" if numbers else "no hand dealt yet"
@@ -201,8 +202,8 @@ def _check_combination(args: argparse.Namespace) -> None:
                       "--hand, --seat or --step")  # fmt: skip
     if args.hand is not None and args.hand < 1:
         raise Failure(ExitStatus.USAGE, "--hand counts from 1")
-    if args.seat is not None and args.seat < 0:
-        raise Failure(ExitStatus.USAGE, "--seat counts from 0")
+    if args.seat is not None and args.seat < 1:
+        raise Failure(ExitStatus.USAGE, "--seat counts from 1")
     if args.json and (args.step or args.record):
         raise Failure(ExitStatus.USAGE, "--json prints the steps: it takes no --step or --record")
     if args.step and not terminal.is_interactive():
@@ -351,17 +352,18 @@ def _story(source: Source, seat: int | None) -> tuple[Story, str]:
                 "live: shown as a spectator may see it; every hand is revealed when the match ends"
             )
         return whole, (
-            f"live: shown as seat {source.viewer} ({_name(state, source.viewer)}) may see it"
+            f"live: shown as {seat_label(source.viewer)} ({_name(state, source.viewer)}) may see it"
         )
     if seat >= state.seats:
         raise Failure(
-            ExitStatus.USAGE, f"there is no seat {seat}: the match has seats 0 to {state.seats - 1}"
+            ExitStatus.USAGE,
+            f"there is no {seat_label(seat)}: the match has seats 1 to {state.seats}",
         )
     # What the seat knew at each step, even after the end.
     story = tell(redact_stream(source.events, seat, ended=False))
-    note = f"as seat {seat} ({_name(state, seat)}) saw it: only what it knew at each step"
+    note = f"as {seat_label(seat)} ({_name(state, seat)}) saw it: only what it knew at each step"
     if not source.complete and source.viewer != seat:
-        who = "a spectator" if source.viewer is None else f"seat {source.viewer}"
+        who = "a spectator" if source.viewer is None else seat_label(source.viewer)
         note += f", limited to what you ({who}) may see while the match is live"
     return story, note
 

@@ -335,12 +335,12 @@ def _hands(record: dict[str, Any]) -> str:
 def _result(result: dict[str, Any]) -> str:
     scores = "-".join(str(s) for s in result["scores"])
     won = (
-        f"side {result['winner_side']} won {scores}"
+        f"side {result['winner_side'] + 1} won {scores}"
         if result["winner_side"] is not None
         else f"{result['reason']} at {scores}"
     )
     if result["reason"] == "forfeit":
-        return f"side {result['forfeited_side']} forfeited ({result['cause']}), {won}"
+        return f"side {result['forfeited_side'] + 1} forfeited ({result['cause']}), {won}"
     return won
 
 
@@ -639,7 +639,7 @@ def _scores(scores: Sequence[int]) -> str:
 
 
 def _forfeit(side: int | None) -> str:
-    return "" if side is None else f" (side {side} forfeited)"
+    return "" if side is None else f" (side {side + 1} forfeited)"
 
 
 # ----- through the server -----------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 
 from .commands import Abandon, CreateMatch, Play, Resign, TakeSeat, Timeout
 from .dealing import commitment
+from .describe import seat_number
 from .engine import execute
 from .errors import BergenError, CorruptRecord
 from .events import Event
@@ -321,7 +322,8 @@ def _replay(r: Mapping[str, Any], events: list[Event]) -> None:
                 _first_difference(r, events)
                 raise _Reject(
                     where,
-                    f"seat {state.turn} has a fitting tile and must play, not {action['act']}",
+                    f"{_turn(state)} has a fitting tile and must play, "
+                    f"not {action['act']}",
                 )
             if action.get("auto"):
                 # The server's timeout: the rules check that the time was out and make the
@@ -347,7 +349,7 @@ def _replay(r: Mapping[str, Any], events: list[Event]) -> None:
             raise _Reject("seats", "a seat is free, but the match was not abandoned")
         raise _Reject(
             f"hand {state.hand}, action {done + 1}",
-            f"the record stops here, but seat {state.turn} is to play",
+            f"the record stops here, but {_turn(state)} is to play",
         )
     _first_difference(r, events, whole=True)
 
@@ -362,7 +364,9 @@ def _forfeit_command(state: State, result: Mapping[str, Any]) -> Timeout | Resig
         return Timeout(seat, at if at is not None else -1)
     side = result["forfeited_side"]
     if not 0 <= side < len(state.sides):
-        raise _Reject("result.forfeited_side", f"there is no side {side}")
+        raise _Reject(
+            "result.forfeited_side", f"there is no side {side} (a record counts sides from 0)"
+        )
     return Resign(state.sides[side][0], at)
 
 
@@ -456,7 +460,10 @@ def _deal_difference(got: Mapping[str, Any], want: Mapping[str, Any]) -> str | N
     for seat, tiles in enumerate(want["hands"]):
         held = got["hands"][seat] if seat < len(got["hands"]) else None
         if held != tiles:
-            return f"seat {seat} holds {' '.join(held or [])}, the seeds deal it {' '.join(tiles)}"
+            return (
+                f"{seat_number(seat)} holds {' '.join(held or [])}, the seeds deal it "
+                f"{' '.join(tiles)}"
+            )
     if len(got["hands"]) != len(want["hands"]):
         return f"{len(got['hands'])} hands dealt, the seeds deal {len(want['hands'])}"
     if got["boneyard"] != want["boneyard"]:
@@ -469,19 +476,25 @@ def _deal_difference(got: Mapping[str, Any], want: Mapping[str, Any]) -> str | N
     return None
 
 
+def _turn(state: State) -> str:
+    """The seat to play, as people read it."""
+    return "a seat" if state.turn is None else seat_number(state.turn)
+
+
 def _describe(action: Mapping[str, Any]) -> str:
     """A record's action as written there (a tile as the record spells it, which an event
     would normalise, so `describe` of an event would hide the difference)."""
-    seat = action.get("seat")
+    value = action.get("seat")
+    seat = seat_number(value) if type(value) is int else f"seat {value!r}"
     when = f" at {action['at_ms']} ms" if "at_ms" in action else ""
     if action.get("act") == StepKind.PLAY:
         end = action.get("end") or "lead"
         auto = " automatically" if action.get("auto") else ""
         clock = f", clock {action['clock_ms']} ms" if "clock_ms" in action else ""
         return (
-            f"seat {seat} plays {action.get('tile')} ({end}){auto} for {action.get('points')}"
+            f"{seat} plays {action.get('tile')} ({end}){auto} for {action.get('points')}"
             f"{when}{clock}"
         )
     if action.get("act") == StepKind.DRAW:
-        return f"seat {seat} draws {action.get('tile')}{when}"
-    return f"seat {seat} passes{when}"
+        return f"{seat} draws {action.get('tile')}{when}"
+    return f"{seat} passes{when}"

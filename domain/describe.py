@@ -59,11 +59,13 @@ VOID_WORDS = "void, no seat holds a double; dealt again"
 
 
 def seat_number(seat: int) -> str:
-    return f"seat {seat}"
+    """Seat index 0 as people read it: `seat 1` (the API and records count from 0)."""
+    return f"seat {seat + 1}"
 
 
 def side_number(side: int) -> str:
-    return f"side {side}"
+    """Side index 0 as people read it: `side 1`."""
+    return f"side {side + 1}"
 
 
 def step_kind(event: Event) -> StepKind | None:
@@ -177,7 +179,7 @@ def phrase(e: Event) -> Phrase:
     if isinstance(e, MatchEnded):
         return ("the match ends: ", *result_words(e), f"; scores {scores_words(e.scores)}")
     if isinstance(e, SeatTaken):
-        return (f"seat {e.seat} taken by {e.name!r}",)
+        return (f"{seat_number(e.seat)} taken by {e.name!r}",)
     if isinstance(e, MatchCreated):
         sides = " in partnerships" if e.partnerships else ""
         return (

@@ -212,15 +212,15 @@ def test_play_counts_the_clock_down_and_says_a_timeout_played_for_you(
     # the player's clock counts down on the prompt's line until the server's timeout.
     child.expect(r"clocks: (▶ )?you \d\.\d s.* · (▶ )?greedy-bot1 \d\.\d s")
     child.expect(r"under 10 s left on your clock \(\d\.\d s\): choose now")
-    child.expect(r"your clock ▶ 2\.\d s · choose \[1-\d+\] \(q to leave\): ")
-    child.expect(r"your clock ▶ 1\.\d s · choose \[1-\d+\] \(q to leave\): ")
-    child.expect(r"seat 0 \(ann, you\) runs out of time \(\d+\.\d s into the match\)")
-    child.expect(r"seat 0 \(ann, you\) plays \d-\d (left|right) automatically "
+    child.expect(r"your clock ▶ 2\.\d s · choose \[1-\d+\] \(r resigns, q leaves\): ")
+    child.expect(r"your clock ▶ 1\.\d s · choose \[1-\d+\] \(r resigns, q leaves\): ")
+    child.expect(r"seat 1 \(ann, you\) runs out of time \(\d+\.\d s into the match\)")
+    child.expect(r"seat 1 \(ann, you\) plays \d-\d (left|right) automatically "
                  r"\(your time ran out: the server played this for you\)")  # fmt: skip
     # With no time left, the next turn of the player times out at once: its second in a row.
     child.expect(
-        r"match over: you forfeit: seat 0 \(ann, you\) forfeits \(out of time\); "
-        r"seat 1 \(greedy-bot1\) wins; final scores"
+        r"match over: you forfeit: seat 1 \(ann, you\) forfeits \(out of time\); "
+        r"seat 2 \(greedy-bot1\) wins; final scores"
     )
     child.expect(pexpect.EOF)
     child.close()

@@ -263,7 +263,7 @@ def test_a_live_match_shows_a_seat_its_own_tiles_and_no_other(
     text = assert_ok(replay(server, live.match_id, "--token", live.tokens[seat]))
     names = [f"player {i}" for i in range(live.seats)]
     header, hands = parse_listing(text, names)
-    assert any(f"shown as seat {seat}" in line for line in header)
+    assert any(f"shown as seat {seat + 1}" in line for line in header)
     allowed = _allowed(client, live, seat)
     current = max(hands)
     rows = hands[current].deals[-1]["rows"]
@@ -301,10 +301,11 @@ def test_hand_shows_only_that_hand(finished: Finished) -> None:
 
 @pytest.mark.parametrize("seat", [0, 1])
 def test_seat_shows_only_what_that_seat_knew_at_each_step(finished: Finished, seat: int) -> None:
-    text = assert_ok(replay(finished.server, finished.table.match_id, "--seat", str(seat)))
+    # People count seats from 1: seat index 0 is --seat 1.
+    text = assert_ok(replay(finished.server, finished.table.match_id, "--seat", str(seat + 1)))
     names = finished.names
     header, hands = parse_listing(text, names)
-    assert any(f"as seat {seat}" in line for line in header)
+    assert any(f"as seat {seat + 1}" in line for line in header)
     other = 1 - seat
     for hand in finished.record["hands"]:
         got = hands[hand["number"]]
@@ -329,9 +330,9 @@ def test_seat_shows_only_what_that_seat_knew_at_each_step(finished: Finished, se
         }
         assert tiles_shown("\n".join(got.lines)) <= played | own
     assert_fails(
-        replay(finished.server, finished.table.match_id, "--seat", "2"),
+        replay(finished.server, finished.table.match_id, "--seat", "3"),
         ExitStatus.USAGE,
-        "no seat 2",
+        "no seat 3",
     )
 
 

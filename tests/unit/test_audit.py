@@ -135,7 +135,7 @@ def _pass_instead_of_play(r: dict[str, Any]) -> None:
 
 
 CHANGES = {
-    "deal tile": (_swap_deal_tile, "hand 1, deal 1", "seat 0 holds"),
+    "deal tile": (_swap_deal_tile, "hand 1, deal 1", "seat 1 holds"),
     "play tile": (_play_tile, "hand {h}, action {a}", ""),
     "points": (_points, "hand {h}, action {a}", "the rules give"),
     "a draw left out": (_drop_action, "hand {h}, action {a}", ""),

@@ -303,17 +303,17 @@ def test_the_player_is_told_a_timeout_played_for_them_and_that_they_forfeit(work
     worked.do(Timeout(0, 14_000))
     state = fold(worked.events[:before])
     mine = narrated(worked.events[before:], 0, state)
-    assert mine[0] == "seat 0 (p0, you) runs out of time (11.0 s into the match)"
+    assert mine[0] == "seat 1 (p0, you) runs out of time (11.0 s into the match)"
     assert mine[1] == (
-        "seat 0 (p0, you) plays 1-5 right automatically "
+        "seat 1 (p0, you) plays 1-5 right automatically "
         "(your time ran out: the server played this for you)"
     )
     assert mine[-2].startswith(
-        "match over: you forfeit: seat 0 (p0, you) forfeits (out of time); seat 1 (p1) wins"
+        "match over: you forfeit: seat 1 (p0, you) forfeits (out of time); seat 2 (p1) wins"
     )
     theirs = narrated(worked.events[before:], 1, state)
     assert "the server played this for you" not in theirs[1]
-    assert theirs[-2].startswith("match over: you win: seat 0 (p0) forfeits (out of time)")
+    assert theirs[-2].startswith("match over: you win: seat 1 (p0) forfeits (out of time)")
 
 
 # ----- the replay ---------------------------------------------------------------------------

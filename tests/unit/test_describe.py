@@ -47,20 +47,20 @@ CASES: list[tuple[Event, str]] = [
         MatchCreated("m1", 4, True, make_rules(4, True, "eastern"), SEED, "", None),
         "match m1 created: 4 seats in partnerships, preset eastern, target 15",
     ),
-    (SeatTaken(2, "ann", ""), "seat 2 taken by 'ann'"),
+    (SeatTaken(2, "ann", ""), "seat 3 taken by 'ann'"),
     (Dealt(1, 2, (tiles("0-0"), tiles("1-2")), tiles("3-3")), "hand 1, deal 2 dealt"),
     (DealVoided(3, 1), "hand 3, deal 1: void, no seat holds a double; dealt again"),
-    (TilePlayed(1, 0, T("3-3"), None), "seat 0 leads 3-3"),
-    (TilePlayed(1, 1, T("3-5"), End.LEFT), "seat 1 plays 3-5 left"),
-    (TileDrawn(1, 1, T("0-4")), "seat 1 draws 0-4"),
-    (TileDrawn(1, 1, None), "seat 1 draws a tile"),
-    (Passed(2, 3), "seat 3 passes"),
+    (TilePlayed(1, 0, T("3-3"), None), "seat 1 leads 3-3"),
+    (TilePlayed(1, 1, T("3-5"), End.LEFT), "seat 2 plays 3-5 left"),
+    (TileDrawn(1, 1, T("0-4")), "seat 2 draws 0-4"),
+    (TileDrawn(1, 1, None), "seat 2 draws a tile"),
+    (Passed(2, 3), "seat 4 passes"),
     (
         PointsScored(1, 0, 2, PointsReason.TRIPLE_HEADER, 3, 2),
-        "side 0 scores +2 triple header (3 cut to 2 near the target)",
+        "side 1 scores +2 triple header (3 cut to 2 near the target)",
     ),
-    (PointsScored(1, 1, 2, PointsReason.DOMINO, 2, 1), "side 1 scores +2 going out"),
-    (HandEnded(4, HandEndReason.DOMINO, 1, 2, (3, 6)), "hand 4 ends: side 1 went out"),
+    (PointsScored(1, 1, 2, PointsReason.DOMINO, 2, 1), "side 2 scores +2 going out"),
+    (HandEnded(4, HandEndReason.DOMINO, 1, 2, (3, 6)), "hand 4 ends: side 2 went out"),
     (
         HandEnded(4, HandEndReason.BLOCKED, None, 0, (3, 4)),
         "hand 4 ends: blocked: only the reserve is left and nobody can play; a tie, nobody scores",
@@ -71,28 +71,28 @@ CASES: list[tuple[Event, str]] = [
     ),
     (
         MatchEnded(MatchEndReason.TARGET, 1, (9, 15), None, ""),
-        "the match ends: side 1 wins; scores 9-15",
+        "the match ends: side 2 wins; scores 9-15",
     ),
     (
         MatchEnded(MatchEndReason.ABANDONED, None, (0, 2), 1, "seat 1 resigned"),
-        "the match ends: abandoned, no winner (seat 1 resigned); scores 0-2",
+        "the match ends: abandoned, no winner (seat 2 resigned); scores 0-2",
     ),
     (
         MatchEnded(
             MatchEndReason.FORFEIT, 0, (3, 2), 1, "seat 1 resigned", 1, ForfeitCause.RESIGNED
         ),
-        "the match ends: side 1 forfeits (seat 1 resigned); side 0 wins; scores 3-2",
+        "the match ends: side 2 forfeits (seat 2 resigned); side 1 wins; scores 3-2",
     ),
     (
         MatchEnded(
             MatchEndReason.FORFEIT, None, (4, 0, 4), None, "", 1, ForfeitCause.TIMEOUT, 9000
         ),
-        "the match ends: side 1 forfeits (out of time); no winner; scores 4-0-4",
+        "the match ends: side 2 forfeits (out of time); no winner; scores 4-0-4",
     ),
-    (TimedOut(3, 1, 125_300), "seat 1 runs out of time (2:05.3 into the match)"),
+    (TimedOut(3, 1, 125_300), "seat 2 runs out of time (2:05.3 into the match)"),
     (
         TilePlayed(2, 0, T("0-1"), End.LEFT, 11_000, 2000, True),
-        "seat 0 plays 0-1 left automatically",
+        "seat 1 plays 0-1 left automatically",
     ),
     (
         MatchEnded(MatchEndReason.ABANDONED, None, (0, 0), None, "rain"),
@@ -124,9 +124,9 @@ def test_seats_and_sides_are_named_by_the_caller() -> None:
 
 
 def test_with_hand_puts_the_hand_in_front_of_an_event_that_does_not_say_it() -> None:
-    assert describe(Passed(2, 3), with_hand=True) == "hand 2: seat 3 passes"
+    assert describe(Passed(2, 3), with_hand=True) == "hand 2: seat 4 passes"
     assert describe(DealVoided(3, 1), with_hand=True).startswith("hand 3, deal 1")
-    assert describe(SeatTaken(0, "ann", ""), with_hand=True) == "seat 0 taken by 'ann'"
+    assert describe(SeatTaken(0, "ann", ""), with_hand=True) == "seat 1 taken by 'ann'"
 
 
 def test_a_reason_given_as_its_plain_word_reads_the_same() -> None:
