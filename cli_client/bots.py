@@ -25,7 +25,6 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TypeVar
 
 import grpc
 from rich.console import Console
@@ -45,46 +44,21 @@ from bergen.domain.montecarlo import (
     montecarlo_play,
 )
 from bergen.domain.rules import PRESETS
-from bergen.domain.state import ENDED, PLAYING, State
+from bergen.domain.state import ENDED, PLAYING, State, evolve
 from bergen.domain.tiles import End, Tile, side_of
 
-from .client import Client, Unreachable, WatchCall, watch_events
+from .client import RETRY_S, Client, Unreachable, WatchCall, passing, pause_s, watch_events
 from .clocks import MatchClock, add_clock_options, clock_options, options_words, think_budget_s
 from .connect import add_server_option, describe_error, exit_status_of
+from .usage import seat_label
 
-RECONNECT_S = 30.0
-"""How long a dropped WatchMatch stream is retried before the bot gives up."""
+RECONNECT_S = RETRY_S
+"""How long a dropped WatchMatch stream is opened again before the seat gives up."""
 SETTLE_S = 0.02
 """After an event, wait this long for the rest of its command's events before deciding."""
 WAIT_S = 0.25
 MATCH_TIMEOUT_S = 600.0
 MAX_PARALLEL = 64
-
-_T = TypeVar("_T")
-
-_RETRY = (
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.UNKNOWN,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-)
-
-
-def _again(call: Callable[[], _T]) -> _T:
-    """`call()`, made again while it fails with a passing error (the server or its database
-    unavailable, as during a database failover) for up to RECONNECT_S. Raises
-    grpc.RpcError."""
-    failing_since: float | None = None
-    while True:
-        try:
-            return call()
-        except grpc.RpcError as e:
-            code = e.code() if isinstance(e, grpc.Call) else None
-            now = time.monotonic()
-            failing_since = failing_since or now
-            if code not in _RETRY or now - failing_since > RECONNECT_S:
-                raise
-            time.sleep(min(1.0, 0.05 + (now - failing_since) / 4))
 
 
 class _StreamEnded:
@@ -100,7 +74,8 @@ class BotFailed(Exception):
 
 
 class SeatLink:
-    """One seat's live knowledge of a match: GetReplay, then WatchMatch in a thread.
+    """One seat's live knowledge of a match: GetReplay, then WatchMatch in a thread. With no
+    seat and no token, a spectator's (`bergen watch`): what everyone may see.
 
     `on_event(seq, event)` is called from the watcher thread for every streamed event, in
     order, before the event is queued (the terminal client prints from it).
@@ -110,15 +85,16 @@ class SeatLink:
         self,
         client: Client,
         match_id: str,
-        seat: int,
-        token: str,
+        seat: int | None,
+        token: str | None,
         on_event: Callable[[int, Event], None] | None = None,
     ) -> None:
         self.client = client
         self.match_id = match_id
         self.seat = seat
         self.token = token
-        self.k = Knowledge(seat, None)
+        self.k = Knowledge(-1 if seat is None else seat, None)
+        """The seat's knowledge; a spectator's holds only the folded state."""
         self.seq = 0
         self.on_event = on_event
         self.stop = threading.Event()
@@ -172,7 +148,10 @@ class SeatLink:
             for s, e in self.client.replay(self.match_id, self.token, after_seq=self.seq):
                 if s < seq:
                     self.apply(s, e)
-        self.k = learn(self.k, event)
+        if self.seat is None:
+            self.k = Knowledge(-1, evolve(self.k.state, event))
+        else:
+            self.k = learn(self.k, event)
         self.seq = seq
         self.clock.saw_event(event)
         return True
@@ -180,12 +159,13 @@ class SeatLink:
     def _watch(self) -> None:
         after = self.seq
         failing_since: float | None = None
+        attempt = 0
         while not self.stop.is_set():
             try:
                 call = self.client.watch(self.match_id, self.token, after_seq=after)
                 self._call = call
                 for item in watch_events(call):
-                    failing_since = None
+                    failing_since, attempt = None, 0
                     if not isinstance(item, tuple):
                         self.clock.saw_view(item)
                         continue
@@ -203,19 +183,18 @@ class SeatLink:
             except grpc.RpcError as e:
                 if self.stop.is_set():
                     return
-                code = e.code() if isinstance(e, grpc.Call) else None
                 now = time.monotonic()
                 failing_since = failing_since or now
-                if code not in _RETRY or now - failing_since > RECONNECT_S:
+                attempt += 1
+                if not passing(e) or now - failing_since > RECONNECT_S:
                     self._items.put(
                         BotFailed(
-                            f"match {self.match_id}, seat {self.seat}: the event stream "
-                            f"failed: {describe_error(e)}",
+                            f"match {self.match_id}: the event stream failed: {describe_error(e)}",
                             exit_status_of(e),
                         )
                     )
                     return
-                time.sleep(min(2.0, 0.1 + (now - failing_since) / 4))
+                self.stop.wait(pause_s(attempt))
 
     def wait(self, timeout: float) -> bool:
         """Fold what the stream delivered: block up to `timeout` for a first event, then take
@@ -251,7 +230,8 @@ class SeatLink:
     def my_turn(self) -> bool:
         s = self.k.state
         return (
-            s is not None
+            self.seat is not None
+            and s is not None
             and s.phase == PLAYING
             and s.turn == self.seat
             and bool(s.legal_plays(self.seat))
@@ -259,33 +239,26 @@ class SeatLink:
 
     def play(self, tile: Tile, end: End | None) -> bool:
         """Send a play decided on the current version and fold its events. Returns False
-        when the match moved on meanwhile (decide again). A play whose answer is lost (the
-        server or its database unavailable, a deadline passed) is sent again with the same
-        command id for up to RECONNECT_S: applied once whatever happened to the first.
-        Raises grpc.RpcError."""
-        command_id = uuid.uuid4().hex
-        failing_since: float | None = None
-        while True:
-            try:
-                reply = self.client.play(
-                    self.match_id,
-                    self.token,
-                    tile,
-                    end,
-                    expected_version=self.state.version,
-                    command_id=command_id,
-                )
-                break
-            except grpc.RpcError as e:
-                code = e.code() if isinstance(e, grpc.Call) else None
-                if code in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION):
-                    self.resync()
-                    return False
-                now = time.monotonic()
-                failing_since = failing_since or now
-                if code not in _RETRY or now - failing_since > RECONNECT_S:
-                    raise
-                time.sleep(min(1.0, 0.05 + (now - failing_since) / 4))
+        when the match moved on meanwhile (decide again). A play whose answer is lost is sent
+        again with the same command id (`Client.again`): applied once whatever happened to
+        the first. Raises grpc.RpcError."""
+        if self.token is None:
+            raise ValueError("a spectator cannot play")
+        try:
+            reply = self.client.play(
+                self.match_id,
+                self.token,
+                tile,
+                end,
+                expected_version=self.state.version,
+                command_id=uuid.uuid4().hex,
+            )
+        except grpc.RpcError as e:
+            code = e.code() if isinstance(e, grpc.Call) else None
+            if code in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION):
+                self.resync()
+                return False
+            raise
         for msg in reply.events:
             self.apply(*event_in(msg))
         return True
@@ -294,6 +267,10 @@ class SeatLink:
         """Fold whatever the server has that this seat has not seen."""
         for seq, event in self.client.replay(self.match_id, self.token, after_seq=self.seq):
             self.apply(seq, event)
+
+
+def _seat(link: SeatLink) -> str:
+    return "a spectator" if link.seat is None else seat_label(link.seat)
 
 
 def seat_decider(name: str, settings: Settings, clock: MatchClock) -> Decider:
@@ -332,10 +309,10 @@ def run_seat(
     """
     while not link.ended:
         if link.stop.is_set():
-            raise BotFailed(f"match {link.match_id}, seat {link.seat}: stopped", ExitStatus.ERROR)
+            raise BotFailed(f"match {link.match_id}, {_seat(link)}: stopped", ExitStatus.ERROR)
         if deadline is not None and time.monotonic() > deadline:
             raise BotFailed(
-                f"match {link.match_id}, seat {link.seat}: the match did not end in time",
+                f"match {link.match_id}, {_seat(link)}: the match did not end in time",
                 ExitStatus.ERROR,
             )
         if link.my_turn():
@@ -500,11 +477,9 @@ def play_match(
 
     Raises grpc.RpcError (creating or joining) and BotFailed (a bot stopped early).
     """
-    # Made again after a passing error: a creation whose answer was lost leaves an empty
-    # match behind, which the server abandons after its seating timeout.
-    created = _again(
-        lambda: client.create(seats, partnerships, preset, name="bergen bots", options=options)
-    )
+    # Sent again after a passing error (`Client.again`): a creation whose answer was lost
+    # leaves an empty match behind, which the server abandons after its seating timeout.
+    created = client.create(seats, partnerships, preset, name="bergen bots", options=options)
     match_id = created.match_id
     errors: list[BaseException] = []
     finals: dict[int, State] = {}
@@ -513,9 +488,9 @@ def play_match(
     def body(seat: int, seat_rng: random.Random) -> None:
         link: SeatLink | None = None
         try:
-            joined = _again(lambda: client.join(match_id, f"{policies[seat]}{seat}", seat=seat))
+            joined = client.join(match_id, f"{policies[seat]}{seat}", seat=seat)
             link = SeatLink(client, match_id, seat, joined.seat_token)
-            _again(link.start)
+            link.start()
             decide = seat_decider(policies[seat], settings, link.clock)
             finals[seat] = run_seat(link, decide, seat_rng, deadline)
         except BaseException as e:  # collected and raised by the caller

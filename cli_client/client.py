@@ -1,12 +1,24 @@
-"""A small client of bergen.v1.BergenService for the command line: one channel (`connect`), typed
-calls with the seat token as bearer metadata."""
+"""A small client of bergen.v1.BergenService for the command line: one channel (`connect`),
+typed calls with the seat token as bearer metadata.
+
+Every call is sent again while it fails with a passing error (the server restarting, the
+replica it reached gone, its database failing over), with a growing pause, for up to
+`RETRY_S`: each call that changes something carries what makes it safe to send twice (a
+play's and a resignation's command id, a join's or a registration's own tokens), so a call
+whose answer was lost is answered from the log and applied once. Only `create` has no such
+id: a creation sent again after a lost answer may leave an empty match behind, which its
+creator token abandons, or the server after its seating timeout.
+"""
 
 from __future__ import annotations
 
+import random
 import secrets
+import threading
+import time
 import uuid
-from collections.abc import Iterator, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
@@ -16,16 +28,43 @@ from bergen.domain.tiles import End, Tile
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
-from .connect import Endpoint, bearer, open_channel
+from .connect import Endpoint, bearer, describe_error, open_channel
 
 CALL_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 5.0
-JOIN_ATTEMPTS = 3
-"""A join whose answer was lost (deadline, server unavailable) is sent again with the same
-token, which the server answers with the seat the first one took."""
-_LOST = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+RETRY_S = 60.0
+"""How long a call failing with a passing error is sent again before the command gives up."""
+FIRST_PAUSE_S = 0.1
+MAX_PAUSE_S = 2.0
+PASSING = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        # "Stream removed" and the like, when the replica a call reached went away.
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+    }
+)
+"""The statuses a call is sent again on: the server, its replica or its database passing
+away for a while, not a refusal."""
+
+_T = TypeVar("_T")
 
 _END_OUT = {None: pb.END_UNSPECIFIED, End.LEFT: pb.END_LEFT, End.RIGHT: pb.END_RIGHT}
+
+
+def passing(error: BaseException) -> bool:
+    """Whether `error` is a failed call worth sending again (see PASSING)."""
+    return isinstance(error, grpc.Call) and error.code() in PASSING
+
+
+def pause_s(attempt: int, rng: random.Random | None = None) -> float:
+    """The pause before sending a call again after `attempt` failures: doubling from
+    FIRST_PAUSE_S up to MAX_PAUSE_S, each jittered by up to a half (so that the clients of a
+    replica that went away do not all come back at once)."""
+    base = min(MAX_PAUSE_S, FIRST_PAUSE_S * 2.0 ** max(0, attempt - 1))
+    jitter: float = (rng or random).random()
+    return base * (0.5 + jitter / 2)
 
 
 class WatchCall(Protocol):
@@ -41,12 +80,87 @@ class Unreachable(Exception):
 
 
 class Client:
-    """One channel to one server. Calls raise grpc.RpcError."""
+    """One channel to one server. Calls raise grpc.RpcError once sending them again (see the
+    module's docstring) did not help.
 
-    def __init__(self, target: Endpoint | str) -> None:
+    `notice(text)` is told, once per outage, that calls are being sent again, and once they
+    are answered again (a person's command prints it; None: nothing is said)."""
+
+    def __init__(
+        self,
+        target: Endpoint | str,
+        retry_s: float = RETRY_S,
+        notice: Callable[[str], None] | None = None,
+    ) -> None:
         self.target = str(target)
         self.channel = open_channel(target)
         self.stub = rpc.BergenServiceStub(self.channel)  # type: ignore[no-untyped-call]
+        self.retry_s = retry_s
+        self.notice = notice
+        self._outage = threading.Lock()
+        self._failing = 0
+        """Calls failing now (under `_outage`): the notice is given when the first starts
+        and the recovery when the last is answered."""
+
+    def again(self, call: Callable[[], _T], retry_s: float | None = None) -> _T:
+        """`call()`, sent again while it fails with a passing error, for up to `retry_s`
+        (default: the client's). Raises grpc.RpcError: a refusal at once, a passing error
+        once the time is up."""
+        limit = self.retry_s if retry_s is None else retry_s
+        started: float | None = None
+        attempt = 0
+        try:
+            while True:
+                try:
+                    return call()
+                except grpc.RpcError as e:
+                    if not passing(e):
+                        raise
+                    now = time.monotonic()
+                    if started is None:
+                        started = now
+                        self._failing_now(e, limit)
+                    attempt += 1
+                    if now - started >= limit:
+                        raise
+                    time.sleep(min(pause_s(attempt), max(0.0, started + limit - now)))
+        finally:
+            if started is not None:
+                self._answered_again()
+
+    def _failing_now(self, error: grpc.RpcError, limit: float) -> None:
+        with self._outage:
+            self._failing += 1
+            first = self._failing == 1
+        if first and self.notice is not None:
+            self.notice(
+                f"the server at {self.target} does not answer ({describe_error(error)}); "
+                f"trying again for up to {limit:g} s"
+            )
+
+    def _answered_again(self) -> None:
+        with self._outage:
+            self._failing -= 1
+            last = self._failing == 0
+        if last and self.notice is not None:
+            self.notice(f"the server at {self.target} answers again")
+
+    def call(
+        self,
+        method: str,
+        request: Any,
+        token: str | None = None,
+        timeout: float = CALL_TIMEOUT_S,
+        retry: bool = True,
+    ) -> Any:
+        """The unary RPC `method` with `request`, presenting `token`, sent again on a passing
+        error unless `retry` is False. Raises grpc.RpcError."""
+        fn = getattr(self.stub, method)
+
+        def once() -> Any:
+            return fn(request, metadata=bearer(token), timeout=timeout)
+
+        return self.again(once) if retry else once()
 
     def close(self) -> None:
         self.channel.close()
@@ -71,47 +185,55 @@ class Client:
         preset: str = "standard",
         name: str = "",
         options: Mapping[str, object] | None = None,
+        creator_token: str | None = None,
     ) -> pb.CreateMatchResponse:
         """Create a match with `preset` and the rule `options` (by name, as `make_rules`
-        takes them: the clock's among them). Raises grpc.RpcError, InvalidOptions."""
-        reply: pb.CreateMatchResponse = self.stub.CreateMatch(
-            pb.CreateMatchRequest(
-                seats=seats,
-                partnerships=partnerships,
-                preset=PRESET.out(preset),
-                name=name,
-                options=options_out(options or {}),
-            ),
-            timeout=CALL_TIMEOUT_S,
+        takes them: the clock's among them); `creator_token` may abandon it while it seats.
+        Raises grpc.RpcError, InvalidOptions."""
+        request = pb.CreateMatchRequest(
+            seats=seats,
+            partnerships=partnerships,
+            preset=PRESET.out(preset),
+            name=name,
+            options=options_out(options or {}),
         )
+        if creator_token is not None:
+            request.creator_token = creator_token
+        reply: pb.CreateMatchResponse = self.call("CreateMatch", request)
         return reply
 
     def join(
         self, match_id: str, name: str, seat: int | None = None, client_seed: str = ""
     ) -> pb.JoinMatchResponse:
-        """Take a seat with a token made here; a lost answer is asked for again (see
-        JOIN_ATTEMPTS). Raises grpc.RpcError."""
-        token = "bgs_" + secrets.token_urlsafe(32)
+        """Take a seat with a token made here; a join whose answer was lost is sent again
+        with the same token, which the server answers with the seat the first one took.
+        Raises grpc.RpcError."""
         req = pb.JoinMatchRequest(
-            match_id=match_id, name=name, client_seed=client_seed, seat_token=token
+            match_id=match_id, name=name, client_seed=client_seed, seat_token=new_token()
         )
         if seat is not None:
             req.seat = seat
-        for attempt in range(JOIN_ATTEMPTS):
-            try:
-                reply: pb.JoinMatchResponse = self.stub.JoinMatch(req, timeout=CALL_TIMEOUT_S)
-                return reply
-            except grpc.RpcError as e:
-                lost = isinstance(e, grpc.Call) and e.code() in _LOST
-                if attempt + 1 == JOIN_ATTEMPTS or not lost:
-                    raise
-        raise AssertionError("unreachable")
+        reply: pb.JoinMatchResponse = self.call("JoinMatch", req)
+        return reply
+
+    def abandon(self, match_id: str, token: str, note: str = "") -> pb.AbandonMatchResponse:
+        """Abandon a match with the organiser's token, or its creator's while it seats.
+        Raises grpc.RpcError."""
+        reply: pb.AbandonMatchResponse = self.call(
+            "AbandonMatch", pb.AbandonMatchRequest(match_id=match_id, note=note), token
+        )
+        return reply
+
+    def resign(self, match_id: str, token: str) -> pb.ResignResponse:
+        """Resign the token's seat (a forfeit of its side); sent again with the same command
+        id, it is applied once. Raises grpc.RpcError."""
+        request = pb.ResignRequest(match_id=match_id, command_id=uuid.uuid4().hex)
+        reply: pb.ResignResponse = self.call("Resign", request, token)
+        return reply
 
     def get_match(self, match_id: str, token: str | None = None) -> pb.MatchView:
-        reply: pb.GetMatchResponse = self.stub.GetMatch(
-            pb.GetMatchRequest(match_id=match_id),
-            metadata=bearer(token),
-            timeout=CALL_TIMEOUT_S,
+        reply: pb.GetMatchResponse = self.call(
+            "GetMatch", pb.GetMatchRequest(match_id=match_id), token
         )
         return reply.view
 
@@ -119,10 +241,8 @@ class Client:
         self, match_id: str, token: str | None = None, after_seq: int = 0
     ) -> list[tuple[int, Event]]:
         """The match's events after `after_seq` as the token's seat may see them."""
-        reply = self.stub.GetReplay(
-            pb.GetReplayRequest(match_id=match_id, after_seq=after_seq),
-            metadata=bearer(token),
-            timeout=CALL_TIMEOUT_S,
+        reply = self.call(
+            "GetReplay", pb.GetReplayRequest(match_id=match_id, after_seq=after_seq), token
         )
         return [event_in(e) for e in reply.events]
 
@@ -152,8 +272,14 @@ class Client:
         )
         if expected_version is not None:
             req.expected_version = expected_version
-        reply: pb.PlayResponse = self.stub.Play(req, metadata=bearer(token), timeout=CALL_TIMEOUT_S)
+        reply: pb.PlayResponse = self.call("Play", req, token)
         return reply
+
+
+def new_token() -> str:
+    """A secret made here for the server to seal (a seat's, a player's or a creator's): 256
+    random bits."""
+    return "bgs_" + secrets.token_urlsafe(32)
 
 
 def watch_events(call: WatchCall) -> Iterator[tuple[int, Event] | pb.MatchView]:

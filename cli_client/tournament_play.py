@@ -49,20 +49,9 @@ from .bots import (
     seat_decider,
     settings_from,
 )
-from .client import CALL_TIMEOUT_S, Client, Unreachable
+from .client import Client, Unreachable, new_token, passing, pause_s
 from .connect import bearer, describe_error, error_info, exit_status_of
-
-REGISTER_ATTEMPTS = 3
-"""A registration whose answer was lost is sent again with the same tokens (see
-RegisterEntrant), which the server answers with the entrant the first one made."""
-
-_LOST = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
-_RETRY = (*_LOST, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
-
-
-def new_token() -> str:
-    """A player's secret, as JoinMatch's seat tokens are made."""
-    return "bgs_" + secrets.token_urlsafe(32)
+from .usage import seat_label
 
 
 class TournamentFeed:
@@ -108,6 +97,7 @@ class TournamentFeed:
 
     def _watch(self) -> None:
         failing_since: float | None = None
+        attempt = 0
         while not self._stop.is_set():
             try:
                 call = self.client.stub.WatchTournament(
@@ -116,7 +106,7 @@ class TournamentFeed:
                 )
                 self._call = call
                 for reply in call:
-                    failing_since = None
+                    failing_since, attempt = None, 0
                     self._tell(reply.tournament)
                     if reply.tournament.phase == pb.TOURNAMENT_PHASE_ENDED:
                         self._tell(None, ended=True)
@@ -126,10 +116,10 @@ class TournamentFeed:
             except grpc.RpcError as e:
                 if self._stop.is_set():
                     return
-                code = e.code() if isinstance(e, grpc.Call) else None
                 now = time.monotonic()
                 failing_since = failing_since or now
-                if code not in _RETRY or now - failing_since > RECONNECT_S:
+                attempt += 1
+                if not passing(e) or now - failing_since > RECONNECT_S:
                     with self._changed:
                         self.failure = BotFailed(
                             f"tournament {self.tournament_id}: its stream failed: "
@@ -138,7 +128,7 @@ class TournamentFeed:
                         )
                         self._changed.notify_all()
                     return
-                self._stop.wait(min(2.0, 0.1 + (now - failing_since) / 4))
+                self._stop.wait(pause_s(attempt))
 
     def wait_after(self, count: int, timeout: float | None = None) -> None:
         """Block until a change after `count`, the end, or a failure (raised: BotFailed)."""
@@ -166,11 +156,10 @@ class TournamentPlayer:
 def get_tournament(
     client: Client, tournament_id: str, token: str | None = None
 ) -> pb.GetTournamentResponse:
-    """GetTournament, with the player's token when given. Raises grpc.RpcError."""
-    reply: pb.GetTournamentResponse = client.stub.GetTournament(
-        pb.GetTournamentRequest(tournament_id=tournament_id),
-        metadata=bearer(token),
-        timeout=CALL_TIMEOUT_S,
+    """GetTournament, with the player's token when given (sent again on a passing error).
+    Raises grpc.RpcError."""
+    reply: pb.GetTournamentResponse = client.call(
+        "GetTournament", pb.GetTournamentRequest(tournament_id=tournament_id), token
     )
     return reply
 
@@ -179,22 +168,15 @@ def register(
     client: Client, tournament_id: str, names: list[str], client_seed: str = ""
 ) -> tuple[int, list[str]]:
     """Register an entrant of `names` (one player, or two at partnership tables) with tokens
-    made here; returns its number and each player's token. Raises grpc.RpcError."""
+    made here; returns its number and each player's token. A registration whose answer was
+    lost is sent again with the same tokens, which the server answers with the entrant the
+    first one made. Raises grpc.RpcError."""
     tokens = [new_token() for _ in names]
     req = pb.RegisterEntrantRequest(
         tournament_id=tournament_id, players=names, client_seed=client_seed, player_tokens=tokens
     )
-    for attempt in range(REGISTER_ATTEMPTS):
-        try:
-            reply: pb.RegisterEntrantResponse = client.stub.RegisterEntrant(
-                req, timeout=CALL_TIMEOUT_S
-            )
-            return reply.entrant, tokens
-        except grpc.RpcError as e:
-            lost = isinstance(e, grpc.Call) and e.code() in _LOST
-            if attempt + 1 == REGISTER_ATTEMPTS or not lost:
-                raise
-    raise AssertionError("unreachable")
+    reply: pb.RegisterEntrantResponse = client.call("RegisterEntrant", req)
+    return reply.entrant, tokens
 
 
 PlayMatch = Callable[[TournamentPlayer, pb.TournamentAssignment], None]
@@ -457,7 +439,7 @@ def load_registrations(tournament_id: str) -> list[dict[str, Any]]:
 def run_player(args: argparse.Namespace) -> int:
     """`bergen play --tournament ID`: play the player's matches one after another as the
     server seats it, showing the standings between rounds, until the tournament ends."""
-    from .play import Narrator, Quit, _login_name, _play_loop
+    from .play import Narrator, Quit, login_name, play_loop
 
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -476,7 +458,7 @@ def run_player(args: argparse.Namespace) -> int:
         try:
             saved: dict[str, Any] | None = None
             if args.register:
-                names = [args.name or os.environ.get("BERGEN_NAME") or _login_name()]
+                names = [args.name or os.environ.get("BERGEN_NAME") or login_name()]
                 if args.partner:
                     names.append(args.partner)
                 entrant, tokens = register(client, tid, names)
@@ -544,7 +526,7 @@ def run_player(args: argparse.Namespace) -> int:
             def play_match(p: TournamentPlayer, where: pb.TournamentAssignment) -> None:
                 console.print(
                     f"round {where.round}, table {where.table}: match "
-                    f"[bold]{escape(where.match_id)}[/], you are seat {where.seat}"
+                    f"[bold]{escape(where.match_id)}[/], you are {seat_label(where.seat)}"
                 )
                 link = SeatLink(client, where.match_id, where.seat, p.token)
                 try:
@@ -566,7 +548,7 @@ def run_player(args: argparse.Namespace) -> int:
                         narrator.state = link.state
                     link.on_event = lambda _seq, event: narrator.feed(event)
                     link.follow()
-                    _play_loop(console, link, narrator, [], live)
+                    play_loop(console, link, narrator, [], live)
                 finally:
                     live.show(None)
                     link.close()
