@@ -17,6 +17,8 @@ from grpc_status import rpc_status
 
 from bergen.api.exit_status import ExitStatus
 
+from .usage import fail
+
 DEFAULT_SERVER = "127.0.0.1:50051"
 SERVER_ENV = "BERGEN_SERVER"
 TLS_ENV = "BERGEN_TLS"
@@ -82,6 +84,16 @@ def describe_error(error: grpc.RpcError) -> str:
         return f"{error} (ERROR)"
     details = error.details() or "the server gave no detail"
     return f"{details} ({reason_of(error)})"
+
+
+def fail_call(command: str, error: grpc.RpcError) -> ExitStatus:
+    """Print a failed call's error line for `command` (`bergen play: no match 6f1c...
+    (MATCH_NOT_FOUND)`) on standard error; returns the exit status that reports it."""
+    if isinstance(error, grpc.Call):
+        sentence = error.details() or "the server gave no detail"
+    else:
+        sentence = str(error)
+    return fail(command, sentence, exit_status_of(error), reason_of(error))
 
 
 def server_address(text: str) -> str:

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +22,7 @@ pexpect = pytest.importorskip("pexpect")
 
 pytestmark = pytest.mark.timeout(300)
 
-PROMPT = r"choose \[1-(\d+)\] \(q to leave\): "
+PROMPT = r"choose \[1-(\d+)\] \(r resigns, q leaves\): "
 END = r"match over: (you win|seat \d \([^)]*\) wins); final scores"
 STEP_TIMEOUT_S = 60
 
@@ -69,12 +70,15 @@ def test_a_whole_match_against_a_bot_from_the_terminal(server: ServerProcess, tm
     )  # fmt: skip
     child.expect(r"created match ([0-9a-f-]{36})")
     match_id = child.match.group(1)
-    child.expect(r"you are seat 0 \(ann\)")
-    child.expect(r"seat 1: greedy-bot1")
+    child.expect(r"you are seat 1 \(ann\)")
+    child.expect(r"seat 2: greedy-bot1")
     # The other seat's plays are shown as they happen.
     child.expect(r"hand 1.* dealt; your tiles")
     made = play_on(child)
     assert made > 0
+    # The match's id and how to replay it come again at the end.
+    child.expect(rf"match {match_id} over: ")
+    child.expect(rf"replay it: bergen-replay {match_id}")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0, child.before
@@ -96,7 +100,7 @@ def test_a_typo_is_asked_again_and_q_leaves_with_the_seat_saved(
     match_id = child.match.group(1)
     child.expect(PROMPT)
     child.sendline("99")
-    child.expect(r"type a number from 1 to \d+, or q")
+    child.expect(r"type a number from 1 to \d+, r or q")
     child.expect(PROMPT)
     child.sendline("q")
     child.expect(rf"your seat is saved: bergen play --match {match_id} resumes")
@@ -108,12 +112,12 @@ def test_a_typo_is_asked_again_and_q_leaves_with_the_seat_saved(
 def test_a_killed_client_resumes_as_the_same_seat(server: ServerProcess, tmp_path: Path):
     child = spawn(
         ["--server", server.target, "--create", "--players", "2", "--bots", "1", "--name",
-         "bob", "--seat", "1", "--bot-policy", "random"],
+         "bob", "--seat", "2", "--bot-policy", "random"],
         tmp_path,
     )  # fmt: skip
     child.expect(r"created match ([0-9a-f-]{36})")
     match_id = child.match.group(1)
-    child.expect(r"you are seat 1 \(bob\)")
+    child.expect(r"you are seat 2 \(bob\)")
     assert play_on(child, moves=3, choose="first") == 3
     child.expect(PROMPT)  # mid-match, waiting for a choice
     child.kill(signal.SIGKILL)
@@ -124,7 +128,7 @@ def test_a_killed_client_resumes_as_the_same_seat(server: ServerProcess, tmp_pat
     assert before.phase == pb.PHASE_PLAYING
 
     again = spawn(["--server", server.target, "--match", match_id], tmp_path)
-    again.expect(rf"resuming match {match_id} as seat 1 \(bob\)")
+    again.expect(rf"resuming match {match_id} as seat 2 \(bob\)")
     play_on(again, choose="first")
     again.expect(pexpect.EOF)
     again.close()
@@ -152,7 +156,7 @@ def test_an_unknown_match_is_exit_status_3(server: ServerProcess, tmp_path: Path
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 3
-    assert re.search(r"not_found", child.before or "")
+    assert re.search(r"bergen play: no match \S+ \(MATCH_NOT_FOUND\)", child.before or "")
 
 
 def test_ctrl_c_leaves_with_status_130_and_the_seat_saved(server: ServerProcess, tmp_path: Path):
@@ -169,3 +173,119 @@ def test_ctrl_c_leaves_with_status_130_and_the_seat_saved(server: ServerProcess,
     child.close()
     assert child.exitstatus == 130
     assert (tmp_path / f"{match_id}.json").exists()
+
+
+def test_r_resigns_after_a_confirmation_and_the_other_side_wins(
+    server: ServerProcess, tmp_path: Path
+):
+    child = spawn(
+        ["--server", server.target, "--create", "--players", "2", "--bots", "1", "--name", "di"],
+        tmp_path,
+    )
+    child.expect(r"created match ([0-9a-f-]{36})")
+    match_id = child.match.group(1)
+    child.expect(PROMPT)
+    child.sendline("r")
+    child.expect(r"resign\? your side forfeits the match \[y/N\]: ")
+    child.sendline("n")  # not confirmed: play goes on
+    child.expect("you play on")
+    child.expect(PROMPT)
+    child.sendline("r")
+    child.expect(r"resign\? your side forfeits the match \[y/N\]: ")
+    child.sendline("y")
+    child.expect(r"match over: you forfeit: .*seat 2 \(greedy-bot1\) wins")
+    child.expect(rf"match {match_id} over: ")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    with Client(server.target) as client:
+        view = client.view(match_id)
+    assert view.phase == pb.PHASE_ENDED
+    assert view.result.reason == pb.MATCH_END_REASON_FORFEIT
+    assert view.result.forfeited_side == 0 and view.result.winner_side == 1
+
+
+def _matches_named(server: ServerProcess, name: str) -> list[pb.MatchSummary]:
+    with Client(server.target) as client:
+        listed = client.stub.ListMatches(pb.ListMatchesRequest(page_size=100))
+    return [m for m in listed.matches if m.name == name]
+
+
+@pytest.mark.parametrize("bots", [2, 5])
+def test_more_bots_than_the_free_seats_is_refused_before_anything_is_created(
+    server: ServerProcess, tmp_path: Path, bots: int
+):
+    name = f"zed{bots}"
+    child = spawn(
+        ["--server", server.target, "--create", "--players", "2", "--bots", str(bots),
+         "--name", name],
+        tmp_path,
+    )  # fmt: skip
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2
+    assert "a 2-seat match has 1 seat(s) besides yours (BOTS_EXCEED_FREE_SEATS)" in child.before
+    assert "created match" not in child.before
+    assert not _matches_named(server, f"{name}'s")
+
+
+def test_bots_that_a_joined_match_cannot_seat_are_refused_before_joining(
+    server: ServerProcess, tmp_path: Path
+):
+    with Client(server.target) as client:
+        match_id = client.create(3).match_id
+        client.join(match_id, "early")
+    child = spawn(
+        ["--server", server.target, "--match", match_id, "--bots", "2", "--name", "late"],
+        tmp_path,
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2
+    assert f"match {match_id} has 1 free seat(s) besides yours" in child.before
+    with Client(server.target) as client:
+        view = client.view(match_id)
+    assert [s.name for s in view.seats if s.taken] == ["early"]
+
+
+def test_a_created_match_is_abandoned_when_the_client_fails_before_it_starts(
+    server: ServerProcess, tmp_path: Path
+):
+    # The server refuses the join (a name over 64 characters) after the match was created.
+    child = spawn(
+        ["--server", server.target, "--create", "--players", "2", "--name", "x" * 70],
+        tmp_path,
+    )
+    child.expect(r"created match ([0-9a-f-]{36})")
+    match_id = child.match.group(1)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2, child.before
+    assert f"abandoned match {match_id}, which had not started" in child.before
+    with Client(server.target) as client:
+        view = client.view(match_id)
+    assert view.phase == pb.PHASE_ENDED
+    assert view.result.reason == pb.MATCH_END_REASON_ABANDONED
+
+
+def test_json_prints_the_outcome_on_standard_output_and_tells_the_match_on_standard_error(
+    server: ServerProcess, tmp_path: Path
+):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BERGEN_")}
+    env["BERGEN_STATE_DIR"] = str(tmp_path)
+    done = subprocess.run(
+        [*bergen_command(), "play", "--server", server.target, "--create", "--players", "2",
+         "--bots", "1", "--name", "jo", "--json"],
+        input="1\n" * 400,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["seat"] == 0 and outcome["side"] == 0 and outcome["name"] == "jo"
+    assert outcome["left"] is False and outcome["phase"] == "ended"
+    assert outcome["result"]["reason"] == "target"
+    assert outcome["result"]["winner_side"] in (0, 1)
+    assert "you are seat 1 (jo)" in done.stderr and "match over:" in done.stderr

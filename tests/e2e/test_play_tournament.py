@@ -23,8 +23,8 @@ pexpect = pytest.importorskip("pexpect")
 
 pytestmark = pytest.mark.timeout(300)
 
-PROMPT = r"choose \[1-(\d+)\] \(q to leave\): "
-SEATED = r"round (\d+), table \d+: match \S+, you are seat \d"
+PROMPT = r"choose \[1-(\d+)\] \(r resigns, q leaves\): "
+SEATED = r"round (\d+), table \d+: match \S+, you are seat \d+"
 STEP_TIMEOUT_S = 60
 
 

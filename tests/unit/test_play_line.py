@@ -1,0 +1,70 @@
+"""`bergen play` draws the line as it lies, each tile turned as laid, with the renderer
+`bergen-replay` uses: plays on the left turn the tile so that its matching number touches the
+line (1-3 played left of 1-1 reads `[3|1][1|1]`, not `[1|3][1|1]`)."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from rich.console import Console
+
+from bergen.cli_client.play import Narrator, render_turn
+from bergen.cli_client.render import render_frame, tell
+
+from . import deals
+from .support import Game, rules_for
+
+LINE = re.compile(r"^line: (\S+)   ends (\d)\|(\d)$")
+
+
+def _line_shown(game: Game, seat: int) -> tuple[str, str]:
+    """The line and its ends as `bergen play` shows them to `seat` at its turn."""
+    console = Console(file=io.StringIO(), highlight=False)
+    lines = render_turn(game.s, seat, Narrator(console, seat, game.s))
+    found = [m for m in (LINE.match(Console().render_str(x).plain) for x in lines) if m]
+    assert len(found) == 1, lines
+    return found[0].group(1), f"{found[0].group(2)}|{found[0].group(3)}"
+
+
+def _line_replayed(game: Game) -> str:
+    """The line of the replay's last step, as `bergen-replay --step` draws it."""
+    story = tell(game.events)
+    frame = render_frame(story, len(story.steps) - 1, story.steps)
+    return next(t.plain.split("line  ", 1)[1] for t in frame if "line  " in t.plain)
+
+
+def test_plays_at_both_ends_are_drawn_as_they_lie(crafted_deals) -> None:
+    crafted_deals({(1, 1): deals.CASE3})
+    g = Game(rules=rules_for(2)).start()  # seat 0 leads 1-1
+    expected = [
+        (1, "1-3", "left", "[3|1][1|1]", "3|1"),
+        (0, "1-5", "right", "[3|1][1|1][1|5]", "3|5"),
+        (1, "3-5", "left", "[5|3][3|1][1|1][1|5]", "5|5"),
+    ]
+    for seat, tile, at, line, ends in expected:
+        g.play(seat, tile, at)
+        to_play = g.s.turn
+        assert to_play is not None
+        shown, shown_ends = _line_shown(g, to_play)
+        assert (shown, shown_ends) == (line, ends)
+        assert shown == _line_replayed(g)
+
+
+def test_every_tile_touches_its_neighbour_along_a_whole_hand() -> None:
+    g = Game(rules=rules_for(2)).start()
+    hand = g.s.hand
+    while g.s.hand == hand and g.s.turn is not None and not g.s.hand_over:
+        seat = g.s.turn
+        plays = g.s.legal_plays(seat)
+        if not plays:
+            break
+        tile, end = plays[-1]  # the right end when a tile fits both: both ends get tiles
+        g.play(seat, str(tile), end.value)
+        if g.s.hand != hand or g.s.hand_over or g.s.turn is None:
+            break
+        shown, ends = _line_shown(g, g.s.turn)
+        pairs = re.findall(r"\[(\d)\|(\d)\]", shown)
+        assert all(a[1] == b[0] for a, b in zip(pairs, pairs[1:], strict=False)), shown
+        assert ends == f"{pairs[0][0]}|{pairs[-1][1]}"
+        assert shown == _line_replayed(g)
