@@ -16,8 +16,9 @@ from typing import TypeAlias
 
 from bergen.api.exit_status import ExitStatus, help_text
 
-from . import bots, export, health, play, simulate, tournament, verify
+from . import bots, endings, export, health, play, simulate, tournament, verify, watch
 from .connect import BadConnectionOption, endpoint_of
+from .usage import fail
 
 COMMANDS_GROUP = "bergen.commands"
 DISTRIBUTION = "bergen"
@@ -41,8 +42,7 @@ def _unavailable(name: str, why: str) -> Callable[[Subparsers], None]:
         p.add_argument("rest", nargs=argparse.REMAINDER)
 
         def run(_: argparse.Namespace) -> int:
-            print(f"bergen {name}: unavailable here: {why}", file=sys.stderr)
-            return ExitStatus.ERROR
+            return fail(name, f"unavailable here: {why}", ExitStatus.ERROR, "UNAVAILABLE_HERE")
 
         p.set_defaults(func=run)
 
@@ -70,9 +70,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bergen {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    own = {"simulate", "play", "bots", "verify", "export", "tournament", "health"}
+    own = {
+        "simulate",
+        "play",
+        "watch",
+        "resign",
+        "abandon",
+        "bots",
+        "verify",
+        "export",
+        "tournament",
+        "health",
+    }
     simulate.add_parser(sub)
     play.add_parser(sub)
+    watch.add_parser(sub)
+    endings.add_parsers(sub)
     bots.add_parser(sub)
     verify.add_parser(sub)
     export.add_parser(sub)
@@ -92,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             args.endpoint = endpoint_of(args)
         except BadConnectionOption as e:
-            print(f"bergen {args.command}: {e}", file=sys.stderr)
-            return ExitStatus.USAGE
+            return fail(args.command, str(e), ExitStatus.USAGE)
     status: int = args.func(args)
     return status
 
