@@ -1,5 +1,5 @@
 """The command line as one layer: one address rule, one mapping from gRPC status to exit
-status, the exit statuses listed once in the README, `--version`, and the server's commands
+status, the exit statuses listed once in docs/cli.md, `--version`, and the server's commands
 contributed through an entry-point group."""
 
 from __future__ import annotations
@@ -76,13 +76,13 @@ def test_every_command_maps_a_grpc_status_to_the_same_exit_status(
     assert _refusal(error, "here", "m").status == EXPECTED[code]
 
 
-def test_the_readme_lists_every_exit_status_once_and_nothing_else() -> None:
-    readme = (ROOT / "README.md").read_text("utf-8")
-    section = readme.split("### Exit statuses", 1)[1].split("\n### ", 1)[0]
+def test_the_command_line_manual_lists_every_exit_status_once_and_nothing_else() -> None:
+    manual = (ROOT / "docs" / "cli.md").read_text("utf-8")
+    section = manual.split("### Exit statuses", 1)[1].split("\n### ", 1)[0]
     rows = re.findall(r"^\| (\d+) \| ", section, re.M)
     assert [int(r) for r in rows] == [int(s) for s in ExitStatus]
-    assert readme.count("### Exit statuses") == 1
-    assert "Exit statuses:" not in readme  # no second list, in a command's own section
+    assert manual.count("### Exit statuses") == 1
+    assert "Exit statuses:" not in manual  # no second list, in a command's own section
 
 
 def test_version_is_the_installed_distributions() -> None:
