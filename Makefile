@@ -1,30 +1,51 @@
-# Every target sets up what it needs: a fresh clone needs only Python 3.11+ and make.
+# Every target sets up what it needs: a fresh clone needs only Python 3.11+ and make. Each
+# installs only its own share into .venv (the shares add up): serving the game and its web
+# page, testing, or all a contributor runs (lint, types, generated code, benchmarks).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+RUN_STAMP := $(VENV)/.run-stamp
+TEST_STAMP := $(VENV)/.test-stamp
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 TEST_WORKERS ?= 4
 
-.PHONY: run simulate test lint typecheck proto proto-check proto-lint proto-breaking bench clean
+.PHONY: run web simulate test lint typecheck proto proto-check proto-lint proto-breaking bench clean
 
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
-	touch $(STAMP)
+
+# The server, the clients and the web gateway.
+$(RUN_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[web]'
+	touch $@
+
+# What the tests need besides.
+$(TEST_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[web,test]'
+	touch $@
+
+# Everything: linters, the code generator, the benchmarks' references.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
 
 ## run: the server on 127.0.0.1:50051 with the embedded SQLite store (./bergen.db)
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(VENV)/bin/bergen serve
 
+## web: the web page on http://127.0.0.1:8080/ for the server of `make run`
+web: $(RUN_STAMP)
+	$(VENV)/bin/bergen web
+
 ## simulate: one simulated match between the play policies, printed hand by hand
-simulate: $(STAMP)
+simulate: $(RUN_STAMP)
 	$(VENV)/bin/bergen simulate --matches 1 --players 2 --seed demo --out out/demo --show
 
 ## test: every test (PostgreSQL ones need BERGEN_TEST_DATABASE_URL or Docker; see README), in
 ## TEST_WORKERS processes (most tests wait on servers, sockets and PostgreSQL; 0: in this one)
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 ## lint: ruff, mypy --strict, the generated code's freshness, buf lint and buf breaking
