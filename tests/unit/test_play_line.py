@@ -5,6 +5,7 @@ line (1-3 played left of 1-1 reads `[3|1][1|1]`, not `[1|3][1|1]`)."""
 from __future__ import annotations
 
 import io
+import itertools
 import re
 
 from rich.console import Console
@@ -65,6 +66,6 @@ def test_every_tile_touches_its_neighbour_along_a_whole_hand() -> None:
             break
         shown, ends = _line_shown(g, g.s.turn)
         pairs = re.findall(r"\[(\d)\|(\d)\]", shown)
-        assert all(a[1] == b[0] for a, b in zip(pairs, pairs[1:], strict=False)), shown
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(pairs)), shown
         assert ends == f"{pairs[0][0]}|{pairs[-1][1]}"
         assert shown == _line_replayed(g)
