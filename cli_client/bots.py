@@ -165,6 +165,8 @@ class SeatLink:
                 call = self.client.watch(self.match_id, self.token, after_seq=after)
                 self._call = call
                 for item in watch_events(call):
+                    if failing_since is not None and self.client.notice is not None:
+                        self.client.notice("the match's stream is back")
                     failing_since, attempt = None, 0
                     if not isinstance(item, tuple):
                         self.clock.saw_view(item)
@@ -194,6 +196,10 @@ class SeatLink:
                         )
                     )
                     return
+                if attempt == 1 and self.client.notice is not None:
+                    self.client.notice(
+                        f"the match's stream was cut ({describe_error(e)}); opening it again"
+                    )
                 self.stop.wait(pause_s(attempt))
 
     def wait(self, timeout: float) -> bool:
