@@ -50,7 +50,7 @@ from bergen.domain.tiles import End, Tile, side_of
 from .client import RETRY_S, Client, Unreachable, WatchCall, passing, pause_s, watch_events
 from .clocks import MatchClock, add_clock_options, clock_options, options_words, think_budget_s
 from .connect import add_server_option, describe_error, exit_status_of
-from .usage import seat_label
+from .usage import examples, seat_label
 
 RECONNECT_S = RETRY_S
 """How long a dropped WatchMatch stream is opened again before the seat gives up."""
@@ -402,14 +402,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="play matches between bots against a server",
         description="Create matches on a server and play them with bot clients, one thread "
         "per seat, each holding only its seat token. With several policies the seats rotate "
-        "every match. Prints each match id and a summary; exit status 0 when every match "
-        "ended.",
+        "every match. Prints each match as it ends and a summary; exit status 0 when every "
+        "match ended. With --tournament, bots enter a tournament instead and play every "
+        "match they are paired in until it ends.",
+        epilog=examples(
+            "bergen bots --matches 20 --policy montecarlo greedy --parallel 4",
+            "bergen bots --matches 5 --players 3 --clock 60+2 --json",
+            "bergen bots --tournament TOURNAMENT --entrants 6 --policy greedy random",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_server_option(p)
-    p.add_argument("--matches", type=int, default=1, help="how many matches (default 1)")
-    p.add_argument("--players", type=int, choices=(2, 3, 4), default=2)
+    p.add_argument(
+        "--matches", type=int, default=1, metavar="N", help="how many matches (default 1)"
+    )
+    p.add_argument(
+        "--players", type=int, choices=(2, 3, 4), default=2, help="seats a match (default 2)"
+    )
     p.add_argument("--partnerships", action="store_true", help="4 seats as two sides")
-    p.add_argument("--preset", default="standard", choices=sorted(PRESETS))
+    p.add_argument(
+        "--preset", default="standard", choices=sorted(PRESETS), help="the rules (default standard)"
+    )
     p.add_argument(
         "--policy",
         nargs="+",
@@ -424,7 +437,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="N",
         help=f"matches played at once, 1 to {MAX_PARALLEL} (default 1)",
     )
-    p.add_argument("--seed", help="seed of the bots' choices (default: random)")
+    p.add_argument("--seed", metavar="TEXT", help="seed of the bots' choices (default: random)")
     p.add_argument(
         "--json",
         action="store_true",

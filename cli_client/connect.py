@@ -86,13 +86,19 @@ def describe_error(error: grpc.RpcError) -> str:
     return f"{details} ({reason_of(error)})"
 
 
-def fail_call(command: str, error: grpc.RpcError) -> ExitStatus:
-    """Print a failed call's error line for `command` (`bergen play: no match 6f1c...
-    (MATCH_NOT_FOUND)`) on standard error; returns the exit status that reports it."""
+def details_of(error: grpc.RpcError) -> str:
+    """The server's words of a failed call (or the client library's, when it never got an
+    answer)."""
     if isinstance(error, grpc.Call):
-        sentence = error.details() or "the server gave no detail"
-    else:
-        sentence = str(error)
+        return error.details() or "the server gave no detail"
+    return str(error)
+
+
+def fail_call(command: str, error: grpc.RpcError, about: str = "") -> ExitStatus:
+    """Print a failed call's error line for `command` (`bergen play: no match 6f1c...
+    (MATCH_NOT_FOUND)`, after `about: ` when given) on standard error; returns the exit
+    status that reports it."""
+    sentence = details_of(error) if not about else f"{about}: {details_of(error)}"
     return fail(command, sentence, exit_status_of(error), reason_of(error))
 
 

@@ -33,13 +33,15 @@ from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
 from .connect import add_server_option, open_channel
+from .usage import examples
 from .verify import RPC_TIMEOUT_S, parse_json, rpc_problem, verify_record
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "bergen-export/1"
 PAGE_SIZE = 100
 
-EPILOG = """\
+EPILOG = (
+    """\
 --since takes an ISO 8601 time (UTC when it names no zone), or a match id: then the time
 that match ended. A match "ended" when its last event was recorded (its audit log says when).
 Matches already in DIR's manifest are not fetched again (unless their file went missing or
@@ -52,7 +54,15 @@ exit status is then 6.
 match ids written now], "listed": how many records the manifest lists, "rejected": [why
 each record not written was not]}.
 
-""" + help_text()
+"""
+    + help_text()
+    + "\n\n"
+    + examples(
+        "bergen export --out records/             # every finished match (again: only what is new)",
+        "bergen export --out records/ --since 2026-12-01T00:00",
+        "bergen export --out records/ --json",
+    )
+)
 
 
 class _Stop(Exception):

@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import grpc
 from grpc_health.v1 import health_pb2
 
 from bergen.api.exit_status import ExitStatus
 
-from .connect import Endpoint, add_server_option, describe_error, exit_status_of, open_channel
+from .connect import (
+    Endpoint,
+    add_server_option,
+    describe_error,
+    details_of,
+    exit_status_of,
+    open_channel,
+    reason_of,
+)
+from .usage import examples, fail
 
 SERVICE = "bergen.v1.BergenService"
 CHECK_METHOD = "/grpc.health.v1.Health/Check"
@@ -36,17 +44,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "health",
         help="ask a server's gRPC health service whether it serves",
-        description="Ask the server's standard gRPC health service (grpc.health.v1) whether "
-        "it serves. Exit 0 when it does, 4 when it answers anything else (shutting down: "
-        "NOT_SERVING; a service it does not know: not_found), 5 when it does not answer in "
-        "time.",
+        description="Ask the server's standard gRPC health service whether it serves, as "
+        "a load balancer or a supervisor does. Exit 0 when it does, 4 when it answers that it "
+        "does not (it is shutting down) or does not know the service, 5 when it does not "
+        "answer in time.",
+        epilog=examples(
+            "bergen health                          # the server of this machine",
+            "bergen health --server db1:50051 --service game --json",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_server_option(p)
     p.add_argument(
         "--service",
         default="",
         metavar="NAME",
-        help=f"the service to ask about (default: the server as a whole; {SERVICE} is the game's)",
+        help="the service to ask about: `game` for the game service alone (default: the "
+        "server as a whole)",
     )
     p.add_argument(
         "--timeout",
@@ -77,20 +91,20 @@ def check(endpoint: Endpoint, service: str, timeout_s: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     endpoint: Endpoint = args.endpoint
+    service = SERVICE if args.service == "game" else args.service
     what = args.service or "server"
     try:
-        status = check(endpoint, args.service, args.timeout)
+        status = check(endpoint, service, args.timeout)
     except grpc.RpcError as e:
         exit_status = exit_status_of(e)
         if exit_status is ExitStatus.NOT_FOUND:
             exit_status = ExitStatus.REFUSED  # no such service: not a match that is missing
         if args.json:
-            _print_json(endpoint, args.service, None, exit_status, describe_error(e))
-        print(f"bergen health: {endpoint} {what}: {describe_error(e)}", file=sys.stderr)
-        return exit_status
+            _print_json(endpoint, service, None, exit_status, describe_error(e))
+        return fail("health", f"{endpoint} {what}: {details_of(e)}", exit_status, reason_of(e))
     exit_status = ExitStatus.SUCCESS if status == "SERVING" else ExitStatus.REFUSED
     if args.json:
-        _print_json(endpoint, args.service, status, exit_status, None)
+        _print_json(endpoint, service, status, exit_status, None)
     else:
         print(f"{endpoint} {what}: {status}")
     return exit_status

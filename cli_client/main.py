@@ -18,7 +18,7 @@ from bergen.api.exit_status import ExitStatus, help_text
 
 from . import bots, endings, export, health, play, simulate, tournament, verify, watch
 from .connect import BadConnectionOption, endpoint_of
-from .usage import fail
+from .usage import examples, fail
 
 COMMANDS_GROUP = "bergen.commands"
 DISTRIBUTION = "bergen"
@@ -64,8 +64,18 @@ def contributed() -> list[tuple[str, Callable[[Subparsers], None]]]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bergen",
-        description="Bergen domino server, client and tools.",
-        epilog=help_text(),
+        description="Bergen domino server, client and tools: play, watch, replay and verify "
+        "matches, run tournaments, and run the server.",
+        epilog=help_text()
+        + "\n\n"
+        + examples(
+            "bergen serve                     # the server, events kept in ./bergen.db",
+            "bergen play --create --bots 1    # play a bot from this terminal",
+            "bergen watch MATCH               # follow a match live",
+            "bergen-replay MATCH              # a match, hand by hand",
+            "bergen verify MATCH              # check a finished match through the rules",
+            "bergen COMMAND --help            # each command's options and examples",
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"bergen {version()}")

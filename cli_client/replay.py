@@ -41,7 +41,7 @@ from .connect import (
     open_channel,
 )
 from .render import Story, render_frame, render_story, story_json, tell
-from .usage import seat_label
+from .usage import examples, seat_label
 
 PROG = "bergen-replay"
 CONNECT_TIMEOUT_S = 5.0
@@ -89,10 +89,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replay a Bergen match hand by hand: each deal, every action with the "
         "line after it, the points and why, the scores and the result; on a clock, each "
         "play's time left, the timeouts and the automatic plays.",
-        epilog=JSON_HELP + "\n\n" + help_text(),
+        epilog=JSON_HELP
+        + "\n\nSeats and sides are numbered from 1 in what is printed; in --json, as in the "
+        "API and the records, from 0.\n\n"
+        + help_text()
+        + "\n\n"
+        + examples(
+            "bergen-replay MATCH                 # the whole match, hand by hand",
+            "bergen-replay MATCH --step          # one step at a time, with the arrow keys",
+            "bergen-replay MATCH --seat 2        # only what seat 2 knew at each step",
+            "bergen-replay --file records/MATCH.json --hand 3",
+            "bergen-replay MATCH --record > MATCH.json   # the signed match record",
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("match_id", nargs="?", metavar="MATCH_ID", help="the match to replay")
+    p.add_argument("match_id", nargs="?", metavar="MATCH", help="the match to replay")
     add_server_option(p)
     p.add_argument(
         "--token",
@@ -114,12 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
         "left/p back, q quit)",
     )
     p.add_argument(
-        "--record", action="store_true", help="print the match's RECORD.md JSON and stop"
+        "--record", action="store_true", help="print the match's signed record (JSON) and stop"
     )
     p.add_argument(
         "--file",
         metavar="RECORD",
-        help="replay a saved RECORD.md record (a path, or - for stdin), without a server",
+        help="replay a saved match record (a path, or - for stdin), without a server",
     )
     p.add_argument(
         "--plain",

@@ -46,6 +46,7 @@ from bergen.domain.tournament_standings import TableResult, score_result
 
 from .render import render_record
 from .tournament_pack import table_rules, write_pack
+from .usage import examples
 
 PROGRESS_FROM = 20
 """Show a progress bar from this many matches on."""
@@ -58,15 +59,29 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "simulate",
         help="play matches between the random and greedy policies in process",
-        description="Play matches between the random and greedy policies and write one "
-        "RECORD.md file per match.",
+        description="Play matches between the random and greedy policies here, with no "
+        "server, and write each one's match record (a JSON file `bergen verify` and "
+        "`bergen-replay --file` read) into --out.",
+        epilog=examples(
+            "bergen simulate --matches 10 --players 3 --out out/ --show",
+            "bergen simulate --matches 100 --clock 60+2 --stall 0.05 --out out/ --json",
+            "bergen simulate --tournament swiss --entrants 16 --rounds 5 --out pack/",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--matches", type=int, help="how many matches (required without --tournament)")
-    p.add_argument("--players", type=int, choices=(2, 3, 4), default=2)
+    p.add_argument(
+        "--matches",
+        type=int,
+        metavar="N",
+        help="how many matches (required without --tournament)",
+    )
+    p.add_argument(
+        "--players", type=int, choices=(2, 3, 4), default=2, help="seats a match (default 2)"
+    )
     p.add_argument("--partnerships", action="store_true", help="4 seats as two sides")
     t = p.add_argument_group(
         "tournament",
-        "play a whole tournament (TOURNAMENT.md) instead: entrants alternate the greedy and "
+        "play a whole tournament instead: entrants alternate the greedy and "
         "random policies, every match id, deal and pairing follows from the seed, and --out "
         "receives its audit pack (tournament.json, matches/, manifest.json), which "
         "`bergen verify DIR` checks",
@@ -76,8 +91,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         choices=(SWISS, ROUND_ROBIN, DOUBLE_ROUND_ROBIN),
         help="the tournament's format",
     )
-    t.add_argument("--entrants", type=int, help="how many entrants (pairs with --partnerships)")
-    t.add_argument("--rounds", type=int, help="a Swiss tournament's rounds")
+    t.add_argument(
+        "--entrants", type=int, metavar="N", help="how many entrants (pairs with --partnerships)"
+    )
+    t.add_argument("--rounds", type=int, metavar="N", help="a Swiss tournament's rounds")
     t.add_argument(
         "--seats", type=int, choices=(2, 3, 4), default=2, help="seats at a table (default 2)"
     )
@@ -88,12 +105,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="sign the pack with this Ed25519 private key (PEM, as bergen serve keeps it); "
         "default: a key made for the run",
     )
-    p.add_argument("--preset", default="standard", help="rules preset (default: standard)")
-    p.add_argument("--seed", help="seed for the deals and the policies (default: random)")
-    p.add_argument("--out", type=Path, required=True, help="folder for the records")
+    p.add_argument(
+        "--preset", default="standard", metavar="NAME", help="rules preset (default: standard)"
+    )
+    p.add_argument(
+        "--seed", metavar="TEXT", help="seed for the deals and the policies (default: random)"
+    )
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder for the records")
     p.add_argument("--show", action="store_true", help="print each match, hand by hand")
     p.add_argument(
         "--clock",
+        metavar="INITIAL+INCREMENT",
         help="play on a Fischer clock of INITIAL+INCREMENT seconds (e.g. 60+2), in simulated "
         "time: each seat thinks for a time drawn from the seed",
     )
@@ -101,11 +123,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--on-timeout", choices=("autoplay", "forfeit"), help="with --clock (default autoplay)"
     )
     p.add_argument(
-        "--timeouts-to-forfeit", type=int, help="with --clock: timeouts in a row that forfeit"
+        "--timeouts-to-forfeit",
+        type=int,
+        metavar="N",
+        help="with --clock: timeouts in a row that forfeit",
     )
     p.add_argument(
         "--think",
         default="200-5000",
+        metavar="MIN-MAX",
         help="with --clock: a seat's thinking time per play, MIN-MAX milliseconds "
         "(default 200-5000)",
     )
@@ -113,12 +139,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--stall",
         type=float,
         default=0.0,
+        metavar="P",
         help="the chance that a seat to play does not answer and is timed out (default 0)",
     )
     p.add_argument(
         "--resign",
         type=float,
         default=0.0,
+        metavar="P",
         help="the chance that a seat to play resigns instead (default 0)",
     )
     p.add_argument(

@@ -76,24 +76,26 @@ from .tournament_pack import (
     sha256_hex,
     table_rules,
 )
+from .usage import examples
 
 RPC_TIMEOUT_S = 30.0
 
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 
-EPILOG = """\
-The argument is a record file when such a file exists (RECORD.md, as `bergen export` or
-`bergen-replay --record` write it), a tournament's audit pack when it is a folder
-(tournament.json, matches/, manifest.json: TOURNAMENT.md section 6, as `bergen simulate
---tournament` writes it), else a match id asked of the server.
+EPILOG = (
+    """\
+The argument is a record file when such a file exists (a match record, as `bergen export`
+or `bergen-replay --record` write it), a tournament's audit pack when it is a folder
+(tournament.json, matches/, manifest.json, as `bergen tournament export` or `bergen
+simulate --tournament` write it), else a match id asked of the server.
 
 The signature: with --public-key (a file holding the key as 64 hex digits or a PEM public
 key, or the 64 hex digits themselves) the record must be signed by that key. Without it,
 a record file's signature is checked against the key the record names, and the verdict
 says so: that proves the record was not changed since that key signed it, not who holds
-the key, so get the server's key from a trusted place (the README, GetServerInfo) and pass
-it. Through the server the record must be signed by the key the server publishes
-(GetServerInfo), unless --public-key is given. An unsigned record file passes without
+the key, so get the server's key from a trusted place (the server logs it when it starts:
+"records signed by ...") and pass it. Through the server the record must be signed by the
+key the server publishes, unless --public-key is given. An unsigned record file passes without
 --public-key (the verdict says "not signed") and is rejected with it.
 
 A rejection (exit status 6) names the first wrong place, as "hand H, action A", a record
@@ -113,7 +115,16 @@ hands, result, public_key, key_checked, where and why for a rejection, events, h
 chain for a match checked through the server; tournament_id, entrants, rounds and matches
 for a pack.
 
-""" + help_text()
+"""
+    + help_text()
+    + "\n\n"
+    + examples(
+        "bergen verify MATCH                       # a finished match, through the server",
+        "bergen verify records/MATCH.json --public-key KEY   # a record file, offline",
+        "bergen verify pack/ --public-key KEY      # a tournament's audit pack",
+        "bergen verify MATCH --json",
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)
