@@ -10,7 +10,9 @@ must follow the match's listed version, link to the row before it when that row'
 known here, and, when the store holds the log keys, carry an authenticator that verifies. A
 row that fails is logged at CRITICAL and never folded, nor is any later row of its match: the
 match stays listed as it was before that row (its commands are refused as LOG_TAMPERED),
-and the position moves past it, so that every other match keeps being listed.
+and the position moves past it, so that every other match keeps being listed. A match's
+times are its rows' own (`recorded_at`, which the authenticator covers): its MatchCreated's
+and its first Dealt's.
 
 Read-your-writes: a page is answered after catching the listing up (one query when nothing
 is new) and, for the matches this process has just written, after seeing their versions
@@ -30,6 +32,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 from bergen.api.chain import canonical_json, metadata_json, micros
 from bergen.api.stored import GENESIS_HASH, EventMetadata
@@ -92,8 +95,8 @@ _FOLDED = frozenset(
 )
 
 
-def created(match_id: str, e: MatchCreated, seq: int, position: int) -> MatchSummary:
-    """The listing of a match just created by `e`."""
+def created(match_id: str, e: MatchCreated, seq: int, position: int, at: datetime) -> MatchSummary:
+    """The listing of a match just created by `e`, recorded `at`."""
     return MatchSummary(
         match_id=match_id,
         name=e.name,
@@ -105,16 +108,21 @@ def created(match_id: str, e: MatchCreated, seq: int, position: int) -> MatchSum
         scores=[0] * len(sides_of(e.seats, e.partnerships)),
         version=seq,
         order=position,
+        created_at=at,
     )
 
 
-def evolve(s: MatchSummary, e: Event, seq: int) -> None:
-    """`s` after event `e` (its seq), as the match's fold would list it. Mutates `s`."""
+def evolve(s: MatchSummary, e: Event, seq: int, at: datetime) -> None:
+    """`s` after event `e` (its seq, recorded `at`), as the match's fold would list it.
+    Mutates `s`."""
     s.version = seq
     if isinstance(e, SeatTaken):
         s.players[e.seat] = e.name
     elif isinstance(e, Dealt):
         s.phase = str(PLAYING)
+        s.hand = e.hand
+        if s.started_at is None:
+            s.started_at = at
     elif isinstance(e, PointsScored):
         s.scores[e.side] += e.points
     elif isinstance(e, HandEnded):
@@ -266,10 +274,10 @@ def fold_into(
                 e = decode_stored(stored)
                 assert isinstance(e, MatchCreated)
                 summaries[stored.stream_id] = created(
-                    stored.stream_id, e, stored.seq, stored.position
+                    stored.stream_id, e, stored.seq, stored.position, stored.recorded_at
                 )
             elif stored.type in _FOLDED:
-                evolve(s, decode_stored(stored), stored.seq)
+                evolve(s, decode_stored(stored), stored.seq, stored.recorded_at)
             else:
                 s.version = stored.seq
         except (CorruptRecord, IndexError) as err:

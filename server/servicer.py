@@ -276,6 +276,11 @@ class BergenServicer:
                     players=r.players,
                     scores=r.scores,
                     version=r.version,
+                    created_at=convert.timestamp_out(r.created_at),
+                    started_at=(
+                        None if r.started_at is None else convert.timestamp_out(r.started_at)
+                    ),
+                    hand=r.hand,
                 )
                 for r in rows
             ],

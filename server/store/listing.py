@@ -9,16 +9,19 @@ the rows and the new position in one transaction.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 
 @dataclass
 class MatchSummary:
     """One match as listed. `order` is the global position of its MatchCreated (newest
-    first); `players` holds "" for an empty seat; `scores` one total per side."""
+    first); `players` holds "" for an empty seat; `scores` one total per side; `created_at`
+    and `started_at` are when its MatchCreated and its first Dealt were recorded (None:
+    still seating); `hand` is the hand in play or the last one played (0: none yet)."""
 
     match_id: str
     name: str
@@ -30,6 +33,9 @@ class MatchSummary:
     scores: list[int]
     version: int
     order: int = 0
+    created_at: datetime = datetime(1970, 1, 1, tzinfo=UTC)
+    started_at: datetime | None = None
+    hand: int = 0
 
 
 class FoldTransaction(Protocol):
@@ -74,12 +80,18 @@ class MatchList(Protocol):
 
 
 SUMMARY_COLUMNS = (
-    "match_id, listed, name, phase, seats, partnerships, preset, players, scores, version"
+    "match_id, listed, name, phase, seats, partnerships, preset, players, scores, version,"
+    " created_at, started_at, hand"
 )
 
 
-def summary_of(row: Sequence[Any]) -> MatchSummary:
-    """The MatchSummary of a row selected as SUMMARY_COLUMNS."""
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def summary_of(row: Sequence[Any], time_of: Callable[[Any], datetime] = _as_is) -> MatchSummary:
+    """The MatchSummary of a row selected as SUMMARY_COLUMNS; `time_of` turns a stored time
+    into a datetime when the backend does not."""
     return MatchSummary(
         match_id=row[0],
         name=row[2],
@@ -91,11 +103,15 @@ def summary_of(row: Sequence[Any]) -> MatchSummary:
         scores=json.loads(row[8]),
         version=int(row[9]),
         order=int(row[1]),
+        created_at=time_of(row[10]),
+        started_at=None if row[11] is None else time_of(row[11]),
+        hand=int(row[12]),
     )
 
 
-def summary_params(s: MatchSummary) -> tuple[Any, ...]:
-    """The values of SUMMARY_COLUMNS for `s`."""
+def summary_params(s: MatchSummary, time_in: Callable[[datetime], Any] = _as_is) -> tuple[Any, ...]:
+    """The values of SUMMARY_COLUMNS for `s`; `time_in` turns a datetime into what the
+    backend stores."""
     return (
         s.match_id,
         s.order,
@@ -107,6 +123,9 @@ def summary_params(s: MatchSummary) -> tuple[Any, ...]:
         json.dumps(s.players, ensure_ascii=False),
         json.dumps(s.scores),
         s.version,
+        time_in(s.created_at),
+        None if s.started_at is None else time_in(s.started_at),
+        s.hand,
     )
 
 

@@ -670,9 +670,10 @@ class PostgresEventStore:
 _NO_LIMIT = 2**63 - 1
 _UPSERT = (
     f"INSERT INTO match_list ({SUMMARY_COLUMNS})"
-    " VALUES (%s, %s::bigint, %s, %s, %s::int, %s, %s, %s, %s, %s::bigint)"
+    " VALUES (%s, %s::bigint, %s, %s, %s::int, %s, %s, %s, %s, %s::bigint, %s, %s, %s::int)"
     " ON CONFLICT (match_id) DO UPDATE SET phase = excluded.phase, players = excluded.players,"
-    " scores = excluded.scores, version = excluded.version"
+    " scores = excluded.scores, version = excluded.version, started_at = excluded.started_at,"
+    " hand = excluded.hand"
 )
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in SUMMARY_COLUMNS.split(","))
 _PAGES = {

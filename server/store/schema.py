@@ -113,6 +113,11 @@ match_list = sa.Table(
     sa.Column("players", sa.Text(), nullable=False),
     sa.Column("scores", sa.Text(), nullable=False),
     sa.Column("version", sa.BigInteger(), nullable=False),
+    # When the match's MatchCreated and its first Dealt were recorded (their rows'
+    # recorded_at; NULL: still seating), and the hand in play or the last one played.
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("hand", sa.Integer(), nullable=False),
     sa.PrimaryKeyConstraint("match_id"),
     sa.UniqueConstraint("listed"),
     sa.Index("ix_match_list_phase_listed", "phase", "listed"),

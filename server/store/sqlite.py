@@ -456,10 +456,22 @@ class SQLiteEventStore:
 
 _NO_LIMIT = 2**63 - 1
 _UPSERT = (
-    f"INSERT INTO match_list ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO match_list ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (match_id) DO UPDATE SET phase = excluded.phase, players = excluded.players,"
-    " scores = excluded.scores, version = excluded.version"
+    " scores = excluded.scores, version = excluded.version, started_at = excluded.started_at,"
+    " hand = excluded.hand"
 )
+
+
+def _time_text(at: datetime) -> str:
+    """A listed time as stored: ISO 8601 text, as the events' recorded_at."""
+    return at.isoformat(sep=" ")
+
+
+def _summary_of(row: Sequence[Any]) -> MatchSummary:
+    return summary_of(row, datetime.fromisoformat)
+
+
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in SUMMARY_COLUMNS.split(","))
 _PAGES = {
     (False, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list"
@@ -501,7 +513,7 @@ class _SQLiteFold:
                 f"SELECT {SUMMARY_COLUMNS} FROM match_list WHERE match_id IN ({_in(len(chunk))})",
                 chunk,
             ):
-                s = summary_of(r)
+                s = _summary_of(r)
                 found[s.match_id] = s
                 self._seated[s.match_id] = (s.phase, tuple(s.players))
         return found
@@ -513,7 +525,7 @@ class _SQLiteFold:
         ]
         conn = self._conn
         if changed:
-            conn.executemany(_UPSERT, [summary_params(s) for s in changed])
+            conn.executemany(_UPSERT, [summary_params(s, _time_text) for s in changed])
         for chunk in _chunks([s.match_id for s in reseated]):
             conn.execute(
                 f"DELETE FROM match_list_players WHERE match_id IN ({_in(len(chunk))})", chunk
@@ -583,7 +595,7 @@ class SQLiteMatchList:
             params.append(phase)
         params += (_NO_LIMIT if before is None else before, limit)
         rows = self._connect().execute(_PAGES[phase is not None, bool(player)], params).fetchall()
-        return [summary_of(r) for r in rows]
+        return [_summary_of(r) for r in rows]
 
     @_guarded
     def versions(self, match_ids: Collection[str]) -> dict[str, int]:

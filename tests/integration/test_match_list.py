@@ -136,6 +136,50 @@ def test_the_listing_is_what_folding_each_match_gives(store: EventStore) -> None
     assert {str(s.phase) for s in folded.values()} == {"seating", "playing", "ended"}
 
 
+def write_stepwise(
+    store: EventStore, match_id: str, events: Sequence[Event]
+) -> tuple[StoredEvent, ...]:
+    """Append `events` one command each up to the first deal, then a few at a time: the
+    match's creation, its seats and its first deal are recorded at different times."""
+    first_deal = next((k for k, e in enumerate(events) if type(e).__name__ == "Dealt"), None)
+    upto = len(events) if first_deal is None else first_deal + 1
+    written: list[StoredEvent] = []
+    for k in range(upto):
+        written += store.append(match_id, k, [NewEvent(*codec.encode(events[k]))]).events
+    for start in range(upto, len(events), 7):
+        chunk = [NewEvent(*codec.encode(e)) for e in events[start : start + 7]]
+        written += store.append(match_id, start, chunk).events
+    return tuple(written)
+
+
+def test_each_match_is_listed_with_when_it_was_created_and_started_and_its_hand(
+    store: EventStore,
+) -> None:
+    written = {}
+    for i in range(16):
+        events = real_match(i)
+        stored = write_stepwise(store, f"match-{i}", events)
+        written[f"match-{i}"] = (fold(events), stored)
+    projection = MatchListProjection(store, batch=30)
+    fold_all(projection, store, stored[-1])
+
+    rows = listing(projection)
+
+    assert len(rows) == 16
+    for r in rows:
+        state, stored = written[r.match_id]
+        dealt = [e for e in stored if e.type == "Dealt"]
+        assert r.created_at == stored[0].recorded_at, r.match_id
+        assert r.started_at == (dealt[0].recorded_at if dealt else None), r.match_id
+        assert r.hand == state.hand, r.match_id
+        assert r.created_at.utcoffset() is not None
+    assert {r.hand for r in rows if r.phase == "seating"} == {0}
+    assert any(r.hand > 1 for r in rows)  # a match past its first hand lists the one in play
+    started = [r for r in rows if r.started_at is not None]
+    assert started and all(r.started_at > r.created_at for r in started)
+    assert all(r.started_at is None for r in rows if r.phase == "seating")
+
+
 def test_filters_by_phase_and_by_a_seated_name_give_exactly_the_matching_matches(
     store: EventStore,
 ) -> None:

@@ -5,11 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, pool
+from sqlalchemy import create_engine, pool, text
+from test_match_list import fold_all, listing, real_match, write_stepwise
 
+from bergen.domain.state import fold
+from bergen.server.projections import MATCH_LIST, MatchListProjection
 from bergen.server.store import open_store, schema_is_behind, upgrade_to_head
+from bergen.server.store.migrate import alembic_config
 from bergen.server.store.schema import metadata
 from bergen.server.store.url import sqlalchemy_url
 
@@ -55,3 +60,54 @@ def test_open_store_can_upgrade_the_database_it_opens(empty_url: str) -> None:
     finally:
         store.close()
     assert not schema_is_behind(empty_url)
+
+
+def test_matches_listed_before_the_listing_had_times_are_listed_with_them_after_it(
+    empty_url: str,
+) -> None:
+    """0004 empties the listing and sets its position back to 0: the fold lists every match
+    again, with the times and hand an earlier server's rows lacked."""
+    command.upgrade(alembic_config(empty_url), "0003")
+    store = open_store(empty_url)
+    try:
+        written = {
+            f"match-{i}": write_stepwise(store, f"match-{i}", real_match(i)) for i in range(8)
+        }
+        last = max((e for events in written.values() for e in events), key=lambda e: e.position)
+        # The listing as an earlier server folded it: every match, without times or hand.
+        engine = create_engine(sqlalchemy_url(empty_url), poolclass=pool.NullPool)
+        try:
+            with engine.begin() as conn:
+                for match_id, events in written.items():
+                    conn.execute(
+                        text(
+                            "INSERT INTO match_list (match_id, listed, name, phase, seats,"
+                            " partnerships, preset, players, scores, version) VALUES (:m, :l,"
+                            " '', 'seating', 2, false, 'standard', '[\"\", \"\"]', '[0, 0]', :v)"
+                        ),
+                        {"m": match_id, "l": events[0].position, "v": len(events)},
+                    )
+                conn.execute(
+                    text("UPDATE projection_positions SET position = :p WHERE name = :n"),
+                    {"p": last.position, "n": MATCH_LIST},
+                )
+        finally:
+            engine.dispose()
+
+        upgrade_to_head(empty_url)
+
+        assert _differences(empty_url) == []
+        projection = MatchListProjection(store)
+        assert store.match_list().position(MATCH_LIST) == 0
+        fold_all(projection, store, last)
+        rows = {r.match_id: r for r in listing(projection)}
+    finally:
+        store.close()
+    assert sorted(rows) == sorted(written)
+    for match_id, events in written.items():
+        r = rows[match_id]
+        dealt = [e for e in events if e.type == "Dealt"]
+        assert r.created_at == events[0].recorded_at
+        assert r.started_at == (dealt[0].recorded_at if dealt else None)
+        state = fold(real_match(int(match_id.split("-")[1])))
+        assert (r.phase, r.hand) == (str(state.phase), state.hand)
