@@ -7,18 +7,17 @@ by keys and buttons; a tournament page's standings change as rounds end. Screens
 three pages at phone and desktop widths go to build/screenshots/. A clocked match's page shows
 each seat's clock, the running one ticking down between events and passing with the turn.
 
-Skipped (saying why) without /usr/bin/chromium or playwright, unless BERGEN_REQUIRE_BROWSER=1.
+Skipped (saying why) without /usr/bin/chromium or playwright, unless BERGEN_REQUIRE_BROWSER=1
+(tests/web/browsing.py).
 """
 
 from __future__ import annotations
 
 import io
-import os
 import random
 import re
 import time
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,83 +30,15 @@ from bergen.api.exit_status import ExitStatus
 from bergen.cli_client.verify import verify_pack
 from bergen.v1 import bergen_pb2 as pb
 
+from .browsing import browser, page, shoot, wait_js
 from .conftest import ORGANISER_TOKEN
 from .gateway import Gateway
 
+__all__ = ["browser", "page"]
+
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1280, "height": 800}
 PLAY_SHOWN_S = 1.0
-
-
-def _unavailable() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed (it is in the dev extra)"
-    if not os.access(CHROMIUM, os.X_OK):
-        return f"{CHROMIUM} is missing (.ci/browser installs Debian's chromium)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    reason = _unavailable()
-    if reason is not None:
-        if os.environ.get("BERGEN_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"BERGEN_REQUIRE_BROWSER=1 but {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport=DESKTOP)
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    yield pg
-    context.close()
-    assert not errors, f"errors in the page: {errors}"
-
-
-def wait_js(pg: Any, predicate: str, timeout: float = 10.0) -> None:
-    """Wait until the JavaScript function `predicate` returns true in the page, polled from
-    here (Playwright's own polling evaluates a string, which the site's CSP forbids)."""
-    deadline = time.monotonic() + timeout
-    while not pg.evaluate(predicate):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {predicate}")
-        time.sleep(0.02)
-
-
-def shoot(pg: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for label, size in (("desktop", DESKTOP), ("phone", PHONE)):
-        pg.set_viewport_size(size)
-        pg.wait_for_timeout(100)
-        pg.screenshot(path=str(SCREENSHOTS / f"{name}-{label}.png"), full_page=True)
-    pg.set_viewport_size(DESKTOP)
 
 
 def log_seqs(pg: Any) -> list[int]:
