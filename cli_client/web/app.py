@@ -15,6 +15,7 @@ import logging
 import re
 import time
 import zipfile
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
@@ -35,6 +36,8 @@ from bergen.v1 import bergen_pb2_grpc as rpc
 
 from .hubs import (
     COALESCE_S,
+    JSON,
+    LIVE_SCORES_S,
     Busy,
     Gone,
     Item,
@@ -60,6 +63,13 @@ BATCH_ITEMS = 256
 """Items written to one stream at once, at most."""
 RETRY_MS = 1000
 """How long a browser waits before reconnecting a closed stream."""
+RESULTS_KEPT = 4096
+"""Ended matches whose result the gateway keeps for its listing (it never changes)."""
+RESULT_CALLS = 4
+"""GetMatch calls at once for the results of a listing's ended matches."""
+RESULTS_WAIT_S = 2.0
+"""How long a listing waits for the results it lacks: those read later are kept for the next
+page (the listing is answered meanwhile, its ended matches without a result)."""
 MAX_SEQ = 2**63 - 1
 
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
@@ -101,6 +111,66 @@ class BadRequest(Exception):
     pass
 
 
+class Results:
+    """How each ended match of a listing ended: the listing (MatchSummary) says a match has
+    ended but not how, so the gateway reads each one's result once (GetMatch, as a spectator)
+    and keeps it, an ended match's result never changing. At most RESULT_CALLS calls at
+    once, one per match however many pages ask for it, RESULTS_KEPT results kept."""
+
+    def __init__(self, upstream: Upstream) -> None:
+        self._upstream = upstream
+        self._kept: OrderedDict[str, JSON] = OrderedDict()
+        self._reading: dict[str, asyncio.Task[None]] = {}
+        self._calls = asyncio.Semaphore(RESULT_CALLS)
+
+    async def _read(self, match_id: str) -> None:
+        try:
+            async with self._calls:
+                reply: pb.GetMatchResponse = await self._upstream.call(
+                    "GetMatch", pb.GetMatchRequest(match_id=match_id)
+                )
+        except grpc.aio.AioRpcError as e:
+            log.info("%s: no result read for the listing: %s", match_id, e.code().name)
+            return
+        finally:
+            self._reading.pop(match_id, None)
+        view = reply.view
+        if view.phase == pb.PHASE_ENDED and view.HasField("result"):
+            self._kept[match_id] = to_json(view.result)
+            while len(self._kept) > RESULTS_KEPT:
+                self._kept.popitem(last=False)
+
+    async def close(self) -> None:
+        """Stop the reads under way."""
+        tasks = list(self._reading.values())
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+
+    async def of(self, match_ids: list[str]) -> dict[str, JSON]:
+        """The results known of `match_ids` (ended matches), reading those not known yet for
+        at most RESULTS_WAIT_S."""
+        waits = []
+        for m in match_ids:
+            if m in self._kept:
+                continue
+            task = self._reading.get(m)
+            if task is None:
+                task = self._reading[m] = asyncio.create_task(self._read(m))
+            waits.append(task)
+        if waits:
+            await asyncio.wait(waits, timeout=RESULTS_WAIT_S)
+        found = {}
+        for m in match_ids:
+            result = self._kept.get(m)
+            if result is not None:
+                self._kept.move_to_end(m)
+                found[m] = result
+        return found
+
+
 @dataclass
 class Gateway:
     upstream: Upstream
@@ -109,6 +179,7 @@ class Gateway:
     streams: SubscriberCounter
     packing: asyncio.Semaphore
     """Tournament zips built at once (each reads every match record): one."""
+    results: Results
 
 
 def _id(request: Request, name: str = "id") -> str:
@@ -128,6 +199,8 @@ def _seq(text: str | None) -> int | None:
 
 
 def _error(status: int, message: str, **extra: str) -> JSONResponse:
+    """An error's JSON: `error`, the words; `code`, the gRPC status upstream, or BAD_REQUEST
+    (refused here) or GATEWAY_BUSY (this gateway at one of its limits)."""
     return JSONResponse({"error": message, **extra}, status_code=status, headers=SECURITY_HEADERS)
 
 
@@ -161,13 +234,13 @@ def _handled(
             response: Response = await handler(request)
             return response
         except BadRequest as e:
-            return _error(400, str(e))
+            return _error(400, str(e), code="BAD_REQUEST")
         except grpc.aio.AioRpcError as e:
             return _rpc_error(e)
         except Gone as e:
             return _rpc_error(e)
         except Busy as e:
-            response = _error(503, str(e))
+            response = _error(503, str(e), code="GATEWAY_BUSY")
             response.headers["Retry-After"] = "2"
             return response
 
@@ -178,6 +251,8 @@ def _handled(
 
 
 async def list_matches(request: Request) -> Response:
+    """ListMatches as JSON; each ended match also with its `result` (as a view's), once the
+    gateway has read it."""
     phase = request.query_params.get("phase", "")
     if phase not in MATCH_PHASES:
         raise BadRequest(f"phase is one of {', '.join(p for p in MATCH_PHASES if p)}")
@@ -192,7 +267,14 @@ async def list_matches(request: Request) -> Response:
             phase=MATCH_PHASES[phase], page_size=min(size, 100), page_token=token
         ),
     )
-    return _ok(to_json(reply))
+    body = to_json(reply)
+    ended = [m["match_id"] for m in body["matches"] if m["phase"] == "PHASE_ENDED"]
+    if ended:
+        results = await gateway_of(request).results.of(ended)
+        for m in body["matches"]:
+            if m["match_id"] in results:
+                m["result"] = results[m["match_id"]]
+    return _ok(body)
 
 
 async def get_match(request: Request) -> Response:
@@ -486,20 +568,19 @@ async def match_events(request: Request) -> Response:
 
 
 async def tournament_events(request: Request) -> Response:
-    """The tournament's view now (`id:` its version), then again on each change, and `end`
-    once it has ended."""
+    """The tournament's view now (`id:` its version), then again on each change (its tables'
+    live scores included, which change within a version), and `end` once it has ended."""
     tid = _id(request)
-    last = _resume_point(request)
     gw = gateway_of(request)
     hub, sub = await gw.tournaments.subscribe(tid)
 
     async def body() -> AsyncIterator[bytes]:
         try:
             yield f"retry: {RETRY_MS}\n\n".encode()
-            # Each message is the whole view: a reconnect gets the current one unless it had it.
-            sent = hub.version
-            if hub.version > last or last == 0:
-                yield sse("tournament", hub.view, hub.version)
+            # Each message is the whole view: a reconnect gets the current one (its live
+            # scores may have changed under the version it had).
+            sent = hub.view
+            yield sse("tournament", hub.view, hub.version)
             while True:
                 if sub.queue.empty() and hub.ended:
                     yield sse("end", {"ended": hub.error is None})
@@ -507,8 +588,8 @@ async def tournament_events(request: Request) -> Response:
                 batch = await _next(sub.queue)
                 for got in batch:
                     if got.kind == "tournament":
-                        if got.seq > sent:
-                            sent = got.seq
+                        if got.data is not sent:  # the view sent first may be queued too
+                            sent = got.data
                             yield got.wire
                     elif got.kind == "keepalive":
                         yield got.wire
@@ -543,6 +624,19 @@ PAGES = {
     "/replay": "replay.html",
     "/tournament": "tournament.html",
 }
+FAVICON_MAX_AGE_S = 86400
+
+
+def _favicon() -> Any:
+    """/favicon.ico, which browsers ask for whatever the pages link (they link the SVG)."""
+    data = resources.files("bergen.cli_client.web").joinpath("static", "favicon.ico").read_bytes()
+
+    async def favicon(request: Request) -> Response:
+        headers = dict(SECURITY_HEADERS)
+        headers["Cache-Control"] = f"public, max-age={FAVICON_MAX_AGE_S}"
+        return Response(data, media_type="image/x-icon", headers=headers)
+
+    return favicon
 
 
 def _page(name: str) -> Any:
@@ -572,6 +666,7 @@ def create_app(
     max_matches: int = MAX_MATCHES,
     coalesce_s: float = COALESCE_S,
     max_tournaments: int = MAX_TOURNAMENTS,
+    live_scores_s: float = LIVE_SCORES_S,
 ) -> Starlette:
     """The gateway to the game server at `endpoint`."""
     target = endpoint if isinstance(endpoint, Endpoint) else Endpoint(endpoint)
@@ -591,13 +686,19 @@ def create_app(
             lambda key: MatchHub(key, matches, upstream, coalesce_s), max_matches, streams
         )
         tournaments: Registry[TournamentHub] = Registry(
-            lambda key: TournamentHub(key, tournaments, upstream), max_tournaments, streams
+            lambda key: TournamentHub(key, tournaments, upstream, live_scores_s),
+            max_tournaments,
+            streams,
         )
-        app.state.gateway = Gateway(upstream, matches, tournaments, streams, asyncio.Semaphore(1))
+        results = Results(upstream)
+        app.state.gateway = Gateway(
+            upstream, matches, tournaments, streams, asyncio.Semaphore(1), results
+        )
         app.state.started = time.time()
         try:
             yield
         finally:
+            await results.close()
             await matches.close()
             await tournaments.close()
             await channel.close()
@@ -617,6 +718,7 @@ def create_app(
         Route("/api/tournaments/{id}/record", _handled(get_tournament_record)),
         Route("/api/tournaments/{id}/audit-pack.zip", _handled(get_tournament_pack)),
         *(Route(path, _page(name)) for path, name in PAGES.items()),
+        Route("/favicon.ico", _favicon()),
         Mount("/static", _StaticWithHeaders(directory=str(static))),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

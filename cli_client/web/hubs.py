@@ -6,7 +6,10 @@ encoded once as Server-Sent Events, to every subscriber, which writes them in on
 keeps the last `BUFFER_EVENTS` events (read once by `GetReplay` when it starts, then as they
 come) so that a page starting from the first event, or a browser reconnecting with
 `Last-Event-ID`, is served from memory; `GetReplay` (as a spectator too) is asked only for an
-older gap. A `TournamentHub` holds one `WatchTournament` and passes each view on.
+older gap. A `TournamentHub` holds one `WatchTournament` and passes each view on; while
+tables of the tournament are in play it also reads the tournament again every
+`LIVE_SCORES_S` (one GetTournament for all its tables), since the server's stream sends a
+view when a table's hand or match ends, not at each score within a hand.
 
 Once a match stream has caught up (its first view and the backlog written through the ASGI
 server), it is handed the connection's transport and the hub writes each burst to every such
@@ -57,6 +60,9 @@ with hundreds of spectators is what the gateway's CPU is spent on (each write is
 call per stream)."""
 REPLAY_PAGE_LIMIT = 100_000
 """No replay served through the gateway holds more events than this."""
+LIVE_SCORES_S = 2.0
+"""While a followed tournament has tables in play, how often its hub reads it again for their
+live scores: one GetTournament per followed tournament (at most `max_tournaments`)."""
 
 JSON = dict[str, Any]
 
@@ -464,21 +470,70 @@ class MatchHub(Hub):
                 yield item
 
 
+def tables_in_play(view: JSON) -> bool:
+    """Whether a tournament's view (as JSON) has a table whose match is being played."""
+    rounds = view.get("rounds") or []
+    if view.get("phase") != "TOURNAMENT_PHASE_RUNNING" or not rounds:
+        return False
+    return any(t.get("match_id") and not t.get("result") for t in rounds[-1].get("tables", []))
+
+
 class TournamentHub(Hub):
-    def __init__(self, tournament_id: str, registry: Registry[Any], upstream: Upstream) -> None:
+    def __init__(
+        self,
+        tournament_id: str,
+        registry: Registry[Any],
+        upstream: Upstream,
+        live_scores_s: float = LIVE_SCORES_S,
+    ) -> None:
         super().__init__(tournament_id, registry)
         self.upstream = upstream
+        self.live_scores_s = live_scores_s
         self.view: JSON = {}
         self.version = 0
+        self._streamed = 0
+        """Views received from the stream: a view read meanwhile by `_read_live` is dropped."""
 
     async def run(self) -> None:
         stream = self.upstream.stub.WatchTournament(
             pb.WatchTournamentRequest(tournament_id=self.key)
         )
         self.upstream.calls["WatchTournament"] = self.upstream.calls.get("WatchTournament", 0) + 1
-        async for reply in stream:
-            view = reply.tournament
-            self.view = to_json(view)
-            self.version = view.version
-            self.ready.set()
-            self.publish(Item.of("tournament", self.view, view.version, with_id=True))
+        reader: asyncio.Task[None] | None = None
+        try:
+            async for reply in stream:
+                self._streamed += 1
+                self._show(reply.tournament)
+                self.ready.set()
+                if reader is None:
+                    reader = asyncio.create_task(self._read_live())
+        finally:
+            if reader is not None:
+                reader.cancel()
+
+    def _show(self, view: pb.TournamentView) -> None:
+        """Publish `view` unless it is what was published last (the same version may come
+        again with other live scores)."""
+        data = to_json(view)
+        if data == self.view:
+            return
+        self.view = data
+        self.version = view.version
+        self.publish(Item.of("tournament", data, view.version, with_id=True))
+
+    async def _read_live(self) -> None:
+        """While tables are in play, the tournament read again every `live_scores_s`."""
+        while True:
+            await asyncio.sleep(self.live_scores_s)
+            if not tables_in_play(self.view):
+                continue
+            streamed = self._streamed
+            try:
+                reply: pb.GetTournamentResponse = await self.upstream.call(
+                    "GetTournament", pb.GetTournamentRequest(tournament_id=self.key)
+                )
+            except grpc.aio.AioRpcError as e:
+                log.warning("%s: GetTournament failed: %s", self.key, e.code().name)
+                continue
+            if self._streamed == streamed and reply.tournament.version >= self.version:
+                self._show(reply.tournament)

@@ -3,6 +3,7 @@ real `bergen web` in front of it."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -30,3 +31,14 @@ def gateway(server: ServerProcess, module_farm: ServerFarm) -> Iterator[Gateway]
     yield gw
     code = gw.stop()
     assert code == 0, f"bergen web exited with {code} on SIGTERM:\n{gw.log()}"
+
+
+@pytest.fixture(scope="module")
+def silent_gateway(module_farm: ServerFarm) -> Iterator[Gateway]:
+    """A gateway whose game server is not there: a port nobody listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    gw = start_gateway(f"127.0.0.1:{port}", module_farm.workdir)
+    yield gw
+    assert gw.stop() == 0, gw.log()

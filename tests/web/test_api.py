@@ -10,13 +10,16 @@ import random
 import threading
 import time
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from e2e.client import (
     Client,
+    bearer,
     event_in,
     play_random_move,
+    rule_options,
     seat_everyone,
 )
 from e2e.servers import ServerFarm, ServerProcess
@@ -26,6 +29,7 @@ from bergen.domain.state import fold
 from bergen.domain.tiles import Tile
 from bergen.v1 import bergen_pb2 as pb
 
+from .conftest import ORGANISER_TOKEN
 from .gateway import EventStream, Gateway, Message, start_gateway
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
@@ -310,3 +314,152 @@ def test_streams_are_bounded(server: ServerProcess, module_farm: ServerFarm) -> 
             wait_for(lambda: gw.get("/api/health")[1]["streams"] == 0, what="streams released")
     finally:
         assert gw.stop() == 0, gw.log()
+
+
+# --- what the pages need of the API ------------------------------------------------------------
+
+
+def test_an_id_of_nothing_is_refused_with_a_code_a_page_can_put_in_words(
+    gateway: Gateway, silent_gateway: Gateway
+) -> None:
+    nobody = uuid.uuid4()
+    cases = [
+        ("/api/matches/nope", 400, "INVALID_ARGUMENT"),
+        (f"/api/matches/{nobody}", 404, "NOT_FOUND"),
+        ("/api/matches/not%20an%20id", 400, "BAD_REQUEST"),
+        ("/api/matches/nope/events", 400, "INVALID_ARGUMENT"),
+        (f"/api/matches/{nobody}/events", 404, "NOT_FOUND"),
+        ("/api/tournaments/nope", 400, "INVALID_ARGUMENT"),
+        (f"/api/tournaments/{nobody}", 404, "NOT_FOUND"),
+        (f"/api/tournaments/{nobody}/events", 404, "NOT_FOUND"),
+    ]
+    for path, status, code in cases:
+        got, body, _ = gateway.get(path)
+        assert (got, body.get("code")) == (status, code), (path, body)
+        assert body["error"], path
+    # A game server that does not answer: 503, which a page retries.
+    for path in (f"/api/matches/{nobody}", f"/api/matches/{nobody}/events"):
+        got, body, _ = silent_gateway.get(path)
+        assert (got, body.get("code")) == (503, "UNAVAILABLE"), (path, body)
+
+
+def test_the_icon_is_served_and_every_page_links_it(gateway: Gateway) -> None:
+    status, body, headers = gateway.get("/favicon.ico")
+    assert status == 200 and headers["content-type"] == "image/x-icon"
+    assert body[:4] == b"\x00\x00\x01\x00" and len(body) < 10_000  # an ICO, small
+    assert "max-age" in headers["cache-control"]
+    status, svg, headers = gateway.get("/static/favicon.svg")
+    assert status == 200 and headers["content-type"].startswith("image/svg+xml")
+    assert svg.startswith(b"<svg") and b"<script" not in svg
+    for page in ("/", "/match?id=x", "/replay?id=x", "/tournament?id=x"):
+        _, html, _ = gateway.get(page)
+        assert b'<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in html, page
+
+
+def stamp(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_the_listing_says_when_each_match_was_created_and_started_its_hand_and_how_it_ended(
+    server: ServerProcess, gateway: Gateway
+) -> None:
+    rng = random.Random(4)
+    before = datetime.now(UTC)
+    with Client(server.target) as client:
+        waiting = client.create(2, name="listing: waiting").match_id
+        client.join(waiting, "Ada", client_seed="a")
+        playing = seat_everyone(client, 2, name="listing: playing", target=100)
+        version = playing.version
+        hand = 1
+        while hand < 2:  # into the second hand
+            move = play_random_move([client], rng, playing, version)
+            version, hand = move.response.view.version, move.response.view.hand_number
+        resigned = seat_everyone(client, 2, name="listing: resigned")
+        client.resign(resigned.match_id, resigned.tokens[0])
+    after = datetime.now(UTC)
+    listed = {}
+    for phase in ("seating", "playing", "ended"):
+        status, body, _ = gateway.get(f"/api/matches?phase={phase}")
+        assert status == 200
+        listed.update({m["match_id"]: m for m in body["matches"]})
+
+    w, p, r = listed[waiting], listed[playing.match_id], listed[resigned.match_id]
+    for m in (w, p, r):
+        assert before <= stamp(m["created_at"]) <= after, m
+    assert "started_at" not in w and w["hand"] == 0 and "result" not in w
+    assert stamp(p["created_at"]) < stamp(p["started_at"]) <= after
+    assert p["hand"] == 2 and "result" not in p
+    assert stamp(r["created_at"]) < stamp(r["started_at"]) and r["hand"] == 1
+    # How an ended match ended: as its view's result (seats and sides from 0, as the API).
+    assert r["result"]["reason"] == "MATCH_END_REASON_FORFEIT"
+    assert r["result"]["cause"] == "FORFEIT_CAUSE_RESIGNED"
+    assert (r["result"]["resigned_seat"], r["result"]["winner_side"]) == (0, 1)
+    # Read once: a second page is answered from what the gateway kept.
+    _, health, _ = gateway.get("/api/health")
+    calls = health["upstream_calls"].get("GetMatch", 0)
+    gateway.get("/api/matches?phase=ended")
+    assert gateway.get("/api/health")[1]["upstream_calls"].get("GetMatch", 0) == calls
+
+
+def test_a_tournament_stream_sends_scores_made_within_a_hand_and_a_reconnect_the_latest(
+    server: ServerProcess, gateway: Gateway
+) -> None:
+    with Client(server.target) as client:
+        stub = client.stub
+        org = bearer(ORGANISER_TOKEN)
+        tid = stub.CreateTournament(
+            pb.CreateTournamentRequest(
+                name="api cup",
+                settings=pb.TournamentSettings(
+                    format=pb.TOURNAMENT_FORMAT_SWISS,
+                    seats=2,
+                    preset=pb.PRESET_STANDARD,
+                    options=rule_options(target=100),
+                    rounds=1,
+                ),
+            ),
+            metadata=org,
+        ).tournament_id
+        tokens = {}
+        for name in ("Ada", "Bo"):
+            reply = stub.RegisterEntrant(
+                pb.RegisterEntrantRequest(tournament_id=tid, players=[name], client_seed=name)
+            )
+            tokens[reply.entrant] = reply.player_tokens[0]
+        stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=org)
+        stream = EventStream(gateway, f"/api/tournaments/{tid}/events")
+        views: list[Message] = []
+        stop = threading.Event()
+        sse_reader(stream, views, stop)
+
+        def table() -> Any:
+            got = [m.data for m in views if m.kind == "tournament"]
+            rounds = got[-1]["rounds"] if got else []
+            return rounds[0]["tables"][0] if rounds and rounds[0]["tables"][0]["match_id"] else None
+
+        wait_for(table, timeout=30, what="round 1's match")
+        match, sides = table()["match_id"], [int(s) for s in table()["sides"]]
+        for _ in range(400):
+            seat = client.view(match).turn
+            mine = client.view(match, tokens[sides[seat]])
+            choice = mine.legal_plays[0]
+            played = client.play(match, choice.tile, choice.end, tokens[sides[seat]])
+            kinds = {e.WhichOneof("body") for e in played.events}
+            if "points_scored" in kinds and "hand_ended" not in kinds:
+                break
+        else:
+            raise AssertionError("no points were scored within a hand")
+        scores = list(played.view.scores)
+        wait_for(
+            lambda: table().get("live_scores") == scores, timeout=15, what=f"live scores {scores}"
+        )
+        version = views[-1].id
+        stop.set()
+        stream.close()
+        # A reconnect naming the version it had still gets the view as it is now.
+        again = EventStream(gateway, f"/api/tournaments/{tid}/events", last_event_id=str(version))
+        first = next(m for m in again.messages() if m.kind == "tournament")
+        again.close()
+        assert first.data["rounds"][0]["tables"][0]["live_scores"] == scores
+        _, health, _ = gateway.get("/api/health")
+        assert health["tournaments_followed"] <= 1

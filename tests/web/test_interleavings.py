@@ -19,7 +19,7 @@ import grpc
 import pytest
 
 from bergen.cli_client.web import hubs
-from bergen.cli_client.web.app import TRANSPORT_EXTENSION, Gateway, _MatchStream
+from bergen.cli_client.web.app import TRANSPORT_EXTENSION, Gateway, Results, _MatchStream
 from bergen.cli_client.web.hubs import MatchHub, Registry, SubscriberCounter, Upstream
 from bergen.v1 import bergen_pb2 as pb
 
@@ -204,7 +204,7 @@ def gateway_for(server: ScriptedServer, coalesce_s: float) -> Gateway:
         lambda key: MatchHub(key, matches, upstream, coalesce_s), 4, streams
     )
     tournaments: Registry[Any] = Registry(lambda key: None, 1, streams)  # type: ignore[arg-type,return-value]
-    return Gateway(upstream, matches, tournaments, streams, asyncio.Semaphore(1))
+    return Gateway(upstream, matches, tournaments, streams, asyncio.Semaphore(1), Results(upstream))
 
 
 def check_stream(stream: Stream, last: int, label: str, ended: bool = True) -> None:
