@@ -1,4 +1,8 @@
-// Shared helpers of the pages: fetching the gateway's JSON, words for enums, events in words.
+// Shared helpers of the pages: fetching the gateway's JSON, words for enums, events in words,
+// what to say when a page cannot show what it was asked for. People read seats and sides
+// numbered from 1; the API counts from 0, so every number shown goes through seatLabel or
+// sideLabel (or a name), and the server's own notes on a resignation or a timeout ("seat 0
+// resigned") are never shown: the words are made here from the result's fields.
 export const $ = (sel) => document.querySelector(sel);
 
 export function h(tag, attrs = {}, ...children) {
@@ -12,12 +16,17 @@ export function h(tag, attrs = {}, ...children) {
   return node;
 }
 
+// The JSON at `url`. Throws an Error with `status` and `body` (the gateway's error JSON) for
+// an answer that is not a success, or without `status` when the gateway does not answer.
 export async function getJson(url) {
   const r = await fetch(url, { headers: { accept: "application/json" } });
   if (!r.ok) {
-    let why = r.statusText;
-    try { why = (await r.json()).error || why; } catch (_) { /* not JSON */ }
-    throw new Error(`${r.status}: ${why}`);
+    let body = {};
+    try { body = await r.json(); } catch (_) { /* not JSON */ }
+    const e = new Error(`${r.status}: ${body.error || r.statusText}`);
+    e.status = r.status;
+    e.body = body;
+    throw e;
   }
   return r.json();
 }
@@ -34,14 +43,44 @@ export function word(value, prefix) {
 export const num = (v) => Number(v || 0);
 export const tileText = (t) => `${num(t.low)}-${num(t.high)}`;
 
+export const seatLabel = (seat) => `seat ${num(seat) + 1}`;
+export const sideLabel = (side) => `side ${num(side) + 1}`;
+
 export function seatName(view, seat) {
   const s = (view.seats || [])[seat];
-  return s && s.name ? s.name : `seat ${seat + 1}`;
+  return s && s.name ? s.name : seatLabel(seat);
 }
 
 export function sideName(view, side) {
   if (!view.partnerships) return seatName(view, side);
   return `${seatName(view, side)} and ${seatName(view, side + 2)}`;
+}
+
+// A listing's match (MatchSummary: `players` by seat, "" for a free seat) as a view for the
+// names above.
+export const summaryView = (m) => ({
+  partnerships: !!m.partnerships,
+  seats: (m.players || []).map((name, seat) => ({ seat, name })),
+});
+
+// How a match ended, in a few words ("won by Ada", "abandoned", "Bo resigned; won by Ada"),
+// from its result and a view (or summaryView) naming its seats.
+export function endText(result, view) {
+  const r = result || {};
+  const won = r.winner_side !== undefined ? `won by ${sideName(view, num(r.winner_side))}` : "";
+  const withWinner = (what) => (won ? `${what}; ${won}` : `${what}; no winner`);
+  if (r.reason === "MATCH_END_REASON_ABANDONED") {
+    if (r.resigned_seat !== undefined) return `${seatName(view, num(r.resigned_seat))} resigned; abandoned`;
+    return "abandoned";
+  }
+  if (r.reason === "MATCH_END_REASON_FORFEIT") {
+    const who = r.resigned_seat !== undefined ? seatName(view, num(r.resigned_seat))
+      : r.forfeited_side !== undefined ? sideName(view, num(r.forfeited_side)) : "a side";
+    if (r.cause === "FORFEIT_CAUSE_RESIGNED") return withWinner(`${who} resigned`);
+    if (r.cause === "FORFEIT_CAUSE_TIMEOUT") return withWinner(`${who} forfeited on time`);
+    return withWinner(`${who} forfeited`);
+  }
+  return won || "ended, no winner";
 }
 
 const END = { END_LEFT: "left", END_RIGHT: "right" };
@@ -50,7 +89,10 @@ const END = { END_LEFT: "left", END_RIGHT: "right" };
 export function describe(ev, view) {
   const seat = (s) => seatName(view, num(s));
   if (ev.match_created) return `Match created (${ev.match_created.seats} seats)`;
-  if (ev.seat_taken) return `${ev.seat_taken.name} took seat ${num(ev.seat_taken.seat) + 1}`;
+  if (ev.seat_taken) {
+    const taken = seatLabel(ev.seat_taken.seat);
+    return ev.seat_taken.name ? `${ev.seat_taken.name} took ${taken}` : `${taken} taken`;
+  }
   if (ev.dealt) return `Hand ${ev.dealt.hand} dealt (attempt ${ev.dealt.attempt}), ${ev.dealt.boneyard_size} in the boneyard`;
   if (ev.deal_voided) return `Hand ${ev.deal_voided.hand}: no double to lead, dealt again`;
   if (ev.tile_played) {
@@ -75,15 +117,100 @@ export function describe(ev, view) {
   if (ev.hand_ended) {
     const e = ev.hand_ended;
     const scores = (e.scores || []).join(" to ");
-    return `Hand ${e.hand} ended: ${word(e.reason, "HAND_END_REASON_")}; scores ${scores}`;
+    const took = e.side !== undefined && num(e.points) ? `, ${sideName(view, num(e.side))} took ${e.points}` : "";
+    return `Hand ${e.hand} ended: ${word(e.reason, "HAND_END_REASON_")}${took}; scores ${scores}`;
   }
   if (ev.match_ended) {
     const r = ev.match_ended.result || {};
-    const who = r.winner_side !== undefined ? `${sideName(view, num(r.winner_side))} won` : "no winner";
-    return `Match ended (${word(r.reason, "MATCH_END_REASON_")}): ${who}, ${(r.scores || []).join(" to ")}`;
+    return `Match ended: ${endText(r, view)}, ${(r.scores || []).join(" to ")}${abandonNote(r)}`;
   }
   if (ev.seed_revealed) return `Server seed revealed: ${ev.seed_revealed.server_seed.slice(0, 16)}…`;
   return "(an event)";
+}
+
+// The organiser's words on abandoning a match, quoted; nothing for any other end (the server's
+// note on a resignation or a timeout names the seat from 0).
+export function abandonNote(r) {
+  const abandoned = r && r.reason === "MATCH_END_REASON_ABANDONED" && r.resigned_seat === undefined;
+  return abandoned && r.note ? ` (“${r.note}”)` : "";
+}
+
+// A time as the visitor's clock shows it: "14:05", with the date when not today.
+export function localTime(iso) {
+  const at = new Date(iso);
+  if (Number.isNaN(at.getTime())) return "";
+  const time = at.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+  if (at.toDateString() === new Date().toDateString()) return time;
+  return `${at.toLocaleDateString(undefined, { day: "numeric", month: "short" })} ${time}`;
+}
+
+// <time> of an API timestamp in local time, with the timestamp itself as its datetime.
+export function timeNode(iso) {
+  return h("time", { datetime: iso, title: new Date(iso).toLocaleString(), text: localTime(iso) });
+}
+
+// Why a page cannot show what it was asked for, from the gateway's answer (its status and
+// JSON body), and whether trying again can help: { kind, text, retry }.
+export function failure(status, body, what) {
+  const code = (body && body.code) || "";
+  if (status === 400 || code === "INVALID_ARGUMENT") {
+    return { kind: "bad-id", text: `This is not a ${what} id.`, retry: false };
+  }
+  if (status === 404) return { kind: "not-found", text: `No ${what} with this id.`, retry: false };
+  if (code === "GATEWAY_BUSY") {
+    return { kind: "busy", text: "This site is following as many streams as it can.", retry: true };
+  }
+  if (status === 502 || status === 503 || status === 504) {
+    return { kind: "unavailable", text: "The game server does not answer.", retry: true };
+  }
+  const why = (body && body.error) || `status ${status}`;
+  return { kind: "error", text: `The ${what} cannot be shown (${why}).`, retry: false };
+}
+
+// Asks `url` (the JSON of what a stream would show) why the stream was refused: a failure as
+// above, or null when it answers (the stream was refused for a moment: try again).
+export async function diagnose(url, what) {
+  let r;
+  try {
+    r = await fetch(url, { headers: { accept: "application/json" } });
+  } catch (_) {
+    return { kind: "offline", text: "This site does not answer.", retry: true };
+  }
+  if (r.ok) return null;
+  let body = {};
+  try { body = await r.json(); } catch (_) { /* not JSON */ }
+  return failure(r.status, body, what);
+}
+
+const RETRY_S = [2, 4, 8, 15, 30];
+
+// Says `problem` in #status with a link home, and, when trying again can help, calls `again`
+// after a growing delay. The body's data-problem and data-retries say what the page shows.
+export function showProblem(problem, again) {
+  const tries = Number(document.body.dataset.retries || 0);
+  const status = $("#status");
+  const wait = RETRY_S[Math.min(tries, RETRY_S.length - 1)];
+  status.replaceChildren(problem.text, " ");
+  if (problem.retry) status.append(`Trying again in ${wait} s. `);
+  status.append(h("a", { href: "/", text: "Back to the matches and tournaments" }));
+  status.classList.add("problem");
+  document.body.dataset.problem = problem.kind;
+  if (!problem.retry) {
+    // For good: the page's empty sections would only say nothing more.
+    for (const el of $("#main").children) if (el !== status && el.tagName !== "H1") el.hidden = true;
+    return;
+  }
+  setTimeout(() => {
+    document.body.dataset.retries = String(tries + 1);
+    again();
+  }, wait * 1000);
+}
+
+// The page shows what it was asked for again: no problem to say.
+export function clearProblem() {
+  $("#status").classList.remove("problem");
+  delete document.body.dataset.problem;
+  delete document.body.dataset.retries;
 }
 
 export function clockText(ms) {

@@ -2,7 +2,10 @@
 // The log and the last seq are kept in sessionStorage, so a reloaded page resumes its stream
 // after the last event it showed (no gap, no repeat); EventSource's own reconnects send
 // Last-Event-ID, which the gateway maps onto the seq.
-import { $, h, param, describe, num, word, seatName, clockText } from "/static/common.js";
+import {
+  $, h, param, describe, num, word, seatName, clockText, endText, abandonNote, diagnose, showProblem,
+  clearProblem,
+} from "/static/common.js";
 import { line, tile } from "/static/tiles.js";
 
 const id = param("id");
@@ -27,10 +30,13 @@ function renderView(v) {
   const phase = word(v.phase, "PHASE_");
   const turn = v.turn !== undefined ? `${seatName(v, num(v.turn))} to play` : "nobody to play";
   let status = `${phase}, hand ${v.hand_number}, ${turn}, ${v.boneyard_size} in the boneyard`;
+  if (v.phase === "PHASE_SEATING") {
+    const free = (v.seats || []).filter((s) => !s.name).length;
+    status = `Waiting for ${free} player${free === 1 ? "" : "s"}`;
+  }
   if (v.phase === "PHASE_ENDED" && v.result) {
     const r = v.result;
-    const who = r.winner_side !== undefined ? `side ${num(r.winner_side) + 1} won` : "no winner";
-    status = `Ended (${word(r.reason, "MATCH_END_REASON_")}): ${who}, ${(r.scores || []).join(" to ")}`;
+    status = `Ended: ${endText(r, v)}, ${(r.scores || []).join(" to ")}${abandonNote(r)}`;
   }
   $("#status").textContent = status;
   $("#board").replaceChildren(line(v.line || []));
@@ -76,10 +82,16 @@ function tickClocks() {
   }
 }
 
+// The stream was refused or ended early: say why (no such match, not a match id: for good;
+// the game server or this site not answering: trying again).
+async function refused() {
+  const problem = await diagnose(`/api/matches/${encodeURIComponent(id)}`, "match");
+  showProblem(problem || { kind: "busy", text: "This site is following as many matches as it can.", retry: true }, connect);
+}
+
 function connect() {
-  for (const entry of saved.log) addLog(entry[0], entry[1]);
   const source = new EventSource(`/api/matches/${encodeURIComponent(id)}/events?after=${saved.last}`);
-  source.addEventListener("view", (m) => renderView(JSON.parse(m.data)));
+  source.addEventListener("view", (m) => { clearProblem(); renderView(JSON.parse(m.data)); });
   source.addEventListener("event", (m) => {
     const ev = JSON.parse(m.data);
     const seq = num(ev.seq);
@@ -90,15 +102,20 @@ function connect() {
     save();
     addLog(seq, text);
   });
-  source.addEventListener("end", () => {
+  source.addEventListener("end", (m) => {
     source.close();
-    document.body.dataset.ended = "1";
+    if (JSON.parse(m.data || "{}").ended) document.body.dataset.ended = "1";
+    else refused(); // the gateway's stream from the game server failed
   });
   source.onerror = () => {
     if (source.readyState === EventSource.CONNECTING) $("#status").textContent = "Reconnecting…";
+    else refused(); // refused: an answer other than a stream
   };
 }
 
-if (!id) $("#status").textContent = "No match named (?id=).";
-else connect();
+if (!id) showProblem({ kind: "no-id", text: "No match named (?id=).", retry: false });
+else {
+  for (const entry of saved.log) addLog(entry[0], entry[1]);
+  connect();
+}
 setInterval(tickClocks, 250);

@@ -1,6 +1,6 @@
 // A match step by step and hand by hand (buttons and arrow keys), each action with its
 // points and reason; the deal is shown once the match has ended (the replay is complete).
-import { $, h, getJson, param, describe, num, seatName, sideName } from "/static/common.js";
+import { $, h, getJson, param, describe, num, seatName, sideName, failure, showProblem, clearProblem } from "/static/common.js";
 import { line, tile } from "/static/tiles.js";
 
 const id = param("id");
@@ -86,6 +86,7 @@ async function load() {
     getJson(`/api/matches/${encodeURIComponent(id)}`),
     getJson(`/api/matches/${encodeURIComponent(id)}/replay`),
   ]);
+  clearProblem();
   view = v;
   events = r.events || [];
   complete = r.complete;
@@ -117,5 +118,11 @@ document.addEventListener("keydown", (e) => {
   const k = { ArrowLeft: () => go(at - 1), ArrowRight: () => go(at + 1), PageUp: prevHand, PageDown: nextHand, Home: () => go(0), End: () => go(events.length) }[e.key];
   if (k) { e.preventDefault(); k(); }
 });
-if (!id) $("#status").textContent = "No match named (?id=).";
-else load().catch((e) => { $("#status").textContent = `Cannot load: ${e.message}`; });
+function failed(e) {
+  const problem = e.status ? failure(e.status, e.body, "match")
+    : { kind: "offline", text: "This site does not answer.", retry: true };
+  showProblem(problem, () => load().catch(failed));
+}
+
+if (!id) showProblem({ kind: "no-id", text: "No match named (?id=).", retry: false });
+else load().catch(failed);

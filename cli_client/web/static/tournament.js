@@ -1,19 +1,48 @@
-// A tournament live: standings with every tie-break figure, the crosstable, each round's
-// tables linking to their matches, and the signed records.
-import { $, h, param, word, num } from "/static/common.js";
+// A tournament live: who won once it has ended, standings with every tie-break figure (a
+// withdrawn entrant marked), the crosstable, each round's tables linking to their matches
+// with their live scores, every intervention, and the signed records. Entrants, rounds and
+// tables are numbered from 1 by the API itself; a table's sides are named, never numbered.
+import { $, h, param, word, num, diagnose, showProblem, clearProblem } from "/static/common.js";
 
 const id = param("id");
 
+const ACTOR = {
+  ACTOR_ENTRANT: "the entrant",
+  ACTOR_ORGANISER: "the organiser",
+  ACTOR_SERVER: "the server",
+};
+
+function entrant(t, n) {
+  return (t.entrants || []).find((x) => num(x.entrant) === num(n));
+}
+
 function entrantName(t, n) {
-  const e = (t.entrants || []).find((x) => num(x.entrant) === n);
-  return e ? (e.players || []).join(" & ") : `entrant ${n}`;
+  const e = entrant(t, n);
+  return e && (e.players || []).length ? e.players.join(" & ") : `entrant ${n}`;
+}
+
+const named = (t, n) => `${entrantName(t, n)} (#${n})`;
+
+// "withdrew after round 2", "withdrawn after round 1 by the organiser", "withdrawn before
+// round 1 by the server (no seed revealed)"; "" for an entrant still in.
+function withdrawal(e) {
+  if (!e || e.withdrawn_after_round === undefined) return "";
+  const r = num(e.withdrawn_after_round);
+  const when = r === 0 ? "before round 1" : `after round ${r}`;
+  if (e.withdrawn_by === "ACTOR_ENTRANT") return `withdrew ${when}`;
+  if (e.withdrawn_by === "ACTOR_ORGANISER") return `withdrawn ${when} by the organiser`;
+  if (e.withdrawn_by === "ACTOR_SERVER") return `withdrawn ${when} by the server (no seed revealed)`;
+  return `withdrawn ${when}`;
 }
 
 function standings(t) {
   const body = h("tbody");
   for (const s of t.standings || []) {
-    body.append(h("tr", { "data-entrant": s.entrant },
-      h("td", { class: "num", text: s.rank }), h("td", { text: `${entrantName(t, num(s.entrant))} (#${s.entrant})` }),
+    const gone = withdrawal(entrant(t, s.entrant));
+    const who = h("td", {}, named(t, s.entrant));
+    if (gone) who.append(" ", h("span", { class: "withdrawn-mark", text: `(${gone})` }));
+    body.append(h("tr", { "data-entrant": s.entrant, class: gone ? "withdrawn" : "" },
+      h("td", { class: "num", text: s.rank }), who,
       h("td", { class: "num", text: s.match_points }), h("td", { class: "num", text: s.margin }),
       h("td", { class: "num", text: s.buchholz }), h("td", { class: "num", text: s.wins })));
   }
@@ -21,7 +50,29 @@ function standings(t) {
     h("thead", {}, h("tr", {}, ...["Rank", "Entrant", "Match points", "Margin", "Buchholz", "Wins"].map((x, i) => h("th", { scope: "col", class: i === 1 ? "" : "num", text: x })))), body);
 }
 
-function resultText(table, side) {
+const points = (s) => `${s.match_points} match point${s.match_points === "1" ? "" : "s"}`;
+
+// Who won, once ended: the first of the standings, or every entrant equal to it on every
+// figure (only the seeding ranks them apart): a shared first place.
+function winnerText(t) {
+  if (t.phase !== "TOURNAMENT_PHASE_ENDED" || t.cancelled) return "";
+  const all = t.standings || [];
+  if (!all.length) return "";
+  const top = all[0];
+  const same = (s) => ["match_points", "margin", "buchholz", "wins"].every((k) => String(s[k]) === String(top[k]));
+  const first = all.filter(same);
+  if (first.length > 1) {
+    const names = first.map((s) => named(t, s.entrant));
+    return `First place shared by ${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}, with ${points(top)} each (equal on every figure; the standings order them by seeding).`;
+  }
+  return `Won by ${named(t, top.entrant)}, with ${points(top)}.`;
+}
+
+function liveText(table) {
+  return (table.live_scores || []).length ? `live ${table.live_scores.join(" – ")}` : "playing";
+}
+
+function cellText(t, table, side) {
   if (!table.result) return (table.live_scores || []).length ? `${table.live_scores[side]} (live)` : "playing";
   const r = table.result;
   return `${r.match_points[side]} MP (${r.scores[side] ?? "-"}, place ${r.places[side] ?? "-"})`;
@@ -39,11 +90,22 @@ function crosstable(t) {
       if (!table) return h("td", { text: "–" });
       const side = table.sides.map(num).indexOf(n);
       const others = table.sides.map(num).filter((x) => x !== n).map((x) => `#${x}`).join(", ");
-      return h("td", { text: `vs ${others}: ${resultText(table, side)}` });
+      return h("td", { text: `vs ${others}: ${cellText(t, table, side)}` });
     });
     body.append(h("tr", {}, h("th", { scope: "row", text: `#${n} ${entrantName(t, n)}` }), ...cells));
   }
   return h("table", {}, h("thead", {}, head), body);
+}
+
+function resultText(t, table) {
+  if (!table.result) return liveText(table);
+  const r = table.result;
+  const scores = (r.scores || []).join(" – ");
+  if (r.forfeited_side !== undefined) {
+    const forfeiter = (table.sides || [])[num(r.forfeited_side)];
+    return `${scores}, forfeited by ${forfeiter !== undefined ? entrantName(t, forfeiter) : "a side"}`;
+  }
+  return `${scores} (${word(r.reason, "MATCH_END_REASON_")})`;
 }
 
 function roundsList(t) {
@@ -51,39 +113,82 @@ function roundsList(t) {
   for (const r of [...(t.rounds || [])].reverse()) {
     const body = h("tbody");
     for (const table of r.tables || []) {
-      const sides = (table.sides || []).map((n) => `${entrantName(t, num(n))} (#${n})`).join(" v ");
+      const sides = (table.sides || []).map((n) => named(t, n)).join(" v ");
       const link = table.match_id
         ? h("span", {}, h("a", { href: `/match?id=${encodeURIComponent(table.match_id)}` }, "watch"), " · ", h("a", { href: `/replay?id=${encodeURIComponent(table.match_id)}` }, "replay"))
         : h("span", { text: "not played (withdrawal)" });
-      const result = table.result ? (table.result.scores || []).join(" – ") + ` (${word(table.result.reason, "MATCH_END_REASON_")})`
-        : `live ${(table.live_scores || []).join(" – ")}`;
-      body.append(h("tr", {}, h("td", { class: "num", text: table.table }), h("td", { text: sides }), h("td", { text: result }), h("td", {}, link)));
+      body.append(h("tr", { "data-round": r.round, "data-table": table.table },
+        h("td", { class: "num", text: table.table }), h("td", { text: sides }),
+        h("td", { class: table.result ? "result" : "result live", text: resultText(t, table) }), h("td", {}, link)));
     }
-    wrap.append(h("h3", { text: `Round ${r.round}${(r.byes || []).length ? `, byes: ${r.byes.map((n) => `#${n}`).join(", ")}` : ""}` }),
-      h("table", {}, h("thead", {}, h("tr", {}, ...["Table", "Sides", "Result", "Match"].map((x) => h("th", { scope: "col", text: x })))), body));
+    const byes = (r.byes || []).map((n) => named(t, n));
+    wrap.append(h("h3", { text: `Round ${r.round}` }));
+    if (byes.length) wrap.append(h("p", { class: "byes", text: `Bye: ${byes.join(", ")}` }));
+    wrap.append(h("table", {}, h("thead", {}, h("tr", {}, ...["Table", "Sides", "Result", "Match"].map((x) => h("th", { scope: "col", text: x })))), body));
   }
   return wrap;
 }
 
+const ACTION = {
+  INTERVENTION_ACTION_WITHDRAW: (t, i) => `${i.entrant !== undefined ? named(t, i.entrant) : "an entrant"} withdrawn`,
+  INTERVENTION_ACTION_ABANDON: () => "match abandoned",
+  INTERVENTION_ACTION_FORFEIT: (t, i) => `match forfeited by ${i.entrant !== undefined ? named(t, i.entrant) : "a side"}`,
+  INTERVENTION_ACTION_START_ROUND: () => "a round paired by hand",
+  INTERVENTION_ACTION_CANCEL: () => "tournament cancelled",
+};
+
+// "Round 2, table 1: match abandoned, by the organiser: “no-show”".
+function interventionText(t, i) {
+  const r = num(i.round);
+  const where = [r === 0 ? "Before round 1" : `Round ${r}`];
+  if (i.table !== undefined) where.push(`table ${i.table}`);
+  const action = (ACTION[i.action] || (() => word(i.action, "INTERVENTION_ACTION_")))(t, i);
+  const by = ACTOR[i.by] ? `, by ${ACTOR[i.by]}` : "";
+  return `${where.join(", ")}: ${action}${by}${i.note ? `: “${i.note}”` : ""}`;
+}
+
 function render(t) {
+  clearProblem();
   $("#title").textContent = `Tournament: ${t.name || t.tournament_id.slice(0, 8)}`;
   document.title = `${$("#title").textContent} · Bergen`;
   const s = t.settings || {};
-  $("#status").textContent = `${word(t.phase, "TOURNAMENT_PHASE_")}: ${word(s.format, "TOURNAMENT_FORMAT_")}, round ${t.round} of ${t.total_rounds}, ${(t.entrants || []).length} entrants, ${s.seats}-seat tables`;
+  const phase = t.cancelled ? "cancelled before its start" : word(t.phase, "TOURNAMENT_PHASE_");
+  $("#status").textContent = `${phase}: ${word(s.format, "TOURNAMENT_FORMAT_")}, round ${t.round} of ${t.total_rounds}, ${(t.entrants || []).length} entrants, ${s.seats}-seat tables`;
+  const winner = winnerText(t);
+  $("#winner").textContent = winner;
+  $("#winner").hidden = !winner;
   $("#standings").replaceChildren(standings(t));
   $("#crosstable").replaceChildren(crosstable(t));
   $("#rounds").replaceChildren(roundsList(t));
+  const interventions = t.interventions || [];
+  $("#interventions").replaceChildren(...interventions.map((i) => h("li", { text: interventionText(t, i) })));
+  $("#interventions-section").hidden = !interventions.length;
   document.body.dataset.version = String(t.version);
   const links = $("#links");
   links.replaceChildren(h("a", { href: `/api/tournaments/${encodeURIComponent(id)}/record`, download: `tournament-${id}.json` }, "The signed tournament record"));
-  if (t.phase === "TOURNAMENT_PHASE_ENDED") {
+  if (t.phase === "TOURNAMENT_PHASE_ENDED" && !t.cancelled) {
     links.append(" · ", h("a", { href: `/api/tournaments/${encodeURIComponent(id)}/audit-pack.zip` }, "The audit pack (zip)"));
   }
 }
 
-if (!id) $("#status").textContent = "No tournament named (?id=).";
-else {
+async function refused() {
+  const problem = await diagnose(`/api/tournaments/${encodeURIComponent(id)}`, "tournament");
+  showProblem(problem || { kind: "busy", text: "This site is following as many tournaments as it can.", retry: true }, connect);
+}
+
+function connect() {
   const source = new EventSource(`/api/tournaments/${encodeURIComponent(id)}/events`);
   source.addEventListener("tournament", (m) => render(JSON.parse(m.data)));
-  source.addEventListener("end", () => { source.close(); document.body.dataset.ended = "1"; });
+  source.addEventListener("end", (m) => {
+    source.close();
+    if (JSON.parse(m.data || "{}").ended) document.body.dataset.ended = "1";
+    else refused(); // the gateway's stream from the game server failed
+  });
+  source.onerror = () => {
+    if (source.readyState === EventSource.CONNECTING) $("#status").textContent = "Reconnecting…";
+    else refused();
+  };
 }
+
+if (!id) showProblem({ kind: "no-id", text: "No tournament named (?id=).", retry: false });
+else connect();
