@@ -13,6 +13,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import grpc
 import pytest
 from e2e.client import (
     Client,
@@ -439,6 +440,14 @@ def test_a_tournament_stream_sends_scores_made_within_a_hand_and_a_reconnect_the
 
         wait_for(table, timeout=30, what="round 1's match")
         match, sides = table()["match_id"], [int(s) for s in table()["sides"]]
+
+        def being_played() -> bool:
+            try:
+                return client.view(match).phase == pb.PHASE_PLAYING
+            except grpc.RpcError:
+                return False  # not created yet: the server makes a round's matches after it
+
+        wait_for(being_played, timeout=30, what="the match seated by the server")
         for _ in range(400):
             seat = client.view(match).turn
             mine = client.view(match, tokens[sides[seat]])

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import grpc
 import pytest
 from e2e.client import Client, Table, bearer, play_random_move, rule_options, seat_everyone
 from e2e.servers import ServerProcess
@@ -269,6 +270,13 @@ def until(what: str, check: Any, timeout: float = 30.0) -> Any:
         time.sleep(0.05)
 
 
+def being_played(client: Client, match_id: str) -> bool:
+    try:
+        return client.view(match_id).phase == pb.PHASE_PLAYING
+    except grpc.RpcError:
+        return False  # not created yet: the server makes a round's matches after pairing it
+
+
 def cell(pg: Any, selector: str) -> str:
     text: str = pg.evaluate(f"() => document.querySelector({selector!r})?.textContent ?? ''")
     return text
@@ -314,6 +322,7 @@ def test_a_tournament_page_names_byes_marks_withdrawals_keeps_live_scores_and_sa
         (bye,) = view.rounds[0].byes
         table = view.rounds[0].tables[0]
         match, sides = table.match_id, list(table.sides)
+        until("the match seated by the server", lambda: being_played(client, match))
         # A bye is named, not numbered.
         wait_js(page, "() => document.querySelector('.byes') !== null")
         assert cell(page, ".byes") == f"Bye: {names[bye]} (#{bye})"
