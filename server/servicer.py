@@ -276,7 +276,9 @@ class BergenServicer:
                     players=r.players,
                     scores=r.scores,
                     version=r.version,
-                    created_at=convert.timestamp_out(r.created_at),
+                    created_at=(
+                        None if r.created_at is None else convert.timestamp_out(r.created_at)
+                    ),
                     started_at=(
                         None if r.started_at is None else convert.timestamp_out(r.started_at)
                     ),

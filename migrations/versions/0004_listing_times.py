@@ -4,14 +4,11 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-02
 
-The listing is emptied and its position set back to 0, so that a server folds the stored
-events into it again, each row's times and hand included (as when 0002 created it): a row
-folded before this revision has no way to learn them but the fold. Pages list what has been
-folded meanwhile. The events table is not touched.
-
-Stop every replica of an earlier version before starting one of this version: the earlier
-code cannot fill the new columns, so its folds fail (and its listing pages with them) until
-it is replaced.
+The columns only add, so replicas of the earlier version go on working during a rolling
+restart (a match they list meanwhile has no creation time, and its start and hand only once
+a replica of this version folds its deal). Matches listed before are given their times and
+hand here, from their own stored rows: the recorded time of the MatchCreated (seq 1) and of
+the first Dealt, and the latest Dealt's hand. The events table is not touched.
 """
 
 from __future__ import annotations
@@ -27,34 +24,26 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def _refold() -> None:
-    op.execute("DELETE FROM match_list_players")
-    op.execute("DELETE FROM match_list")
-    op.execute("UPDATE projection_positions SET position = 0 WHERE name = 'match_list'")
-
-
 def upgrade() -> None:
-    _refold()
-    columns = (
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("hand", sa.Integer(), nullable=False),
-    )
+    op.add_column("match_list", sa.Column("created_at", sa.DateTime(timezone=True)))
+    op.add_column("match_list", sa.Column("started_at", sa.DateTime(timezone=True)))
+    op.add_column("match_list", sa.Column("hand", sa.Integer(), nullable=False, server_default="0"))
     if op.get_bind().dialect.name == "sqlite":
-        # SQLite adds a NOT NULL column only with a default, even to an empty table: the
-        # table is made again (it has no triggers, and no grants on SQLite to lose).
-        with op.batch_alter_table("match_list", recreate="always") as batch:
-            for column in columns:
-                batch.add_column(column)
+        hand = "CAST(json_extract(e.payload, '$.hand') AS INTEGER)"
     else:
-        # The table is empty: PostgreSQL adds NOT NULL columns without a default, and the
-        # table (with its grants) stays.
-        for column in columns:
-            op.add_column("match_list", column)
+        hand = "CAST(e.payload ->> 'hand' AS integer)"
+    op.execute(
+        "UPDATE match_list SET"
+        " created_at = (SELECT e.recorded_at FROM events e"
+        "   WHERE e.stream_id = match_list.match_id AND e.seq = 1),"
+        " started_at = (SELECT min(e.recorded_at) FROM events e"
+        "   WHERE e.stream_id = match_list.match_id AND e.type = 'Dealt'),"
+        f" hand = COALESCE((SELECT max({hand}) FROM events e"
+        "   WHERE e.stream_id = match_list.match_id AND e.type = 'Dealt'), 0)"
+    )
 
 
 def downgrade() -> None:
-    _refold()
     # Plain ALTER TABLE on both backends (SQLite 3.35+).
     for name in ("hand", "started_at", "created_at"):
         op.execute(f"ALTER TABLE match_list DROP COLUMN {name}")

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 
@@ -20,8 +20,9 @@ from typing import Any, Protocol
 class MatchSummary:
     """One match as listed. `order` is the global position of its MatchCreated (newest
     first); `players` holds "" for an empty seat; `scores` one total per side; `created_at`
-    and `started_at` are when its MatchCreated and its first Dealt were recorded (None:
-    still seating); `hand` is the hand in play or the last one played (0: none yet)."""
+    and `started_at` are when its MatchCreated and its first Dealt were recorded (started_at
+    None: still seating; created_at None: listed by a server of an earlier version during a
+    rolling restart); `hand` is the hand in play or the last one played (0: none yet)."""
 
     match_id: str
     name: str
@@ -33,7 +34,7 @@ class MatchSummary:
     scores: list[int]
     version: int
     order: int = 0
-    created_at: datetime = datetime(1970, 1, 1, tzinfo=UTC)
+    created_at: datetime | None = None
     started_at: datetime | None = None
     hand: int = 0
 
@@ -103,7 +104,7 @@ def summary_of(row: Sequence[Any], time_of: Callable[[Any], datetime] = _as_is) 
         scores=json.loads(row[8]),
         version=int(row[9]),
         order=int(row[1]),
-        created_at=time_of(row[10]),
+        created_at=None if row[10] is None else time_of(row[10]),
         started_at=None if row[11] is None else time_of(row[11]),
         hand=int(row[12]),
     )
@@ -123,7 +124,7 @@ def summary_params(s: MatchSummary, time_in: Callable[[datetime], Any] = _as_is)
         json.dumps(s.players, ensure_ascii=False),
         json.dumps(s.scores),
         s.version,
-        time_in(s.created_at),
+        None if s.created_at is None else time_in(s.created_at),
         None if s.started_at is None else time_in(s.started_at),
         s.hand,
     )

@@ -114,10 +114,12 @@ match_list = sa.Table(
     sa.Column("scores", sa.Text(), nullable=False),
     sa.Column("version", sa.BigInteger(), nullable=False),
     # When the match's MatchCreated and its first Dealt were recorded (their rows'
-    # recorded_at; NULL: still seating), and the hand in play or the last one played.
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    # recorded_at; started_at NULL: still seating; created_at NULL: listed by a server
+    # before these columns, during a rolling restart), and the hand in play or the last one
+    # played.
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=True),
     sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
-    sa.Column("hand", sa.Integer(), nullable=False),
+    sa.Column("hand", sa.Integer(), nullable=False, server_default="0"),
     sa.PrimaryKeyConstraint("match_id"),
     sa.UniqueConstraint("listed"),
     sa.Index("ix_match_list_phase_listed", "phase", "listed"),

@@ -145,7 +145,10 @@ export function localTime(iso) {
 }
 
 // <time> of an API timestamp in local time, with the timestamp itself as its datetime.
+// A time in the visitor's local time; "a moment not known" when the listing has none (a
+// match listed by a server of an earlier version).
 export function timeNode(iso) {
+  if (!iso) return h("span", { class: "muted", text: "a moment not known" });
   return h("time", { datetime: iso, title: new Date(iso).toLocaleString(), text: localTime(iso) });
 }
 
