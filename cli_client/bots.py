@@ -49,8 +49,8 @@ from bergen.domain.tiles import End, Tile, side_of
 
 from .client import RETRY_S, Client, Unreachable, WatchCall, passing, pause_s, watch_events
 from .clocks import MatchClock, add_clock_options, clock_options, options_words, think_budget_s
-from .connect import add_server_option, describe_error, exit_status_of
-from .usage import examples, seat_label
+from .connect import add_server_option, describe_error, details_of, exit_status_of, reason_of
+from .usage import examples, fail, seat_label
 
 RECONNECT_S = RETRY_S
 """How long a dropped WatchMatch stream is opened again before the seat gives up."""
@@ -59,6 +59,7 @@ SETTLE_S = 0.02
 WAIT_S = 0.25
 MATCH_TIMEOUT_S = 600.0
 MAX_PARALLEL = 64
+COMMAND = "bots"
 
 
 class _StreamEnded:
@@ -507,7 +508,7 @@ def play_match(
     def body(seat: int, seat_rng: random.Random) -> None:
         link: SeatLink | None = None
         try:
-            joined = client.join(match_id, f"{policies[seat]}{seat}", seat=seat)
+            joined = client.join(match_id, f"{policies[seat]}{seat + 1}", seat=seat)
             link = SeatLink(client, match_id, seat, joined.seat_token)
             link.start()
             decide = seat_decider(policies[seat], settings, link.clock)
@@ -546,29 +547,25 @@ def run(args: argparse.Namespace) -> int:
 
         return run_bots(args)
     if args.entrants is not None:
-        err.print("bergen bots: --entrants is for --tournament")
-        return ExitStatus.USAGE
+        return fail(COMMAND, "--entrants is for --tournament", ExitStatus.USAGE)
     if args.matches < 1:
-        err.print("bergen bots: --matches must be at least 1")
-        return ExitStatus.USAGE
+        return fail(COMMAND, "--matches must be at least 1", ExitStatus.USAGE)
     if not 1 <= args.parallel <= MAX_PARALLEL:
-        err.print(f"bergen bots: --parallel must be 1 to {MAX_PARALLEL}")
-        return ExitStatus.USAGE
+        return fail(COMMAND, f"--parallel must be 1 to {MAX_PARALLEL}", ExitStatus.USAGE)
     if args.partnerships and args.players != 4:
-        err.print("bergen bots: --partnerships needs --players 4")
-        return ExitStatus.USAGE
+        return fail(COMMAND, "--partnerships needs --players 4", ExitStatus.USAGE)
     sides = 2 if args.partnerships else args.players
     if len(args.policy) not in (1, args.players, sides):
-        err.print(
-            f"bergen bots: give one --policy for all seats, or {args.players} (one per seat)"
-            + (f" or {sides} (one per side)" if sides != args.players else "")
+        return fail(
+            COMMAND,
+            f"give one --policy for all seats, or {args.players} (one per seat)"
+            + (f" or {sides} (one per side)" if sides != args.players else ""),
+            ExitStatus.USAGE,
         )
-        return ExitStatus.USAGE
     try:
         options = clock_options(args, args.players, args.partnerships, args.preset)
     except ValueError as e:
-        err.print(f"bergen bots: {e}", markup=False)
-        return ExitStatus.USAGE
+        return fail(COMMAND, str(e), ExitStatus.USAGE)
     seed = args.seed if args.seed is not None else secrets.token_hex(8)
     rng = random.Random(seed)
     # One generator per match, drawn in match order, whatever order the matches end in.
@@ -578,6 +575,12 @@ def run(args: argparse.Namespace) -> int:
     played: Counter[str] = Counter()
     hands = 0
     reports: list[dict[str, object]] = []
+
+    printing = out
+    """Where a match's line goes: the progress bar's console while the bar is drawn."""
+
+    def say(text: str) -> None:
+        printing.print(text, markup=False, soft_wrap=True)
 
     def report(outcome: MatchOutcome) -> None:
         nonlocal hands
@@ -593,7 +596,7 @@ def run(args: argparse.Namespace) -> int:
             names = sorted({policies[s] for s in seats_won})
             for name in names:
                 wins[name] += 1
-            who = "+".join(f"seat {s}" for s in seats_won)
+            who = "+".join(seat_label(s) for s in seats_won)
             winner = f"{'+'.join(names)} ({who})"
         reports.append(
             {
@@ -615,30 +618,32 @@ def run(args: argparse.Namespace) -> int:
         scores = "-".join(map(str, result.scores))
         forfeit = ""
         if result.forfeited_side is not None:
-            who = "+".join(f"seat {s}" for s in state.sides[result.forfeited_side])
+            who = "+".join(seat_label(s) for s in state.sides[result.forfeited_side])
             forfeit = f" forfeit {who} ({result.cause})"
-        out.print(
+        say(
             f"{outcome.match_id} winner {winner} scores {scores} hands {state.hand} "
-            f"seats {','.join(policies)}{forfeit}",
-            markup=False,
+            f"seats {','.join(policies)}{forfeit}"
         )
 
     with Client(args.endpoint) as client:
         try:
             client.wait_ready()
         except Unreachable as e:
-            err.print(f"bergen bots: the server is unreachable: {e}")
-            return ExitStatus.UNREACHABLE
+            return fail(COMMAND, str(e), ExitStatus.UNREACHABLE)
+        # The bar only on a terminal, drawn below the lines printed: on a terminal the lines
+        # go through the bar's own console (which draws them above it), else to stdout.
         progress = Progress(
             TextColumn("[bold]matches"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=err,
-            disable=not err.is_terminal,
+            disable=not (err.is_terminal and out.is_terminal) or args.json,
             transient=True,
         )
-        failure: tuple[str, int] | None = None
+        if not progress.disable:
+            printing = progress.console
+        failure: tuple[str, ExitStatus, str] | None = None
         # Each match plays in a daemon thread of its own (its seats in theirs), so Ctrl-C ends
         # the command at once whatever is running.
         ended: queue.Queue[MatchOutcome | BaseException] = queue.Queue()
@@ -686,17 +691,16 @@ def run(args: argparse.Namespace) -> int:
                 if isinstance(got, MatchOutcome):
                     report(got)
                 elif isinstance(got, grpc.RpcError):
-                    failure = failure or (describe_error(got), exit_status_of(got))
+                    failure = failure or (details_of(got), exit_status_of(got), reason_of(got))
                 elif isinstance(got, BotFailed):
-                    failure = failure or (str(got), got.status)
+                    failure = failure or (str(got), got.status, "BOT_FAILED")
                 else:
                     raise got
                 progress.advance(task)
                 if failure is None and started < args.matches:
                     start_next()
         if failure is not None:
-            err.print(f"bergen bots: {failure[0]}")
-            return failure[1]
+            return fail(COMMAND, *failure)
     if args.json:
         summary = {
             "server": args.server,

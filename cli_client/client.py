@@ -176,7 +176,9 @@ class Client:
         try:
             grpc.channel_ready_future(self.channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
-            raise Unreachable(f"no answer from {self.target} within {timeout:g} s") from None
+            raise Unreachable(
+                f"the server at {self.target} does not answer within {timeout:g} s"
+            ) from None
 
     def create(
         self,

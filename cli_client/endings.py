@@ -106,7 +106,7 @@ def _connect(client: Client) -> None:
     try:
         client.wait_ready()
     except Unreachable as e:
-        raise Failed(f"the server does not answer: {e}", ExitStatus.UNREACHABLE) from None
+        raise Failed(str(e), ExitStatus.UNREACHABLE) from None
 
 
 def resign(args: argparse.Namespace) -> int:

@@ -550,7 +550,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             client.wait_ready()
         except Unreachable as e:
-            return fail(COMMAND, f"the server does not answer: {e}", ExitStatus.UNREACHABLE)
+            return fail(COMMAND, str(e), ExitStatus.UNREACHABLE)
         link: SeatLink | None = None
         seating = Seating()
         try:

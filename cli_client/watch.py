@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             client.wait_ready()
         except Unreachable as e:
-            return fail(COMMAND, f"the server does not answer: {e}", ExitStatus.UNREACHABLE)
+            return fail(COMMAND, str(e), ExitStatus.UNREACHABLE)
         link = SeatLink(client, args.match_id, None, None)
         try:
             history = link.load()

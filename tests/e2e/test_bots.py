@@ -4,6 +4,7 @@ matches, and the server agrees every match ended."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client
+from .screen import Screen
 from .servers import ServerFarm, ServerProcess, bergen_command
 
 pytestmark = pytest.mark.timeout(300)
@@ -97,7 +99,9 @@ def test_matches_played_in_parallel_all_end_and_are_all_counted(server: ServerPr
 def test_an_unreachable_server_is_exit_status_5():
     result = bots("--server", "127.0.0.1:1", "--matches", "1", timeout=60)
     assert result.returncode == 5
-    assert "unreachable" in result.stderr
+    assert result.stderr == (
+        "bergen bots: the server at 127.0.0.1:1 does not answer within 5 s (UNREACHABLE)\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -133,3 +137,38 @@ def test_json_reports_each_match_and_the_wins(server: ServerProcess):
             assert sorted(match["policies"]) == ["greedy", "random"]
     wins = sum(p["won"] for p in report["policies"].values())
     assert wins == 2 and report["policies"]["greedy"]["played"] == 2
+
+
+def test_on_a_terminal_the_progress_bar_never_covers_a_match_line(server: ServerProcess):
+    pexpect = pytest.importorskip("pexpect")
+    command = bergen_command()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BERGEN_")}
+    env.update(TERM="xterm-256color", COLUMNS="150")
+    child = pexpect.spawn(
+        command[0],
+        [*command[1:], "bots", "--server", server.target, "--matches", "6", "--parallel",
+         "2", "--policy", "random"],
+        env=env,
+        encoding="utf-8",
+        timeout=240,
+        dimensions=(40, 150),
+    )  # fmt: skip
+    raw = ""
+    while True:
+        try:
+            raw += child.read_nonblocking(65536, timeout=240)
+        except pexpect.EOF:
+            break
+    child.close()
+    assert child.exitstatus == 0, raw[-3000:]
+    assert "matches" in raw  # the bar was drawn
+    screen = Screen()
+    screen.feed(raw)
+    lines = screen.text
+    # Every match line whole, on a line of its own; the bar gone (it is transient) and
+    # nowhere mixed into a line.
+    shown = [m.group(1) for line in lines if (m := MATCH_LINE.match(line))]
+    assert len(set(shown)) == 6, "\n".join(lines)
+    check_ended(server, "\n".join(lines), 6)
+    assert not [line for line in lines if "matches" in line and MATCH_LINE.search(line)]
+    assert lines[-4].startswith("6 match(es), 2 seats")
