@@ -97,11 +97,13 @@ def run(args: argparse.Namespace) -> int:
         status = check(endpoint, service, args.timeout)
     except grpc.RpcError as e:
         exit_status = exit_status_of(e)
+        words = details_of(e)
         if exit_status is ExitStatus.NOT_FOUND:
             exit_status = ExitStatus.REFUSED  # no such service: not a match that is missing
+            words = "the server knows no such service"
         if args.json:
             _print_json(endpoint, service, None, exit_status, describe_error(e))
-        return fail("health", f"{endpoint} {what}: {details_of(e)}", exit_status, reason_of(e))
+        return fail("health", f"{endpoint} {what}: {words}", exit_status, reason_of(e))
     exit_status = ExitStatus.SUCCESS if status == "SERVING" else ExitStatus.REFUSED
     if args.json:
         _print_json(endpoint, service, status, exit_status, None)
