@@ -2,12 +2,14 @@
 carry on against it through a multi-host URL (`target_session_attrs=read-write`).
 
 Players play through two `bergen serve` replicas, each Play with a command id of its own,
-sent again with the same id until it is acknowledged. The standby acknowledges each commit
-(synchronous replication). Its WAL receiver is held (SIGSTOP) twice, so that commits wait and
-the players' calls time out with their outcome unknown: once released, the Plays sent again
-are answered from the log (`replayed`); the second time the primary is stopped while they
-wait, and sent again they are applied by the new primary. Every acknowledged Play is counted
-on the client side; afterwards the new primary holds each of them exactly once, and no other.
+sent again with the same id until it is acknowledged, and a `bergen bots` process beside each.
+The standby acknowledges each commit (synchronous replication). Its WAL receiver is held
+(SIGSTOP) twice, each time until a player's call has timed out with its outcome unknown: once
+released, the Plays sent again are answered from the log (`replayed`); the second time the
+primary is stopped while they wait, and sent again they are applied by the new primary. The
+test goes on until Plays are acknowledged after the promotion and each bots process has
+finished a match since. Every acknowledged Play is counted on the client side; afterwards the
+new primary holds each of them exactly once, and no other.
 The figures printed: the time from the promotion to the first acknowledged Play, and the
 replication lag under load (p50, p99, max) sampled from pg_stat_replication.
 """
@@ -22,7 +24,9 @@ import statistics
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import IO
 
 import grpc
 import psycopg
@@ -38,12 +42,20 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 PLAYERS = 4
 LOAD_S = 5.0
-AFTER_S = 6.0
-HOLD_S = 2.0
+"""The least time the replication lag is sampled under load (the load goes on until enough
+Plays are acknowledged, however long that takes)."""
+PLAYS_BEFORE = PLAYS_AFTER = 20
+"""More Plays than this are acknowledged before the primary is stopped, and after the
+promotion."""
 PLAY_TIMEOUT_S = 1.0
 DOWN_S = 1.0
 """How long the primary is gone before the standby is promoted (an operator's, or a
 failover manager's, decision time)."""
+PATIENCE_S = 120.0
+"""How long a player sends a call again while it fails with a passing error."""
+WAIT_S = 180.0
+"""The deadline of each wait for work (Plays acknowledged, bots' matches finished): a loaded
+machine is slow, never this slow."""
 _AGAIN = (
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -58,28 +70,92 @@ class Tally:
     acked: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
     """command id -> (match id, when acknowledged, whether answered as a replay)."""
     resent: int = 0
+    timed_out: int = 0
+    """Plays whose deadline passed (their outcome unknown until sent again)."""
     errors: list[str] = field(default_factory=list)
 
+    def count(self, what: str) -> int:
+        with self.lock:
+            if what == "acked":
+                return len(self.acked)
+            if what == "replayed":
+                return sum(1 for _, _, r in self.acked.values() if r)
+            value: int = getattr(self, what)
+            return value
 
-def _again(call: object, stop_at: float) -> object:
-    """`call()` until it answers without a transient error (or the time is up)."""
+
+class Output:
+    """The lines a process prints, each with the time it was read, read by a thread of its
+    own as they come (the pipe never fills)."""
+
+    def __init__(self, pipe: IO[str]) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _read(self, pipe: IO[str]) -> None:
+        for line in pipe:
+            with self._changed:
+                self.lines.append((time.monotonic(), line))
+                self._changed.notify_all()
+
+    def since(self, at: float, needle: str) -> list[str]:
+        with self._changed:
+            return [line for t, line in self.lines if t > at and needle in line]
+
+    def text(self) -> str:
+        with self._changed:
+            return "".join(line for _, line in self.lines)
+
+    def finish(self, timeout: float = 30) -> None:
+        """Wait for the end of the output (the process has exited)."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the output did not end with the process"
+
+
+def _until(
+    condition: Callable[[], bool],
+    what: str,
+    state: Callable[[], str] = lambda: "",
+    timeout: float = WAIT_S,
+) -> None:
+    """Wait until `condition()` holds. Raises AssertionError saying `what` did not happen
+    (and `state()`, what did)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g} s: {what} ({state()})")
+        time.sleep(0.05)
+
+
+def _again(call: object, on_timeout: Callable[[], None] | None = None) -> object:
+    """`call()` until it answers without a transient error, for up to PATIENCE_S;
+    `on_timeout()` after each call whose deadline passed."""
+    give_up = time.monotonic() + PATIENCE_S
     while True:
         try:
             return call()  # type: ignore[operator]
         except grpc.RpcError as e:
             code = e.code() if isinstance(e, grpc.Call) else None
-            if code not in _AGAIN or time.monotonic() > stop_at:
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED and on_timeout is not None:
+                on_timeout()
+            if code not in _AGAIN or time.monotonic() > give_up:
                 raise
             time.sleep(0.05)
 
 
 def _player(target: str, seed: int, stop: threading.Event, tally: Tally) -> None:
     rng = random.Random(seed)
-    give_up = time.monotonic() + 300
+
+    def timed_out() -> None:
+        with tally.lock:
+            tally.timed_out += 1
+
     with Client(target) as c:
         try:
             while not stop.is_set():
-                created = _again(lambda: c.create(2, name=f"failover-{seed}"), give_up)
+                created = _again(lambda: c.create(2, name=f"failover-{seed}"))
                 match_id: str = created.match_id  # type: ignore[attr-defined]
                 tokens: dict[int, str] = {}
                 for i in range(2):
@@ -92,16 +168,15 @@ def _player(target: str, seed: int, stop: threading.Event, tally: Tally) -> None
                         seat_token="bgs_" + secrets.token_urlsafe(32),
                     )
                     joined = _again(
-                        lambda join=join: c.stub.JoinMatch(join, timeout=PLAY_TIMEOUT_S * 5),
-                        give_up,
+                        lambda join=join: c.stub.JoinMatch(join, timeout=PLAY_TIMEOUT_S * 5)
                     )
                     tokens[joined.seat] = join.seat_token  # type: ignore[attr-defined]
                 while not stop.is_set():
-                    public = _again(lambda m=match_id: c.view(m), give_up)
+                    public = _again(lambda m=match_id: c.view(m))
                     if public.phase == pb.PHASE_ENDED:  # type: ignore[attr-defined]
                         break
                     seat = public.turn  # type: ignore[attr-defined]
-                    mine = _again(lambda m=match_id, t=tokens[seat]: c.view(m, t), give_up)
+                    mine = _again(lambda m=match_id, t=tokens[seat]: c.view(m, t))
                     choice = rng.choice(list(mine.legal_plays))  # type: ignore[attr-defined]
                     command_id = f"fo-{seed}-{rng.getrandbits(64):016x}"
                     request = pb.PlayRequest(
@@ -119,7 +194,7 @@ def _player(target: str, seed: int, stop: threading.Event, tally: Tally) -> None
                         )
                         return reply
 
-                    reply = _again(play, give_up)
+                    reply = _again(play, timed_out)
                     with tally.lock:
                         tally.acked[command_id] = (
                             match_id,
@@ -188,6 +263,7 @@ def test_promoting_the_standby_while_players_play_loses_and_doubles_no_play(
         )
         for s in (a, b)
     ]
+    said = [(Output(p.stdout), Output(p.stderr)) for p in bots]  # type: ignore[arg-type]
     players = [
         threading.Thread(target=_player, args=((a, b)[i % 2].target, i, stop, tally))
         for i in range(PLAYERS)
@@ -195,43 +271,95 @@ def test_promoting_the_standby_while_players_play_loses_and_doubles_no_play(
     lag: list[tuple[int, float]] = []
     stop_sampling = threading.Event()
     sampler = threading.Thread(target=_sample_lag, args=(pair, stop_sampling, lag))
+
+    def still_playing() -> None:
+        """Raises AssertionError once a player has failed or a bots process has exited."""
+        with tally.lock:
+            assert not tally.errors, tally.errors
+        for p, (_, err) in zip(bots, said, strict=True):
+            assert p.poll() is None, f"bergen bots exited with {p.returncode}: {err.text()[-2000:]}"
+
+    def acked_since(at: float) -> int:
+        with tally.lock:
+            return sum(1 for _, when, _ in tally.acked.values() if when > at)
+
+    def counted(what: str, more_than: int) -> Callable[[], bool]:
+        def condition() -> bool:
+            still_playing()
+            return tally.count(what) > more_than
+
+        return condition
+
     for t in (*players, sampler):
         t.start()
     try:
-        time.sleep(LOAD_S)
+        time.sleep(LOAD_S)  # the lag is sampled under load: how long does not matter
+        _until(
+            lambda: counted("acked", PLAYS_BEFORE)() and bool(lag),
+            f"more than {PLAYS_BEFORE} Plays acknowledged, and the lag sampled, under load",
+            lambda: f"{tally.count('acked')} Plays, {len(lag)} samples",
+        )
         stop_sampling.set()
         sampler.join()
         receiver = int(pair.standby_sql("SELECT pid FROM pg_stat_wal_receiver")[0][0])  # type: ignore[call-overload]
-        os.kill(receiver, signal.SIGSTOP)  # commits wait; Plays time out, outcome unknown
-        time.sleep(HOLD_S)
-        os.kill(receiver, signal.SIGCONT)  # they commit: sent again, answered from the log
-        time.sleep(HOLD_S)
+        # Commits wait for the standby: held until a Play's deadline has passed, its outcome
+        # unknown to its player.
+        timed_out = tally.count("timed_out")
         os.kill(receiver, signal.SIGSTOP)
-        time.sleep(HOLD_S)
-        before = len(tally.acked)
+        _until(counted("timed_out", timed_out), "a Play timed out while the standby was held")
+        os.kill(receiver, signal.SIGCONT)  # they commit: sent again, answered from the log
+        _until(
+            counted("replayed", 0),
+            "a Play sent again after its deadline passed was answered from the log",
+        )
+        timed_out = tally.count("timed_out")
+        os.kill(receiver, signal.SIGSTOP)
+        _until(counted("timed_out", timed_out), "a Play timed out while the standby was held")
+        before = tally.count("acked")
         pair.stop_primary()  # what waited is committed on the lost primary only
         os.kill(receiver, signal.SIGCONT)
-        time.sleep(DOWN_S)
+        time.sleep(DOWN_S)  # the primary is gone for a while before anyone promotes
         promoting = time.monotonic()
         pair.promote_standby()
         promoted = time.monotonic()
-        time.sleep(AFTER_S)
+
+        def finished_since_promotion() -> list[int]:
+            return [len(out.since(promoted, " winner ")) for out, _ in said]
+
+        def played_on() -> bool:
+            still_playing()
+            return acked_since(promoting) > PLAYS_AFTER and all(finished_since_promotion())
+
+        _until(
+            played_on,
+            f"more than {PLAYS_AFTER} Plays acknowledged after the promotion, and each bergen"
+            " bots process finished a match after it",
+            lambda: (
+                f"{acked_since(promoting)} Plays; matches finished by each bergen bots "
+                f"process: {finished_since_promotion()}"
+            ),
+        )
     finally:
         stop.set()
         stop_sampling.set()
+        sampler.join(timeout=60)
         for t in players:
-            t.join(timeout=120)
+            t.join(timeout=PATIENCE_S + 60)
         alive = [p.poll() is None for p in bots]
         for p in bots:
             p.kill()
-        outputs = [p.communicate() for p in bots]
+            p.wait()
+        for out, err in said:
+            out.finish()
+            err.finish()
+    stuck = [t.name for t in players if t.is_alive()]
+    assert not stuck, f"players still playing after they were told to stop: {stuck}"
     assert not tally.errors, tally.errors
-    bot_matches = [out.count(" winner ") for out, _ in outputs]
-    assert all(alive), f"bergen bots stopped: {[err[-2000:] for _, err in outputs]}"
-    assert all(n > 0 for n in bot_matches), bot_matches
+    assert all(alive), f"bergen bots stopped: {[err.text()[-2000:] for _, err in said]}"
+    bot_matches = [len(out.since(0, " winner ")) for out, _ in said]
     after = sorted(at for _, at, _ in tally.acked.values() if at > promoting)
-    assert before > 20, f"too few Plays before the failover: {before}"
-    assert len(after) > 20, f"too few Plays after the promotion: {len(after)}"
+    assert before > PLAYS_BEFORE, f"too few Plays before the failover: {before}"
+    assert len(after) > PLAYS_AFTER, f"too few Plays after the promotion: {len(after)}"
 
     # The new primary (the old standby) holds every acknowledged Play once, and no other.
     with psycopg.connect(pair.standby_url, autocommit=True) as conn:
