@@ -208,7 +208,7 @@ class ClusterPair:
                 raise AssertionError(f"the standby is not streaming: {rows}")
             time.sleep(0.1)
 
-    def wait_replayed(self, timeout: float = 30.0) -> None:
+    def wait_replayed(self, timeout: float = 120.0) -> None:
         """Wait until the standby has replayed everything the primary has written so far."""
         target = self.primary_sql("SELECT pg_current_wal_lsn()")[0][0]
         deadline = time.monotonic() + timeout
