@@ -322,8 +322,7 @@ def _replay(r: Mapping[str, Any], events: list[Event]) -> None:
                 _first_difference(r, events)
                 raise _Reject(
                     where,
-                    f"{_turn(state)} has a fitting tile and must play, "
-                    f"not {action['act']}",
+                    f"{_turn(state)} has a fitting tile and must play, not {action['act']}",
                 )
             if action.get("auto"):
                 # The server's timeout: the rules check that the time was out and make the
