@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 import pytest
@@ -130,19 +131,40 @@ def test_two_replicas_racing_for_one_expiry_write_one_timeout(
     assert len(timeouts(a, match_id)) == 1
 
 
+class Scan:
+    """The listing as the keeper sees it, telling what its start-up scan listed and when the
+    scan's last page came back."""
+
+    def __init__(self, listing: Any) -> None:
+        self._listing = listing
+        self.listed: list[str] = []
+        self.done = threading.Event()
+
+    def page(self, *args: Any) -> Any:
+        rows, token = self._listing.page(*args)
+        self.listed += [r.match_id for r in rows]
+        if not token:
+            self.done.set()
+        return rows, token
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._listing, name)
+
+
 @contextmanager
-def running_keeper(url: str, clock: FakeClock) -> Iterator[tuple[Application, ClockKeeper]]:
+def running_keeper(url: str, clock: FakeClock) -> Iterator[tuple[Application, ClockKeeper, Scan]]:
     """A replica starting now on `url` (its cache cold), its keeper wired as `bergen serve`
     wires it: the start-up scan, then what the feed brings."""
     store: EventStore = open_store(url)
     feed = EventFeed(store)
     app = build_application(store, feed, Settings(), clock=clock)
-    keeper = ClockKeeper(store, app.repository, feed.listing, app.commands, clock)
+    scan = Scan(feed.listing)
+    keeper = ClockKeeper(store, app.repository, scan, app.commands, clock)  # type: ignore[arg-type]
     feed.listen(keeper.note)
     feed.start()
     keeper.start()
     try:
-        yield app, keeper
+        yield app, keeper, scan
     finally:
         keeper.stop()
         feed.stop()
@@ -152,7 +174,7 @@ def running_keeper(url: str, clock: FakeClock) -> Iterator[tuple[Application, Cl
 def test_the_keeper_applies_due_timeouts_until_the_forfeit_and_then_holds_nothing(
     backend: Backend, clock: FakeClock
 ) -> None:
-    with running_keeper(backend.url, clock) as (app, keeper):
+    with running_keeper(backend.url, clock) as (app, keeper, _):
         match_id, _tokens = seated(app)
         wait_for(lambda: keeper.pending() == 1)
         # Seat A falls at 10 s (autoplay, +2 s), B at 20 s (autoplay), A at 22 s (forfeit).
@@ -181,18 +203,20 @@ def test_a_match_without_a_clock_that_the_feed_brings_is_not_loaded(
         plain = app.commands.create_match(Caller(), 2, False, "standard", {}, "plain").match_id
         for i in range(2):
             app.commands.join_match(plain, None, f"q{i}", "")
-        with running_keeper(pg_database, clock) as (fresh, keeper):
-            time.sleep(0.5)
-            assert keeper.pending() == 0  # both hidden from the scan
+        with running_keeper(pg_database, clock) as (fresh, keeper, scan):
+            wait_for(scan.done.is_set)
+            assert not {clocked, plain} & set(scan.listed)  # both hidden from the scan
+            assert keeper.pending() == 0
             blocker.rollback()
             wait_for(lambda: keeper.pending() == 1)
-            time.sleep(0.5)  # the keeper's turn over both matches is done
+            # The keeper's turn over both matches is done: it has set the plain one aside.
+            wait_for(lambda: plain in keeper._unclocked)
             assert fresh.repository.cached(clocked) is not None
             assert fresh.repository.cached(plain) is None
     writer_store.close()
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
@@ -209,7 +233,7 @@ def test_on_start_the_keeper_schedules_the_clocked_matches_in_play_and_loads_no_
         app.commands.join_match(plain, None, f"q{i}", "")
     # A replica starting now: on PostgreSQL a match another open transaction hides from its
     # start-up scan comes by the feed.
-    with running_keeper(backend.url, clock) as (fresh, keeper):
+    with running_keeper(backend.url, clock) as (fresh, keeper, _):
         wait_for(lambda: keeper.pending() == 1)
         assert fresh.repository.cached(clocked) is not None
         assert fresh.repository.cached(plain) is None
@@ -228,9 +252,10 @@ def test_a_match_hidden_from_the_start_up_scan_by_an_open_transaction_is_schedul
     with psycopg.connect(pg_database, autocommit=False) as blocker:
         blocker.execute("SELECT pg_current_xact_id()")  # a writing transaction, left open
         clocked, _tokens = seated(app)
-        with running_keeper(pg_database, clock) as (fresh, keeper):
-            time.sleep(0.5)
-            assert keeper.pending() == 0  # hidden while the older writer is open
+        with running_keeper(pg_database, clock) as (fresh, keeper, scan):
+            wait_for(scan.done.is_set)
+            assert clocked not in scan.listed  # hidden while the older writer is open
+            assert keeper.pending() == 0
             blocker.rollback()
             wait_for(lambda: keeper.pending() == 1)
             assert fresh.repository.cached(clocked) is not None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -46,12 +46,16 @@ def stores(sqlite_url: str) -> Iterator[tuple[EventStore, EventStore]]:
     b.close()
 
 
-def _settle(store: CountingStore, total: int) -> None:
-    deadline = time.monotonic() + 10
-    while store.read < total and time.monotonic() < deadline:
+WAIT_S = 60.0
+"""The deadline of a wait for the feed's threads to do something."""
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    """Wait until `condition()` holds. Raises AssertionError saying `what` did not happen."""
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {WAIT_S:g} s: {what}"
         time.sleep(0.01)
-    time.sleep(0.1)  # what the follower does with the last batch
-    assert store.read >= total
 
 
 def test_own_writes_are_delivered_once_and_another_replicas_are_delivered_too(
@@ -75,7 +79,15 @@ def test_own_writes_are_delivered_once_and_another_replicas_are_delivered_too(
         app.commands.join_match(mine.match_id, None, "p0", "")
         other = build_application(store_b, EventFeed(store_b), Settings())  # replica B
         theirs = other.commands.create_match(Caller(), 2, False, "standard", {}, "theirs")
-        _settle(counting, 3)
+
+        def delivered_theirs() -> bool:
+            with lock:
+                return told[(theirs.match_id, 1)] > 0
+
+        # The follower delivers what it reads in order: once it has delivered the event of
+        # replica B, written last, it is done with the two of this process before it.
+        _until(delivered_theirs, "the event written by replica B delivered")
+        assert counting.read >= 3
         with lock:
             assert told[(mine.match_id, 1)] == 1 and told[(mine.match_id, 2)] == 1, told
             assert told[(theirs.match_id, 1)] == 1, told
@@ -112,11 +124,15 @@ def test_the_follower_reads_once_a_poll_while_this_process_keeps_writing(
     busy.feed = feed
     feed.start()
     try:
-        time.sleep(0.5)
-        reads = busy.follower_reads
+        _until(lambda: busy.follower_reads >= 1, "the follower read")
+        began, before = time.monotonic(), busy.follower_reads
+        time.sleep(0.5)  # how many reads in a while: how long does not matter
+        _until(lambda: busy.follower_reads > before, "the follower read again")
+        reads = busy.follower_reads - before
+        took = time.monotonic() - began
     finally:
         feed.stop()
-    assert 1 <= reads <= 2 * (0.5 / 0.2) + 2, reads
+    assert reads <= 2 * (took / 0.2) + 2, (reads, took)
 
 
 def test_the_listing_folds_at_most_every_fold_interval_however_often_it_is_woken(
@@ -135,16 +151,21 @@ def test_the_listing_folds_at_most_every_fold_interval_however_often_it_is_woken
         return catch_up(max_batches)
 
     feed.listing.catch_up = counted  # type: ignore[method-assign]
+    began = time.monotonic()
     feed.start()
     try:
-        end = time.monotonic() + 0.6
-        while time.monotonic() < end:
+        # Woken many times a second, for a while (0.6 s at least) and until it has folded
+        # twice.
+        deadline = began + WAIT_S
+        while time.monotonic() < began + 0.6 or folds < 2:
+            assert time.monotonic() < deadline, f"folded {folds} times in {WAIT_S:g} s"
             feed.wake()  # as a NOTIFY from another replica does
             time.sleep(0.001)
         seen = folds
+        took = time.monotonic() - began
     finally:
         feed.stop()
-    assert 2 <= seen <= 0.6 / FOLD_EVERY_S + 2, seen
+    assert 2 <= seen <= took / FOLD_EVERY_S + 2, (seen, took)
 
 
 def test_an_own_write_the_follower_reads_back_before_its_writer_delivers_it_is_delivered_once(

@@ -15,12 +15,24 @@ from bergen.server.store.url import psycopg_conninfo
 pytestmark = pytest.mark.postgres
 
 
-def _notes_until(conn: psycopg.Connection[tuple[object, ...]], quiet: float) -> list[float]:
-    """Arrival times of notifications until none has come for `quiet` seconds."""
-    times = []
+WAIT_S = 60.0
+"""The deadline of a wait for a notification that must come."""
+
+
+def _notes_until(
+    conn: psycopg.Connection[tuple[object, ...]], after: float, quiet: float
+) -> list[float]:
+    """Arrival times of notifications until one has come at `after` (time.monotonic()) or
+    later, and none since for `quiet` seconds. Raises AssertionError when none comes after
+    `after` within WAIT_S."""
+    times: list[float] = []
+    deadline = time.monotonic() + WAIT_S
     while True:
-        got = list(conn.notifies(timeout=quiet, stop_after=1))
+        waiting = not times or times[-1] < after
+        wait = max(0.0, deadline - time.monotonic()) if waiting else quiet
+        got = list(conn.notifies(timeout=wait, stop_after=1))
         if not got:
+            assert not waiting, f"no notification within {WAIT_S:g} s of the last poke"
             return times
         times.append(time.monotonic())
 
@@ -40,7 +52,7 @@ def test_a_burst_of_appends_shares_paced_notifications_and_the_last_is_never_los
                 notifier.poke()
                 time.sleep(0.01)
             last_poke = time.monotonic()
-            arrivals = _notes_until(listener, quiet=3 * interval + 1.0)
+            arrivals = _notes_until(listener, last_poke, quiet=3 * interval + 1.0)
         finally:
             notifier.stop()
     elapsed = last_poke - start
@@ -56,14 +68,15 @@ def test_a_listener_wakes_for_other_replicas_only(pg_database: str) -> None:
     conninfo = psycopg_conninfo(pg_database)
     stop = threading.Event()
     wakes: list[float] = []
-    listen = postgres_listener(conninfo, "me")
+    lags: list[float] = []  # told right after the wake-up of the same notification
+    listen = postgres_listener(conninfo, "me", lags.append)
     thread = threading.Thread(target=listen, args=(lambda: wakes.append(1.0), stop), daemon=True)
     thread.start()
     try:
         with psycopg.connect(conninfo, autocommit=True) as conn:
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + WAIT_S
             # Wait until the listener's LISTEN is in place, announcing ourselves as "me".
-            while time.monotonic() < deadline:
+            while True:
                 n = conn.execute(
                     "SELECT count(*) FROM pg_stat_activity"
                     " WHERE datname = current_database() AND query LIKE %s",
@@ -71,15 +84,21 @@ def test_a_listener_wakes_for_other_replicas_only(pg_database: str) -> None:
                 ).fetchone()
                 if n and n[0]:
                     break
+                assert time.monotonic() < deadline, "the listener's LISTEN never ran"
                 time.sleep(0.05)
             conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, "me"))
-            time.sleep(1.0)
-            assert wakes == []
-            conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, uuid.uuid4().hex))
-            deadline = time.monotonic() + 10
-            while not wakes and time.monotonic() < deadline:
+            # Another replica's, sent an hour ago: the listener takes notifications in the
+            # order sent, so once this one's lag is told, "me" has been taken before it.
+            hour_ago = time.time_ns() // 1_000_000 - 3_600_000
+            conn.execute(
+                "SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{uuid.uuid4().hex} {hour_ago}")
+            )
+            deadline = time.monotonic() + WAIT_S
+            while not lags:
+                assert time.monotonic() < deadline, "the other replica's notification woke nothing"
                 time.sleep(0.02)
-            assert wakes == [1.0]
+            assert wakes == [1.0]  # "me" woke nothing
+            assert lags[0] >= 3600
     finally:
         stop.set()
         thread.join(timeout=5)

@@ -3,6 +3,8 @@ first, and nothing handed out again that is not idle and whole."""
 
 from __future__ import annotations
 
+import linecache
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +25,17 @@ def pool(empty_pg_database: str) -> Iterator[_Pool]:
     made.close()
 
 
+def _waiting_for_a_slot(thread: threading.Thread) -> bool:
+    """Whether `thread` is blocked in the pool's wait for a free slot."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        if frame.f_code.co_name == "connection" and line == "self._slots.get()":
+            return True
+        frame = frame.f_back
+    return False
+
+
 def test_a_third_borrower_waits_until_one_of_two_gives_its_connection_back(pool: _Pool) -> None:
     first = pool.connection()
     second = pool.connection()
@@ -36,10 +49,15 @@ def test_a_third_borrower_waits_until_one_of_two_gives_its_connection_back(pool:
 
     waiting = threading.Thread(target=borrow)
     waiting.start()
-    time.sleep(0.2)
+    deadline = time.monotonic() + 60
+    while not _waiting_for_a_slot(waiting):
+        assert waiting.is_alive(), f"the third borrower did not wait: it got {got}"
+        assert time.monotonic() < deadline, "the third borrower never asked for a connection"
+        time.sleep(0.01)
     assert got == []  # both slots are taken
     second.__exit__(None, None, None)
-    waiting.join(timeout=5)
+    waiting.join(timeout=60)
+    assert not waiting.is_alive(), "the third borrower still waits with a slot free"
     assert got == [b]  # the one given back, not a new one
     first.__exit__(None, None, None)
     assert a is not b

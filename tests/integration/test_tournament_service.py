@@ -194,7 +194,7 @@ def test_two_replicas_doing_every_step_at_once_neither_lose_nor_double_one(
     check_tournament_record(b.tournaments.record(tid))
 
 
-def wait_for(what: Callable[[], bool], timeout: float = 20.0) -> None:
+def wait_for(what: Callable[[], bool], timeout: float = 60.0) -> None:
     """Block until `what()` holds: the managers' threads work on events."""
     end = time.monotonic() + timeout
     while not what():

@@ -82,7 +82,7 @@ class Watching(threading.Thread):
     def wait_for(self, version: int) -> None:
         with self.moved:
             assert self.moved.wait_for(
-                lambda: self.seen() >= version or self.done.is_set(), timeout=20
+                lambda: self.seen() >= version or self.done.is_set(), timeout=60
             )
         assert self.seen() >= version, (self.seen(), version, self.failed)
 
@@ -119,7 +119,8 @@ def test_forty_watchers_of_three_audiences_share_one_prepared_message_per_audien
     for w in watchers:
         w.done.set()
     for w in watchers:
-        w.join(5)
+        w.join(60)
+        assert not w.is_alive(), "a watcher did not stop"
         assert w.failed is None, w.failed
 
     match = app.repository.load(match_id)

@@ -66,12 +66,17 @@ def test_a_wake_up_that_finds_nothing_yet_is_read_again_soon_not_on_the_next_pol
         sub = feed.subscribe(created.match_id)
         hiding.hiding.set()
         writer.commands.join_match(created.match_id, None, "p0", "")  # on A, notified to B
-        deadline = time.monotonic() + 5
-        while not woken and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while not woken:
+            assert time.monotonic() < deadline, "the feed never started listening"
             time.sleep(0.01)
         woken[0]()
-        time.sleep(0.1)  # the rows are still hidden: the follower reads again meanwhile
-        assert hiding.reads_while_hidden >= 2
+        # The rows are still hidden: the follower reads again meanwhile, not on its poll 30 s
+        # away.
+        deadline = time.monotonic() + 20
+        while hiding.reads_while_hidden < 2:
+            assert time.monotonic() < deadline, "the follower did not read again before its poll"
+            time.sleep(0.001)
         hiding.hiding.clear()  # the older transaction ended
         shown = time.monotonic()
         assert sub.wait(lambda: time.monotonic() < shown + 5)
