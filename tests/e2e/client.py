@@ -285,7 +285,7 @@ class Watcher(threading.Thread):
             with self._changed:
                 self._changed.notify_all()
 
-    def started(self, timeout: float = 10.0) -> Watcher:
+    def started(self, timeout: float = 60.0) -> Watcher:
         """Start and wait for the first message (the view). Raises AssertionError."""
         self.start()
         assert self.first.wait(timeout), "no first message on the watch stream"
@@ -301,7 +301,7 @@ class Watcher(threading.Thread):
                 return int(item.view.version)
         return 0
 
-    def wait_for_seq(self, seq: int, timeout: float = 10.0) -> None:
+    def wait_for_seq(self, seq: int, timeout: float = 60.0) -> None:
         """Block until an item at `seq` (or later) has come. Raises AssertionError."""
         with self._changed:
             ok = self._changed.wait_for(

@@ -23,7 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bergen.server.main import EXIT_HELD, HARD_EXIT
 
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 
 
@@ -163,7 +163,7 @@ class ServerFarm:
                 raise ServerFailed(f"{name} wrote no port file in time:\n{server.log_tail()}")
             time.sleep(0.02)
         server.port = int(port_file.read_text())
-        if server.health() != health_pb2.HealthCheckResponse.SERVING:
+        if server.health(timeout=START_TIMEOUT_S) != health_pb2.HealthCheckResponse.SERVING:
             raise ServerFailed(f"{name} is not SERVING:\n{server.log_tail()}")
         return server
 

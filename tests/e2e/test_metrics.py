@@ -41,7 +41,7 @@ DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "bergen
 Sample = tuple[str, tuple[tuple[str, str], ...]]
 
 
-def metrics_url(server: ServerProcess, timeout: float = 10.0) -> str:
+def metrics_url(server: ServerProcess, timeout: float = 60.0) -> str:
     """The /metrics address the server logged. Raises AssertionError when it logged none."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -72,7 +72,7 @@ def calls(samples: dict[Sample, float], method: str, code: str = "OK") -> float:
     return value(samples, "bergen_rpc_calls_total", service=SERVICE, method=method, code=code)
 
 
-def eventually(check: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+def eventually(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, f"not in {timeout:g} s: {what}"

@@ -94,9 +94,13 @@ class Players:
 
     def wait_answered(self, timeout: float) -> None:
         """Until the server now up has answered a round of the players' calls (or the end):
-        however slow the machine, every server lives long enough to move the tournament."""
+        however slow the machine, every server lives long enough to move the tournament.
+        Raises AssertionError when it has not in `timeout` seconds."""
         with self.changed:
-            self.changed.wait_for(lambda: self.answered > 0 or self.done.is_set(), timeout)
+            answered = self.changed.wait_for(
+                lambda: self.answered > 0 or self.done.is_set(), timeout
+            )
+        assert answered, f"server {self.generation} answered no call in {timeout:g} s"
 
     def _wait_for_restart(self, generation: int) -> None:
         with self.changed:
@@ -175,9 +179,10 @@ def test_a_tournament_killed_twenty_times_finishes_exactly_as_a_clean_run(
         kills += 1
         server = farm.start(pg_database, organiser_token=ORGANISER_TOKEN, name=f"run{kills}")
         players.restarted(server)
-    players.thread.join(30)
+    players.thread.join(60)
     if players.failure is not None:
         raise players.failure
+    assert not players.thread.is_alive(), "the players did not stop at the tournament's end"
     assert kills >= KILLS, f"the tournament ended after only {kills} kills"
 
     with Client(server.target) as client:

@@ -69,7 +69,7 @@ def metrics_urls(server: ServerProcess, count: int, timeout: float = 30.0) -> li
         time.sleep(0.05)
 
 
-def gone(pid: int, timeout: float = 10.0) -> bool:
+def gone(pid: int, timeout: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

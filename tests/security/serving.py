@@ -16,7 +16,7 @@ import grpc
 from e2e.servers import bergen_command
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 CALL_TIMEOUT_S = 10.0
 
