@@ -600,7 +600,7 @@ def feed_batch(store: EventStore, start: int, last: StoredEvent) -> Sequence[Sto
         batch = store.read_all(start, 1000)
         if batch and batch[-1].position == last.position:
             return batch
-        assert time.monotonic() < deadline
+        assert time.monotonic() < deadline, f"the order never reached position {last.position}"
         time.sleep(0.01)
 
 

@@ -68,7 +68,7 @@ def page(browser: Any) -> Iterator[Any]:
     assert not errors, f"errors in the page: {errors}"
 
 
-def wait_js(pg: Any, predicate: str, timeout: float = 10.0) -> None:
+def wait_js(pg: Any, predicate: str, timeout: float = 60.0) -> None:
     """Wait until the JavaScript function `predicate` returns true in the page, polled from
     here (Playwright's own polling evaluates a string, which the site's CSP forbids)."""
     deadline = time.monotonic() + timeout

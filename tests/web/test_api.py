@@ -69,7 +69,7 @@ def sse_reader(stream: EventStream, out: list[Message], stop: threading.Event) -
     return thread
 
 
-def wait_for(predicate: Any, timeout: float = 10.0, what: str = "") -> None:
+def wait_for(predicate: Any, timeout: float = 60.0, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
