@@ -49,10 +49,13 @@ class Play:
 
 @dataclass(frozen=True, slots=True)
 class Resign:
-    """`seat` forfeits for its side (RULES.md section 11)."""
+    """`seat` forfeits for its side (RULES.md section 11). `note`, the end's, says why
+    when it is not the seat's own resignation (the organiser's forfeit of a tournament
+    side); empty: `seat N resigned`."""
 
     seat: int
     at_ms: int | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,14 +129,19 @@ def execute_evolving(state: State | None, command: Command) -> tuple[tuple[Event
                 reason="NO_SUCH_SEAT",
                 match_id=state.match_id,
             )
-        _end_match(run, MatchEndReason.ABANDONED, None, seat, _text(command.reason, "reason", 200))
+        _end_match(
+            run, MatchEndReason.ABANDONED, None, seat, check_text(command.reason, "reason", 200)
+        )
     else:
         raise InvalidArgument(f"unknown command {type(command).__name__}", reason="UNKNOWN_COMMAND")
     assert run.state is not None
     return tuple(run.events), run.state
 
 
-def _text(value: object, what: str, limit: int, *, empty: bool = True) -> str:
+def check_text(value: object, what: str, limit: int, *, empty: bool = True) -> str:
+    """`value`, a text of at most `limit` characters that a person can read: no control or
+    invisible characters, not blank unless `empty`. Raises InvalidArgument (TEXT_TOO_LONG,
+    TEXT_BLANK, CONTROL_CHARACTER, INVISIBLE_CHARACTER) naming `what`."""
     if not isinstance(value, str):
         raise InvalidArgument(f"{what} must be text, got {type(value).__name__}", field=what)
     if len(value) > limit:
@@ -184,8 +189,8 @@ def _create(state: State | None, c: CreateMatch) -> tuple[tuple[Event, ...], Sta
             reason="MATCH_EXISTS",
             match_id=state.match_id,
         )
-    _text(c.match_id, "match id", MAX_MATCH_ID, empty=False)
-    _text(c.name, "match name", 100)
+    check_text(c.match_id, "match id", MAX_MATCH_ID, empty=False)
+    check_text(c.name, "match name", 100)
     if not isinstance(c.server_seed, bytes) or len(c.server_seed) != SEED_BYTES:
         raise InvalidArgument(f"the server seed must be {SEED_BYTES} bytes")
     # Checked here so that every accepted command gives events the codec can read back.
@@ -214,8 +219,8 @@ rules only for anything else, which raises)."""
 
 
 def _take_seat(state: State, c: TakeSeat) -> tuple[tuple[Event, ...], State]:
-    name = _text(c.name, "name", MAX_NAME, empty=False)
-    seed = _text(c.client_seed, "client seed", MAX_CLIENT_SEED)
+    name = check_text(c.name, "name", MAX_NAME, empty=False)
+    seed = check_text(c.client_seed, "client seed", MAX_CLIENT_SEED)
     if state.phase == ENDED:
         raise MatchNotInProgress(
             f"match {state.match_id} has ended", reason="MATCH_ENDED", match_id=state.match_id
@@ -586,7 +591,8 @@ def _resign(run: _Run, state: State, c: Resign) -> None:
     if state.clocks:
         run.at_ms = _time(state, c.at_ms)
         _check_not_fallen(state, run.at_ms)
-    _forfeit(run, state.side_of(seat), ForfeitCause.RESIGNED, seat, f"seat {seat} resigned")
+    note = check_text(c.note, "note", 240) or f"seat {seat} resigned"
+    _forfeit(run, state.side_of(seat), ForfeitCause.RESIGNED, seat, note)
 
 
 def _timeout(run: _Run, state: State, c: Timeout) -> None:
@@ -644,7 +650,7 @@ def command_of(event: Event) -> Command | None:
         return TakeSeat(event.name, event.client_seed, event.seat)
     if isinstance(event, MatchEnded):
         if event.reason == MatchEndReason.FORFEIT and event.resigned_seat is not None:
-            return Resign(event.resigned_seat, event.at_ms)
+            return Resign(event.resigned_seat, event.at_ms, event.note)
         # Abandoned; or a resignation recorded before resignation was a forfeit.
         return Abandon(event.note, event.resigned_seat)
     if isinstance(event, MatchCreated) and event.server_seed is not None:

@@ -7,7 +7,15 @@ the pure functions of `tournament_pairing` and `tournament_standings`; the state
 running `Tally`, so a result costs no recount.
 
 The tournament seed is the server's secret until the end: the commands that need it carry
-it, and only its commitment is recorded until `End` reveals it.
+it, and only its commitment is recorded until `End` (or `Cancel`) reveals it.
+
+What the organiser or the server does that play does not is an intervention of the state
+(TOURNAMENT.md section 3): a withdrawal by another than the entrant, a round started by hand,
+a table settled (its match abandoned, or forfeited for a side that never played), a
+cancellation. A table is settled on its match, so that any replica records the same thing
+from the match alone: `check_settle` and `check_settle_match` say whether the organiser may,
+the match is ended as `forfeit_note` says, and the result of the match records the
+intervention with it (`RecordResult.settled_by`, from `settlement_of` the match's end).
 """
 
 from __future__ import annotations
@@ -17,13 +25,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import singledispatch
 
-from .errors import InvalidArgument, NotFound, RuleViolation
+from .engine import check_text
+from .errors import InvalidArgument, MatchNotInProgress, NotFound, RuleViolation
+from .events import Event, MatchEnded, TilePlayed
+from .state import PLAYING, SEATING
+from .state import State as MatchState
 from .tournament_events import (
     EntrantRegistered,
     EntrantWithdrew,
     ResultRecorded,
     RoundPaired,
     RoundTable,
+    TableSettled,
+    TournamentCancelled,
     TournamentCreated,
     TournamentEnded,
     TournamentEvent,
@@ -32,14 +46,32 @@ from .tournament_events import (
 from .tournament_fairness import commitment, seeding_order
 from .tournament_pairing import Settings, active, pair_round
 from .tournament_record import (
+    ABANDON,
+    CANCEL,
+    ENTRANT,
+    FORFEIT_TABLE,
+    MAX_NOTE_CHARS,
+    ORGANISER,
+    SERVER,
+    START_ROUND,
+    WITHDRAW,
     Entrant,
+    Intervention,
     PlayedRound,
     PlayedTable,
     Tournament,
     build_tournament_record,
     play_round,
 )
-from .tournament_standings import TableResult, Tally, score_result, walkover
+from .tournament_standings import (
+    ABANDONED,
+    FORFEIT,
+    TableResult,
+    Tally,
+    score_result,
+    walkover,
+)
+from .vocabulary import ForfeitCause, MatchEndReason
 
 REGISTRATION = "registration"
 RUNNING = "running"
@@ -70,7 +102,11 @@ class Register:
 
 @dataclass(frozen=True, slots=True)
 class Withdraw:
+    """Withdraw `entrant`, by itself (ENTRANT), the organiser, or the server; `note` why."""
+
     entrant: int
+    by: str = ENTRANT
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,16 +116,24 @@ class Start:
 
 @dataclass(frozen=True, slots=True)
 class PairRound:
-    """Pair the next round from the results so far."""
+    """Pair the next round from the results so far: by the server on its own, or by the
+    organiser (a round started by hand)."""
+
+    by: str = SERVER
 
 
 @dataclass(frozen=True, slots=True)
 class RecordResult:
+    """A table's result, from its match's end. `settled_by` names who ended the match when
+    play did not (an abandon, or the organiser's forfeit: `settlement_of`), `note` why."""
+
     round: int
     table: int
     reason: str
     scores: tuple[int, ...]
     forfeited_side: int | None = None
+    settled_by: str | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +141,18 @@ class End:
     tournament_seed: bytes
 
 
-TournamentCommand = CreateTournament | Register | Withdraw | Start | PairRound | RecordResult | End
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """End a tournament still open for registration (the organiser); its seed is revealed
+    as at any end."""
+
+    tournament_seed: bytes
+    note: str = ""
+
+
+TournamentCommand = (
+    CreateTournament | Register | Withdraw | Start | PairRound | RecordResult | End | Cancel
+)
 
 
 # State
@@ -118,6 +173,8 @@ class TournamentState:
     rounds: tuple[PlayedRound, ...] = ()
     tally: Tally | None = None
     tournament_seed: str | None = None
+    interventions: tuple[Intervention, ...] = ()
+    cancelled: bool = False
 
     @property
     def round(self) -> int:
@@ -160,6 +217,7 @@ class TournamentState:
             tournament_seed=self.tournament_seed,
             name=self.name,
             ended=self.phase == ENDED,
+            interventions=self.interventions,
         )
 
     def record(self) -> dict[str, object]:
@@ -205,10 +263,19 @@ def _(e: EntrantRegistered, state: TournamentState | None) -> TournamentState:
 def _(e: EntrantWithdrew, state: TournamentState | None) -> TournamentState:
     s = _existing(state)
     entrants = tuple(
-        replace(x, withdrawn_after_round=e.after_round) if x.entrant == e.entrant else x
+        replace(x, withdrawn_after_round=e.after_round, withdrawn_by=e.by)
+        if x.entrant == e.entrant
+        else x
         for x in s.entrants
     )
-    return replace(s, entrants=entrants)
+    s = replace(s, entrants=entrants)
+    if e.by == ENTRANT:
+        return s
+    return _intervened(s, Intervention(e.after_round, None, WITHDRAW, e.by, e.entrant, e.note))
+
+
+def _intervened(s: TournamentState, i: Intervention) -> TournamentState:
+    return replace(s, interventions=(*s.interventions, i))
 
 
 @_apply.register
@@ -235,7 +302,23 @@ def _(e: RoundPaired, state: TournamentState | None) -> TournamentState:
             table = replace(table, result=result)
             tally = tally.with_table(t.sides, result)
         tables.append(table)
-    return replace(s, rounds=(*s.rounds, PlayedRound(e.round, e.byes, tuple(tables))), tally=tally)
+    s = replace(s, rounds=(*s.rounds, PlayedRound(e.round, e.byes, tuple(tables))), tally=tally)
+    if e.by == SERVER:
+        return s
+    return _intervened(s, Intervention(e.round, None, START_ROUND, e.by))
+
+
+@_apply.register
+def _(e: TableSettled, state: TournamentState | None) -> TournamentState:
+    s = _existing(state)
+    return _intervened(s, Intervention(e.round, e.table, e.action, e.by, e.entrant, e.note))
+
+
+@_apply.register
+def _(e: TournamentCancelled, state: TournamentState | None) -> TournamentState:
+    s = _existing(state)
+    s = replace(s, cancelled=True)
+    return _intervened(s, Intervention(s.round, None, CANCEL, ORGANISER, None, e.note))
 
 
 @_apply.register
@@ -299,6 +382,19 @@ def _text(value: object, what: str, limit: int, *, empty: bool) -> str:
     return value
 
 
+def _ended(state: TournamentState) -> RuleViolation:
+    """The refusal of anything but a look at an ended tournament."""
+    if state.cancelled:
+        return RuleViolation(
+            f"tournament {state.tournament_id} was cancelled before its start",
+            reason="TOURNAMENT_CANCELLED",
+            **_tid(state),
+        )
+    return RuleViolation(
+        f"tournament {state.tournament_id} has ended", reason="TOURNAMENT_ENDED", **_tid(state)
+    )
+
+
 def _running(state: TournamentState | None) -> TournamentState:
     if state is None:
         raise NotFound("no such tournament", reason="TOURNAMENT_NOT_FOUND")
@@ -309,10 +405,20 @@ def _running(state: TournamentState | None) -> TournamentState:
             **_tid(state),
         )
     if state.phase == ENDED:
-        raise RuleViolation(
-            f"tournament {state.tournament_id} has ended", reason="TOURNAMENT_ENDED", **_tid(state)
-        )
+        raise _ended(state)
     return state
+
+
+def _actor(value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise InvalidArgument(
+            f"who acts is one of {', '.join(allowed)}, not {value!r}"[:160], reason="INVALID_ACTOR"
+        )
+    return str(value)
+
+
+def _note(value: object) -> str:
+    return check_text(value, "note", MAX_NOTE_CHARS)
 
 
 def decide_tournament(
@@ -320,9 +426,10 @@ def decide_tournament(
 ) -> tuple[TournamentEvent, ...]:
     """The events `command` causes.
 
-    Raises InvalidArgument (malformed settings, names, seeds, results), NotFound (no such
-    tournament, entrant or table), or RuleViolation (not allowed now: REGISTRATION_CLOSED,
-    REGISTRATION_FULL, TOO_FEW_ENTRANTS, ROUND_NOT_FINISHED, NO_ROUND_LEFT, ...).
+    Raises InvalidArgument (malformed settings, names, seeds, results, notes), NotFound (no
+    such tournament, entrant or table), or RuleViolation (not allowed now:
+    REGISTRATION_CLOSED, REGISTRATION_FULL, TOO_FEW_ENTRANTS, ROUND_NOT_FINISHED,
+    NO_ROUND_LEFT, TOURNAMENT_CANCELLED, ALREADY_STARTED, ...).
     """
     match command:
         case CreateTournament():
@@ -334,11 +441,13 @@ def decide_tournament(
         case Start():
             return _start(state, command)
         case PairRound():
-            return _pair(_running(state))
+            return _pair(_running(state), command)
         case RecordResult():
             return _record(_running(state), command)
         case End():
             return _end(_running(state), command)
+        case Cancel():
+            return _cancel(state, command)
 
 
 def _create(state: TournamentState | None, c: CreateTournament) -> tuple[TournamentEvent, ...]:
@@ -360,6 +469,8 @@ def _create(state: TournamentState | None, c: CreateTournament) -> tuple[Tournam
 def _register(state: TournamentState | None, c: Register) -> tuple[TournamentEvent, ...]:
     if state is None:
         raise NotFound("no such tournament", reason="TOURNAMENT_NOT_FOUND")
+    if state.cancelled:
+        raise _ended(state)
     if state.phase != REGISTRATION:
         raise RuleViolation(
             f"tournament {state.tournament_id}: registration closed at the start",
@@ -412,9 +523,7 @@ def _withdraw(state: TournamentState | None, c: Withdraw) -> tuple[TournamentEve
     if state is None:
         raise NotFound("no such tournament", reason="TOURNAMENT_NOT_FOUND")
     if state.phase == ENDED:
-        raise RuleViolation(
-            f"tournament {state.tournament_id} has ended", reason="TOURNAMENT_ENDED", **_tid(state)
-        )
+        raise _ended(state)
     entrant = _entrant(state, c.entrant)
     if entrant.withdrawn_after_round is not None:
         raise RuleViolation(
@@ -423,12 +532,15 @@ def _withdraw(state: TournamentState | None, c: Withdraw) -> tuple[TournamentEve
             entrant=c.entrant,
             **_tid(state),
         )
-    return (EntrantWithdrew(c.entrant, state.round),)
+    by = _actor(c.by, (ENTRANT, ORGANISER, SERVER))
+    return (EntrantWithdrew(c.entrant, state.round, by, _note(c.note)),)
 
 
 def _start(state: TournamentState | None, c: Start) -> tuple[TournamentEvent, ...]:
     if state is None:
         raise NotFound("no such tournament", reason="TOURNAMENT_NOT_FOUND")
+    if state.phase == ENDED:
+        raise _ended(state)
     if state.phase != REGISTRATION:
         raise RuleViolation(
             f"tournament {state.tournament_id} has started already",
@@ -446,7 +558,8 @@ def _start(state: TournamentState | None, c: Start) -> tuple[TournamentEvent, ..
     return (TournamentStarted(order),)
 
 
-def _pair(state: TournamentState) -> tuple[TournamentEvent, ...]:
+def _pair(state: TournamentState, c: PairRound) -> tuple[TournamentEvent, ...]:
+    by = _actor(c.by, (SERVER, ORGANISER))
     if not state.round_finished:
         raise RuleViolation(
             f"tournament {state.tournament_id}: round {state.round} has not finished",
@@ -471,28 +584,44 @@ def _pair(state: TournamentState) -> tuple[TournamentEvent, ...]:
             number,
             played.byes,
             tuple(RoundTable(t.table, t.match_id, t.sides) for t in played.tables),
+            by,
         ),
     )
 
 
-def _record(state: TournamentState, c: RecordResult) -> tuple[TournamentEvent, ...]:
-    if not 1 <= c.round <= state.round or not 1 <= c.table <= len(state.rounds[c.round - 1].tables):
+def _table(state: TournamentState, round_number: object, table: object) -> PlayedTable:
+    """The table, which must exist and wait for its result. Raises NotFound (NO_SUCH_TABLE),
+    RuleViolation (RESULT_ALREADY_RECORDED)."""
+    rounds = state.rounds
+    if (
+        not isinstance(round_number, int)
+        or not isinstance(table, int)
+        or not 1 <= round_number <= len(rounds)
+        or not 1 <= table <= len(rounds[round_number - 1].tables)
+    ):
+        where = f"round {round_number}" if state.round else "any round: none has been paired"
         raise NotFound(
-            f"tournament {state.tournament_id} has no table {c.table} in round {c.round}",
+            f"tournament {state.tournament_id} has no table {table} in {where}"[:200],
             reason="NO_SUCH_TABLE",
-            round=c.round,
-            table=c.table,
+            round=str(round_number),
+            table=str(table),
             **_tid(state),
         )
-    table = state.rounds[c.round - 1].tables[c.table - 1]
-    if table.result is not None:
+    found = rounds[round_number - 1].tables[table - 1]
+    if found.result is not None:
         raise RuleViolation(
-            f"tournament {state.tournament_id}: round {c.round} table {c.table} has its result",
+            f"tournament {state.tournament_id}: round {round_number} table {table} has its "
+            "result already",
             reason="RESULT_ALREADY_RECORDED",
-            round=c.round,
-            table=c.table,
+            round=round_number,
+            table=table,
             **_tid(state),
         )
+    return found
+
+
+def _record(state: TournamentState, c: RecordResult) -> tuple[TournamentEvent, ...]:
+    table = _table(state, c.round, c.table)
     if len(c.scores) != len(table.sides):
         raise InvalidArgument(
             f"round {c.round} table {c.table} has {len(table.sides)} sides, "
@@ -501,7 +630,22 @@ def _record(state: TournamentState, c: RecordResult) -> tuple[TournamentEvent, .
             **_tid(state),
         )
     score_result(TableResult(c.reason, tuple(c.scores), c.forfeited_side))
-    return (ResultRecorded(c.round, c.table, c.reason, tuple(c.scores), c.forfeited_side),)
+    recorded = ResultRecorded(c.round, c.table, c.reason, tuple(c.scores), c.forfeited_side)
+    if c.settled_by is None:
+        return (recorded,)
+    if c.reason == ABANDONED:
+        by, action, entrant = _actor(c.settled_by, (ORGANISER, SERVER)), ABANDON, None
+    elif c.reason == FORFEIT and c.forfeited_side is not None:
+        by, action = _actor(c.settled_by, (ORGANISER,)), FORFEIT_TABLE
+        entrant = table.sides[c.forfeited_side]
+    else:
+        raise InvalidArgument(
+            f"round {c.round} table {c.table}: a match that ended by play was not settled",
+            reason="INVALID_RESULT",
+            **_tid(state),
+        )
+    settled = TableSettled(c.round, c.table, action, by, entrant, _note(c.note))
+    return (settled, recorded)
 
 
 def _end(state: TournamentState, c: End) -> tuple[TournamentEvent, ...]:
@@ -517,10 +661,147 @@ def _end(state: TournamentState, c: End) -> tuple[TournamentEvent, ...]:
     return (TournamentEnded(c.tournament_seed.hex()),)
 
 
+def _cancel(state: TournamentState | None, c: Cancel) -> tuple[TournamentEvent, ...]:
+    if state is None:
+        raise NotFound("no such tournament", reason="TOURNAMENT_NOT_FOUND")
+    if state.phase == ENDED:
+        raise _ended(state)
+    if state.phase != REGISTRATION:
+        raise RuleViolation(
+            f"tournament {state.tournament_id} has started: only a tournament still open for "
+            "registration can be cancelled (withdraw its entrants, or settle its tables)",
+            reason="ALREADY_STARTED",
+            **_tid(state),
+        )
+    _check_seed(state, c.tournament_seed)
+    return (TournamentCancelled(_note(c.note)), TournamentEnded(c.tournament_seed.hex()))
+
+
+# Settling a table
+
+
+def check_settle(
+    state: TournamentState | None,
+    round_number: int,
+    table: int,
+    action: str,
+    forfeited_side: int | None = None,
+    note: str = "",
+) -> PlayedTable:
+    """The table the organiser may settle now by `action` (ABANDON, or FORFEIT_TABLE of
+    `forfeited_side`, from 0): it must exist, have a match, and wait for its result.
+
+    Raises NotFound (TOURNAMENT_NOT_FOUND, NO_SUCH_TABLE), RuleViolation
+    (TOURNAMENT_NOT_STARTED, TOURNAMENT_ENDED, TABLE_NOT_PLAYED, RESULT_ALREADY_RECORDED),
+    InvalidArgument (INVALID_SETTLE_ACTION, SIDE_REQUIRED, NO_SUCH_SIDE, a note too long).
+    """
+    s = _running(state)
+    if action not in (ABANDON, FORFEIT_TABLE):
+        raise InvalidArgument(
+            "settling a table abandons its match or forfeits a side of it",
+            reason="INVALID_SETTLE_ACTION",
+            **_tid(s),
+        )
+    if (action == FORFEIT_TABLE) != (forfeited_side is not None):
+        raise InvalidArgument(
+            "a forfeit names the side that forfeits, and only a forfeit does",
+            reason="SIDE_REQUIRED",
+            **_tid(s),
+        )
+    _note(note)
+    found = _table(s, round_number, table)
+    if found.match_id is None:
+        raise RuleViolation(
+            f"tournament {s.tournament_id}: round {round_number} table {table} has no match: "
+            "it is its withdrawn entrant's forfeit",
+            reason="TABLE_NOT_PLAYED",
+            **_tid(s),
+        )
+    if forfeited_side is not None and not 0 <= forfeited_side < len(found.sides):
+        raise InvalidArgument(
+            f"round {round_number} table {table} has {len(found.sides)} sides (indexes 0 to "
+            f"{len(found.sides) - 1}): there is no side index {forfeited_side}",
+            reason="NO_SUCH_SIDE",
+            sides=len(found.sides),
+            **_tid(s),
+        )
+    return found
+
+
+def own_plays(events: Iterable[Event]) -> frozenset[int]:
+    """The seats that made a play of their own in a match: not the lead (the server's, as
+    every draw and pass), nor a play a timeout made for the seat."""
+    return frozenset(
+        e.seat for e in events if isinstance(e, TilePlayed) and e.end is not None and not e.auto
+    )
+
+
+def check_settle_match(
+    match: MatchState, events: Iterable[Event], action: str, forfeited_side: int | None
+) -> None:
+    """Whether the table's match, `match` after `events`, may be settled by `action` now:
+    it must not have ended; a forfeit needs every seat taken and a side none of whose seats
+    has played (`own_plays`).
+
+    Raises MatchNotInProgress (MATCH_ENDED), RuleViolation (MATCH_STILL_SEATING,
+    SIDE_HAS_PLAYED)."""
+    where = {"match_id": match.match_id}
+    if match.result is not None:
+        raise MatchNotInProgress(
+            f"match {match.match_id} has ended ({match.result.reason}): its result stands",
+            reason="MATCH_ENDED",
+            **where,
+        )
+    if action == ABANDON:
+        return
+    assert forfeited_side is not None
+    if match.phase == SEATING:
+        raise RuleViolation(
+            f"match {match.match_id} is still seating: abandon it, or forfeit a side once "
+            "every seat is taken",
+            reason="MATCH_STILL_SEATING",
+            **where,
+        )
+    played = own_plays(events) & set(match.sides[forfeited_side])
+    if played:
+        raise RuleViolation(
+            f"match {match.match_id}: side {forfeited_side + 1} (index {forfeited_side}) has "
+            "made a play of its own, so it cannot be forfeited; abandon the table instead",
+            reason="SIDE_HAS_PLAYED",
+            **where,
+        )
+    assert match.phase == PLAYING
+
+
+ORGANISER_FORFEIT = "forfeited by the organiser"
+"""How the note of a match the organiser forfeits for a side begins."""
+
+
+def forfeit_note(note: str) -> str:
+    """The note of the match's end when the organiser forfeits a side of it, `note` why."""
+    return f"{ORGANISER_FORFEIT}: {note}" if note else ORGANISER_FORFEIT
+
+
+def settlement_of(ended: MatchEnded, by_server: bool = False) -> tuple[str, str] | None:
+    """Who settled a table's match that `ended` so, and why: (ORGANISER or SERVER, note)
+    for an abandon (the server's when `by_server`: a match it abandoned because its seats
+    were never all taken) or the organiser's forfeit (`forfeit_note`); None for an end by
+    play, a timeout or a seat's own resignation."""
+    if ended.reason == MatchEndReason.ABANDONED and ended.resigned_seat is None:
+        return (SERVER if by_server else ORGANISER), ended.note
+    if ended.reason == MatchEndReason.FORFEIT and ended.cause == ForfeitCause.RESIGNED:
+        head, sep, why = ended.note.partition(": ")
+        if ended.note == ORGANISER_FORFEIT or (sep and head == ORGANISER_FORFEIT):
+            return ORGANISER, why
+    return None
+
+
 __all__ = [
     "ENDED",
+    "ORGANISER_FORFEIT",
     "REGISTRATION",
     "RUNNING",
+    "Cancel",
     "CreateTournament",
     "End",
     "PairRound",
@@ -530,7 +811,12 @@ __all__ = [
     "TournamentCommand",
     "TournamentState",
     "Withdraw",
+    "check_settle",
+    "check_settle_match",
     "decide_tournament",
     "evolve_tournament",
     "fold_tournament",
+    "forfeit_note",
+    "own_plays",
+    "settlement_of",
 ]

@@ -1,8 +1,15 @@
-"""The facts of a tournament's stream, and their payloads (schema version 1).
+"""The facts of a tournament's stream, and their payloads (schema version 2).
 
 A tournament is an aggregate of its own: its events are stored in the same append-only table
 as a match's, under these type names, and read back with `decode`. The seed itself is never
 in an event before `TournamentEnded` reveals it.
+
+Version 2 added who withdrew an entrant (`EntrantWithdrew.by`, with the organiser's `note`)
+and who paired a round (`RoundPaired.by`), and the types `TableSettled` and
+`TournamentCancelled`. Stored payloads are never rewritten: a version 1 payload is upcast when
+read, who acted taken from the actor its row was written by (the server recorded "organiser"
+for the organiser's withdrawals and rounds started by hand; anyone else's withdrawal was the
+entrant's own, and anyone else's pairing the server's).
 """
 
 from __future__ import annotations
@@ -13,9 +20,20 @@ from typing import Any
 
 from .errors import CorruptRecord
 from .tournament_pairing import Settings
-from .tournament_record import settings_from_json, settings_json
+from .tournament_record import (
+    ABANDON,
+    ACTORS,
+    ENTRANT,
+    FORFEIT_TABLE,
+    ORGANISER,
+    SERVER,
+    settings_from_json,
+    settings_json,
+)
 
-TOURNAMENT_SCHEMA_VERSION = 1
+TOURNAMENT_SCHEMA_VERSION = 2
+ORGANISER_ACTOR = "organiser"
+"""The actor the server records on the rows the organiser's token wrote."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +55,13 @@ class EntrantRegistered:
 
 @dataclass(frozen=True, slots=True)
 class EntrantWithdrew:
-    """`after_round`: the last round the entrant was paired in (0 before the start)."""
+    """`after_round`: the last round the entrant was paired in (0 before the start); `by`:
+    who withdrew it (ENTRANT, ORGANISER, SERVER), `note` why, in the organiser's words."""
 
     entrant: int
     after_round: int
+    by: str = ENTRANT
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +81,34 @@ class RoundTable:
 
 @dataclass(frozen=True, slots=True)
 class RoundPaired:
+    """`by`: SERVER when the server paired it on its own, ORGANISER when started by hand."""
+
     round: int
     byes: tuple[int, ...]
     tables: tuple[RoundTable, ...]
+    by: str = SERVER
+
+
+@dataclass(frozen=True, slots=True)
+class TableSettled:
+    """A table's match ended by someone rather than by play (TOURNAMENT.md section 3), its
+    result recorded right after: `action` ABANDON (by the organiser, or the server for a match
+    never seated) or FORFEIT_TABLE (by the organiser, for a side that never played: `entrant`
+    is its entrant), `note` why."""
+
+    round: int
+    table: int
+    action: str
+    by: str
+    entrant: int | None
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class TournamentCancelled:
+    """The organiser ended the tournament before its start; `TournamentEnded` follows."""
+
+    note: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +131,9 @@ TournamentEvent = (
     | EntrantWithdrew
     | TournamentStarted
     | RoundPaired
+    | TableSettled
     | ResultRecorded
+    | TournamentCancelled
     | TournamentEnded
 )
 
@@ -95,7 +143,9 @@ TOURNAMENT_EVENT_TYPES: tuple[type[TournamentEvent], ...] = (
     EntrantWithdrew,
     TournamentStarted,
     RoundPaired,
+    TableSettled,
     ResultRecorded,
+    TournamentCancelled,
     TournamentEnded,
 )
 
@@ -118,7 +168,12 @@ def encode_tournament_event(event: TournamentEvent) -> tuple[str, int, dict[str,
                 "client_seed": event.client_seed,
             }
         case EntrantWithdrew():
-            payload = {"entrant": event.entrant, "after_round": event.after_round}
+            payload = {
+                "entrant": event.entrant,
+                "after_round": event.after_round,
+                "by": event.by,
+                "note": event.note,
+            }
         case TournamentStarted():
             payload = {"seeding": list(event.seeding)}
         case RoundPaired():
@@ -129,7 +184,19 @@ def encode_tournament_event(event: TournamentEvent) -> tuple[str, int, dict[str,
                     {"table": t.table, "match_id": t.match_id, "sides": list(t.sides)}
                     for t in event.tables
                 ],
+                "by": event.by,
             }
+        case TableSettled():
+            payload = {
+                "round": event.round,
+                "table": event.table,
+                "action": event.action,
+                "by": event.by,
+                "entrant": event.entrant,
+                "note": event.note,
+            }
+        case TournamentCancelled():
+            payload = {"note": event.note}
         case ResultRecorded():
             payload = {
                 "round": event.round,
@@ -160,6 +227,8 @@ def _field(type_name: str, payload: Mapping[str, Any], key: str, kind: str) -> A
         and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
         "strs": isinstance(v, list) and all(isinstance(x, str) for x in v),
         "list": isinstance(v, list),
+        "actor": isinstance(v, str) and v in ACTORS,
+        "settle_action": v in (ABANDON, FORFEIT_TABLE),
     }[kind]
     if not ok:
         raise _bad(type_name, f"{key} is not {kind}")
@@ -169,24 +238,40 @@ def _field(type_name: str, payload: Mapping[str, Any], key: str, kind: str) -> A
 _FIELDS: dict[str, tuple[str, ...]] = {
     "TournamentCreated": ("tournament_id", "name", "settings", "commitment"),
     "EntrantRegistered": ("entrant", "players", "client_seed"),
-    "EntrantWithdrew": ("entrant", "after_round"),
+    "EntrantWithdrew": ("entrant", "after_round", "by", "note"),
     "TournamentStarted": ("seeding",),
-    "RoundPaired": ("round", "byes", "tables"),
+    "RoundPaired": ("round", "byes", "tables", "by"),
+    "TableSettled": ("round", "table", "action", "by", "entrant", "note"),
     "ResultRecorded": ("round", "table", "reason", "scores", "forfeited_side"),
+    "TournamentCancelled": ("note",),
     "TournamentEnded": ("tournament_seed",),
 }
+_NEW_IN_2 = frozenset({"TableSettled", "TournamentCancelled"})
+
+
+def _upcast_1(type_name: str, payload: Mapping[str, Any], actor: str) -> Mapping[str, Any]:
+    """A version 1 payload as version 2 writes it: who acted, from the row's `actor`."""
+    by_organiser = actor == ORGANISER_ACTOR
+    if type_name == "EntrantWithdrew" and "by" not in payload and "note" not in payload:
+        return {**payload, "by": ORGANISER if by_organiser else ENTRANT, "note": ""}
+    if type_name == "RoundPaired" and "by" not in payload:
+        return {**payload, "by": ORGANISER if by_organiser else SERVER}
+    return payload
 
 
 def decode_tournament_event(
-    type_name: str, version: int, payload: Mapping[str, Any]
+    type_name: str, version: int, payload: Mapping[str, Any], actor: str = ""
 ) -> TournamentEvent:
-    """The event a stored payload holds.
+    """The event a stored payload holds, a version 1 payload upcast (`actor`: who its row
+    was written by, as the store records it).
 
     Raises CorruptRecord for an unknown type or version, or a malformed payload.
     """
     if type_name not in _FIELDS:
         raise CorruptRecord(f"unknown tournament event type {type_name!r}"[:120])
-    if version != TOURNAMENT_SCHEMA_VERSION:
+    if version == 1 and type_name not in _NEW_IN_2 and isinstance(payload, Mapping):
+        payload = _upcast_1(type_name, payload, actor)
+    elif version != TOURNAMENT_SCHEMA_VERSION:
         raise _bad(type_name, f"unknown schema version {version}")
     if not isinstance(payload, Mapping):
         raise _bad(type_name, "not an object")
@@ -210,7 +295,9 @@ def decode_tournament_event(
                 f("entrant", "int"), f("players", "strs"), f("client_seed", "str")
             )
         case "EntrantWithdrew":
-            return EntrantWithdrew(f("entrant", "int"), f("after_round", "int"))
+            return EntrantWithdrew(
+                f("entrant", "int"), f("after_round", "int"), f("by", "actor"), f("note", "str")
+            )
         case "TournamentStarted":
             return TournamentStarted(f("seeding", "ints"))
         case "RoundPaired":
@@ -225,7 +312,20 @@ def decode_tournament_event(
                         _field(type_name, t, "sides", "ints"),
                     )
                 )
-            return RoundPaired(f("round", "int"), f("byes", "ints"), tuple(tables))
+            return RoundPaired(
+                f("round", "int"), f("byes", "ints"), tuple(tables), f("by", "actor")
+            )
+        case "TableSettled":
+            return TableSettled(
+                f("round", "int"),
+                f("table", "int"),
+                f("action", "settle_action"),
+                f("by", "actor"),
+                f("entrant", "int?"),
+                f("note", "str"),
+            )
+        case "TournamentCancelled":
+            return TournamentCancelled(f("note", "str"))
         case "ResultRecorded":
             return ResultRecorded(
                 f("round", "int"),

@@ -29,6 +29,8 @@ from .tournament_pairing import (
     seats_of,
 )
 from .tournament_standings import (
+    ABANDONED,
+    FORFEIT,
     ScoredResult,
     Standing,
     TableResult,
@@ -41,17 +43,54 @@ from .tournament_standings import (
 
 TOURNAMENT_RECORD_FORMAT = "bergen-tournament-record/1"
 
+# Who did something to a tournament (section 3), as the events and the record name them.
+ENTRANT = "entrant"
+ORGANISER = "organiser"
+SERVER = "server"
+ACTORS = frozenset({ENTRANT, ORGANISER, SERVER})
+
+# What an intervention did: every result not reached by play, and every step taken by hand.
+WITHDRAW = "withdraw"
+ABANDON = "abandon"
+FORFEIT_TABLE = "forfeit"
+START_ROUND = "start_round"
+CANCEL = "cancel"
+ACTIONS = frozenset({WITHDRAW, ABANDON, FORFEIT_TABLE, START_ROUND, CANCEL})
+
+NO_REVEAL = "no_reveal"
+"""The record's `withdrawn_by` for an entrant the server withdrew (section 3: it did not
+reveal its seed); the events and the interventions say `server`."""
+MAX_NOTE_CHARS = 200
+"""The longest note the organiser gives an intervention."""
+
 
 @dataclass(frozen=True, slots=True)
 class Entrant:
     """An entrant: its 1-based registration number, its players' names (two in
     partnerships), its client seed, and the round after which it withdrew (0: before the
-    start), if it did."""
+    start) and who withdrew it (ENTRANT, ORGANISER, SERVER; None when unknown, as in a
+    record written before it was recorded), if it did."""
 
     entrant: int
     client_seed: str
     players: tuple[str, ...] | None = None
     withdrawn_after_round: int | None = None
+    withdrawn_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Intervention:
+    """What the organiser or the server did that play did not (section 3), in the order it
+    happened: `round` is the latest round paired then (0 before the first); `table` the
+    table it settled, if one; `entrant` the entrant withdrawn or forfeiting, if one; `note`
+    the organiser's words."""
+
+    round: int
+    table: int | None
+    action: str
+    by: str
+    entrant: int | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +129,14 @@ class Tournament:
     tournament_seed: str | None = None
     name: str | None = None
     ended: bool = False
+    interventions: tuple[Intervention, ...] | None = None
+    """None for a record written before interventions were recorded (then no entrant says
+    who withdrew it either)."""
+
+    @property
+    def cancelled(self) -> bool:
+        """Ended by the organiser before its start."""
+        return any(i.action == CANCEL for i in self.interventions or ())
 
     def withdrawn_after(self) -> tuple[int | None, ...]:
         """`withdrawn_after_round` by entrant number (index 0 unused)."""
@@ -211,12 +258,29 @@ def standing_json(s: Standing) -> dict[str, Any]:
     }
 
 
+def withdrawn_by_json(by: str | None) -> str | None:
+    """An entrant's `withdrawn_by` as the record writes it (section 1)."""
+    return NO_REVEAL if by == SERVER else by
+
+
+def intervention_json(i: Intervention) -> dict[str, Any]:
+    return {
+        "round": i.round,
+        "table": i.table,
+        "action": i.action,
+        "by": i.by,
+        "entrant": i.entrant,
+        "reason": i.note,
+    }
+
+
 def build_tournament_record(t: Tournament, tally: Tally | None = None) -> dict[str, Any]:
     """The section 6 record of `t` (without `signature`), standings from every result
     recorded. `name` and the players' names are written when known, the settings' round
-    delay and entrant cap when not the defaults. `tally`, when given, is the tally of `t`'s
-    byes and results already counted (the aggregate keeps one), so they are not counted
-    again."""
+    delay and entrant cap when not the defaults, the interventions and each entrant's
+    `withdrawn_by` when `t` knows them (a record made before they were recorded, as the test
+    vectors are, has neither). `tally`, when given, is the tally of `t`'s byes and results
+    already counted (the aggregate keeps one), so they are not counted again."""
     record: dict[str, Any] = {"format": TOURNAMENT_RECORD_FORMAT, "tournament_id": t.tournament_id}
     if t.name is not None:
         record["name"] = t.name
@@ -231,8 +295,12 @@ def build_tournament_record(t: Tournament, tally: Tally | None = None) -> dict[s
             item["players"] = list(e.players)
         item["client_seed"] = e.client_seed
         item["withdrawn_after_round"] = e.withdrawn_after_round
+        if t.interventions is not None:
+            item["withdrawn_by"] = withdrawn_by_json(e.withdrawn_by)
         entrants.append(item)
     record["entrants"] = entrants
+    if t.interventions is not None:
+        record["interventions"] = [intervention_json(i) for i in t.interventions]
     record["seeding"] = None if t.seeding is None else list(t.seeding)
     record["rounds"] = [
         {
@@ -380,6 +448,7 @@ def parse_tournament_record(record: Any) -> Tournament:
         raise _bad("format", f"is not {TOURNAMENT_RECORD_FORMAT}")
     tid = _str(_get(r, "tournament_id", "record"), "tournament_id")
     settings = settings_from_json(_get(r, "settings", "record"))
+    known = "interventions" in r
     entrants = []
     for i, value in enumerate(_list(_get(r, "entrants", "record"), "entrants")):
         place = f"entrants[{i}]"
@@ -401,8 +470,19 @@ def parse_tournament_record(record: Any) -> Tournament:
                 _int(
                     e.get("withdrawn_after_round"), f"{place}.withdrawn_after_round", optional=True
                 ),
+                _withdrawn_by(_get(e, "withdrawn_by", place), f"{place}.withdrawn_by")
+                if known
+                else None,
             )
         )
+    interventions = (
+        tuple(
+            _intervention(v, f"interventions[{i}]")
+            for i, v in enumerate(_list(r["interventions"], "interventions"))
+        )
+        if known
+        else None
+    )
     seeding_value = _get(r, "seeding", "record")
     seeding = (
         None
@@ -445,6 +525,36 @@ def parse_tournament_record(record: Any) -> Tournament:
         tournament_seed=_str(r.get("tournament_seed"), "tournament_seed", optional=True),
         name=_str(r.get("name"), "name", optional=True),
         ended=_bool(_get(r, "ended", "record"), "ended"),
+        interventions=interventions,
+    )
+
+
+_WITHDRAWN_BY = {ENTRANT: ENTRANT, ORGANISER: ORGANISER, NO_REVEAL: SERVER}
+
+
+def _withdrawn_by(value: Any, place: str) -> str | None:
+    if value is None:
+        return None
+    if value not in _WITHDRAWN_BY:
+        raise _bad(place, f"is {value!r}, not one of {sorted(_WITHDRAWN_BY)}"[:200])
+    return _WITHDRAWN_BY[value]
+
+
+def _intervention(value: Any, place: str) -> Intervention:
+    i = _obj(value, place)
+    action = _str(_get(i, "action", place), f"{place}.action")
+    if action not in ACTIONS:
+        raise _bad(f"{place}.action", f"is {action!r}, not one of {sorted(ACTIONS)}"[:200])
+    by = _str(_get(i, "by", place), f"{place}.by")
+    if by not in ACTORS:
+        raise _bad(f"{place}.by", f"is {by!r}, not one of {sorted(ACTORS)}"[:200])
+    return Intervention(
+        _int(_get(i, "round", place), f"{place}.round"),
+        _int(_get(i, "table", place), f"{place}.table", optional=True),
+        action,
+        by,
+        _int(_get(i, "entrant", place), f"{place}.entrant", optional=True),
+        _str(_get(i, "reason", place), f"{place}.reason"),
     )
 
 
@@ -481,6 +591,7 @@ def check_tournament_record(record: Any) -> Tournament:
     if t.seeding is None:
         if t.rounds or r.get("standings"):
             raise _bad("seeding", "missing in a started tournament")
+        _check_interventions(t)
         return t
     if seed is not None:
         want = seeding_order(seed, t.tournament_id, [e.client_seed for e in t.entrants])
@@ -556,18 +667,119 @@ def check_tournament_record(record: Any) -> Tournament:
             raise _differ(f"standings[{k}].{key}", g.get(key), want_s[key])
     if len(got_standings) != len(want_standings):
         raise _bad("standings", f"has {len(got_standings)} lines, not {len(want_standings)}")
+    _check_interventions(t)
     return t
 
 
+def _check_interventions(t: Tournament) -> None:
+    """Every intervention against what it did, and every result not reached by play and
+    every withdrawal by another than the entrant against an intervention that says who did
+    it (section 3). Nothing to check in a record made before they were recorded. Raises
+    CorruptRecord."""
+    if t.interventions is None:
+        return
+    withdrawals: set[int] = set()
+    settled: set[tuple[int, int]] = set()
+    latest = 0
+    for k, i in enumerate(t.interventions):
+        place = f"interventions[{k}]"
+        if not latest <= i.round <= len(t.rounds):
+            raise _bad(
+                f"{place}.round",
+                f"is {i.round}, after round {latest} and before {len(t.rounds) + 1}",
+            )
+        latest = i.round
+        table_wanted = i.action in (ABANDON, FORFEIT_TABLE)
+        if (i.table is not None) != table_wanted:
+            raise _bad(
+                f"{place}.table", f"a {i.action} names {'a' if table_wanted else 'no'} table"
+            )
+        entrant_wanted = i.action in (WITHDRAW, FORFEIT_TABLE)
+        if (i.entrant is not None) != entrant_wanted:
+            raise _bad(
+                f"{place}.entrant", f"a {i.action} names {'an' if entrant_wanted else 'no'} entrant"
+            )
+        allowed = (ORGANISER, SERVER) if i.action in (WITHDRAW, ABANDON) else (ORGANISER,)
+        if i.by not in allowed:
+            raise _bad(f"{place}.by", f"a {i.action} is not done by the {i.by}")
+        if i.action == WITHDRAW:
+            assert i.entrant is not None
+            if not 1 <= i.entrant <= len(t.entrants) or i.entrant in withdrawals:
+                raise _bad(f"{place}.entrant", f"entrant {i.entrant} cannot be withdrawn here")
+            e = t.entrants[i.entrant - 1]
+            if (e.withdrawn_by, e.withdrawn_after_round) != (i.by, i.round):
+                raise _bad(
+                    f"{place}.entrant",
+                    f"entrant {i.entrant} was not withdrawn by the {i.by} after round {i.round}",
+                )
+            withdrawals.add(i.entrant)
+        elif table_wanted:
+            assert i.table is not None
+            rounds = t.rounds[i.round - 1].tables if i.round else ()
+            tb = rounds[i.table - 1] if 1 <= i.table <= len(rounds) else None
+            if tb is None or tb.match_id is None or (i.round, i.table) in settled:
+                raise _bad(
+                    f"{place}.table", f"round {i.round} has no match at table {i.table} to settle"
+                )
+            res = tb.result
+            reason = ABANDONED if i.action == ABANDON else FORFEIT
+            if res is None or res.reason != reason:
+                raise _bad(
+                    f"{place}.action", f"round {i.round} table {i.table} did not end {reason}"
+                )
+            if res.forfeited_side is not None and tb.sides[res.forfeited_side] != i.entrant:
+                raise _bad(
+                    f"{place}.entrant",
+                    f"round {i.round} table {i.table} was forfeited "
+                    f"by entrant {tb.sides[res.forfeited_side]}",
+                )
+            settled.add((i.round, i.table))
+        elif i.action == START_ROUND and i.round < 1:
+            raise _bad(f"{place}.round", "no round was paired")
+        elif i.action == CANCEL and (
+            t.seeding is not None or not t.ended or k != len(t.interventions) - 1
+        ):
+            raise _bad(place, "only a tournament that never started is cancelled, last")
+    for k, e in enumerate(t.entrants):
+        if (e.withdrawn_by is None) != (e.withdrawn_after_round is None):
+            raise _bad(f"entrants[{k}].withdrawn_by", "says who withdrew it, and only if it did")
+        if e.withdrawn_by in (ORGANISER, SERVER) and e.entrant not in withdrawals:
+            raise _bad(f"entrants[{k}].withdrawn_by", "no intervention withdraws it")
+    for n, rd in enumerate(t.rounds):
+        for tb in rd.tables:
+            abandoned = tb.result is not None and tb.result.reason == ABANDONED
+            if abandoned and tb.match_id is not None and (rd.round, tb.table) not in settled:
+                raise _bad(
+                    f"rounds[{n}].tables[{tb.table - 1}].result",
+                    "abandoned, but no intervention says who abandoned it",
+                )
+    if t.ended and t.seeding is None and not t.cancelled:
+        raise _bad("seeding", "missing in a tournament that ended without being cancelled")
+
+
 __all__ = [
+    "ABANDON",
+    "ACTIONS",
+    "ACTORS",
+    "CANCEL",
+    "ENTRANT",
+    "FORFEIT_TABLE",
+    "MAX_NOTE_CHARS",
+    "NO_REVEAL",
+    "ORGANISER",
+    "SERVER",
+    "START_ROUND",
     "TOURNAMENT_RECORD_FORMAT",
+    "WITHDRAW",
     "Entrant",
+    "Intervention",
     "PlayedRound",
     "PlayedTable",
     "TableMatch",
     "Tournament",
     "build_tournament_record",
     "check_tournament_record",
+    "intervention_json",
     "next_round",
     "parse_fraction",
     "parse_tournament_record",
