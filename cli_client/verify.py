@@ -446,11 +446,24 @@ def _verify_pack(folder: Path, trusted_key: str | None, facts: dict[str, Any]) -
         if trusted_key is not None
         else f"signed by {key}, a key not checked against a trusted one (give --public-key)"
     )
+    interventions = tournament.interventions or ()
+    if interventions:
+        facts["interventions"] = len(interventions)
+    done = (
+        "cancelled before its start"
+        if tournament.cancelled
+        else f"{len(tournament.rounds)} rounds, {len(matches)} matches{leader}"
+    )
+    settled = (
+        f", {len(interventions)} intervention{'s' if len(interventions) > 1 else ''} "
+        "(the organiser's or the server's)"
+        if interventions and not tournament.cancelled
+        else ""
+    )
     return Outcome(
         ExitStatus.SUCCESS,
         f"OK: tournament {tournament.tournament_id}, {fmt} at {table}, "
-        f"{len(tournament.entrants)} entrants, {len(tournament.rounds)} rounds, "
-        f"{len(matches)} matches{leader}, {key_text}",
+        f"{len(tournament.entrants)} entrants, {done}{settled}, {key_text}",
         facts,
     )
 

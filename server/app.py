@@ -60,8 +60,9 @@ def build_application(
     tournaments = TournamentRepository(store)
     wakes = TableWakes()
     feed.listen(wakes.note)
+    commands = MatchCommands(work, identity, settings.restrict_create, clock)
     return Application(
-        MatchCommands(work, identity, settings.restrict_create, clock),
+        commands,
         MatchQueries(store, repository, feed, identity, settings.signer),
         repository,
         TournamentCommands(
@@ -73,6 +74,7 @@ def build_application(
             settings.signer,
             feed,
             wakes,
+            commands,
         ),
         work,
     )

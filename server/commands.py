@@ -42,6 +42,7 @@ from bergen.domain.events import Event, SeatTaken
 from bergen.domain.rules import RULES_VERSION, make_rules
 from bergen.domain.state import ENDED, PLAYING, SEATING, State
 from bergen.domain.tiles import End, Tile
+from bergen.domain.tournament_engine import forfeit_note
 from bergen.domain.views import View, redact_event, view
 
 from . import auth
@@ -600,6 +601,38 @@ class MatchCommands:
         if not written.replayed:
             log.info("match %s abandoned: %s", match_id, note)
         return True
+
+    def forfeit_side(
+        self,
+        caller: Caller,
+        match_id: str,
+        side: int,
+        note: str,
+        check: Callable[[Match], None],
+    ) -> None:
+        """End a match as a forfeit of `side` for the organiser, as if the side's first seat
+        had resigned, the end's note saying the organiser did and why (`forfeit_note`).
+        `check` is given the match each time the forfeit is decided on it, and raises to
+        refuse (a side that has played: the append names that version, so nobody plays in
+        between). Raises Unauthenticated / PermissionDenied without the organiser token,
+        NotFound, ClockViolation (the clock of the seat to play had fallen: the timeout is
+        applied first), what `check` and the rules raise."""
+        self._identity.require_organiser(caller, "forfeiting a side")
+
+        def authorise(match: Match | None) -> Intent:
+            assert match is not None
+            check(match)
+            seat = match.state.sides[side][0]
+            command = Resign(seat, self.at_ms(match), forfeit_note(note))
+            return Intent(command, "organiser", f"organiser forfeit side {side}")
+
+        try:
+            self._work.run(match_id, authorise)
+        except ClockViolation as e:
+            if e.reason == "CLOCK_EXPIRED":
+                self.time_out(match_id)
+            raise
+        log.info("match %s: side %d forfeited by the organiser: %s", match_id, side, note)
 
     def abandon(
         self, caller: Caller, match_id: str, reason: str, deadline: Deadline = no_deadline

@@ -23,6 +23,7 @@ from bergen.domain.errors import DeadlineExceeded, InvalidArgument, ResourceExha
 from bergen.domain.events import Event
 from bergen.domain.record import RECORD_FORMAT
 from bergen.domain.rules import RULES_VERSION
+from bergen.domain.tournament_record import result_json
 from bergen.domain.views import View
 from bergen.v1 import bergen_pb2 as pb
 
@@ -322,7 +323,7 @@ class BergenServicer:
         self, req: pb.WithdrawEntrantRequest, context: grpc.ServicerContext
     ) -> pb.WithdrawEntrantResponse:
         after = self._tournaments.withdraw(
-            _caller(context), check_tournament_id(req.tournament_id), req.entrant
+            _caller(context), check_tournament_id(req.tournament_id), req.entrant, req.note
         )
         return pb.WithdrawEntrantResponse(after_round=after)
 
@@ -405,12 +406,19 @@ class BergenServicer:
     def SettleTable(
         self, req: pb.SettleTableRequest, context: grpc.ServicerContext
     ) -> pb.SettleTableResponse:
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, "SettleTable is not served yet")
+        tournament_id = check_tournament_id(req.tournament_id)
+        action = convert.SETTLE_ACTION.into(req.action)
+        side = req.forfeited_side if req.HasField("forfeited_side") else None
+        result = self._tournaments.settle(
+            _caller(context), tournament_id, req.round, req.table, action, side, req.note
+        )
+        return pb.SettleTableResponse(result=convert.table_result_out(result_json(result)))
 
     def CancelTournament(
         self, req: pb.CancelTournamentRequest, context: grpc.ServicerContext
     ) -> pb.CancelTournamentResponse:
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, "CancelTournament is not served yet")
+        self._tournaments.cancel(_caller(context), check_tournament_id(req.tournament_id), req.note)
+        return pb.CancelTournamentResponse()
 
 
 def _tournament_out(v: TournamentView) -> tuple[pb.TournamentView, pb.TournamentAssignment | None]:

@@ -4,7 +4,9 @@ When a round is paired it creates the round's matches (their ids and server seed
 TOURNAMENT.md section 3 says, the table's rules) and seats each entrant's players with their
 tournament tokens, without JoinMatch; when a tournament's match ends it records the result;
 when every table of a round has its result it pairs the next round (after `round_delay`,
-unless the organiser starts rounds by hand) or ends the tournament.
+unless the organiser starts rounds by hand) or ends the tournament. A match the organiser
+settled (abandoned, or forfeited for a side) or the server abandoned is recorded with that
+intervention, read from the match's end, whoever gets there first.
 
 Every step is idempotent, so a crash anywhere, or two replicas doing the same step at once,
 neither loses nor doubles one: a round is paired under the command id `pair-round-R`, a
@@ -188,14 +190,8 @@ class TournamentManager(Worker):
                         continue
                     match = outcome
                     if match.state.phase == ENDED and match.state.result is not None:
-                        r = match.state.result
-                        written = self._tournaments.record_result(
-                            tournament_id,
-                            latest.round,
-                            table.table,
-                            r.reason.value,
-                            tuple(r.scores),
-                            r.forfeited_side,
+                        written = self._tournaments.record_match_result(
+                            tournament_id, latest.round, table.table, match
                         )
                         self._count(written.replayed)
                         moved = True

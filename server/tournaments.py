@@ -51,6 +51,7 @@ from bergen.domain.tournament_engine import (
     MAX_NAME_CHARS,
     REGISTRATION,
     RUNNING,
+    Cancel,
     CreateTournament,
     End,
     PairRound,
@@ -60,10 +61,14 @@ from bergen.domain.tournament_engine import (
     TournamentCommand,
     TournamentState,
     Withdraw,
+    check_settle,
+    check_settle_match,
     decide_tournament,
     evolve_tournament,
+    settlement_of,
 )
 from bergen.domain.tournament_events import (
+    ORGANISER_ACTOR,
     EntrantRegistered,
     TournamentCreated,
     TournamentEvent,
@@ -71,14 +76,16 @@ from bergen.domain.tournament_events import (
     encode_tournament_event,
 )
 from bergen.domain.tournament_pairing import Settings, seats_of
+from bergen.domain.tournament_record import ABANDON, ENTRANT, ORGANISER, SERVER
+from bergen.domain.tournament_standings import ScoredResult
 
 from . import auth
 from .auth import JOIN_PREFIX, SealedToken
-from .commands import Clock, check_client_token, wall_ms
+from .commands import SEATING_TIMEOUT_COMMAND, Clock, MatchCommands, check_client_token, wall_ms
 from .feed import EventFeed, Subscription
 from .identity import Caller, Identity
 from .keys import LogKeys
-from .matches import COMMAND_KEY, TOKEN_KEY_ID, MatchRepository
+from .matches import COMMAND_KEY, TOKEN_KEY_ID, Match, MatchRepository
 from .projections import TOURNAMENT_STREAM_PREFIX
 from .store import EventStore, NewEvent, StoredEvent, lagging
 
@@ -250,10 +257,12 @@ def extend(t: Tournament | None, rows: tuple[Any, ...]) -> Tournament:
         if row.seq != version + 1:
             raise CorruptRecord(f"{where} does not follow seq {version}")
         try:
-            event = decode_tournament_event(row.type, row.schema_version, row.payload)
+            meta = row.metadata
+            event = decode_tournament_event(
+                row.type, row.schema_version, row.payload, meta.actor or ""
+            )
             if (state is None) != isinstance(event, TournamentCreated):
                 raise CorruptRecord("only the first event creates the tournament")
-            meta = row.metadata
             if isinstance(event, TournamentCreated):
                 seed_key = meta.extra.get(SEED_KEY, "")
                 by_hand = meta.extra.get(BY_HAND_KEY) == "1"
@@ -529,9 +538,12 @@ class TournamentCommands:
         signer: RecordSigner | None = None,
         feed: EventFeed | None = None,
         wakes: TableWakes | None = None,
+        match_commands: MatchCommands | None = None,
     ) -> None:
         self._feed = feed
         self._wakes = wakes
+        self._match_commands = match_commands
+        """How a table's match is ended when the organiser settles it (`settle`)."""
         self._work = work
         self._repo = repository
         self._matches = matches
@@ -672,10 +684,11 @@ class TournamentCommands:
                     return entrant, player
         return None
 
-    def withdraw(self, caller: Caller, tournament_id: str, entrant: int) -> int:
-        """Withdraw an entrant (its player's token, or the organiser's). Returns the last
-        round it was paired in. Raises Unauthenticated, PermissionDenied, NotFound,
-        RuleViolation (ALREADY_WITHDRAWN, TOURNAMENT_ENDED)."""
+    def withdraw(self, caller: Caller, tournament_id: str, entrant: int, note: str = "") -> int:
+        """Withdraw an entrant (its player's token, or the organiser's: the record says
+        which, and `note` why). Returns the last round it was paired in. Raises
+        Unauthenticated, PermissionDenied, NotFound, RuleViolation (ALREADY_WITHDRAWN,
+        TOURNAMENT_ENDED), InvalidArgument (a note too long or unreadable)."""
 
         def authorise(t: Tournament | None) -> TournamentIntent:
             assert t is not None
@@ -684,7 +697,7 @@ class TournamentCommands:
                     "withdrawing needs the entrant's token or the organiser's",
                     reason="TOKEN_REQUIRED",
                 )
-            actor = "organiser"
+            actor, by = ORGANISER_ACTOR, ORGANISER
             if not self._identity.is_organiser(caller):
                 mine = self.entrant_of(t, caller)
                 if mine is None or mine[0] != entrant:
@@ -694,11 +707,11 @@ class TournamentCommands:
                         tournament_id=tournament_id,
                         entrant=entrant,
                     )
-                actor = f"entrant:{entrant}"
-            return TournamentIntent(Withdraw(entrant), actor, f"withdraw {entrant}")
+                actor, by = f"entrant:{entrant}", ENTRANT
+            return TournamentIntent(Withdraw(entrant, by, note), actor, f"withdraw {entrant}")
 
         written = self._work.run(tournament_id, authorise)
-        log.info("tournament %s: entrant %d withdrew", tournament_id, entrant)
+        log.info("tournament %s: entrant %d withdrawn", tournament_id, entrant)
         return written.tournament.state.entrants[entrant - 1].withdrawn_after_round or 0
 
     def start(self, caller: Caller, tournament_id: str) -> Tournament:
@@ -721,17 +734,113 @@ class TournamentCommands:
         self._identity.require_organiser(caller, "starting a round")
         t = self._repo.load(tournament_id)
         number = t.state.round + 1
-        written = self.pair(tournament_id, number, "organiser")
+        written = self.pair(tournament_id, number, ORGANISER_ACTOR)
         return written.tournament.state.round if not written.replayed else number
+
+    def settle(
+        self,
+        caller: Caller,
+        tournament_id: str,
+        round_number: int,
+        table: int,
+        action: str,
+        forfeited_side: int | None,
+        note: str,
+    ) -> ScoredResult:
+        """Settle a table whose match cannot end by play (organiser): abandon its match, or
+        forfeit `forfeited_side` of it (from 0), a side none of whose seats has made a play of
+        its own. The match ends first; its result is then recorded as any other, with the
+        intervention (the process manager records the same from the match alone, under the
+        same command id, so a crash in between loses nothing and a replica doubles nothing).
+        Returns the table's result. Raises Unauthenticated, PermissionDenied, NotFound
+        (NO_SUCH_TABLE), RuleViolation (TABLE_NOT_PLAYED, RESULT_ALREADY_RECORDED,
+        TABLE_NOT_READY, MATCH_ENDED, MATCH_STILL_SEATING, SIDE_HAS_PLAYED, TOURNAMENT_ENDED,
+        ...), InvalidArgument (NO_SUCH_SIDE, a note too long or unreadable)."""
+        self._identity.require_organiser(caller, "settling a table")
+        assert self._match_commands is not None
+        t = self._repo.load(tournament_id)
+        found = check_settle(t.state, round_number, table, action, forfeited_side, note)
+        assert found.match_id is not None
+        match_id = found.match_id
+        try:
+            match = self._matches.load(match_id)
+        except NotFound:
+            raise RuleViolation(
+                f"tournament {tournament_id}: the match of round {round_number} table {table} "
+                "is being created: try again in a moment",
+                reason="TABLE_NOT_READY",
+                tournament_id=tournament_id,
+            ) from None
+
+        def check(m: Match) -> None:
+            check_settle_match(m.state, m.events, action, forfeited_side)
+
+        check(match)
+        if action == ABANDON:
+            self._match_commands.abandon(caller, match_id, note)
+        else:
+            assert forfeited_side is not None
+            self._match_commands.forfeit_side(caller, match_id, forfeited_side, note, check)
+        written = self.record_match_result(
+            tournament_id, round_number, table, self._matches.load(match_id)
+        )
+        result = written.tournament.state.rounds[round_number - 1].tables[table - 1].result
+        assert result is not None
+        log.info(
+            "tournament %s: round %d table %d settled by the organiser (%s)",
+            tournament_id,
+            round_number,
+            table,
+            action,
+        )
+        return result
+
+    def cancel(self, caller: Caller, tournament_id: str, note: str) -> Tournament:
+        """End a tournament still open for registration (organiser): no round is played, its
+        seed is revealed, its watchers see it end. Raises Unauthenticated, PermissionDenied,
+        NotFound, RuleViolation (ALREADY_STARTED, TOURNAMENT_ENDED, TOURNAMENT_CANCELLED),
+        InvalidArgument (a note too long or unreadable)."""
+        self._identity.require_organiser(caller, "cancelling a tournament")
+
+        def authorise(t: Tournament | None) -> TournamentIntent:
+            assert t is not None
+            return TournamentIntent(Cancel(self.seed_of(t), note), ORGANISER_ACTOR, "cancel")
+
+        written = self._work.run(tournament_id, authorise)
+        log.info("tournament %s cancelled", tournament_id)
+        return written.tournament
 
     # the process manager's steps ------------------------------------------------------------
 
-    def pair(self, tournament_id: str, number: int, actor: str = "server") -> TournamentWritten:
-        """Pair round `number` (once: its command id is the round's)."""
+    def pair(self, tournament_id: str, number: int, actor: str = SERVER) -> TournamentWritten:
+        """Pair round `number` (once: its command id is the round's), by the server or by
+        the organiser (`ORGANISER_ACTOR`: a round started by hand)."""
+        by = ORGANISER if actor == ORGANISER_ACTOR else SERVER
         return self._work.run(
             tournament_id,
-            lambda _: TournamentIntent(PairRound(), actor, f"pair round {number}"),
+            lambda _: TournamentIntent(PairRound(by), actor, f"pair round {number}"),
             command_id=pair_command_id(number),
+        )
+
+    def record_match_result(
+        self, tournament_id: str, round_number: int, table: int, match: Match
+    ) -> TournamentWritten:
+        """Record the result of a table's ended `match`, and who settled it when play did not
+        end it (`settlement_of`: an abandon, whose by the server when it abandoned a match
+        never seated; the organiser's forfeit)."""
+        r = match.state.result
+        assert r is not None
+        settled = settlement_of(r, by_server=SEATING_TIMEOUT_COMMAND in match.commands)
+        by, note = settled if settled is not None else (None, "")
+        return self.record_result(
+            tournament_id,
+            round_number,
+            table,
+            r.reason.value,
+            tuple(r.scores),
+            r.forfeited_side,
+            by,
+            note,
         )
 
     def record_result(
@@ -742,8 +851,12 @@ class TournamentCommands:
         reason: str,
         scores: tuple[int, ...],
         forfeited_side: int | None,
+        settled_by: str | None = None,
+        note: str = "",
     ) -> TournamentWritten:
-        command = RecordResult(round_number, table, reason, scores, forfeited_side)
+        command = RecordResult(
+            round_number, table, reason, scores, forfeited_side, settled_by, note
+        )
         return self._work.run(
             tournament_id,
             lambda _: TournamentIntent(command, "server", f"result {round_number}/{table}"),

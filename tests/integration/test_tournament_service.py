@@ -1,6 +1,10 @@
 """Tournaments on a real store of each backend: the commands, the process manager that pairs
 rounds, creates and seats their matches and records their results, and two applications on
-one database standing for two replicas, each with its own manager."""
+one database standing for two replicas, each with its own manager. The organiser's
+interventions: a stuck table settled (its no-show forfeited, or its match abandoned) and the
+tournament going on as usual, even when a settlement stops between the match's end and its
+result; a tournament cancelled before its start; withdrawals and rounds started by hand
+shown with who did them."""
 
 from __future__ import annotations
 
@@ -17,12 +21,15 @@ import pytest
 from conftest import Backend
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from bergen.api import convert
 from bergen.api.audit_pack import played_matches
 from bergen.api.exit_status import ExitStatus
 from bergen.api.signing import RecordSigner, verify_signature
 from bergen.cli_client.tournament_pack import served_pack, write_files
 from bergen.cli_client.verify import verify_pack
+from bergen.domain.engine import first_legal_play
 from bergen.domain.errors import (
+    BergenError,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -35,7 +42,13 @@ from bergen.domain.tournament_engine import ENDED as TOURNAMENT_ENDED
 from bergen.domain.tournament_engine import RUNNING
 from bergen.domain.tournament_fairness import commitment, match_id, table_server_seed
 from bergen.domain.tournament_pairing import SWISS, Settings
-from bergen.domain.tournament_record import check_tournament_record
+from bergen.domain.tournament_record import (
+    ABANDON,
+    FORFEIT_TABLE,
+    Intervention,
+    check_tournament_record,
+)
+from bergen.domain.tournament_record import ORGANISER as BY_ORGANISER
 from bergen.server.app import Application, build_application
 from bergen.server.app import Settings as AppSettings
 from bergen.server.commands import Authorise, UnitOfWork, Written
@@ -45,6 +58,7 @@ from bergen.server.keys import LogKeys
 from bergen.server.store import EventStore, open_store
 from bergen.server.tournament_manager import TournamentManager
 from bergen.server.tournaments import Assignment, TournamentView, tournament_stream
+from bergen.v1 import bergen_pb2 as pb
 
 ORGANISER = "bgo_" + "Zq8w-Xv3_Tn7Ry1Lp5Ks9Jd2Hf6Gb4Mc0Na8Ue3"
 ORG = Caller(ORGANISER)
@@ -576,3 +590,249 @@ def test_a_server_that_signs_nothing_signs_no_audit_manifest(replicas: list[Repl
     with pytest.raises(RuleViolation) as refused:
         app.tournaments.audit_manifest(tid, lambda mid: {})
     assert refused.value.reason == "RECORDS_NOT_SIGNED"
+
+
+# ----- the organiser's interventions --------------------------------------------------
+
+
+def _seated(app: Application, tid: str) -> tuple[str, tuple[int, ...]]:
+    """Round 1 paired, its matches created and seated: table 1's match and sides."""
+    app.tournaments.start(ORG, tid)
+    assert manager(app).advance(tid) is None
+    table = app.tournaments.repository.load(tid).state.rounds[0].tables[0]
+    assert table.match_id is not None
+    assert app.repository.load(table.match_id).state.phase == PLAYING
+    return table.match_id, table.sides
+
+
+def _refused(reason: str, call: Any, *args: Any) -> BergenError:
+    with pytest.raises(BergenError) as caught:
+        call(*args)
+    assert caught.value.reason == reason, caught.value
+    return caught.value
+
+
+def _types(store: Any, tid: str) -> list[str]:
+    return [e.type for e in store.read_stream(tournament_stream(tid))]
+
+
+def test_a_no_show_forfeited_by_the_organiser_lets_the_tournament_go_on(
+    replicas: list[Replica],
+) -> None:
+    (a, store, _), (b, _, _) = replicas
+    tid, tokens = registered(a, 4, swiss())
+    mid, (first, no_show) = _seated(a, tid)
+    result = a.tournaments.settle(ORG, tid, 1, 1, FORFEIT_TABLE, 1, "did not come")
+    assert (result.reason, result.forfeited_side, result.places) == ("forfeit", 1, (1, 2))
+    ended = a.repository.load(mid).state.result
+    assert ended is not None and (ended.cause, ended.resigned_seat) == ("resigned", 1)
+    assert ended.note == "forfeited by the organiser: did not come"
+    # Either replica's manager sees the same end: nothing recorded twice.
+    for m in (manager(b), manager(a)):
+        m.advance(tid)
+    state = a.tournaments.repository.load(tid).state
+    assert state.interventions == (
+        Intervention(1, 1, FORFEIT_TABLE, BY_ORGANISER, no_show, "did not come"),
+    )
+    # The other table plays on; the next round is paired as usual.
+    other = state.rounds[0].tables[1]
+    assert other.match_id is not None
+    seats = {}
+    for entrant in other.sides:
+        where = a.tournaments.get(Caller(tokens[entrant]), tid).assignment
+        assert where is not None and where.seat is not None
+        seats[where.seat] = tokens[entrant]
+    play_out(a, other.match_id, [seats[s] for s in sorted(seats)])
+    manager(a).advance(tid)
+    assert a.tournaments.repository.load(tid).state.round == 2
+    play_round(a, tid, tokens)
+    manager(b).advance(tid)
+    assert a.tournaments.repository.load(tid).state.phase == TOURNAMENT_ENDED
+    types = _types(store, tid)
+    assert types.count("TableSettled") == 1 and types.count("ResultRecorded") == 4
+    record = b.tournaments.record(tid)
+    check_tournament_record(record)
+    assert record["interventions"] == [
+        {
+            "round": 1,
+            "table": 1,
+            "action": "forfeit",
+            "by": "organiser",
+            "entrant": no_show,
+            "reason": "did not come",
+        }
+    ]
+    assert first != no_show
+
+
+def test_a_settlement_stopped_after_the_matchs_end_is_recorded_by_any_replica(
+    replicas: list[Replica],
+) -> None:
+    (a, store, _), (b, _, _) = replicas
+    tid, _ = registered(a, 4, swiss())
+    mid, _ = _seated(a, tid)
+
+    def never_played(m: Any) -> None:
+        return None
+
+    # The settlement's first step only, as if its server died right after it.
+    a.commands.forfeit_side(ORG, mid, 0, "no-show", never_played)
+    assert "TableSettled" not in _types(store, tid)
+    manager(b).advance(tid)
+    state = b.tournaments.repository.load(tid).state
+    assert state.interventions[0].action == FORFEIT_TABLE
+    assert state.interventions[0].note == "no-show"
+    _refused("RESULT_ALREADY_RECORDED", a.tournaments.settle, ORG, tid, 1, 1, ABANDON, None, "")
+    assert _types(store, tid).count("TableSettled") == 1
+
+
+def test_an_abandoned_table_scores_as_abandoned_whoever_abandoned_it(
+    replicas: list[Replica],
+) -> None:
+    (a, _, _), _ = replicas
+    tid, _ = registered(a, 4, swiss())
+    _seated(a, tid)
+    result = a.tournaments.settle(ORG, tid, 1, 1, ABANDON, None, "power cut")
+    assert (result.reason, result.places, result.match_points) == ("abandoned", (1, 1), (0.5, 0.5))
+    # The match abandoned through AbandonMatch directly is an intervention too.
+    second = a.tournaments.repository.load(tid).state.rounds[0].tables[1].match_id
+    assert second is not None
+    a.commands.abandon(ORG, second, "fire alarm")
+    manager(a).advance(tid)
+    state = a.tournaments.repository.load(tid).state
+    assert [(i.table, i.action, i.by, i.note) for i in state.interventions] == [
+        (1, ABANDON, BY_ORGANISER, "power cut"),
+        (2, ABANDON, BY_ORGANISER, "fire alarm"),
+    ]
+    assert state.round == 2
+    check_tournament_record(a.tournaments.record(tid))
+
+
+def test_settle_refusals_name_their_reasons(replicas: list[Replica]) -> None:
+    (a, _, _), _ = replicas
+    tid, tokens = registered(a, 4, swiss())
+    _refused("TOURNAMENT_NOT_STARTED", a.tournaments.settle, ORG, tid, 1, 1, ABANDON, None, "")
+    a.tournaments.start(ORG, tid)
+    a.tournaments.pair(tid, 1)
+    # Paired, its matches not created yet.
+    _refused("TABLE_NOT_READY", a.tournaments.settle, ORG, tid, 1, 1, ABANDON, None, "")
+    manager(a).advance(tid)
+    with pytest.raises(Unauthenticated):
+        a.tournaments.settle(Caller(), tid, 1, 1, ABANDON, None, "")
+    with pytest.raises(PermissionDenied):
+        a.tournaments.settle(Caller(tokens[1]), tid, 1, 1, ABANDON, None, "")
+    _refused("NO_SUCH_TABLE", a.tournaments.settle, ORG, tid, 1, 3, ABANDON, None, "")
+    _refused("NO_SUCH_TABLE", a.tournaments.settle, ORG, tid, 2, 1, ABANDON, None, "")
+    _refused("NO_SUCH_SIDE", a.tournaments.settle, ORG, tid, 1, 1, FORFEIT_TABLE, 2, "")
+    table = a.tournaments.repository.load(tid).state.rounds[0].tables[0]
+    assert table.match_id is not None
+    match = a.repository.load(table.match_id)
+    turn = match.state.turn
+    assert turn is not None
+    entrant = table.sides[match.state.side_of(turn)]
+    tile, end = first_legal_play(match.state, turn)  # type: ignore[misc]
+    a.commands.play(Caller(tokens[entrant]), table.match_id, tile, end, None, None)
+    side = match.state.side_of(turn)
+    _refused("SIDE_HAS_PLAYED", a.tournaments.settle, ORG, tid, 1, 1, FORFEIT_TABLE, side, "")
+    with pytest.raises(InvalidArgument):
+        a.tournaments.settle(ORG, tid, 1, 1, ABANDON, None, "x" * 201)
+    # Ended by play: its result stands.
+    play_out(a, table.match_id, _seat_tokens(a, tid, tokens, table.sides))
+    _refused("MATCH_ENDED", a.tournaments.settle, ORG, tid, 1, 1, ABANDON, None, "")
+    manager(a).advance(tid)
+    _refused("RESULT_ALREADY_RECORDED", a.tournaments.settle, ORG, tid, 1, 1, ABANDON, None, "")
+    assert a.tournaments.repository.load(tid).state.interventions == ()
+
+
+def _seat_tokens(
+    app: Application, tid: str, tokens: dict[int, str], sides: tuple[int, ...]
+) -> list[str]:
+    seats = {}
+    for entrant in sides:
+        where = app.tournaments.get(Caller(tokens[entrant]), tid).assignment
+        assert where is not None and where.seat is not None
+        seats[where.seat] = tokens[entrant]
+    return [seats[s] for s in sorted(seats)]
+
+
+def test_withdrawals_and_rounds_by_hand_say_who(replicas: list[Replica]) -> None:
+    (a, _, _), _ = replicas
+    t = a.tournaments.create(ORG, swiss(), "by hand", by_hand=True)
+    tid = t.state.tournament_id
+    tokens = {}
+    for i in range(5):
+        entrant, (token,) = a.tournaments.register(tid, (f"p{i}",), "")
+        tokens[entrant] = token
+    a.tournaments.withdraw(ORG, tid, 5, "disqualified")
+    a.tournaments.withdraw(Caller(tokens[4]), tid, 4, "")
+    a.tournaments.start(ORG, tid)
+    manager(a).advance(tid)
+    play_round(a, tid, {e: tok for e, tok in tokens.items() if e < 4})
+    manager(a).advance(tid)
+    assert a.tournaments.start_next_round(ORG, tid) == 2
+    view = a.tournaments.get(Caller(), tid)
+    msg = convert.tournament_view_out(
+        view.record, view.tournament.state.settings, phase="running", total_rounds=2, version=1
+    )
+    by = {e.entrant: e.withdrawn_by for e in msg.entrants}
+    assert by == {1: 0, 2: 0, 3: 0, 4: pb.ACTOR_ENTRANT, 5: pb.ACTOR_ORGANISER}
+    assert [(i.action, i.by, i.round, i.note) for i in msg.interventions] == [
+        (pb.INTERVENTION_ACTION_WITHDRAW, pb.ACTOR_ORGANISER, 0, "disqualified"),
+        (pb.INTERVENTION_ACTION_START_ROUND, pb.ACTOR_ORGANISER, 2, ""),
+    ]
+    assert msg.interventions[0].entrant == 5 and not msg.interventions[0].HasField("table")
+    assert not msg.cancelled
+
+
+def test_a_cancelled_tournament_ends_its_watchers_and_takes_no_more_entrants(
+    replicas: list[Replica],
+) -> None:
+    (a, store, _), (b, _, _) = replicas
+    tid, tokens = registered(a, 2, swiss(1))
+    shown: queue.Queue[TournamentView | None] = queue.Queue()
+
+    def watch() -> None:
+        for v in a.tournaments.watch(Caller(tokens[1]), tid, lambda: True):
+            shown.put(v)
+        shown.put(None)  # the stream ended
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    assert shown.get(timeout=10) is not None
+    with pytest.raises(PermissionDenied):
+        a.tournaments.cancel(Caller(tokens[1]), tid, "")
+    a.tournaments.cancel(ORG, tid, "the hall is closed")
+    last = shown.get(timeout=10)
+    assert last is not None and last.tournament.state.cancelled
+    assert shown.get(timeout=10) is None
+    watcher.join(10)
+    _refused("TOURNAMENT_CANCELLED", b.tournaments.register, tid, ("late",), "")
+    _refused("TOURNAMENT_CANCELLED", a.tournaments.start, ORG, tid)
+    _refused("TOURNAMENT_CANCELLED", a.tournaments.cancel, ORG, tid, "")
+    assert _types(store, tid)[-2:] == ["TournamentCancelled", "TournamentEnded"]
+    started, _ = registered(a, 3, swiss())
+    a.tournaments.start(ORG, started)
+    _refused("ALREADY_STARTED", a.tournaments.cancel, ORG, started, "")
+
+
+def test_a_cancelled_tournaments_audit_pack_is_made_and_verifies(
+    backend: Backend, keys: LogKeys, tmp_path: Path
+) -> None:
+    signer = RecordSigner(Ed25519PrivateKey.generate())
+    store = open_store(backend.url, log_keys=keys)
+    try:
+        app = build_application(
+            store, EventFeed(store), AppSettings(organiser_token=ORGANISER, signer=signer), keys
+        )
+        tid, _ = registered(app, 3, swiss())
+        app.tournaments.cancel(ORG, tid, "nobody came")
+        manifest = app.tournaments.audit_manifest(tid, lambda mid: {})
+        record = app.tournaments.record(tid)
+        assert played_matches(record) == [] and record["ended"] is True
+        folder = tmp_path / "pack"
+        write_files(folder, served_pack(record, [], manifest))
+        outcome = verify_pack(folder, signer.public_key)
+        assert outcome.status == ExitStatus.SUCCESS, outcome.line
+        assert "cancelled" in outcome.line
+    finally:
+        store.close()

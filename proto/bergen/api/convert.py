@@ -609,6 +609,34 @@ TOURNAMENT_PHASE: Words[str, pb.TournamentPhase] = Words(
 )
 
 
+# The record's words (TOURNAMENT.md section 6): who acted, and what an intervention did.
+ACTOR: Words[str, pb.Actor] = Words(
+    "actor",
+    {
+        "entrant": pb.ACTOR_ENTRANT,
+        "organiser": pb.ACTOR_ORGANISER,
+        "server": pb.ACTOR_SERVER,
+    },
+)
+WITHDRAWN_BY: Words[str, pb.Actor] = Words(
+    "withdrawn_by",
+    {"entrant": pb.ACTOR_ENTRANT, "organiser": pb.ACTOR_ORGANISER, "no_reveal": pb.ACTOR_SERVER},
+)
+INTERVENTION_ACTION: Words[str, pb.InterventionAction] = Words(
+    "action",
+    {
+        "withdraw": pb.INTERVENTION_ACTION_WITHDRAW,
+        "abandon": pb.INTERVENTION_ACTION_ABANDON,
+        "forfeit": pb.INTERVENTION_ACTION_FORFEIT,
+        "start_round": pb.INTERVENTION_ACTION_START_ROUND,
+        "cancel": pb.INTERVENTION_ACTION_CANCEL,
+    },
+)
+SETTLE_ACTION: Words[str, pb.SettleAction] = Words(
+    "action", {"abandon": pb.SETTLE_ACTION_ABANDON, "forfeit": pb.SETTLE_ACTION_FORFEIT}
+)
+
+
 def tournament_settings_in(msg: pb.TournamentSettings) -> tuple[Settings, bool]:
     """The settings a request gives, and whether rounds are started by hand. The table's
     rules are written as the record writes them: the preset and the options given. Raises
@@ -693,6 +721,21 @@ def tournament_view_out(
         )
         if e.get("withdrawn_after_round") is not None:
             entrant.withdrawn_after_round = e["withdrawn_after_round"]
+        if e.get("withdrawn_by") is not None:
+            entrant.withdrawn_by = WITHDRAWN_BY.out(e["withdrawn_by"])
+    for i in record.get("interventions") or ():
+        intervention = msg.interventions.add(
+            round=i["round"],
+            action=INTERVENTION_ACTION.out(i["action"]),
+            by=ACTOR.out(i["by"]),
+            note=i["reason"],
+        )
+        if i["table"] is not None:
+            intervention.table = i["table"]
+        if i["entrant"] is not None:
+            intervention.entrant = i["entrant"]
+        if i["action"] == "cancel":
+            msg.cancelled = True
     for r in record["rounds"]:
         rnd = msg.rounds.add(round=r["round"], byes=r["byes"])
         for t in r["tables"]:

@@ -924,12 +924,14 @@ class RegisterEntrantResponse(_message.Message):
     def __init__(self, entrant: _Optional[int] = ..., player_tokens: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WithdrawEntrantRequest(_message.Message):
-    __slots__ = ("tournament_id", "entrant")
+    __slots__ = ("tournament_id", "entrant", "note")
     TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
     ENTRANT_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     tournament_id: str
     entrant: int
-    def __init__(self, tournament_id: _Optional[str] = ..., entrant: _Optional[int] = ...) -> None: ...
+    note: str
+    def __init__(self, tournament_id: _Optional[str] = ..., entrant: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
 
 class WithdrawEntrantResponse(_message.Message):
     __slots__ = ("after_round",)
