@@ -121,7 +121,8 @@ def _bergen_command(url: str, port_file: Path, processes: int = 1) -> list[str]:
         ]
     )
     return [*prefix, "serve", "--listen", "127.0.0.1:0", "--database", url,
-            "--port-file", str(port_file), "--workers", str(processes)]  # fmt: skip
+            "--port-file", str(port_file), "--workers", str(processes),
+            "--no-organiser"]  # fmt: skip
 
 
 def _reference_command(kind: str, url: str, port_file: Path, processes: int = 1) -> list[str]:

@@ -197,7 +197,7 @@ def _serve_command(url: str, port_file: Path) -> list[str]:
     )  # fmt: skip
     return [*prefix, "serve", "--listen", "127.0.0.1:0", "--database", url,
             "--port-file", str(port_file),
-            "--log-key", str(port_file.with_name(LOG_KEY_FILE))]  # fmt: skip
+            "--log-key", str(port_file.with_name(LOG_KEY_FILE)), "--no-organiser"]  # fmt: skip
 
 
 @dataclass

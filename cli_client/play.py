@@ -37,6 +37,7 @@ from rich.text import Text
 
 from bergen.api.convert import event_in
 from bergen.api.exit_status import ExitStatus
+from bergen.api.state import state_dir
 from bergen.domain.describe import (
     Phrase,
     clock_words,
@@ -149,16 +150,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 # --- the state file ----------------------------------------------------------------------
-
-
-def state_dir() -> Path:
-    """$BERGEN_STATE_DIR, else $XDG_STATE_HOME/bergen, else ~/.local/state/bergen."""
-    env = os.environ.get("BERGEN_STATE_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
-    return base / "bergen"
 
 
 def state_path(match_id: str) -> Path:

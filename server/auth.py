@@ -11,11 +11,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import os
 import re
 import secrets
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from bergen.api.chain import hmac_sha256
 from bergen.domain.errors import Unauthenticated
@@ -95,6 +97,33 @@ def check_organiser_token(token: str) -> None:
             "the organiser token repeats a few characters too often to be random: "
             "make one with `bergen token`"
         )
+
+
+def organiser_token_file(path: Path) -> tuple[str, bool]:
+    """The organiser token held in `path`, made there first (a fresh one, mode 0600, written
+    atomically: a replica starting at the same moment keeps the first) when the file does
+    not exist. Returns the token and whether it was made now. Raises WeakToken for a file
+    holding a token `check_organiser_token` refuses (or none), OSError when it cannot be
+    read or made, UnicodeDecodeError for one that is not text."""
+    if not path.exists():
+        token = new_organiser_token()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(token + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            tmp.unlink()
+            return organiser_token_file(path)
+        tmp.unlink()
+        return token, True
+    token = path.read_text(encoding="utf-8").strip()
+    if not token:
+        raise WeakToken("it holds no token: remove it to have a fresh one made")
+    check_organiser_token(token)
+    return token, False
 
 
 def _capacity_bits(token: str) -> float:

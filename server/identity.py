@@ -38,9 +38,16 @@ class Identity:
         )
 
     def require_organiser(self, caller: Caller, what: str) -> None:
-        """Raises Unauthenticated without a token, PermissionDenied for another token."""
+        """Raises Unauthenticated without a token, PermissionDenied for another token (or
+        any, on a server with no organiser token: NO_ORGANISER)."""
         if caller.token is None:
             raise Unauthenticated(f"{what} needs the organiser token")
+        if self._organiser_hash is None:
+            raise PermissionDenied(
+                f"{what} needs the organiser token, and this server has none (it was started "
+                "with --no-organiser)",
+                reason="NO_ORGANISER",
+            )
         if not self.is_organiser(caller):
             raise PermissionDenied(f"{what} needs the organiser token; this token is not it")
 

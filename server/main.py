@@ -26,6 +26,7 @@ from grpc_reflection.v1alpha import reflection
 
 from bergen.api.exit_status import ExitStatus
 from bergen.api.signing import DEFAULT_KEY_FILE, RecordSigner
+from bergen.api.state import ORGANISER_TOKEN_FILE, forget_token_file, record_token_file
 from bergen.domain.errors import StorageUnavailable
 
 from . import auth
@@ -57,6 +58,7 @@ from .worker import Worker
 log = logging.getLogger("bergen.server")
 
 DEFAULT_LISTEN = "127.0.0.1:50051"
+ORGANISER_TOKEN_ENV = "BERGEN_ORGANISER_TOKEN"
 MAX_REQUEST_BYTES = 64 * 1024
 """Past this a request is refused (RESOURCE_EXHAUSTED, reason REQUEST_TOO_LARGE) by the edge;
 gRPC itself reads at most twice this, and refuses more without a reason."""
@@ -463,7 +465,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--organiser-token-file",
-        help="file holding the organiser token (else BERGEN_ORGANISER_TOKEN)",
+        metavar="FILE",
+        help="file holding the organiser token (else BERGEN_ORGANISER_TOKEN, else "
+        f"{ORGANISER_TOKEN_FILE} beside the signing key, made there owner-only on first start "
+        "and named in the state folder for the organiser's commands on this machine)",
+    )
+    p.add_argument(
+        "--no-organiser",
+        action="store_true",
+        help="serve with no organiser token at all: nobody can create tournaments, start "
+        "them or abandon matches",
     )
     p.add_argument(
         "--restrict-create", action="store_true", help="only the organiser token may create matches"
@@ -672,11 +683,19 @@ def token_command(args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
-def _organiser_token(args: argparse.Namespace) -> str | None:
-    """The organiser token from --organiser-token-file, else BERGEN_ORGANISER_TOKEN, None when
-    there is none. Raises ValueError, saying why in one line, for a file that cannot be read
-    or a token that `auth.check_organiser_token` refuses."""
-    token = os.environ.get("BERGEN_ORGANISER_TOKEN") or None
+def _organiser_token(args: argparse.Namespace) -> tuple[str | None, Path | None]:
+    """The organiser token, and the file of it this server made when it is that one: from
+    --organiser-token-file, else BERGEN_ORGANISER_TOKEN, else ORGANISER_TOKEN_FILE beside the
+    signing key (`auth.organiser_token_file`: made on first start); none with --no-organiser.
+    Raises ValueError, saying why in one line, for a file that cannot be read or made, or a
+    token that `auth.check_organiser_token` refuses."""
+    if getattr(args, "no_organiser", False):
+        if args.organiser_token_file:
+            raise ValueError("--no-organiser and --organiser-token-file: give one or the other")
+        if os.environ.get(ORGANISER_TOKEN_ENV):
+            log.info("%s is set, but --no-organiser wins: no organiser", ORGANISER_TOKEN_ENV)
+        return None, None
+    token = os.environ.get(ORGANISER_TOKEN_ENV) or None
     if args.organiser_token_file:
         try:
             with open(args.organiser_token_file, encoding="utf-8") as f:
@@ -684,9 +703,52 @@ def _organiser_token(args: argparse.Namespace) -> str | None:
         except (OSError, UnicodeDecodeError) as e:
             why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             raise ValueError(f"--organiser-token-file {args.organiser_token_file}: {why}") from e
+        if token is None:
+            raise ValueError(f"--organiser-token-file {args.organiser_token_file}: it is empty")
     if token is not None:
         auth.check_organiser_token(token)
-    return token
+        return token, None
+    path = Path(args.signing_key).absolute().with_name(ORGANISER_TOKEN_FILE)
+    try:
+        token, made = auth.organiser_token_file(path)
+    except auth.WeakToken as e:
+        raise ValueError(f"organiser token file {path}: {e}") from e
+    except (OSError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ValueError(
+            f"organiser token file {path}: {why} (give --organiser-token-file FILE, "
+            f"{ORGANISER_TOKEN_ENV}, or --no-organiser)"
+        ) from e
+    log.info(
+        "organiser token %s %s (the token itself is never logged)",
+        "made now in" if made else "read from",
+        path,
+    )
+    return token, path
+
+
+def name_token_file(listen: str, port: int, token_file: Path | None) -> None:
+    """Name `token_file`, the organiser token this server made, for the address it listens
+    on in the state folder (`bergen.api.state`), so that the organiser's commands on this
+    machine find it; with none, forget any such name for the address (an earlier server's,
+    whose token this one does not take). A folder that cannot be written is a warning."""
+    host = listen.rpartition(":")[0]
+    address = f"{host}:{port}"
+    try:
+        if token_file is None:
+            forget_token_file(address)
+            return
+        pointer = record_token_file(address, token_file)
+    except OSError as e:
+        log.warning(
+            "cannot name the organiser token file for %s in the state folder (%s): give the "
+            "organiser's commands --organiser-token-file %s",
+            address,
+            e.strerror or e,
+            token_file,
+        )
+        return
+    log.info("organiser token file named for %s in %s", address, pointer)
 
 
 def settle_heap() -> int:
@@ -763,10 +825,11 @@ def serve(args: argparse.Namespace) -> int:
         log_listener.stop()
         return ExitStatus.USAGE
     try:
-        token = _organiser_token(args)
+        token, token_file = _organiser_token(args)
         tls = load_server_tls(args.tls_cert, args.tls_key, args.tls_client_ca)
     except (ValueError, TlsSettingsError) as e:
         print(f"bergen serve: {e}", file=sys.stderr)
+        log_listener.stop()
         return ExitStatus.USAGE
     if args.restrict_create and token is None:
         print("bergen serve: --restrict-create needs an organiser token", file=sys.stderr)
@@ -853,6 +916,9 @@ def serve(args: argparse.Namespace) -> int:
         log.info("tracing each call with OpenTelemetry")
     # Before the port file: a caller waiting for it finds the server settled.
     log.info("heap settled: %d objects kept out of later collections", settle_heap())
+    name_token_file(args.listen, running.port, token_file)
+    if token is None:
+        log.info("no organiser token: nobody can create tournaments on this server")
     if args.port_file:
         with open(args.port_file + ".tmp", "w", encoding="utf-8") as f:
             f.write(str(running.port))

@@ -118,8 +118,16 @@ class ServerFarm:
         restrict_create: bool = False,
         name: str | None = None,
         extra_args: Sequence[str] = (),
+        env: dict[str, str | None] | None = None,
+        own_token: bool = False,
+        cwd: Path | None = None,
     ) -> ServerProcess:
         """Start `bergen serve` on `database` and wait until it answers health checks.
+        Without an organiser token (`organiser_token`, or a file in `extra_args`) it serves
+        with none, unless `own_token`: then it makes its own beside its signing key and names
+        it in the state folder, which `env` should name (BERGEN_STATE_DIR) so that the user's
+        own is left alone. `env` adds to the server's environment (None: a variable removed);
+        `cwd` is its folder (default: the farm's).
 
         Raises ServerFailed (with the server's log) if it exits or does not answer in time.
         """
@@ -140,15 +148,26 @@ class ServerFarm:
         if restrict_create:
             args.append("--restrict-create")
         args += extra_args
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BERGEN_")}
-        env["BERGEN_LOG_LEVEL"] = "INFO"
+        if organiser_token is None and not own_token and "--organiser-token-file" not in args:
+            args.append("--no-organiser")
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("BERGEN_")}
+        environment["BERGEN_LOG_LEVEL"] = "INFO"
         # One record-signing key per farm, shared by its replicas, kept out of the repository.
-        env["BERGEN_SIGNING_KEY"] = str(self.workdir / "signing-key.pem")
+        environment["BERGEN_SIGNING_KEY"] = str(self.workdir / "signing-key.pem")
         if organiser_token is not None:
-            env["BERGEN_ORGANISER_TOKEN"] = organiser_token
+            environment["BERGEN_ORGANISER_TOKEN"] = organiser_token
+        for key, value in (env or {}).items():
+            if value is None:
+                environment.pop(key, None)
+            else:
+                environment[key] = value
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=environment,
+                cwd=cwd or self.workdir,
             )
         server = ServerProcess(name, database, log_path, proc)
         self.servers.append(server)

@@ -105,7 +105,7 @@ class Server:
         self.log_path = workdir / "server.log"
         database = f"sqlite:///{workdir / 'bergen.db'}"
         cmd = [_bergen(), "serve", "--listen", "127.0.0.1:0", "--database", database]
-        cmd += ["--port-file", str(self.port_file)]
+        cmd += ["--port-file", str(self.port_file), "--no-organiser"]
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
         try:

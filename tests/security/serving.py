@@ -87,6 +87,8 @@ class Servers:
         log_path = self.workdir / f"server{n}.log"
         cmd = [*bergen_command(), "serve", "--listen", listen, "--database", database]
         cmd += ["--port-file", str(port_file), *args]
+        if "--organiser-token-file" not in args:
+            cmd.append("--no-organiser")  # no token file made, none named for the user
         env = clean_env() | {"BERGEN_SIGNING_KEY": str(self.workdir / "signing-key.pem")}
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(

@@ -31,6 +31,7 @@ def run_serve(database: str, workdir: Path) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BERGEN_")}
     env["BERGEN_LOG_LEVEL"] = "INFO"
     args = [*bergen_command(), "serve", "--listen", "127.0.0.1:0", "--database", database]
+    args.append("--no-organiser")
     proc = subprocess.Popen(
         args, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
