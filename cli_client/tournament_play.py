@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from bergen.api.exit_status import ExitStatus
+from bergen.api.state import state_dir
 from bergen.domain.events import Dealt
 from bergen.domain.montecarlo import Settings
 from bergen.domain.state import fold
@@ -51,6 +52,7 @@ from .bots import (
 )
 from .client import Client, Unreachable, new_token, passing, pause_s
 from .connect import bearer, describe_error, error_info, exit_status_of
+from .tournament_view import winner_line
 from .usage import seat_label
 
 
@@ -369,6 +371,9 @@ def run_bots(args: argparse.Namespace) -> int:
         finally:
             feed.close()
     matches = sorted({m for p in players for m in p.played})
+    if final.cancelled and not args.json:
+        out.print(f"tournament {tid} {winner_line(final)}", markup=False)
+        return ExitStatus.SUCCESS
     if args.json:
         print(
             json.dumps(
@@ -378,6 +383,7 @@ def run_bots(args: argparse.Namespace) -> int:
                     "seed": seed,
                     "entrants": [{"entrant": e, "policy": policy_of[e]} for e in sorted(policy_of)],
                     "rounds": final.round,
+                    "cancelled": final.cancelled,
                     "matches": matches,
                     "standings": standings_rows(final, policy_of),
                 }
@@ -391,6 +397,7 @@ def run_bots(args: argparse.Namespace) -> int:
     )
     for line in standings_lines(final):
         out.print(line, markup=False)
+    out.print(winner_line(final) or "", markup=False)
     return ExitStatus.SUCCESS
 
 
@@ -403,8 +410,6 @@ def _safe(tournament_id: str) -> str:
 
 def registration_path(tournament_id: str, entrant: int) -> Path:
     """An entrant's file, as `bergen tournament register` writes it too."""
-    from .play import state_dir
-
     return state_dir() / f"tournament-{_safe(tournament_id)}-{entrant}.json"
 
 
@@ -423,8 +428,6 @@ def save_registration(data: dict[str, Any]) -> Path:
 
 def load_registrations(tournament_id: str) -> list[dict[str, Any]]:
     """The entrants of the tournament registered from here, by entrant number."""
-    from .play import state_dir
-
     found: list[dict[str, Any]] = []
     for path in sorted(state_dir().glob(f"tournament-{_safe(tournament_id)}-*.json")):
         try:
@@ -570,9 +573,13 @@ def run_player(args: argparse.Namespace) -> int:
             live.done()
             if feed is not None:
                 feed.close()
+    if final.cancelled:
+        console.print(f"tournament {tid} {winner_line(final)}", markup=False)
+        return ExitStatus.SUCCESS
     console.print(f"tournament {escape(tid)} ended after {final.round} round(s)")
     for line in standings_lines(final, mark=player.entrant):
         console.print(line, markup=False)
+    console.print(winner_line(final) or "", markup=False)
     return ExitStatus.SUCCESS
 
 

@@ -37,9 +37,14 @@ def environment(server: str, state: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def bergen(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def bergen(
+    env: dict[str, str], *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`bergen ARGS`, in the folder of the state folder `env` names (no organiser token file
+    of the working tree's is found there), or in `cwd`."""
+    where = cwd or Path(env.get("BERGEN_STATE_DIR", ".")).parent
     return subprocess.run(
-        [*bergen_command(), *args], capture_output=True, text=True, env=env, timeout=60
+        [*bergen_command(), *args], capture_output=True, text=True, env=env, cwd=where, timeout=60
     )
 
 
@@ -146,10 +151,16 @@ def test_a_swiss_is_run_shown_watched_and_exported_from_the_command_line(
     tables = [x for x in lines if re.match(r"round \d table \d ended", x)]
     assert len(tables) == ROUNDS * ENTRANTS // 2
     assert lines.index("round 2 started: 2 tables") > lines.index(tables[1])
+    players = {e["entrant"]: e["players"][0] for e in record["entrants"]}
     final = ", ".join(
-        f"{s['rank']}. {s['entrant']} ({s['match_points']})" for s in record["standings"]
+        f"{s['rank']}. {players[s['entrant']]} (#{s['entrant']}) {s['match_points']} MP"
+        for s in record["standings"]
     )
-    assert lines[-2:] == [f"standings: {final}", "tournament ended"]
+    first = record["standings"][0]
+    winner = f"{players[first['entrant']]} (#{first['entrant']}), {first['match_points']} match"
+    assert lines[-3:-1] == [f"standings: {final}", "tournament ended"]
+    # Who won: the first, or the first place shared by those equal in every figure.
+    assert lines[-1].startswith(("winner: " + winner, "shared first place: ")), lines[-1]
 
     # show: every tie-break column, with the record's figures.
     shown = ok(bergen(anonymous, "tournament", "show", tid))
