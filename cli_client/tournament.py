@@ -122,7 +122,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     add_clock_options(c, "the tables' matches")
     c.add_argument("--round-delay", type=int, default=0, metavar="SECONDS")
-    c.add_argument("--max-entrants", type=int, default=0, help="0: no cap")
+    c.add_argument("--max-entrants", type=int, default=0, metavar="N", help="0: no cap")
     c.add_argument(
         "--rounds-by-hand", action="store_true", help="rounds after the first start by `round`"
     )
@@ -138,7 +138,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     r.add_argument(
         "--name", action="append", required=True, help="a player's name (twice for a pair)"
     )
-    r.add_argument("--client-seed", default="")
+    r.add_argument(
+        "--client-seed",
+        default="",
+        metavar="SEED",
+        help="the entrant's own part of every deal of its matches (RULES.md section 8)",
+    )
 
     w = command(
         "withdraw",

@@ -75,6 +75,8 @@ def intervention_text(view: pb.TournamentView, i: pb.TournamentIntervention) -> 
     by = WHO.get(i.by, "someone")
     names = names_of(view)
     where = f"round {i.round}" if i.round else "before the start"
+    if i.action == pb.INTERVENTION_ACTION_WITHDRAW and i.round:
+        where = f"after round {i.round}"
     if i.HasField("table"):
         where += f" table {i.table}"
     entrant = label(view, i.entrant, names) if i.HasField("entrant") else "?"
@@ -131,12 +133,13 @@ def winner_line(view: pb.TournamentView) -> str | None:
     first = places[0][1]
     tied = [s for _, s in places if _figures(s) == _figures(first)]
     names = names_of(view)
+    points = f"{first.match_points} match point{'' if first.match_points == '1' else 's'}"
     if len(tied) == 1:
-        return f"winner: {label(view, first.entrant, names)}, {first.match_points} match points"
+        return f"winner: {label(view, first.entrant, names)}, {points}"
     who = ", ".join(label(view, s.entrant, names) for s in tied[:-1])
     return (
         f"shared first place: {who} and {label(view, tied[-1].entrant, names)}, "
-        f"{first.match_points} match points each (equal in every figure)"
+        f"{points} each (equal in every figure)"
     )
 
 
