@@ -536,17 +536,22 @@ def _withdraw(state: TournamentState | None, c: Withdraw) -> tuple[TournamentEve
     return (EntrantWithdrew(c.entrant, state.round, by, _note(c.note)),)
 
 
-def _start(state: TournamentState | None, c: Start) -> tuple[TournamentEvent, ...]:
+def _registering(state: TournamentState | None, started: str) -> TournamentState:
+    """`state`, open for registration. Raises NotFound, RuleViolation (TOURNAMENT_ENDED,
+    TOURNAMENT_CANCELLED, ALREADY_STARTED: the tournament `started`)."""
     if state is None:
         raise NotFound("no such tournament", reason="TOURNAMENT_NOT_FOUND")
     if state.phase == ENDED:
         raise _ended(state)
     if state.phase != REGISTRATION:
         raise RuleViolation(
-            f"tournament {state.tournament_id} has started already",
-            reason="ALREADY_STARTED",
-            **_tid(state),
+            f"tournament {state.tournament_id} {started}", reason="ALREADY_STARTED", **_tid(state)
         )
+    return state
+
+
+def _start(state: TournamentState | None, c: Start) -> tuple[TournamentEvent, ...]:
+    state = _registering(state, "has started already")
     _check_seed(state, c.tournament_seed)
     try:
         state.settings.check_entrants(len(state.active_entrants(1)))
@@ -589,22 +594,19 @@ def _pair(state: TournamentState, c: PairRound) -> tuple[TournamentEvent, ...]:
     )
 
 
-def _table(state: TournamentState, round_number: object, table: object) -> PlayedTable:
+def _table(state: TournamentState, round_number: int, table: int) -> PlayedTable:
     """The table, which must exist and wait for its result. Raises NotFound (NO_SUCH_TABLE),
     RuleViolation (RESULT_ALREADY_RECORDED)."""
     rounds = state.rounds
-    if (
-        not isinstance(round_number, int)
-        or not isinstance(table, int)
-        or not 1 <= round_number <= len(rounds)
-        or not 1 <= table <= len(rounds[round_number - 1].tables)
+    if not 1 <= round_number <= len(rounds) or not 1 <= table <= len(
+        rounds[round_number - 1].tables
     ):
         where = f"round {round_number}" if state.round else "any round: none has been paired"
         raise NotFound(
             f"tournament {state.tournament_id} has no table {table} in {where}"[:200],
             reason="NO_SUCH_TABLE",
-            round=str(round_number),
-            table=str(table),
+            round=round_number,
+            table=table,
             **_tid(state),
         )
     found = rounds[round_number - 1].tables[table - 1]
@@ -662,17 +664,11 @@ def _end(state: TournamentState, c: End) -> tuple[TournamentEvent, ...]:
 
 
 def _cancel(state: TournamentState | None, c: Cancel) -> tuple[TournamentEvent, ...]:
-    if state is None:
-        raise NotFound("no such tournament", reason="TOURNAMENT_NOT_FOUND")
-    if state.phase == ENDED:
-        raise _ended(state)
-    if state.phase != REGISTRATION:
-        raise RuleViolation(
-            f"tournament {state.tournament_id} has started: only a tournament still open for "
-            "registration can be cancelled (withdraw its entrants, or settle its tables)",
-            reason="ALREADY_STARTED",
-            **_tid(state),
-        )
+    state = _registering(
+        state,
+        "has started: only a tournament still open for registration can be cancelled "
+        "(withdraw its entrants, or settle its tables)",
+    )
     _check_seed(state, c.tournament_seed)
     return (TournamentCancelled(_note(c.note)), TournamentEnded(c.tournament_seed.hex()))
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-import os
 import re
 import secrets
 from collections import Counter
@@ -22,7 +21,7 @@ from pathlib import Path
 from bergen.api.chain import hmac_sha256
 from bergen.domain.errors import Unauthenticated
 
-from .keys import SEAT_TOKEN_PURPOSE, LogKeys
+from .keys import SEAT_TOKEN_PURPOSE, LogKeys, write_once
 
 TOKEN_PREFIX = "bgs_"
 TOKEN_BYTES = 32
@@ -107,18 +106,8 @@ def organiser_token_file(path: Path) -> tuple[str, bool]:
     read or made, UnicodeDecodeError for one that is not text."""
     if not path.exists():
         token = new_organiser_token()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(token + "\n")
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            tmp.unlink()
-            return organiser_token_file(path)
-        tmp.unlink()
-        return token, True
+        if write_once(path, token + "\n"):
+            return token, True
     token = path.read_text(encoding="utf-8").strip()
     if not token:
         raise WeakToken("it holds no token: remove it to have a fresh one made")

@@ -99,24 +99,32 @@ class LogKeys:
             return cls.parse(p.read_text(encoding="ascii", errors="replace"), str(p))
         keys = cls.generate()
         text = f"# bergen log keys: the last one writes, every one verifies\n{keys.line()}\n"
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(p.name + f".{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(text)
-        try:
-            # Another replica may have made it at the same moment: keep the first.
-            os.link(tmp, p)
-        except FileExistsError:
-            tmp.unlink()
+        if not write_once(p, text):
             return cls.load_or_create(p)
-        tmp.unlink()
         return keys
 
     def line(self, key_id: str | None = None) -> str:
         """The key file's line for `key_id` (default: the writing key)."""
         key_id = key_id or self.writing
         return f"{key_id} {self._keys[key_id].hex()}"
+
+
+def write_once(path: Path, text: str) -> bool:
+    """Make `path` holding `text` (owner-only, whole or not at all) unless it exists. Returns
+    whether this call made it: another replica may have made it at the same moment, and the
+    first one made is kept. Raises OSError when it cannot be made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(text)
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
 
 
 def add_key(path: str | os.PathLike[str], key_id: str) -> LogKeys:

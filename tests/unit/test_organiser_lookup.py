@@ -148,3 +148,22 @@ def test_the_state_folder_is_found_as_the_clients_always_found_it(
     monkeypatch.delenv("XDG_STATE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert state.state_dir() == tmp_path / "home" / ".local" / "state" / "bergen"
+
+
+def test_the_servers_token_file_is_made_once_owner_only_and_checked_when_read(
+    tmp_path: Path,
+) -> None:
+    from bergen.server import auth
+
+    path = tmp_path / "keys" / "bergen-organiser-token"
+    token, made = auth.organiser_token_file(path)
+    assert made and stat.S_IMODE(path.stat().st_mode) == 0o600
+    auth.check_organiser_token(token)
+    assert auth.organiser_token_file(path) == (token, False)
+    assert list(path.parent.iterdir()) == [path]  # nothing left of its making
+    path.write_text("\n")
+    with pytest.raises(auth.WeakToken, match="holds no token"):
+        auth.organiser_token_file(path)
+    path.write_text("ab" * 30 + "\n")
+    with pytest.raises(auth.WeakToken, match="repeats"):
+        auth.organiser_token_file(path)
