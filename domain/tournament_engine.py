@@ -175,6 +175,9 @@ class TournamentState:
     tournament_seed: str | None = None
     interventions: tuple[Intervention, ...] = ()
     cancelled: bool = False
+    records_interventions: bool = True
+    """False for a tournament created before interventions were recorded: its record keeps
+    the shape it had then (see `TournamentCreated`)."""
 
     @property
     def round(self) -> int:
@@ -217,7 +220,7 @@ class TournamentState:
             tournament_seed=self.tournament_seed,
             name=self.name,
             ended=self.phase == ENDED,
-            interventions=self.interventions,
+            interventions=self.interventions if self.records_interventions else None,
         )
 
     def record(self) -> dict[str, object]:
@@ -244,7 +247,13 @@ def _apply(event: object, state: TournamentState | None) -> TournamentState:
 
 @_apply.register
 def _(e: TournamentCreated, state: TournamentState | None) -> TournamentState:
-    return TournamentState(e.tournament_id, e.name, e.settings, e.commitment)
+    return TournamentState(
+        e.tournament_id,
+        e.name,
+        e.settings,
+        e.commitment,
+        records_interventions=e.records_interventions,
+    )
 
 
 def _existing(state: TournamentState | None) -> TournamentState:

@@ -9,7 +9,8 @@ and who paired a round (`RoundPaired.by`), and the types `TableSettled` and
 `TournamentCancelled`. Stored payloads are never rewritten: a version 1 payload is upcast when
 read, who acted taken from the actor its row was written by (the server recorded "organiser"
 for the organiser's withdrawals and rounds started by hand; anyone else's withdrawal was the
-entrant's own, and anyone else's pairing the server's).
+entrant's own, and anyone else's pairing the server's), and a tournament created at version 1
+keeps the record it had (`TournamentCreated.records_interventions`).
 """
 
 from __future__ import annotations
@@ -38,10 +39,16 @@ ORGANISER_ACTOR = "organiser"
 
 @dataclass(frozen=True, slots=True)
 class TournamentCreated:
+    """`records_interventions`: false for a tournament created before interventions were
+    recorded (a version 1 creation), whose record keeps the shape it had (no interventions,
+    no `withdrawn_by`): an abandoned table of it says nothing of who abandoned it. Not in
+    the payload: its version says it."""
+
     tournament_id: str
     name: str
     settings: Settings
     commitment: str
+    records_interventions: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +296,7 @@ def decode_tournament_event(
                 f("name", "str"),
                 settings_from_json(payload.get("settings"), f"{type_name}.settings"),
                 f("commitment", "str"),
+                records_interventions=version >= 2,
             )
         case "EntrantRegistered":
             return EntrantRegistered(

@@ -167,7 +167,24 @@ def test_version_1_events_fold_with_who_acted_taken_from_their_rows(actor, withd
     if paired_by == ORGANISER:
         want.append(Intervention(1, None, START_ROUND, ORGANISER))
     assert state.interventions == tuple(want)
+    # A tournament created before interventions were recorded keeps its record's shape.
+    assert "interventions" not in state.record()
     check_tournament_record(state.record())
+
+
+def test_a_tournament_of_before_keeps_a_record_that_checks_with_its_abandoned_tables():
+    run = _started(4)
+    for t in run.s.rounds[0].tables:
+        # As servers of before recorded an abandoned table: no word of who abandoned it.
+        run.do(RecordResult(1, t.table, "abandoned", (3, 3)))
+    stored = [(*_v1(e), "server") for e in run.events]
+    state = fold_tournament(decode_tournament_event(n, 1, p, a) for n, p, a in stored)
+    assert not state.records_interventions
+    check_tournament_record(state.record())
+    # The same tournament today says who abandoned them, and is checked for it.
+    with pytest.raises(CorruptRecord) as caught:
+        check_tournament_record(run.s.record())
+    assert caught.value.metadata["place"] == "rounds[0].tables[0].result"
 
 
 def test_version_1_has_none_of_the_new_types_and_version_2_needs_who():
