@@ -683,8 +683,17 @@ def token_command(args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
-def _organiser_token(args: argparse.Namespace) -> tuple[str | None, Path | None]:
-    """The organiser token, and the file of it this server made when it is that one: from
+@dataclass(frozen=True)
+class OwnToken:
+    """The organiser token file this server uses because it was given none: where it is, and
+    whether this start made it."""
+
+    path: Path
+    made: bool
+
+
+def _organiser_token(args: argparse.Namespace) -> tuple[str | None, OwnToken | None]:
+    """The organiser token, and the file of it when it is the server's own: from
     --organiser-token-file, else BERGEN_ORGANISER_TOKEN, else ORGANISER_TOKEN_FILE beside the
     signing key (`auth.organiser_token_file`: made on first start); none with --no-organiser.
     Raises ValueError, saying why in one line, for a file that cannot be read or made, or a
@@ -692,8 +701,6 @@ def _organiser_token(args: argparse.Namespace) -> tuple[str | None, Path | None]
     if getattr(args, "no_organiser", False):
         if args.organiser_token_file:
             raise ValueError("--no-organiser and --organiser-token-file: give one or the other")
-        if os.environ.get(ORGANISER_TOKEN_ENV):
-            log.info("%s is set, but --no-organiser wins: no organiser", ORGANISER_TOKEN_ENV)
         return None, None
     token = os.environ.get(ORGANISER_TOKEN_ENV) or None
     if args.organiser_token_file:
@@ -719,33 +726,38 @@ def _organiser_token(args: argparse.Namespace) -> tuple[str | None, Path | None]
             f"organiser token file {path}: {why} (give --organiser-token-file FILE, "
             f"{ORGANISER_TOKEN_ENV}, or --no-organiser)"
         ) from e
-    log.info(
-        "organiser token %s %s (the token itself is never logged)",
-        "made now in" if made else "read from",
-        path,
-    )
-    return token, path
+    return token, OwnToken(path, made)
 
 
-def name_token_file(listen: str, port: int, token_file: Path | None) -> None:
-    """Name `token_file`, the organiser token this server made, for the address it listens
-    on in the state folder (`bergen.api.state`), so that the organiser's commands on this
-    machine find it; with none, forget any such name for the address (an earlier server's,
-    whose token this one does not take). A folder that cannot be written is a warning."""
+def name_token_file(listen: str, port: int, token: str | None, own: OwnToken | None) -> None:
+    """Say where the organiser token is (never the token), and name the server's own token
+    file for the address it listens on in the state folder (`bergen.api.state`), so that the
+    organiser's commands on this machine find it; with another token or none, forget any such
+    name for the address (an earlier server's, whose token this one does not take). A state
+    folder that cannot be written is a warning."""
     host = listen.rpartition(":")[0]
     address = f"{host}:{port}"
-    try:
-        if token_file is None:
+    if token is None:
+        log.info("no organiser token: nobody can create tournaments on this server")
+    elif own is not None:
+        log.info(
+            "organiser token %s %s (the token itself is never logged)",
+            "made now in" if own.made else "read from",
+            own.path,
+        )
+    if own is None:
+        with suppress(OSError):
             forget_token_file(address)
-            return
-        pointer = record_token_file(address, token_file)
+        return
+    try:
+        pointer = record_token_file(address, own.path)
     except OSError as e:
         log.warning(
             "cannot name the organiser token file for %s in the state folder (%s): give the "
             "organiser's commands --organiser-token-file %s",
             address,
             e.strerror or e,
-            token_file,
+            own.path,
         )
         return
     log.info("organiser token file named for %s in %s", address, pointer)
@@ -825,14 +837,9 @@ def serve(args: argparse.Namespace) -> int:
         log_listener.stop()
         return ExitStatus.USAGE
     try:
-        token, token_file = _organiser_token(args)
         tls = load_server_tls(args.tls_cert, args.tls_key, args.tls_client_ca)
     except (ValueError, TlsSettingsError) as e:
         print(f"bergen serve: {e}", file=sys.stderr)
-        log_listener.stop()
-        return ExitStatus.USAGE
-    if args.restrict_create and token is None:
-        print("bergen serve: --restrict-create needs an organiser token", file=sys.stderr)
         return ExitStatus.USAGE
     if tls is None and not args.insecure and not is_local(args.listen):
         print(
@@ -841,6 +848,15 @@ def serve(args: argparse.Namespace) -> int:
             "--insecure to accept that)",
             file=sys.stderr,
         )
+        return ExitStatus.USAGE
+    # After the checks of the arguments alone: a refused start makes no token file.
+    try:
+        token, token_file = _organiser_token(args)
+    except ValueError as e:
+        print(f"bergen serve: {e}", file=sys.stderr)
+        return ExitStatus.USAGE
+    if args.restrict_create and token is None:
+        print("bergen serve: --restrict-create needs an organiser token", file=sys.stderr)
         return ExitStatus.USAGE
     try:
         signer = RecordSigner.load_or_create(args.signing_key)
@@ -916,9 +932,7 @@ def serve(args: argparse.Namespace) -> int:
         log.info("tracing each call with OpenTelemetry")
     # Before the port file: a caller waiting for it finds the server settled.
     log.info("heap settled: %d objects kept out of later collections", settle_heap())
-    name_token_file(args.listen, running.port, token_file)
-    if token is None:
-        log.info("no organiser token: nobody can create tournaments on this server")
+    name_token_file(args.listen, running.port, token, token_file)
     if args.port_file:
         with open(args.port_file + ".tmp", "w", encoding="utf-8") as f:
             f.write(str(running.port))

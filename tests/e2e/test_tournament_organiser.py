@@ -265,7 +265,7 @@ def test_the_server_makes_its_organiser_token_and_the_organisers_commands_find_i
     refused = subprocess.run(
         [*bergen_command(), "serve", "--listen", "127.0.0.1:0", "--database", sqlite_url],
         capture_output=True, text=True, cwd=folder, timeout=60,
-        env={**environment("unused:1", state), "BERGEN_STATE_DIR": str(state)},
+        env=environment("unused:1", state),
     )  # fmt: skip
     assert refused.returncode == ExitStatus.USAGE, refused.stderr
     assert refused.stderr.startswith(f"bergen serve: organiser token file {token_file}: ")
@@ -274,6 +274,15 @@ def test_the_server_makes_its_organiser_token_and_the_organisers_commands_find_i
     # --no-organiser: no token made, none named; the organiser's commands are refused.
     bare = tmp_path / "bare"
     bare.mkdir()
+    # A start refused for its arguments makes no token file either.
+    clear = subprocess.run(
+        [*bergen_command(), "serve", "--listen", "0.0.0.0:0", "--database", sqlite_url],
+        capture_output=True, text=True, cwd=bare, timeout=60,
+        env=environment("unused:1", state),
+    )  # fmt: skip
+    assert clear.returncode == ExitStatus.USAGE, clear.stderr
+    assert len(clear.stderr.splitlines()) == 1, clear.stderr
+    assert not (bare / "bergen-organiser-token").exists()
     nobody = _serve_here(farm, sqlite_url.replace("bergen.db", "bare.db"), bare, state,
                          "--no-organiser")  # fmt: skip
     assert not (bare / "bergen-organiser-token").exists()
