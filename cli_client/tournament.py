@@ -142,7 +142,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--client-seed",
         default="",
         metavar="SEED",
-        help="the entrant's own part of every deal of its matches (RULES.md section 8)",
+        help="the entrant's own part of every deal of its matches (see fair dealing in the rules)",
     )
 
     w = command(

@@ -14,6 +14,7 @@ import sys
 from typing import TextIO
 
 from bergen.api.exit_status import ExitStatus
+from bergen.api.helptext import examples
 
 
 class Failed(Exception):
@@ -51,12 +52,6 @@ def fail(
 def report(command: str, failure: Failed, out: TextIO | None = None) -> ExitStatus:
     """`fail` for a `Failed`."""
     return fail(command, failure.sentence, failure.status, failure.reason, out)
-
-
-def examples(*lines: str) -> str:
-    """The EXAMPLES section that ends a command's help: each example a command line,
-    optionally followed by `  # what it does`."""
-    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def seat_label(seat: int) -> str:

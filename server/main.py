@@ -25,6 +25,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from bergen.api.exit_status import ExitStatus
+from bergen.api.helptext import examples
 from bergen.api.signing import DEFAULT_KEY_FILE, RecordSigner
 from bergen.api.state import ORGANISER_TOKEN_FILE, forget_token_file, record_token_file
 from bergen.domain.errors import StorageUnavailable
@@ -443,30 +444,46 @@ def _positive_seconds(text: str) -> float:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
-        "serve", help="run the gRPC server", description="Run the Bergen gRPC server."
+        "serve",
+        help="run the game server",
+        description="Run the Bergen game server: the gRPC service every client speaks to. "
+        "With no options it keeps its events in ./bergen.db (SQLite) and its keys and "
+        "organiser token beside it, each made on first start. Several replicas on one "
+        "PostgreSQL database serve the same matches.",
+        epilog=examples(
+            "bergen serve                       # on 127.0.0.1:50051, events in ./bergen.db",
+            "bergen serve --listen 0.0.0.0:50051 --tls-cert server.pem --tls-key server.key",
+            "bergen serve --database postgresql://bergen_app@db1/bergen --workers 2 --metrics "
+            "127.0.0.1:9090",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--listen",
         default=os.environ.get("BERGEN_LISTEN", DEFAULT_LISTEN),
-        help=f"HOST:PORT (default {DEFAULT_LISTEN}; port 0 picks a free one)",
+        metavar="HOST:PORT",
+        help=f"where to listen (default $BERGEN_LISTEN, else {DEFAULT_LISTEN}; port 0 picks a "
+        "free one)",
     )
     p.add_argument(
         "--database",
         default=os.environ.get("BERGEN_DATABASE_URL", DEFAULT_DATABASE_URL),
-        help="postgresql://... or sqlite:///path (default: BERGEN_DATABASE_URL, "
+        metavar="URL",
+        help="postgresql://... or sqlite:///path (default: $BERGEN_DATABASE_URL, "
         f"else {DEFAULT_DATABASE_URL})",
     )
     p.add_argument(
         "--read-database",
         default=os.environ.get("BERGEN_READ_DATABASE_URL") or None,
+        metavar="URL",
         help="postgresql://... of a hot standby of --database: views, replays, records, "
         "audit logs, listings and watching read it, never older than what this server has "
-        "shown (default: BERGEN_READ_DATABASE_URL, else every read on --database)",
+        "shown (default: $BERGEN_READ_DATABASE_URL, else every read on --database)",
     )
     p.add_argument(
         "--organiser-token-file",
         metavar="FILE",
-        help="file holding the organiser token (else BERGEN_ORGANISER_TOKEN, else "
+        help="file holding the organiser token (else $BERGEN_ORGANISER_TOKEN, else "
         f"{ORGANISER_TOKEN_FILE} beside the signing key, made there owner-only on first start "
         "and named in the state folder for the organiser's commands on this machine)",
     )
@@ -489,8 +506,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=_at_least_one,
         default=os.environ.get("BERGEN_MAX_WATCHERS", str(MAX_WATCHERS)),
         metavar="N",
-        help="WatchMatch streams open at once; more are refused with RESOURCE_EXHAUSTED "
-        f"(default: BERGEN_MAX_WATCHERS, else {MAX_WATCHERS})",
+        help="match streams (players and spectators following a match) open at once; more "
+        "are refused as too many, with a retry hint "
+        f"(default: $BERGEN_MAX_WATCHERS, else {MAX_WATCHERS})",
     )
     p.add_argument(
         "--keepalive",
@@ -507,7 +525,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=CREATES_PER_MINUTE,
         metavar="N",
         help="matches one client (its address, or the organiser token) may create a minute; "
-        f"more are refused with RESOURCE_EXHAUSTED and a retry hint (default {CREATES_PER_MINUTE})",
+        f"more are refused as too many, with a retry hint (default {CREATES_PER_MINUTE})",
     )
     p.add_argument(
         "--join-rate",
@@ -521,7 +539,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=_at_least_one,
         default=WATCHERS_PER_CLIENT,
         metavar="N",
-        help="WatchMatch streams one client (its address, or its token) may hold open at once "
+        help="match streams one client (its address, or its token) may hold open at once "
         f"(default {WATCHERS_PER_CLIENT})",
     )
     p.add_argument(
@@ -538,35 +556,37 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="abandon a match still seating this long after it was created, so that nobody "
         f"can hold seats for ever (default {SEATING_TIMEOUT_S:g})",
     )
-    p.add_argument("--port-file", help="write the bound port to this file once serving")
+    p.add_argument(
+        "--port-file", metavar="FILE", help="write the bound port to this file once serving"
+    )
     p.add_argument(
         "--workers",
         type=_at_least_one,
         default=os.environ.get("BERGEN_WORKERS", "1"),
         metavar="N",
-        help="serve from N processes sharing the port (SO_REUSEPORT), each a replica of the "
+        help="serve from N processes sharing the port, each a replica of the "
         "others on one PostgreSQL database, under a supervisor that restarts a worker that "
         "dies and stops them all on SIGTERM; PostgreSQL only when N > 1 (default: "
-        "BERGEN_WORKERS, else 1)",
+        "$BERGEN_WORKERS, else 1)",
     )
     p.add_argument(
         "--tls-cert",
         default=os.environ.get("BERGEN_TLS_CERT") or None,
         metavar="FILE",
-        help="speak TLS only, presenting this certificate chain (PEM; else BERGEN_TLS_CERT)",
+        help="speak TLS only, presenting this certificate chain (PEM; else $BERGEN_TLS_CERT)",
     )
     p.add_argument(
         "--tls-key",
         default=os.environ.get("BERGEN_TLS_KEY") or None,
         metavar="FILE",
-        help="the private key of --tls-cert (PEM, unencrypted; else BERGEN_TLS_KEY)",
+        help="the private key of --tls-cert (PEM, unencrypted; else $BERGEN_TLS_KEY)",
     )
     p.add_argument(
         "--tls-client-ca",
         default=os.environ.get("BERGEN_TLS_CLIENT_CA") or None,
         metavar="FILE",
         help="mutual TLS: accept only clients whose certificate this CA signed (PEM; else "
-        "BERGEN_TLS_CLIENT_CA)",
+        "$BERGEN_TLS_CLIENT_CA)",
     )
     p.add_argument(
         "--insecure",
@@ -577,8 +597,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--signing-key",
         default=os.environ.get("BERGEN_SIGNING_KEY", DEFAULT_KEY_FILE),
+        metavar="FILE",
         help="Ed25519 private key (PEM) that signs match records; made there on first start "
-        f"(default: BERGEN_SIGNING_KEY, else ./{DEFAULT_KEY_FILE}). Give every replica the "
+        f"(default: $BERGEN_SIGNING_KEY, else ./{DEFAULT_KEY_FILE}). Give every replica the "
         "same file.",
     )
     p.add_argument(
@@ -586,7 +607,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=os.environ.get(LOG_KEY_ENV) or None,
         metavar="FILE",
         help="the keys that authenticate every stored event (one '<id> <hex>' a line; the "
-        f"last writes, all verify); made there on first start (default: {LOG_KEY_ENV}, else "
+        f"last writes, all verify); made there on first start (default: ${LOG_KEY_ENV}, else "
         f"{DEFAULT_LOG_KEY_FILE} beside the signing key). Give every replica the same file.",
     )
     add_observability_arguments(p)
@@ -600,22 +621,22 @@ def add_observability_arguments(p: argparse.ArgumentParser) -> None:
         default=os.environ.get("BERGEN_METRICS") or None,
         metavar="HOST:PORT",
         help="serve Prometheus metrics over HTTP at http://HOST:PORT/metrics (port 0 picks "
-        "one; else BERGEN_METRICS; off by default). They name RPCs, status codes and counts "
+        "one; else $BERGEN_METRICS; off by default). They name RPCs, status codes and counts "
         "only: no match, token or player",
     )
     p.add_argument(
         "--log-format",
         choices=FORMATS,
         default=os.environ.get("BERGEN_LOG_FORMAT") or "text",
-        help="text (the default; else BERGEN_LOG_FORMAT) or json: one object a line with time, "
+        help="text (the default; else $BERGEN_LOG_FORMAT) or json: one object a line with time, "
         "level, logger, message, and for a call rpc, status, duration_ms, peer, match_id, seat",
     )
     p.add_argument(
         "--trace",
         action="store_true",
         help="trace each call down to the store with OpenTelemetry (needs `pip install "
-        "'bergen[tracing]'`), exported as the OTEL_* environment says (OTLP by default); an "
-        "OTEL_TRACES_EXPORTER other than none turns it on too",
+        "'bergen[tracing]'`), exported as the $OTEL_* environment says (OTLP by default); an "
+        "$OTEL_TRACES_EXPORTER other than none turns it on too",
     )
 
 
@@ -623,10 +644,21 @@ def add_migrate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p = sub.add_parser(
         "migrate",
         help="bring the database schema up to date",
-        description="Run the event store's migrations (Alembic) to head.",
+        description="Bring a database's schema up to date (the event store's migrations), "
+        "as the owner of the schema. `bergen serve` does it on start unless --no-migrate; "
+        "with several replicas, run it once before starting them.",
+        epilog=examples(
+            "bergen migrate --database postgresql://bergen_owner@db1/bergen",
+            "bergen migrate                     # ./bergen.db",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--database", default=os.environ.get("BERGEN_DATABASE_URL", DEFAULT_DATABASE_URL)
+        "--database",
+        default=os.environ.get("BERGEN_DATABASE_URL", DEFAULT_DATABASE_URL),
+        metavar="URL",
+        help=f"postgresql://... or sqlite:///path (default: $BERGEN_DATABASE_URL, else "
+        f"{DEFAULT_DATABASE_URL})",
     )
     p.set_defaults(func=migrate_command)
 
@@ -646,9 +678,15 @@ def add_token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="make an organiser token",
         description="Print a fresh organiser token (256 random bits) for `bergen serve`. With "
         "--file, write one there (mode 0600) when the file has none, else check the one it "
-        "holds as `bergen serve` would.",
+        "holds as `bergen serve` would. (`bergen serve` makes one itself on first start when "
+        "it is given none.)",
+        epilog=examples(
+            "bergen token --file /etc/bergen/organiser-token",
+            "bergen token                        # print one, for $BERGEN_ORGANISER_TOKEN",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--file", metavar="F", help="the organiser token file of `bergen serve`")
+    p.add_argument("--file", metavar="FILE", help="the organiser token file of `bergen serve`")
     p.set_defaults(func=token_command)
 
 

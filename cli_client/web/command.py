@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import sys
 from typing import Any
 
 from bergen.api.exit_status import ExitStatus
 from bergen.cli_client.connect import BadConnectionOption, add_server_option, endpoint_of
+from bergen.cli_client.usage import examples, fail
 
 from .hubs import COALESCE_S
 
@@ -37,6 +37,11 @@ def add_parser(sub: Any) -> None:
         description="A read-only web gateway: the game server's matches, replays and "
         "tournaments as a site and a JSON + Server-Sent Events API, read as a spectator "
         "(no token of any kind).",
+        epilog=examples(
+            "bergen web                          # http://127.0.0.1:8080/ for the local server",
+            "bergen web --server game1:50051 --ca ca.pem --listen 0.0.0.0:8080 --nice 5",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_server_option(p)
     p.add_argument(
@@ -46,7 +51,9 @@ def add_parser(sub: Any) -> None:
         metavar="HOST:PORT",
         help=f"where to serve HTTP (default {DEFAULT_LISTEN}; port 0 picks a free one)",
     )
-    p.add_argument("--port-file", help="write the bound HTTP port to this file once serving")
+    p.add_argument(
+        "--port-file", metavar="FILE", help="write the bound HTTP port to this file once serving"
+    )
     p.add_argument(
         "--max-streams",
         type=int,
@@ -84,23 +91,20 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     missing = missing_extra()
     if missing:
-        print(
-            f"bergen web: needs {' and '.join(missing)}, from the `web` extra: "
-            "pip install 'bergen[web]'",
-            file=sys.stderr,
+        return fail(
+            "web",
+            f"needs {' and '.join(missing)}, from the `web` extra: pip install 'bergen[web]'",
+            ExitStatus.ERROR,
+            "WEB_EXTRA_MISSING",
         )
-        return ExitStatus.ERROR
     if args.max_streams < 1 or args.max_matches < 1:
-        print("bergen web: --max-streams and --max-matches must be at least 1", file=sys.stderr)
-        return ExitStatus.USAGE
+        return fail("web", "--max-streams and --max-matches must be at least 1", ExitStatus.USAGE)
     if not 0 <= args.coalesce_ms <= 1000 or not 0 <= args.nice <= 19:
-        print("bergen web: --coalesce-ms must be 0-1000 and --nice 0-19", file=sys.stderr)
-        return ExitStatus.USAGE
+        return fail("web", "--coalesce-ms must be 0-1000 and --nice 0-19", ExitStatus.USAGE)
     try:
         endpoint = endpoint_of(args)
     except BadConnectionOption as e:
-        print(f"bergen web: {e}", file=sys.stderr)
-        return ExitStatus.USAGE
+        return fail("web", str(e), ExitStatus.USAGE)
     from .serve import serve
 
     host, port = args.listen
