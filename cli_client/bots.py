@@ -32,6 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bergen.api.convert import event_in
 from bergen.api.exit_status import ExitStatus
+from bergen.api.helptext import HelpFormatter
 from bergen.domain.events import Event
 from bergen.domain.montecarlo import (
     MAX_BUDGET_S,
@@ -411,7 +412,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "bergen bots --matches 5 --players 3 --clock 60+2 --json",
             "bergen bots --tournament TOURNAMENT --entrants 6 --policy greedy random",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add_server_option(p)
     p.add_argument(

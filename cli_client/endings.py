@@ -22,6 +22,7 @@ import grpc
 
 from bergen.api.convert import event_in
 from bergen.api.exit_status import ExitStatus
+from bergen.api.helptext import HelpFormatter
 from bergen.domain.describe import join, result_words
 from bergen.domain.events import MatchEnded
 
@@ -44,7 +45,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "bergen resign MATCH          # with the seat bergen play saved here",
             "bergen resign MATCH --yes    # without asking",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     r.add_argument("match_id", metavar="MATCH")
     add_server_option(r)
@@ -69,7 +70,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             'bergen abandon MATCH --note "the hall closes"',
             "bergen abandon MATCH --organiser-token-file /etc/bergen/organiser-token",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     a.add_argument("match_id", metavar="MATCH")
     add_server_option(a)

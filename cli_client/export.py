@@ -29,6 +29,7 @@ import grpc
 
 from bergen.api.convert import timestamp_in
 from bergen.api.exit_status import ExitStatus, help_text
+from bergen.api.helptext import HelpFormatter
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
@@ -105,7 +106,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "DIR/manifest.json listing each with the SHA-256 of its file, its result, when it\n"
         "ended and the server's public key.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where to write")
     p.add_argument(

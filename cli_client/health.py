@@ -13,6 +13,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from bergen.api.exit_status import ExitStatus
+from bergen.api.helptext import HelpFormatter
 
 from .connect import (
     Endpoint,
@@ -52,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "bergen health                          # the server of this machine",
             "bergen health --server db1:50051 --service game --json",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add_server_option(p)
     p.add_argument(

@@ -15,6 +15,7 @@ from importlib import metadata
 from typing import TypeAlias
 
 from bergen.api.exit_status import ExitStatus, help_text
+from bergen.api.helptext import HelpFormatter
 
 from . import bots, endings, export, health, play, simulate, tournament, verify, watch
 from .connect import BadConnectionOption, endpoint_of
@@ -76,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
             "bergen verify MATCH              # check a finished match through the rules",
             "bergen COMMAND --help            # each command's options and examples",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"bergen {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

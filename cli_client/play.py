@@ -37,6 +37,7 @@ from rich.text import Text
 
 from bergen.api.convert import event_in
 from bergen.api.exit_status import ExitStatus
+from bergen.api.helptext import HelpFormatter
 from bergen.api.state import state_dir
 from bergen.domain.describe import (
     Phrase,
@@ -91,7 +92,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "bergen play --match MATCH              # take your seat again after a disconnect",
             "bergen play --tournament TOURNAMENT --register --name ann",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add_server_option(p)
     which = p.add_mutually_exclusive_group(required=True)

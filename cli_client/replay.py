@@ -22,6 +22,7 @@ from rich.text import Text
 
 from bergen.api.convert import event_in
 from bergen.api.exit_status import ExitStatus, help_text
+from bergen.api.helptext import HelpFormatter
 from bergen.domain.audit import replay_record
 from bergen.domain.errors import BergenError
 from bergen.domain.events import Event
@@ -101,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
             "bergen-replay --file records/MATCH.json --hand 3",
             "bergen-replay MATCH --record > MATCH.json   # the signed match record",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("match_id", nargs="?", metavar="MATCH", help="the match to replay")
     add_server_option(p)

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from bergen.api.exit_status import ExitStatus
+from bergen.api.helptext import HelpFormatter
 from bergen.api.signing import RecordSigner
 from bergen.domain import (
     POLICIES,
@@ -67,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "bergen simulate --matches 100 --clock 60+2 --stall 0.05 --out out/ --json",
             "bergen simulate --tournament swiss --entrants 16 --rounds 5 --out pack/",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument(
         "--matches",

@@ -31,6 +31,7 @@ from google.protobuf.message import Message
 from bergen.api.audit_pack import played_matches
 from bergen.api.convert import PRESET, options_out
 from bergen.api.exit_status import ExitStatus
+from bergen.api.helptext import HelpFormatter
 from bergen.domain.errors import InvalidOptions
 from bergen.domain.rules import PRESETS
 from bergen.v1 import bergen_pb2 as pb
@@ -81,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "bergen tournament create --name 'club night' --rounds 3",
             f"bergen tournament show {T}",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     own = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
@@ -93,7 +94,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             help=summary,
             description=textwrap.fill(summary[0].upper() + summary[1:] + ".", 88),
             epilog=usage.examples(*ex),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=HelpFormatter,
         )
         q.set_defaults(tournament_func=func)
         return q

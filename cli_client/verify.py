@@ -48,6 +48,7 @@ from bergen.api.chain import (
 )
 from bergen.api.convert import timestamp_in
 from bergen.api.exit_status import ExitStatus, help_text
+from bergen.api.helptext import HelpFormatter
 from bergen.api.signing import SignatureError, load_public_key, verify_signature
 from bergen.api.stored import ChainFault, ChainReport, StoredEvent
 from bergen.domain import codec
@@ -173,7 +174,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "and (with a pack) every pairing, seat, seed and standing of the tournament.\n"
         "Prints one line.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument(
         "target",

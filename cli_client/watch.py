@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from bergen.api.exit_status import ExitStatus
+from bergen.api.helptext import HelpFormatter
 from bergen.domain.describe import describe
 from bergen.domain.events import Dealt, Event
 from bergen.domain.state import SEATING, State, fold
@@ -45,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "bergen watch MATCH                  # follow it to its end",
             "bergen watch MATCH --json | jq .    # one JSON object per event, then the result",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("match_id", metavar="MATCH", help="the match to follow")
     add_server_option(p)

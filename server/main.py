@@ -25,7 +25,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from bergen.api.exit_status import ExitStatus
-from bergen.api.helptext import examples
+from bergen.api.helptext import HelpFormatter, examples
 from bergen.api.signing import DEFAULT_KEY_FILE, RecordSigner
 from bergen.api.state import ORGANISER_TOKEN_FILE, forget_token_file, record_token_file
 from bergen.domain.errors import StorageUnavailable
@@ -456,7 +456,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "bergen serve --database postgresql://bergen_app@db1/bergen --workers 2 --metrics "
             "127.0.0.1:9090",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument(
         "--listen",
@@ -651,7 +651,7 @@ def add_migrate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
             "bergen migrate --database postgresql://bergen_owner@db1/bergen",
             "bergen migrate                     # ./bergen.db",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument(
         "--database",
@@ -684,7 +684,7 @@ def add_token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
             "bergen token --file /etc/bergen/organiser-token",
             "bergen token                        # print one, for $BERGEN_ORGANISER_TOKEN",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("--file", metavar="FILE", help="the organiser token file of `bergen serve`")
     p.set_defaults(func=token_command)

@@ -10,6 +10,7 @@ import importlib.util
 from typing import Any
 
 from bergen.api.exit_status import ExitStatus
+from bergen.api.helptext import HelpFormatter
 from bergen.cli_client.connect import BadConnectionOption, add_server_option, endpoint_of
 from bergen.cli_client.usage import examples, fail
 
@@ -41,7 +42,7 @@ def add_parser(sub: Any) -> None:
             "bergen web                          # http://127.0.0.1:8080/ for the local server",
             "bergen web --server game1:50051 --ca ca.pem --listen 0.0.0.0:8080 --nice 5",
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add_server_option(p)
     p.add_argument(

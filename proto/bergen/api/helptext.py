@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
+import textwrap
+
 
 def examples(*lines: str) -> str:
     """The EXAMPLES section that ends a command's help: each example a command line,
@@ -9,4 +12,29 @@ def examples(*lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
-__all__ = ["examples"]
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Fills the paragraphs of a description or an epilog to the terminal's width, and keeps
+    as written a paragraph that is a table or a list: one whose first line ends with `:`
+    (`examples:`, `exit statuses:`) or that has an indented line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out = []
+        for paragraph in text.split("\n\n"):
+            lines = paragraph.splitlines()
+            if not lines:
+                continue
+            if lines[0].rstrip().endswith(":") or any(x[:1].isspace() for x in lines):
+                out.append("\n".join(indent + x for x in lines))
+            else:
+                out.append(
+                    textwrap.fill(
+                        " ".join(paragraph.split()),
+                        width,
+                        initial_indent=indent,
+                        subsequent_indent=indent,
+                    )
+                )
+        return "\n\n".join(out)
+
+
+__all__ = ["HelpFormatter", "examples"]
