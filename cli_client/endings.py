@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -28,11 +27,11 @@ from bergen.domain.events import MatchEnded
 
 from .client import Client, Unreachable
 from .connect import add_server_option, fail_call
+from .organiser import HOW, add_organiser_option, organiser_token
 from .play import load_state
 from .usage import Failed, examples, report, seat_label, side_label
 
 TOKEN_ENV = "BERGEN_TOKEN"
-ORGANISER_ENV = "BERGEN_ORGANISER_TOKEN"
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -75,12 +74,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     a.add_argument("match_id", metavar="MATCH")
     add_server_option(a)
     a.add_argument("--note", default="", help="why, kept with the result (200 characters)")
-    a.add_argument(
-        "--organiser-token-file",
-        metavar="FILE",
-        help=f"the organiser token's file (default: ${ORGANISER_ENV}, else the token of the "
-        "server on this machine, else the creator token bergen play saved for this match)",
-    )
+    add_organiser_option(a)
     a.add_argument("--json", action="store_true", help="print one JSON object: match_id, result")
     a.set_defaults(func=abandon)
     del intro
@@ -144,30 +138,18 @@ def resign(args: argparse.Namespace) -> int:
 
 
 def _organiser_or_creator(args: argparse.Namespace) -> str:
-    """The organiser token (its file, the environment), else the creator token saved for
-    this match. Raises Failed when there is neither."""
-    if args.organiser_token_file:
-        try:
-            token = Path(args.organiser_token_file).read_text(encoding="utf-8").strip()
-        except OSError as e:
-            raise Failed(
-                f"--organiser-token-file {args.organiser_token_file}: {e.strerror or e}",
-                ExitStatus.USAGE,
-            ) from None
-        if not token:
-            raise Failed(
-                f"--organiser-token-file {args.organiser_token_file} is empty", ExitStatus.USAGE
-            )
+    """The organiser token (found as the organiser's commands find it), else the creator
+    token `bergen play --create` saved for this match. Raises Failed when there is
+    neither."""
+    token = organiser_token(args, required=False)
+    if token is not None:
         return token
-    env = os.environ.get(ORGANISER_ENV)
-    if env:
-        return env
     saved = load_state(args.match_id)
     if saved is not None and saved.get("creator_token"):
         return str(saved["creator_token"])
     raise Failed(
-        "abandoning a match needs the organiser token (--organiser-token-file or "
-        f"${ORGANISER_ENV}), or the creator's saved here by bergen play --create",
+        f"abandoning a match needs the organiser token ({HOW}), or the creator's, saved here "
+        "by the bergen play --create that made it",
         ExitStatus.USAGE,
         "NO_ORGANISER_TOKEN",
     )

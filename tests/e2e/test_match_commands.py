@@ -44,6 +44,8 @@ def _env(state_dir: Path, **extra: str) -> dict[str, str]:
 def bergen(
     *args: str, state_dir: Path, stdin: str = "", **env: str
 ) -> subprocess.CompletedProcess[str]:
+    # In a folder of its own: an organiser token file in the checkout is none of its business.
+    state_dir.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         [*bergen_command(), *args],
         input=stdin,
@@ -51,6 +53,7 @@ def bergen(
         text=True,
         env=_env(state_dir, **env),
         timeout=120,
+        cwd=state_dir,
     )
 
 
