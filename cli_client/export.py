@@ -34,7 +34,7 @@ from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
 from .connect import add_server_option, open_channel
-from .usage import examples
+from .usage import error_line, examples
 from .verify import RPC_TIMEOUT_S, parse_json, rpc_problem, verify_record
 
 MANIFEST = "manifest.json"
@@ -125,13 +125,13 @@ def run(args: argparse.Namespace) -> int:
             stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
             written, listed, rejected = export(stub, args.server, args.out, args.since)
     except _Stop as stop:
-        print(f"bergen export: {stop.message}", file=sys.stderr)
+        print(error_line("export", stop.message, stop.status.name), file=sys.stderr)
         return int(stop.status)
     except ValueError as e:  # a malformed --server
-        print(f"bergen export: --server {args.server}: {e}", file=sys.stderr)
+        print(error_line("export", f"--server {args.server}: {e}", "USAGE"), file=sys.stderr)
         return int(ExitStatus.USAGE)
     for line in rejected:
-        print(f"bergen export: not written: {line}", file=sys.stderr)
+        print(error_line("export", f"not written: {line}", "INVALID"), file=sys.stderr)
     if args.json:
         report = {
             "out": str(args.out),

@@ -40,6 +40,7 @@ from .connect import (
     endpoint_of,
     exit_status_of,
     open_channel,
+    reason_of,
 )
 from .render import Story, render_frame, render_story, story_json, tell
 from .usage import examples, seat_label
@@ -66,10 +67,11 @@ and auto (made by a timeout). A hidden tile is null."""
 class Failure(Exception):
     """A reason to stop, with the exit status that says which."""
 
-    def __init__(self, status: ExitStatus, message: str) -> None:
+    def __init__(self, status: ExitStatus, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.reason = reason or status.name
 
 
 class _Parser(argparse.ArgumentParser):
@@ -147,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(argv)
     except Failure as f:
-        _complain(f.message)
+        _complain(f.message, f.reason)
         return f.status
     except BrokenPipeError:
         # The reader went away (`| head`): not an error of ours.
@@ -245,23 +247,24 @@ def _refusal(e: grpc.RpcError, server: str, match_id: str) -> Failure:
     """The failure of a call: its exit status (`connect.exit_status_of`), in words."""
     status = exit_status_of(e)
     code = code_of(e)
+    reason = reason_of(e)
     details = (e.details() if isinstance(e, grpc.Call) else None) or ""
-    name = code.name if code is not None else "no status"
     if status == ExitStatus.NOT_FOUND:
-        return Failure(status, f"no match {match_id} on {server}")
+        return Failure(status, f"no match {match_id} on {server}", reason)
     if code == grpc.StatusCode.FAILED_PRECONDITION:
-        return Failure(status, f"the server refused: {details}")
+        return Failure(status, f"the server refused: {details}", reason)
     if status == ExitStatus.REFUSED:
-        return Failure(status, f"the server refused the token: {details}")
+        return Failure(status, f"the server refused the token: {details}", reason)
     if status == ExitStatus.UNREACHABLE:
         return Failure(
             status,
-            f"cannot reach a server at {server} ({details or name}); start one with "
-            "`bergen serve`, or give --server HOST:PORT",
+            f"cannot reach a server at {server} ({details}); start one with `bergen serve`, "
+            "or give --server HOST:PORT",
+            reason,
         )
     if status == ExitStatus.USAGE:
-        return Failure(status, f"the server refused the request: {details}")
-    return Failure(status, f"the server says ({name}): {details}")
+        return Failure(status, f"the server refused the request: {details}", reason)
+    return Failure(status, f"the server says: {details}", reason)
 
 
 def _from_server(endpoint: Endpoint, match_id: str, token: str | None) -> Source:
@@ -403,7 +406,7 @@ def _step(
     steps = [s for s in story.steps if only_hand is None or s.hand == only_hand]
     if not steps:
         _show(render_story(story, look, only_hand, note), console, look)
-        _complain("nothing to step through yet: no hand has been dealt")
+        _complain("nothing to step through yet: no hand has been dealt", "NOTHING_DEALT")
         return ExitStatus.SUCCESS
     index = 0
     try:
@@ -445,8 +448,8 @@ def _move(steps: Sequence[Any], index: int, key: str | None) -> int:
     return index
 
 
-def _complain(message: str) -> None:
-    sys.stderr.write(f"{PROG}: {message}\n")
+def _complain(message: str, reason: str = "ERROR") -> None:
+    sys.stderr.write(f"{PROG}: {message} ({reason})\n")
     sys.stderr.flush()
 
 

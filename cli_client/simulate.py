@@ -47,7 +47,7 @@ from bergen.domain.tournament_standings import TableResult, score_result
 
 from .render import render_record
 from .tournament_pack import table_rules, write_pack
-from .usage import examples
+from .usage import examples, fail
 
 PROGRESS_FROM = 20
 """Show a progress bar from this many matches on."""
@@ -196,11 +196,9 @@ def run(args: argparse.Namespace) -> int:
     if args.tournament is not None:
         return run_tournament(args, console)
     if args.matches is None:
-        console.print("bergen simulate: give --matches, or --tournament")
-        return ExitStatus.USAGE
+        return fail("simulate", "give --matches, or --tournament", ExitStatus.USAGE)
     if args.matches < 1:
-        console.print("bergen simulate: --matches must be at least 1")
-        return ExitStatus.USAGE
+        return fail("simulate", "--matches must be at least 1", ExitStatus.USAGE)
     try:
         options = clock_options(args.clock)
         if args.on_timeout is not None:
@@ -211,8 +209,7 @@ def run(args: argparse.Namespace) -> int:
         timed = rules.clocked or args.stall > 0 or args.resign > 0
         timing = _timing(args) if timed else None
     except (InvalidOptions, ValueError) as e:
-        console.print(f"bergen simulate: {e}")
-        return ExitStatus.USAGE
+        return fail("simulate", f"{e}", ExitStatus.USAGE)
     seed = args.seed if args.seed is not None else secrets.token_hex(8)
     args.out.mkdir(parents=True, exist_ok=True)
     wins: Counter[str] = Counter()
@@ -423,8 +420,7 @@ def run_tournament(args: argparse.Namespace, console: Console) -> int:
     """`bergen simulate --tournament ...`."""
     problem = _tournament_usage(args)
     if problem is not None:
-        console.print(f"bergen simulate: {problem}")
-        return ExitStatus.USAGE
+        return fail("simulate", f"{problem}", ExitStatus.USAGE)
     try:
         settings = tournament_settings(
             args.tournament, args.seats, args.partnerships, args.rounds, args.preset
@@ -432,8 +428,7 @@ def run_tournament(args: argparse.Namespace, console: Console) -> int:
         table_rules(settings, args.seats)
         settings.check_entrants(args.entrants)
     except (InvalidArgument, InvalidOptions) as e:
-        console.print(f"bergen simulate: {e.message}")
-        return ExitStatus.USAGE
+        return fail("simulate", f"{e.message}", ExitStatus.USAGE)
     try:
         signer = (
             RecordSigner.load_or_create(_existing(args.signing_key))
@@ -441,19 +436,16 @@ def run_tournament(args: argparse.Namespace, console: Console) -> int:
             else RecordSigner(Ed25519PrivateKey.generate())
         )
     except (OSError, ValueError, TypeError, UnsupportedAlgorithm) as e:
-        console.print(f"bergen simulate: --signing-key {args.signing_key}: {e}")
-        return ExitStatus.USAGE
+        return fail("simulate", f"--signing-key {args.signing_key}: {e}", ExitStatus.USAGE)
     if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-        console.print(f"bergen simulate: --out {args.out} is not an empty folder")
-        return ExitStatus.USAGE
+        return fail("simulate", f"--out {args.out} is not an empty folder", ExitStatus.USAGE)
     seed = args.seed if args.seed is not None else secrets.token_hex(8)
     with console.status("playing the tournament"):
         record, matches = simulate_tournament(settings, args.entrants, seed)
     try:
         write_pack(args.out, record, matches, signer)
     except OSError as e:
-        console.print(f"bergen simulate: cannot write {args.out}: {e}")
-        return ExitStatus.ERROR
+        return fail("simulate", f"cannot write {args.out}: {e}", ExitStatus.ERROR)
     top = record["standings"][0]
     if args.json:
         summary = {

@@ -51,9 +51,9 @@ from .bots import (
     settings_from,
 )
 from .client import Client, Unreachable, new_token, passing, pause_s
-from .connect import bearer, describe_error, error_info, exit_status_of
-from .tournament_view import winner_line
-from .usage import seat_label
+from .connect import bearer, describe_error, error_info, exit_status_of, fail_call
+from .tournament_view import standings_lines, winner_line
+from .usage import fail, seat_label
 
 
 class TournamentFeed:
@@ -265,32 +265,13 @@ def standings_rows(
     return rows
 
 
-def standings_lines(view: pb.TournamentView, mark: int | None = None) -> list[str]:
-    """The standings as lines: rank, entrant, players, match points, margin, Buchholz, wins;
-    entrant `mark` starred."""
-    lines = [
-        f"  {'rank':>4} {'entrant':>7}  {'players':24} {'points':>6} {'margin':>6} "
-        f"{'buchholz':>8} {'wins':>4}"
-    ]
-    for row in standings_rows(view):
-        star = "*" if row["entrant"] == mark else " "
-        names = "+".join(str(p) for p in row["players"])  # type: ignore[attr-defined]
-        lines.append(
-            f"{star} {row['rank']:>4} {row['entrant']:>7}  {names[:24]:24} "
-            f"{row['match_points']:>6} {row['margin']:>6} {row['buchholz']:>8} {row['wins']:>4}"
-        )
-    return lines
-
-
 def run_bots(args: argparse.Namespace) -> int:
     """`bergen bots --tournament ID --entrants N`: register N bot entrants, play every match
     each is seated in until the tournament ends, and report the final standings."""
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, soft_wrap=True)
     tid: str = args.tournament
     if args.entrants is None or args.entrants < 1:
-        err.print("bergen bots: --tournament needs --entrants N (1 or more)")
-        return ExitStatus.USAGE
+        return fail("bots", "--tournament needs --entrants N (1 or more)", ExitStatus.USAGE)
     seed = args.seed if args.seed is not None else secrets.token_hex(8)
     rng = random.Random(seed)
     settings = settings_from(args)
@@ -298,14 +279,17 @@ def run_bots(args: argparse.Namespace) -> int:
         try:
             client.wait_ready()
         except Unreachable as e:
-            err.print(f"bergen bots: the server is unreachable: {e}")
-            return ExitStatus.UNREACHABLE
+            return fail("bots", str(e), ExitStatus.UNREACHABLE)
         feed = TournamentFeed(client, tid)
         try:
             view = get_tournament(client, tid).tournament
             if view.phase != pb.TOURNAMENT_PHASE_REGISTRATION:
-                err.print(f"bergen bots: tournament {tid} is not open for registration")
-                return ExitStatus.REFUSED
+                return fail(
+                    "bots",
+                    f"tournament {tid} is not open for registration",
+                    ExitStatus.REFUSED,
+                    "TOURNAMENT_NOT_OPEN",
+                )
             partnerships = view.settings.partnerships
             players: list[TournamentPlayer] = []
             policy_of: dict[int, str] = {}
@@ -363,11 +347,9 @@ def run_bots(args: argparse.Namespace) -> int:
                 final = got
             assert final is not None
         except grpc.RpcError as e:
-            err.print(f"bergen bots: {describe_error(e)}")
-            return exit_status_of(e)
+            return fail_call("bots", e)
         except BotFailed as e:
-            err.print(f"bergen bots: {e}")
-            return e.status
+            return fail("bots", str(e), e.status, "BOT_FAILED")
         finally:
             feed.close()
     matches = sorted({m for p in players for m in p.played})
@@ -445,18 +427,15 @@ def run_player(args: argparse.Namespace) -> int:
     from .play import Narrator, Quit, login_name, play_loop
 
     console = Console(highlight=False, soft_wrap=True)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
     tid: str = args.tournament
     if args.player not in (1, 2):
-        err.print("bergen play: --player is 1 or 2")
-        return ExitStatus.USAGE
+        return fail("play", "--player is 1 or 2", ExitStatus.USAGE)
     live = terminal.LiveLine(console, terminal.is_interactive())
     with Client(args.endpoint) as client:
         try:
             client.wait_ready()
         except Unreachable as e:
-            err.print(f"bergen play: the server is unreachable: {e}")
-            return ExitStatus.UNREACHABLE
+            return fail("play", str(e), ExitStatus.UNREACHABLE)
         feed: TournamentFeed | None = None
         try:
             saved: dict[str, Any] | None = None
@@ -487,26 +466,26 @@ def run_player(args: argparse.Namespace) -> int:
                     if args.entrant is None or int(d["entrant"]) == args.entrant
                 ]
                 if not mine:
-                    err.print(
-                        f"bergen play: no registration saved for tournament {tid}"
+                    return fail(
+                        "play",
+                        f"no registration saved for tournament {tid}"
                         + ("" if args.entrant is None else f" as entrant {args.entrant}")
                         + "; --register --name NAME registers now",
-                        markup=False,
+                        ExitStatus.USAGE,
+                        "NOT_REGISTERED_HERE",
                     )
-                    return ExitStatus.USAGE
                 if len(mine) > 1:
                     entrants = ", ".join(str(d["entrant"]) for d in mine)
-                    err.print(
-                        f"bergen play: entrants {entrants} of tournament {tid} were registered "
-                        "here: say which with --entrant N",
-                        markup=False,
+                    return fail(
+                        "play",
+                        f"entrants {entrants} of tournament {tid} were registered here: say "
+                        "which with --entrant N",
+                        ExitStatus.USAGE,
                     )
-                    return ExitStatus.USAGE
                 saved = mine[0]
             players = saved["players"]
             if args.player > len(players):
-                err.print("bergen play: this entrant has one player: --player 1")
-                return ExitStatus.USAGE
+                return fail("play", "this entrant has one player: --player 1", ExitStatus.USAGE)
             me = players[args.player - 1]
             player = TournamentPlayer(
                 tid, int(saved["entrant"]), args.player - 1, str(me["name"]), str(me["token"])
@@ -558,11 +537,9 @@ def run_player(args: argparse.Namespace) -> int:
 
             final = play_tournament(client, feed, player, play_match, between)
         except grpc.RpcError as e:
-            err.print(f"bergen play: {describe_error(e)}")
-            return exit_status_of(e)
+            return fail_call("play", e)
         except BotFailed as e:
-            err.print(f"bergen play: {e}")
-            return e.status
+            return fail("play", str(e), e.status, "BOT_FAILED")
         except Quit as e:
             console.print(f"{e}; bergen play --tournament {escape(tid)} plays on")
             return ExitStatus.SUCCESS

@@ -169,8 +169,9 @@ def _order(view: pb.TournamentView) -> list[int]:
     ]
 
 
-def standings_lines(view: pb.TournamentView) -> list[str]:
-    """Place among the entrants still in, then the withdrawn ones unranked with their mark."""
+def standings_lines(view: pb.TournamentView, mark: int | None = None) -> list[str]:
+    """Place among the entrants still in, then the withdrawn ones unranked with their mark;
+    with `mark`, that entrant's row starred (a player's own) and every other indented."""
     names = names_of(view)
     gone = withdrawn(view)
 
@@ -188,8 +189,14 @@ def standings_lines(view: pb.TournamentView) -> list[str]:
         out += ["", "Withdrawn (not ranked)"]
         marks = [withdrawal_text(gone[s.entrant]) for s in left]
         rest = lines[1 + len(active) :]
-        out += [f"{line}  {mark}" for line, mark in zip(rest, marks, strict=True)]
-    return out
+        out += [f"{line}  {why}" for line, why in zip(rest, marks, strict=True)]
+    if mark is None:
+        return out
+    order = _order(view)
+    starred = 1 + order.index(mark) if mark in order else -1
+    if starred > len(active):
+        starred += 2  # past the blank line and the heading of the withdrawn
+    return [("* " if i == starred else "  ") + line for i, line in enumerate(out)]
 
 
 def crosstable_cell(entrant: int, rnd: pb.TournamentRound) -> str:

@@ -14,7 +14,7 @@ import sys
 from typing import TextIO
 
 from bergen.api.exit_status import ExitStatus
-from bergen.api.helptext import examples
+from bergen.api.helptext import error_line, examples
 
 
 class Failed(Exception):
@@ -29,11 +29,6 @@ class Failed(Exception):
 
     def __str__(self) -> str:
         return f"{self.sentence} ({self.reason})"
-
-
-def error_line(command: str, sentence: str, reason: str) -> str:
-    """`bergen play: no match 6f1c... (MATCH_NOT_FOUND)`."""
-    return f"bergen {command}: {sentence} ({reason})"
 
 
 def fail(

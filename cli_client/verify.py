@@ -77,7 +77,7 @@ from .tournament_pack import (
     sha256_hex,
     table_rules,
 )
-from .usage import examples
+from .usage import error_line, examples
 
 RPC_TIMEOUT_S = 30.0
 
@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     elif outcome.status in (ExitStatus.SUCCESS, ExitStatus.INVALID):
         print(outcome.line)
     else:
-        print(f"bergen verify: {outcome.line}", file=sys.stderr)
+        print(error_line("verify", outcome.line, outcome.status.name), file=sys.stderr)
     return int(outcome.status)
 
 

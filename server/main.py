@@ -25,7 +25,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from bergen.api.exit_status import ExitStatus
-from bergen.api.helptext import HelpFormatter, examples
+from bergen.api.helptext import HelpFormatter, error_line, examples
 from bergen.api.signing import DEFAULT_KEY_FILE, RecordSigner
 from bergen.api.state import ORGANISER_TOKEN_FILE, forget_token_file, record_token_file
 from bergen.domain.errors import StorageUnavailable
@@ -700,13 +700,13 @@ def token_command(args: argparse.Namespace) -> int:
     except FileNotFoundError:
         held = ""
     except OSError as e:
-        print(f"bergen token: {args.file}: {e.strerror or e}", file=sys.stderr)
+        print(error_line("token", f"{args.file}: {e.strerror or e}", "USAGE"), file=sys.stderr)
         return ExitStatus.USAGE
     if held:
         try:
             auth.check_organiser_token(held)
         except auth.WeakToken as e:
-            print(f"bergen token: {args.file}: {e}", file=sys.stderr)
+            print(error_line("token", f"{args.file}: {e}", "USAGE"), file=sys.stderr)
             return ExitStatus.USAGE
         print(f"{args.file} holds a good organiser token; left as it is")
         return ExitStatus.SUCCESS
@@ -715,7 +715,7 @@ def token_command(args: argparse.Namespace) -> int:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(auth.new_organiser_token() + "\n")
     except OSError as e:
-        print(f"bergen token: {args.file}: {e.strerror or e}", file=sys.stderr)
+        print(error_line("token", f"{args.file}: {e.strerror or e}", "USAGE"), file=sys.stderr)
         return ExitStatus.USAGE
     print(f"wrote a fresh organiser token to {args.file}")
     return ExitStatus.SUCCESS
@@ -863,7 +863,10 @@ def arm_exit_limits(
 
 def serve(args: argparse.Namespace) -> int:
     if args.log_format not in FORMATS:
-        print(f"bergen serve: BERGEN_LOG_FORMAT {args.log_format!r}: text or json", file=sys.stderr)
+        print(
+            error_line("serve", f"BERGEN_LOG_FORMAT {args.log_format!r}: text or json", "USAGE"),
+            file=sys.stderr,
+        )
         return ExitStatus.USAGE
     log_listener = log_in_background(os.environ.get("BERGEN_LOG_LEVEL", "INFO"), args.log_format)
     try:
@@ -871,19 +874,23 @@ def serve(args: argparse.Namespace) -> int:
         if args.metrics:
             parse_address(args.metrics)
     except (RuntimeError, ValueError) as e:
-        print(f"bergen serve: {e}", file=sys.stderr)
+        print(error_line("serve", f"{e}", "USAGE"), file=sys.stderr)
         log_listener.stop()
         return ExitStatus.USAGE
     try:
         tls = load_server_tls(args.tls_cert, args.tls_key, args.tls_client_ca)
     except (ValueError, TlsSettingsError) as e:
-        print(f"bergen serve: {e}", file=sys.stderr)
+        print(error_line("serve", f"{e}", "USAGE"), file=sys.stderr)
         return ExitStatus.USAGE
     if tls is None and not args.insecure and not is_local(args.listen):
         print(
-            f"bergen serve: refusing to listen on {args.listen} without TLS: seat and organiser "
-            "tokens would cross the network in clear (give --tls-cert and --tls-key, or "
-            "--insecure to accept that)",
+            error_line(
+                "serve",
+                f"refusing to listen on {args.listen} without TLS: seat and organiser tokens "
+                "would cross the network in clear (give --tls-cert and --tls-key, or "
+                "--insecure to accept that)",
+                "USAGE",
+            ),
             file=sys.stderr,
         )
         return ExitStatus.USAGE
@@ -891,21 +898,24 @@ def serve(args: argparse.Namespace) -> int:
     try:
         token, token_file = _organiser_token(args)
     except ValueError as e:
-        print(f"bergen serve: {e}", file=sys.stderr)
+        print(error_line("serve", f"{e}", "USAGE"), file=sys.stderr)
         return ExitStatus.USAGE
     if args.restrict_create and token is None:
-        print("bergen serve: --restrict-create needs an organiser token", file=sys.stderr)
+        print(
+            error_line("serve", "--restrict-create needs an organiser token", "USAGE"),
+            file=sys.stderr,
+        )
         return ExitStatus.USAGE
     try:
         signer = RecordSigner.load_or_create(args.signing_key)
     except (OSError, ValueError) as e:
-        print(f"bergen serve: signing key {args.signing_key}: {e}", file=sys.stderr)
+        print(error_line("serve", f"signing key {args.signing_key}: {e}", "USAGE"), file=sys.stderr)
         return ExitStatus.USAGE
     log_key = args.log_key or str(Path(args.signing_key).with_name(DEFAULT_LOG_KEY_FILE))
     try:
         log_keys = LogKeys.load_or_create(log_key)
     except (OSError, ValueError) as e:
-        print(f"bergen serve: log key {log_key}: {e}", file=sys.stderr)
+        print(error_line("serve", f"log key {log_key}: {e}", "USAGE"), file=sys.stderr)
         return ExitStatus.USAGE
     if args.workers > 1:
         return _supervise(args, log_listener, tracer_provider)
@@ -933,13 +943,13 @@ def serve(args: argparse.Namespace) -> int:
             reuse_port=bool(getattr(args, "reuse_port", False)),
         )
     except ValueError as e:
-        print(f"bergen serve: {e}", file=sys.stderr)
+        print(error_line("serve", f"{e}", "USAGE"), file=sys.stderr)
         return ExitStatus.USAGE
     except (SchemaBehind, StorageUnavailable) as e:
-        print(f"bergen serve: {e}", file=sys.stderr)
+        print(error_line("serve", f"{e}", "NOT_READY"), file=sys.stderr)
         return ExitStatus.NOT_READY
     except RuntimeError as e:
-        print(f"bergen serve: {e}", file=sys.stderr)
+        print(error_line("serve", f"{e}", "NOT_READY"), file=sys.stderr)
         return ExitStatus.NOT_READY
     host = args.listen.rsplit(":", 1)[0]
     log.info(
@@ -1011,8 +1021,12 @@ def _supervise(args: argparse.Namespace, log_listener: Any, tracer_provider: Any
             tracer_provider.shutdown()  # each worker traces its own calls
         if backend_of(args.database) != "postgresql":
             print(
-                f"bergen serve: --workers {args.workers} needs PostgreSQL: SQLite takes one "
-                "writer at a time (serve SQLite with one worker)",
+                error_line(
+                    "serve",
+                    f"--workers {args.workers} needs PostgreSQL: SQLite takes one writer at a "
+                    "time (serve SQLite with one worker)",
+                    "USAGE",
+                ),
                 file=sys.stderr,
             )
             return ExitStatus.USAGE
@@ -1028,10 +1042,10 @@ def _supervise(args: argparse.Namespace, log_listener: Any, tracer_provider: Any
             check_writable(args.database)
             port, held = hold_port(args.listen)
         except ValueError as e:
-            print(f"bergen serve: {e}", file=sys.stderr)
+            print(error_line("serve", f"{e}", "USAGE"), file=sys.stderr)
             return ExitStatus.USAGE
         except (SchemaBehind, StorageUnavailable, PortTaken) as e:
-            print(f"bergen serve: {e}", file=sys.stderr)
+            print(error_line("serve", f"{e}", "NOT_READY"), file=sys.stderr)
             return ExitStatus.NOT_READY
         status = supervise(args, held, port)
         log.info("stopped")

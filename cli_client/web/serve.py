@@ -8,7 +8,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from bergen.api.exit_status import ExitStatus
 from bergen.cli_client.connect import Endpoint
+from bergen.cli_client.usage import fail
 
 from .app import TRANSPORT_EXTENSION, create_app
 
@@ -66,8 +66,7 @@ def serve(
     try:
         sock.bind((host, port))
     except OSError as e:
-        print(f"bergen web: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
-        return ExitStatus.ERROR
+        return fail("web", f"cannot listen on {host}:{port}: {e.strerror or e}", ExitStatus.ERROR)
     sock.listen(2048)
     bound = sock.getsockname()[1]
     if nice:

@@ -1,9 +1,16 @@
-"""What every command's help ends with, the server's commands' included: its examples."""
+"""What every command shows a person, the server's commands' included: the examples its help
+ends with, its help's layout, and its error line."""
 
 from __future__ import annotations
 
 import argparse
 import textwrap
+
+
+def error_line(command: str, sentence: str, reason: str) -> str:
+    """`bergen play: no match 6f1c... (MATCH_NOT_FOUND)`: the one shape of every error a
+    command prints, `reason` a stable UPPER_SNAKE word."""
+    return f"bergen {command}: {sentence} ({reason})"
 
 
 def examples(*lines: str) -> str:
@@ -37,4 +44,4 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return "\n\n".join(out)
 
 
-__all__ = ["HelpFormatter", "examples"]
+__all__ = ["HelpFormatter", "error_line", "examples"]
