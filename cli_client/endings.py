@@ -29,6 +29,7 @@ from .client import Client, Unreachable
 from .connect import add_server_option, fail_call
 from .organiser import HOW, add_organiser_option, organiser_token
 from .play import load_state
+from .render import result_json
 from .usage import Failed, examples, report, seat_label, side_label
 
 TOKEN_ENV = "BERGEN_TOKEN"
@@ -131,7 +132,7 @@ def resign(args: argparse.Namespace) -> int:
         return ExitStatus.INTERRUPTED
     ended = _ended(reply.events)
     if args.json:
-        print(json.dumps({"match_id": args.match_id, "seat": seat, "result": _result(ended)}))
+        print(json.dumps({"match_id": args.match_id, "seat": seat, "result": result_json(ended)}))
     else:
         print(f"{who} resigned match {args.match_id}: {_verdict(ended, view)}")
     return ExitStatus.SUCCESS
@@ -167,7 +168,7 @@ def abandon(args: argparse.Namespace) -> int:
         return fail_call("abandon", e)
     ended = _ended(reply.events)
     if args.json:
-        print(json.dumps({"match_id": args.match_id, "result": _result(ended)}))
+        print(json.dumps({"match_id": args.match_id, "result": result_json(ended)}))
     else:
         print(f"match {args.match_id} abandoned" + (f": {args.note}" if args.note else ""))
     return ExitStatus.SUCCESS
@@ -179,18 +180,6 @@ def _ended(events: Any) -> MatchEnded | None:
         if isinstance(event, MatchEnded):
             return event
     return None
-
-
-def _result(e: MatchEnded | None) -> dict[str, Any] | None:
-    if e is None:
-        return None
-    return {
-        "reason": str(e.reason),
-        "winner_side": e.winner_side,
-        "scores": list(e.scores),
-        "forfeited_side": e.forfeited_side,
-        "cause": None if e.cause is None else str(e.cause),
-    }
 
 
 def _verdict(e: MatchEnded | None, view: Any) -> str:

@@ -70,7 +70,7 @@ from .bots import BotFailed, BotSeat, SeatLink, add_policy_options, settings_fro
 from .client import Client, Unreachable, new_token
 from .clocks import LOW_TIME_MS, MatchClock, add_clock_options, clock_options, clocks_markup
 from .connect import add_server_option, describe_error, exit_status_of, fail_call
-from .render import line_text
+from .render import line_text, result_json
 from .usage import Failed, examples, fail, report, seat_label, side_label
 
 WAIT_S = 0.2
@@ -784,17 +784,7 @@ def _outcome(link: SeatLink, name: str, left: bool) -> dict[str, Any]:
         "name": name,
         "left": left,
         "phase": str(state.phase),
-        "result": None
-        if result is None
-        else {
-            "reason": str(result.reason),
-            "winner_side": result.winner_side,
-            "scores": list(result.scores),
-            "forfeited_side": result.forfeited_side,
-            "cause": None if result.cause is None else str(result.cause),
-            "resigned_seat": result.resigned_seat,
-            "note": result.note,
-        },
+        "result": result_json(result),
     }
 
 

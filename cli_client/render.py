@@ -655,18 +655,24 @@ def story_json(story: Story, only_hand: int | None = None, note: str = "") -> di
             for j, step in zip(steps, story.steps, strict=True)
             if only_hand is None or step.hand == only_hand
         ],
-        "result": None
-        if result is None
-        else {
-            "reason": str(result.reason),
-            "winner_side": result.winner_side,
-            "scores": list(result.scores),
-            "resigned_seat": result.resigned_seat,
-            "note": result.note,
-            "forfeited_side": result.forfeited_side,
-            "cause": None if result.cause is None else str(result.cause),
-            "at_ms": result.at_ms,
-        },
+        "result": result_json(result),
+    }
+
+
+def result_json(result: MatchEnded | None) -> dict[str, Any] | None:
+    """How a match ended, as every command's --json gives it: seats and sides from 0, as
+    the API counts; None before the end."""
+    if result is None:
+        return None
+    return {
+        "reason": str(result.reason),
+        "winner_side": result.winner_side,
+        "scores": list(result.scores),
+        "resigned_seat": result.resigned_seat,
+        "note": result.note,
+        "forfeited_side": result.forfeited_side,
+        "cause": None if result.cause is None else str(result.cause),
+        "at_ms": result.at_ms,
     }
 
 

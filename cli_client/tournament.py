@@ -31,7 +31,7 @@ from google.protobuf.message import Message
 from bergen.api.audit_pack import played_matches
 from bergen.api.convert import PRESET, options_out
 from bergen.api.exit_status import ExitStatus
-from bergen.api.helptext import HelpFormatter
+from bergen.api.helptext import HelpFormatter, at_least_one
 from bergen.domain.errors import InvalidOptions
 from bergen.domain.rules import PRESETS
 from bergen.v1 import bergen_pb2 as pb
@@ -182,8 +182,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         f"bergen tournament settle {T} --round 2 --table 3 --abandon --note 'power cut'",
     )
     t.add_argument("tournament_id", metavar="TOURNAMENT")
-    t.add_argument("--round", type=_at_least_one, required=True, metavar="R")
-    t.add_argument("--table", type=_at_least_one, required=True, metavar="T")
+    t.add_argument("--round", type=at_least_one, required=True, metavar="R")
+    t.add_argument("--table", type=at_least_one, required=True, metavar="T")
     how = t.add_mutually_exclusive_group(required=True)
     how.add_argument(
         "--abandon",
@@ -192,7 +192,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     how.add_argument(
         "--forfeit",
-        type=_at_least_one,
+        type=at_least_one,
         metavar="SIDE",
         help="the side (from 1) that forfeits; none of its players may have made a play",
     )
@@ -246,16 +246,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         )
         add_server_option(q)
     p.set_defaults(func=run)
-
-
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"counts from 1, not {value}")
-    return value
 
 
 def _note_option(p: argparse.ArgumentParser, what: str) -> None:

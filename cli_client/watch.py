@@ -30,6 +30,7 @@ from .bots import BotFailed, SeatLink
 from .client import Client, Unreachable
 from .connect import add_server_option, fail_call
 from .play import Narrator, clocks_line, line_markup
+from .render import result_json
 from .usage import examples, fail, seat_label
 
 COMMAND = "watch"
@@ -201,15 +202,7 @@ def _outcome(link: SeatLink) -> dict[str, Any]:
         "match_id": link.match_id,
         "phase": str(state.phase),
         "scores": list(state.scores),
-        "result": None
-        if result is None
-        else {
-            "reason": str(result.reason),
-            "winner_side": result.winner_side,
-            "scores": list(result.scores),
-            "forfeited_side": result.forfeited_side,
-            "cause": None if result.cause is None else str(result.cause),
-        },
+        "result": result_json(result),
     }
 
 

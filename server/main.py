@@ -25,7 +25,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from bergen.api.exit_status import ExitStatus
-from bergen.api.helptext import HelpFormatter, error_line, examples
+from bergen.api.helptext import HelpFormatter, at_least_one, error_line, examples
 from bergen.api.signing import DEFAULT_KEY_FILE, RecordSigner
 from bergen.api.state import ORGANISER_TOKEN_FILE, forget_token_file, record_token_file
 from bergen.domain.errors import StorageUnavailable
@@ -422,16 +422,6 @@ def server_options(
     ]
 
 
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -503,7 +493,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--max-watchers",
-        type=_at_least_one,
+        type=at_least_one,
         default=os.environ.get("BERGEN_MAX_WATCHERS", str(MAX_WATCHERS)),
         metavar="N",
         help="match streams (players and spectators following a match) open at once; more "
@@ -521,7 +511,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--create-rate",
-        type=_at_least_one,
+        type=at_least_one,
         default=CREATES_PER_MINUTE,
         metavar="N",
         help="matches one client (its address, or the organiser token) may create a minute; "
@@ -529,14 +519,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--join-rate",
-        type=_at_least_one,
+        type=at_least_one,
         default=JOINS_PER_MINUTE,
         metavar="N",
         help=f"seats one client may take a minute (default {JOINS_PER_MINUTE})",
     )
     p.add_argument(
         "--max-watchers-per-client",
-        type=_at_least_one,
+        type=at_least_one,
         default=WATCHERS_PER_CLIENT,
         metavar="N",
         help="match streams one client (its address, or its token) may hold open at once "
@@ -561,7 +551,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--workers",
-        type=_at_least_one,
+        type=at_least_one,
         default=os.environ.get("BERGEN_WORKERS", "1"),
         metavar="N",
         help="serve from N processes sharing the port, each a replica of the "

@@ -13,10 +13,14 @@ from contextlib import suppress
 
 
 class Balancer:
-    """Listens on 127.0.0.1:`port`; `backends` are (host, port) in order of preference."""
+    """Listens on 127.0.0.1:`port`; `backends` are (host, port) in order of preference, each
+    given `connect_timeout` seconds to accept (None: as long as the system waits)."""
 
-    def __init__(self, backends: Sequence[tuple[str, int]]) -> None:
+    def __init__(
+        self, backends: Sequence[tuple[str, int]], connect_timeout: float | None = 2.0
+    ) -> None:
         self.backends = list(backends)
+        self.connect_timeout = connect_timeout
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self.accepted: list[tuple[str, int]] = []
@@ -32,7 +36,7 @@ class Balancer:
     def _connect(self) -> socket.socket | None:
         for backend in self.backends:
             try:
-                server = socket.create_connection(backend, timeout=2)
+                server = socket.create_connection(backend, timeout=self.connect_timeout)
             except OSError:
                 continue
             server.settimeout(None)

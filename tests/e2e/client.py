@@ -345,6 +345,28 @@ def number_word(enum: EnumDescriptor, number: int) -> str:
     return str(enum.values_by_number[number].name.removeprefix(_prefix(enum)).lower())
 
 
+def create_swiss(
+    client: Client, name: str, token: str, *, rounds: int, target: int, seats: int = 2
+) -> str:
+    """A Swiss tournament of `rounds` rounds at `seats`-seat standard tables to `target`,
+    created with the organiser's `token`; returns its id."""
+    created: pb.CreateTournamentResponse = client.stub.CreateTournament(
+        pb.CreateTournamentRequest(
+            name=name,
+            settings=pb.TournamentSettings(
+                format=pb.TOURNAMENT_FORMAT_SWISS,
+                seats=seats,
+                preset=pb.PRESET_STANDARD,
+                options=rule_options(target=target),
+                rounds=rounds,
+            ),
+        ),
+        metadata=bearer(token),
+        timeout=RPC_TIMEOUT_S,
+    )
+    return created.tournament_id
+
+
 def rule_options(**options: Any) -> pb.RuleOptions:
     """RuleOptions from domain words and numbers (`lead="highest_double", target=5`)."""
     msg = pb.RuleOptions()

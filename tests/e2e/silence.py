@@ -5,16 +5,15 @@ connection being closed or refused. Needs root and iptables; `silencer_or_skip` 
 from __future__ import annotations
 
 import os
-import selectors
 import shutil
-import socket
 import subprocess
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 
 import pytest
 from psycopg.conninfo import conninfo_to_dict
+
+from .balancer import Balancer
 
 
 def silencer_or_skip() -> None:
@@ -34,49 +33,11 @@ def silencer_or_skip() -> None:
         missing(f"iptables cannot be used here: {probe.stderr.strip()}")
 
 
-class Relay:
+class Relay(Balancer):
     """Accepts connections on 127.0.0.1:`port` and relays each to `target` in a thread."""
 
     def __init__(self, target: tuple[str, int]) -> None:
-        self._target = target
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="relay", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        sel = selectors.DefaultSelector()
-        sel.register(self._listener, selectors.EVENT_READ, None)
-        while not self._stop.is_set():
-            for key, _ in sel.select(timeout=0.2):
-                if key.data is None:
-                    client, _ = self._listener.accept()
-                    server = socket.create_connection(self._target)
-                    sel.register(client, selectors.EVENT_READ, server)
-                    sel.register(server, selectors.EVENT_READ, client)
-                    continue
-                src, dst = key.fileobj, key.data
-                assert isinstance(src, socket.socket)
-                try:
-                    data = src.recv(65536)
-                except OSError:
-                    data = b""
-                if data:
-                    with suppress(OSError):
-                        dst.sendall(data)
-                    continue
-                for s in (src, dst):
-                    with suppress(KeyError, ValueError):
-                        sel.unregister(s)
-                    s.close()
-        for key in list(sel.get_map().values()):
-            with suppress(OSError):
-                key.fileobj.close()  # type: ignore[union-attr]
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        super().__init__([target], connect_timeout=None)
 
 
 def _rules(port: int) -> list[list[str]]:

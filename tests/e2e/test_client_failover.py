@@ -24,7 +24,7 @@ import pytest
 from bergen.v1 import bergen_pb2 as pb
 
 from .balancer import Balancer
-from .client import Client, bearer, rule_options
+from .client import Client, bearer, create_swiss
 from .conftest import ORGANISER_TOKEN
 from .servers import ServerFarm, bergen_command
 
@@ -97,19 +97,7 @@ def test_bots_tournament_bots_and_play_carry_on_when_their_replica_is_killed(
 ) -> None:
     balancer, (a, b) = front
     with Client(b.target) as client:
-        tid = client.stub.CreateTournament(
-            pb.CreateTournamentRequest(
-                name="failover cup",
-                settings=pb.TournamentSettings(
-                    format=pb.TOURNAMENT_FORMAT_SWISS,
-                    seats=2,
-                    preset=pb.PRESET_STANDARD,
-                    options=rule_options(target=8),
-                    rounds=2,
-                ),
-            ),
-            metadata=bearer(ORGANISER_TOKEN),
-        ).tournament_id
+        tid = create_swiss(client, "failover cup", ORGANISER_TOKEN, rounds=2, target=8)
     entrants = spawn(
         ["bots", "--server", balancer.target, "--tournament", tid, "--entrants", str(ENTRANTS),
          "--policy", "random", "--seed", "failover"],

@@ -18,9 +18,9 @@ import pytest
 from e2e.client import (
     Client,
     bearer,
+    create_swiss,
     event_in,
     play_random_move,
-    rule_options,
     seat_everyone,
 )
 from e2e.servers import ServerFarm, ServerProcess
@@ -408,19 +408,7 @@ def test_a_tournament_stream_sends_scores_made_within_a_hand_and_a_reconnect_the
     with Client(server.target) as client:
         stub = client.stub
         org = bearer(ORGANISER_TOKEN)
-        tid = stub.CreateTournament(
-            pb.CreateTournamentRequest(
-                name="api cup",
-                settings=pb.TournamentSettings(
-                    format=pb.TOURNAMENT_FORMAT_SWISS,
-                    seats=2,
-                    preset=pb.PRESET_STANDARD,
-                    options=rule_options(target=100),
-                    rounds=1,
-                ),
-            ),
-            metadata=org,
-        ).tournament_id
+        tid = create_swiss(client, "api cup", ORGANISER_TOKEN, rounds=1, target=100)
         tokens = {}
         for name in ("Ada", "Bo"):
             reply = stub.RegisterEntrant(

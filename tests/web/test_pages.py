@@ -19,7 +19,14 @@ from zoneinfo import ZoneInfo
 
 import grpc
 import pytest
-from e2e.client import Client, Table, bearer, play_random_move, rule_options, seat_everyone
+from e2e.client import (
+    Client,
+    Table,
+    bearer,
+    create_swiss,
+    play_random_move,
+    seat_everyone,
+)
 from e2e.servers import ServerProcess
 
 from bergen.v1 import bergen_pb2 as pb
@@ -287,19 +294,7 @@ def test_a_tournament_page_names_byes_marks_withdrawals_keeps_live_scores_and_sa
 ) -> None:
     with Client(server.target) as client:
         stub = client.stub
-        tid = stub.CreateTournament(
-            pb.CreateTournamentRequest(
-                name="Town cup",
-                settings=pb.TournamentSettings(
-                    format=pb.TOURNAMENT_FORMAT_SWISS,
-                    seats=2,
-                    preset=pb.PRESET_STANDARD,
-                    options=rule_options(target=100),
-                    rounds=1,
-                ),
-            ),
-            metadata=ORG,
-        ).tournament_id
+        tid = create_swiss(client, "Town cup", ORGANISER_TOKEN, rounds=1, target=100)
         names = {1: "Ada", 2: "Bo", 3: "Cy"}
         tokens: dict[int, str] = {}
         for n, name in names.items():

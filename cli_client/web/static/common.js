@@ -220,3 +220,19 @@ export function clockText(ms) {
   const s = Math.max(0, Math.floor(num(ms) / 1000));
   return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
 }
+
+// Ends a page's event stream as the gateway ends it: an "end" saying the match or tournament
+// ended marks the page ended; any other end, or a refusal (an answer other than a stream),
+// calls `refused` to say why; a dropped connection says it is reconnecting (EventSource
+// reconnects by itself).
+export function endStream(source, refused) {
+  source.addEventListener("end", (m) => {
+    source.close();
+    if (JSON.parse(m.data || "{}").ended) document.body.dataset.ended = "1";
+    else refused(); // the gateway's stream from the game server failed
+  });
+  source.onerror = () => {
+    if (source.readyState === EventSource.CONNECTING) $("#status").textContent = "Reconnecting…";
+    else refused();
+  };
+}

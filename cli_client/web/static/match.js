@@ -4,7 +4,7 @@
 // Last-Event-ID, which the gateway maps onto the seq.
 import {
   $, h, param, describe, num, word, seatName, clockText, endText, abandonNote, diagnose, showProblem,
-  clearProblem,
+  clearProblem, endStream,
 } from "/static/common.js";
 import { line, tile } from "/static/tiles.js";
 
@@ -102,15 +102,7 @@ function connect() {
     save();
     addLog(seq, text);
   });
-  source.addEventListener("end", (m) => {
-    source.close();
-    if (JSON.parse(m.data || "{}").ended) document.body.dataset.ended = "1";
-    else refused(); // the gateway's stream from the game server failed
-  });
-  source.onerror = () => {
-    if (source.readyState === EventSource.CONNECTING) $("#status").textContent = "Reconnecting…";
-    else refused(); // refused: an answer other than a stream
-  };
+  endStream(source, refused);
 }
 
 if (!id) showProblem({ kind: "no-id", text: "No match named (?id=).", retry: false });

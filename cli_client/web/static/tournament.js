@@ -2,7 +2,7 @@
 // withdrawn entrant marked), the crosstable, each round's tables linking to their matches
 // with their live scores, every intervention, and the signed records. Entrants, rounds and
 // tables are numbered from 1 by the API itself; a table's sides are named, never numbered.
-import { $, h, param, word, num, diagnose, showProblem, clearProblem } from "/static/common.js";
+import { $, h, param, word, num, diagnose, showProblem, clearProblem, endStream } from "/static/common.js";
 
 const id = param("id");
 
@@ -179,15 +179,7 @@ async function refused() {
 function connect() {
   const source = new EventSource(`/api/tournaments/${encodeURIComponent(id)}/events`);
   source.addEventListener("tournament", (m) => render(JSON.parse(m.data)));
-  source.addEventListener("end", (m) => {
-    source.close();
-    if (JSON.parse(m.data || "{}").ended) document.body.dataset.ended = "1";
-    else refused(); // the gateway's stream from the game server failed
-  });
-  source.onerror = () => {
-    if (source.readyState === EventSource.CONNECTING) $("#status").textContent = "Reconnecting…";
-    else refused();
-  };
+  endStream(source, refused);
 }
 
 if (!id) showProblem({ kind: "no-id", text: "No tournament named (?id=).", retry: false });

@@ -13,6 +13,17 @@ def error_line(command: str, sentence: str, reason: str) -> str:
     return f"bergen {command}: {sentence} ({reason})"
 
 
+def at_least_one(text: str) -> int:
+    """A whole number from 1, as an option's type. Raises argparse.ArgumentTypeError."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def examples(*lines: str) -> str:
     """The EXAMPLES section that ends a command's help: each example a command line,
     optionally followed by `  # what it does`."""
@@ -44,4 +55,4 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return "\n\n".join(out)
 
 
-__all__ = ["HelpFormatter", "error_line", "examples"]
+__all__ = ["HelpFormatter", "at_least_one", "error_line", "examples"]
