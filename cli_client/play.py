@@ -213,7 +213,8 @@ class Narrator:
         if self.state is not None and seat < len(self.state.players):
             p = self.state.players[seat]
             name = p.name if p is not None else None
-        you = ", you" if seat == self.seat else ""
+        # "seat 1 (ann, you)"; a player who called itself "you" is not told so twice.
+        you = ", you" if seat == self.seat and (name or "").casefold() != "you" else ""
         return f"{seat_label(seat)} ({escape(name or '?')}{you})"
 
     def name(self, seat: int) -> str:

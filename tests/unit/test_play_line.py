@@ -12,6 +12,7 @@ from rich.console import Console
 
 from bergen.cli_client.play import Narrator, render_turn
 from bergen.cli_client.render import render_frame, tell
+from bergen.domain.commands import TakeSeat
 
 from . import deals
 from .support import Game, rules_for
@@ -69,3 +70,15 @@ def test_every_tile_touches_its_neighbour_along_a_whole_hand() -> None:
         assert all(a[1] == b[0] for a, b in itertools.pairwise(pairs)), shown
         assert ends == f"{pairs[0][0]}|{pairs[-1][1]}"
         assert shown == _line_replayed(g)
+
+
+def test_a_player_named_you_is_not_told_it_twice() -> None:
+    def seated(name: str) -> Narrator:
+        g = Game(rules=rules_for(2)).create()
+        g.do(TakeSeat(name=name, client_seed="", seat=0))
+        g.do(TakeSeat(name="bob", client_seed="", seat=1))
+        return Narrator(Console(file=io.StringIO()), 0, g.s)
+
+    assert seated("you").who(0) == "seat 1 (you)"
+    assert seated("You").who(1) == "seat 2 (bob)"
+    assert seated("ann").who(0) == "seat 1 (ann, you)"
