@@ -251,6 +251,10 @@ class Narrator:
         self.pending_draws = None
         self.out(f"{self.who(seat)} {escape(draws_words(tiles))}")
 
+    def on_event(self, _seq: int, event: Event) -> None:
+        """`feed`, as a stream's listener (`SeatLink.on_event`) calls it."""
+        self.feed(event)
+
     def feed(self, event: Event) -> None:
         """Print `event` (events come in order, after those of the starting state)."""
         with self.lock:

@@ -1,9 +1,10 @@
 """`bergen watch`: follow a live match from the terminal, as any spectator may see it.
 
 Each action is printed as it happens (who played what, the points and why, draws and passes,
-each hand's end); under them a line redrawn in place shows the line as it lies, the scores
-and, on a clock, every seat's time counting down. It ends with the result and how to replay
-the match. No token is needed or sent: no tile of any hand shows until the match ends.
+each hand's end), the line as it lies after each play; under them a line redrawn in place
+shows the hand, on a clock every seat's time counting down, and the scores. It ends with the
+result and how to replay the match. No token is needed or sent: no tile of any hand shows
+until the match ends.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         except Unreachable as e:
             return fail(COMMAND, str(e), ExitStatus.UNREACHABLE)
         link = SeatLink(client, args.match_id, None, None)
+        narrator: Narrator | None = None
         try:
             history = link.load()
             if args.json:
@@ -94,11 +96,11 @@ def run(args: argparse.Namespace) -> int:
                     live.print(line)
                 for event in history[start:]:
                     narrator.feed(event)
-                link.on_event = lambda _seq, event: narrator.feed(event)
+                link.on_event = narrator.on_event
             link.follow()
-            _follow(link, live, look)
+            _follow(link, live, look, narrator)
             live.done()
-            if args.json:
+            if narrator is None:
                 print(json.dumps(_outcome(link)))
             else:
                 narrator.flush()
@@ -150,27 +152,33 @@ def _header(state: State) -> list[str]:
     return lines
 
 
-def _status(link: SeatLink, look: terminal.Look) -> Text:
-    """The live line: the hand, the line as it lies, the scores, the clocks."""
+def _status(link: SeatLink) -> Text:
+    """The live line, short enough for a narrow terminal: the hand, the scores, the clocks
+    (the line itself, which grows to 28 tiles, is printed after each play)."""
     state = link.state
     parts = [f"hand {state.hand}"] if state.hand else []
-    line = line_markup(state, look)
-    if line:
-        parts.append(line)
+    if state.clocked:
+        # First, where a narrow terminal cuts nothing: they change every tenth of a second.
+        parts.append(clocks_line(state, None, link.clock))
     names = [p.name if p is not None else seat_label(s) for s, p in enumerate(state.players)]
-    scores = " ".join(
+    scores = ", ".join(
         f"{escape('+'.join(names[s] for s in seats))} {state.scores[side]}"
         for side, seats in enumerate(state.sides)
     )
     parts.append(f"scores {scores}")
-    if state.clocked:
-        parts.append(clocks_line(state, None, link.clock))
     return Text.from_markup(" · ".join(parts))
 
 
-def _follow(link: SeatLink, live: terminal.LiveLine, look: terminal.Look) -> None:
-    """Fold the stream until the match ends, keeping the live line current. Raises
-    BotFailed (the stream failed for good), grpc.RpcError."""
+def _follow(
+    link: SeatLink,
+    live: terminal.LiveLine,
+    look: terminal.Look,
+    narrator: Narrator | None = None,
+) -> None:
+    """Fold the stream until the match ends, keeping the live line current and, with a
+    `narrator`, printing the line as it lies under each play it tells. Raises BotFailed (the
+    stream failed for good), grpc.RpcError."""
+    shown: tuple[tuple[int, int], ...] = ()  # the line so far is printed at the first turn
     while not link.ended:
         if link.stream_ended:
             link.resync()
@@ -178,8 +186,15 @@ def _follow(link: SeatLink, live: terminal.LiveLine, look: terminal.Look) -> Non
                 raise BotFailed("the event stream ended before the match", ExitStatus.ERROR)
             break
         link.wait(WAIT_S)
-        if link.k.state is not None and live.enabled:
-            live.show(_status(link, look))
+        if link.k.state is None:
+            continue
+        state = link.state
+        if narrator is not None and state.line != shown and state.ends is not None:
+            narrator.flush()  # the play (and its points) first, then the line after it
+            live.print("  " + line_markup(state, look))
+        shown = state.line
+        if live.enabled:
+            live.show(_status(link))
     deadline = time.monotonic() + END_WAIT_S
     while not link.stream_ended and time.monotonic() < deadline:
         link.wait(WAIT_S)

@@ -86,15 +86,48 @@ def test_watch_follows_a_live_match_to_its_end_in_a_terminal(
     player.start()
     started.set()
     try:
-        # Each action as it happens, seats counted from 1, and the live line under them:
-        # the line as it lies (each tile touching the next), its ends and the scores.
+        # Each action as it happens, seats counted from 1, the line as it lies after each
+        # play (each tile touching the next) with its ends, and a live line with the scores.
         child.expect(r"seat [12] \(player [01]\) plays \d-\d (left|right)")
-        child.expect(r"hand \d+ · line: ((?:\[\d\|\d\])+)   ends (\d)\|(\d) · scores ")
+        child.expect(r"\n  line: ((?:\[\d\|\d\])+)   ends (\d)\|(\d)\r")
         tiles = child.match.group(1)[1:-1].split("][")
         assert all(a[-1] == b[0] for a, b in itertools.pairwise(tiles)), tiles
         assert (child.match.group(2), child.match.group(3)) == (tiles[0][0], tiles[-1][-1])
+        child.expect(r"hand \d+ · scores player 0 \d+, player 1 \d+")
         child.expect(r"match over: .*; final scores ")
         child.expect(rf"match {table.match_id} is over; replay it: bergen-replay")
+        child.expect(pexpect.EOF)
+    finally:
+        player.join()
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_watch_shows_every_seats_clock_on_its_live_line_in_a_clocked_match(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    with Client(server.target) as client:
+        table = seat_everyone(
+            client, 2, clock="fischer", clock_initial=600, clock_increment=5, target=10
+        )
+    command = bergen_command()
+    child = pexpect.spawn(
+        command[0],
+        [*command[1:], "watch", table.match_id, "--server", server.target],
+        env=_env(tmp_path),
+        encoding="utf-8",
+        timeout=STEP_TIMEOUT_S,
+        dimensions=(40, 200),
+    )
+    child.expect(rf"match {table.match_id}")
+    # The seat to play's clock runs on the live line, the other's stands: both shown, named.
+    child.expect(r"clocks: (▶ )?player 0 (\d+:)?\d+\.\d( s)? · (▶ )?player 1 (\d+:)?\d+\.\d")
+    started = threading.Event()
+    player = threading.Thread(target=_play_slowly, args=(server, table, started))
+    player.start()
+    started.set()
+    try:
+        child.expect(r"match over: .*; final scores ", timeout=STEP_TIMEOUT_S * 3)
         child.expect(pexpect.EOF)
     finally:
         player.join()
