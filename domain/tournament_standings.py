@@ -3,8 +3,8 @@
 A table's result places its sides and gives each its match points and margin; a `Tally`
 accumulates results and byes entrant by entrant (match points, margin, Buchholz, wins, and
 what pairing needs: opponents met, byes, first sides), one result at a time without going
-over the earlier ones again; `Tally.standings()` ranks the entrants by every tie-break down to
-seeding rank.
+over the earlier ones again. `Tally.order()` ranks the entrants by every tie-break down to
+seeding rank, for the standings (`Tally.standings()`) and the Swiss pairing alike.
 
 Match points are always a multiple of 1/2, so a tally counts them in halves (integers) and
 gives them out as `Fraction`s.
@@ -243,22 +243,16 @@ class Tally:
             tuple(opponents),
         )
 
-    def key(self, entrant: int) -> tuple[int, int, int, int, int]:
-        """The ranking's sort key: match points, margin, Buchholz, wins (higher first), then
-        seeding rank."""
-        return (
-            -self.points[entrant],
-            -self.margin[entrant],
-            -self.buchholz[entrant],
-            -self.wins[entrant],
-            self.seeding_rank[entrant],
-        )
-
     def order(self, entrants: Iterable[int] | None = None) -> list[int]:
-        """`entrants` (default all) in standing order."""
-        if entrants is not None:
-            return sorted(entrants, key=self.key)
-        # The seeding ranks differ, so the entrant number is never compared.
+        """`entrants` (default all) in standing order: section 5's ranking, match points,
+        margin, Buchholz, wins (all higher first), then seeding rank.
+
+        The one place that ranking is written: the standings and the Swiss pairing both take
+        their order from here.
+        """
+        # Sorted column-wise, every entrant at once (a key function called per entrant costs
+        # more), then narrowed to `entrants`. The seeding ranks differ, so the entrant number
+        # (last) is never compared; index 0's row is no entrant's.
         rows = sorted(
             zip(
                 map(neg, self.points),
@@ -270,7 +264,11 @@ class Tally:
                 strict=True,
             )
         )
-        return [row[5] for row in rows if row[5]]
+        ranked = [row[-1] for row in rows]
+        if entrants is None:
+            return [e for e in ranked if e]
+        wanted = set(entrants)
+        return [e for e in ranked if e in wanted]
 
     def standings(self) -> tuple[Standing, ...]:
         """Every entrant ranked, withdrawn ones included, each with its figures."""

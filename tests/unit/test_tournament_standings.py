@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bergen.domain.errors import InvalidArgument
+from bergen.domain.tournament_pairing import Settings, pair_round
 from bergen.domain.tournament_standings import (
     TableResult,
     Tally,
@@ -267,3 +268,52 @@ def test_buchholz_comes_before_wins():
     order = tally.order()
     assert order.index(1) < order.index(2)
     assert tally.order([2, 1]) == [1, 2]
+
+
+# Section 5's ranking, criterion by criterion: each figure higher first, seeding rank lower.
+RANKING = ("points", "margin", "buchholz", "wins", "seeding_rank")
+
+
+def tally_deciding_on(criterion: str) -> Tally:
+    """Entrants 1, 2 and 3 where 2 and 1 are equal on every criterion before `criterion`, 2
+    is ahead on it, and 1 on every criterion after it (seeding rank included); 3 is last on
+    match points. Only `criterion` puts 2 before 1: leaving it out, or turning it round,
+    puts 1 first."""
+    decisive = RANKING.index(criterion)
+    columns: dict[str, tuple[int, int, int, int]] = {}
+    for i, name in enumerate(RANKING):
+        ahead, behind = (1, 2) if name == "seeding_rank" else (3, 1)
+        if i < decisive:
+            one, two = ahead, ahead
+        elif i == decisive:
+            one, two = behind, ahead
+        else:
+            one, two = ahead, behind
+        # Index 0 is unused; entrant 3 has no match points and the third seeding rank.
+        columns[name] = (0, one, two, 3 if name == "seeding_rank" else 0)
+    zeros = (0, 0, 0, 0)
+    return Tally(
+        columns["seeding_rank"],
+        columns["points"],
+        columns["margin"],
+        columns["buchholz"],
+        columns["wins"],
+        zeros,
+        zeros,
+        ((), (), (), ()),
+    )
+
+
+@pytest.mark.parametrize("criterion", RANKING)
+def test_standings_and_swiss_pairing_rank_by_each_criterion_in_turn(criterion):
+    tally = tally_deciding_on(criterion)
+    assert [s.entrant for s in tally.standings()] == [2, 1, 3]
+    assert tally.order() == [2, 1, 3]
+    assert tally.order([3, 1, 2]) == [2, 1, 3]
+    assert tally.order([1, 2]) == [2, 1]
+    # The Swiss pairing takes the same order: the bye to the last, and at the table the
+    # higher-ranked (neither has taken a first side) takes the first side.
+    seeding = sorted((1, 2, 3), key=lambda e: tally.seeding_rank[e])
+    pairing = pair_round(Settings(format="swiss", seats=2, rounds=2), seeding, [None] * 4, tally, 2)
+    assert pairing.byes == (3,)
+    assert [t.sides for t in pairing.tables] == [(2, 1)]
