@@ -756,7 +756,6 @@ def measure_watched_rate(
     rounds: int,
     say: Callable[[str], None],
     batched: bool = True,
-    max_plays: int = 400,
 ) -> WatchedRate:
     """Play/s of `clients` clients, each on a match of its own, for `seconds`: alone, then
     while `watchers` spectators watch another match played at a play every `interval`
@@ -771,7 +770,7 @@ def measure_watched_rate(
             got.append(measure_rate(OURS, target, clients, seconds, seed=200 + r))
 
         f = measure_fanout(
-            target, target, watchers, interval, max_plays, alongside=window, batched=batched
+            target, target, watchers, interval, 400, alongside=window, batched=batched
         )
         out.without.append(alone)
         out.beside.append(got[0])
@@ -952,15 +951,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--watchers", type=int, default=quick_or(100, 10))
     parser.add_argument(
-        "--max-plays",
-        type=int,
-        default=quick_or(400, 40),
-        help="plays of each watched match at most (it is played until it ends)",
-    )
-    parser.add_argument(
         "--play-interval",
         type=float,
-        default=0.1,
+        default=quick_or(0.1, 0.02),
         help="seconds between plays in the fan-out (0.02 overloads 2 cores: 100 watchers x"
         " ~100 events/s, so it measures a queue, not delivery)",
     )
@@ -1031,24 +1024,18 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  replicas: {REPLICA_WATCHERS} watchers on B, plays on A, {pace}")
         a_pid, b_pid = found[OURS].process.pid, replica.process.pid
         near = measure_fanout(
-            a,
-            b,
-            REPLICA_WATCHERS,
-            args.play_interval,
-            args.max_plays,
-            cpu_of=b_pid,
-            batched=batched,
+            a, b, REPLICA_WATCHERS, args.play_interval, 400, cpu_of=b_pid, batched=batched
         )
         lines.append(
             _fanout_line(f"{REPLICA_WATCHERS} watchers on B, plays on A", near, REPLICA_GOAL_MS)
         )
         say(f"  fan-out: {args.watchers} watchers, {pace}")
         single = measure_fanout(
-            a, a, args.watchers, args.play_interval, args.max_plays, cpu_of=a_pid, batched=batched
+            a, a, args.watchers, args.play_interval, 400, cpu_of=a_pid, batched=batched
         )
         lines.append(_fanout_line(f"{args.watchers} watchers, one server", single, FANOUT_GOAL_MS))
         across = measure_fanout(
-            a, b, args.watchers, args.play_interval, args.max_plays, cpu_of=b_pid, batched=batched
+            a, b, args.watchers, args.play_interval, 400, cpu_of=b_pid, batched=batched
         )
         lines.append(
             _fanout_line(f"{args.watchers} watchers on B, plays on A", across, REPLICA_GOAL_MS)
@@ -1059,7 +1046,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         watched = measure_watched_rate(
             a, args.watchers, args.watched_clients, args.seconds, args.play_interval,
-            args.rounds, say, batched, args.max_plays,
+            args.rounds, say, batched,
         )  # fmt: skip
         lines.append(_watched_rate_line(args.watchers, watched))
     print()
