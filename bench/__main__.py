@@ -1,9 +1,10 @@
 """Run the benchmarks in turn: `python -m bench [names...]` (all by default), `--list`.
 
 A benchmark is a module with `main() -> int`. Adding one is one line in BENCHMARKS. The exit
-status is nonzero only when a benchmark crashes (or its `main` returns nonzero); a missed goal
-is printed as MISSED by the benchmark and is not a failure, and a benchmark whose module or
-service is unavailable here is reported as SKIPPED.
+status (`harness.ExitStatus`) is nonzero only when a benchmark crashes (or its `main` returns
+nonzero); a missed goal is printed as MISSED by the benchmark and is not a failure, and a
+benchmark whose module or service is unavailable here is reported as SKIPPED. `--quick` runs
+each with short defaults (BERGEN_BENCH_QUICK=1), a smoke test rather than figures.
 """
 
 from __future__ import annotations
@@ -16,26 +17,13 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import IntEnum
 from urllib.parse import urlsplit, urlunsplit
 
-
-class ExitStatus(IntEnum):
-    OK = 0
-    CRASHED = 1
-    USAGE = 2
-
-
-DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+from bench.harness import QUICK_ENV, ExitStatus, database_url
 
 
 def _runs_anywhere() -> str | None:
     return None
-
-
-def database_url() -> str:
-    """The PostgreSQL URL benchmarks use: BERGEN_BENCH_DATABASE_URL or a local default."""
-    return os.environ.get("BERGEN_BENCH_DATABASE_URL") or DEFAULT_DATABASE_URL
 
 
 def _without_password(url: str) -> str:
@@ -140,8 +128,8 @@ def _call_main(name: str, main: Callable[[], object]) -> int:
     finally:
         sys.argv = saved
     if code is None:
-        return 0
-    return code if isinstance(code, int) else 1
+        return ExitStatus.OK
+    return code if isinstance(code, int) else ExitStatus.CRASHED
 
 
 def run(bench: Benchmark) -> Outcome:
@@ -189,7 +177,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"any of: {', '.join(names)}")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"short runs with small defaults, a smoke test, not figures (${QUICK_ENV}=1)",
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        os.environ[QUICK_ENV] = "1"
     if args.list:
         for b in BENCHMARKS:
             print(f"{b.name:10} {b.about}")

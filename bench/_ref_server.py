@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 import grpc
 import psycopg
 
+from bench.harness import ExitStatus
 from bergen.server.main import WORKERS, server_options
 from bergen.server.servicer import SERVICE
 from bergen.server.threads import pool_thread_named
@@ -189,7 +190,7 @@ def serve(kind: str, url: str, port_file: str, port: int = 0) -> int:
     signal.signal(signal.SIGINT, lambda *_: done.set())
     done.wait()
     server.stop(2).wait()
-    return 0
+    return ExitStatus.OK
 
 
 def serve_processes(kind: str, url: str, port_file: str, processes: int) -> int:
@@ -209,7 +210,7 @@ def serve_processes(kind: str, url: str, port_file: str, processes: int) -> int:
         while not os.path.exists(own):
             if os.waitpid(pid, os.WNOHANG) != (0, 0):
                 print(f"_ref_server {kind}: process {i} exited", file=sys.stderr)
-                return 1
+                return ExitStatus.CRASHED
             threading.Event().wait(0.02)
     with open(port_file + ".tmp", "w", encoding="utf-8") as f:
         f.write(str(port))
@@ -225,7 +226,7 @@ def serve_processes(kind: str, url: str, port_file: str, processes: int) -> int:
         os.waitpid(pid, 0)
     for s in held:
         s.close()
-    return 0
+    return ExitStatus.OK
 
 
 def main() -> int:

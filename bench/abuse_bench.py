@@ -62,8 +62,8 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from bench import harness
 from bench.grpc_bench import (
-    BENCH_URL_ENV,
     CALL_TIMEOUT,
     CHANNEL_OPTIONS,
     SERVICE,
@@ -75,11 +75,11 @@ from bench.grpc_bench import (
     _Calls,
     _channel,
     _launch,
-    _percentile,
     _stop,
     _wait_for_port,
 )
-from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
+from bench.harness import Column, ExitStatus, Row, Table, percentile
+from bench.store_bench import bench_database
 from bergen.v1 import bergen_pb2 as pb
 
 HONEST = 8
@@ -456,7 +456,7 @@ class Abusers:
 
 def _ms(latencies: Sequence[float], p: int) -> float:
     """The p-th percentile in ms; NaN with fewer than two (a window where Play starved)."""
-    return _percentile(latencies, p) * 1000 if len(latencies) >= 2 else math.nan
+    return percentile(latencies, p) * 1000 if len(latencies) >= 2 else math.nan
 
 
 @dataclass
@@ -575,24 +575,26 @@ def run(
             for calls, channel in zip(honest, channels, strict=True):
                 calls.use(channel)
             honest_window(players, WARMUP_S, WARMUP_CALLS)  # discarded
-            abusers = Abusers(f"127.0.0.1:{port}", nice)
+            abusers = running = Abusers(f"127.0.0.1:{port}", nice)
             figures = {c: Figures() for c in CONDITIONS}
-            for r in range(rounds):
-                order = CONDITIONS[r % len(CONDITIONS) :] + CONDITIONS[: r % len(CONDITIONS)]
-                for condition in order:
-                    if condition != ALONE:
-                        abusers.start(KINDS[condition], match_ids, pause, streams)
-                        time.sleep(RAMP_S)
-                    window = honest_window(players, seconds)
-                    figures[condition].windows.append(window)
-                    if condition != ALONE:
-                        figures[condition].abuse += abusers.stop()
-                    say(
-                        f"  round {r + 1}, {condition:>6}: Play p50/p99 "
-                        f"{_ms(window.latencies, 50):.2f}/{_ms(window.latencies, 99):.2f} ms, "
-                        f"{window.rate:,.0f}/s"
-                        + (f", {len(window.failed)} FAILED" if window.failed else "")
-                    )
+
+            def measure(condition: str, r: int) -> Window:
+                if condition != ALONE:
+                    running.start(KINDS[condition], match_ids, pause, streams)
+                    time.sleep(RAMP_S)
+                window = honest_window(players, seconds)
+                figures[condition].windows.append(window)
+                if condition != ALONE:
+                    figures[condition].abuse += running.stop()
+                say(
+                    f"  round {r + 1}, {condition:>6}: Play p50/p99 "
+                    f"{_ms(window.latencies, 50):.2f}/{_ms(window.latencies, 99):.2f} ms, "
+                    f"{window.rate:,.0f}/s"
+                    + (f", {len(window.failed)} FAILED" if window.failed else "")
+                )
+                return window
+
+            harness.rounds(CONDITIONS, rounds, measure)
             return figures
     except BaseException:
         log = (folder / "bergen.log").read_text(errors="replace")
@@ -605,26 +607,42 @@ def run(
             channel.close()
 
 
+TABLE = Table(
+    (
+        Column("abusers", 8, "<"),
+        Column("Play p50/p99 ms", 16),
+        Column("Play/s", 7),
+        Column("failed", 6),
+        Column("p99 ratio", 9),
+        Column("abusive calls", 0, "<", gap="  "),
+    ),
+    verdicts=False,
+    rule=110,
+)
+
+
 def print_table(figures: dict[str, Figures]) -> None:
+    """The table of the conditions, the goal's verdict on the row of every abuse at once,
+    then the failed calls of each condition."""
     alone = figures[ALONE].ms(99)
-    header = (
-        f"{'abusers':<8} {'Play p50/p99 ms':>16} {'Play/s':>7} {'failed':>6} {'p99 ratio':>9}"
-        "  abusive calls"
-    )
-    print(header)
-    print("-" * 110)
+    rows = []
     for condition in CONDITIONS:
         f = figures[condition]
         ratio = f.ms(99) / alone
-        verdict = ""
+        goal = ""
         if condition == ALL:
             met = ratio <= GOAL_RATIO and not f.failed
-            verdict = f"  goal p99 ratio <= {GOAL_RATIO:.0f}, none failed: "
-            verdict += "PASS" if met else "MISSED"
-        print(
-            f"{condition:<8} {f.ms(50):>7.2f}/{f.ms(99):<8.2f} {f.rate:>7,.0f} {f.failed:>6}"
-            f" {ratio:>9.2f}  {f.abusive()}{verdict}"
+            goal = f"  goal p99 ratio <= {GOAL_RATIO:.0f}, none failed: {harness.verdict(met)}"
+        cells = (
+            condition,
+            f"{f.ms(50):>7.2f}/{f.ms(99):<8.2f}",
+            f"{f.rate:,.0f}",
+            str(f.failed),
+            f"{ratio:.2f}",
+            f"{f.abusive()}{goal}",
         )
+        rows.append(Row(cells))
+    TABLE.print(rows)
     for condition in CONDITIONS:
         if figures[condition].failed:
             print(f"failed Play calls, {condition}: {figures[condition].failures()}")
@@ -636,13 +654,12 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    harness.add_database_url(parser)
+    quick_or = harness.quick_or
+    parser.add_argument("--seconds", type=float, default=quick_or(5.0, 1.0), help="per window")
     parser.add_argument(
-        "--database-url",
-        default=os.environ.get(BENCH_URL_ENV) or DEFAULT_ADMIN_URL,
-        help=f"an admin URL to create the run's database from (${BENCH_URL_ENV})",
+        "--rounds", type=int, default=quick_or(2, 1), help="windows per condition (pooled)"
     )
-    parser.add_argument("--seconds", type=float, default=5.0, help="per window")
-    parser.add_argument("--rounds", type=int, default=2, help="windows per condition (pooled)")
     parser.add_argument("--nice", type=int, default=10, help="niceness of the abusers' processes")
     parser.add_argument(
         "--pause",
@@ -660,10 +677,7 @@ def main(argv: list[str] | None = None) -> int:
         help="leave the loopback clients out of the per-client limits (as before there were any)",
     )
     args = parser.parse_args(argv)
-
-    def say(text: str) -> None:
-        print(text, flush=True)
-
+    say = harness.say
     say(
         f"{os.cpu_count()} cores; {HONEST} honest clients (threads, [::1]) play their own"
         f" matches; {ABUSERS} abusers (processes at nice {args.nice}, 127.0.0.1);"
@@ -687,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print()
     print_table(figures)
-    return 0
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
+from bench import harness
+from bench.harness import ExitStatus
 from bergen.domain import CreateMatch, HandEnded, Play, TakeSeat, execute, make_rules
 from bergen.domain.montecarlo import Knowledge, Settings, decide_play, decider, learn
 from bergen.domain.state import ENDED
@@ -145,9 +147,12 @@ def run_pairing(a: str, b: str, matches: int, samples: int, workers: int, seed: 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench bots", description=__doc__)
-    parser.add_argument("--matches", type=int, default=DEFAULT_MATCHES)
+    parser.add_argument("--matches", type=int, default=harness.quick_or(DEFAULT_MATCHES, 8))
     parser.add_argument(
-        "--samples", type=int, default=DEFAULT_SAMPLES, help="MC worlds per decision"
+        "--samples",
+        type=int,
+        default=harness.quick_or(DEFAULT_SAMPLES, 4),
+        help="MC worlds per decision",
     )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--seed", default="bench")
@@ -179,10 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             met = low > GOAL_RATE and (not r.cpu or max(r.cpu) < GOAL_DECISION_S)
             print(
                 f"  goal: interval above {GOAL_RATE:.0%} at under {GOAL_DECISION_S:.0f} s "
-                f"per decision: {'met' if met else 'MISSED'}"
+                f"per decision: {harness.verdict(met, 'met')}"
             )
     print(f"total {time.perf_counter() - total:.0f} s")
-    return 0
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

@@ -54,22 +54,21 @@ from typing import Any
 import grpc
 import psycopg
 
+from bench import harness
 from bench.abuse_bench import WINDOW_WARMUP, Window, honest_window
 from bench.grpc_bench import (
-    BENCH_URL_ENV,
     CALL_TIMEOUT,
     SERVICE,
     START_TIMEOUT,
-    Line,
     Player,
     Server,
     _Calls,
     _channel,
-    _percentile,
-    print_table,
     servers,
 )
-from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
+from bench.harness import SERVICE_TABLE, ExitStatus, Line, cpu_seconds, percentile
+from bench.harness import say as _say
+from bench.store_bench import bench_database
 from bergen.domain import codec
 from bergen.domain.events import MatchEnded
 from bergen.domain.vocabulary import MatchEndReason
@@ -91,10 +90,6 @@ TIMEOUTS, IDLE, PLAY = "timeouts", "idle", "play"
 PARTS = [TIMEOUTS, IDLE, PLAY]
 END_PATIENCE_S = 60.0
 """How long after the last match is seated its timeouts may take before the run gives up."""
-
-
-def _say(text: str) -> None:
-    print(text, flush=True)
 
 
 # --- matches -------------------------------------------------------------------------------
@@ -194,7 +189,7 @@ class Delays:
         return self.matches * TIMEOUTS_PER_MATCH
 
     def ms(self, p: int) -> float:
-        return _percentile(self.delays_ms, p) if len(self.delays_ms) >= 2 else float("nan")
+        return percentile(self.delays_ms, p) if len(self.delays_ms) >= 2 else float("nan")
 
 
 def check_match(match_id: str, stored: Sequence[StoredEvent]) -> tuple[list[float], str | None]:
@@ -271,15 +266,6 @@ def delay_line(what: str, d: Delays) -> Line:
 
 
 # --- 2. idle CPU ---------------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """The CPU time a process used so far (utime + stime, its children excluded)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    # The command name (field 2) may hold spaces: the fields after it follow its last ')'.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    utime, stime = int(fields[11]), int(fields[12])
-    return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
 def idle_percent(server: Server, seconds: float) -> float:
@@ -387,22 +373,23 @@ def play_rates(
             }
             for group in players.values():
                 honest_window(group, 2.0, 5)  # discarded: the server and caches warm up
-            played: dict[str, list[Played]] = {ON: [], OFF: []}
-            for r in range(rounds):
-                order = (ON, OFF) if r % 2 == 0 else (OFF, ON)
-                parts = []
-                for condition in order:
-                    before = cpu_seconds(server.process.pid)
-                    window = honest_window(players[condition], seconds)
-                    one = Played(window, cpu_seconds(server.process.pid) - before)
-                    if window.failed:
-                        raise RuntimeError(f"{condition}: Play failed: {window.failed[:3]}")
-                    played[condition].append(one)
-                    parts.append(
-                        f"{condition} {window.rate:,.0f}/s ({one.cpu_ms_per_play:.2f} ms CPU)"
-                    )
+
+            def measure(condition: str, _: int) -> Played:
+                before = cpu_seconds(server.process.pid)
+                window = honest_window(players[condition], seconds)
+                one = Played(window, cpu_seconds(server.process.pid) - before)
+                if window.failed:
+                    raise RuntimeError(f"{condition}: Play failed: {window.failed[:3]}")
+                return one
+
+            def said(r: int, got: dict[str, Played]) -> None:
+                parts = [
+                    f"{condition} {one.window.rate:,.0f}/s ({one.cpu_ms_per_play:.2f} ms CPU)"
+                    for condition, one in got.items()
+                ]
                 _say(f"  Play/s, round {r + 1}: " + ", ".join(parts))
-            return played
+
+            return harness.rounds((ON, OFF), rounds, measure, after_round=said)
         finally:
             for ch in channels:
                 ch.close()
@@ -419,7 +406,7 @@ def play_lines(played: dict[str, list[Played]]) -> list[Line]:
 
     def ms(condition: str) -> str:
         lat = [x for p in played[condition] for x in p.window.latencies]
-        return f"{_percentile(lat, 50) * 1000:.2f}/{_percentile(lat, 99) * 1000:.2f}"
+        return f"{percentile(lat, 50) * 1000:.2f}/{percentile(lat, 99) * 1000:.2f}"
 
     ratio = rate[ON] / rate[OFF]
     return [
@@ -459,21 +446,29 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    harness.add_database_url(parser, "each part's database")
+    quick_or = harness.quick_or
     parser.add_argument(
-        "--database-url",
-        default=os.environ.get(BENCH_URL_ENV) or DEFAULT_ADMIN_URL,
-        help=f"an admin URL to create each part's database from (${BENCH_URL_ENV})",
+        "--matches", type=int, default=quick_or(200, 6), help="clocked matches timed out"
     )
-    parser.add_argument("--matches", type=int, default=200, help="clocked matches timed out")
     parser.add_argument(
         "--no-kill", action="store_true", help="leave out the run that kills a replica"
     )
     parser.add_argument(
-        "--idle-matches", type=int, default=1000, help="clocked matches the idle server holds"
+        "--idle-matches",
+        type=int,
+        default=quick_or(1000, 20),
+        help="clocked matches the idle server holds",
     )
-    parser.add_argument("--idle", type=float, default=10.0, help="seconds of each idle window")
-    parser.add_argument("--seconds", type=float, default=2.0, help="per Play/s window")
-    parser.add_argument("--rounds", type=int, default=8, help="Play/s windows per condition")
+    parser.add_argument(
+        "--idle", type=float, default=quick_or(10.0, 1.0), help="seconds of each idle window"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=quick_or(2.0, 0.5), help="per Play/s window"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=quick_or(8, 2), help="Play/s windows per condition"
+    )
     parser.add_argument(
         "--parts",
         nargs="+",
@@ -515,8 +510,8 @@ def main(argv: list[str] | None = None) -> int:
             played = play_rates(args.database_url, part("play"), args.seconds, args.rounds)
             lines += play_lines(played)
     print()
-    print_table(lines)
-    return 0
+    SERVICE_TABLE.print(lines)
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

@@ -26,14 +26,12 @@ benchmark itself breaks).
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 import platform
 import random
 import statistics
 import sys
-import timeit
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +39,8 @@ from importlib import metadata
 from time import perf_counter, process_time
 from typing import Protocol
 
+from bench import harness
+from bench.harness import Column, ExitStatus, Row, Stopwatch, Table
 from bergen.domain import (
     ENDED,
     CreateMatch,
@@ -91,6 +91,10 @@ class Sample:
     games: int
     seconds: float
     cpu_seconds: float = 0.0
+
+    @classmethod
+    def of(cls, moves: int, games: int, took: harness.Timing) -> Sample:
+        return cls(moves, games, took.wall, took.cpu)
 
     @property
     def moves_per_second(self) -> float:
@@ -147,9 +151,8 @@ class OurMatches:
     def run(self, budget: float) -> Sample:
         choice = self.rng.choice
         moves = games = 0
-        start = perf_counter()
-        cpu = process_time()
-        deadline = start + budget
+        watch = Stopwatch()
+        deadline = watch.started + budget
         while True:
             state = self._new_match()
             plays = 0
@@ -165,7 +168,7 @@ class OurMatches:
             games += 1
             now = perf_counter()
             if now >= deadline:
-                return Sample(moves, games, now - start, process_time() - cpu)
+                return Sample.of(moves, games, watch.read(now))
 
 
 class OurBoardMatches(OurMatches):
@@ -180,9 +183,8 @@ class OurBoardMatches(OurMatches):
     def run(self, budget: float) -> Sample:
         choice = self.rng.choice
         moves = games = 0
-        start = perf_counter()
-        cpu = process_time()
-        deadline = start + budget
+        watch = Stopwatch()
+        deadline = watch.started + budget
         while True:
             board = Board(self._new_match(), deal)
             # A seated match has a play to make; the count is read after the loop.
@@ -199,7 +201,7 @@ class OurBoardMatches(OurMatches):
             games += 1
             now = perf_counter()
             if now >= deadline:
-                return Sample(moves, games, now - start, process_time() - cpu)
+                return Sample.of(moves, games, watch.read(now))
 
 
 class PeerGames:
@@ -232,9 +234,8 @@ class PeerGames:
         choice = self.rng.choice
         new_game = self.new_game
         moves = games = 0
-        start = perf_counter()
-        cpu = process_time()
-        deadline = start + budget
+        watch = Stopwatch()
+        deadline = watch.started + budget
         while True:
             game = new_game()
             while game.result is None:
@@ -243,26 +244,29 @@ class PeerGames:
             games += 1
             now = perf_counter()
             if now >= deadline:
-                return Sample(moves, games, now - start, process_time() - cpu)
+                return Sample.of(moves, games, watch.read(now))
 
 
 def interleaved(
     players: Sequence[Player], rounds: int, seconds: float, warmup: float
 ) -> list[list[Sample]]:
     """Samples per player, one per round; each round runs every player, in rotated order."""
-    for p in players:
-        p.run(warmup)
-    samples: list[list[Sample]] = [[] for _ in players]
-    for r in range(rounds):
-        order = [(i + r) % len(players) for i in range(len(players))]
-        for i in order:
-            samples[i].append(players[i].run(seconds))
+
+    def said(r: int, got: dict[int, Sample]) -> None:
         line = ", ".join(
-            f"{p.tag} {ss[-1].moves_per_second:,.0f}/s ({ss[-1].moves_per_cpu_second:,.0f}/cpu s)"
-            for p, ss in zip(players, samples, strict=True)
+            f"{p.tag} {got[i].moves_per_second:,.0f}/s ({got[i].moves_per_cpu_second:,.0f}/cpu s)"
+            for i, p in enumerate(players)
         )
-        print(f"  round {r + 1}/{rounds}: {line}", flush=True)
-    return samples
+        harness.say(f"  round {r + 1}/{rounds}: {line}")
+
+    samples = harness.rounds(
+        range(len(players)),
+        rounds,
+        lambda i, _: players[i].run(seconds),
+        warmup=lambda i: players[i].run(warmup),
+        after_round=said,
+    )
+    return [samples[i] for i in range(len(players))]
 
 
 def recorded_match(n: int) -> list[Event]:
@@ -285,17 +289,6 @@ def recorded_match(n: int) -> list[Event]:
     raise RuntimeError(f"no seeded match reached {n} events")
 
 
-def per_call(
-    fn: Callable[[], object], repeats: int = FOLD_REPEATS, clock: Callable[[], float] = perf_counter
-) -> float:
-    """Median seconds per call over `repeats` timings of about 0.2 s each, with the garbage
-    collector on, as it is in the server (timeit turns it off by default); by the wall
-    clock or by `clock` (process_time: CPU time)."""
-    timer = timeit.Timer(fn, setup=gc.enable, timer=clock)
-    number, _ = timer.autorange()
-    return statistics.median(timer.repeat(repeat=repeats, number=number)) / number
-
-
 def random_matches(rounds: int, seconds: float) -> list[Sample]:
     """Whole 2-seat standard matches, random policy on both seats, via `play_match`."""
     rules = make_rules(2, False, "standard")
@@ -305,8 +298,8 @@ def random_matches(rounds: int, seconds: float) -> list[Sample]:
     count = 0
     for _ in range(rounds):
         matches = events = 0
-        start = perf_counter()
-        deadline = start + seconds
+        watch = Stopwatch()
+        deadline = watch.started + seconds
         while True:
             count += 1
             played, _ = play_match(
@@ -317,7 +310,7 @@ def random_matches(rounds: int, seconds: float) -> list[Sample]:
             now = perf_counter()
             if now >= deadline:
                 break
-        samples.append(Sample(events, matches, now - start))
+        samples.append(Sample(events, matches, watch.read(now).wall))
     return samples
 
 
@@ -360,38 +353,23 @@ def montecarlo(scale: float) -> tuple[float, float, float]:
     return best * 1e3, statistics.median(counts), MC_BUDGET_S / best
 
 
-@dataclass(frozen=True)
-class Row:
-    figure: str
-    measured: str
-    spread: str = ""
-    """The range over rounds, min..max."""
-    goal: str = ""
-    passed: bool | None = None
-    """None: a figure reported without a goal."""
-
-    @property
-    def result(self) -> str:
-        if self.passed is None:
-            return ""
-        return "PASS" if self.passed else "MISSED"
-
-    def cells(self) -> tuple[str, str, str, str, str]:
-        return self.figure, self.measured, self.spread, self.goal, self.result
+TABLE = Table(
+    (
+        Column("figure", align="<"),
+        Column("measured"),
+        Column("rounds min..max"),
+        Column("goal", align="<"),
+    ),
+    gap="  ",
+    verdict_title="result",
+)
+"""A row's cells: the figure, what was measured, the range over rounds (min..max), the goal."""
 
 
-def print_table(rows: Sequence[Row]) -> None:
-    table = [("figure", "measured", "rounds min..max", "goal", "result")]
-    table += [r.cells() for r in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(5)]
-    print()
-    for n, line in enumerate(table):
-        f, m, sp, g, res = line
-        print(
-            f"{f:{widths[0]}}  {m:>{widths[1]}}  {sp:>{widths[2]}}  {g:{widths[3]}}  {res}".rstrip()
-        )
-        if n == 0:
-            print("-" * (sum(widths) + 8))
+def _row(
+    figure: str, measured: str, spread: str = "", goal: str = "", passed: bool | None = None
+) -> Row:
+    return Row((figure, measured, spread, goal), passed)
 
 
 def machine() -> str:
@@ -414,11 +392,14 @@ def machine() -> str:
 
 def _rate(samples: Sequence[Sample], per: Callable[[Sample], float]) -> tuple[float, str]:
     values = [per(s) for s in samples]
-    return statistics.median(values), f"{min(values):,.0f}..{max(values):,.0f}"
+    return harness.median(values), harness.spread(values)
 
 
-def main(scale: float = 1.0) -> int:
-    """Run every measurement and print the table. `scale` shortens the budgets (a smoke run)."""
+def main(scale: float | None = None) -> int:
+    """Run every measurement and print the table. `scale` shortens the budgets (a smoke run;
+    by default 0.1 in a quick run, else 1)."""
+    if scale is None:
+        scale = harness.quick_or(1.0, 0.1)
     print(f"Python {sys.version.split()[0]}: {machine()}")
     started = perf_counter()
 
@@ -454,10 +435,10 @@ def main(scale: float = 1.0) -> int:
     kinds = Counter(type(e).__name__ for e in events)
     print("  events: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
     repeats = FOLD_REPEATS if scale >= 1.0 else 3
-    fold_s = per_call(lambda: fold(events), repeats)
-    load_s = per_call(lambda: fold([decode(t, v, p) for t, v, p in stored]), repeats)
-    fold_cpu = per_call(lambda: fold(events), repeats, process_time)
-    load_cpu = per_call(
+    fold_s = harness.per_call(lambda: fold(events), repeats)
+    load_s = harness.per_call(lambda: fold([decode(t, v, p) for t, v, p in stored]), repeats)
+    fold_cpu = harness.per_call(lambda: fold(events), repeats, process_time)
+    load_cpu = harness.per_call(
         lambda: fold([decode(t, v, p) for t, v, p in stored]), repeats, process_time
     )
 
@@ -475,75 +456,70 @@ def main(scale: float = 1.0) -> int:
 
     rp, cp = wall[4][0], cpu[4][0]
     rows = [
-        Row(f"moves/s, {p.label}", f"{r:,.0f}/s ({1e6 / r:.1f} µs)", spread)
+        _row(f"moves/s, {p.label}", f"{r:,.0f}/s ({1e6 / r:.1f} µs)", spread)
         for p, (r, spread) in zip(players, wall, strict=True)
     ]
     rows += [
-        Row(f"moves/cpu s, {p.label}", f"{c:,.0f}/s ({1e6 / c:.1f} µs)", spread)
+        _row(f"moves/cpu s, {p.label}", f"{c:,.0f}/s ({1e6 / c:.1f} µs)", spread)
         for p, (c, spread) in zip(players, cpu, strict=True)
     ]
     for i, o in enumerate(ours):
-        rows.append(Row(f"ratio ours {o.path}/peer, {o.seats} seats, wall",
+        rows.append(_row(f"ratio ours {o.path}/peer, {o.seats} seats, wall",
                         f"{wall[i][0] / rp:.2f}", "", "(the goal is on CPU)"))  # fmt: skip
     for i, o in enumerate(ours):
         ratio = cpu[i][0] / cp
         if isinstance(o, OurBoardMatches):
-            rows.append(Row(f"ratio ours {o.path}/peer, {o.seats} seats, CPU", f"{ratio:.2f}",
+            rows.append(_row(f"ratio ours {o.path}/peer, {o.seats} seats, CPU", f"{ratio:.2f}",
                             "", f">= {GOAL_RATIO}", ratio >= GOAL_RATIO))  # fmt: skip
         else:
-            rows.append(Row(f"ratio ours {o.path}/peer, {o.seats} seats, CPU", f"{ratio:.2f}",
+            rows.append(_row(f"ratio ours {o.path}/peer, {o.seats} seats, CPU", f"{ratio:.2f}",
                             "", "(reported: the server's path, no goal)"))  # fmt: skip
     rows += [
-        Row(f"fold, {FOLD_EVENTS} events, wall", f"{fold_s * 1e3:.3f} ms", "", "(goal on CPU)"),
-        Row(
+        _row(f"fold, {FOLD_EVENTS} events, wall", f"{fold_s * 1e3:.3f} ms", "", "(goal on CPU)"),
+        _row(
             f"fold, {FOLD_EVENTS} events, CPU",
             f"{fold_cpu * 1e3:.3f} ms",
             "",
             f"< {GOAL_FOLD_SECONDS * 1e3:g} ms",
             fold_cpu < GOAL_FOLD_SECONDS,
         ),
-        Row(
+        _row(
             f"decode + fold, {FOLD_EVENTS} stored payloads, wall",
             f"{load_s * 1e3:.3f} ms",
             "",
             "(goal on CPU)",
         ),
-        Row(
+        _row(
             f"decode + fold, {FOLD_EVENTS} stored payloads, CPU",
             f"{load_cpu * 1e3:.3f} ms",
             "",
             f"< {GOAL_LOAD_SECONDS * 1e3:g} ms",
             load_cpu < GOAL_LOAD_SECONDS,
         ),
-        Row(
+        _row(
             "random 2-seat matches/s (play_match)",
             f"{mps:,.1f}/s ({events_per_match:.0f} events each)",
             spread_m,
             "(no goal)",
         ),
-        Row("Monte Carlo: CPU per world", f"{mc_ms:.3f} ms", "", "(no goal)"),
-        Row(
+        _row("Monte Carlo: CPU per world", f"{mc_ms:.3f} ms", "", "(no goal)"),
+        _row(
             f"Monte Carlo: worlds per {MC_BUDGET_S:g} s of CPU",
             f"{mc_cpu_worlds:,.0f}",
             "",
             "(goal 3x the code before bitboards)",
         ),
-        Row(
+        _row(
             f"Monte Carlo: worlds per decision at {MC_BUDGET_S:g} s, wall (median)",
             f"{mc_worlds:,.1f}",
             "",
             "(no goal)",
         ),
     ]
-    print_table(rows)
-    goals = [r for r in rows if r.passed is not None]
-    missed = [r.figure for r in goals if not r.passed]
-    print(
-        f"\ngoals: {len(goals) - len(missed)} of {len(goals)} passed"
-        + (f"; MISSED: {'; '.join(missed)}" if missed else "")
-        + f"  ({perf_counter() - started:.1f} s)"
-    )
-    return 0
+    print()
+    TABLE.print(rows)
+    print(f"\n{harness.goals_line(rows)}  ({perf_counter() - started:.1f} s)")
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

@@ -69,10 +69,11 @@ from typing import Any
 
 import grpc
 
-from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
+from bench import harness
+from bench.harness import SERVICE_TABLE, ExitStatus, Line, percentile, say
+from bench.store_bench import bench_database
 from bergen.v1 import bergen_pb2 as pb
 
-BENCH_URL_ENV = "BERGEN_BENCH_DATABASE_URL"
 SERVICE = f"/{pb.DESCRIPTOR.services_by_name['BergenService'].full_name}/"
 CALL_TIMEOUT = 30.0
 START_TIMEOUT = 60.0
@@ -639,13 +640,12 @@ def measure_fanout(
             if seq in returned and t < first.get(seq, float("inf")):
                 first[seq] = t
     firsts = [(t - returned[seq]) * 1000 for seq, t in first.items()]
-    q = statistics.quantiles(delays, n=100, method="inclusive")
     cpu_ms = None
     if cpu_start is not None and cpu_end is not None and returned:
         cpu_ms = (cpu_end - cpu_start) * 1000 / len(returned)
     return Fanout(
         statistics.median(delays),
-        q[98],
+        percentile(delays, 99),
         len(delays),
         missing,
         plays,
@@ -657,17 +657,7 @@ def measure_fanout(
 
 def _cpu_seconds(pid: int | None) -> float | None:
     """The CPU time (user + system) process `pid` has used so far, where /proc tells it."""
-    return None if pid is None else _stat_cpu(f"/proc/{pid}/stat")
-
-
-def _stat_cpu(path: str) -> float | None:
-    """User + system seconds in the /proc `stat` file at `path` (a process's or a thread's);
-    None when it cannot be read."""
-    try:
-        fields = Path(path).read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None if pid is None else harness.stat_cpu_seconds(f"/proc/{pid}/stat")
 
 
 def thread_cpu(pid: int) -> dict[str, float]:
@@ -688,7 +678,7 @@ def thread_cpu(pid: int) -> dict[str, float]:
                 name = Path(f"/proc/{p}/task/{tid}/comm").read_text().strip()
             except OSError:
                 continue  # ended meanwhile
-            seconds = _stat_cpu(f"/proc/{p}/task/{tid}/stat")
+            seconds = harness.stat_cpu_seconds(f"/proc/{p}/task/{tid}/stat")
             if seconds is None:
                 continue
             group = PROCESS_THREADS if name == own else name.rstrip("0123456789").rstrip("_")
@@ -812,37 +802,17 @@ def _watched_rate_line(watchers: int, w: WatchedRate) -> Line:
 # --- the run -------------------------------------------------------------------------------
 
 
-def _percentile(values: Sequence[float], p: int) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
-
-
-@dataclass
-class Line:
-    measure: str
-    ours: str
-    reference: str
-    ratio: float | None
-    goal: str
-    passed: bool | None
-
-    @property
-    def verdict(self) -> str:
-        return "" if self.passed is None else ("PASS" if self.passed else "MISSED")
-
-
 def _throughput(
     found: dict[str, Server], clients: int, seconds: float, rounds: int, say: Callable[[str], None]
 ) -> dict[str, list[Run]]:
-    runs: dict[str, list[Run]] = {k: [] for k in KINDS}
-    for r in range(rounds):
-        order = KINDS[r % 3 :] + KINDS[: r % 3]
+    def measure(kind: str, r: int) -> Run:
+        return measure_rate(
+            kind, found[kind].target, clients, seconds, seed=r, server_pid=found[kind].process.pid
+        )
+
+    def said(r: int, got: dict[str, Run]) -> None:
         parts = []
-        for kind in order:
-            run = measure_rate(
-                kind, found[kind].target, clients, seconds, seed=r,
-                server_pid=found[kind].process.pid,
-            )  # fmt: skip
-            runs[kind].append(run)
+        for kind, run in got.items():
             p50 = statistics.median(run.latencies) * 1000
             extra = ""
             if kind == OURS:
@@ -850,7 +820,8 @@ def _throughput(
                 extra += f", {run.refused} refused" if run.refused else ""
             parts.append(f"{kind} {run.rate:,.0f}/s (p50 {p50:.2f} ms{extra})")
         say(f"  {clients} client(s), round {r + 1}: " + ", ".join(parts))
-    return runs
+
+    return harness.rounds(KINDS, rounds, measure, after_round=said)
 
 
 def _rate_lines(clients: int, runs: dict[str, list[Run]], processes: int = 1) -> list[Line]:
@@ -860,7 +831,7 @@ def _rate_lines(clients: int, runs: dict[str, list[Run]], processes: int = 1) ->
     lat = {k: [x for r in runs[k] for x in r.latencies] for k in KINDS}
 
     def ms(kind: str) -> str:
-        return f"{_percentile(lat[kind], 50) * 1000:.2f}/{_percentile(lat[kind], 99) * 1000:.2f}"
+        return f"{percentile(lat[kind], 50) * 1000:.2f}/{percentile(lat[kind], 99) * 1000:.2f}"
 
     def known(kind: str) -> str:
         figure = REFERENCE_RATES.get((kind, clients)) if processes == 1 else None
@@ -871,7 +842,7 @@ def _rate_lines(clients: int, runs: dict[str, list[Run]], processes: int = 1) ->
     ours = f"{rate[OURS]:,.0f}/s"
     limit_ratio = rate[OURS] / rate[LIMIT]
     peer_ratio = rate[OURS] / rate[PEER]
-    p99 = {k: _percentile(lat[k], 99) for k in KINDS}
+    p99 = {k: percentile(lat[k], 99) for k in KINDS}
     return [
         Line(
             f"Play/s, {where}, vs serial limit",
@@ -950,20 +921,6 @@ def _fanout_line(where: str, f: Fanout, goal_ms: float | None) -> Line:
     )
 
 
-def print_table(lines: list[Line]) -> None:
-    header = (
-        f"{'measure':<60} {'bergen':>13} {'reference (issue figure)':>30} {'ratio':>6} {'goal':>12}"
-    )
-    print(header)
-    print("-" * (len(header) + 8))
-    for ln in lines:
-        ratio = f"{ln.ratio:.2f}" if ln.ratio is not None else "-"
-        print(
-            f"{ln.measure:<60} {ln.ours:>13} {ln.reference:>30} {ratio:>6} {ln.goal:>12}"
-            f"  {ln.verdict}"
-        )
-
-
 def print_cpu(cpu_lines: list[str]) -> None:
     """Where each server's CPU goes (`thread_cpu`), in microseconds per timed Play."""
     if not cpu_lines:
@@ -984,25 +941,26 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    harness.add_database_url(parser)
+    quick_or = harness.quick_or
     parser.add_argument(
-        "--database-url",
-        default=os.environ.get(BENCH_URL_ENV) or DEFAULT_ADMIN_URL,
-        help=f"an admin URL to create the run's database from (${BENCH_URL_ENV})",
+        "--seconds", type=float, default=quick_or(3.0, 0.5), help="per throughput run"
     )
-    parser.add_argument("--seconds", type=float, default=3.0, help="per throughput run")
-    parser.add_argument("--rounds", type=int, default=3, help="runs per figure (median)")
-    parser.add_argument("--watchers", type=int, default=100)
+    parser.add_argument(
+        "--rounds", type=int, default=quick_or(3, 1), help="runs per figure (median)"
+    )
+    parser.add_argument("--watchers", type=int, default=quick_or(100, 10))
     parser.add_argument(
         "--play-interval",
         type=float,
-        default=0.1,
+        default=quick_or(0.1, 0.02),
         help="seconds between plays in the fan-out (0.02 overloads 2 cores: 100 watchers x"
         " ~100 events/s, so it measures a queue, not delivery)",
     )
     parser.add_argument(
         "--processes",
         type=lambda text: [int(n) for n in text.split(",")],
-        default=[1, 2],
+        default=quick_or([1, 2], [1]),
         help="process counts of every server (bergen serve --workers N, the references as "
         "many forked processes), comma-separated (default 1,2)",
     )
@@ -1017,7 +975,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--watched-clients",
         type=int,
-        default=8,
+        default=quick_or(8, 2),
         help="clients of the Play/s measured beside the watchers (fanout part)",
     )
     parser.add_argument(
@@ -1030,9 +988,6 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(args.parts) - {"throughput", "fanout"}
     if unknown:
         parser.error(f"unknown part(s): {', '.join(sorted(unknown))}")
-
-    def say(text: str) -> None:
-        print(text, flush=True)
 
     say(
         f"{os.cpu_count()} cores; every server is its own process with bergen's gRPC settings;"
@@ -1057,9 +1012,9 @@ def main(argv: list[str] | None = None) -> int:
                     cpu_lines += _cpu_lines(clients, processes, runs)
         if "fanout" not in args.parts:
             print()
-            print_table(lines)
+            SERVICE_TABLE.print(lines)
             print_cpu(cpu_lines)
-            return 0
+            return ExitStatus.OK
         found = stack.enter_context(servers(url, folder, [OURS]))
         replica = stack.enter_context(servers(url, folder, ["replica-b"]))["replica-b"]
         a, b = found[OURS].target, replica.target
@@ -1095,9 +1050,9 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         lines.append(_watched_rate_line(args.watchers, watched))
     print()
-    print_table(lines)
+    SERVICE_TABLE.print(lines)
     print_cpu(cpu_lines)
-    return 0
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

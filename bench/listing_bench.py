@@ -47,7 +47,9 @@ import grpc
 import psycopg
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
+from bench import harness
+from bench.harness import Column, ExitStatus, Row, Table
+from bench.store_bench import bench_database
 from bergen.api.stored import GENESIS_HASH, EventMetadata
 from bergen.domain import codec
 from bergen.domain.events import Event, MatchCreated, SeatTaken
@@ -60,7 +62,6 @@ from bergen.server.store import NewEvent, open_store, upgrade_to_head
 from bergen.server.store.batch import build_rows
 from bergen.v1 import bergen_pb2 as pb
 
-BENCH_URL_ENV = "BERGEN_BENCH_DATABASE_URL"
 PAGE_GOAL_MS = 5.0
 RESTART_GOAL_S = 2.0
 START_TIMEOUT = 600.0
@@ -393,19 +394,33 @@ def report(backend: str, small: Figures, large: Figures) -> None:
           f"{large.matches} matches ({large.events} events)")  # fmt: skip
     print(f"  seeded {large.events} events in {large.seed_s:.1f} s; first start folded them "
           f"in {large.build_s:.1f} s ({large.events / large.build_s:,.0f} events/s)")  # fmt: skip
-    header = f"  {'measure':<44} {small.matches:>10} {large.matches:>10} {'ratio':>7} {'goal':>9}"
-    print(header)
-    print("  " + "-" * (len(header) - 2))
+    table = Table(
+        (
+            Column("measure", 44, "<"),
+            Column(str(small.matches), 10),
+            Column(str(large.matches), 10),
+            Column("ratio", 7),
+            Column("goal", 9),
+        ),
+        verdicts=False,
+        indent="  ",
+    )
+
+    def row(what: str, a: float, b: float, goal: str) -> Row:
+        return Row((what, f"{a:.2f}", f"{b:.2f}", f"{b / a:.2f}", goal))
+
+    rows = []
     for key, what in (("server", "page, server's work"), ("grpc", "page, gRPC call")):
         for i, q in enumerate(("p50", "p99")):
             a, b = small.pages[key][i], large.pages[key][i]
             goal = ""
             if key == "server" and q == "p99":
-                goal = f"< {PAGE_GOAL_MS:g} ms " + ("met" if b < PAGE_GOAL_MS else "MISSED")
-            print(f"  {what + ' ' + q + ' (ms)':<44} {a:>10.2f} {b:>10.2f} {b / a:>7.2f} {goal}")
+                goal = f"< {PAGE_GOAL_MS:g} ms {harness.verdict(b < PAGE_GOAL_MS, 'met')}"
+            rows.append(row(f"{what} {q} (ms)", a, b, goal))
     a, b = statistics.median(small.restarts), statistics.median(large.restarts)
-    goal = f"< {RESTART_GOAL_S:g} s " + ("met" if b < RESTART_GOAL_S else "MISSED")
-    print(f"  {'restart until SERVING, median (s)':<44} {a:>10.2f} {b:>10.2f} {b / a:>7.2f} {goal}")
+    goal = f"< {RESTART_GOAL_S:g} s {harness.verdict(b < RESTART_GOAL_S, 'met')}"
+    rows.append(row("restart until SERVING, median (s)", a, b, goal))
+    table.print(rows)
     print(f"  restarts over {large.matches}: " + ", ".join(f"{s:.2f}" for s in large.restarts))
 
 
@@ -415,15 +430,16 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    harness.add_database_url(parser)
+    quick_or = harness.quick_or
     parser.add_argument(
-        "--database-url",
-        default=os.environ.get(BENCH_URL_ENV) or DEFAULT_ADMIN_URL,
-        help=f"an admin URL to create the run's database from (${BENCH_URL_ENV})",
+        "--matches", type=int, default=quick_or(20_000, 200), help="the large listing"
     )
-    parser.add_argument("--matches", type=int, default=20_000, help="the large listing")
     parser.add_argument("--small", type=int, default=20, help="the small listing")
-    parser.add_argument("--calls", type=int, default=500, help="pages timed per figure")
-    parser.add_argument("--restarts", type=int, default=3)
+    parser.add_argument(
+        "--calls", type=int, default=quick_or(500, 100), help="pages timed per figure"
+    )
+    parser.add_argument("--restarts", type=int, default=quick_or(3, 1))
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
     args = parser.parse_args(argv)
     backends: list[tuple[str, Callable[[], Any]]] = [
@@ -437,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
             with database() as (url, folder):
                 figures.append(run_one(url, folder, n, args.calls, args.restarts))
         report(backend, *figures)
-    return 0
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

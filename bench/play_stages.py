@@ -46,11 +46,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
+from bench import harness
+from bench.harness import Column, ExitStatus, Row, Table
+from bench.store_bench import bench_database
 from bergen.domain import codec
 from bergen.v1 import bergen_pb2 as pb
 
-BENCH_URL_ENV = "BERGEN_BENCH_DATABASE_URL"
 STAGES = (
     "decode",
     "auth",
@@ -292,14 +293,30 @@ def overlap(url: str, plays: int, seed: int, block: int = 150) -> dict[bool, lis
     return times
 
 
+OVERLAP_TABLE = Table(
+    (
+        Column("the answer built", 28, "<"),
+        Column("Plays", 6),
+        Column("p50 us", 8),
+        Column("mean us", 8),
+        Column("p99 us", 8),
+    ),
+    verdicts=False,
+)
+STAGES_TABLE = Table(
+    (Column("stage", 16, "<"), Column("us/Play", 9), Column("share", 7), Column("CPU us", 8)),
+    verdicts=False,
+)
+
+
 def report_overlap(times: dict[bool, list[float]]) -> None:
-    print(f"{'the answer built':<28} {'Plays':>6} {'p50 us':>8} {'mean us':>8} {'p99 us':>8}")
-    print("-" * 62)
+    rows = []
     for during, name in ((True, "while the commit is awaited"), (False, "after the commit")):
         t = times[during]
-        p99 = statistics.quantiles(t, n=100)[98]
-        print(f"{name:<28} {len(t):>6} {statistics.median(t) * 1e6:>8.0f}"
-              f" {statistics.fmean(t) * 1e6:>8.0f} {p99 * 1e6:>8.0f}")  # fmt: skip
+        p99 = harness.percentile(t, 99, "exclusive")
+        rows.append(Row((name, str(len(t)), f"{statistics.median(t) * 1e6:.0f}",
+                         f"{statistics.fmean(t) * 1e6:.0f}", f"{p99 * 1e6:.0f}")))  # fmt: skip
+    OVERLAP_TABLE.print(rows)
     ratio = statistics.median(times[True]) / statistics.median(times[False])
     print(f"p50 ratio, while / after: {ratio:.2f}")
 
@@ -307,14 +324,15 @@ def report_overlap(times: dict[bool, list[float]]) -> None:
 def report(timers: Timers, plays: int) -> None:
     spent, cpu = timers.spent, timers.cpu
     total = statistics.fmean(spent["total"]) * plays
-    print(f"{'stage':<16} {'us/Play':>9} {'share':>7} {'CPU us':>8}")
-    print("-" * 43)
+    rows = []
     for stage in (*STAGES, "total"):
         s = sum(spent.get(stage, []))
         c = sum(cpu.get(stage, []))
-        print(f"{stage:<16} {s / plays * 1e6:>9.1f} {s / total:>7.1%} {c / plays * 1e6:>8.1f}")
+        rows.append(Row((stage, f"{s / plays * 1e6:.1f}", f"{s / total:.1%}",
+                         f"{c / plays * 1e6:.1f}")))  # fmt: skip
+    STAGES_TABLE.print(rows)
     print(f"\ntotal p50/p99 us: {statistics.median(spent['total']) * 1e6:.0f}/"
-          f"{statistics.quantiles(spent['total'], n=100)[98] * 1e6:.0f}")  # fmt: skip
+          f"{harness.percentile(spent['total'], 99, 'exclusive') * 1e6:.0f}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,10 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--database-url", default=os.environ.get(BENCH_URL_ENV) or DEFAULT_ADMIN_URL
-    )
-    parser.add_argument("--plays", type=int, default=2000)
+    harness.add_database_url(parser)
+    parser.add_argument("--plays", type=int, default=harness.quick_or(2000, 200))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--overlap",
@@ -338,10 +354,10 @@ def main(argv: list[str] | None = None) -> int:
     with bench_database(args.database_url) as url:
         if args.overlap:
             report_overlap(overlap(url, args.plays, args.seed))
-            return 0
+            return ExitStatus.OK
         timers = run(url, args.plays, args.seed)
     report(timers, args.plays)
-    return 0
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

@@ -27,18 +27,17 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
+from bench import harness
+from bench.harness import Column, ExitStatus, Line, Table
 from bergen.api.stored import GENESIS_HASH
 from bergen.server.store import EventMetadata, NewEvent, open_store, upgrade_to_head
 from bergen.server.store.batch import build_rows
 
-BENCH_URL_ENV = "BERGEN_BENCH_DATABASE_URL"
-DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 PAYLOAD: dict[str, Any] = {"seat": 1, "tile": "3-5", "end": "left", "points": 0}
 EVENT = NewEvent("TilePlayed", 1, PAYLOAD)
 EVENTS_PER_MATCH = 30
@@ -314,8 +313,8 @@ def _latencies(url: str, streams: list[str], appends: int) -> tuple[float, float
         versions[s] = store.append(s, versions[s], [EVENT]).last_seq
         times.append(time.perf_counter() - start)
     store.close()
-    q = statistics.quantiles(times, n=100)
-    return q[49] * 1000, q[98] * 1000
+    p50, p99 = (harness.percentile(times, p, "exclusive") for p in (50, 99))
+    return p50 * 1000, p99 * 1000
 
 
 def _populate_through_store(url: str, matches: int) -> list[str]:
@@ -379,20 +378,21 @@ def _bulk_fill_sqlite(url: str, matches: int) -> None:
 # --- the run -----------------------------------------------------------------------------
 
 
-@dataclass
-class Line:
-    measure: str
-    ours: str
-    reference: str
-    ratio: float | None
-    goal: str
+TABLE = Table(
+    (
+        Column("measure", 50, "<"),
+        Column("bergen", 14),
+        Column("reference", 14),
+        Column("ratio", 7),
+        Column("goal", 8),
+    ),
+    met="ok",
+)
 
-    def verdict(self) -> str:
-        if self.ratio is None or not self.goal:
-            return ""
-        op, target = self.goal.split()
-        ok = self.ratio >= float(target) if op == ">=" else self.ratio <= float(target)
-        return "ok" if ok else "MISSED"
+
+def _line(measure: str, ours: str, reference: str, ratio: float, goal: str) -> Line:
+    """A figure against its reference, its goal (an operator and a ratio) judged."""
+    return Line(measure, ours, reference, ratio, goal, harness.meets(ratio, goal) if goal else None)
 
 
 def measure(backend: str, url: str, seconds: float, appends: int, rounds: int = 2) -> list[Line]:
@@ -401,15 +401,13 @@ def measure(backend: str, url: str, seconds: float, appends: int, rounds: int = 
     bare = f"bare-{backend}"
     for writers in (1, 4):
         # Best of `rounds`, alternating which goes first: fsync times on a shared machine drift.
-        ours_runs: list[float] = []
-        ref_runs: list[float] = []
-        for r in range(rounds):
-            for kind in ("store", bare) if r % 2 == 0 else (bare, "store"):
-                runs = ours_runs if kind == "store" else ref_runs
-                runs.append(_rate(kind, url, writers, seconds))
-        ours, ref = max(ours_runs), max(ref_runs)
+        def rate(kind: str, _: int, writers: int = writers) -> float:
+            return _rate(kind, url, writers, seconds)
+
+        runs = harness.rounds(("store", bare), rounds, rate)
+        ours, ref = max(runs["store"]), max(runs[bare])
         lines.append(
-            Line(
+            _line(
                 f"appends/s, {writers} writer(s), vs bare INSERT+COMMIT",
                 f"{ours:,.0f}/s",
                 f"{ref:,.0f}/s",
@@ -421,7 +419,7 @@ def measure(backend: str, url: str, seconds: float, appends: int, rounds: int = 
             single, bare_single = ours, ref
     es = eventsourcing_save_rate(backend, url, seconds)
     lines.append(
-        Line(
+        _line(
             "appends/s, 1 writer, vs eventsourcing save()",
             f"{single:,.0f}/s",
             f"{es:,.0f}/s",
@@ -432,7 +430,7 @@ def measure(backend: str, url: str, seconds: float, appends: int, rounds: int = 
     # What one durable commit per append allows at best against eventsourcing: the bare
     # INSERT + COMMIT's own rate over its save() rate (both one writer, this run).
     lines.append(
-        Line(
+        _line(
             " (bare INSERT+COMMIT vs eventsourcing save())",
             f"{bare_single:,.0f}/s",
             f"{es:,.0f}/s",
@@ -443,7 +441,7 @@ def measure(backend: str, url: str, seconds: float, appends: int, rounds: int = 
     ours_load = load_and_fold_seconds(url)
     es_load = eventsourcing_rebuild_seconds(backend, url)
     lines.append(
-        Line(
+        _line(
             "load + fold a 300-event match vs eventsourcing rebuild",
             f"{ours_load * 1000:.2f} ms",
             f"{es_load * 1000:.2f} ms",
@@ -457,7 +455,7 @@ def measure(backend: str, url: str, seconds: float, appends: int, rounds: int = 
     many = [f"filler-{m:06d}" for m in range(0, 10_000, 1000)]
     p50_many, p99_many = _latencies(url, many, appends)
     lines.append(
-        Line(
+        _line(
             "append p50 latency, 10,000 matches vs 10",
             f"{p50_many:.3f} ms",
             f"{p50_few:.3f} ms",
@@ -466,7 +464,7 @@ def measure(backend: str, url: str, seconds: float, appends: int, rounds: int = 
         )
     )
     lines.append(
-        Line(
+        _line(
             "append p99 latency, 10,000 matches vs 10",
             f"{p99_many:.3f} ms",
             f"{p99_few:.3f} ms",
@@ -493,33 +491,23 @@ def bench_database(admin_url: str) -> Iterator[str]:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def print_table(title: str, lines: list[Line]) -> None:
-    print(f"\n{title}")
-    header = f"{'measure':<50} {'bergen':>14} {'reference':>14} {'ratio':>7} {'goal':>8}"
-    print(header)
-    print("-" * (len(header) + 8))
-    for ln in lines:
-        ratio = f"{ln.ratio:.2f}" if ln.ratio is not None else "-"
-        print(
-            f"{ln.measure:<50} {ln.ours:>14} {ln.reference:>14} {ratio:>7} {ln.goal:>8}"
-            f"  {ln.verdict()}"
-        )
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.store_bench",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    harness.add_database_url(parser)
+    quick_or = harness.quick_or
     parser.add_argument(
-        "--database-url",
-        default=os.environ.get(BENCH_URL_ENV) or DEFAULT_ADMIN_URL,
-        help=f"an admin URL to create the run's database from (${BENCH_URL_ENV})",
+        "--seconds", type=float, default=quick_or(2.0, 0.3), help="per throughput run"
     )
-    parser.add_argument("--seconds", type=float, default=2.0, help="per throughput run")
-    parser.add_argument("--rounds", type=int, default=2, help="runs per throughput figure (best)")
-    parser.add_argument("--appends", type=int, default=2000, help="per latency figure")
+    parser.add_argument(
+        "--rounds", type=int, default=quick_or(2, 1), help="runs per throughput figure (best)"
+    )
+    parser.add_argument(
+        "--appends", type=int, default=quick_or(2000, 200), help="per latency figure"
+    )
     parser.add_argument("--backend", choices=["both", "postgresql", "sqlite"], default="both")
     args = parser.parse_args(argv)
     print(
@@ -529,19 +517,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.backend in ("both", "postgresql"):
         with bench_database(args.database_url) as url:
-            print_table(
-                "PostgreSQL", measure("postgresql", url, args.seconds, args.appends, args.rounds)
+            TABLE.print(
+                measure("postgresql", url, args.seconds, args.appends, args.rounds),
+                "\nPostgreSQL",
             )
     if args.backend in ("both", "sqlite"):
         with tempfile.TemporaryDirectory(prefix="bergen-bench-") as folder:
             url = f"sqlite:///{folder}/bench.db"
             upgrade_to_head(url)
             print(f"\neventsourcing's SQLite connection: {eventsourcing_sqlite_settings(url)}")
-            print_table(
-                "SQLite (synchronous=FULL, WAL)",
+            TABLE.print(
                 measure("sqlite", url, args.seconds, args.appends, args.rounds),
+                "\nSQLite (synchronous=FULL, WAL)",
             )
-    return 0
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

@@ -67,23 +67,21 @@ from typing import Any
 
 import grpc
 
+from bench import harness
 from bench.abuse_bench import Window, honest_window
-from bench.clocks_bench import cpu_seconds
 from bench.grpc_bench import (
-    BENCH_URL_ENV,
     CALL_TIMEOUT,
     SERVICE,
     START_TIMEOUT,
-    Line,
     Player,
     _bearer,
     _Calls,
     _channel,
-    _percentile,
-    print_table,
     servers,
 )
-from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
+from bench.harness import SERVICE_TABLE, ExitStatus, Line, cpu_seconds, percentile
+from bench.harness import say as _say
+from bench.store_bench import bench_database
 from bergen.domain.tournament_engine import (
     CreateTournament,
     PairRound,
@@ -115,10 +113,6 @@ MAX_SCORE = 20
 FORFEIT_ONE_IN = 50
 PAIRING, STANDINGS, PLAY = "pairing", "standings", "play"
 PARTS = [PAIRING, STANDINGS, PLAY]
-
-
-def _say(text: str) -> None:
-    print(text, flush=True)
 
 
 # --- the aggregate, driven as the server drives it -----------------------------------------
@@ -270,7 +264,7 @@ def standings_times(entrants: int, rounds_before: int, seed: int) -> Standings:
 
 def standings_lines(s: Standings) -> list[Line]:
     def line(what: str, ms: list[float]) -> Line:
-        p99 = _percentile(ms, 99)
+        p99 = percentile(ms, 99)
         return Line(
             f"Standings after a result ms, {s.entrants:,}, {what}",
             f"{statistics.median(ms):.2f}",
@@ -833,33 +827,43 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    harness.add_database_url(parser, "the played part's database")
+    quick_or = harness.quick_or
     parser.add_argument(
-        "--database-url",
-        default=os.environ.get(BENCH_URL_ENV) or DEFAULT_ADMIN_URL,
-        help=f"an admin URL to create the played part's database from (${BENCH_URL_ENV})",
+        "--pairing-rounds",
+        type=int,
+        default=quick_or(8, 2),
+        help="Swiss rounds paired, 1,000 entrants",
     )
     parser.add_argument(
-        "--pairing-rounds", type=int, default=8, help="Swiss rounds paired, 1,000 entrants"
+        "--large-rounds",
+        type=int,
+        default=quick_or(5, 2),
+        help="Swiss rounds paired, 10,000 entrants",
     )
     parser.add_argument(
-        "--large-rounds", type=int, default=5, help="Swiss rounds paired, 10,000 entrants"
+        "--standing-rounds",
+        type=int,
+        default=quick_or(5, 1),
+        help="rounds played before the timed results",
     )
     parser.add_argument(
-        "--standing-rounds", type=int, default=5, help="rounds played before the timed results"
+        "--entrants", type=int, default=quick_or(64, 8), help="of the Swiss played by bots"
     )
-    parser.add_argument("--entrants", type=int, default=64, help="of the Swiss played by bots")
-    parser.add_argument("--rounds", type=int, default=6, help="of the Swiss played by bots")
+    parser.add_argument(
+        "--rounds", type=int, default=quick_or(6, 2), help="of the Swiss played by bots"
+    )
     parser.add_argument("--clients", type=int, default=8, help="client threads playing")
     parser.add_argument(
         "--plain-seconds",
         type=float,
-        default=20.0,
+        default=quick_or(20.0, 2.0),
         help="ordinary matches played before the Swiss, and as long after it",
     )
     parser.add_argument(
         "--swisses",
         type=int,
-        default=3,
+        default=quick_or(3, 1),
         help="Swisses played one after another, each between two plain windows; the goal is"
         " judged on the median one's ratio",
     )
@@ -892,8 +896,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         lines += swisses_lines(hosted)
     print()
-    print_table(lines)
-    return 0
+    SERVICE_TABLE.print(lines)
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

@@ -33,14 +33,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import harness
 from bench.grpc_bench import (
-    BENCH_URL_ENV,
     CALL_TIMEOUT,
     OURS,
     START_TIMEOUT,
@@ -53,7 +53,8 @@ from bench.grpc_bench import (
     measure_rate,
     servers,
 )
-from bench.store_bench import DEFAULT_ADMIN_URL, bench_database
+from bench.harness import Column, ExitStatus, Row, Table, percentile
+from bench.store_bench import bench_database
 from bergen.v1 import bergen_pb2 as pb
 
 GOAL_P99_MS = 250.0
@@ -291,15 +292,12 @@ def gateway(
 
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return harness.cpu_seconds(pid, default=0.0)
 
 
-def _q(values: list[float], p: int) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
+TABLE = Table(
+    (Column("measure", 58, "<"), Column("figure", 12), Column("goal", 10)), met="met", rule=84
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -308,17 +306,18 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get(BENCH_URL_ENV) or DEFAULT_ADMIN_URL,
-        help=f"an admin URL to create the run's database from (${BENCH_URL_ENV})",
-    )
-    parser.add_argument("--spectators", type=int, default=500)
+    harness.add_database_url(parser)
+    quick_or = harness.quick_or
+    parser.add_argument("--spectators", type=int, default=quick_or(500, 20))
     parser.add_argument("--clients", type=int, default=4, help="Play/s clients")
-    parser.add_argument("--seconds", type=float, default=5.0, help="per throughput window")
-    parser.add_argument("--rounds", type=int, default=3, help="windows of each kind (median)")
+    parser.add_argument(
+        "--seconds", type=float, default=quick_or(5.0, 1.0), help="per throughput window"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=quick_or(3, 2), help="windows of each kind (median)"
+    )
     parser.add_argument("--play-interval", type=float, default=0.1)
-    parser.add_argument("--delivery-seconds", type=float, default=10.0)
+    parser.add_argument("--delivery-seconds", type=float, default=quick_or(10.0, 2.0))
     parser.add_argument(
         "--coalesce-ms", type=int, default=None, help="bergen web --coalesce-ms (its default)"
     )
@@ -335,10 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the spectators' process's nice (they stand for browsers on other machines)",
     )
     args = parser.parse_args(argv)
-
-    def say(text: str) -> None:
-        print(text, flush=True)
-
+    say = harness.say
     say(
         f"{os.cpu_count()} cores; bergen serve (PostgreSQL) and bergen web are processes of "
         f"their own; {args.spectators} SSE spectators read by one selectors loop in a process "
@@ -385,64 +381,63 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  delivery: {deliveries} events delivered over {args.delivery_seconds:.0f} s")
         cpu = ", ".join(f"{name} {t / args.delivery_seconds:.0%}" for name, t in used.items())
         say(f"  CPU while delivering (of one core): {cpu}")
+
         # Play/s: the paced match played all along, its spectators attached or not.
-        for r in range(args.rounds):
-            for watched in (r % 2 == 0, r % 2 == 1):
-                pacer = Pacer(server.target, args.play_interval)
-                pacer.create()
-                crowd = (
-                    attach(port, pacer.match_id, args.spectators, args.spectators_nice)
-                    if watched
-                    else None
-                )
-                if crowd is not None:
-                    pids["spectators"] = crowd.proc.pid
-                before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-                pacer.start()
-                started = time.perf_counter()
-                run = measure_rate(OURS, server.target, args.clients, args.seconds, 100 + r)
-                rates[watched].append(run.rate)
-                pacer.finish()
-                took = time.perf_counter() - started
-                label = "with" if watched else "without"
-                say(f"  round {r + 1}, {label} spectators: {run.rate:.0f} Play/s")
-                used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
-                if crowd is None:
-                    used.pop("spectators")
-                cpu = ", ".join(f"{name} {t / took:.0%}" for name, t in used.items())
-                say(f"    CPU (of one core): {cpu}")
-                if crowd is not None:
-                    time.sleep(1.0)  # the last plays' events reach every spectator
-                    loaded_missing += _tally(crowd.finish(), pacer.returned, loaded_delays)
+        def measure(watched: bool, r: int) -> float:
+            nonlocal loaded_missing
+            pacer = Pacer(server.target, args.play_interval)
+            pacer.create()
+            crowd = (
+                attach(port, pacer.match_id, args.spectators, args.spectators_nice)
+                if watched
+                else None
+            )
+            if crowd is not None:
+                pids["spectators"] = crowd.proc.pid
+            before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            pacer.start()
+            started = time.perf_counter()
+            run = measure_rate(OURS, server.target, args.clients, args.seconds, 100 + r)
+            pacer.finish()
+            took = time.perf_counter() - started
+            label = "with" if watched else "without"
+            say(f"  round {r + 1}, {label} spectators: {run.rate:.0f} Play/s")
+            used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+            if crowd is None:
+                used.pop("spectators")
+            cpu = ", ".join(f"{name} {t / took:.0%}" for name, t in used.items())
+            say(f"    CPU (of one core): {cpu}")
+            if crowd is not None:
+                time.sleep(1.0)  # the last plays' events reach every spectator
+                loaded_missing += _tally(crowd.finish(), pacer.returned, loaded_delays)
+            return run.rate
+
+        rates.update(harness.rounds((True, False), args.rounds, measure))
         health = _health(port)
     without = statistics.median(rates[False])
     with_ = statistics.median(rates[True])
     ratio = with_ / without if without else 0.0
-    p50, p99 = statistics.median(delays), _q(delays, 99)
-    say("")
-    say(f"{'measure':<58} {'figure':>12} {'goal':>10}")
-    say("-" * 84)
-    verdict: Callable[[bool], str] = lambda ok: "met" if ok else "MISSED"  # noqa: E731
-    say(f"{'append to SSE delivery, p50 (ms)':<58} {p50:>12.1f} {'':>10}")
-    say(
-        f"{'append to SSE delivery, p99 (ms)':<58} {p99:>12.1f} {'< 250':>10}  "
-        f"{verdict(p99 < GOAL_P99_MS)}"
-    )
-    say(f"{'deliveries measured / missing':<58} {f'{deliveries} / {missing}':>12}")
+    p50, p99 = statistics.median(delays), percentile(delays, 99)
+    rows = [
+        Row(("append to SSE delivery, p50 (ms)", f"{p50:.1f}", "")),
+        Row(("append to SSE delivery, p99 (ms)", f"{p99:.1f}", "< 250"), p99 < GOAL_P99_MS),
+        Row(("deliveries measured / missing", f"{deliveries} / {missing}")),
+    ]
     if loaded_delays:
-        say(
-            f"{'the same while the Play/s clients run, p50 / p99 (ms)':<58} "
-            f"{f'{statistics.median(loaded_delays):.1f} / {_q(loaded_delays, 99):.1f}':>12}"
-        )
-        say(f"{'  deliveries / missing':<58} {f'{len(loaded_delays)} / {loaded_missing}':>12}")
-    say(f"{'Play/s without spectators (median)':<58} {without:>12.0f}")
-    say(f"{'Play/s with ' + str(args.spectators) + ' spectators (median)':<58} {with_:>12.0f}")
-    say(
-        f"{'ratio with / without':<58} {ratio:>12.2f} {'>= 0.9':>10}  "
-        f"{verdict(ratio >= GOAL_RATIO)}"
-    )
+        loaded = f"{statistics.median(loaded_delays):.1f} / {percentile(loaded_delays, 99):.1f}"
+        rows += [
+            Row(("the same while the Play/s clients run, p50 / p99 (ms)", loaded)),
+            Row(("  deliveries / missing", f"{len(loaded_delays)} / {loaded_missing}")),
+        ]
+    rows += [
+        Row(("Play/s without spectators (median)", f"{without:.0f}")),
+        Row((f"Play/s with {args.spectators} spectators (median)", f"{with_:.0f}")),
+        Row(("ratio with / without", f"{ratio:.2f}", ">= 0.9"), ratio >= GOAL_RATIO),
+    ]
+    say("")
+    TABLE.print(rows)
     say(f"gateway's upstream calls over the run: {health}")
-    return 0
+    return ExitStatus.OK
 
 
 def _tally(
