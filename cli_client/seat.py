@@ -287,6 +287,9 @@ class SeatLink:
             self.apply(seq, event)
 
 
+# --- a bot --------------------------------------------------------------------------------
+
+
 def _whose(link: SeatLink) -> str:
     return "a spectator" if link.seat is None else seat_label(link.seat)
 
