@@ -1,15 +1,10 @@
-"""Bots as ordinary gRPC clients, and `bergen bots`.
+"""`bergen bots`: matches between bots, played against a server.
 
-A bot holds only its seat token. It learns the match from GetReplay (the stream as its seat
-may see it), then follows WatchMatch, resuming with `after_seq` when the stream drops, and
-folds every event into its seat's knowledge (`montecarlo.learn`). When the seat is to play
-it asks its decision function (random, greedy or Monte Carlo: `montecarlo.decider`) and sends
-the play with the version it decided on, so a play decided on a stale view is refused
-(ABORTED) and decided again.
-
-On a clock (RULES.md section 11) a bot fits its thinking to its time: the Monte Carlo policy
-spends at most a small share of the time its seat has left (`clocks.think_budget_s`), and with
-little left plays greedy at once.
+Each bot is an ordinary gRPC client holding only its seat token, one thread per seat, playing
+through `seat` (`SeatLink` and `run_seat`) with its policy's decision function: random,
+greedy or Monte Carlo, fitted to its time on a clock. With several policies the seats rotate
+every match. `bergen bots --tournament` enters bots in a tournament instead
+(`tournament_play.run_bots`).
 """
 
 from __future__ import annotations
@@ -21,381 +16,41 @@ import random
 import secrets
 import threading
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import grpc
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bergen.api.convert import event_in
 from bergen.api.exit_status import ExitStatus
 from bergen.api.helptext import HelpFormatter
-from bergen.domain.events import Event
-from bergen.domain.montecarlo import (
-    MAX_BUDGET_S,
-    POLICY_NAMES,
-    Decider,
-    Knowledge,
-    Settings,
-    decider,
-    learn,
-    montecarlo_play,
-)
+from bergen.domain.montecarlo import POLICY_NAMES, Settings
 from bergen.domain.rules import PRESETS
-from bergen.domain.state import ENDED, PLAYING, State, evolve
-from bergen.domain.tiles import End, Tile, side_of
+from bergen.domain.state import State
+from bergen.domain.tiles import side_of
 
-from .client import RETRY_S, Client, Unreachable, WatchCall, passing, pause_s, watch_events
-from .clocks import MatchClock, add_clock_options, clock_options, options_words, think_budget_s
-from .connect import add_server_option, describe_error, details_of, exit_status_of, reason_of
-from .usage import examples, fail, seat_label
+from .client import Client, Unreachable
+from .clocks import add_clock_options, clock_options, options_words
+from .connect import add_server_option, failure_of
+from .seat import (
+    MATCH_TIMEOUT_S,
+    BotFailed,
+    SeatLink,
+    add_policy_options,
+    run_seat,
+    seat_decider,
+    settings_from,
+)
+from .tournament_play import run_bots
+from .usage import Failed, examples, fail, report, seat_label
 
-RECONNECT_S = RETRY_S
-"""How long a dropped WatchMatch stream is opened again before the seat gives up."""
-SETTLE_S = 0.02
-"""After an event, wait this long for the rest of its command's events before deciding."""
-WAIT_S = 0.25
-MATCH_TIMEOUT_S = 600.0
 MAX_PARALLEL = 64
 COMMAND = "bots"
 
 
-class _StreamEnded:
-    """The WatchMatch stream finished: the match has ended."""
-
-
-class BotFailed(Exception):
-    """A seat's connection failed for good; carries the exit status to report."""
-
-    def __init__(self, message: str, status: ExitStatus) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class SeatLink:
-    """One seat's live knowledge of a match: GetReplay, then WatchMatch in a thread. With no
-    seat and no token, a spectator's (`bergen watch`): what everyone may see.
-
-    `on_event(seq, event)` is called from the watcher thread for every streamed event, in
-    order, before the event is queued (the terminal client prints from it).
-    """
-
-    def __init__(
-        self,
-        client: Client,
-        match_id: str,
-        seat: int | None,
-        token: str | None,
-        on_event: Callable[[int, Event], None] | None = None,
-    ) -> None:
-        self.client = client
-        self.match_id = match_id
-        self.seat = seat
-        self.token = token
-        self.k = Knowledge(-1 if seat is None else seat, None)
-        """The seat's knowledge; a spectator's holds only the folded state."""
-        self.seq = 0
-        self.on_event = on_event
-        self.stop = threading.Event()
-        self._items: queue.Queue[tuple[int, Event] | _StreamEnded | BotFailed] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._call: WatchCall | None = None
-        self.stream_ended = False
-        self.streamed = 0
-        """The last seq the stream delivered (and `on_event` was called for)."""
-        self.clock = MatchClock()
-        """The match time, from the times the server sent."""
-
-    @property
-    def state(self) -> State:
-        assert self.k.state is not None
-        return self.k.state
-
-    def start(self) -> None:
-        """Fold the replay and start following the stream. Raises grpc.RpcError."""
-        self.load()
-        self.follow()
-
-    def load(self) -> list[Event]:
-        """Fold the replay; returns its events. Raises grpc.RpcError."""
-        events = self.client.replay(self.match_id, self.token)
-        for seq, event in events:
-            self.apply(seq, event)
-        return [e for _, e in events]
-
-    def follow(self) -> None:
-        """Follow WatchMatch from the last event folded, in a daemon thread."""
-        # What was folded before is not streamed again: nothing to wait for up to there.
-        self.streamed = max(self.streamed, self.seq)
-        self._thread = threading.Thread(
-            target=self._watch, name=f"watch-{self.match_id}-{self.seat}", daemon=True
-        )
-        self._thread.start()
-
-    def close(self) -> None:
-        self.stop.set()
-        call = self._call
-        if call is not None:
-            call.cancel()
-
-    def apply(self, seq: int, event: Event) -> bool:
-        """Fold one event unless already folded. Returns whether it was new."""
-        if seq <= self.seq:
-            return False
-        if seq != self.seq + 1:
-            # A gap should not happen; fill it from the replay rather than fold out of order.
-            for s, e in self.client.replay(self.match_id, self.token, after_seq=self.seq):
-                if s < seq:
-                    self.apply(s, e)
-        if self.seat is None:
-            self.k = Knowledge(-1, evolve(self.k.state, event))
-        else:
-            self.k = learn(self.k, event)
-        self.seq = seq
-        self.clock.saw_event(event)
-        return True
-
-    def _watch(self) -> None:
-        after = self.seq
-        failing_since: float | None = None
-        attempt = 0
-        while not self.stop.is_set():
-            try:
-                call = self.client.watch(self.match_id, self.token, after_seq=after)
-                self._call = call
-                for item in watch_events(call):
-                    if failing_since is not None and self.client.notice is not None:
-                        self.client.notice("the match's stream is back")
-                    failing_since, attempt = None, 0
-                    if not isinstance(item, tuple):
-                        self.clock.saw_view(item)
-                        continue
-                    seq, event = item
-                    self.clock.saw_event(event)
-                    if seq <= after:
-                        continue
-                    after = seq
-                    if self.on_event is not None:
-                        self.on_event(seq, event)
-                    self.streamed = seq
-                    self._items.put(item)
-                self._items.put(_StreamEnded())
-                return
-            except grpc.RpcError as e:
-                if self.stop.is_set():
-                    return
-                now = time.monotonic()
-                failing_since = failing_since or now
-                attempt += 1
-                if not passing(e) or now - failing_since > RECONNECT_S:
-                    self._items.put(
-                        BotFailed(
-                            f"match {self.match_id}: the event stream failed: {describe_error(e)}",
-                            exit_status_of(e),
-                        )
-                    )
-                    return
-                if attempt == 1 and self.client.notice is not None:
-                    self.client.notice(
-                        f"the match's stream was cut ({describe_error(e)}); opening it again"
-                    )
-                self.stop.wait(pause_s(attempt))
-
-    def wait(self, timeout: float) -> bool:
-        """Fold what the stream delivered: block up to `timeout` for a first event, then take
-        the rest of its batch. Returns whether anything new was folded. Raises BotFailed."""
-        got = False
-        block = timeout
-        while True:
-            try:
-                item = self._items.get(timeout=block)
-            except queue.Empty:
-                return got
-            if isinstance(item, BotFailed):
-                raise item
-            if isinstance(item, _StreamEnded):
-                self.stream_ended = True
-                return got
-            got = self.apply(*item) or got
-            block = SETTLE_S
-
-    def wait_streamed(self, timeout: float) -> None:
-        """Wait until the stream has delivered every event folded so far (those a play's
-        answer brought included), or `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while self.streamed < self.seq and not self.stream_ended:
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.01)
-
-    @property
-    def ended(self) -> bool:
-        return self.k.state is not None and self.k.state.phase == ENDED
-
-    def my_turn(self) -> bool:
-        s = self.k.state
-        return (
-            self.seat is not None
-            and s is not None
-            and s.phase == PLAYING
-            and s.turn == self.seat
-            and bool(s.legal_plays(self.seat))
-        )
-
-    def play(self, tile: Tile, end: End | None) -> bool:
-        """Send a play decided on the current version and fold its events. Returns False
-        when the match moved on meanwhile (decide again). A play whose answer is lost is sent
-        again with the same command id (`Client.again`): applied once whatever happened to
-        the first. Raises grpc.RpcError."""
-        if self.token is None:
-            raise ValueError("a spectator cannot play")
-        try:
-            reply = self.client.play(
-                self.match_id,
-                self.token,
-                tile,
-                end,
-                expected_version=self.state.version,
-                command_id=uuid.uuid4().hex,
-            )
-        except grpc.RpcError as e:
-            code = e.code() if isinstance(e, grpc.Call) else None
-            if code in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION):
-                self.resync()
-                return False
-            raise
-        for msg in reply.events:
-            self.apply(*event_in(msg))
-        return True
-
-    def resync(self) -> None:
-        """Fold whatever the server has that this seat has not seen."""
-        for seq, event in self.client.replay(self.match_id, self.token, after_seq=self.seq):
-            self.apply(seq, event)
-
-
-def _seat(link: SeatLink) -> str:
-    return "a spectator" if link.seat is None else seat_label(link.seat)
-
-
-def seat_decider(name: str, settings: Settings, clock: MatchClock) -> Decider:
-    """The decision function of policy `name` for a seat whose match time `clock` tells.
-
-    In a clocked match the Monte Carlo policy thinks for `think_budget_s` of the seat's time
-    left (never more than `settings` allow, one world at least), and plays greedy at once
-    when that is too little. Raises KeyError for an unknown name."""
-    plain = decider(name, settings)
-    if name != "montecarlo":
-        return plain
-    greedy = decider("greedy", settings)
-
-    def on_the_clock(k: Knowledge, rng: random.Random) -> tuple[Tile, End]:
-        state = k.state
-        left = None if state is None else clock.left_ms(state, k.seat)
-        if state is None or left is None:
-            return plain(k, rng)
-        budget = think_budget_s(left, settings.budget_s)
-        if budget is None:
-            return greedy(k, rng)
-        return montecarlo_play(k, rng, replace(settings, budget_s=budget, min_samples=1))
-
-    return on_the_clock
-
-
-def run_seat(
-    link: SeatLink,
-    decide: Decider,
-    rng: random.Random,
-    deadline: float | None = None,
-) -> State:
-    """Play the seat until the match ends; returns the final state.
-
-    Raises BotFailed (stream lost, or the match did not end by `deadline`), grpc.RpcError.
-    """
-    while not link.ended:
-        if link.stop.is_set():
-            raise BotFailed(f"match {link.match_id}, {_seat(link)}: stopped", ExitStatus.ERROR)
-        if deadline is not None and time.monotonic() > deadline:
-            raise BotFailed(
-                f"match {link.match_id}, {_seat(link)}: the match did not end in time",
-                ExitStatus.ERROR,
-            )
-        if link.my_turn():
-            tile, end = decide(link.k, rng)
-            if link.play(tile, end):
-                continue
-        if link.stream_ended:
-            link.resync()
-            if not link.ended:
-                raise BotFailed(
-                    f"match {link.match_id}: the stream ended before the match", ExitStatus.ERROR
-                )
-            break
-        link.wait(WAIT_S)
-    return link.state
-
-
-@dataclass
-class BotSeat:
-    """A bot's seat in a match: what it needs to (re)connect."""
-
-    seat: int
-    token: str
-    policy: str
-    name: str
-
-
-def start_bot(
-    client: Client,
-    match_id: str,
-    bot: BotSeat,
-    settings: Settings,
-    rng: random.Random,
-    on_error: Callable[[BaseException], None] | None = None,
-) -> threading.Thread:
-    """Run a bot in a daemon thread; `on_error` gets what made it stop early."""
-
-    def body() -> None:
-        link = SeatLink(client, match_id, bot.seat, bot.token)
-        try:
-            link.start()
-            run_seat(link, seat_decider(bot.policy, settings, link.clock), rng)
-        except BaseException as e:  # reported to the caller, who decides
-            if on_error is not None:
-                on_error(e)
-        finally:
-            link.close()
-
-    thread = threading.Thread(target=body, name=f"bot-{match_id}-{bot.seat}", daemon=True)
-    thread.start()
-    return thread
-
-
 # --- `bergen bots` ---------------------------------------------------------------------
-
-
-def settings_from(args: argparse.Namespace) -> Settings:
-    return Settings(samples=args.mc_samples, budget_s=min(args.mc_budget, MAX_BUDGET_S))
-
-
-def add_policy_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--mc-budget",
-        type=float,
-        default=Settings().budget_s,
-        metavar="SECONDS",
-        help="Monte Carlo time per decision (default %(default)s, at most 0.9)",
-    )
-    p.add_argument(
-        "--mc-samples",
-        type=int,
-        default=None,
-        metavar="N",
-        help="Monte Carlo worlds per decision (default: as many as the time allows)",
-    )
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -544,8 +199,6 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
     out = Console(highlight=False, soft_wrap=True)
     if args.tournament is not None:
-        from .tournament_play import run_bots  # it plays its matches with this module's bots
-
         return run_bots(args)
     if args.entrants is not None:
         return fail(COMMAND, "--entrants is for --tournament", ExitStatus.USAGE)
@@ -583,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
     def say(text: str) -> None:
         printing.print(text, markup=False, soft_wrap=True)
 
-    def report(outcome: MatchOutcome) -> None:
+    def tell(outcome: MatchOutcome) -> None:
         nonlocal hands
         state, policies = outcome.state, outcome.policies
         result = state.result
@@ -644,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if not progress.disable:
             printing = progress.console
-        failure: tuple[str, ExitStatus, str] | None = None
+        failure: Failed | None = None
         # Each match plays in a daemon thread of its own (its seats in theirs), so Ctrl-C ends
         # the command at once whatever is running.
         ended: queue.Queue[MatchOutcome | BaseException] = queue.Queue()
@@ -690,18 +343,16 @@ def run(args: argparse.Namespace) -> int:
                 got = ended.get()
                 running -= 1
                 if isinstance(got, MatchOutcome):
-                    report(got)
-                elif isinstance(got, grpc.RpcError):
-                    failure = failure or (details_of(got), exit_status_of(got), reason_of(got))
-                elif isinstance(got, BotFailed):
-                    failure = failure or (str(got), got.status, "BOT_FAILED")
+                    tell(got)
+                elif isinstance(got, (grpc.RpcError, BotFailed)):
+                    failure = failure or failure_of(got)
                 else:
                     raise got
                 progress.advance(task)
                 if failure is None and started < args.matches:
                     start_next()
         if failure is not None:
-            return fail(COMMAND, *failure)
+            return report(COMMAND, failure)
     if args.json:
         summary = {
             "server": args.server,
@@ -730,12 +381,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 __all__ = [
-    "BotFailed",
-    "BotSeat",
-    "SeatLink",
+    "MatchOutcome",
     "play_match",
     "run",
-    "run_seat",
     "seat_policies",
-    "start_bot",
 ]

@@ -17,7 +17,7 @@ from grpc_status import rpc_status
 
 from bergen.api.exit_status import ExitStatus
 
-from .usage import fail
+from .usage import Failed, report
 
 DEFAULT_SERVER = "127.0.0.1:50051"
 SERVER_ENV = "BERGEN_SERVER"
@@ -94,12 +94,19 @@ def details_of(error: grpc.RpcError) -> str:
     return str(error)
 
 
-def fail_call(command: str, error: grpc.RpcError, about: str = "") -> ExitStatus:
+def failure_of(error: grpc.RpcError | Failed) -> Failed:
+    """The one mapping of what stops a command to what it reports: a failed call becomes its
+    server's words, the exit status of its gRPC status (`exit_status_of`) and its reason
+    (`reason_of`); a `Failed` (a seat that failed included) is its own report."""
+    if isinstance(error, Failed):
+        return error
+    return Failed(details_of(error), exit_status_of(error), reason_of(error))
+
+
+def fail_call(command: str, error: grpc.RpcError) -> ExitStatus:
     """Print a failed call's error line for `command` (`bergen play: no match 6f1c...
-    (MATCH_NOT_FOUND)`, after `about: ` when given) on standard error; returns the exit
-    status that reports it."""
-    sentence = details_of(error) if not about else f"{about}: {details_of(error)}"
-    return fail(command, sentence, exit_status_of(error), reason_of(error))
+    (MATCH_NOT_FOUND)`) on standard error; returns the exit status that reports it."""
+    return report(command, failure_of(error))
 
 
 def server_address(text: str) -> str:

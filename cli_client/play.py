@@ -17,66 +17,45 @@ for, and the match resumes where it was.
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import os
 import random
 import signal
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import grpc
 from rich.console import Console
 from rich.markup import escape
-from rich.text import Text
 
-from bergen.api.convert import event_in
 from bergen.api.exit_status import ExitStatus
 from bergen.api.helptext import HelpFormatter
 from bergen.api.state import state_dir
-from bergen.domain.describe import (
-    Phrase,
-    clock_words,
-    draws_words,
-    join,
-    phrase,
-    points_words,
-    result_words,
-)
-from bergen.domain.events import (
-    Dealt,
-    Event,
-    HandEnded,
-    MatchCreated,
-    MatchEnded,
-    PointsScored,
-    TileDrawn,
-    TilePlayed,
-    TimedOut,
-)
 from bergen.domain.montecarlo import POLICY_NAMES
 from bergen.domain.rules import PRESETS
-from bergen.domain.state import SEATING, State, evolve, fold
-from bergen.domain.tiles import Tile
-from bergen.domain.vocabulary import MatchEndReason, PointsReason
+from bergen.domain.state import SEATING, State
 
 from . import terminal
-from .bots import BotFailed, BotSeat, SeatLink, add_policy_options, settings_from, start_bot
 from .client import Client, Unreachable, new_token
-from .clocks import LOW_TIME_MS, MatchClock, add_clock_options, clock_options, clocks_markup
-from .connect import add_server_option, describe_error, exit_status_of, fail_call
-from .render import line_text, result_json
-from .usage import Failed, examples, fail, report, seat_label, side_label
+from .clocks import add_clock_options, clock_options
+from .connect import add_server_option, describe_error, exit_status_of, failure_of
+from .narrate import Narrator
+from .render import result_json
+from .seat import (
+    BotSeat,
+    Quit,
+    SeatLink,
+    add_policy_options,
+    follow_narrated,
+    login_name,
+    play_loop,
+    settings_from,
+    start_bot,
+)
+from .tournament_play import run_player
+from .usage import Failed, examples, fail, report, seat_label
 
-WAIT_S = 0.2
-END_WAIT_S = 5.0
-TICK_S = 0.2
-"""While a clock runs, the live line is drawn again at least this often."""
 COMMAND = "play"
 
 
@@ -181,344 +160,6 @@ def load_state(match_id: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get("match_id") == match_id else None
 
 
-# --- what is shown -----------------------------------------------------------------------
-
-
-class Narrator:
-    """Prints each event as it happens (in the domain's words, `describe`), one line per
-    action: a play and the points it made on one line, a run of draws on one. Thread-safe;
-    `flush()` prints a line held back. `seat` is the player's, None for a spectator."""
-
-    def __init__(
-        self,
-        console: Console,
-        seat: int | None,
-        state: State | None = None,
-        out: Callable[[str], None] | None = None,
-    ) -> None:
-        self.console = console
-        self.out = out or console.print
-        """Prints a line of console markup (above the live line, when there is one)."""
-        self.seat = seat
-        self.state = state
-        """The fold of what was narrated: names and sides."""
-        self.ended = False
-        """Whether the end of the match was printed."""
-        self.pending: str | None = None
-        self.pending_draws: tuple[int, list[Tile | None]] | None = None
-        self.lock = threading.RLock()
-
-    def who(self, seat: int) -> str:
-        name = None
-        if self.state is not None and seat < len(self.state.players):
-            p = self.state.players[seat]
-            name = p.name if p is not None else None
-        # "seat 1 (ann, you)"; a player who called itself "you" is not told so twice.
-        you = ", you" if seat == self.seat and (name or "").casefold() != "you" else ""
-        return f"{seat_label(seat)} ({escape(name or '?')}{you})"
-
-    def name(self, seat: int) -> str:
-        """The seat's player's name (`you` for the player's own), console markup."""
-        if seat == self.seat:
-            return "you"
-        p = self.state.players[seat] if self.state is not None else None
-        return escape(p.name) if p is not None and p.name else seat_label(seat)
-
-    def side_name(self, side: int) -> str:
-        if self.state is None:
-            return side_label(side)
-        seats = self.state.sides[side]
-        if len(seats) == 1:
-            return self.who(seats[0])
-        return f"{side_label(side)} ({' and '.join(self.name(s) for s in seats)})"
-
-    def words(self, words: Phrase) -> str:
-        """The domain's words as console markup, each seat and side named."""
-        marked = tuple(escape(w) if isinstance(w, str) else w for w in words)
-        return join(marked, self.who, self.side_name)
-
-    def flush(self) -> None:
-        with self.lock:
-            self._flush_draws()
-            if self.pending is not None:
-                self.out(self.pending)
-                self.pending = None
-
-    def _flush_draws(self) -> None:
-        if self.pending_draws is None:
-            return
-        seat, tiles = self.pending_draws
-        self.pending_draws = None
-        self.out(f"{self.who(seat)} {escape(draws_words(tiles))}")
-
-    def on_event(self, _seq: int, event: Event) -> None:
-        """`feed`, as a stream's listener (`SeatLink.on_event`) calls it."""
-        self.feed(event)
-
-    def feed(self, event: Event) -> None:
-        """Print `event` (events come in order, after those of the starting state)."""
-        with self.lock:
-            self._say(event)
-            self.state = evolve(self.state, event)
-            if isinstance(event, MatchEnded):
-                self.flush()
-                self.ended = True
-
-    def _say(self, event: Event) -> None:
-        if isinstance(event, PointsScored) and event.seat is not None and self.pending:
-            if event.reason == PointsReason.DOMINO:
-                self.out(self.pending)
-                self.pending = None
-                self.out(f"  {self.words(phrase(event))}")
-            else:
-                self.pending += f" [bold green]{escape(points_words(event))}[/]"
-            return
-        if isinstance(event, TileDrawn):
-            if self.pending_draws is not None and self.pending_draws[0] != event.seat:
-                self._flush_draws()
-            if self.pending is not None:
-                self.out(self.pending)
-                self.pending = None
-            if self.pending_draws is None:
-                self.pending_draws = (event.seat, [])
-            self.pending_draws[1].append(event.tile)
-            return
-        self.flush()
-        line = self.describe(event)
-        if isinstance(event, TilePlayed):
-            if event.auto and event.seat == self.seat:
-                line += " [bold red](your time ran out: the server played this for you)[/]"
-            self.pending = line
-        elif line:
-            self.out(line)
-
-    def describe(self, event: Event) -> str:
-        if isinstance(event, MatchCreated):
-            return ""  # the match was announced when created or joined
-        if isinstance(event, Dealt):
-            dealt = f"[bold]{self.words(phrase(event))}[/]"
-            if self.seat is None or self.seat >= len(event.hands):
-                return dealt
-            tiles = " ".join(str(t) for t in event.hands[self.seat] if t is not None)
-            return f"{dealt}; your tiles: {tiles}"
-        if isinstance(event, PointsScored):
-            return f"  {self.words(phrase(event))}"
-        if isinstance(event, HandEnded):
-            return f"[bold]{self.words(phrase(event))}[/]; scores {self.scores(event.scores)}"
-        if isinstance(event, MatchEnded):
-            return self.result(event)
-        if isinstance(event, TimedOut) and event.seat == self.seat:
-            return f"[bold red]{self.words(phrase(event))}[/]"
-        return self.words(phrase(event))
-
-    def scores(self, scores: tuple[int, ...]) -> str:
-        if self.state is None:
-            return "-".join(map(str, scores))
-        return ", ".join(f"{self.side_name(i)} {s}" for i, s in enumerate(scores))
-
-    def result(self, event: MatchEnded) -> str:
-        scores = self.scores(event.scores)
-        won = event.winner_side
-        mine = (
-            self.state.side_of(self.seat)
-            if self.state is not None and self.seat is not None
-            else None
-        )
-        if event.reason == MatchEndReason.FORFEIT:
-            # Who forfeited and why (out of time, or resigned), and who won.
-            words = self.words(result_words(event))
-            if event.forfeited_side == mine:
-                verdict = f"[bold red]you forfeit[/]: {words}"
-            elif won is not None and won == mine:
-                verdict = f"[bold green]you win[/]: {words}"
-            else:
-                verdict = f"[bold]{words}[/]"
-        elif won is not None and mine == won:
-            verdict = "[bold green]you win[/]"
-        elif won is not None:
-            verdict = f"[bold red]{self.words(result_words(event))}[/]"
-        else:
-            verdict = self.words(result_words(event))
-        return f"[bold]match over[/]: {verdict}; final scores {scores}"
-
-
-def seat_names(state: State, seat: int | None) -> list[str]:
-    """Each seat's name for the clocks line, `you` for `seat`."""
-    names = []
-    for s, p in enumerate(state.players):
-        names.append("you" if s == seat else escape(p.name if p is not None else seat_label(s)))
-    return names
-
-
-def clocks_line(state: State, seat: int | None, clock: MatchClock) -> str:
-    """Every seat's clock now (console markup); empty without clocks."""
-    return clocks_markup(state, clock, seat, seat_names(state, seat))
-
-
-def line_markup(state: State, look: terminal.Look = terminal.PLAIN) -> str:
-    """The line as it lies, left to right, each tile turned as laid (`[3|1][1|1][1|4]`), as
-    `bergen-replay` draws it; with its open ends. Console markup; empty before the lead."""
-    if state.ends is None:
-        return ""
-    left, right = state.ends[0], state.ends[1]
-    return f"line: {line_text(state.line, look).markup}   ends {left}|{right}"
-
-
-def render_turn(
-    state: State,
-    seat: int,
-    narrator: Narrator,
-    clock: MatchClock | None = None,
-    look: terminal.Look = terminal.PLAIN,
-) -> list[str]:
-    """What the seat sees before choosing: scores, the line, the others, its tiles, and its
-    legal plays numbered from 1; on a clock, every seat's time left, and a warning under
-    LOW_TIME_MS of the seat's own."""
-    lines = [
-        f"[bold]hand {state.hand}[/] · scores {narrator.scores(state.scores)} "
-        f"(target {state.rules.target}) · boneyard {len(state.boneyard)} "
-        f"({state.drawable} drawable)",
-    ]
-    if clock is not None and state.clocked:
-        lines.append(clocks_line(state, seat, clock))
-        left = clock.left_ms(state, seat)
-        if left is not None and left < LOW_TIME_MS:
-            lines.append(low_time_warning(left))
-    if state.ends is not None:
-        lines.append(line_markup(state, look))
-    others = [
-        f"{narrator.who(s)} {len(h)} tile{'s' if len(h) != 1 else ''}"
-        for s, h in enumerate(state.hands)
-        if s != seat
-    ]
-    lines.append("others: " + ", ".join(others))
-    mine = sorted(t for t in state.hands[seat] if t is not None)
-    lines.append("your tiles: " + escape(" ".join(f"[{t.low}|{t.high}]" for t in mine)))
-    if state.must_play is not None:
-        lines.append(f"you drew {state.must_play} and must play it")
-    lines.append("your plays:")
-    for i, (t, e) in enumerate(state.legal_plays(seat), start=1):
-        lines.append(f"  {i}) {t} {e.value}")
-    return lines
-
-
-def low_time_warning(left_ms: int) -> str:
-    return (
-        f"[bold red]under {LOW_TIME_MS // 1000} s left on your clock "
-        f"({clock_words(left_ms)}): choose now[/]"
-    )
-
-
-class Quit(Exception):
-    """The player left (q, or the input ended)."""
-
-
-RESIGN: Literal["resign"] = "resign"
-"""What the player chose when it resigned (and confirmed it)."""
-Choice = int | Literal["resign"]
-
-_QUIT_WORDS = ("q", "quit", "exit")
-_RESIGN_WORDS = ("r", "resign")
-_YES = ("y", "yes")
-CONFIRM_RESIGN = "resign? your side forfeits the match [y/N]: "
-
-
-def prompt_words(count: int) -> str:
-    return f"choose [1-{count}] (r resigns, q leaves): "
-
-
-def ask(console: Console, count: int) -> Choice:
-    """A number 1..count typed by the player (its 0-based index), or RESIGN once the player
-    typed `r` and confirmed it. Raises Quit."""
-    while True:
-        answer = _line(console, escape(prompt_words(count)))
-        if answer in _QUIT_WORDS:
-            raise Quit("you left")
-        if answer in _RESIGN_WORDS:
-            if _line(console, escape(CONFIRM_RESIGN)) in _YES:
-                return RESIGN
-            console.print("you play on")
-            continue
-        if answer.isdigit() and 1 <= int(answer) <= count:
-            return int(answer) - 1
-        console.print(f"type a number from 1 to {count}, r or q")
-
-
-def _line(console: Console, prompt: str) -> str:
-    """A line typed after `prompt`, stripped and in lower case. Raises Quit at the end of the
-    input."""
-    console.print(prompt, end="")
-    try:
-        terminal.line_typed()
-        return input().strip().lower()
-    except EOFError:
-        console.print()
-        raise Quit("the input ended") from None
-
-
-@contextmanager
-def _cleared(live: terminal.LiveLine) -> Iterator[None]:
-    """The live line is emptied on the way out (the prompt is no longer open)."""
-    try:
-        yield
-    finally:
-        live.show(None)
-
-
-def ask_on_clock(live: terminal.LiveLine, link: SeatLink, count: int) -> Choice | None:
-    """A number 1..count typed by the player (its 0-based index), or RESIGN confirmed, while
-    the clocks count down on the live line with the prompt; None when the match moved on
-    before the choice (a timeout played for the seat): when the stream has delivered an
-    event not yet folded, even one delivered before the prompt opened. Raises Quit."""
-    assert link.seat is not None
-    typed = ""
-    confirming = False
-    left = link.clock.left_ms(link.state, link.seat)
-    warned = left is not None and left < LOW_TIME_MS  # render_turn warned already
-    with terminal.raw_keys() as fd, _cleared(live):
-        while True:
-            if link.streamed > link.seq or link.stream_ended:
-                return None
-            left = link.clock.left_ms(link.state, link.seat)
-            if left is None:
-                return None
-            if not warned and left < LOW_TIME_MS:
-                live.print(low_time_warning(left))
-                warned = True
-            # Only the seat to play has a running clock: the line shows it, the prompt and
-            # what is typed (the other clocks were printed with the turn).
-            style = "bold red" if left < LOW_TIME_MS else "bold"
-            prompt = CONFIRM_RESIGN if confirming else prompt_words(count)
-            shown = Text("your clock ▶ ").append(clock_words(left), style)
-            live.show(shown.append(" · " + prompt).append(typed))
-            key = terminal.read_char(fd, TICK_S)
-            if key is None:
-                continue
-            if key == "" or (key == "\x04" and not typed):
-                live.print("")
-                raise Quit("the input ended")
-            if key in ("\r", "\n"):
-                answer, typed = typed.strip().lower(), ""
-                live.print(escape(prompt + answer))
-                if confirming:
-                    if answer in _YES:
-                        return RESIGN
-                    confirming = False
-                    live.print("you play on")
-                elif answer in _QUIT_WORDS:
-                    raise Quit("you left")
-                elif answer in _RESIGN_WORDS:
-                    confirming = True
-                elif answer.isdigit() and 1 <= int(answer) <= count:
-                    return int(answer) - 1
-                else:
-                    live.print(f"type a number from 1 to {count}, r or q")
-            elif key in ("\x7f", "\x08"):
-                typed = typed[:-1]
-            elif key.isprintable() and len(typed) < 8:
-                typed += key
-
-
 # --- the command -------------------------------------------------------------------------
 
 
@@ -527,8 +168,6 @@ def run(args: argparse.Namespace) -> int:
     # started with `&` from a script inherits SIG_IGN, and Python then keeps it).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.tournament is not None:
-        from .tournament_play import run_player  # it plays each match with this module's loop
-
         return run_player(args)
     try:
         _check(args)
@@ -559,18 +198,7 @@ def run(args: argparse.Namespace) -> int:
                 bot = BotSeat(**b)
                 start_bot(client, match_id, bot, settings, random.Random(), bot_errors.append)
             link = SeatLink(client, match_id, seat, token)
-            history = link.load()
-            # Tell the hand in play so far, then follow the stream from there.
-            start = max((i for i, e in enumerate(history) if isinstance(e, Dealt)), default=0)
-            narrator = Narrator(
-                console, seat, fold(history[:start]) if start else None, out=live.print
-            )
-            for event in history[start:] if start else ():
-                narrator.feed(event)
-            if not start:
-                narrator.state = link.state
-            link.on_event = lambda _seq, event: narrator.feed(event)
-            link.follow()
+            narrator = follow_narrated(link, console, live)
             _show_where(console, link.state)
             try:
                 play_loop(console, link, narrator, bot_errors, live, look)
@@ -580,18 +208,10 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(_outcome(link, name, left=False)))
             return ExitStatus.SUCCESS
-        except grpc.RpcError as e:
+        except (grpc.RpcError, Failed) as e:
             seating.abandon(client, link, console)
             live.done()
-            return fail_call(COMMAND, e)
-        except BotFailed as e:
-            seating.abandon(client, link, console)
-            live.done()
-            return fail(COMMAND, str(e), e.status, "BOT_FAILED")
-        except Failed as e:
-            seating.abandon(client, link, console)
-            live.done()
-            return report(COMMAND, e)
+            return report(COMMAND, failure_of(e))
         except Quit as e:
             live.done()
             console.print(f"{e}; your seat is saved: {_resume_hint(link)}")
@@ -642,14 +262,6 @@ def _resume_hint(link: SeatLink | None) -> str:
     if link is None:
         return "bergen play --match ID resumes"
     return f"[bold]bergen play --match {escape(link.match_id)}[/] resumes"
-
-
-def login_name() -> str:
-    """The user's login name, `player` when there is none."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "player"
 
 
 class Seating:
@@ -793,91 +405,11 @@ def _outcome(link: SeatLink, name: str, left: bool) -> dict[str, Any]:
     }
 
 
-def play_loop(
-    console: Console,
-    link: SeatLink,
-    narrator: Narrator,
-    bot_errors: list[BaseException],
-    live: terminal.LiveLine | None = None,
-    look: terminal.Look = terminal.PLAIN,
-) -> None:
-    """Play the link's seat until the match ends (whoever won). Raises Quit (the player
-    left), BotFailed, grpc.RpcError."""
-    live = live or terminal.LiveLine(console, enabled=False)
-    assert link.seat is not None
-    while True:
-        if link.ended:
-            live.show(None)
-            # The stream ends after the match's last event: let the narrator print it all.
-            deadline = time.monotonic() + END_WAIT_S
-            while not link.stream_ended and time.monotonic() < deadline:
-                link.wait(WAIT_S)
-            narrator.flush()
-            if not narrator.ended:
-                result = link.state.result
-                assert result is not None
-                live.print(narrator.result(result))
-            return
-        if bot_errors:
-            e = bot_errors[0]
-            if isinstance(e, BotFailed):
-                raise e
-            raise BotFailed(f"a bot failed: {e!r}", ExitStatus.ERROR)
-        if link.my_turn():
-            # Let the other seats' actions be printed before the choice.
-            link.wait_streamed(END_WAIT_S)
-            narrator.flush()
-            state = link.state
-            live.show(None)  # the turn's lines give the clocks; the prompt comes after them
-            for line in render_turn(state, link.seat, narrator, link.clock, look):
-                live.print(line)
-            plays = state.legal_plays(link.seat)
-            chosen: Choice | None
-            if state.clocked and live.enabled:
-                chosen = ask_on_clock(live, link, len(plays))
-                if chosen is None:
-                    link.wait(WAIT_S)  # fold what moved the match on, then look again
-                    continue
-            else:
-                chosen = ask(console, len(plays))
-            if chosen == RESIGN:
-                resign(link)
-                continue
-            assert isinstance(chosen, int)
-            tile, end = plays[chosen]
-            if not link.play(tile, end):
-                live.print("the match moved on meanwhile; choose again")
-            continue
-        if link.stream_ended:
-            link.resync()
-            if not link.ended:
-                raise BotFailed("the event stream ended before the match", ExitStatus.ERROR)
-            continue
-        if not link.wait(WAIT_S):
-            narrator.flush()
-        if link.state.clocked:
-            # The clocks count down while another seat chooses.
-            live.show(Text.from_markup(clocks_line(link.state, link.seat, link.clock)))
-
-
-def resign(link: SeatLink) -> None:
-    """Resign the link's seat (its side forfeits) and fold what that wrote. Raises
-    grpc.RpcError."""
-    assert link.token is not None
-    reply = link.client.resign(link.match_id, link.token)
-    for msg in reply.events:
-        link.apply(*event_in(msg))
-
-
 __all__ = [
-    "Narrator",
-    "Quit",
-    "ask",
+    "Seating",
     "load_state",
-    "login_name",
-    "play_loop",
-    "render_turn",
     "run",
     "save_state",
     "state_dir",
+    "state_path",
 ]

@@ -243,7 +243,7 @@ class Source:
     origin: str
 
 
-def _refusal(e: grpc.RpcError, server: str, match_id: str) -> Failure:
+def refusal(e: grpc.RpcError, server: str, match_id: str) -> Failure:
     """The failure of a call: its exit status (`connect.exit_status_of`), in words."""
     status = exit_status_of(e)
     code = code_of(e)
@@ -282,7 +282,7 @@ def _from_server(endpoint: Endpoint, match_id: str, token: str | None) -> Source
                 pb.GetReplayRequest(match_id=match_id), metadata=metadata, timeout=CALL_TIMEOUT_S
             )
         except grpc.RpcError as e:
-            raise _refusal(e, server, match_id) from None
+            raise refusal(e, server, match_id) from None
     try:
         pairs = [event_in(m) for m in reply.events]
     except BergenError as e:
@@ -317,7 +317,7 @@ def _fetch_record(endpoint: Endpoint, match_id: str, token: str | None) -> str:
                     f"match {match_id} has not ended: its record would reveal every hand, "
                     "so there is none yet (replay it without --record)",
                 ) from None
-            raise _refusal(e, server, match_id) from None
+            raise refusal(e, server, match_id) from None
     return str(reply.record_json)
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +38,7 @@ from bergen.v1 import bergen_pb2 as pb
 from . import usage
 from .client import Client
 from .clocks import add_clock_options, clock_options
-from .connect import Endpoint, add_server_option, bearer, describe_error, exit_status_of
+from .connect import Endpoint, add_server_option, bearer, failure_of
 from .organiser import ORGANISER_ENV, add_organiser_option, organiser_token
 from .tournament_pack import served_pack, write_files
 from .tournament_play import load_registrations, save_registration
@@ -259,11 +258,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             status: int = args.tournament_func(client, args)
             return status
-        except Failed as e:
-            return usage.report(command, e)
-        except grpc.RpcError as e:
-            print(f"bergen {command}: {describe_error(e)}", file=sys.stderr)
-            return exit_status_of(e)
+        except (Failed, grpc.RpcError) as e:
+            return usage.report(command, failure_of(e))
         except KeyboardInterrupt:
             return ExitStatus.INTERRUPTED
 

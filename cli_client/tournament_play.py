@@ -3,8 +3,8 @@
 A tournament player holds only its token. It learns of every change to the tournament from
 one WatchTournament stream (`TournamentFeed`, followed in a thread and resumed when it
 drops), and after each change asks GetTournament with its token for its match now and its
-seat. A match not yet played is played to its end (by a bot: `bots.run_seat`; by a person:
-`play`'s loop), and the player waits for the next change: the next round paired and its match
+seat. A match not yet played is played to its end (by a bot: `seat.run_seat`; by a person:
+`seat.play_loop`), and the player waits for the next change: the next round paired and its match
 seated, or the end of the tournament.
 
 Tokens are made here and sent with the registration (RegisterEntrant's `player_tokens`), so
@@ -35,25 +35,27 @@ from rich.markup import escape
 
 from bergen.api.exit_status import ExitStatus
 from bergen.api.state import state_dir
-from bergen.domain.events import Dealt
 from bergen.domain.montecarlo import Settings
-from bergen.domain.state import fold
 from bergen.v1 import bergen_pb2 as pb
 
 from . import terminal
-from .bots import (
+from .client import Client, Unreachable, new_token, passing, pause_s
+from .connect import bearer, describe_error, error_info, exit_status_of, failure_of
+from .seat import (
     MATCH_TIMEOUT_S,
     RECONNECT_S,
     BotFailed,
+    Quit,
     SeatLink,
+    follow_narrated,
+    login_name,
+    play_loop,
     run_seat,
     seat_decider,
     settings_from,
 )
-from .client import Client, Unreachable, new_token, passing, pause_s
-from .connect import bearer, describe_error, error_info, exit_status_of, fail_call
 from .tournament_view import standings_lines, winner_line
-from .usage import fail, seat_label
+from .usage import Failed, fail, report, seat_label
 
 
 class TournamentFeed:
@@ -216,7 +218,7 @@ def play_tournament(
 
 
 def bot_match(client: Client, settings: Settings, rng: random.Random) -> PlayMatch:
-    """A bot's way of playing a match: `bots.run_seat` with the player's policy."""
+    """A bot's way of playing a match: `seat.run_seat` with the player's policy."""
 
     def play(player: TournamentPlayer, where: pb.TournamentAssignment) -> None:
         link = SeatLink(client, where.match_id, where.seat, player.token)
@@ -346,10 +348,8 @@ def run_bots(args: argparse.Namespace) -> int:
                     raise got
                 final = got
             assert final is not None
-        except grpc.RpcError as e:
-            return fail_call("bots", e)
-        except BotFailed as e:
-            return fail("bots", str(e), e.status, "BOT_FAILED")
+        except (grpc.RpcError, Failed) as e:
+            return report("bots", failure_of(e))
         finally:
             feed.close()
     matches = sorted({m for p in players for m in p.played})
@@ -424,8 +424,6 @@ def load_registrations(tournament_id: str) -> list[dict[str, Any]]:
 def run_player(args: argparse.Namespace) -> int:
     """`bergen play --tournament ID`: play the player's matches one after another as the
     server seats it, showing the standings between rounds, until the tournament ends."""
-    from .play import Narrator, Quit, login_name, play_loop
-
     console = Console(highlight=False, soft_wrap=True)
     tid: str = args.tournament
     if args.player not in (1, 2):
@@ -514,32 +512,15 @@ def run_player(args: argparse.Namespace) -> int:
                 try:
                     # Tell the hand in play so far (as `bergen play --match` does), then
                     # follow the stream from there.
-                    history = link.load()
-                    start = max(
-                        (i for i, e in enumerate(history) if isinstance(e, Dealt)), default=0
-                    )
-                    narrator = Narrator(
-                        console,
-                        where.seat,
-                        fold(history[:start]) if start else None,
-                        out=live.print,
-                    )
-                    for event in history[start:] if start else ():
-                        narrator.feed(event)
-                    if not start:
-                        narrator.state = link.state
-                    link.on_event = lambda _seq, event: narrator.feed(event)
-                    link.follow()
+                    narrator = follow_narrated(link, console, live)
                     play_loop(console, link, narrator, [], live)
                 finally:
                     live.show(None)
                     link.close()
 
             final = play_tournament(client, feed, player, play_match, between)
-        except grpc.RpcError as e:
-            return fail_call("play", e)
-        except BotFailed as e:
-            return fail("play", str(e), e.status, "BOT_FAILED")
+        except (grpc.RpcError, Failed) as e:
+            return report("play", failure_of(e))
         except Quit as e:
             console.print(f"{e}; bergen play --tournament {escape(tid)} plays on")
             return ExitStatus.SUCCESS

@@ -27,11 +27,11 @@ from bergen.domain.events import Dealt, Event
 from bergen.domain.state import SEATING, State, fold
 
 from . import terminal
-from .bots import BotFailed, SeatLink
 from .client import Client, Unreachable
 from .connect import add_server_option, fail_call
-from .play import Narrator, clocks_line, line_markup
+from .narrate import Narrator, clocks_line, line_markup
 from .render import result_json
+from .seat import BotFailed, SeatLink
 from .usage import examples, fail, seat_label
 
 COMMAND = "watch"
@@ -117,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
             return fail_call(COMMAND, e)
         except BotFailed as e:
             live.done()
-            return fail(COMMAND, str(e), e.status, "STREAM_FAILED")
+            # The stream a spectator follows failed: named so, not as a seat's failure.
+            return fail(COMMAND, e.sentence, e.status, "STREAM_FAILED")
         except KeyboardInterrupt:
             live.done()
             return ExitStatus.INTERRUPTED

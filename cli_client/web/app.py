@@ -16,7 +16,7 @@ import re
 import time
 import zipfile
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -250,31 +250,62 @@ def _handled(
 # --- JSON ------------------------------------------------------------------------------
 
 
-async def list_matches(request: Request) -> Response:
-    """ListMatches as JSON; each ended match also with its `result` (as a view's), once the
-    gateway has read it."""
-    phase = request.query_params.get("phase", "")
-    if phase not in MATCH_PHASES:
-        raise BadRequest(f"phase is one of {', '.join(p for p in MATCH_PHASES if p)}")
-    token = request.query_params.get("page_token", "")
-    if not PAGE_TOKEN.fullmatch(token):
-        raise BadRequest("not a page token")
-    size = _seq(request.query_params.get("page_size")) or 20
-    reply: pb.ListMatchesResponse = await _json_call(
-        request,
-        "ListMatches",
-        pb.ListMatchesRequest(
-            phase=MATCH_PHASES[phase], page_size=min(size, 100), page_token=token
-        ),
-    )
-    body = to_json(reply)
+@dataclass(frozen=True)
+class Listing:
+    """A listing the gateway serves: the RPC that lists, its request, the phase words a
+    browser may filter by, and its page sizes (the default, and the most asked upstream)."""
+
+    rpc: str
+    request: Callable[..., Any]
+    phases: Mapping[str, int]
+    page_size: int
+    max_page_size: int
+    complete: Callable[[Gateway, JSON], Awaitable[None]] | None = None
+    """Adds to the listing's JSON what the RPC does not say."""
+
+
+def listing(what: Listing) -> Callable[[Request], Awaitable[Response]]:
+    """The handler of a listing: `?phase=`, `?page_token=` and `?page_size=` checked, the
+    RPC called, its answer as JSON."""
+
+    async def handler(request: Request) -> Response:
+        phase = request.query_params.get("phase", "")
+        if phase not in what.phases:
+            raise BadRequest(f"phase is one of {', '.join(p for p in what.phases if p)}")
+        token = request.query_params.get("page_token", "")
+        if not PAGE_TOKEN.fullmatch(token):
+            raise BadRequest("not a page token")
+        size = _seq(request.query_params.get("page_size")) or what.page_size
+        reply = await _json_call(
+            request,
+            what.rpc,
+            what.request(
+                phase=what.phases[phase],
+                page_size=min(size, what.max_page_size),
+                page_token=token,
+            ),
+        )
+        body = to_json(reply)
+        if what.complete is not None:
+            await what.complete(gateway_of(request), body)
+        return _ok(body)
+
+    return handler
+
+
+async def _with_results(gw: Gateway, body: JSON) -> None:
+    """Each ended match of a listing with its `result` (as a view's), once the gateway has
+    read it."""
     ended = [m["match_id"] for m in body["matches"] if m["phase"] == "PHASE_ENDED"]
     if ended:
-        results = await gateway_of(request).results.of(ended)
+        results = await gw.results.of(ended)
         for m in body["matches"]:
             if m["match_id"] in results:
                 m["result"] = results[m["match_id"]]
-    return _ok(body)
+
+
+MATCHES = Listing("ListMatches", pb.ListMatchesRequest, MATCH_PHASES, 20, 100, _with_results)
+TOURNAMENTS = Listing("ListTournaments", pb.ListTournamentsRequest, TOURNAMENT_PHASES, 50, 200)
 
 
 async def get_match(request: Request) -> Response:
@@ -306,24 +337,6 @@ async def server_info(request: Request) -> Response:
         request, "GetServerInfo", pb.GetServerInfoRequest()
     )
     return _ok(to_json(reply), max_age=60)
-
-
-async def list_tournaments(request: Request) -> Response:
-    phase = request.query_params.get("phase", "")
-    if phase not in TOURNAMENT_PHASES:
-        raise BadRequest(f"phase is one of {', '.join(p for p in TOURNAMENT_PHASES if p)}")
-    token = request.query_params.get("page_token", "")
-    if not PAGE_TOKEN.fullmatch(token):
-        raise BadRequest("not a page token")
-    size = _seq(request.query_params.get("page_size")) or 50
-    reply: pb.ListTournamentsResponse = await _json_call(
-        request,
-        "ListTournaments",
-        pb.ListTournamentsRequest(
-            phase=TOURNAMENT_PHASES[phase], page_size=min(size, 200), page_token=token
-        ),
-    )
-    return _ok(to_json(reply))
 
 
 async def get_tournament(request: Request) -> Response:
@@ -469,7 +482,7 @@ async def _until_disconnect(receive: Any) -> None:
         pass
 
 
-class _MatchStream(StreamingResponse):
+class MatchStream(StreamingResponse):
     """A match's Server-Sent Events. Under `bergen web`'s own HTTP protocol (which hands the
     stream its transport) the first view and the backlog are written here, and then the match
     hub writes every burst to the transport itself; this task only waits for the end or the
@@ -564,7 +577,7 @@ async def match_events(request: Request) -> Response:
     after = _resume_point(request)
     gw = gateway_of(request)
     hub, sub = await gw.matches.subscribe(match_id)
-    return _MatchStream(gw, hub, sub, after, match_id)
+    return MatchStream(gw, hub, sub, after, match_id)
 
 
 async def tournament_events(request: Request) -> Response:
@@ -707,12 +720,12 @@ def create_app(
     routes = [
         Route("/api/server", _handled(server_info)),
         Route("/api/health", _handled(health)),
-        Route("/api/matches", _handled(list_matches)),
+        Route("/api/matches", _handled(listing(MATCHES))),
         Route("/api/matches/{id}", _handled(get_match)),
         Route("/api/matches/{id}/events", _handled(match_events)),
         Route("/api/matches/{id}/replay", _handled(get_replay)),
         Route("/api/matches/{id}/record", _handled(get_record)),
-        Route("/api/tournaments", _handled(list_tournaments)),
+        Route("/api/tournaments", _handled(listing(TOURNAMENTS))),
         Route("/api/tournaments/{id}", _handled(get_tournament)),
         Route("/api/tournaments/{id}/events", _handled(tournament_events)),
         Route("/api/tournaments/{id}/record", _handled(get_tournament_record)),

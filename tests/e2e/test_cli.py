@@ -17,7 +17,7 @@ import pytest
 from bergen.api.exit_status import ExitStatus
 from bergen.cli_client import main as cli
 from bergen.cli_client.connect import exit_status_of
-from bergen.cli_client.replay import _refusal
+from bergen.cli_client.replay import refusal
 from bergen.cli_client.verify import rpc_problem
 
 from .servers import bergen_command
@@ -73,7 +73,7 @@ def test_every_command_maps_a_grpc_status_to_the_same_exit_status(
     error = FailedCall(code)
     assert exit_status_of(error) == EXPECTED[code]
     assert rpc_problem(error, "here", "the record").status == EXPECTED[code]
-    assert _refusal(error, "here", "m").status == EXPECTED[code]
+    assert refusal(error, "here", "m").status == EXPECTED[code]
 
 
 def test_the_command_line_manual_lists_every_exit_status_once_and_nothing_else() -> None:

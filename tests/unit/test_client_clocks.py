@@ -17,9 +17,10 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from bergen.cli_client import bots, clocks
+from bergen.cli_client import clocks
+from bergen.cli_client import seat as seat_loop
 from bergen.cli_client.clocks import MatchClock, clock_options, clocks_markup, think_budget_s
-from bergen.cli_client.play import Narrator
+from bergen.cli_client.narrate import Narrator
 from bergen.cli_client.render import render_frame, render_story, tell
 from bergen.cli_client.terminal import LiveLine
 from bergen.domain.commands import Play, Timeout
@@ -223,11 +224,11 @@ def test_a_monte_carlo_bot_on_a_clock_thinks_within_its_budget(worked, monkeypat
         calls.append((k, settings))
         return k.state.legal_plays(k.seat)[0]  # type: ignore[union-attr]
 
-    monkeypatch.setattr(bots, "montecarlo_play", recorded)
+    monkeypatch.setattr(seat_loop, "montecarlo_play", recorded)
     k = knowledge(worked.events, 0)
     local = FakeTime(100.0)
     clock = seen_at(1000, local)
-    decide = bots.seat_decider("montecarlo", Settings(budget_s=0.9), clock)
+    decide = seat_loop.seat_decider("montecarlo", Settings(budget_s=0.9), clock)
     local.now = 104.0  # 6 s left
     assert decide(k, random.Random(1)) == (T("1-5"), End.RIGHT)
     (seen, settings), = calls  # fmt: skip
@@ -243,7 +244,9 @@ def test_a_monte_carlo_bot_on_a_clock_thinks_within_its_budget(worked, monkeypat
 
 def test_a_monte_carlo_bot_on_a_clock_plays_a_legal_play(worked):
     k = knowledge(worked.events, 0)
-    decide = bots.seat_decider("montecarlo", Settings(budget_s=0.05), seen_at(1000, FakeTime()))
+    decide = seat_loop.seat_decider(
+        "montecarlo", Settings(budget_s=0.05), seen_at(1000, FakeTime())
+    )
     assert decide(k, random.Random(3)) in k.state.legal_plays(0)  # type: ignore[union-attr]
 
 
@@ -347,7 +350,7 @@ def test_a_prompt_opened_after_the_stream_moved_the_match_on_gives_way_at_once(m
     from contextlib import contextmanager
     from types import SimpleNamespace
 
-    from bergen.cli_client import play, terminal
+    from bergen.cli_client import terminal
 
     @contextmanager
     def no_terminal():
@@ -365,7 +368,7 @@ def test_a_prompt_opened_after_the_stream_moved_the_match_on_gives_way_at_once(m
     )
     live = LiveLine(Console(file=io.StringIO()), enabled=True)
     answer: list[int | None] = []
-    asking = threading.Thread(target=lambda: answer.append(play.ask_on_clock(live, link, 2)))
+    asking = threading.Thread(target=lambda: answer.append(seat_loop.ask_on_clock(live, link, 2)))
     asking.daemon = True
     asking.start()
     asking.join(timeout=60)
@@ -374,7 +377,7 @@ def test_a_prompt_opened_after_the_stream_moved_the_match_on_gives_way_at_once(m
 
     link.streamed = 40  # all folded: the prompt waits for the player, until the stream moves
     answer.clear()
-    asking = threading.Thread(target=lambda: answer.append(play.ask_on_clock(live, link, 2)))
+    asking = threading.Thread(target=lambda: answer.append(seat_loop.ask_on_clock(live, link, 2)))
     asking.daemon = True
     asking.start()
     asking.join(timeout=0.3)

@@ -10,7 +10,7 @@ import re
 
 from rich.console import Console
 
-from bergen.cli_client.play import Narrator, render_turn
+from bergen.cli_client.narrate import Narrator, render_turn
 from bergen.cli_client.render import render_frame, tell
 from bergen.domain.commands import TakeSeat
 

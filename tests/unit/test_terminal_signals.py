@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from bergen.cli_client import terminal
-from bergen.cli_client.play import Quit, ask
+from bergen.cli_client.seat import Quit, ask
 
 
 @pytest.fixture

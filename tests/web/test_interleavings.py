@@ -19,7 +19,7 @@ import grpc
 import pytest
 
 from bergen.cli_client.web import hubs
-from bergen.cli_client.web.app import TRANSPORT_EXTENSION, Gateway, Results, _MatchStream
+from bergen.cli_client.web.app import TRANSPORT_EXTENSION, Gateway, MatchStream, Results
 from bergen.cli_client.web.hubs import MatchHub, Registry, SubscriberCounter, Upstream
 from bergen.v1 import bergen_pb2 as pb
 
@@ -193,7 +193,7 @@ class Stream:
 async def open_stream(gw: Gateway, conn: Connection, after: int) -> None:
     hub, sub = await gw.matches.subscribe(MATCH)
     assert isinstance(hub, MatchHub)
-    response = _MatchStream(gw, hub, sub, after, MATCH)
+    response = MatchStream(gw, hub, sub, after, MATCH)
     await response(conn.scope(), conn.receive, conn.send)
 
 
