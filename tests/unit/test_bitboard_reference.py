@@ -6,9 +6,10 @@ tested on their own). Random matches are played on both side by side, for every 
 every seat count and several options: at each choice the reference's legal plays must be the
 engine's, and the events the engine gives for the chosen play must be the facts the reference
 derives (forced lead, draws, passes, points with their reason, the end of the hand and of the
-match). At every move the engine's bitboard path (`execute`) is also compared with its
-event-by-event path (`execute_evolving`), and the stream's `fold` with `evolve` applied event
-by event, whole and as each seat's redacted stream.
+match). At every move the rules core (`execute`, on a Board) is also compared with the
+reference engine's event-by-event path (`execute_evolving`, tests/unit/reference), and the
+stream's `fold` with the reference `evolve` applied event by event, whole and as each seat's
+redacted stream.
 
 Random positions outside of play check the blocked-hand winner on masks against the
 reference for every blocked rule.
@@ -31,7 +32,7 @@ import pytest
 from bergen.domain import codec, dealing
 from bergen.domain.commands import CreateMatch, Play, TakeSeat
 from bergen.domain.dealing import deal
-from bergen.domain.engine import execute, execute_evolving
+from bergen.domain.engine import execute
 from bergen.domain.errors import BergenError, CorruptRecord, MatchNotInProgress
 from bergen.domain.events import (
     Dealt,
@@ -58,6 +59,7 @@ from bergen.domain.tiles import ALL_TILES, End, Tile
 from bergen.domain.views import redact_stream
 from bergen.domain.vocabulary import PointsReason
 
+from .reference.engine import execute_evolving
 from .reference.evolve import evolve as reference_evolve
 
 MATCHES = int(os.environ.get("BERGEN_BITBOARD_MATCHES", "0"))
