@@ -157,10 +157,15 @@ class Board:
         # Each seat's tiles as dealt and drawn, in order, played ones included: its hand is
         # those still in its mask, and the hidden ones (None) less `hidden played`.
         self.held: list[tuple[Tile | None, ...]] = list(hands)
-        self.nones: list[int] = [len(h) - m.bit_count() for h, m in zip(hands, masks, strict=True)]
+        self.nones: list[int] = (
+            [0] * len(hands)
+            if sum(map(len, hands)) == sum(map(int.bit_count, masks))
+            else [len(h) - m.bit_count() for h, m in zip(hands, masks, strict=True)]
+        )
         """Each seat's hidden tiles still held (only a redacted state has any): its tiles
         less the known ones, its mask's (`h.count(None)` compares each Tile with None
-        through Tile's Python-level comparisons, about 60 ns a tile)."""
+        through Tile's Python-level comparisons, about 60 ns a tile). A seat never holds
+        fewer tiles than its mask, so equal totals mean no seat holds a hidden one."""
         self.masks: list[int] = list(masks)
         self.scores: list[int] = list(scores)
         # The line is the state's and the plays since (`line()`); `on_line` counts its tiles.
@@ -174,17 +179,10 @@ class Board:
         """Where in `events` the plays on the line begin (after the hand's deal)."""
         self.drawn = 0
         self.events: list[Event] = []
-        rules = info.rules
-        self.rules: Rules = rules
-        self.seats: int = info.seats
-        self.sides = info.sides
-        self.partnerships: bool = info.partnerships
-        self.next_seat: tuple[int, ...] = _NEXT_SEAT[info.seats]
-        self.double_bonus: int = rules.double_bonus
-        self.instant: bool = rules.match_end == "instant"
-        self.target: int = rules.target
-        self.one_then_pass: bool = rules.draw == "one_then_pass"
-        self.reduction: bool = rules.endgame_reduction != "off"
+        (
+            self.rules, self.seats, self.sides, self.partnerships, self.next_seat,
+            self.double_bonus, self.instant, self.target, self.one_then_pass, self.reduction,
+        ) = _setup_of(info)  # fmt: skip
         self.dealer: Callable[[int, int], Hands] | None = None
         self.played_row = _played_row(self.hand)
 
@@ -215,11 +213,22 @@ class Board:
         return tuple(out)
 
     def state(self) -> State:
+        """The State the board's events lead to: `fold(events, state)`."""
+        masks = self.masks
+        hand_of = self.hand_of
+        # A seat with as many tiles as its mask has bits holds all it got (hand_of's first
+        # case, checked here without the call).
+        hands = [
+            h if m.bit_count() == len(h) else hand_of(seat)
+            for seat, (h, m) in enumerate(zip(self.held, masks, strict=True))
+        ]
+        ends = (
+            (self.left, self.right, self.left_double, self.right_double) if self.on_line else None
+        )
         return _new(State, (
-            self.info, self.phase, self.hand, self.attempt,
-            tuple(self.hands), tuple(self.masks),
+            self.info, self.phase, self.hand, self.attempt, tuple(hands), tuple(masks),
             self.boneyard[self.drawn :] if self.drawn else self.boneyard,
-            self.line(), self.ends, self.turn,
+            self.line(), ends, self.turn,
             self.must_play, tuple(self.scores), self.hand_over, self.result,
             self.version + len(self.events), self.clocks, self.clock_since, self.timeouts,
             self.at_ms,
@@ -258,17 +267,19 @@ class Board:
 
     def line(self) -> tuple[tuple[int, int], ...]:
         """State.line: the state's line (or none after a new deal) and the plays since."""
-        right_part = list(self.line0) if not self.hand_start else []
+        base = self.line0 if not self.hand_start else ()
         left_part: list[tuple[int, int]] = []
-        left = right_part[0][0] if right_part else -1
-        right = right_part[-1][1] if right_part else -1
+        right_part: list[tuple[int, int]] = []
+        left = base[0][0] if base else -1
+        right = base[-1][1] if base else -1
         for e in self.events[self.hand_start :]:
             if type(e) is TilePlayed:
                 t = e.tile
                 if e.end is None:
                     left, right = t.low, t.high
+                    base = ((left, right),)
                     left_part = []
-                    right_part = [(left, right)]
+                    right_part = []
                 elif e.end is LEFT:
                     number = t.high if t.low == left else t.low
                     left_part.append((number, left))
@@ -277,7 +288,9 @@ class Board:
                     number = t.high if t.low == right else t.low
                     right_part.append((right, number))
                     right = number
-        return (*reversed(left_part), *right_part)
+        if not left_part and not right_part:
+            return base
+        return (*reversed(left_part), *base, *right_part)
 
     def side_of(self, seat: int) -> int:
         return seat % 2 if self.partnerships else seat
@@ -746,6 +759,33 @@ class Board:
         if rule == "lowest_double_else_lowest_tile":
             return dealt & -dealt  # the lowest tile in canonical order
         return 0
+
+
+_Setup = tuple[
+    Rules, int, tuple[tuple[int, ...], ...], bool, tuple[int, ...], int, bool, int, bool, bool
+]
+
+
+def _setup_of(info: MatchInfo) -> _Setup:
+    """What a Board reads from the match's rules, as its fields: rules, seats, sides,
+    partnerships, next_seat, double_bonus, instant, target, one_then_pass, reduction. The
+    last one made is kept: every state of a match shares its MatchInfo object, so a Board
+    built for each command of the match reads them once."""
+    global _last_setup
+    last = _last_setup
+    if last[0] is info:
+        return last[1]
+    rules = info.rules
+    setup: _Setup = (
+        rules, info.seats, info.sides, info.partnerships, _NEXT_SEAT[info.seats],
+        rules.double_bonus, rules.match_end == "instant", rules.target,
+        rules.draw == "one_then_pass", rules.endgame_reduction != "off",
+    )  # fmt: skip
+    _last_setup = (info, setup)
+    return setup
+
+
+_last_setup: tuple[MatchInfo | None, _Setup] = (None, None)  # type: ignore[assignment]
 
 
 def _played_row(hand: int) -> list[TilePlayed | None]:
