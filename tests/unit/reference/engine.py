@@ -580,29 +580,3 @@ def _timeout(run: _Run, state: State, c: Timeout) -> None:
     play = first_legal_play(after, seat)
     assert play is not None, "a running clock belongs to a seat with a play"
     _play(run, seat, play[0], play[1], auto=True)
-
-
-def command_of(event: Event) -> Command | None:
-    """The command a server decided that starts with `event`, as it must be decided again
-    to give the same events (a stored log checked by the rules); None for an event only
-    ever caused by another (a deal, a draw, points, the end of a hand)."""
-    if isinstance(event, TilePlayed):
-        return Play(event.seat, event.tile, event.end, event.at_ms)
-    if isinstance(event, TimedOut):
-        return Timeout(event.seat, event.at_ms)
-    if isinstance(event, SeatTaken):
-        return TakeSeat(event.name, event.client_seed, event.seat)
-    if isinstance(event, MatchEnded):
-        if event.reason == MatchEndReason.FORFEIT and event.resigned_seat is not None:
-            return Resign(event.resigned_seat, event.at_ms, event.note)
-        # Abandoned; or a resignation recorded before resignation was a forfeit.
-        return Abandon(event.note, event.resigned_seat)
-    if isinstance(event, MatchCreated) and event.server_seed is not None:
-        try:
-            seed = bytes.fromhex(event.server_seed)
-        except ValueError:
-            return None
-        return CreateMatch(
-            event.match_id, event.seats, event.partnerships, event.rules, seed, event.name
-        )
-    return None
