@@ -1,21 +1,20 @@
-"""The rules core on bitboards: an unclocked match played out on one mutable `Board`, with
-one State built only when asked for.
+"""The rules core: a match played on one mutable `Board`, with one State built only when
+asked for. Every path decides here: the server's commands (`engine.execute` builds a Board
+for each Play, Timeout, Resign and Abandon), simulations, bots, Monte Carlo playouts, the
+re-check of a stored log and the audit.
 
-The engine's own path emits each event and evolves a new State for it (the lead, draws,
-passes, points, the end of the hand, the next deal, the end of the match), so a move costs
-a State per event. A `Board` holds the match as it stands: 28-bit masks of the tiles each
-seat holds, beside the tiles in the order each seat got them (its hand is those still in
-its mask), the ends as four fields and the line as the state's plus the plays since.
-"Does this seat hold a fitting tile" is one `&` with the precomputed mask of the tiles
-showing an end's number, and the blocked hand's doubles and pips come from the masks and a
-table. The events are the engine's, in the same order, built as it builds them; `state()`
-is what `fold` gives for them (tests/unit/test_bitboard_reference.py compares both, and a
-plain reference of the rules, move by move).
+A `Board` holds the match as it stands: 28-bit masks of the tiles each seat holds, beside
+the tiles in the order each seat got them (its hand is those still in its mask), the ends as
+four fields and the line as the state's plus the plays since. "Does this seat hold a
+fitting tile" is one `&` with the precomputed mask of the tiles showing an end's number,
+and the blocked hand's doubles and pips come from the masks and a table. Everything a
+command causes (the lead, draws, passes, points, the end of the hand, the next deal, the
+end of the match) is an event in `events`, in order, and `state()` is what `fold` gives for
+them. tests/unit/test_bitboard_reference.py checks both against a plain reference of the
+rules and against the reference engine kept in tests/unit/reference, command by command.
 
 A simulation plays a whole match on one Board (`legal_plays`, then `play` of one of them,
-or `play_checked` of any play a client could send, refused with the engine's error);
-`engine.execute` plays a client's move here too (`play_command`), after the same checks.
-Matches without clocks only.
+or `play_checked` of any play a client could send, refused with the rules' error).
 """
 
 from __future__ import annotations
@@ -24,7 +23,15 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 
 from . import dealing
-from .commands import Play
+from .commands import Abandon, Command, Play, Resign, Timeout
+from .errors import (
+    ClockViolation,
+    IllegalPlay,
+    InvalidArgument,
+    MatchNotInProgress,
+    NotYourTurn,
+    shown,
+)
 from .events import (
     DRAWN_BY_HAND,
     INTERNED_HANDS,
@@ -40,14 +47,14 @@ from .events import (
     SeedRevealed,
     TileDrawn,
     TilePlayed,
+    TimedOut,
 )
-from .events import drawn as interned_draw
-from .events import passed as interned_pass
 from .rules import Rules
-from .scoring import BLOCKED_POINTS, play_award
+from .scoring import BLOCKED_POINTS
 from .state import _PLAYS, ENDED, PLAYING, MatchInfo, State
+from .text import check_text
 from .tiles import ALL_TILES, DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
-from .vocabulary import HandEndReason, MatchEndReason, PointsReason
+from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason
 
 Hands = tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]
 """A deal: each seat's tiles and the boneyard in draw order."""
@@ -66,18 +73,19 @@ DOUBLE_BONUS = PointsReason.DOUBLE_BONUS
 
 
 class Board:
-    """A match being played, mutable: the rules core of a simulation, and of a play.
+    """A match being played, mutable: the rules core.
 
-    `Board(state, deal)` takes an unclocked match as it stands, its seats taken (`deal` is
-    the engine's, dealing.deal, or a stand-in for playouts that never look past the hand).
-    Then, until `phase` is ENDED, with `turn` the seat to move:
+    `Board(state, deal)` takes a match as it stands (`deal` is dealing.deal, or a stand-in
+    for playouts that never look past the hand). Then, until `phase` is ENDED, with `turn`
+    the seat to move:
 
     - `legal_plays(turn)` lists its plays, as `State.legal_plays` does, in the same order;
-    - `play(seat, tile, end)` makes a play known to be legal (one of `legal_plays`), with
-      no check: the trusted fast path;
-    - `play_checked(seat, tile, end)` makes any play a client could send, `end` None when
-      the tile fits one end only, and refuses an illegal one with the engine's own error
-      (nothing is changed then).
+    - `play(seat, tile, end)` makes a play known to be legal (one of `legal_plays`) in a
+      match without clocks, with no check: the trusted fast path;
+    - `play_checked(seat, tile, end, at_ms)` makes any play a client could send, `end` None
+      when the tile fits one end only, and refuses an illegal one with the rules' error
+      (nothing is changed then);
+    - `execute(command)` does what a Play, Timeout, Resign or Abandon does, or refuses it.
 
     Everything the rules force after a play (draws, passes, points, the end of the hand,
     the next deal and its lead, the end of the match) is played at once. `events` holds
@@ -86,6 +94,7 @@ class Board:
     """
 
     __slots__ = (
+        "at",
         "at_ms",
         "attempt",
         "boneyard",
@@ -132,6 +141,9 @@ class Board:
 
     def __init__(self, s: State, deal: Deal) -> None:
         self.deal = deal
+        self.at: int | None = None
+        """The time of the command being played in a clocked match (None without clocks),
+        given to every event it causes."""
         (
             info, self.phase, self.hand, self.attempt, hands, masks, self.boneyard, line,
             ends, self.turn, self.must_play, scores, self.hand_over, self.result,
@@ -145,10 +157,15 @@ class Board:
         # Each seat's tiles as dealt and drawn, in order, played ones included: its hand is
         # those still in its mask, and the hidden ones (None) less `hidden played`.
         self.held: list[tuple[Tile | None, ...]] = list(hands)
-        self.nones: list[int] = [len(h) - m.bit_count() for h, m in zip(hands, masks, strict=True)]
+        self.nones: list[int] = (
+            [0] * len(hands)
+            if sum(map(len, hands)) == sum(map(int.bit_count, masks))
+            else [len(h) - m.bit_count() for h, m in zip(hands, masks, strict=True)]
+        )
         """Each seat's hidden tiles still held (only a redacted state has any): its tiles
         less the known ones, its mask's (`h.count(None)` compares each Tile with None
-        through Tile's Python-level comparisons, about 60 ns a tile)."""
+        through Tile's Python-level comparisons, about 60 ns a tile). A seat never holds
+        fewer tiles than its mask, so equal totals mean no seat holds a hidden one."""
         self.masks: list[int] = list(masks)
         self.scores: list[int] = list(scores)
         # The line is the state's and the plays since (`line()`); `on_line` counts its tiles.
@@ -162,17 +179,10 @@ class Board:
         """Where in `events` the plays on the line begin (after the hand's deal)."""
         self.drawn = 0
         self.events: list[Event] = []
-        rules = info.rules
-        self.rules: Rules = rules
-        self.seats: int = info.seats
-        self.sides = info.sides
-        self.partnerships: bool = info.partnerships
-        self.next_seat: tuple[int, ...] = _NEXT_SEAT[info.seats]
-        self.double_bonus: int = rules.double_bonus
-        self.instant: bool = rules.match_end == "instant"
-        self.target: int = rules.target
-        self.one_then_pass: bool = rules.draw == "one_then_pass"
-        self.reduction: bool = rules.endgame_reduction != "off"
+        (
+            self.rules, self.seats, self.sides, self.partnerships, self.next_seat,
+            self.double_bonus, self.instant, self.target, self.one_then_pass, self.reduction,
+        ) = _setup_of(info)  # fmt: skip
         self.dealer: Callable[[int, int], Hands] | None = None
         self.played_row = _played_row(self.hand)
 
@@ -203,11 +213,22 @@ class Board:
         return tuple(out)
 
     def state(self) -> State:
+        """The State the board's events lead to: `fold(events, state)`."""
+        masks = self.masks
+        hand_of = self.hand_of
+        # A seat with as many tiles as its mask has bits holds all it got (hand_of's first
+        # case, checked here without the call).
+        hands = [
+            h if m.bit_count() == len(h) else hand_of(seat)
+            for seat, (h, m) in enumerate(zip(self.held, masks, strict=True))
+        ]
+        ends = (
+            (self.left, self.right, self.left_double, self.right_double) if self.on_line else None
+        )
         return _new(State, (
-            self.info, self.phase, self.hand, self.attempt,
-            tuple(self.hands), tuple(self.masks),
+            self.info, self.phase, self.hand, self.attempt, tuple(hands), tuple(masks),
             self.boneyard[self.drawn :] if self.drawn else self.boneyard,
-            self.line(), self.ends, self.turn,
+            self.line(), ends, self.turn,
             self.must_play, tuple(self.scores), self.hand_over, self.result,
             self.version + len(self.events), self.clocks, self.clock_since, self.timeouts,
             self.at_ms,
@@ -246,17 +267,19 @@ class Board:
 
     def line(self) -> tuple[tuple[int, int], ...]:
         """State.line: the state's line (or none after a new deal) and the plays since."""
-        right_part = list(self.line0) if not self.hand_start else []
+        base = self.line0 if not self.hand_start else ()
         left_part: list[tuple[int, int]] = []
-        left = right_part[0][0] if right_part else -1
-        right = right_part[-1][1] if right_part else -1
+        right_part: list[tuple[int, int]] = []
+        left = base[0][0] if base else -1
+        right = base[-1][1] if base else -1
         for e in self.events[self.hand_start :]:
             if type(e) is TilePlayed:
                 t = e.tile
                 if e.end is None:
                     left, right = t.low, t.high
+                    base = ((left, right),)
                     left_part = []
-                    right_part = [(left, right)]
+                    right_part = []
                 elif e.end is LEFT:
                     number = t.high if t.low == left else t.low
                     left_part.append((number, left))
@@ -265,7 +288,9 @@ class Board:
                     number = t.high if t.low == right else t.low
                     right_part.append((right, number))
                     right = number
-        return (*reversed(left_part), *right_part)
+        if not left_part and not right_part:
+            return base
+        return (*reversed(left_part), *base, *right_part)
 
     def side_of(self, seat: int) -> int:
         return seat % 2 if self.partnerships else seat
@@ -281,11 +306,14 @@ class Board:
         fit = FITS[self.left] | FITS[self.right]
         return not any(m & fit for m in self.masks)
 
-    def play_checked(self, seat: int, tile: Tile, end: End | None = None) -> None:
-        """`engine.execute` of `Play(seat, tile, end)` on the board: the play made, as
-        `play` makes it, if the engine accepts it; else the engine's error (NotYourTurn,
-        IllegalPlay, MatchNotInProgress, InvalidArgument), raised with the board unchanged.
-        `end` None: the one end the tile fits (END_REQUIRED when it fits both)."""
+    def play_checked(
+        self, seat: int, tile: Tile, end: End | None = None, at_ms: int | None = None
+    ) -> None:
+        """`Play(seat, tile, end, at_ms)` on the board: the play made, as `play` makes it, if
+        the rules accept it; else their error (NotYourTurn, IllegalPlay, MatchNotInProgress,
+        ClockViolation, InvalidArgument), raised with the board unchanged. `end` None: the
+        one end the tile fits (END_REQUIRED when it fits both); `at_ms` the command's time,
+        required in a clocked match only."""
         if (
             self.on_line
             and not self.clocks
@@ -310,23 +338,152 @@ class Board:
             elif (end is LEFT and on_left) or (end is RIGHT and on_right):
                 self.play(seat, tile, end)
                 return
-        self._refuse(seat, tile, end)
+        self._checked(seat, tile, end, at_ms)
 
-    def _refuse(self, seat: int, tile: Tile, end: End | None) -> None:
-        """The engine's own checks on the state as it stands, which raise what they find."""
-        from . import engine  # the engine plays through this module
+    def execute(self, command: Command) -> None:
+        """What `command` (a Play, Timeout, Resign or Abandon) does, played on the board;
+        else the rules' error, raised with the board unchanged: InvalidArgument for a
+        malformed command, RuleViolation (NotYourTurn, IllegalPlay, MatchNotInProgress,
+        ClockViolation) for one the rules refuse now."""
+        if isinstance(command, Play):
+            self.play_checked(command.seat, command.tile, command.end, command.at_ms)
+        elif isinstance(command, Timeout):
+            self.timeout(command.seat, command.at_ms)
+        elif isinstance(command, Resign):
+            self.resign(command.seat, command.at_ms, command.note)
+        elif isinstance(command, Abandon):
+            self.abandon(command.reason, command.resigned_seat)
+        else:
+            raise InvalidArgument(
+                f"unknown command {type(command).__name__}", reason="UNKNOWN_COMMAND"
+            )
 
-        command = Play(seat, tile, end)
+    def timeout(self, seat: int, at_ms: int | None) -> None:
+        """`seat`'s clock has fallen by `at_ms` (RULES.md section 11): its timeout, then the
+        forfeit it may cause or the first legal play made for it. Raises ClockViolation
+        (NO_CLOCK, CLOCK_NOT_RUNNING, CLOCK_NOT_EXPIRED), MatchNotInProgress,
+        InvalidArgument."""
         state = self.state()
-        engine.execute_evolving(state, command)
-        # The engine took a play the fast checks did not (an int or Tile subclass): the
-        # same play, in plain values.
-        end = engine._choose_end(state, command)
-        self.play(int(seat), Tile.of(tile.low, tile.high), end)
+        if not state.clocks:
+            raise ClockViolation(
+                f"match {state.match_id} is not played on a clock",
+                reason="NO_CLOCK",
+                match_id=state.match_id,
+            )
+        if state.phase != PLAYING or state.hand_over:
+            raise not_being_played(state)
+        seat = seat_number(state, seat)
+        at = clock_time(state, at_ms)
+        due = state.due_at_ms
+        if state.running != seat or due is None:
+            raise ClockViolation(
+                f"match {state.match_id}, hand {state.hand}: seat {seat}'s clock is not "
+                f"running (seat {state.running} is to play)",
+                reason="CLOCK_NOT_RUNNING",
+                match_id=state.match_id,
+                seat=seat,
+            )
+        if at < due:
+            raise ClockViolation(
+                f"match {state.match_id}, hand {state.hand}: seat {seat} has {due - at} ms "
+                f"left at {at} ms; its time runs out at {due} ms",
+                reason="CLOCK_NOT_EXPIRED",
+                match_id=state.match_id,
+                seat=seat,
+                due_at_ms=due,
+                at_ms=at,
+            )
+        self.at = at
+        self.events.append(TimedOut(self.hand, seat, at))
+        clocks, timeouts = self.clocks, self.timeouts
+        self.clocks = (*clocks[:seat], 0, *clocks[seat + 1 :])
+        self.timeouts = (*timeouts[:seat], timeouts[seat] + 1, *timeouts[seat + 1 :])
+        self.clock_since = self.at_ms = at
+        rules = self.rules
+        if rules.on_timeout == "forfeit" or self.timeouts[seat] >= rules.timeouts_to_forfeit:
+            note = f"seat {seat} ran out of time"
+            self._forfeit(self.side_of(seat), ForfeitCause.TIMEOUT, None, note)
+            return
+        plays = self.legal_plays(seat)
+        assert plays, "a running clock belongs to a seat with a play"
+        tile, end = _first(plays)
+        self.play(seat, tile, end, rules.clock_increment * 1000, auto=True)
 
-    def play(self, seat: int, tile: Tile, end: End | None) -> None:
-        """engine._play without a clock, of a legal play (as `legal_plays` gives them);
-        `end` None for the lead."""
+    def resign(self, seat: int, at_ms: int | None, note: str) -> None:
+        """`seat` resigns: its side forfeits (RULES.md section 11). Raises
+        MatchNotInProgress, ClockViolation (its time ran out first), InvalidArgument."""
+        state = self.state()
+        if state.phase != PLAYING:
+            raise not_being_played(state)
+        seat = seat_number(state, seat)
+        if state.clocks:
+            at = clock_time(state, at_ms)
+            check_not_fallen(state, at)
+            self.at = at
+        note = check_text(note, "note", 240) or f"seat {seat} resigned"
+        self._forfeit(self.side_of(seat), ForfeitCause.RESIGNED, seat, note)
+
+    def abandon(self, reason: str, seat: int | None) -> None:
+        """The match is abandoned (by the server), at any phase before its end; `seat` the
+        one that resigned, if one did. Raises MatchNotInProgress, InvalidArgument."""
+        info = self.info
+        if self.phase == ENDED:
+            raise MatchNotInProgress(
+                f"match {info.match_id} has already ended",
+                reason="MATCH_ENDED",
+                match_id=info.match_id,
+            )
+        if seat is not None and (
+            isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < self.seats
+        ):
+            raise InvalidArgument(
+                f"match {info.match_id} has no seat {shown(seat)}",
+                reason="NO_SUCH_SEAT",
+                match_id=info.match_id,
+            )
+        note = check_text(reason, "reason", 200)
+        ended = MatchEnded(MatchEndReason.ABANDONED, None, tuple(self.scores), seat, note)
+        self._end(ended)
+
+    def _forfeit(self, side: int, cause: ForfeitCause, resigned: int | None, note: str) -> None:
+        """RULES.md section 11: the match ends at once, scores stand, and the winner is the
+        best of the other sides (none on a tie for best)."""
+        scores = self.scores
+        others = [i for i in range(len(scores)) if i != side]
+        top = max(scores[i] for i in others)
+        leaders = [i for i in others if scores[i] == top]
+        winner = leaders[0] if len(leaders) == 1 else None
+        reason = MatchEndReason.FORFEIT
+        self._end(MatchEnded(reason, winner, tuple(scores), resigned, note, side, cause, self.at))
+
+    def _checked(self, seat: int, tile: Tile, end: End | None, at_ms: int | None) -> None:
+        """`play_checked` by the rules' checks on the state as it stands (each raises what it
+        finds), for what the fast checks did not take: a refusal, a clocked match, or an int
+        or Tile subclass (played as plain values)."""
+        command = Play(seat, tile, end, at_ms)
+        state = self.state()
+        check_play(state, command)
+        end = choose_end(state, command)
+        seat, tile = int(seat), Tile.of(tile.low, tile.high)
+        if not state.clocks:
+            self.play(seat, tile, end)
+            return
+        at = clock_time(state, at_ms)
+        check_not_fallen(state, at)
+        self.at = at
+        self.play(seat, tile, end, state.clock_left(seat, at) + self.rules.clock_increment * 1000)
+
+    def play(
+        self,
+        seat: int,
+        tile: Tile,
+        end: End | None,
+        clock_ms: int | None = None,
+        auto: bool = False,
+    ) -> None:
+        """A legal play (as `legal_plays` gives them) and all it forces; `end` None for the
+        lead. In a clocked match (`at` set), `clock_ms` is the seat's time left after it
+        (None: as it was, for the lead) and `auto` whether its timeout made it."""
         masks = self.masks
         mask = masks[seat]
         bit = tile.bit
@@ -366,6 +523,8 @@ class Board:
         if event is None:
             event = row[k] = TilePlayed(self.hand, seat, tile, end)
         self.events.append(event)
+        if self.at is not None:
+            self._clock_play(seat, tile, end, clock_ms, auto)
         turn = self.next_seat[seat]
         self.turn = self.mover = turn
         self.must_play = None
@@ -385,6 +544,23 @@ class Board:
             self.block()
             return
         self.advance()
+
+    def _clock_play(
+        self, seat: int, tile: Tile, end: End | None, clock_ms: int | None, auto: bool
+    ) -> None:
+        """The play just made, at `at` with its clock: the seat's time left, and its
+        timeouts in a row forgotten when it chose the play itself."""
+        at = self.at
+        assert at is not None
+        clocks = self.clocks
+        if clock_ms is None:
+            clock_ms = clocks[seat]  # the forced lead takes no time and earns none
+        self.events[-1] = TilePlayed(self.hand, seat, tile, end, at, clock_ms, auto)
+        self.clocks = (*clocks[:seat], clock_ms, *clocks[seat + 1 :])
+        self.clock_since = self.at_ms = at
+        timeouts = self.timeouts
+        if not auto and end is not None and timeouts[seat]:
+            self.timeouts = (*timeouts[:seat], 0, *timeouts[seat + 1 :])
 
     def _play_hidden(self, seat: int, tile: Tile) -> None:
         """A play of a tile the state shows as hidden: one of the seat's hidden tiles."""
@@ -427,7 +603,8 @@ class Board:
         return False
 
     def advance(self) -> None:
-        """engine._advance: everything forced until a seat has a choice."""
+        """Everything forced after a play until a seat has a choice: draws and passes (at
+        `at` in a clocked match), or the block."""
         fit = _FIT_OF_ENDS[self.key]
         masks = self.masks
         seat = self.turn
@@ -435,7 +612,8 @@ class Board:
         events = self.events
         hand = self.hand
         boneyard = self.boneyard
-        interned = 0 <= hand < INTERNED_HANDS
+        at = self.at
+        interned = 0 <= hand < INTERNED_HANDS and at is None
         drawn_row = DRAWN_BY_HAND[hand] if interned else None
         stock = len(boneyard) - RESERVE  # the boneyard's tiles that may be drawn, in all
         drawn = self.drawn
@@ -447,7 +625,7 @@ class Board:
                     tile = boneyard[drawn]
                     drawn += 1
                     if drawn_row is None:
-                        events.append(TileDrawn(hand, seat, tile))
+                        events.append(TileDrawn(hand, seat, tile, at))
                     else:
                         k = seat * 29 + (28 if tile is None else tile.index)
                         event = drawn_row[k]
@@ -470,13 +648,13 @@ class Board:
                         self.block()
                         return
                 self.held[seat] = held
-            events.append(PASSED_BY_HAND[hand][seat] if interned else Passed(hand, seat))
+            events.append(PASSED_BY_HAND[hand][seat] if interned else Passed(hand, seat, at))
             seat = self.next_seat[seat]
             self.turn = self.mover = seat
         self.drawn = drawn
 
     def block(self) -> None:
-        """engine._block: the blocked hand's winner from the sides' masks."""
+        """The blocked hand's end: its winner from the sides' masks."""
         masks = self.masks
         side_masks = []
         for seats in self.sides:
@@ -499,7 +677,8 @@ class Board:
         self.hand_over = True
 
     def end_hand(self, reason: HandEndReason, side: int | None, points: int) -> None:
-        """engine._end_hand."""
+        """The hand's end, then the match's (a single leader at the target) or the next
+        hand (a tie for highest plays another, RULES.md section 7)."""
         self.hand_ended(reason, side, points)
         scores = self.scores
         top = max(scores)
@@ -511,11 +690,16 @@ class Board:
         self.start_hand(self.hand + 1)
 
     def end_match(self, winner: int) -> None:
-        """engine._end_match at the target: the end and the seed's reveal."""
+        """The match's end at the target, won by side `winner`."""
+        self._end(MatchEnded(MatchEndReason.TARGET, winner, tuple(self.scores), None, ""))
+
+    def _end(self, ended: MatchEnded) -> None:
+        """The match's end, `ended`, and the seed's reveal."""
         info = self.info
         assert info.server_seed is not None
-        ended = MatchEnded(MatchEndReason.TARGET, winner, tuple(self.scores), None, "")
         self.events.append(ended)
+        if ended.at_ms is not None:
+            self.at_ms = ended.at_ms
         self.phase = ENDED
         self.turn = self.mover = None
         self.must_play = None
@@ -528,7 +712,7 @@ class Board:
         )  # fmt: skip
 
     def start_hand(self, number: int) -> None:
-        """engine._start_hand: deal (again while void), then the forced lead."""
+        """Deal hand `number` (again while void), then its forced lead."""
         dealer = self.dealer
         if dealer is None:
             dealer = self.dealer = _dealer(self.info, self.deal)
@@ -575,6 +759,33 @@ class Board:
         if rule == "lowest_double_else_lowest_tile":
             return dealt & -dealt  # the lowest tile in canonical order
         return 0
+
+
+_Setup = tuple[
+    Rules, int, tuple[tuple[int, ...], ...], bool, tuple[int, ...], int, bool, int, bool, bool
+]
+
+
+def _setup_of(info: MatchInfo) -> _Setup:
+    """What a Board reads from the match's rules, as its fields: rules, seats, sides,
+    partnerships, next_seat, double_bonus, instant, target, one_then_pass, reduction. The
+    last one made is kept: every state of a match shares its MatchInfo object, so a Board
+    built for each command of the match reads them once."""
+    global _last_setup
+    last = _last_setup
+    if last[0] is info:
+        return last[1]
+    rules = info.rules
+    setup: _Setup = (
+        rules, info.seats, info.sides, info.partnerships, _NEXT_SEAT[info.seats],
+        rules.double_bonus, rules.match_end == "instant", rules.target,
+        rules.draw == "one_then_pass", rules.endgame_reduction != "off",
+    )  # fmt: skip
+    _last_setup = (info, setup)
+    return setup
+
+
+_last_setup: tuple[MatchInfo | None, _Setup] = (None, None)  # type: ignore[assignment]
 
 
 def _played_row(hand: int) -> list[TilePlayed | None]:
@@ -645,14 +856,6 @@ def _unique_best(keys: list[object]) -> int | None:
     return winners[0] if len(winners) == 1 else None
 
 
-def first_hand(state: State, deal: Deal) -> tuple[tuple[Event, ...], State]:
-    """The first deal of an unclocked match whose seats are all taken, and its lead.
-    `deal` is the engine's (dealing.deal)."""
-    board = Board(state, deal)
-    board.start_hand(1)
-    return tuple(board.events), board.state()
-
-
 _FIT_OF_ENDS: tuple[int, ...] = tuple(
     FITS[left] | FITS[right] for left in range(7) for right in range(7)
 )
@@ -673,141 +876,139 @@ _NEXT_SEAT = ((), (0,), (1, 0), (1, 2, 0), (1, 2, 3, 0))
 """The seat after each seat, by the number of seats."""
 
 
-def play_command(state: State, command: Play, deal: Deal) -> tuple[tuple[Event, ...], State] | None:
-    """`execute` of a play in an unclocked match, checked on the masks: None when the play
-    is not plainly legal (the engine's own checks then say why). `deal` is the engine's
-    (dealing.deal).
-
-    The common move (the hand goes on, and what follows it is draws and passes
-    until a seat holds a fitting tile) is played here on locals, with the one State built
-    at the end; anything else (the last tile of a hand, a block, the target reached, hidden
-    tiles) is played by a Board."""
-    seat = command.seat
-    tile = command.tile
-    end = command.end
-    (
-        info, phase, hand, attempt, hands, masks, boneyard, line, ends, turn, must_play,
-        scores, hand_over, result, version, clocks, clock_since, timeouts, at_ms,
-    ) = state  # fmt: skip
-    if (
-        phase is not PLAYING
-        or hand_over
-        or type(seat) is not int
-        or type(tile) is not Tile
-        or turn != seat
-        or ends is None
-    ):
-        return None
-    bit = tile.bit
-    mask = masks[seat]
-    if not mask & bit or (must_play is not None and must_play is not tile):
-        return None
-    left, right, left_double, right_double = ends
-    on_left = bit & FITS[left]
-    on_right = bit & FITS[right]
-    if end is None:
-        if on_left and on_right:
-            return None
-        end = LEFT if on_left else RIGHT if on_right else None
-        if end is None:
-            return None
-    elif not (on_left if end is LEFT else on_right if end is RIGHT else False):
-        return None
-    held = hands[seat]
-    d = tile.is_double
-    if end is LEFT:
-        left = tile.high if tile.low == left else tile.low
-        left_double = d
-    else:
-        right = tile.high if tile.low == right else tile.low
-        right_double = d
-    rules = info.rules
-    if len(held) < 2 or len(held) != mask.bit_count():
-        # The hand's last tile, or a hand with hidden tiles: the Board plays it.
-        return _on_board(state, deal, seat, tile, end)
-    # The tile's place in the hand (it holds it: its mask has it), found by identity
-    # (`held.index` compares each Tile before it through Tile's Python-level comparisons).
-    i = 0
-    while held[i] is not tile:
-        i += 1
-    award = None
-    if left == right or (d and rules.double_bonus):
-        side = seat % 2 if info.partnerships else seat
-        points, base, reason = play_award(
-            rules, tile, (left, right, left_double, right_double), 2, scores[side]
+def check_play(state: State, c: Play) -> None:
+    """Raises what refuses `c` in `state`, but for its end and its time: MatchNotInProgress,
+    InvalidArgument, NotYourTurn, IllegalPlay (TILE_NOT_HELD, MUST_PLAY_DRAWN_TILE,
+    TILE_DOES_NOT_FIT)."""
+    if state.phase != PLAYING or state.hand_over:
+        raise not_being_played(state)
+    if isinstance(c.seat, bool) or not isinstance(c.seat, int):
+        raise InvalidArgument(f"seat must be a number, got {shown(c.seat)}")
+    if not isinstance(c.tile, Tile):
+        raise InvalidArgument("a play needs a tile", reason="TILE_REQUIRED")
+    if c.end is not None and not isinstance(c.end, End):
+        raise InvalidArgument("end must be left or right", reason="INVALID_END")
+    if state.turn != c.seat:
+        raise NotYourTurn(
+            f"match {state.match_id}, hand {state.hand}: seat {state.turn} is to play, "
+            f"not seat {c.seat}",
+            reason="NOT_YOUR_TURN",
+            match_id=state.match_id,
+            seat=c.seat,
         )
-        if points and reason is not None:
-            scored = list(scores)
-            scored[side] += points
-            if rules.match_end == "instant" and max(scored) >= rules.target:
-                return _on_board(state, deal, seat, tile, end)
-            scores = tuple(scored)
-            award = PointsScored(hand, side, points, reason, base, seat)
-    # Concatenation: one new tuple (unpacking into a display goes through a list).
-    line = ((left, ends[0]),) + line if end is LEFT else line + ((ends[1], right),)  # noqa: RUF005
-    seats = info.seats
-    hands_l = list(hands)
-    hands_l[seat] = held[:i] + held[i + 1 :]
-    masks_l = list(masks)
-    masks_l[seat] = mask ^ bit
-    # events.played, written out on the hottest path (a known seat, a play at an end).
-    if hand < INTERNED_HANDS:
-        row = PLAYED_BY_HAND[hand]
-        k = (seat * 28 + tile.index) * 3 + (1 if end is LEFT else 2)
-        played = row[k]
-        if played is None:
-            played = row[k] = TilePlayed(hand, seat, tile, end)
-    else:
-        played = TilePlayed(hand, seat, tile, end)
-    fit = FITS[left] | FITS[right]
-    turn = _NEXT_SEAT[seats][seat]
-    if award is None and masks_l[turn] & fit:
-        # The next seat has a choice: the move is this one event.
-        return (played,), _new(State, (
-            info, phase, hand, attempt, tuple(hands_l), tuple(masks_l), boneyard, line,
-            (left, right, left_double, right_double), turn, None, scores, False, result,
-            version + 1, clocks, clock_since, timeouts, at_ms,
-        ))  # fmt: skip
-    events: list[Event] = [played]
-    if award is not None:
-        events.append(award)
-    # Draws and passes until a seat holds a fitting tile; a block goes to the Board.
-    drawn = 0
-    stock = len(boneyard) - RESERVE
-    if stock <= 0 and not any(m & fit for m in masks_l):
-        return _on_board(state, deal, seat, tile, end)
-    one_then_pass = rules.draw == "one_then_pass"
-    must = None
-    while not masks_l[turn] & fit:
-        if stock > drawn:
-            for _ in range(1 if one_then_pass else stock - drawn):
-                drawn_tile = boneyard[drawn]
-                drawn += 1
-                if drawn_tile is None:
-                    return _on_board(state, deal, seat, tile, end)
-                events.append(interned_draw(hand, turn, drawn_tile))
-                hands_l[turn] += (drawn_tile,)
-                masks_l[turn] |= drawn_tile.bit
-                if drawn_tile.bit & fit:
-                    must = drawn_tile
-                    break
-                if stock <= drawn and not any(m & fit for m in masks_l):
-                    return _on_board(state, deal, seat, tile, end)
-            if must is not None:
-                break
-        events.append(interned_pass(hand, turn))
-        turn = turn + 1 if turn + 1 < seats else 0
-    return tuple(events), _new(State, (
-        info, phase, hand, attempt, tuple(hands_l), tuple(masks_l),
-        boneyard[drawn:] if drawn else boneyard, line,
-        (left, right, left_double, right_double), turn, must, scores, False, result,
-        version + len(events), clocks, clock_since, timeouts, at_ms,
-    ))  # fmt: skip
+    if c.tile not in state.hands[c.seat]:
+        raise IllegalPlay(
+            f"match {state.match_id}, hand {state.hand}: seat {c.seat} does not hold {c.tile}",
+            reason="TILE_NOT_HELD",
+            match_id=state.match_id,
+            seat=c.seat,
+        )
+    if state.must_play is not None and c.tile != state.must_play:
+        raise IllegalPlay(
+            f"match {state.match_id}, hand {state.hand}: seat {c.seat} must play the tile it "
+            f"drew, {state.must_play}",
+            reason="MUST_PLAY_DRAWN_TILE",
+            match_id=state.match_id,
+            seat=c.seat,
+        )
+    if not state.fits(c.tile):
+        assert state.ends is not None
+        raise IllegalPlay(
+            f"match {state.match_id}, hand {state.hand}: {c.tile} fits neither end "
+            f"({state.ends[0]}|{state.ends[1]})",
+            reason="TILE_DOES_NOT_FIT",
+            match_id=state.match_id,
+            seat=c.seat,
+        )
 
 
-def _on_board(
-    state: State, deal: Deal, seat: int, tile: Tile, end: End
-) -> tuple[tuple[Event, ...], State]:
-    board = Board(state, deal)
-    board.play(seat, tile, end)
-    return tuple(board.events), board.state()
+def not_being_played(state: State) -> MatchNotInProgress:
+    return MatchNotInProgress(
+        f"match {state.match_id} is not being played ({state.phase})",
+        reason="MATCH_ENDED" if state.phase == ENDED else "MATCH_NOT_IN_PROGRESS",
+        match_id=state.match_id,
+    )
+
+
+def choose_end(state: State, c: Play) -> End:
+    """The end `c` plays at, one `check_play` passed: its own, or the one end its tile
+    fits. Raises IllegalPlay (TILE_DOES_NOT_FIT at the end named, END_REQUIRED)."""
+    assert state.ends is not None
+    left, right = state.ends[0], state.ends[1]
+    on_left, on_right = c.tile.has(left), c.tile.has(right)
+    if (c.end is End.LEFT and not on_left) or (c.end is End.RIGHT and not on_right):
+        raise IllegalPlay(
+            f"match {state.match_id}, hand {state.hand}: {c.tile} does not fit the "
+            f"{c.end.value} end ({left if c.end is End.LEFT else right})",
+            reason="TILE_DOES_NOT_FIT",
+            match_id=state.match_id,
+            seat=c.seat,
+        )
+    if c.end is not None:
+        return c.end
+    if on_left and on_right:
+        raise IllegalPlay(
+            f"match {state.match_id}, hand {state.hand}: {c.tile} fits both ends "
+            f"({left}|{right}); say which",
+            reason="END_REQUIRED",
+            match_id=state.match_id,
+            seat=c.seat,
+        )
+    return End.LEFT if on_left else End.RIGHT
+
+
+def clock_time(state: State, at_ms: object) -> int:
+    """The command's time in a clocked match: `at_ms`, or the latest time recorded if that
+    is later. Raises InvalidArgument when it is missing or not a whole number >= 0."""
+    if at_ms is None:
+        raise InvalidArgument(
+            f"match {state.match_id} is played on a clock: the command needs its at_ms",
+            reason="AT_MS_REQUIRED",
+            match_id=state.match_id,
+        )
+    if isinstance(at_ms, bool) or not isinstance(at_ms, int) or at_ms < 0:
+        raise InvalidArgument(
+            f"at_ms must be a whole number of milliseconds >= 0, got {shown(at_ms)}",
+            reason="INVALID_AT_MS",
+            match_id=state.match_id,
+        )
+    return at_ms if at_ms > state.at_ms else state.at_ms
+
+
+def check_not_fallen(state: State, at_ms: int) -> None:
+    """Raises ClockViolation CLOCK_EXPIRED when the running clock has fallen by `at_ms`:
+    only the timeout may be recorded then."""
+    due = state.due_at_ms
+    if due is not None and at_ms >= due:
+        raise ClockViolation(
+            f"match {state.match_id}, hand {state.hand}: seat {state.running}'s time ran out "
+            f"at {due} ms (now {at_ms} ms); its timeout comes first",
+            reason="CLOCK_EXPIRED",
+            match_id=state.match_id,
+            seat=state.running,
+            due_at_ms=due,
+            at_ms=at_ms,
+        )
+
+
+def seat_number(state: State, seat: object) -> int:
+    """`seat`, a seat of the match. Raises InvalidArgument NO_SUCH_SEAT."""
+    if isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < state.seats:
+        raise InvalidArgument(
+            f"match {state.match_id} has no seat {shown(seat)}",
+            reason="NO_SUCH_SEAT",
+            match_id=state.match_id,
+        )
+    return seat
+
+
+def first_legal_play(state: State, seat: int) -> tuple[Tile, End] | None:
+    """The play a timeout makes for `seat` (RULES.md section 11): its first legal play in
+    canonical order, tiles 0-0 .. 6-6 and the left end before the right; None when it has
+    none."""
+    plays = state.legal_plays(seat)
+    return _first(plays) if plays else None
+
+
+def _first(plays: Sequence[tuple[Tile, End]]) -> tuple[Tile, End]:
+    return min(plays, key=lambda p: (p[0].index, p[1] is not End.LEFT))

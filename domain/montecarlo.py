@@ -15,7 +15,7 @@ worlds stay exactly those consistent with what was seen.
 
 A decision samples worlds (every hidden tile given a place, consistent with the slots), then
 plays out each legal play in each world to the end of the hand with the greedy policy for
-every seat, through `engine.execute`, and picks the play with the best average of
+every seat, on the rules core (`fastplay.Board`), and picks the play with the best average of
 (my side's points - the best other side's points) over the rest of the hand, with a bonus
 for winning the match.
 """
@@ -31,7 +31,6 @@ from typing import Any
 from . import fastplay
 from .commands import Play
 from .dealing import split
-from .engine import execute
 from .events import Dealt, Event, HandEnded, MatchEnded, Passed, PointsScored, TileDrawn, TilePlayed
 from .frozen import fast_init
 from .policies import POLICIES
@@ -309,8 +308,8 @@ def playout(
     hand (or `horizon` more plays). Returns my side's points minus the best other side's,
     plus MATCH_WIN_BONUS for a match won (minus it for one lost).
 
-    The plays are made on one mutable board (fastplay), as the engine makes them, with no
-    State built between them; `playout_by_states` is the same through `engine.execute`."""
+    The plays are made on one mutable board (fastplay), with no State built between them;
+    `playout_by_states` is the same with a State for each play."""
     if world.clocks or world.phase != PLAYING or world.hand_over:
         return playout_by_states(world, seat, tile, end, rng, horizon)
     me = world.side_of(seat)
@@ -363,16 +362,17 @@ def _one_tile(mask: int) -> bool:
 def playout_by_states(
     world: State, seat: int, tile: Tile, end: End, rng: random.Random, horizon: int | None = None
 ) -> float:
-    """`playout` through `engine.execute`, a State for each play: the reference for the
-    board's path, and the path of a world with clocks."""
+    """`playout` with a State for each play, each play checked as a client's on a Board of
+    its own: the reference for the one-board path, and the path of a world with clocks."""
     me = world.side_of(seat)
     gained = [0] * len(world.scores)
     state = world
     command = Play(seat=seat, tile=tile, end=end)
     plays = 0
     while True:
-        done = fastplay.play_command(state, command, _stand_in_deal)
-        events, state = done if done is not None else execute(state, command)
+        board = fastplay.Board(state, _stand_in_deal)
+        board.execute(command)
+        events, state = tuple(board.events), board.state()
         for e in events:
             if isinstance(e, PointsScored):
                 gained[e.side] += e.points

@@ -1,6 +1,8 @@
-"""Match state and the one way to build it: `evolve` each event, `fold` a stream.
+"""Match state and the one way to build it: `fold` a stream (`evolve` is the fold of one
+event).
 
-`evolve` applies a fact and never checks it; the checks live in `engine.decide`.
+The fold applies facts and never checks them against the rules (the checks live in the
+rules core, `fastplay.Board`); it refuses only a stream it cannot apply.
 
 State is built once per event, so it is shaped for that: what never changes during play
 (the match's identity, rules and seats) sits in one `MatchInfo` shared by every state of
@@ -10,7 +12,7 @@ times cheaper than a frozen dataclass of the same fields, which made a third of 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -32,7 +34,7 @@ from .events import (
 )
 from .frozen import fast_init
 from .rules import Rules
-from .tiles import ALL_BITS, ALL_TILES, FITS, RESERVE, TILE_OF_BIT, End, Tile, side_of, sides_of
+from .tiles import ALL_TILES, FITS, RESERVE, TILE_OF_BIT, End, Tile, side_of, sides_of
 from .vocabulary import Phase
 
 _new = tuple.__new__
@@ -230,9 +232,7 @@ _PLAYS: list[dict[Tile, tuple[tuple[Tile, End], ...]]] = [
 for each tile that fits."""
 
 
-def _on_created(state: State | None, e: MatchCreated) -> State:
-    if state is not None:
-        raise CorruptRecord("MatchCreated on a stream that already has a match")
+def _on_created(e: MatchCreated) -> State:
     info = MatchInfo(
         match_id=e.match_id,
         seats=e.seats,
@@ -259,223 +259,29 @@ def _on_created(state: State | None, e: MatchCreated) -> State:
     )
 
 
-def _on_seat(s: State, e: SeatTaken) -> State:
-    players = list(s.info.players)
-    players[e.seat] = Player(e.name, e.client_seed)
-    info = s.info
-    info = MatchInfo(
-        info.match_id, info.seats, info.partnerships, info.rules, info.commitment, info.name,
-        info.server_seed, tuple(players), info.sides,
-    )  # fmt: skip
-    return _new(State, (info, *s[1:14], s[14] + 1, *s[15:]))
-
-
-def _on_dealt(s: State, e: Dealt) -> State:
-    return _new(State, (
-        s.info, PLAYING, e.hand, e.attempt, e.hands, tuple([_mask(h) for h in e.hands]),
-        e.boneyard, (), None, None, None, s.scores, False, s.result, s.version + 1,
-        s.clocks, None, s.timeouts, s.at_ms,
-    ))  # fmt: skip
-
-
-def _on_voided(s: State, e: DealVoided) -> State:
-    return s._replace(version=s.version + 1)
-
-
-def _remove(hand: tuple[Tile | None, ...], tile: Tile) -> tuple[Tile | None, ...]:
-    try:
-        i = hand.index(tile)
-    except ValueError:
-        try:
-            i = hand.index(None)
-        except ValueError:
-            raise CorruptRecord(f"tile {tile} played from a hand that does not hold it") from None
-    return hand[:i] + hand[i + 1 :]
-
-
-def _on_played(s: State, e: TilePlayed) -> State:
-    tile = e.tile
-    seat = e.seat
-    hands = list(s.hands)
-    hands[seat] = _remove(hands[seat], tile)
-    masks = list(s.masks)
-    masks[seat] &= ALL_BITS ^ tile.bit
-    old = s.ends
-    d = tile.is_double
-    if old is None:
-        ends = (tile.low, tile.high, d, d)
-        line: tuple[tuple[int, int], ...] = ((tile.low, tile.high),)
-    elif e.end is End.LEFT:
-        left = tile.high if tile.low == old[0] else tile.low
-        ends = (left, old[1], d, old[3])
-        line = ((left, old[0]), *s.line)
-    else:
-        right = tile.high if tile.low == old[1] else tile.low
-        ends = (old[0], right, old[2], d)
-        line = (*s.line, (old[1], right))
-    clocks, since, timeouts, at = s.clocks, s.clock_since, s.timeouts, s.at_ms
-    if e.at_ms is not None:
-        since = at = e.at_ms
-        if e.clock_ms is not None and clocks:
-            clocks = (*clocks[:seat], e.clock_ms, *clocks[seat + 1 :])
-        if not e.auto and e.end is not None and timeouts and timeouts[seat]:
-            timeouts = (*timeouts[:seat], 0, *timeouts[seat + 1 :])
-    return _new(State, (
-        s.info, s.phase, s.hand, s.attempt, tuple(hands), tuple(masks), s.boneyard, line,
-        ends, (seat + 1) % s.info.seats, None, s.scores, s.hand_over, s.result, s.version + 1,
-        clocks, since, timeouts, at,
-    ))  # fmt: skip
-
-
-def _on_drawn(s: State, e: TileDrawn) -> State:
-    if not s.boneyard:
-        raise CorruptRecord(f"seat {e.seat} drew from an empty boneyard")
-    tile = e.tile
-    hands = list(s.hands)
-    hands[e.seat] = (*hands[e.seat], tile)
-    masks = s.masks
-    must = None
-    if tile is not None:
-        m = list(masks)
-        m[e.seat] |= tile.bit
-        masks = tuple(m)
-        ends = s.ends
-        if ends is not None and tile.bit & (FITS[ends[0]] | FITS[ends[1]]):
-            must = tile
-    return _new(State, (
-        s.info, s.phase, s.hand, s.attempt, tuple(hands), masks, s.boneyard[1:], s.line,
-        s.ends, e.seat, must, s.scores, s.hand_over, s.result, s.version + 1,
-        s.clocks, s.clock_since if e.at_ms is None else e.at_ms, s.timeouts,
-        s.at_ms if e.at_ms is None else e.at_ms,
-    ))  # fmt: skip
-
-
-def _on_passed(s: State, e: Passed) -> State:
-    at = e.at_ms
-    return _new(State, (
-        s.info, s.phase, s.hand, s.attempt, s.hands, s.masks, s.boneyard, s.line, s.ends,
-        (e.seat + 1) % s.info.seats, None, s.scores, s.hand_over, s.result, s.version + 1,
-        s.clocks, s.clock_since if at is None else at, s.timeouts, s.at_ms if at is None else at,
-    ))  # fmt: skip
-
-
-def _on_timed_out(s: State, e: TimedOut) -> State:
-    if not s.clocks:
-        raise CorruptRecord(f"a timeout of seat {e.seat} in a match without clocks")
-    seat = e.seat
-    clocks = (*s.clocks[:seat], 0, *s.clocks[seat + 1 :])
-    timeouts = (*s.timeouts[:seat], s.timeouts[seat] + 1, *s.timeouts[seat + 1 :])
-    return s._replace(
-        clocks=clocks,
-        timeouts=timeouts,
-        clock_since=e.at_ms,
-        at_ms=e.at_ms,
-        version=s.version + 1,
-    )
-
-
-def _on_points(s: State, e: PointsScored) -> State:
-    scores = list(s.scores)
-    scores[e.side] += e.points
-    return _new(State, (
-        s.info, s.phase, s.hand, s.attempt, s.hands, s.masks, s.boneyard, s.line, s.ends,
-        s.turn, s.must_play, tuple(scores), s.hand_over, s.result, s.version + 1,
-        s.clocks, s.clock_since, s.timeouts, s.at_ms,
-    ))  # fmt: skip
-
-
-def _on_hand_ended(s: State, e: HandEnded) -> State:
-    return _new(State, (
-        s.info, s.phase, s.hand, s.attempt, s.hands, s.masks, s.boneyard, s.line, s.ends,
-        None, None, e.scores, True, s.result, s.version + 1,
-        s.clocks, s.clock_since, s.timeouts, s.at_ms,
-    ))  # fmt: skip
-
-
-def _on_match_ended(s: State, e: MatchEnded) -> State:
-    return s._replace(
-        phase=ENDED,
-        turn=None,
-        must_play=None,
-        hand_over=True,
-        result=e,
-        version=s.version + 1,
-        at_ms=s.at_ms if e.at_ms is None else e.at_ms,
-    )
-
-
-def _on_revealed(s: State, e: SeedRevealed) -> State:
-    info = s.info
-    info = MatchInfo(
-        info.match_id, info.seats, info.partnerships, info.rules, info.commitment, info.name,
-        e.server_seed, info.players, info.sides,
-    )  # fmt: skip
-    return s._replace(info=info, version=s.version + 1)
-
-
-_HANDLERS: dict[type, Callable[[State, Any], State]] = {
-    SeatTaken: _on_seat,
-    Dealt: _on_dealt,
-    DealVoided: _on_voided,
-    TilePlayed: _on_played,
-    TileDrawn: _on_drawn,
-    Passed: _on_passed,
-    TimedOut: _on_timed_out,
-    PointsScored: _on_points,
-    HandEnded: _on_hand_ended,
-    MatchEnded: _on_match_ended,
-    SeedRevealed: _on_revealed,
-}
-
-
 def evolve(state: State | None, event: Event) -> State:
-    """Apply one event: the one place that dispatches on event type.
+    """Apply one event: `fold` of that one event.
 
     Raises CorruptRecord for an event that cannot start or follow the state.
     """
-    handler = _HANDLERS.get(type(event))
-    if handler is not None and state is not None:
-        return handler(state, event)
-    if type(event) is MatchCreated:
-        return _on_created(state, event)
-    if state is None:
-        raise CorruptRecord(f"{type(event).__name__} before MatchCreated")
-    raise CorruptRecord(f"unknown event type {type(event).__name__}")
+    return fold((event,), state)
 
 
 def fold(events: Iterable[Event], state: State | None = None) -> State:
-    """The state after `events`, from nothing or from `state`.
+    """The state after `events`, from nothing or from `state`: the one place that applies
+    events, dispatching on event type, on mutable locals with one State built at the end.
 
-    Raises CorruptRecord for an empty stream or one that does not fold.
+    Raises CorruptRecord, naming the event (its number in the match and its type) and why,
+    for an empty stream or one that does not fold.
     """
-    if not isinstance(events, (list, tuple)):
-        events = list(events)
-    try:
-        return _fast_fold(events, state)
-    except Exception:  # the reference below raises what applies
-        pass
-    # The stream does not fold on the fast path: `evolve`, event by event, says why.
-    for event in events:
-        state = evolve(state, event)
+    stream: Sequence[Any] = events if isinstance(events, (list, tuple)) else list(events)
     if state is None:
-        raise CorruptRecord("an empty stream holds no match")
-    return state
-
-
-class _Unusual(Exception):
-    """An event the fast fold leaves to `evolve`'s handlers."""
-
-
-def _fast_fold(events: list[Event] | tuple[Event, ...], state: State | None) -> State:
-    """`fold` on mutable locals: the same state as `evolve` event by event, one State built
-    at the end instead of one per event. Events other than plays, draws, passes, points,
-    the end of a hand and deals go through `evolve` itself. Raises on anything out of the
-    ordinary (the caller then folds with `evolve`, which says why)."""
-    stream: Sequence[Any] = events
-    if state is None:
-        if not stream or type(stream[0]) is not MatchCreated:
-            raise _Unusual
-        state = _on_created(None, stream[0])
+        if not stream:
+            raise CorruptRecord("an empty stream holds no match")
+        first = stream[0]
+        if type(first) is not MatchCreated:
+            raise _corrupt(1, first, f"{type(first).__name__} before MatchCreated")
+        state = _on_created(first)
         stream = stream[1:]
     start: Any = state
     (
@@ -495,13 +301,17 @@ def _fast_fold(events: list[Event] | tuple[Event, ...], state: State | None) -> 
         if kind is TilePlayed:
             tile = e.tile
             seat = e.seat
-            if not 0 <= seat < seats:
-                raise _Unusual
+            if not 0 <= seat < len(hands):
+                raise _corrupt(version + 1, e, f"no seat {seat} holds tiles")
             held = hands[seat]
             try:
                 held.remove(tile)
             except ValueError:
-                held.remove(None)  # raises ValueError when none is hidden either
+                try:
+                    held.remove(None)
+                except ValueError:
+                    why = f"tile {tile} played from a hand that does not hold it"
+                    raise _corrupt(version + 1, e, why) from None
             masks[seat] &= ~tile.bit
             d = tile.is_double
             if ends is None:
@@ -530,8 +340,10 @@ def _fast_fold(events: list[Event] | tuple[Event, ...], state: State | None) -> 
             must_play = None
         elif kind is TileDrawn:
             seat = e.seat
-            if not 0 <= seat < seats or drawn >= len(boneyard):
-                raise _Unusual
+            if drawn >= len(boneyard):
+                raise _corrupt(version + 1, e, f"seat {seat} drew from an empty boneyard")
+            if not 0 <= seat < len(hands):
+                raise _corrupt(version + 1, e, f"no seat {seat} holds tiles")
             drawn += 1
             tile = e.tile
             hands[seat].append(tile)
@@ -547,62 +359,71 @@ def _fast_fold(events: list[Event] | tuple[Event, ...], state: State | None) -> 
         elif kind is PointsScored:
             side = e.side
             if not 0 <= side < len(scores):
-                raise _Unusual
+                raise _corrupt(version + 1, e, f"no side {side} scores")
             scores[side] += e.points
         elif kind is Passed:
             seat = e.seat
             if not 0 <= seat < seats:
-                raise _Unusual
+                raise _corrupt(version + 1, e, f"no seat {seat} in a match of {seats}")
             turn = seat + 1 if seat + 1 < seats else 0
             must_play = None
             at = e.at_ms
             if at is not None:
                 clock_since = at_ms = at
         elif kind is HandEnded:
-            if type(e.scores) is not tuple:
-                raise _Unusual
             scores = list(e.scores)
             turn = must_play = None
             hand_over = True
         elif kind is Dealt:
-            if type(e.boneyard) is not tuple or type(e.hands) is not tuple:
-                raise _Unusual
-            if any(type(h) is not tuple for h in e.hands):
-                raise _Unusual
             hand = e.hand
             attempt = e.attempt
             hands = [list(h) for h in e.hands]
             masks = [_mask(h) for h in e.hands]
-            boneyard = e.boneyard
+            boneyard = tuple(e.boneyard)
             drawn = 0
             left_part = []
             right_part = []
             phase = PLAYING
             ends = turn = must_play = clock_since = None
             hand_over = False
+        elif kind is DealVoided:
+            pass
+        elif kind is TimedOut:
+            seat = e.seat
+            if not clocks:
+                why = f"a timeout of seat {seat} in a match without clocks"
+                raise _corrupt(version + 1, e, why)
+            if not 0 <= seat < len(clocks):
+                raise _corrupt(version + 1, e, f"no seat {seat} has a clock")
+            clocks = (*clocks[:seat], 0, *clocks[seat + 1 :])
+            timeouts = (*timeouts[:seat], timeouts[seat] + 1, *timeouts[seat + 1 :])
+            clock_since = at_ms = e.at_ms
+        elif kind is MatchEnded:
+            phase = ENDED
+            turn = must_play = None
+            hand_over = True
+            result = e
+            if e.at_ms is not None:
+                at_ms = e.at_ms
+        elif kind is SeatTaken:
+            seat = e.seat
+            if not 0 <= seat < seats:
+                raise _corrupt(version + 1, e, f"no seat {seat} in a match of {seats}")
+            players = list(info.players)
+            players[seat] = Player(e.name, e.client_seed)
+            info = MatchInfo(
+                info.match_id, info.seats, info.partnerships, info.rules, info.commitment,
+                info.name, info.server_seed, tuple(players), info.sides,
+            )  # fmt: skip
+        elif kind is SeedRevealed:
+            info = MatchInfo(
+                info.match_id, info.seats, info.partnerships, info.rules, info.commitment,
+                info.name, e.server_seed, info.players, info.sides,
+            )  # fmt: skip
+        elif kind is MatchCreated:
+            raise _corrupt(version + 1, e, "MatchCreated on a stream that already has a match")
         else:
-            handler = _HANDLERS.get(kind)
-            if handler is None:
-                raise _Unusual
-            # A rare event: through its handler, on the state as it stands.
-            before = _new(State, (
-                info, phase, hand, attempt, tuple([tuple(h) for h in hands]), tuple(masks),
-                boneyard[drawn:], (*reversed(left_part), *right_part), ends, turn, must_play,
-                tuple(scores), hand_over, result, version, clocks, clock_since, timeouts, at_ms,
-            ))  # fmt: skip
-            (
-                info, phase, hand, attempt, hands_t, masks_t, boneyard, line, ends, turn,
-                must_play, scores_t, hand_over, result, version, clocks, clock_since, timeouts,
-                at_ms,
-            ) = handler(before, e)  # fmt: skip
-            hands = [list(h) for h in hands_t]
-            masks = list(masks_t)
-            scores = list(scores_t)
-            left_part = []
-            right_part = list(line)
-            drawn = 0
-            seats = info.seats
-            continue
+            raise _corrupt(version + 1, e, f"unknown event type {kind.__name__}")
         version += 1
     return _new(State, (
         info, phase, hand, attempt, tuple([tuple(h) for h in hands]), tuple(masks),
@@ -610,3 +431,8 @@ def _fast_fold(events: list[Event] | tuple[Event, ...], state: State | None) -> 
         turn, must_play, tuple(scores), hand_over, result, version, clocks, clock_since,
         timeouts, at_ms,
     ))  # fmt: skip
+
+
+def _corrupt(seq: int, event: object, why: str) -> CorruptRecord:
+    """The error for event number `seq` of a match's stream, which does not fold."""
+    return CorruptRecord(f"event {seq} ({type(event).__name__}): {why}")

@@ -6,9 +6,10 @@ tested on their own). Random matches are played on both side by side, for every 
 every seat count and several options: at each choice the reference's legal plays must be the
 engine's, and the events the engine gives for the chosen play must be the facts the reference
 derives (forced lead, draws, passes, points with their reason, the end of the hand and of the
-match). At every move the engine's bitboard path (`execute`) is also compared with its
-event-by-event path (`execute_evolving`), and the stream's `fold` with `evolve` applied event
-by event, whole and as each seat's redacted stream.
+match). At every move the rules core (`execute`, on a Board) is also compared with the
+reference engine's event-by-event path (`execute_evolving`, tests/unit/reference), and the
+stream's `fold` with the reference `evolve` applied event by event, whole and as each seat's
+redacted stream.
 
 Random positions outside of play check the blocked-hand winner on masks against the
 reference for every blocked rule.
@@ -31,7 +32,7 @@ import pytest
 from bergen.domain import codec, dealing
 from bergen.domain.commands import CreateMatch, Play, TakeSeat
 from bergen.domain.dealing import deal
-from bergen.domain.engine import execute, execute_evolving
+from bergen.domain.engine import execute
 from bergen.domain.errors import BergenError, CorruptRecord, MatchNotInProgress
 from bergen.domain.events import (
     Dealt,
@@ -56,6 +57,10 @@ from bergen.domain.simulation import Timing, play_match
 from bergen.domain.state import ENDED, State, evolve, fold
 from bergen.domain.tiles import ALL_TILES, End, Tile
 from bergen.domain.views import redact_stream
+from bergen.domain.vocabulary import PointsReason
+
+from .reference.engine import execute_evolving
+from .reference.evolve import evolve as reference_evolve
 
 MATCHES = int(os.environ.get("BERGEN_BITBOARD_MATCHES", "0"))
 """Matches per configuration for a long run; 0: the CI default of each test."""
@@ -350,13 +355,14 @@ def play_both(config: tuple[int, bool, str, dict[str, object]], rng: random.Rand
 
 
 def check_folds(events: list[Event], seats: int, rng: random.Random) -> None:
-    """fold, on its fast path, against evolve event by event: after every event of the
-    stream, from nothing and from a state folded before; and each seat's and a spectator's
-    redacted stream at random places."""
+    """fold against the reference evolve event by event: after every event of the stream,
+    from nothing and from a state folded before; and each seat's and a spectator's redacted
+    stream at random places."""
     states: list[State] = []
     expected: State | None = None
     for e in events:
-        expected = evolve(expected, e)
+        expected = reference_evolve(expected, e)
+        assert evolve(states[-1] if states else None, e) == expected
         states.append(expected)
     for i in range(1, len(events) + 1):
         assert fold(events[:i]) == states[i - 1], (i, events[i - 1])
@@ -369,7 +375,7 @@ def check_folds(events: list[Event], seats: int, rng: random.Random) -> None:
         redacted = redact_stream(events, viewer, ended=False)
         one: State | None = None
         for i, e in enumerate(redacted, start=1):
-            one = evolve(one, e)
+            one = reference_evolve(one, e)
             if i % 7 == 0 or i == len(redacted):
                 assert fold(redacted[:i]) == one
 
@@ -433,6 +439,41 @@ def test_fold_of_a_corrupt_stream_raises_as_evolve_does() -> None:
         assert reference is not None
         with pytest.raises(type(reference)):
             fold(stream)
+
+
+def test_a_stream_that_does_not_fold_names_the_event_and_why() -> None:
+    """No error of the fold is swallowed or left bare: each is a CorruptRecord that says
+    which event (its number in the match and its type) and why."""
+    rng = random.Random("bitboard-corrupt-named")
+    _, events = play_both(CONFIGS[0], rng, "named", check_paths=False)
+    played = next(i for i, e in enumerate(events) if isinstance(e, TilePlayed) and i > 10)
+    e = events[played]
+    assert isinstance(e, TilePlayed)
+    before = fold(events[:played])
+    other = next(t for t in ALL_TILES if before.fits(t) and t not in before.hands[e.seat])
+    at = played + 1  # events are numbered from 1
+    cases = [
+        ([*events[:played], replace(e, tile=other)], rf"event {at} \(TilePlayed\): tile"),
+        ([*events[:played], replace(e, seat=7)], rf"event {at} \(TilePlayed\): no seat 7"),
+        ([*events[:played], Passed(e.hand, -1)], rf"event {at} \(Passed\): no seat -1"),
+        (
+            [*events[:played], PointsScored(e.hand, 5, 2, PointsReason.DOUBLE_HEADER, 2, 0)],
+            rf"event {at} \(PointsScored\): no side 5",
+        ),
+        (events[:played] + [TileDrawn(e.hand, e.seat, None)] * 30, r"\(TileDrawn\): seat .* empty"),
+        (events[1:], r"event 1 \(SeatTaken\): SeatTaken before MatchCreated"),
+        ([events[0], events[0]], r"event 2 \(MatchCreated\): MatchCreated on a stream"),
+        ([*events[:played], TimedOut(e.hand, 0, 5)], rf"event {at} \(TimedOut\): .*without clocks"),
+        ([*events[:played], object()], rf"event {at} \(object\): unknown event type object"),
+    ]
+    for stream, message in cases:
+        with pytest.raises(CorruptRecord, match=message):
+            fold(stream)  # type: ignore[arg-type]
+    with pytest.raises(CorruptRecord, match="an empty stream holds no match"):
+        fold([])
+    state = fold(events[:played])
+    with pytest.raises(CorruptRecord, match=rf"event {at} \(TilePlayed\): no seat 7"):
+        evolve(state, replace(e, seat=7))
 
 
 @pytest.mark.parametrize("seats,partnerships", [(2, False), (4, True)])

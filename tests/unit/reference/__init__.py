@@ -1,0 +1,1 @@
+"""Plain references of the rules, kept in the tests to check the rules core against."""
