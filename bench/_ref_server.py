@@ -41,7 +41,7 @@ import grpc
 import psycopg
 
 from bench.harness import ExitStatus
-from bergen.server.main import WORKERS, server_options
+from bergen.server.bootstrap import WORKERS, server_options
 from bergen.server.servicer import SERVICE
 from bergen.server.threads import pool_thread_named
 from bergen.v1 import bergen_pb2 as pb
@@ -195,7 +195,7 @@ def serve(kind: str, url: str, port_file: str, port: int = 0) -> int:
 
 def serve_processes(kind: str, url: str, port_file: str, processes: int) -> int:
     """`processes` forked servers on one port (see the module); SIGTERM stops them all."""
-    from bergen.server.workers import hold_port
+    from bergen.server.supervisor import hold_port
 
     port, held = hold_port("127.0.0.1:0")
     children: list[int] = []

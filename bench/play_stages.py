@@ -174,15 +174,16 @@ def _served(url: str) -> Iterator[tuple[Any, Any]]:
     background thread: (its app, a servicer of it)."""
     from bergen.server import logs
     from bergen.server import servicer as servicer_module
+    from bergen.server.bootstrap import Secrets, create_server
+    from bergen.server.config import Config
     from bergen.server.keys import LogKeys
-    from bergen.server.main import create_server
 
     root = logging.getLogger()
     devnull = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed below
     handler = logs.log_in_background("INFO", "text", devnull)
     with tempfile.TemporaryDirectory(prefix="bergen-stages-") as tmp:
         keys = LogKeys.load_or_create(str(Path(tmp) / "log-key"))
-        running = create_server("127.0.0.1:0", url, log_keys=keys)
+        running = create_server(Config(listen="127.0.0.1:0", database_url=url), Secrets(keys))
         try:
             yield running.app, servicer_module.BergenServicer(running.app, 200)
         finally:

@@ -21,7 +21,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bergen.server.main import EXIT_HELD, HARD_EXIT
+from bergen.server.lifecycle import EXIT_HELD, HARD_EXIT
 
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0

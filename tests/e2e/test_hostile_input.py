@@ -23,7 +23,7 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from bergen.server.main import MAX_REQUEST_BYTES
+from bergen.server.bootstrap import MAX_REQUEST_BYTES
 from bergen.v1 import bergen_pb2 as pb
 
 from .conftest import ORGANISER_TOKEN

@@ -23,7 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from bergen.domain.events import TilePlayed
-from bergen.server.main import EXIT_HELD, HARD_LIMIT_S
+from bergen.server.lifecycle import EXIT_HELD, HARD_LIMIT_S
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client, Table, Watcher, bearer, new_command_id, seat_everyone

@@ -16,8 +16,10 @@ import grpc
 import pytest
 
 from bergen.api.exit_status import ExitStatus
+from bergen.server.bootstrap import Secrets, create_server
+from bergen.server.config import Config
 from bergen.server.keys import LogKeys
-from bergen.server.main import Running, create_server
+from bergen.server.lifecycle import Running
 
 from .client import Client, bearer, play_random_move, seat_everyone
 
@@ -37,9 +39,8 @@ def traced(tmp_path: Path) -> Iterator[tuple[Running, Any]]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     running = create_server(
-        "127.0.0.1:0",
-        f"sqlite:///{tmp_path / 'bergen.db'}",
-        log_keys=LogKeys.load_or_create(tmp_path / "log-keys"),
+        Config(listen="127.0.0.1:0", database_url=f"sqlite:///{tmp_path / 'bergen.db'}"),
+        Secrets(LogKeys.load_or_create(tmp_path / "log-keys")),
         tracer=provider.get_tracer("test"),
     )
     try:

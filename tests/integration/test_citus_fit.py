@@ -28,9 +28,10 @@ import pytest
 from e2e.client import Client, bearer, play_to_end, rule_options, seat_everyone
 from e2e.servers import bergen_command
 
-from bergen.server.app import Settings
+from bergen.server.bootstrap import Secrets, create_server
+from bergen.server.config import Config
 from bergen.server.keys import LogKeys
-from bergen.server.main import Running, create_server
+from bergen.server.lifecycle import Running
 from bergen.server.store import postgres
 from bergen.v1 import bergen_pb2 as pb
 
@@ -103,10 +104,8 @@ def capture(monkeypatch: pytest.MonkeyPatch) -> Capture:
 @pytest.fixture
 def serving(pg_database: str) -> Iterator[Running]:
     running = create_server(
-        "127.0.0.1:0",
-        pg_database,
-        Settings(organiser_token=ORGANISER),
-        log_keys=LogKeys.generate(),
+        Config(listen="127.0.0.1:0", database_url=pg_database),
+        Secrets(LogKeys.generate(), organiser_token=ORGANISER),
     )
     try:
         yield running

@@ -16,9 +16,11 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bergen.api.stored import EventMetadata
+from bergen.server.bootstrap import Secrets, create_server
+from bergen.server.config import Config
 from bergen.server.feed import _lag_of
 from bergen.server.keys import LogKeys
-from bergen.server.main import Running, create_server
+from bergen.server.lifecycle import Running
 from bergen.server.metrics import Metrics, parse_address
 from bergen.server.store import StoredEvent
 
@@ -45,9 +47,8 @@ def two_servers(tmp_path: Path) -> Iterator[tuple[Running, Running]]:
         for _ in range(2):
             started.append(
                 create_server(
-                    "127.0.0.1:0",
-                    url,
-                    log_keys=LogKeys.load_or_create(keys),
+                    Config(listen="127.0.0.1:0", database_url=url),
+                    Secrets(LogKeys.load_or_create(keys)),
                     metrics=Metrics(),
                 )
             )

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bergen.server.main import settle_heap
+from bergen.server.lifecycle import settle_heap
 
 
 @pytest.fixture

@@ -12,16 +12,16 @@ import time
 from pathlib import Path
 
 from bergen.api.exit_status import ExitStatus
-from bergen.server.main import (
+from bergen.server.lifecycle import (
     EXIT_HELD,
     HARD_EXIT,
     HARD_LIMIT_S,
     SHUTDOWN_LIMIT_S,
     exit_anyway_after,
 )
+from bergen.server.supervisor import STOP_TIMEOUT_S
 from bergen.server.threads import join_until
 from bergen.server.worker import Worker
-from bergen.server.workers import STOP_TIMEOUT_S
 
 
 def blocked_for_good(release: threading.Event) -> None:
@@ -123,7 +123,7 @@ def armed_process(limit_s: float, hard_s: float, then: str) -> subprocess.Comple
     """A Python process that arms the exit limits (`arm_exit_limits`), then runs `then`."""
     code = (
         "import threading\n"
-        "from bergen.server.main import arm_exit_limits\n"
+        "from bergen.server.lifecycle import arm_exit_limits\n"
         f"arm_exit_limits(threading.Event(), {limit_s}, {hard_s})\n"
         f"{then}\n"
     )
