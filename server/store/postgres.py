@@ -17,7 +17,7 @@ import queue
 import select
 import struct
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -27,9 +27,8 @@ import psycopg.errors
 from psycopg import pq
 
 from bergen.api.chain import event_rows, micros, parse_metadata, verify_rows
-from bergen.api.stored import GENESIS_HASH, ChainReport, EventMetadata, EventRow, StoredEvent
+from bergen.api.stored import GENESIS_HASH, ChainReport, EventRow, StoredEvent
 from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
-from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
 from .authenticity import check_report, check_rows, read_event
@@ -43,7 +42,7 @@ from .listing import (
     summary_of,
     summary_params,
 )
-from .model import AppendResult, NewEvent, StreamInfo
+from .model import Append, AppendResult, StreamInfo
 from .url import live_conninfo
 
 _COLUMNS = (
@@ -116,37 +115,19 @@ def _text(value: str | None) -> bytes | None:
 
 
 def _insert(
-    conn: psycopg.Connection[Any],
-    prepared: set[int | str],
-    values: list[bytes | None],
-    n: int,
-    meanwhile: Callable[[], None] | None = None,
+    conn: psycopg.Connection[Any], prepared: set[int | str], values: list[bytes | None], n: int
 ) -> dict[int, int]:
     """Run the prepared INSERT of `n` rows (every parameter in binary form, so no text is
-    parsed or cut at a NUL) straight on libpq: seq -> position of each row; `meanwhile`
-    (if any) while its commit is awaited. Raises the psycopg error of a refusal
-    (UniqueViolation...), OperationalError for a lost server; else what `meanwhile`
-    raised."""
+    parsed or cut at a NUL) straight on libpq: seq -> position of each row. Its commit is
+    awaited by `_settle`, which lets the other threads run meanwhile. Raises the psycopg
+    error of a refusal (UniqueViolation...), OperationalError for a lost server."""
     name, sql, types, formats = _insert_statement(n)
     pgconn = conn.pgconn
     if n not in prepared:
         _check(conn, pgconn.prepare(name, sql, types), pq.ExecStatus.COMMAND_OK)
         prepared.add(n)
-    if meanwhile is None:
-        # None is SQL NULL: psycopg passes its own NULL parameters so, though the stub says
-        # bytes.
-        result = pgconn.exec_prepared(name, values, formats, 1)  # type: ignore[arg-type]
-    else:
-        pgconn.send_query_prepared(name, values, formats, 1)
-        failure: BaseException | None = None
-        try:
-            meanwhile()
-        except BaseException as e:  # raised once the connection is settled
-            failure = e
-        result = _settle(pgconn)
-        if failure is not None:
-            _check(conn, result, pq.ExecStatus.TUPLES_OK)  # a refusal is what the caller needs
-            raise failure
+    pgconn.send_query_prepared(name, values, formats, 1)  # None is SQL NULL
+    result = _settle(pgconn)
     _check(conn, result, pq.ExecStatus.TUPLES_OK)
     return {
         _UNPACK_I8(result.get_value(i, 0) or b"")[0]: _UNPACK_I8(result.get_value(i, 1) or b"")[0]
@@ -385,28 +366,21 @@ class PostgresEventStore:
         self._pool.close()
 
     @_guarded
-    def append(
-        self,
-        stream_id: str,
-        expected_version: int,
-        events: Sequence[NewEvent],
-        *,
-        command_id: str | None = None,
-        actor: str | None = None,
-        rules_version: str = RULES_VERSION,
-        extra: Mapping[str, str] | None = None,
-        meanwhile: Callable[[], None] | None = None,
-    ) -> AppendResult:
-        """Append `events` atomically after seq `expected_version` (0 for a new stream).
+    def append(self, batch: Append) -> AppendResult:
+        """Append the batch's events atomically after its expected version.
 
         Raises ConcurrencyConflict when the stream is elsewhere, ValueError for bad arguments,
         StorageUnavailable (as every method here) when the database cannot be reached or
         written. A command id appended before returns the first result, marked `replayed`.
-        `meanwhile` runs while the INSERT's commit is awaited (the thread holds no lock
-        then: the wait is on the socket).
+        The commit is awaited on the socket, the thread holding no lock: other threads run.
         """
-        check_append(stream_id, expected_version, events, command_id)
-        metadata = EventMetadata(actor, command_id, rules_version, dict(extra or {}))
+        check_append(batch)
+        stream_id, expected_version, command_id = (
+            batch.stream_id,
+            batch.expected_version,
+            batch.command_id,
+        )
+        metadata = batch.metadata
         with self._pool.connection() as conn:
             prev = (
                 GENESIS_HASH
@@ -420,7 +394,7 @@ class PostgresEventStore:
             recorded_at = datetime.now(UTC)
             writing = None if self._keys is None else (self._keys.writing, self._keys.writing_key)
             rows = build_rows(
-                stream_id, expected_version, events, metadata, prev, recorded_at, writing
+                stream_id, expected_version, batch.events, metadata, prev, recorded_at, writing
             )
             stream = stream_id.encode()
             at = _I8(micros(recorded_at) - _PG_EPOCH_US)
@@ -442,7 +416,7 @@ class PostgresEventStore:
                     r.mac,
                 )
             try:
-                positions = _insert(conn, self._pool.statements[conn], values, len(rows), meanwhile)
+                positions = _insert(conn, self._pool.statements[conn], values, len(rows))
             except psycopg.errors.UniqueViolation as e:
                 if e.diag.constraint_name not in _RACE_CONSTRAINTS:
                     # Not a lost race: the table holds a row that should not be there.

@@ -11,15 +11,14 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from bergen.api.chain import event_rows, micros, parse_metadata, verify_rows
-from bergen.api.stored import GENESIS_HASH, ChainReport, EventMetadata, EventRow, StoredEvent
+from bergen.api.stored import GENESIS_HASH, ChainReport, EventRow, StoredEvent
 from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
-from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
 from .authenticity import ReadEvent, check_report, check_rows, read_event
@@ -33,7 +32,7 @@ from .listing import (
     summary_of,
     summary_params,
 )
-from .model import AppendResult, NewEvent, StreamInfo
+from .model import Append, AppendResult, StreamInfo
 from .url import sqlite_path
 
 _COLUMNS = (
@@ -193,28 +192,21 @@ class SQLiteEventStore:
             self._all.clear()
 
     @_guarded
-    def append(
-        self,
-        stream_id: str,
-        expected_version: int,
-        events: Sequence[NewEvent],
-        *,
-        command_id: str | None = None,
-        actor: str | None = None,
-        rules_version: str = RULES_VERSION,
-        extra: Mapping[str, str] | None = None,
-        meanwhile: Callable[[], None] | None = None,
-    ) -> AppendResult:
-        """Append `events` atomically after seq `expected_version` (0 for a new stream).
+    def append(self, batch: Append) -> AppendResult:
+        """Append the batch's events atomically after its expected version.
 
         Raises ConcurrencyConflict when the stream is elsewhere, ValueError for bad arguments,
         StorageUnavailable (as every method here) when the file cannot be read or written, or
         the write lock is not had within the busy timeout.
         A command id appended before returns the first result, marked `replayed`.
-        `meanwhile` is not called: SQLite's commit holds this thread until it is done.
         """
-        check_append(stream_id, expected_version, events, command_id)
-        metadata = EventMetadata(actor, command_id, rules_version, dict(extra or {}))
+        check_append(batch)
+        stream_id, expected_version, command_id = (
+            batch.stream_id,
+            batch.expected_version,
+            batch.command_id,
+        )
+        events, metadata = batch.events, batch.metadata
         conn = self._conn()
         recorded_at = datetime.now(UTC)
         writing = None if self._keys is None else (self._keys.writing, self._keys.writing_key)
