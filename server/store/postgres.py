@@ -35,7 +35,6 @@ from .authenticity import check_report, check_rows, read_event
 from .batch import Heads, build_rows, check_append, stored
 from .faults import guard, unavailable
 from .listing import (
-    SUMMARY_COLUMNS,
     FoldTransaction,
     MatchSummary,
     player_rows,
@@ -43,12 +42,11 @@ from .listing import (
     summary_params,
 )
 from .model import Append, AppendResult, StreamInfo
+from .statements import NO_LIMIT, POSTGRES, Statements
 from .url import live_conninfo
 
-_COLUMNS = (
-    "stream_id, seq, position, type, schema_version, payload::text, metadata::text,"
-    " recorded_at, prev_hash, hash, salt, key_id, mac"
-)
+_SQL = Statements(POSTGRES)
+_COLUMNS = _SQL.event_columns
 _VISIBLE = "tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
 _READ_AFTER = (
@@ -462,7 +460,7 @@ class PostgresEventStore:
         self, conn: psycopg.Connection[Any], stream_id: str, command_id: str
     ) -> AppendResult | None:
         head = conn.execute(
-            "SELECT seq FROM events WHERE stream_id = %s AND command_id = %s",
+            _SQL.command_head,
             (stream_id, command_id),
         ).fetchone()
         if head is None:
@@ -473,8 +471,7 @@ class PostgresEventStore:
             page = [
                 _event(r)
                 for r in conn.execute(
-                    f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND seq >= %s::bigint"
-                    " ORDER BY seq LIMIT 256",
+                    f"{_SQL.stream_from} LIMIT 256",
                     (stream_id, seq),
                 )
             ]
@@ -501,8 +498,7 @@ class PostgresEventStore:
         unknown stream)."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND seq >= %s::bigint"
-                " ORDER BY seq LIMIT %s",
+                _SQL.stream_page,
                 (stream_id, from_seq, limit),
                 # Binary results: bytea and numbers arrive without text parsing.
                 binary=True,
@@ -614,8 +610,7 @@ class PostgresEventStore:
         """Up to `limit` streams and their versions, by stream id (bytewise), after `after`."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT stream_id, max(seq) FROM events WHERE stream_id > %s"
-                " GROUP BY stream_id ORDER BY stream_id LIMIT %s::bigint",
+                _SQL.streams_after,
                 (after or "", limit),
             ).fetchall()
         return tuple(StreamInfo(r[0], int(r[1])) for r in rows)
@@ -635,34 +630,8 @@ class PostgresEventStore:
     def verify_chain(self, stream_id: str) -> ChainReport:
         """Re-walk the stream's hash chain; the report names the first bad seq and why."""
         with self._pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s ORDER BY seq", (stream_id,)
-            ).fetchall()
+            rows = conn.execute(_SQL.whole_stream, (stream_id,)).fetchall()
         return check_report(verify_rows(stream_id, rows, _event), rows, _event, self._keys)
-
-
-_NO_LIMIT = 2**63 - 1
-_UPSERT = (
-    f"INSERT INTO match_list ({SUMMARY_COLUMNS})"
-    " VALUES (%s, %s::bigint, %s, %s, %s::int, %s, %s, %s, %s, %s::bigint, %s, %s, %s::int)"
-    " ON CONFLICT (match_id) DO UPDATE SET phase = excluded.phase, players = excluded.players,"
-    " scores = excluded.scores, version = excluded.version, started_at = excluded.started_at,"
-    " hand = excluded.hand"
-)
-_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in SUMMARY_COLUMNS.split(","))
-_PAGES = {
-    (False, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list"
-    " WHERE listed < %s::bigint ORDER BY listed DESC LIMIT %s::bigint",
-    (True, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list"
-    " WHERE phase = %s AND listed < %s::bigint ORDER BY listed DESC LIMIT %s::bigint",
-    (False, True): f"SELECT {_M_COLUMNS} FROM match_list_players p"
-    " JOIN match_list m ON m.match_id = p.match_id"
-    " WHERE p.name = %s AND p.listed < %s::bigint ORDER BY p.listed DESC LIMIT %s::bigint",
-    (True, True): f"SELECT {_M_COLUMNS} FROM match_list_players p"
-    " JOIN match_list m ON m.match_id = p.match_id"
-    " WHERE p.name = %s AND p.phase = %s AND p.listed < %s::bigint"
-    " ORDER BY p.listed DESC LIMIT %s::bigint",
-}
 
 
 class _PostgresFold:
@@ -678,7 +647,7 @@ class _PostgresFold:
         if not match_ids:
             return {}
         rows = self._conn.execute(
-            f"SELECT {SUMMARY_COLUMNS} FROM match_list WHERE match_id = ANY(%s)",
+            _SQL.summaries(len(match_ids)),
             (list(match_ids),),
         ).fetchall()
         found = {r[0]: summary_of(r) for r in rows}
@@ -693,21 +662,20 @@ class _PostgresFold:
         ]
         with self._conn.cursor() as cur:
             if changed:
-                cur.executemany(_UPSERT, [summary_params(s) for s in changed])
+                cur.executemany(_SQL.upsert_summary, [summary_params(s) for s in changed])
             if reseated:
                 cur.execute(
-                    "DELETE FROM match_list_players WHERE match_id = ANY(%s)",
+                    _SQL.drop_players(len(reseated)),
                     ([s.match_id for s in reseated],),
                 )
                 players = player_rows(reseated)
                 if players:
                     cur.executemany(
-                        "INSERT INTO match_list_players (match_id, name, phase, listed)"
-                        " VALUES (%s, %s, %s, %s::bigint)",
+                        _SQL.insert_player,
                         players,
                     )
             cur.execute(
-                "UPDATE projection_positions SET position = %s::bigint WHERE name = %s",
+                _SQL.set_position,
                 (position, self._projection),
             )
         for s in changed:
@@ -730,9 +698,7 @@ class PostgresMatchList:
     @_guarded
     def position(self, projection: str) -> int:
         with self._pool.connection() as conn:
-            row = conn.execute(
-                "SELECT position FROM projection_positions WHERE name = %s", (projection,)
-            ).fetchone()
+            row = conn.execute(_SQL.position, (projection,)).fetchone()
         return 0 if row is None else int(row[0])
 
     @contextmanager
@@ -752,11 +718,7 @@ class PostgresMatchList:
                 # (pg_current_wal_lsn) may not yet hold an unflushed commit.
                 row = conn.execute(self._locked, (projection,)).fetchone()
                 if row is None:
-                    conn.execute(
-                        "INSERT INTO projection_positions (name, position) VALUES (%s, 0)"
-                        " ON CONFLICT (name) DO NOTHING",
-                        (projection,),
-                    )
+                    conn.execute(_SQL.new_position, (projection,))
                     row = conn.execute(self._locked, (projection,)).fetchone()
                     assert row is not None
                 yield _PostgresFold(conn, projection, int(row[0]))
@@ -773,9 +735,9 @@ class PostgresMatchList:
         params: list[Any] = [player] if player else []
         if phase is not None:
             params.append(phase)
-        params += (_NO_LIMIT if before is None else before, limit)
+        params += (NO_LIMIT if before is None else before, limit)
         with self._pool.connection() as conn:
-            rows = conn.execute(_PAGES[phase is not None, bool(player)], params).fetchall()
+            rows = conn.execute(_SQL.pages[phase is not None, bool(player)], params).fetchall()
         return [summary_of(r) for r in rows]
 
     @_guarded
@@ -784,7 +746,7 @@ class PostgresMatchList:
             return {}
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT match_id, version FROM match_list WHERE match_id = ANY(%s)",
+                _SQL.versions(len(match_ids)),
                 (list(match_ids),),
             ).fetchall()
         return {r[0]: int(r[1]) for r in rows}
