@@ -74,7 +74,8 @@ class UnitOfWork(unit_of_work.UnitOfWork[Match, Command, Event, State]):
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What a command did: its events with their seqs as `viewer` may see them, the view
-    after, and the match time when it was decided (None: no running match time)."""
+    after, and the match time as the answer is made (None: no running match time), all
+    from what the command decided: the answer reads nothing."""
 
     events: tuple[tuple[int, Event], ...]
     view: View
