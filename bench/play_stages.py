@@ -1,7 +1,6 @@
 """Where a Play's time goes on the server, stage by stage, on PostgreSQL.
 
     python -m bench.play_stages [--plays 2000]
-    python -m bench.play_stages --overlap --plays 6000
 
 The server is built in this process exactly as `bergen serve` builds it (`create_server`, its
 default settings, its feed and its listeners, the log written by a background thread as
@@ -14,8 +13,7 @@ each stage of the code path (the code itself unchanged):
 - load: the match taken from this process's cache;
 - decide: the rules (`execute`);
 - encode: the events encoded for the store;
-- append: the store's append (one INSERT + COMMIT, the row's authenticator and chain hash),
-  less the outcome and the response, which are made while its commit is awaited;
+- append: the store's append (one INSERT + COMMIT, the row's authenticator and chain hash);
 - cache+feed: the cached match extended, the feed told (listing, clocks, tournaments, NOTIFY);
 - outcome: the events redacted for the caller and its view built;
 - log (command): the command's log line;
@@ -195,6 +193,7 @@ def _served(url: str) -> Iterator[tuple[Any, Any]]:
 
 def run(url: str, plays: int, seed: int) -> Timers:
     from bergen.server import commands as commands_module
+    from bergen.server import matches as matches_module
     from bergen.server import servicer as servicer_module
 
     timers = Timers()
@@ -207,10 +206,10 @@ def run(url: str, plays: int, seed: int) -> Timers:
         identity.require_seat = timers.wrap("auth", identity.require_seat)
         servicer_module._caller = timers.wrap("auth", servicer_module._caller)
         repo.cached = timers.wrap("load", repo.cached)
-        commands_module.execute = timers.wrap("decide", commands_module.execute)
+        matches_module.execute = timers.wrap("decide", matches_module.execute)
         codec.encode = timers.wrap("encode", codec.encode)
         work._store.append = timers.wrap("append", work._store.append)
-        commands_module.extend = timers.wrap("cache+feed", commands_module.extend)
+        matches_module.extend = timers.wrap("cache+feed", matches_module.extend)
         repo.remember = timers.wrap("cache+feed", repo.remember)
         work._feed.observe = timers.wrap("cache+feed", work._feed.observe)
         commands_module.seen = timers.wrap("outcome", commands_module.seen)
@@ -259,67 +258,10 @@ def run(url: str, plays: int, seed: int) -> Timers:
     return timers
 
 
-def overlap(url: str, plays: int, seed: int, block: int = 150) -> dict[bool, list[float]]:
-    """Each Play's wall time with its answer built while the append's commit is awaited
-    (True, the server's way) and built once the commit is in (False), the two ways taking
-    turns every `block` Plays in one process, so that a drifting machine weighs on both."""
-    from bergen.server.store import postgres
-
-    real = postgres._insert
-    during = [True]
-
-    def insert(
-        conn: Any, prepared: Any, values: Any, n: int, meanwhile: Callable[[], None] | None = None
-    ) -> Any:
-        if during[0] or meanwhile is None:
-            return real(conn, prepared, values, n, meanwhile)
-        positions = real(conn, prepared, values, n)
-        meanwhile()
-        return positions
-
-    times: dict[bool, list[float]] = {True: [], False: []}
-    postgres._insert = insert  # type: ignore[assignment]
-    try:
-        with _served(url) as (_, servicer):
-            table = _Table(servicer, random.Random(seed))
-            for i in range(plays):
-                during[0] = (i // block) % 2 == 0
-                data, token = table.next_play()
-                t0 = time.perf_counter()
-                response = servicer.Play(pb.PlayRequest.FromString(data), _Context(token))
-                times[during[0]].append(time.perf_counter() - t0)
-                table.view = response.view
-    finally:
-        postgres._insert = real  # type: ignore[assignment]
-    return times
-
-
-OVERLAP_TABLE = Table(
-    (
-        Column("the answer built", 28, "<"),
-        Column("Plays", 6),
-        Column("p50 us", 8),
-        Column("mean us", 8),
-        Column("p99 us", 8),
-    ),
-    verdicts=False,
-)
 STAGES_TABLE = Table(
     (Column("stage", 16, "<"), Column("us/Play", 9), Column("share", 7), Column("CPU us", 8)),
     verdicts=False,
 )
-
-
-def report_overlap(times: dict[bool, list[float]]) -> None:
-    rows = []
-    for during, name in ((True, "while the commit is awaited"), (False, "after the commit")):
-        t = times[during]
-        p99 = harness.percentile(t, 99, "exclusive")
-        rows.append(Row((name, str(len(t)), f"{statistics.median(t) * 1e6:.0f}",
-                         f"{statistics.fmean(t) * 1e6:.0f}", f"{p99 * 1e6:.0f}")))  # fmt: skip
-    OVERLAP_TABLE.print(rows)
-    ratio = statistics.median(times[True]) / statistics.median(times[False])
-    print(f"p50 ratio, while / after: {ratio:.2f}")
 
 
 def report(timers: Timers, plays: int) -> None:
@@ -345,17 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     harness.add_database_url(parser)
     parser.add_argument("--plays", type=int, default=harness.quick_or(2000, 200))
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument(
-        "--overlap",
-        action="store_true",
-        help="compare a Play's time with its answer built while its commit is awaited and"
-        " after it, the two taking turns",
-    )
     args = parser.parse_args(argv)
     with bench_database(args.database_url) as url:
-        if args.overlap:
-            report_overlap(overlap(url, args.plays, args.seed))
-            return ExitStatus.OK
         timers = run(url, args.plays, args.seed)
     report(timers, args.plays)
     return ExitStatus.OK

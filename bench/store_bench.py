@@ -35,7 +35,7 @@ import psycopg
 from bench import harness
 from bench.harness import Column, ExitStatus, Line, Table
 from bergen.api.stored import GENESIS_HASH
-from bergen.server.store import EventMetadata, NewEvent, open_store, upgrade_to_head
+from bergen.server.store import Append, EventMetadata, NewEvent, open_store, upgrade_to_head
 from bergen.server.store.batch import build_rows
 
 PAYLOAD: dict[str, Any] = {"seat": 1, "tile": "3-5", "end": "left", "points": 0}
@@ -94,7 +94,7 @@ def _writer(kind: str, url: str, stream: str, ready: Any, seconds: float) -> int
 
         def step(_: int) -> None:
             nonlocal version
-            version = store.append(stream, version, [EVENT]).last_seq
+            version = store.append(Append(stream, version, [EVENT])).last_seq
 
         try:
             return _loop(step, ready, seconds)
@@ -285,7 +285,7 @@ def load_and_fold_seconds(url: str, events: int = 300, repeats: int = 50) -> flo
         stream = f"fold-{uuid.uuid4().hex[:8]}"
         for start in range(0, len(match), 20):
             batch = [NewEvent(*encode(e)) for e in match[start : start + 20]]
-            store.append(stream, start, batch)
+            store.append(Append(stream, start, batch))
         MatchRepository(store).load(stream)  # warm up
         times = []
         for _ in range(repeats):
@@ -310,7 +310,7 @@ def _latencies(url: str, streams: list[str], appends: int) -> tuple[float, float
     for i in range(appends):
         s = streams[i % len(streams)]
         start = time.perf_counter()
-        versions[s] = store.append(s, versions[s], [EVENT]).last_seq
+        versions[s] = store.append(Append(s, versions[s], [EVENT])).last_seq
         times.append(time.perf_counter() - start)
     store.close()
     p50, p99 = (harness.percentile(times, p, "exclusive") for p in (50, 99))
@@ -321,7 +321,7 @@ def _populate_through_store(url: str, matches: int) -> list[str]:
     store = open_store(url)
     names = [f"match-{uuid.uuid4().hex[:12]}" for _ in range(matches)]
     for name in names:
-        store.append(name, 0, [EVENT] * EVENTS_PER_MATCH)
+        store.append(Append(name, 0, [EVENT] * EVENTS_PER_MATCH))
     store.close()
     return names
 

@@ -16,11 +16,9 @@ import re
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TypeVar, cast
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from bergen.domain import codec
 from bergen.domain.commands import (
     Abandon,
     Command,
@@ -30,39 +28,25 @@ from bergen.domain.commands import (
     TakeSeat,
     Timeout,
 )
-from bergen.domain.engine import execute
 from bergen.domain.errors import (
-    BergenError,
     ClockViolation,
-    ConcurrencyConflict,
     InvalidArgument,
     MatchNotInProgress,
 )
 from bergen.domain.events import Event, SeatTaken
-from bergen.domain.rules import RULES_VERSION, make_rules
+from bergen.domain.rules import make_rules
 from bergen.domain.state import ENDED, PLAYING, SEATING, State
 from bergen.domain.tiles import End, Tile
 from bergen.domain.tournament_engine import forfeit_note
 from bergen.domain.views import View, redact_event, view
 
-from . import auth
-from .feed import EventFeed
+from . import auth, unit_of_work
 from .identity import Caller, Identity
-from .matches import (
-    COMMAND_KEY,
-    EPOCH_KEY,
-    Match,
-    MatchRepository,
-    creator_metadata,
-    extend,
-    token_metadata,
-)
-from .store import EventStore, NewEvent
+from .matches import EPOCH_KEY, Match, creator_metadata, token_metadata
+from .unit_of_work import Deadline, no_deadline
 
 log = logging.getLogger("bergen.server")
 
-RETRIES = 8
-MAX_COMMAND_ID = 100
 SEATING_TIMEOUT_COMMAND = "server-seating-timeout"
 """The command id of the server's abandoning of a match left seating too long."""
 
@@ -74,217 +58,29 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-Deadline = Callable[[], None]
-"""Raises when the caller's deadline has passed; called before each costly step."""
-
-
-def no_deadline() -> None:
-    return None
-
-
-def _nothing(_why: str) -> None:
-    return None
-
-
-T = TypeVar("T")
-
-
-def _itself(outcome: Outcome) -> Outcome:
-    return outcome
-
-
-@dataclass(frozen=True, slots=True)
-class Intent:
-    """A command as authorised for one caller: what to decide, who it is recorded as, and
-    what else is recorded with its events."""
-
-    command: Command
-    actor: str
-    fingerprint: str
-    """What the command was, recorded with its events: a command id sent again must name
-    the same command."""
-    extra: Mapping[str, str] = field(default_factory=dict)
-    seat: int | None = None
-    """The seat acted for, whose eyes the outcome is shown through; None for none."""
-
-
+Intent = unit_of_work.Intent[Command]
+"""A command on a match as authorised for one caller."""
+Written = unit_of_work.Written[Match, Command, Event, State]
+"""What one command on a match wrote (or had written, for a repeated command id)."""
 Authorise = Callable[[Match | None], Intent]
 """Builds a command's intent from the match it names (None for a match not yet created).
 Raises what identity and existence checks raise."""
 
 
-NOT_PREPARED: object = object()
-"""What `Written.prepared` holds when nothing was prepared during the append."""
-
-
-@dataclass(frozen=True, slots=True)
-class Written:
-    """What one command wrote (or had written, for a repeated command id): its events from
-    seq `first_seq`, the state right after them, and the intent they were decided from."""
-
-    events: tuple[Event, ...]
-    first_seq: int
-    state: State
-    intent: Intent
-    replayed: bool = False
-    prepared: object = NOT_PREPARED
-    """What `prepare` made of this while its append was in flight (NOT_PREPARED: nothing,
-    as for a repeated command id, or on a store that does not wait apart from its thread)."""
-
-
-Prepare = Callable[[Written], object]
-"""Made of what a command will have written if its append succeeds, while the append is in
-flight: it must not depend on anything but its argument, and have no effect (on a lost race
-what it made is dropped)."""
-
-
-class UnitOfWork:
-    """Load at a version, authorise, decide, append with the expected version; again on a
-    lost race; a repeated command id answered from the log."""
-
-    def __init__(self, store: EventStore, repository: MatchRepository, feed: EventFeed) -> None:
-        self._store = store
-        self._repo = repository
-        self._feed = feed
-        self.on_retry: Callable[[str], None] = _nothing
-        """Told why each command is decided again: `stale` (refused on the cached state, so
-        read afresh) or `conflict` (its append lost a race)."""
-
-    def run(
-        self,
-        match_id: str,
-        authorise: Authorise,
-        *,
-        new: bool = False,
-        command_id: str | None = None,
-        expected_version: int | None = None,
-        deadline: Deadline = no_deadline,
-        earlier_ids: Sequence[str] = (),
-        prepare: Prepare | None = None,
-    ) -> Written:
-        """`earlier_ids` are ids the same command may have been written under before
-        `command_id` (a join's, before a key rotation): it is answered from the log under
-        those too. `prepare` is made while the append is in flight (see `Prepare`), into
-        `Written.prepared`: the caller's answer costs no time of its own after the commit.
-
-        Raises what `authorise` and the rules raise, NotFound, InvalidArgument (a command
-        id used for another command), ConcurrencyConflict (a stale `expected_version`, or
-        every retry lost a race)."""
-        if command_id is not None and not 0 < len(command_id) <= MAX_COMMAND_ID:
-            raise InvalidArgument(
-                f"a command id is 1 to {MAX_COMMAND_ID} characters", reason="BAD_COMMAND_ID"
-            )
-        reread = False
-        for _ in range(RETRIES):
-            match: Match | None = None
-            fresh = True
-            if not new:
-                match = None if reread else self._repo.cached(match_id)
-                fresh = match is None
-                if match is None:
-                    match = self._repo.load(match_id)
-            deadline()
-            try:
-                intent = authorise(match)
-                if match is not None:
-                    ids = (command_id, *earlier_ids) if command_id is not None else ()
-                    applied = next((c for c in ids if c in match.commands), None)
-                    if applied is not None:
-                        return self._replayed(match, applied, intent)
-                    if expected_version is not None and expected_version != match.version:
-                        raise ConcurrencyConflict(
-                            f"match {match_id} is at version {match.version}, "
-                            f"not {expected_version}",
-                            reason="STALE_VERSION",
-                            match_id=match_id,
-                            version=match.version,
-                        )
-                events, state = execute(match.state if match else None, intent.command)
-            except BergenError:
-                if fresh:
-                    raise
-                reread = True
-                self.on_retry("stale")
-                continue
-            try:
-                written = self._append(match_id, match, events, state, command_id, intent, prepare)
-            except ConcurrencyConflict:
-                if new or (fresh and expected_version is not None):
-                    raise
-                reread = True
-                self.on_retry("conflict")
-                continue
-            if written is None:  # the store had this command id already
-                assert command_id is not None
-                return self._replayed(self._repo.load(match_id), command_id, intent)
-            return written
-        raise ConcurrencyConflict(
-            f"match {match_id}: too busy, try again", reason="CONTENDED", match_id=match_id
-        )
-
-    @staticmethod
-    def _replayed(match: Match, command_id: str, intent: Intent) -> Written:
-        applied = match.commands[command_id]
-        if applied.fingerprint != intent.fingerprint:
-            raise InvalidArgument(
-                f"command id already used in match {match.state.match_id} for another command",
-                reason="COMMAND_ID_REUSED",
-            )
-        return Written(
-            match.events[applied.first_seq - 1 : applied.last_seq],
-            applied.first_seq,
-            match.state_at(applied.last_seq),
-            intent,
-            replayed=True,
-        )
-
-    def _append(
-        self,
-        match_id: str,
-        match: Match | None,
-        events: tuple[Event, ...],
-        state: State,
-        command_id: str | None,
-        intent: Intent,
-        prepare: Prepare | None,
-    ) -> Written | None:
-        """Append and cache; None for a command id the store had already. Raises
-        ConcurrencyConflict."""
-        version = match.version if match is not None else 0
-        made: list[object] = []
-        meanwhile = None
-        if prepare is not None:
-            expected = Written(events, version + 1, state, intent)
-
-            def meanwhile() -> None:
-                made.append(prepare(expected))
-
-        result = self._store.append(
-            match_id,
-            version,
-            [NewEvent(*codec.encode(e)) for e in events],
-            command_id=command_id,
-            actor=intent.actor,
-            rules_version=RULES_VERSION,
-            extra={**intent.extra, COMMAND_KEY: intent.fingerprint},
-            meanwhile=meanwhile,
-        )
-        if result.replayed:
-            return None
-        self._repo.remember(match_id, extend(match, result.events, decided=(events, state)))
-        self._feed.observe(result.events)
-        prepared = made[0] if made and result.first_seq == version + 1 else NOT_PREPARED
-        return Written(events, result.first_seq, state, intent, prepared=prepared)
+class UnitOfWork(unit_of_work.UnitOfWork[Match, Command, Event, State]):
+    """The unit of work of matches (`bergen.server.unit_of_work.UnitOfWork`)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What a command did: its events with their seqs as `viewer` may see them, and the
-    view after."""
+    """What a command did: its events with their seqs as `viewer` may see them, the view
+    after, and the match time as the answer is made (None: no running match time), all
+    from what the command decided: the answer reads nothing."""
 
     events: tuple[tuple[int, Event], ...]
     view: View
     replayed: bool = False
+    at_ms: int | None = None
 
 
 def seen(
@@ -439,26 +235,8 @@ class MatchCommands:
     ) -> Outcome:
         """Play for the caller's seat. Raises NotFound, Unauthenticated, PermissionDenied,
         RuleViolation, ConcurrencyConflict (stale expected version), InvalidArgument."""
-        return self.play_as(
-            _itself, caller, match_id, tile, end, expected_version, command_id, deadline
-        )
-
-    def play_as(
-        self,
-        present: Callable[[Outcome], T],
-        caller: Caller,
-        match_id: str,
-        tile: Tile,
-        end: End | None,
-        expected_version: int | None,
-        command_id: str | None,
-        deadline: Deadline = no_deadline,
-    ) -> T:
-        """`play`, answered as `present` makes the outcome: on PostgreSQL, while the play's
-        commit is awaited. Raises as `play`, and what `present` raises."""
         what = f"play {tile} {end.value if end else '-'}"
         return self._for_seat(
-            present,
             caller,
             match_id,
             lambda match, seat: Play(seat, tile, end, self.at_ms(match)),
@@ -480,7 +258,6 @@ class MatchCommands:
     ) -> Outcome:
         """Resign for the caller's seat. Raises as `play`."""
         return self._for_seat(
-            _itself,
             caller,
             match_id,
             lambda match, seat: Resign(seat, self.at_ms(match)),
@@ -492,7 +269,6 @@ class MatchCommands:
 
     def _for_seat(
         self,
-        present: Callable[[Outcome], T],
         caller: Caller,
         match_id: str,
         build: Callable[[Match, int], Command],
@@ -501,21 +277,14 @@ class MatchCommands:
         command_id: str | None,
         deadline: Deadline,
         level: int = logging.INFO,
-    ) -> T:
+    ) -> Outcome:
+        """Load, decide and append in one unit of work, then answer from what was decided
+        (the match as it stands after it: no second read)."""
+
         def authorise(match: Match | None) -> Intent:
             assert match is not None
             seat = self._identity.require_seat(match, caller)
             return Intent(build(match, seat), f"seat:{seat}", f"seat {seat} {what}", seat=seat)
-
-        def answer(written: Written) -> T:
-            seat = written.intent.seat
-            return present(
-                Outcome(
-                    seen(written.events, written.first_seq, written.state, seat),
-                    view(written.state, seat),
-                    replayed=written.replayed,
-                )
-            )
 
         try:
             written = self._work.run(
@@ -524,7 +293,6 @@ class MatchCommands:
                 command_id=command_id,
                 expected_version=expected_version,
                 deadline=deadline,
-                prepare=answer,
             )
         except ClockViolation as e:
             if e.reason == "CLOCK_EXPIRED":
@@ -543,9 +311,12 @@ class MatchCommands:
                 len(written.events),
                 written.state.version,
             )
-        if written.prepared is not NOT_PREPARED:
-            return cast(T, written.prepared)
-        return answer(written)
+        return Outcome(
+            seen(written.events, written.first_seq, written.state, seat),
+            view(written.state, seat),
+            replayed=written.replayed,
+            at_ms=self.at_ms(written.aggregate) if written.state.clocks else None,
+        )
 
     def time_out(self, match_id: str) -> int | None:
         """Apply the timeout of `match_id`'s running clock if it has fallen (RULES.md section

@@ -15,13 +15,11 @@ append and the command is decided again on a fresh load.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bergen.domain import codec, fastplay
-from bergen.domain.commands import Play
+from bergen.domain.commands import Command, Play
 from bergen.domain.dealing import deal
 from bergen.domain.engine import command_of, execute
 from bergen.domain.errors import BergenError, CorruptRecord, LogTampered, NotFound
@@ -29,7 +27,8 @@ from bergen.domain.events import Event
 from bergen.domain.state import PLAYING, State, fold
 
 from .auth import SealedToken
-from .store import EventRow, EventStore, StoredEvent
+from .store import EventRow, EventStore, NewEvent, StoredEvent
+from .unit_of_work import COMMAND_KEY, Repository
 
 TOKEN_KEY = "seat_token_hmac"
 """The metadata of a SeatTaken: its seat token sealed (`bergen.server.auth.SeatTokens`)."""
@@ -40,7 +39,6 @@ LEGACY_TOKEN_KEY = "seat_token_sha256"
 CREATOR_KEY = "creator_token_hmac"
 """The metadata of a MatchCreated: the creator token sealed as a seat token is."""
 CREATOR_KEY_ID = "creator_token_key"
-COMMAND_KEY = "command"
 EPOCH_KEY = "clock_epoch_ms"
 """Recorded with the join that deals a clocked match's first hand: the servers' clock (Unix
 ms) at that deal, which is at_ms 0 of the match (RULES.md section 11)."""
@@ -252,75 +250,50 @@ def recheck(match_id: str, version: int, events: Sequence[Event], state: State |
     return state
 
 
-class MatchRepository:
+class MatchKind:
+    """What a match is to the repository and the unit of work (`bergen.server.unit_of_work`):
+    its own stream, folded by `extend`, decided by the rules' `execute`."""
+
+    noun = "match"
+
+    def stream_id(self, aggregate_id: str) -> str:
+        return aggregate_id
+
+    def missing(self, aggregate_id: str) -> BergenError:
+        return NotFound(f"no match {aggregate_id}", reason="MATCH_NOT_FOUND", match_id=aggregate_id)
+
+    def fold(self, known: Match | None, rows: Sequence[EventRow] | Sequence[StoredEvent]) -> Match:
+        return extend(known, rows)
+
+    def decide(self, known: Match | None, command: Command) -> tuple[tuple[Event, ...], State]:
+        return execute(known.state if known is not None else None, command)
+
+    def encode(self, event: Event) -> NewEvent:
+        return NewEvent(*codec.encode(event))
+
+    def saved(
+        self,
+        known: Match | None,
+        appended: Sequence[StoredEvent],
+        decided: tuple[tuple[Event, ...], State],
+    ) -> Match:
+        return extend(known, appended, decided=decided)
+
+    def fingerprint(self, known: Match, command_id: str) -> str | None:
+        applied = known.commands.get(command_id)
+        return None if applied is None else applied.fingerprint
+
+    def replayed(self, known: Match, command_id: str) -> tuple[tuple[Event, ...], int, State]:
+        applied = known.commands[command_id]
+        return (
+            known.events[applied.first_seq - 1 : applied.last_seq],
+            applied.first_seq,
+            known.state_at(applied.last_seq),
+        )
+
+
+class MatchRepository(Repository[Match, Command, Event, State]):
     """Reads matches from the store through a bounded per-process cache of folded state."""
 
     def __init__(self, store: EventStore, cache_size: int = 10_000) -> None:
-        self._store = store
-        self._size = cache_size
-        self._cache: OrderedDict[str, Match] = OrderedDict()
-        self._lock = threading.Lock()
-        self._tampered: set[tuple[str, str]] = set()
-        self.hits = 0
-        """Lookups that found the match folded here (`cached`, or `load` reading only what
-        came after), counted under the cache's lock; `misses` those that did not."""
-        self.misses = 0
-
-    def load(self, match_id: str) -> Match:
-        """The match at its latest version. Raises NotFound, CorruptRecord, or LogTampered
-        (a row not authentic, or not what the rules give: the match is read-only from then
-        on, every call on it refused, and logged loudly once)."""
-        with self._lock:
-            cached = self._cache.get(match_id)
-            if cached is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-        from_seq = cached.version + 1 if cached is not None else 1
-        try:
-            new = self._store.read_rows(match_id, from_seq)
-            if cached is None and not new:
-                raise NotFound(f"no match {match_id}", reason="MATCH_NOT_FOUND", match_id=match_id)
-            if not new:
-                assert cached is not None
-                return cached
-            match = extend(cached, new)
-        except LogTampered as e:
-            self._alarm(match_id, e)
-            raise
-        self.remember(match_id, match)
-        return match
-
-    def _alarm(self, match_id: str, error: LogTampered) -> None:
-        seen = (match_id, error.metadata.get("seq", ""))
-        with self._lock:
-            first = seen not in self._tampered
-            self._tampered.add(seen)
-        if first:
-            log.critical(
-                "LOG TAMPERED: match %s will not be folded, every call on it is refused: %s",
-                match_id,
-                error.message,
-            )
-
-    def cached(self, match_id: str) -> Match | None:
-        """The match as this process last saw it (possibly behind the store), or None."""
-        with self._lock:
-            found = self._cache.get(match_id)
-            if found is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-            return found
-
-    def remember(self, match_id: str, match: Match) -> None:
-        """Keep `match` unless the cache already holds a newer version."""
-        with self._lock:
-            known = self._cache.get(match_id)
-            if known is not None and known.version >= match.version:
-                self._cache.move_to_end(match_id)
-                return
-            self._cache[match_id] = match
-            self._cache.move_to_end(match_id)
-            while len(self._cache) > self._size:
-                self._cache.popitem(last=False)
+        super().__init__(store, MatchKind(), cache_size)

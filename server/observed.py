@@ -9,22 +9,21 @@ wrap its store at all.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from bergen.domain.errors import ConcurrencyConflict
-from bergen.domain.rules import RULES_VERSION
 
 from .keys import LogKeys
 from .metrics import Metrics
 from .store import (
+    Append,
     AppendResult,
     ChainReport,
     EventRow,
     EventStore,
     MatchList,
-    NewEvent,
     StoredEvent,
     StreamInfo,
 )
@@ -57,38 +56,18 @@ class ObservedStore:
     def inner(self) -> EventStore:
         return self._store
 
-    def append(
-        self,
-        stream_id: str,
-        expected_version: int,
-        events: Sequence[NewEvent],
-        *,
-        command_id: str | None = None,
-        actor: str | None = None,
-        rules_version: str = RULES_VERSION,
-        extra: Mapping[str, str] | None = None,
-        meanwhile: Callable[[], None] | None = None,
-    ) -> AppendResult:
+    def append(self, batch: Append) -> AppendResult:
         attributes = {
             "db.system": self._system,
-            "bergen.stream_id": stream_id,
-            "bergen.expected_version": expected_version,
-            "bergen.events": len(events),
+            "bergen.stream_id": batch.stream_id,
+            "bergen.expected_version": batch.expected_version,
+            "bergen.events": len(batch.events),
         }
         with self._span("bergen.store.append", attributes):
             started = time.perf_counter()
             outcome = "failed"
             try:
-                result = self._store.append(
-                    stream_id,
-                    expected_version,
-                    events,
-                    command_id=command_id,
-                    actor=actor,
-                    rules_version=rules_version,
-                    extra=extra,
-                    meanwhile=meanwhile,
-                )
+                result = self._store.append(batch)
                 outcome = "replayed" if result.replayed else "written"
                 return result
             except ConcurrencyConflict:

@@ -29,7 +29,6 @@ from bergen.v1 import bergen_pb2 as pb
 
 from . import auth
 from .app import Application
-from .commands import Outcome
 from .edge import service_handler
 from .identity import Caller
 from .limits import ClientLimits, Limits
@@ -83,15 +82,19 @@ class BergenServicer:
         self._max_watchers = max_watchers
         self._watch_slots = threading.BoundedSemaphore(max_watchers)
 
-    def _view_out(self, view: View) -> pb.MatchView:
+    def _view_out(self, view: View, at_ms: int | None = None) -> pb.MatchView:
         """The view's message; in a clocked match, with the match time now on this server's
-        clock, from which a client counts a running clock down."""
+        clock (`at_ms` when the caller has it, else from the match as cached), from which a
+        client counts a running clock down."""
         msg = convert.view_out(view)
         if view.clocks:
-            match = self._repository.cached(view.match_id) or self._repository.load(view.match_id)
-            now = self._commands.at_ms(match)
-            if now is not None:
-                msg.server_at_ms = max(now, view.at_ms)
+            if at_ms is None:
+                match = self._repository.cached(view.match_id) or self._repository.load(
+                    view.match_id
+                )
+                at_ms = self._commands.at_ms(match)
+            if at_ms is not None:
+                msg.server_at_ms = max(at_ms, view.at_ms)
         return msg
 
     def CreateMatch(
@@ -142,9 +145,7 @@ class BergenServicer:
         match_id = _match_id(req.match_id)
         if not req.HasField("tile"):
             raise InvalidArgument("a play needs a tile", reason="TILE_REQUIRED")
-        # The response is built while the play's commit is awaited.
-        return self._commands.play_as(
-            self._play_response,
+        out = self._commands.play(
             _caller(context),
             match_id,
             convert.tile_in(req.tile),
@@ -153,17 +154,19 @@ class BergenServicer:
             req.command_id or None,
             _deadline(context),
         )
-
-    def _play_response(self, out: Outcome) -> pb.PlayResponse:
         return pb.PlayResponse(
-            events=_events(out.events), view=self._view_out(out.view), replayed=out.replayed
+            events=_events(out.events),
+            view=self._view_out(out.view, out.at_ms),
+            replayed=out.replayed,
         )
 
     def Resign(self, req: pb.ResignRequest, context: grpc.ServicerContext) -> pb.ResignResponse:
         out = self._commands.resign(
             _caller(context), _match_id(req.match_id), req.command_id or None, _deadline(context)
         )
-        return pb.ResignResponse(events=_events(out.events), view=self._view_out(out.view))
+        return pb.ResignResponse(
+            events=_events(out.events), view=self._view_out(out.view, out.at_ms)
+        )
 
     def WatchMatch(
         self, req: pb.WatchMatchRequest, context: grpc.ServicerContext

@@ -1,7 +1,7 @@
 """The event store: append-only streams of events on PostgreSQL or on an embedded SQLite file.
 
     store = open_store()                      # BERGEN_DATABASE_URL, else sqlite:///./bergen.db
-    result = store.append("match-1", 0, [NewEvent("MatchCreated", 1, {...})], command_id=...)
+    result = store.append(Append("match-1", 0, [NewEvent("MatchCreated", 1, {...})]))
     events = store.read_stream("match-1")
 
 `upgrade_to_head(url)` applies the migrations; `schema_is_behind(url)` says whether it is needed.
@@ -13,13 +13,14 @@ from bergen.api.stored import ChainFault, ChainReport, EventMetadata, EventRow, 
 
 from ..keys import LogKeys
 from .listing import MatchList, MatchSummary
-from .model import AppendResult, EventStore, NewEvent, StreamInfo
+from .model import Append, AppendResult, EventStore, NewEvent, StreamInfo
 from .routed import lagging, lagging_reads
 from .url import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, backend_of, database_url
 
 __all__ = [
     "DATABASE_URL_ENV",
     "DEFAULT_DATABASE_URL",
+    "Append",
     "AppendResult",
     "ChainFault",
     "ChainReport",

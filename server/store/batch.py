@@ -19,7 +19,7 @@ from bergen.api.chain import (
 from bergen.api.stored import EventMetadata, StoredEvent
 
 from .limits import COMMAND_ID_MAX, EVENT_TYPE_MAX, STREAM_ID_MAX
-from .model import NewEvent
+from .model import Append, NewEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +42,10 @@ WritingKey = tuple[str, bytes]
 """The id and the bytes of the log key that authenticates new rows."""
 
 
-def check_append(
-    stream_id: str, expected_version: int, events: Sequence[NewEvent], command_id: str | None
-) -> None:
-    """Raises ValueError for arguments no store accepts."""
+def check_append(batch: Append) -> None:
+    """Raises ValueError for a batch no store accepts."""
+    stream_id, expected_version = batch.stream_id, batch.expected_version
+    events, command_id = batch.events, batch.command_id
     if not stream_id or len(stream_id) > STREAM_ID_MAX:
         raise ValueError(f"stream id must be 1 to {STREAM_ID_MAX} characters: {stream_id!r}")
     if expected_version < 0:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bergen.api.stored import ChainReport, EventRow, StoredEvent
+from bergen.api.stored import ChainReport, EventMetadata, EventRow, StoredEvent
 from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
@@ -23,6 +23,26 @@ class NewEvent:
     type: str
     schema_version: int
     payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """One append: `events` for `stream_id` after seq `expected_version` (0 for a new
+    stream), recorded with the same metadata on every event (`actor`, `command_id`,
+    `rules_version`, `extra`)."""
+
+    stream_id: str
+    expected_version: int
+    events: Sequence[NewEvent]
+    command_id: str | None = None
+    actor: str | None = None
+    rules_version: str = RULES_VERSION
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def metadata(self) -> EventMetadata:
+        """What every event of the batch is recorded with."""
+        return EventMetadata(self.actor, self.command_id, self.rules_version, dict(self.extra))
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,30 +79,14 @@ class EventStore(Protocol):
     (down, connection lost, disk full, read-only), never the driver's own exception.
     """
 
-    def append(
-        self,
-        stream_id: str,
-        expected_version: int,
-        events: Sequence[NewEvent],
-        *,
-        command_id: str | None = None,
-        actor: str | None = None,
-        rules_version: str = RULES_VERSION,
-        extra: Mapping[str, str] | None = None,
-        meanwhile: Callable[[], None] | None = None,
-    ) -> AppendResult:
-        """Append `events` atomically after seq `expected_version` (0 for a new stream).
+    def append(self, batch: Append) -> AppendResult:
+        """Append `batch.events` atomically after seq `batch.expected_version`, each
+        recorded with the batch's metadata.
 
-        `actor`, `command_id`, `rules_version` and `extra` are recorded as every event's
-        metadata. With a `command_id` already appended to this stream, returns that append's
-        result with `replayed=True` and writes nothing. Raises ConcurrencyConflict when the
-        stream is not at `expected_version`, ValueError for an empty batch or a payload that is
-        not JSON-able.
-
-        `meanwhile`, when given, is called at most once while the append is in flight (on
-        PostgreSQL, between sending the INSERT and its commit's answer), for work that does
-        not depend on the append's result: the caller keeps what it made only if the append
-        wrote. What it raises is raised once the append has settled.
+        With a `command_id` already appended to this stream, returns that append's result
+        with `replayed=True` and writes nothing. Raises ConcurrencyConflict when the stream
+        is not at the expected version, ValueError for an empty batch, an id or type out of
+        bounds, or a payload that is not JSON-able.
         """
         ...
 

@@ -17,7 +17,7 @@ import queue
 import select
 import struct
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -27,29 +27,26 @@ import psycopg.errors
 from psycopg import pq
 
 from bergen.api.chain import event_rows, micros, parse_metadata, verify_rows
-from bergen.api.stored import GENESIS_HASH, ChainReport, EventMetadata, EventRow, StoredEvent
+from bergen.api.stored import GENESIS_HASH, ChainReport, EventRow, StoredEvent
 from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
-from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
 from .authenticity import check_report, check_rows, read_event
 from .batch import Heads, build_rows, check_append, stored
 from .faults import guard, unavailable
 from .listing import (
-    SUMMARY_COLUMNS,
     FoldTransaction,
     MatchSummary,
     player_rows,
     summary_of,
     summary_params,
 )
-from .model import AppendResult, NewEvent, StreamInfo
+from .model import Append, AppendResult, StreamInfo
+from .statements import NO_LIMIT, POSTGRES, Statements
 from .url import live_conninfo
 
-_COLUMNS = (
-    "stream_id, seq, position, type, schema_version, payload::text, metadata::text,"
-    " recorded_at, prev_hash, hash, salt, key_id, mac"
-)
+_SQL = Statements(POSTGRES)
+_COLUMNS = _SQL.event_columns
 _VISIBLE = "tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
 _READ_AFTER = (
@@ -116,37 +113,19 @@ def _text(value: str | None) -> bytes | None:
 
 
 def _insert(
-    conn: psycopg.Connection[Any],
-    prepared: set[int | str],
-    values: list[bytes | None],
-    n: int,
-    meanwhile: Callable[[], None] | None = None,
+    conn: psycopg.Connection[Any], prepared: set[int | str], values: list[bytes | None], n: int
 ) -> dict[int, int]:
     """Run the prepared INSERT of `n` rows (every parameter in binary form, so no text is
-    parsed or cut at a NUL) straight on libpq: seq -> position of each row; `meanwhile`
-    (if any) while its commit is awaited. Raises the psycopg error of a refusal
-    (UniqueViolation...), OperationalError for a lost server; else what `meanwhile`
-    raised."""
+    parsed or cut at a NUL) straight on libpq: seq -> position of each row. Its commit is
+    awaited by `_settle`, which lets the other threads run meanwhile. Raises the psycopg
+    error of a refusal (UniqueViolation...), OperationalError for a lost server."""
     name, sql, types, formats = _insert_statement(n)
     pgconn = conn.pgconn
     if n not in prepared:
         _check(conn, pgconn.prepare(name, sql, types), pq.ExecStatus.COMMAND_OK)
         prepared.add(n)
-    if meanwhile is None:
-        # None is SQL NULL: psycopg passes its own NULL parameters so, though the stub says
-        # bytes.
-        result = pgconn.exec_prepared(name, values, formats, 1)  # type: ignore[arg-type]
-    else:
-        pgconn.send_query_prepared(name, values, formats, 1)
-        failure: BaseException | None = None
-        try:
-            meanwhile()
-        except BaseException as e:  # raised once the connection is settled
-            failure = e
-        result = _settle(pgconn)
-        if failure is not None:
-            _check(conn, result, pq.ExecStatus.TUPLES_OK)  # a refusal is what the caller needs
-            raise failure
+    pgconn.send_query_prepared(name, values, formats, 1)  # None is SQL NULL
+    result = _settle(pgconn)
     _check(conn, result, pq.ExecStatus.TUPLES_OK)
     return {
         _UNPACK_I8(result.get_value(i, 0) or b"")[0]: _UNPACK_I8(result.get_value(i, 1) or b"")[0]
@@ -385,28 +364,21 @@ class PostgresEventStore:
         self._pool.close()
 
     @_guarded
-    def append(
-        self,
-        stream_id: str,
-        expected_version: int,
-        events: Sequence[NewEvent],
-        *,
-        command_id: str | None = None,
-        actor: str | None = None,
-        rules_version: str = RULES_VERSION,
-        extra: Mapping[str, str] | None = None,
-        meanwhile: Callable[[], None] | None = None,
-    ) -> AppendResult:
-        """Append `events` atomically after seq `expected_version` (0 for a new stream).
+    def append(self, batch: Append) -> AppendResult:
+        """Append the batch's events atomically after its expected version.
 
         Raises ConcurrencyConflict when the stream is elsewhere, ValueError for bad arguments,
         StorageUnavailable (as every method here) when the database cannot be reached or
         written. A command id appended before returns the first result, marked `replayed`.
-        `meanwhile` runs while the INSERT's commit is awaited (the thread holds no lock
-        then: the wait is on the socket).
+        The commit is awaited on the socket, the thread holding no lock: other threads run.
         """
-        check_append(stream_id, expected_version, events, command_id)
-        metadata = EventMetadata(actor, command_id, rules_version, dict(extra or {}))
+        check_append(batch)
+        stream_id, expected_version, command_id = (
+            batch.stream_id,
+            batch.expected_version,
+            batch.command_id,
+        )
+        metadata = batch.metadata
         with self._pool.connection() as conn:
             prev = (
                 GENESIS_HASH
@@ -420,7 +392,7 @@ class PostgresEventStore:
             recorded_at = datetime.now(UTC)
             writing = None if self._keys is None else (self._keys.writing, self._keys.writing_key)
             rows = build_rows(
-                stream_id, expected_version, events, metadata, prev, recorded_at, writing
+                stream_id, expected_version, batch.events, metadata, prev, recorded_at, writing
             )
             stream = stream_id.encode()
             at = _I8(micros(recorded_at) - _PG_EPOCH_US)
@@ -442,7 +414,7 @@ class PostgresEventStore:
                     r.mac,
                 )
             try:
-                positions = _insert(conn, self._pool.statements[conn], values, len(rows), meanwhile)
+                positions = _insert(conn, self._pool.statements[conn], values, len(rows))
             except psycopg.errors.UniqueViolation as e:
                 if e.diag.constraint_name not in _RACE_CONSTRAINTS:
                     # Not a lost race: the table holds a row that should not be there.
@@ -488,7 +460,7 @@ class PostgresEventStore:
         self, conn: psycopg.Connection[Any], stream_id: str, command_id: str
     ) -> AppendResult | None:
         head = conn.execute(
-            "SELECT seq FROM events WHERE stream_id = %s AND command_id = %s",
+            _SQL.command_head,
             (stream_id, command_id),
         ).fetchone()
         if head is None:
@@ -499,8 +471,7 @@ class PostgresEventStore:
             page = [
                 _event(r)
                 for r in conn.execute(
-                    f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND seq >= %s::bigint"
-                    " ORDER BY seq LIMIT 256",
+                    f"{_SQL.stream_from} LIMIT 256",
                     (stream_id, seq),
                 )
             ]
@@ -527,8 +498,7 @@ class PostgresEventStore:
         unknown stream)."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND seq >= %s::bigint"
-                " ORDER BY seq LIMIT %s",
+                _SQL.stream_page,
                 (stream_id, from_seq, limit),
                 # Binary results: bytea and numbers arrive without text parsing.
                 binary=True,
@@ -640,8 +610,7 @@ class PostgresEventStore:
         """Up to `limit` streams and their versions, by stream id (bytewise), after `after`."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT stream_id, max(seq) FROM events WHERE stream_id > %s"
-                " GROUP BY stream_id ORDER BY stream_id LIMIT %s::bigint",
+                _SQL.streams_after,
                 (after or "", limit),
             ).fetchall()
         return tuple(StreamInfo(r[0], int(r[1])) for r in rows)
@@ -661,34 +630,8 @@ class PostgresEventStore:
     def verify_chain(self, stream_id: str) -> ChainReport:
         """Re-walk the stream's hash chain; the report names the first bad seq and why."""
         with self._pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s ORDER BY seq", (stream_id,)
-            ).fetchall()
+            rows = conn.execute(_SQL.whole_stream, (stream_id,)).fetchall()
         return check_report(verify_rows(stream_id, rows, _event), rows, _event, self._keys)
-
-
-_NO_LIMIT = 2**63 - 1
-_UPSERT = (
-    f"INSERT INTO match_list ({SUMMARY_COLUMNS})"
-    " VALUES (%s, %s::bigint, %s, %s, %s::int, %s, %s, %s, %s, %s::bigint, %s, %s, %s::int)"
-    " ON CONFLICT (match_id) DO UPDATE SET phase = excluded.phase, players = excluded.players,"
-    " scores = excluded.scores, version = excluded.version, started_at = excluded.started_at,"
-    " hand = excluded.hand"
-)
-_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in SUMMARY_COLUMNS.split(","))
-_PAGES = {
-    (False, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list"
-    " WHERE listed < %s::bigint ORDER BY listed DESC LIMIT %s::bigint",
-    (True, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list"
-    " WHERE phase = %s AND listed < %s::bigint ORDER BY listed DESC LIMIT %s::bigint",
-    (False, True): f"SELECT {_M_COLUMNS} FROM match_list_players p"
-    " JOIN match_list m ON m.match_id = p.match_id"
-    " WHERE p.name = %s AND p.listed < %s::bigint ORDER BY p.listed DESC LIMIT %s::bigint",
-    (True, True): f"SELECT {_M_COLUMNS} FROM match_list_players p"
-    " JOIN match_list m ON m.match_id = p.match_id"
-    " WHERE p.name = %s AND p.phase = %s AND p.listed < %s::bigint"
-    " ORDER BY p.listed DESC LIMIT %s::bigint",
-}
 
 
 class _PostgresFold:
@@ -704,7 +647,7 @@ class _PostgresFold:
         if not match_ids:
             return {}
         rows = self._conn.execute(
-            f"SELECT {SUMMARY_COLUMNS} FROM match_list WHERE match_id = ANY(%s)",
+            _SQL.summaries(len(match_ids)),
             (list(match_ids),),
         ).fetchall()
         found = {r[0]: summary_of(r) for r in rows}
@@ -719,21 +662,20 @@ class _PostgresFold:
         ]
         with self._conn.cursor() as cur:
             if changed:
-                cur.executemany(_UPSERT, [summary_params(s) for s in changed])
+                cur.executemany(_SQL.upsert_summary, [summary_params(s) for s in changed])
             if reseated:
                 cur.execute(
-                    "DELETE FROM match_list_players WHERE match_id = ANY(%s)",
+                    _SQL.drop_players(len(reseated)),
                     ([s.match_id for s in reseated],),
                 )
                 players = player_rows(reseated)
                 if players:
                     cur.executemany(
-                        "INSERT INTO match_list_players (match_id, name, phase, listed)"
-                        " VALUES (%s, %s, %s, %s::bigint)",
+                        _SQL.insert_player,
                         players,
                     )
             cur.execute(
-                "UPDATE projection_positions SET position = %s::bigint WHERE name = %s",
+                _SQL.set_position,
                 (position, self._projection),
             )
         for s in changed:
@@ -756,9 +698,7 @@ class PostgresMatchList:
     @_guarded
     def position(self, projection: str) -> int:
         with self._pool.connection() as conn:
-            row = conn.execute(
-                "SELECT position FROM projection_positions WHERE name = %s", (projection,)
-            ).fetchone()
+            row = conn.execute(_SQL.position, (projection,)).fetchone()
         return 0 if row is None else int(row[0])
 
     @contextmanager
@@ -778,11 +718,7 @@ class PostgresMatchList:
                 # (pg_current_wal_lsn) may not yet hold an unflushed commit.
                 row = conn.execute(self._locked, (projection,)).fetchone()
                 if row is None:
-                    conn.execute(
-                        "INSERT INTO projection_positions (name, position) VALUES (%s, 0)"
-                        " ON CONFLICT (name) DO NOTHING",
-                        (projection,),
-                    )
+                    conn.execute(_SQL.new_position, (projection,))
                     row = conn.execute(self._locked, (projection,)).fetchone()
                     assert row is not None
                 yield _PostgresFold(conn, projection, int(row[0]))
@@ -799,9 +735,9 @@ class PostgresMatchList:
         params: list[Any] = [player] if player else []
         if phase is not None:
             params.append(phase)
-        params += (_NO_LIMIT if before is None else before, limit)
+        params += (NO_LIMIT if before is None else before, limit)
         with self._pool.connection() as conn:
-            rows = conn.execute(_PAGES[phase is not None, bool(player)], params).fetchall()
+            rows = conn.execute(_SQL.pages[phase is not None, bool(player)], params).fetchall()
         return [summary_of(r) for r in rows]
 
     @_guarded
@@ -810,7 +746,7 @@ class PostgresMatchList:
             return {}
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT match_id, version FROM match_list WHERE match_id = ANY(%s)",
+                _SQL.versions(len(match_ids)),
                 (list(match_ids),),
             ).fetchall()
         return {r[0]: int(r[1]) for r in rows}

@@ -28,17 +28,16 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from bergen.api.stored import ChainReport, EventRow, StoredEvent
 from bergen.domain.errors import StorageUnavailable
-from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
 from .listing import FoldTransaction, MatchList, MatchSummary
-from .model import AppendResult, EventStore, NewEvent, StreamInfo
+from .model import Append, AppendResult, EventStore, StreamInfo
 
 log = logging.getLogger("bergen.server.store")
 
@@ -191,29 +190,9 @@ class RoutedStore:
 
     # writes and what decides them: the primary -------------------------------------------
 
-    def append(
-        self,
-        stream_id: str,
-        expected_version: int,
-        events: Sequence[NewEvent],
-        *,
-        command_id: str | None = None,
-        actor: str | None = None,
-        rules_version: str = RULES_VERSION,
-        extra: Mapping[str, str] | None = None,
-        meanwhile: Callable[[], None] | None = None,
-    ) -> AppendResult:
-        result = self._primary.append(
-            stream_id,
-            expected_version,
-            events,
-            command_id=command_id,
-            actor=actor,
-            rules_version=rules_version,
-            extra=extra,
-            meanwhile=meanwhile,
-        )
-        self._known.learn(stream_id, result.last_seq)
+    def append(self, batch: Append) -> AppendResult:
+        result = self._primary.append(batch)
+        self._known.learn(batch.stream_id, result.last_seq)
         return result
 
     def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:

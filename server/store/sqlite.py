@@ -11,35 +11,32 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from bergen.api.chain import event_rows, micros, parse_metadata, verify_rows
-from bergen.api.stored import GENESIS_HASH, ChainReport, EventMetadata, EventRow, StoredEvent
+from bergen.api.stored import GENESIS_HASH, ChainReport, EventRow, StoredEvent
 from bergen.domain.errors import ConcurrencyConflict, CorruptRecord, NotFound
-from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
 from .authenticity import ReadEvent, check_report, check_rows, read_event
 from .batch import Heads, build_rows, check_append, stored
 from .faults import guard, unavailable
 from .listing import (
-    SUMMARY_COLUMNS,
     FoldTransaction,
     MatchSummary,
     player_rows,
     summary_of,
     summary_params,
 )
-from .model import AppendResult, NewEvent, StreamInfo
+from .model import Append, AppendResult, StreamInfo
+from .statements import NO_LIMIT, SQLITE, Statements
 from .url import sqlite_path
 
-_COLUMNS = (
-    "stream_id, seq, position, type, schema_version, payload, metadata,"
-    " recorded_at, prev_hash, hash, salt, key_id, mac"
-)
+_SQL = Statements(SQLITE)
+_COLUMNS = _SQL.event_columns
 _INSERT = (
     "INSERT INTO events (stream_id, seq, position, type, schema_version, payload, metadata,"
     " command_id, prev_hash, hash, salt, recorded_at, key_id, mac)"
@@ -193,28 +190,21 @@ class SQLiteEventStore:
             self._all.clear()
 
     @_guarded
-    def append(
-        self,
-        stream_id: str,
-        expected_version: int,
-        events: Sequence[NewEvent],
-        *,
-        command_id: str | None = None,
-        actor: str | None = None,
-        rules_version: str = RULES_VERSION,
-        extra: Mapping[str, str] | None = None,
-        meanwhile: Callable[[], None] | None = None,
-    ) -> AppendResult:
-        """Append `events` atomically after seq `expected_version` (0 for a new stream).
+    def append(self, batch: Append) -> AppendResult:
+        """Append the batch's events atomically after its expected version.
 
         Raises ConcurrencyConflict when the stream is elsewhere, ValueError for bad arguments,
         StorageUnavailable (as every method here) when the file cannot be read or written, or
         the write lock is not had within the busy timeout.
         A command id appended before returns the first result, marked `replayed`.
-        `meanwhile` is not called: SQLite's commit holds this thread until it is done.
         """
-        check_append(stream_id, expected_version, events, command_id)
-        metadata = EventMetadata(actor, command_id, rules_version, dict(extra or {}))
+        check_append(batch)
+        stream_id, expected_version, command_id = (
+            batch.stream_id,
+            batch.expected_version,
+            batch.command_id,
+        )
+        events, metadata = batch.events, batch.metadata
         conn = self._conn()
         recorded_at = datetime.now(UTC)
         writing = None if self._keys is None else (self._keys.writing, self._keys.writing_key)
@@ -303,14 +293,14 @@ class SQLiteEventStore:
     @staticmethod
     def _replay(conn: sqlite3.Connection, stream_id: str, command_id: str) -> AppendResult | None:
         head = conn.execute(
-            "SELECT seq FROM events WHERE stream_id = ? AND command_id = ?",
+            _SQL.command_head,
             (stream_id, command_id),
         ).fetchone()
         if head is None:
             return None
         batch: list[StoredEvent] = []
         for row in conn.execute(
-            f"SELECT {_COLUMNS} FROM events WHERE stream_id = ? AND seq >= ? ORDER BY seq",
+            _SQL.stream_from,
             (stream_id, head[0]),
         ):
             event = _event(row)
@@ -328,8 +318,7 @@ class SQLiteEventStore:
         rows = (
             self._conn()
             .execute(
-                f"SELECT {_COLUMNS} FROM events WHERE stream_id = ? AND seq >= ? ORDER BY seq"
-                " LIMIT ?",
+                _SQL.stream_page,
                 (stream_id, from_seq, -1 if limit is None else limit),
             )
             .fetchall()
@@ -433,8 +422,7 @@ class SQLiteEventStore:
         rows = (
             self._conn()
             .execute(
-                "SELECT stream_id, max(seq) FROM events WHERE stream_id > ?"
-                " GROUP BY stream_id ORDER BY stream_id LIMIT ?",
+                _SQL.streams_after,
                 (after or "", limit),
             )
             .fetchall()
@@ -444,23 +432,8 @@ class SQLiteEventStore:
     @_guarded
     def verify_chain(self, stream_id: str) -> ChainReport:
         """Re-walk the stream's hash chain; the report names the first bad seq and why."""
-        rows = (
-            self._conn()
-            .execute(
-                f"SELECT {_COLUMNS} FROM events WHERE stream_id = ? ORDER BY seq", (stream_id,)
-            )
-            .fetchall()
-        )
+        rows = self._conn().execute(_SQL.whole_stream, (stream_id,)).fetchall()
         return check_report(verify_rows(stream_id, rows, _event), rows, _event, self._keys)
-
-
-_NO_LIMIT = 2**63 - 1
-_UPSERT = (
-    f"INSERT INTO match_list ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (match_id) DO UPDATE SET phase = excluded.phase, players = excluded.players,"
-    " scores = excluded.scores, version = excluded.version, started_at = excluded.started_at,"
-    " hand = excluded.hand"
-)
 
 
 def _time_text(at: datetime) -> str:
@@ -472,29 +445,10 @@ def _summary_of(row: Sequence[Any]) -> MatchSummary:
     return summary_of(row, datetime.fromisoformat)
 
 
-_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in SUMMARY_COLUMNS.split(","))
-_PAGES = {
-    (False, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list"
-    " WHERE listed < ? ORDER BY listed DESC LIMIT ?",
-    (True, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list"
-    " WHERE phase = ? AND listed < ? ORDER BY listed DESC LIMIT ?",
-    (False, True): f"SELECT {_M_COLUMNS} FROM match_list_players p"
-    " JOIN match_list m ON m.match_id = p.match_id"
-    " WHERE p.name = ? AND p.listed < ? ORDER BY p.listed DESC LIMIT ?",
-    (True, True): f"SELECT {_M_COLUMNS} FROM match_list_players p"
-    " JOIN match_list m ON m.match_id = p.match_id"
-    " WHERE p.name = ? AND p.phase = ? AND p.listed < ? ORDER BY p.listed DESC LIMIT ?",
-}
-
-
 def _chunks(ids: Collection[str]) -> Iterator[list[str]]:
     items = list(ids)
     for i in range(0, len(items), _CHUNK):
         yield items[i : i + _CHUNK]
-
-
-def _in(n: int) -> str:
-    return ", ".join("?" * n)
 
 
 class _SQLiteFold:
@@ -510,7 +464,7 @@ class _SQLiteFold:
         found: dict[str, MatchSummary] = {}
         for chunk in _chunks(match_ids):
             for r in self._conn.execute(
-                f"SELECT {SUMMARY_COLUMNS} FROM match_list WHERE match_id IN ({_in(len(chunk))})",
+                _SQL.summaries(len(chunk)),
                 chunk,
             ):
                 s = _summary_of(r)
@@ -525,17 +479,15 @@ class _SQLiteFold:
         ]
         conn = self._conn
         if changed:
-            conn.executemany(_UPSERT, [summary_params(s, _time_text) for s in changed])
+            conn.executemany(_SQL.upsert_summary, [summary_params(s, _time_text) for s in changed])
         for chunk in _chunks([s.match_id for s in reseated]):
-            conn.execute(
-                f"DELETE FROM match_list_players WHERE match_id IN ({_in(len(chunk))})", chunk
-            )
+            conn.execute(_SQL.drop_players(len(chunk)), chunk)
         conn.executemany(
-            "INSERT INTO match_list_players (match_id, name, phase, listed) VALUES (?, ?, ?, ?)",
+            _SQL.insert_player,
             player_rows(reseated),
         )
         conn.execute(
-            "UPDATE projection_positions SET position = ? WHERE name = ?",
+            _SQL.set_position,
             (position, self._projection),
         )
         for s in changed:
@@ -551,11 +503,7 @@ class SQLiteMatchList:
 
     @_guarded
     def position(self, projection: str) -> int:
-        row = (
-            self._connect()
-            .execute("SELECT position FROM projection_positions WHERE name = ?", (projection,))
-            .fetchone()
-        )
+        row = self._connect().execute(_SQL.position, (projection,)).fetchone()
         return 0 if row is None else int(row[0])
 
     @contextmanager
@@ -566,14 +514,8 @@ class SQLiteMatchList:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute(
-                    "INSERT INTO projection_positions (name, position) VALUES (?, 0)"
-                    " ON CONFLICT (name) DO NOTHING",
-                    (projection,),
-                )
-                (position,) = conn.execute(
-                    "SELECT position FROM projection_positions WHERE name = ?", (projection,)
-                ).fetchone()
+                conn.execute(_SQL.new_position, (projection,))
+                (position,) = conn.execute(_SQL.position, (projection,)).fetchone()
                 yield _SQLiteFold(conn, projection, int(position))
                 conn.execute("COMMIT")
             except BaseException:
@@ -593,8 +535,10 @@ class SQLiteMatchList:
         params: list[Any] = [player] if player else []
         if phase is not None:
             params.append(phase)
-        params += (_NO_LIMIT if before is None else before, limit)
-        rows = self._connect().execute(_PAGES[phase is not None, bool(player)], params).fetchall()
+        params += (NO_LIMIT if before is None else before, limit)
+        rows = (
+            self._connect().execute(_SQL.pages[phase is not None, bool(player)], params).fetchall()
+        )
         return [_summary_of(r) for r in rows]
 
     @_guarded
@@ -603,7 +547,7 @@ class SQLiteMatchList:
         conn = self._connect()
         for chunk in _chunks(match_ids):
             for match_id, version in conn.execute(
-                f"SELECT match_id, version FROM match_list WHERE match_id IN ({_in(len(chunk))})",
+                _SQL.versions(len(chunk)),
                 chunk,
             ):
                 found[match_id] = int(version)

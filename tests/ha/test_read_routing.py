@@ -15,7 +15,7 @@ import pytest
 from e2e.client import Client, play_random_move, seat_everyone
 from e2e.servers import ServerFarm
 
-from bergen.server.store import NewEvent, lagging_reads, open_store
+from bergen.server.store import Append, NewEvent, lagging_reads, open_store
 from bergen.server.store.postgres import PostgresEventStore
 from bergen.server.store.routed import RoutedStore
 from bergen.v1 import bergen_pb2 as pb
@@ -72,7 +72,7 @@ def test_a_standby_held_back_never_shows_a_stream_older_than_seen(pg_pair: Clust
     trusting = RoutedStore(primary, PostgresEventStore(pg_pair.standby_url), _CaughtUp())
     assert isinstance(store, RoutedStore) and isinstance(other, RoutedStore)
     try:
-        store.append("m-1", 0, _events(3))
+        store.append(Append("m-1", 0, _events(3)))
         pg_pair.wait_replayed()
         with lagging_reads():
             assert [e.seq for e in store.read_stream("m-1")] == [1, 2, 3]
@@ -80,7 +80,7 @@ def test_a_standby_held_back_never_shows_a_stream_older_than_seen(pg_pair: Clust
         assert store.stats.standby_reads == 1 and store.stats.behind == 0
 
         _pause(pg_pair)
-        store.append("m-1", 3, _events(2))
+        store.append(Append("m-1", 3, _events(2)))
         assert len(plain.read_stream("m-1")) == 3, "the standby should be held back"
         # The primary's WAL position is past the standby's: each query goes to the primary,
         # on this replica and on one that never saw the stream.

@@ -11,7 +11,7 @@ import sys
 import uuid
 
 from bergen.domain.errors import ConcurrencyConflict
-from bergen.server.store import NewEvent, open_store
+from bergen.server.store import Append, NewEvent, open_store
 
 BATCH = 3
 
@@ -22,7 +22,7 @@ def race(url: str, stream: str) -> None:
     for line in sys.stdin:
         version = int(line.split()[1])
         try:
-            store.append(stream, version, [NewEvent("Raced", 1, {"pid": os.getpid()})])
+            store.append(Append(stream, version, [NewEvent("Raced", 1, {"pid": os.getpid()})]))
         except ConcurrencyConflict:
             print("lost", flush=True)
         else:
@@ -37,7 +37,7 @@ def churn(url: str, stream: str) -> None:
         command_id = uuid.uuid4().hex
         batch = [NewEvent("Churned", 1, {"i": i, "pad": "x" * 2000}) for i in range(BATCH)]
         try:
-            result = store.append(stream, version, batch, command_id=command_id)
+            result = store.append(Append(stream, version, batch, command_id=command_id))
         except ConcurrencyConflict:
             version = store.stream_version(stream)
             continue

@@ -17,7 +17,7 @@ from bergen.server.feed import EventFeed
 from bergen.server.identity import Caller
 from bergen.server.keys import LogKeys
 from bergen.server.projections import FOLD_EVERY_S
-from bergen.server.store import EventStore, NewEvent, open_store
+from bergen.server.store import Append, EventStore, NewEvent, open_store
 
 
 class CountingStore:
@@ -108,7 +108,7 @@ class AlwaysAheadStore(CountingStore):
     def read_all(self, after_position: int = 0, limit: int = 1000) -> Any:
         if threading.current_thread().name == "bergen-feed" and self.feed is not None:
             self.follower_reads += 1
-            written = self._store.append("busy", self._version, [NewEvent("Noted", 1, {})])
+            written = self._store.append(Append("busy", self._version, [NewEvent("Noted", 1, {})]))
             self._version = written.last_seq
             self.feed.observe(written.events)
         return super().read_all(after_position, limit)
@@ -177,11 +177,11 @@ def test_an_own_write_the_follower_reads_back_before_its_writer_delivers_it_is_d
     feed = EventFeed(store)
     told: Counter[tuple[str, int]] = Counter()
     feed.listen(lambda events: told.update((e.stream_id, e.seq) for e in events))
-    written = store.append("raced", 0, [NewEvent("Noted", 1, {}), NewEvent("Noted", 1, {})])
+    written = store.append(Append("raced", 0, [NewEvent("Noted", 1, {}), NewEvent("Noted", 1, {})]))
     assert feed._catch_up() >= 2  # the follower first
     feed.observe(written.events)  # then the writer
     assert told[("raced", 1)] == 1 and told[("raced", 2)] == 1, told
-    later = store.append("raced", 2, [NewEvent("Noted", 1, {})])
+    later = store.append(Append("raced", 2, [NewEvent("Noted", 1, {})]))
     feed.observe(later.events)  # the writer first, as a rule
     feed._catch_up()
     assert told[("raced", 3)] == 1, told

@@ -36,7 +36,7 @@ from bergen.server.projections import (
     page_token,
     parse_page_token,
 )
-from bergen.server.store import EventStore, MatchSummary, NewEvent, StoredEvent, open_store
+from bergen.server.store import Append, EventStore, MatchSummary, NewEvent, StoredEvent, open_store
 from bergen.server.store.batch import build_rows
 
 NAMES = ("ada", "bo", "cy", "dee", "eve")
@@ -66,7 +66,7 @@ def write(store: EventStore, match_id: str, events: Sequence[Event]) -> tuple[St
     written: list[StoredEvent] = []
     for start in range(0, len(events), 7):
         chunk = [NewEvent(*codec.encode(e)) for e in events[start : start + 7]]
-        written += store.append(match_id, start, chunk).events
+        written += store.append(Append(match_id, start, chunk)).events
     return tuple(written)
 
 
@@ -145,10 +145,10 @@ def write_stepwise(
     upto = len(events) if first_deal is None else first_deal + 1
     written: list[StoredEvent] = []
     for k in range(upto):
-        written += store.append(match_id, k, [NewEvent(*codec.encode(events[k]))]).events
+        written += store.append(Append(match_id, k, [NewEvent(*codec.encode(events[k]))])).events
     for start in range(upto, len(events), 7):
         chunk = [NewEvent(*codec.encode(e)) for e in events[start : start + 7]]
-        written += store.append(match_id, start, chunk).events
+        written += store.append(Append(match_id, start, chunk)).events
     return tuple(written)
 
 

@@ -14,7 +14,7 @@ from helpers import read_all_until
 
 from bergen.api.stored import GENESIS_HASH
 from bergen.domain.errors import ConcurrencyConflict
-from bergen.server.store import EventMetadata, NewEvent, open_store
+from bergen.server.store import Append, EventMetadata, NewEvent, open_store
 from bergen.server.store.batch import build_rows
 from bergen.server.store.postgres import PostgresEventStore
 
@@ -30,7 +30,7 @@ GUARDED = {
 @pytest.fixture
 def stocked(pg_database: str) -> str:
     store = open_store(pg_database)
-    store.append("m", 0, [NewEvent("A", 1, {"n": 1}), NewEvent("B", 1, {"n": 2})])
+    store.append(Append("m", 0, [NewEvent("A", 1, {"n": 1}), NewEvent("B", 1, {"n": 2})]))
     store.close()
     return pg_database
 
@@ -75,10 +75,10 @@ def test_a_role_with_only_insert_and_select_can_append_and_read_but_not_change(
 ) -> None:
     store = open_store(app_role)
     try:
-        store.append("m", 2, [NewEvent("C", 1, {"n": 3})], command_id="c")
-        assert store.append("m", 2, [NewEvent("C", 1, {"n": 3})], command_id="c").replayed
+        store.append(Append("m", 2, [NewEvent("C", 1, {"n": 3})], command_id="c"))
+        assert store.append(Append("m", 2, [NewEvent("C", 1, {"n": 3})], command_id="c")).replayed
         with pytest.raises(ConcurrencyConflict):
-            store.append("m", 2, [NewEvent("D", 1, {})])
+            store.append(Append("m", 2, [NewEvent("D", 1, {})]))
         assert [e.payload["n"] for e in store.read_stream("m")] == [1, 2, 3]
         assert len(read_all_until(store, 3)) == 3
         assert store.verify_chain("m").ok

@@ -14,7 +14,7 @@ import pytest
 
 from bergen.domain.errors import StorageUnavailable
 from bergen.server.projections import MatchListProjection
-from bergen.server.store import EventStore, NewEvent, open_store, upgrade_to_head
+from bergen.server.store import Append, EventStore, NewEvent, open_store, upgrade_to_head
 
 EVENT = NewEvent("MatchCreated", 1, {"n": 1})
 
@@ -41,7 +41,7 @@ def read_only(path: Path) -> Iterator[None]:
 
 
 WRITES: dict[str, Callable[[EventStore], object]] = {
-    "append": lambda store: store.append(f"m-{uuid.uuid4()}", 0, [EVENT]),
+    "append": lambda store: store.append(Append(f"m-{uuid.uuid4()}", 0, [EVENT])),
     "list_matches": lambda store: MatchListProjection(store).page(None, "", 0, ""),
 }
 READS: dict[str, Callable[[EventStore], object]] = {
@@ -64,7 +64,7 @@ def sqlite_file(tmp_path: Path) -> Path:
     path = folder / "bergen.db"
     upgrade_to_head(f"sqlite:///{path}")
     store = open_store(f"sqlite:///{path}")
-    store.append("m", 0, [EVENT])
+    store.append(Append("m", 0, [EVENT]))
     store.close()
     return path
 
@@ -146,7 +146,7 @@ def test_a_terminated_postgresql_connection_is_storage_unavailable_and_the_next_
 ) -> None:
     store = open_store(pg_database)
     try:
-        store.append("m", 0, [EVENT])
+        store.append(Append("m", 0, [EVENT]))
         CALLS[call](store)  # leaves a pooled connection to terminate
         assert _terminate_others(pg_database) >= 1
         with pytest.raises(StorageUnavailable, match=r"restarted|reached"):

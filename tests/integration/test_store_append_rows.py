@@ -12,7 +12,7 @@ from conftest import Backend, _sqlite_tamper
 
 from bergen.domain.errors import ConcurrencyConflict
 from bergen.server.keys import LogKeys
-from bergen.server.store import EventStore, NewEvent, open_store
+from bergen.server.store import Append, EventStore, NewEvent, open_store
 
 ODD = 'Ωmega ✓ "quoted" back\\slash tab\t 𝄞'
 
@@ -35,7 +35,7 @@ def test_rows_read_back_as_appended(keyed: EventStore) -> None:
     version = 0
     for i, batch in enumerate(batches):
         result = keyed.append(
-            stream, version, batch, command_id=f"cmd {ODD} {i}", actor=ODD, extra={"k": ODD}
+            Append(stream, version, batch, command_id=f"cmd {ODD} {i}", actor=ODD, extra={"k": ODD})
         )
         version = result.last_seq
         appended.extend(result.events)
@@ -70,21 +70,21 @@ def test_batches_of_every_size_on_one_connection(keyed: EventStore) -> None:
     version = 0
     for size in (1, 4, 1, 2, 4):
         events = [NewEvent("TilePlayed", 1, {"i": version + j}) for j in range(size)]
-        result = keyed.append("sizes", version, events)
+        result = keyed.append(Append("sizes", version, events))
         assert [e.seq for e in result.events] == list(range(version + 1, version + size + 1))
         version = result.last_seq
     assert [e.payload["i"] for e in keyed.read_stream("sizes")] == list(range(version))
     with pytest.raises(ConcurrencyConflict):
-        keyed.append("sizes", version - 1, [NewEvent("TilePlayed", 1, {})])
-    again = keyed.append("sizes", version, [NewEvent("X", 1, {})], command_id="c")
-    replay = keyed.append("sizes", version, [NewEvent("X", 1, {})], command_id="c")
+        keyed.append(Append("sizes", version - 1, [NewEvent("TilePlayed", 1, {})]))
+    again = keyed.append(Append("sizes", version, [NewEvent("X", 1, {})], command_id="c"))
+    replay = keyed.append(Append("sizes", version, [NewEvent("X", 1, {})], command_id="c"))
     assert replay.replayed and replay.events == again.events
 
 
 def test_a_stream_id_is_never_cut_short(keyed: EventStore) -> None:
     """A NUL in a stream id is refused or kept: never the id cut at it."""
     try:
-        keyed.append("cut\u0000off", 0, [NewEvent("X", 1, {})])
+        keyed.append(Append("cut\u0000off", 0, [NewEvent("X", 1, {})]))
     except Exception:
         pass
     else:
@@ -100,12 +100,12 @@ def test_a_sqlite_append_links_to_the_stored_head_not_to_the_one_remembered(
     (On PostgreSQL the remembered hash is linked to: seq n's hash never changes there.)"""
     s = open_store(sqlite_url)
     try:
-        s.append("linked", 0, [NewEvent("X", 1, {"i": 1})])
+        s.append(Append("linked", 0, [NewEvent("X", 1, {"i": 1})]))
         changed = bytes(range(32))
         _sqlite_tamper(tmp_path / "bergen.db")(
             "UPDATE events SET hash = %s WHERE stream_id = %s AND seq = 1", (changed, "linked")
         )
-        s.append("linked", 1, [NewEvent("X", 1, {"i": 2})])
+        s.append(Append("linked", 1, [NewEvent("X", 1, {"i": 2})]))
         second = s.read_stream("linked")[1]
         assert second.prev_hash == changed
     finally:

@@ -16,7 +16,7 @@ from helpers import read_all_until, start_worker
 from bergen.api.stored import GENESIS_HASH
 from bergen.domain.errors import ConcurrencyConflict, NotFound
 from bergen.domain.rules import RULES_VERSION
-from bergen.server.store import ChainFault, EventMetadata, EventStore, NewEvent, open_store
+from bergen.server.store import Append, ChainFault, EventMetadata, EventStore, NewEvent, open_store
 from bergen.server.store.batch import build_rows
 
 
@@ -26,7 +26,7 @@ def ev(n: int, **payload: Any) -> NewEvent:
 
 def fill(store: EventStore, stream: str, count: int) -> None:
     for i in range(count):
-        store.append(stream, i, [ev(i + 1)])
+        store.append(Append(stream, i, [ev(i + 1)]))
 
 
 # --- appending and reading ---------------------------------------------------------------
@@ -36,8 +36,8 @@ def test_a_new_stream_starts_at_seq_one_and_its_version_follows_the_appends(
     store: EventStore,
 ) -> None:
     assert store.stream_version("m") == 0
-    first = store.append("m", 0, [ev(1)])
-    second = store.append("m", 1, [ev(2), ev(3)])
+    first = store.append(Append("m", 0, [ev(1)]))
+    second = store.append(Append("m", 1, [ev(2), ev(3)]))
     assert (first.first_seq, first.last_seq) == (1, 1)
     assert (second.first_seq, second.last_seq) == (2, 3)
     assert store.stream_version("m") == 3
@@ -45,13 +45,15 @@ def test_a_new_stream_starts_at_seq_one_and_its_version_follows_the_appends(
 
 def test_events_read_back_as_they_were_appended_with_their_metadata(store: EventStore) -> None:
     appended = store.append(
-        "m",
-        0,
-        [NewEvent("MatchCreated", 2, {"seats": ["a", "b"], "target": 15, "x": None})],
-        command_id="cmd-1",
-        actor="alice",
-        rules_version="bergen-rules/7",
-        extra={"token_hash": "ab12"},
+        Append(
+            "m",
+            0,
+            [NewEvent("MatchCreated", 2, {"seats": ["a", "b"], "target": 15, "x": None})],
+            command_id="cmd-1",
+            actor="alice",
+            rules_version="bergen-rules/7",
+            extra={"token_hash": "ab12"},
+        ),
     )
     (event,) = store.read_stream("m")
     assert event == appended.events[0]
@@ -69,7 +71,7 @@ def test_events_read_back_as_they_were_appended_with_their_metadata(store: Event
 
 
 def test_the_rules_version_defaults_to_the_rule_book_in_force(store: EventStore) -> None:
-    store.append("m", 0, [ev(1)])
+    store.append(Append("m", 0, [ev(1)]))
     assert store.read_stream("m")[0].metadata.rules_version == RULES_VERSION
 
 
@@ -82,15 +84,17 @@ def test_a_stream_reads_in_seq_order_and_from_a_given_seq(store: EventStore) -> 
 
 def test_rows_for_folding_hold_what_the_full_read_holds(store: EventStore) -> None:
     store.append(
-        "m",
-        0,
-        [ev(1, text="ünïcode"), ev(2, nested={"a": [1, None, True]})],
-        command_id="c1",
-        actor="seat:0",
-        extra={"k": "v"},
+        Append(
+            "m",
+            0,
+            [ev(1, text="ünïcode"), ev(2, nested={"a": [1, None, True]})],
+            command_id="c1",
+            actor="seat:0",
+            extra={"k": "v"},
+        ),
     )
-    store.append("m", 2, [ev(3)], command_id="c2")
-    store.append("other", 0, [ev(9)])
+    store.append(Append("m", 2, [ev(3)], command_id="c2"))
+    store.append(Append("other", 0, [ev(9)]))
     for start in (1, 2, 4):
         full = store.read_stream("m", start)
         rows = store.read_rows("m", start)
@@ -115,7 +119,7 @@ def test_streams_do_not_see_each_others_events(store: EventStore) -> None:
 
 
 def test_a_batch_is_stored_with_consecutive_seqs_and_positions(store: EventStore) -> None:
-    result = store.append("m", 0, [ev(i) for i in range(10)])
+    result = store.append(Append("m", 0, [ev(i) for i in range(10)]))
     assert [e.seq for e in result.events] == list(range(1, 11))
     positions = [e.position for e in result.events]
     assert positions == sorted(positions) and len(set(positions)) == 10
@@ -124,7 +128,7 @@ def test_a_batch_is_stored_with_consecutive_seqs_and_positions(store: EventStore
 
 def test_an_empty_batch_is_refused(store: EventStore) -> None:
     with pytest.raises(ValueError, match="nothing to append"):
-        store.append("m", 0, [])
+        store.append(Append("m", 0, []))
 
 
 @pytest.mark.parametrize(
@@ -135,9 +139,9 @@ def test_an_empty_batch_is_refused(store: EventStore) -> None:
 def test_a_payload_that_is_not_json_is_refused_and_nothing_is_written(
     store: EventStore, payload: dict[str, Any]
 ) -> None:
-    store.append("m", 0, [ev(1)])
+    store.append(Append("m", 0, [ev(1)]))
     with pytest.raises(ValueError, match="seq 3: payload is not JSON-able"):
-        store.append("m", 1, [ev(2), NewEvent("Bad", 1, payload)])
+        store.append(Append("m", 1, [ev(2), NewEvent("Bad", 1, payload)]))
     assert store.stream_version("m") == 1
 
 
@@ -149,16 +153,16 @@ def test_appending_at_a_stale_version_raises_a_conflict_naming_both_versions(
 ) -> None:
     fill(store, "m", 3)
     with pytest.raises(ConcurrencyConflict, match="stream m: expected version 2, actual 3"):
-        store.append("m", 2, [ev(99), ev(100)])
+        store.append(Append("m", 2, [ev(99), ev(100)]))
     assert [e.payload["n"] for e in store.read_stream("m")] == [1, 2, 3]
 
 
 def test_appending_ahead_of_the_stream_raises_a_conflict(store: EventStore) -> None:
     fill(store, "m", 2)
     with pytest.raises(ConcurrencyConflict, match="expected version 5, actual 2"):
-        store.append("m", 5, [ev(6)])
+        store.append(Append("m", 5, [ev(6)]))
     with pytest.raises(ConcurrencyConflict, match="expected version 1, actual 0"):
-        store.append("fresh", 1, [ev(1)])
+        store.append(Append("fresh", 1, [ev(1)]))
     assert store.stream_version("m") == 2
     assert store.read_stream("fresh") == ()
 
@@ -167,12 +171,12 @@ def test_a_second_writer_that_read_the_same_version_loses(backend: Backend) -> N
     # Two store instances, as two server processes: neither has seen the other's append.
     one, two = open_store(backend.url), open_store(backend.url)
     try:
-        one.append("m", 0, [ev(1)])
+        one.append(Append("m", 0, [ev(1)]))
         two.read_stream("m")
-        one.append("m", 1, [ev(2)])
+        one.append(Append("m", 1, [ev(2)]))
         with pytest.raises(ConcurrencyConflict, match="expected version 1, actual 2"):
-            two.append("m", 1, [ev(3)])
-        two.append("m", 2, [ev(3)])
+            two.append(Append("m", 1, [ev(3)]))
+        two.append(Append("m", 2, [ev(3)]))
         assert [e.payload["n"] for e in one.read_stream("m")] == [1, 2, 3]
         assert one.verify_chain("m").ok
     finally:
@@ -192,7 +196,7 @@ def test_threads_racing_on_one_stream_have_exactly_one_winner_each_round(
         for r in range(rounds):
             barrier.wait()
             try:
-                store.append("race", r, [ev(r, writer=me)])
+                store.append(Append("race", r, [ev(r, writer=me)]))
                 wins[r].append(me)
             except ConcurrencyConflict:
                 pass
@@ -247,36 +251,36 @@ def test_processes_racing_on_one_stream_have_exactly_one_winner_each_round(
 def test_the_same_command_appended_twice_returns_the_first_result_and_writes_nothing(
     store: EventStore,
 ) -> None:
-    first = store.append("m", 0, [ev(1), ev(2)], command_id="c-1", actor="bob")
-    again = store.append("m", 0, [ev(1), ev(2)], command_id="c-1", actor="bob")
+    first = store.append(Append("m", 0, [ev(1), ev(2)], command_id="c-1", actor="bob"))
+    again = store.append(Append("m", 0, [ev(1), ev(2)], command_id="c-1", actor="bob"))
     assert not first.replayed and again.replayed
     assert again.events == first.events
     assert store.stream_version("m") == 2
 
 
 def test_a_command_replays_even_after_the_stream_moved_on(store: EventStore) -> None:
-    first = store.append("m", 0, [ev(1)], command_id="c-1")
-    store.append("m", 1, [ev(2), ev(3)], command_id="c-2")
-    store.append("m", 3, [ev(4)])
+    first = store.append(Append("m", 0, [ev(1)], command_id="c-1"))
+    store.append(Append("m", 1, [ev(2), ev(3)], command_id="c-2"))
+    store.append(Append("m", 3, [ev(4)]))
     for expected in (0, 1, 4, 9):
-        again = store.append("m", expected, [ev(1)], command_id="c-1")
+        again = store.append(Append("m", expected, [ev(1)], command_id="c-1"))
         assert again.replayed and again.events == first.events
-    middle = store.append("m", 0, [ev(2)], command_id="c-2")
+    middle = store.append(Append("m", 0, [ev(2)], command_id="c-2"))
     assert [e.seq for e in middle.events] == [2, 3]
     assert store.stream_version("m") == 4
 
 
 def test_a_command_id_is_scoped_to_its_stream(store: EventStore) -> None:
-    store.append("a", 0, [ev(1)], command_id="same")
-    other = store.append("b", 0, [ev(1)], command_id="same")
+    store.append(Append("a", 0, [ev(1)], command_id="same"))
+    other = store.append(Append("b", 0, [ev(1)], command_id="same"))
     assert not other.replayed
     assert store.stream_version("b") == 1
 
 
 def test_a_new_command_at_a_stale_version_still_conflicts(store: EventStore) -> None:
-    store.append("m", 0, [ev(1)], command_id="c-1")
+    store.append(Append("m", 0, [ev(1)], command_id="c-1"))
     with pytest.raises(ConcurrencyConflict):
-        store.append("m", 0, [ev(1)], command_id="c-2")
+        store.append(Append("m", 0, [ev(1)], command_id="c-2"))
 
 
 # --- the global order --------------------------------------------------------------------
@@ -285,9 +289,9 @@ def test_a_new_command_at_a_stale_version_still_conflicts(store: EventStore) -> 
 def test_read_all_returns_every_stream_in_append_order_and_resumes_after_a_position(
     store: EventStore,
 ) -> None:
-    store.append("a", 0, [ev(1)])
-    store.append("b", 0, [ev(2), ev(3)])
-    store.append("a", 1, [ev(4)])
+    store.append(Append("a", 0, [ev(1)]))
+    store.append(Append("b", 0, [ev(2), ev(3)]))
+    store.append(Append("a", 1, [ev(4)]))
     got = read_all_until(store, 4)
     assert [(e.stream_id, e.payload["n"]) for e in got] == [("a", 1), ("b", 2), ("b", 3), ("a", 4)]
     rest = store.read_all(got[1].position)
@@ -296,7 +300,7 @@ def test_read_all_returns_every_stream_in_append_order_and_resumes_after_a_posit
 
 
 def test_read_all_honours_its_limit(store: EventStore) -> None:
-    store.append("a", 0, [ev(i) for i in range(7)])
+    store.append(Append("a", 0, [ev(i) for i in range(7)]))
     got = read_all_until(store, 7)
     assert len(got) == 7
     page = store.read_all(0, limit=3)
@@ -327,7 +331,7 @@ def test_list_streams_pages_through_stream_ids_with_their_versions(store: EventS
 def test_a_one_megabyte_payload_round_trips(store: EventStore) -> None:
     blob = "".join(random.Random(7).choice("0123456789abcdef") for _ in range(1 << 20))
     payload = {"blob": blob, "tiles": [[i, 6 - i] for i in range(7)]}
-    store.append("m", 0, [NewEvent("Big", 1, payload), ev(2)])
+    store.append(Append("m", 0, [NewEvent("Big", 1, payload), ev(2)]))
     big, small = store.read_stream("m")
     assert big.payload == payload and small.payload["n"] == 2
     assert store.verify_chain("m").ok
@@ -346,7 +350,9 @@ def test_unicode_in_payloads_keys_types_actors_and_stream_ids_round_trips(
         "nested": [{"ß": True, "ø": None}, []],
     }
     stream = "match-ünï-🁣"
-    store.append(stream, 0, [NewEvent("Spielzug✓", 1, payload)], actor="Łukasz", command_id="ç")
+    store.append(
+        Append(stream, 0, [NewEvent("Spielzug✓", 1, payload)], actor="Łukasz", command_id="ç")
+    )
     (event,) = store.read_stream(stream)
     assert event.payload == payload
     assert (event.type, event.metadata.actor, event.metadata.command_id) == (
@@ -364,7 +370,9 @@ def test_hashes_chain_over_the_rfc8785_encoding_of_each_event_and_a_salt(
     store: EventStore,
 ) -> None:
     result = store.append(
-        "m", 0, [ev(1, z="ü", a=[1, None]), ev(2)], actor="x", command_id="c", extra={"k": "v"}
+        Append(
+            "m", 0, [ev(1, z="ü", a=[1, None]), ev(2)], actor="x", command_id="c", extra={"k": "v"}
+        )
     )
     prev = GENESIS_HASH
     for e in result.events:
@@ -396,8 +404,8 @@ def test_an_untouched_stream_verifies_and_reports_its_head(store: EventStore) ->
 
 def _tampered(backend: Backend, store: EventStore, sql: str, params: Any = ()) -> Any:
     for i in range(5):
-        store.append("m", i, [ev(i + 1)])
-    store.append("other", 0, [ev(1)])
+        store.append(Append("m", i, [ev(i + 1)]))
+    store.append(Append("other", 0, [ev(1)]))
     backend.tamper(sql, params)
     assert store.verify_chain("other").ok
     return store.verify_chain("m")
@@ -530,6 +538,6 @@ def test_a_store_killed_mid_append_keeps_every_acknowledged_event_and_no_half_ba
         for seq, command_id in acked.items():
             assert by_seq[seq].metadata.command_id == command_id
         assert store.verify_chain("crash").ok
-        store.append("crash", len(events), [ev(0)])
+        store.append(Append("crash", len(events), [ev(0)]))
     finally:
         store.close()

@@ -48,7 +48,7 @@ from bergen.api.stored import ChainFault, EventMetadata
 from bergen.domain.errors import LogTampered
 from bergen.domain.rules import RULES_VERSION
 from bergen.server.keys import LogKeys, add_key
-from bergen.server.store import NewEvent, open_store
+from bergen.server.store import Append, NewEvent, open_store
 
 from .conftest import Database
 
@@ -448,7 +448,7 @@ def test_verify_chain_names_a_row_whose_authenticator_fails(tmp_path: Path) -> N
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = open_store(url, upgrade=True, log_keys=LogKeys.generate())
     try:
-        store.append("m", 0, [NewEvent("Noted", 1, {"n": i}) for i in range(3)])
+        store.append(Append("m", 0, [NewEvent("Noted", 1, {"n": i}) for i in range(3)]))
         assert store.verify_chain("m").ok
         seq = Access(url).append("m", "Noted", {"n": 99}, Access(url).rows("m")[-1].metadata)
         report = store.verify_chain("m")
@@ -466,9 +466,9 @@ def test_rows_read_after_a_head_the_store_knows_are_checked(database: Database) 
     other = open_store(database.server_url, log_keys=keys)  # another replica
     access = Access(database.server_url)
     try:
-        store.append("m", 0, [NewEvent("Noted", 1, {"n": i}) for i in range(3)])
+        store.append(Append("m", 0, [NewEvent("Noted", 1, {"n": i}) for i in range(3)]))
         assert store.read_rows("m", 4) == ()
-        other.append("m", 3, [NewEvent("Noted", 1, {"n": 3})])
+        other.append(Append("m", 3, [NewEvent("Noted", 1, {"n": 3})]))
         assert [(r.seq, r.payload) for r in store.read_rows("m", 4)] == [(4, {"n": 3})]
         fresh = open_store(database.server_url, log_keys=keys)
         try:  # the same rows as a store that knows no head reads
@@ -479,7 +479,7 @@ def test_rows_read_after_a_head_the_store_knows_are_checked(database: Database) 
         with pytest.raises(LogTampered, match=f"seq {seq} was not written by this server"):
             store.read_rows("m", 5)
 
-        store.append("chain", 0, [NewEvent("Noted", 1, {"n": 0})])
+        store.append(Append("chain", 0, [NewEvent("Noted", 1, {"n": 0})]))
         metadata = access.rows("chain")[-1].metadata
         unlinked = access.append(
             "chain", "Noted", {"n": 1}, metadata, keys=keys, prev_hash=b"x" * 32
@@ -487,7 +487,7 @@ def test_rows_read_after_a_head_the_store_knows_are_checked(database: Database) 
         with pytest.raises(LogTampered, match=f"seq {unlinked} does not link"):
             store.read_rows("chain", 2)
 
-        store.append("gap", 0, [NewEvent("Noted", 1, {"n": 0})])
+        store.append(Append("gap", 0, [NewEvent("Noted", 1, {"n": 0})]))
         metadata = access.rows("gap")[-1].metadata
         access.append("gap", "Noted", {"n": 2}, metadata, keys=keys, skip=1)  # seq 3, no 2
         with pytest.raises(LogTampered, match="seq 2 is missing"):
