@@ -69,14 +69,14 @@ from bench.grpc_bench import (
     SERVICE,
     START_TIMEOUT,
     WARMUP_CALLS,
+    Calls,
     Player,
     Tally,
-    _bergen_command,
-    _Calls,
-    _channel,
-    _launch,
-    _stop,
-    _wait_for_port,
+    bergen_command,
+    launch_server,
+    open_channel,
+    stop_server,
+    wait_for_port,
 )
 from bench.harness import Column, ExitStatus, Row, Table, percentile
 from bench.store_bench import bench_database
@@ -128,7 +128,7 @@ def retry_hint(error: grpc.RpcError) -> float | None:
 # --- honest clients ------------------------------------------------------------------------
 
 
-class _LongMatches(_Calls):
+class _LongMatches(Calls):
     """The Play benchmark's calls, with matches played to TARGET points, and creation and
     joins that wait out a refusal with a retry hint (they are set-up, never timed). `use`
     moves them to another channel (another server on the same database)."""
@@ -510,7 +510,7 @@ class Figures:
 
 def _serve_command(url: str, port_file: Path) -> list[str]:
     """`bergen serve` on localhost (127.0.0.1 and ::1, one port)."""
-    command = _bergen_command(url, port_file)
+    command = bergen_command(url, port_file)
     command[command.index("--listen") + 1] = "localhost:0"
     return command
 
@@ -518,7 +518,7 @@ def _serve_command(url: str, port_file: Path) -> list[str]:
 def limits_loopback_flag(url: str) -> list[str]:
     """`--limit-loopback` when this `bergen serve` has it (its per-client limits spare
     loopback peers by default, and every client here is one), else nothing."""
-    command = _bergen_command(url, Path("unused"))
+    command = bergen_command(url, Path("unused"))
     help_text = subprocess.run(
         [*command[: command.index("serve") + 1], "--help"],
         capture_output=True,
@@ -532,11 +532,11 @@ def limits_loopback_flag(url: str) -> list[str]:
 def serving(name: str, command: list[str], folder: Path) -> Iterator[int]:
     """A server started with `command` (its port file named `name`.port); yields its port
     and stops it (SIGTERM) at the end. Raises RuntimeError if it does not start."""
-    proc = _launch(name, command, folder)
+    proc = launch_server(name, command, folder)
     try:
-        yield _wait_for_port(name, proc, folder / f"{name}.port", folder / f"{name}.log")
+        yield wait_for_port(name, proc, folder / f"{name}.port", folder / f"{name}.log")
     finally:
-        _stop(proc)
+        stop_server(proc)
 
 
 def run(
@@ -559,7 +559,7 @@ def run(
     (`--limit-loopback`) when it has them, unless `unlimited`."""
     limited = [] if unlimited else limits_loopback_flag(url)
     with serving("setup", _serve_command(url, folder / "setup.port"), folder) as port:
-        channels = [_channel(f"[::1]:{port}") for _ in range(HONEST)]
+        channels = [open_channel(f"[::1]:{port}") for _ in range(HONEST)]
         honest = [_LongMatches(channel) for channel in channels]
         players = [Player(calls, random.Random(i)) for i, calls in enumerate(honest)]
         for channel in channels:
@@ -571,7 +571,7 @@ def run(
     channels = []
     try:
         with serving("bergen", command, folder) as port:
-            channels = [_channel(f"[::1]:{port}") for _ in range(HONEST)]
+            channels = [open_channel(f"[::1]:{port}") for _ in range(HONEST)]
             for calls, channel in zip(honest, channels, strict=True):
                 calls.use(channel)
             honest_window(players, WARMUP_S, WARMUP_CALLS)  # discarded

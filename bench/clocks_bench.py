@@ -60,10 +60,10 @@ from bench.grpc_bench import (
     CALL_TIMEOUT,
     SERVICE,
     START_TIMEOUT,
+    Calls,
     Player,
     Server,
-    _Calls,
-    _channel,
+    open_channel,
     servers,
 )
 from bench.harness import SERVICE_TABLE, ExitStatus, Line, cpu_seconds, percentile
@@ -106,7 +106,7 @@ def never_played(initial: int) -> pb.RuleOptions:
     )
 
 
-def seat_match(calls: _Calls, options: pb.RuleOptions | None) -> str:
+def seat_match(calls: Calls, options: pb.RuleOptions | None) -> str:
     """A 2-seat match with `options`, both seats taken (so its first hand is dealt); its id."""
     request = pb.CreateMatchRequest(seats=2, name="clocks bench")
     if options is not None:
@@ -125,9 +125,9 @@ def seat_many(target: str, options: Sequence[pb.RuleOptions | None]) -> list[str
     errors: list[BaseException] = []
 
     def work(first: int) -> None:
-        channel = _channel(target)
+        channel = open_channel(target)
         try:
-            calls = _Calls(channel)
+            calls = Calls(channel)
             for i in range(first, len(options), SETUP_THREADS):
                 ids[i] = seat_match(calls, options[i])
         except BaseException as e:
@@ -147,7 +147,7 @@ def seat_many(target: str, options: Sequence[pb.RuleOptions | None]) -> list[str
 
 def playing(target: str) -> int:
     """Matches the server's listing shows in play."""
-    channel = _channel(target)
+    channel = open_channel(target)
     try:
         call = channel.unary_unary(
             SERVICE + "ListMatches",
@@ -213,9 +213,9 @@ def timeout_delay(admin_url: str, folder: Path, matches: int, kill: bool) -> Del
     rng = random.Random(11)
     with bench_database(admin_url) as url, servers(url, folder, ["replica0", "replica1"]) as found:
         replicas = [found["replica0"], found["replica1"]]
-        channels = [_channel(r.target) for r in replicas]
+        channels = [open_channel(r.target) for r in replicas]
         try:
-            calls = [_Calls(ch) for ch in channels]
+            calls = [Calls(ch) for ch in channels]
             ids = []
             for i in range(matches):
                 if kill and i == matches // 2:
@@ -319,7 +319,7 @@ def idle_line(idle: Idle) -> Line:
 # --- 3. Play/s, clocks on and off ----------------------------------------------------------
 
 
-class _OptionCalls(_Calls):
+class _OptionCalls(Calls):
     """The Play benchmark's calls, its matches created with `options` and played to TARGET."""
 
     def __init__(self, channel: grpc.Channel, options: pb.RuleOptions) -> None:
@@ -362,7 +362,7 @@ def play_rates(
     when the server does not start or a client fails."""
     with bench_database(admin_url) as url, servers(url, folder, ["play"]) as found:
         server = found["play"]
-        channels = [_channel(server.target) for _ in range(2 * CLIENTS)]
+        channels = [open_channel(server.target) for _ in range(2 * CLIENTS)]
         try:
             players = {
                 condition: [

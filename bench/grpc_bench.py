@@ -110,7 +110,7 @@ class Server:
         return f"127.0.0.1:{self.port}"
 
 
-def _bergen_command(url: str, port_file: Path, processes: int = 1) -> list[str]:
+def bergen_command(url: str, port_file: Path, processes: int = 1) -> list[str]:
     script = Path(sys.executable).with_name("bergen")
     prefix = (
         [str(script)]
@@ -121,9 +121,12 @@ def _bergen_command(url: str, port_file: Path, processes: int = 1) -> list[str]:
             "import sys; from bergen.cli_client.main import main; sys.exit(main())",
         ]
     )
+    # A server makes an organiser token of its own unless told not to; a benchmark that
+    # organises (tournament) gives one in the environment, and the others want none.
+    organiser = [] if os.environ.get("BERGEN_ORGANISER_TOKEN") else ["--no-organiser"]
     return [*prefix, "serve", "--listen", "127.0.0.1:0", "--database", url,
             "--port-file", str(port_file), "--workers", str(processes),
-            "--no-organiser"]  # fmt: skip
+            *organiser]  # fmt: skip
 
 
 def _reference_command(kind: str, url: str, port_file: Path, processes: int = 1) -> list[str]:
@@ -131,7 +134,7 @@ def _reference_command(kind: str, url: str, port_file: Path, processes: int = 1)
             "--port-file", str(port_file), "--processes", str(processes)]  # fmt: skip
 
 
-def _launch(name: str, command: list[str], folder: Path) -> subprocess.Popen[bytes]:
+def launch_server(name: str, command: list[str], folder: Path) -> subprocess.Popen[bytes]:
     log = folder / f"{name}.log"
     root = Path(__file__).resolve().parent.parent
     # `bench._ref_server` is imported from this checkout, wherever the benchmark is run from.
@@ -148,7 +151,7 @@ def _launch(name: str, command: list[str], folder: Path) -> subprocess.Popen[byt
     return proc
 
 
-def _wait_for_port(name: str, proc: subprocess.Popen[bytes], port_file: Path, log: Path) -> int:
+def wait_for_port(name: str, proc: subprocess.Popen[bytes], port_file: Path, log: Path) -> int:
     """The port a started server wrote to its port file. Raises RuntimeError if it exits or
     does not write one within START_TIMEOUT."""
     deadline = time.monotonic() + START_TIMEOUT
@@ -160,7 +163,7 @@ def _wait_for_port(name: str, proc: subprocess.Popen[bytes], port_file: Path, lo
     return int(port_file.read_text())
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -186,32 +189,32 @@ def servers(
             elif name == PEER:
                 command = _reference_command("eventsourcing", url, port_file, processes)
             else:
-                command = _bergen_command(url, port_file, processes)
-            started[name] = (_launch(name, command, folder), port_file)
+                command = bergen_command(url, port_file, processes)
+            started[name] = (launch_server(name, command, folder), port_file)
         running = {}
         for name, (proc, port_file) in started.items():
             log = folder / f"{name}.log"
-            running[name] = Server(name, proc, _wait_for_port(name, proc, port_file, log), log)
+            running[name] = Server(name, proc, wait_for_port(name, proc, port_file, log), log)
         yield running
     finally:
         for proc, _ in started.values():
-            _stop(proc)
+            stop_server(proc)
 
 
 # --- clients -------------------------------------------------------------------------------
 
 
-def _channel(target: str) -> grpc.Channel:
+def open_channel(target: str) -> grpc.Channel:
     channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
     grpc.channel_ready_future(channel).result(timeout=START_TIMEOUT)
     return channel
 
 
-def _bearer(token: str) -> list[tuple[str, str]]:
+def bearer(token: str) -> list[tuple[str, str]]:
     return [("authorization", f"Bearer {token}")]
 
 
-class _Calls:
+class Calls:
     """The Bergen unary calls a client makes, on one channel."""
 
     def __init__(self, channel: grpc.Channel) -> None:
@@ -254,7 +257,7 @@ class Player:
     draw or a new deal) or no hand is known; a refused play also makes it fetch the view.
     """
 
-    def __init__(self, calls: _Calls, rng: random.Random) -> None:
+    def __init__(self, calls: Calls, rng: random.Random) -> None:
         self._c = calls
         self._rng = rng
         self.match_id = ""
@@ -285,7 +288,7 @@ class Player:
         self._see(
             self._c.get(
                 pb.GetMatchRequest(match_id=self.match_id),
-                metadata=_bearer(self._tokens[seat]),
+                metadata=bearer(self._tokens[seat]),
                 timeout=CALL_TIMEOUT,
             ).view
         )
@@ -327,13 +330,13 @@ class Player:
             request = pb.PlayRequest(
                 match_id=self.match_id, tile=pb.Tile(low=low, high=high), end=end
             )
-            return request, _bearer(self._tokens[seat])
+            return request, bearer(self._tokens[seat])
 
     def play(
         self, request: pb.PlayRequest, metadata: list[tuple[str, str]]
     ) -> pb.PlayResponse | None:
         """Send the play; None when it was refused (FAILED_PRECONDITION)."""
-        seat = 0 if metadata == _bearer(self._tokens[0]) else 1
+        seat = 0 if metadata == bearer(self._tokens[0]) else 1
         try:
             response: pb.PlayResponse = self._c.play(
                 request, metadata=metadata, timeout=CALL_TIMEOUT
@@ -361,11 +364,11 @@ class Player:
 class _RefClient:
     """A client of a reference server: its own stream, one Play per row or event."""
 
-    def __init__(self, calls: _Calls) -> None:
+    def __init__(self, calls: Calls) -> None:
         self._c = calls
         self._stream = str(uuid.uuid4())
         self._sent = 0
-        self._metadata = _bearer("bgs_" + "x" * 43)
+        self._metadata = bearer("bgs_" + "x" * 43)
 
     def next_request(self) -> tuple[pb.PlayRequest, list[tuple[str, str]]]:
         request = pb.PlayRequest(
@@ -432,11 +435,11 @@ def measure_rate(
 ) -> Run:
     """Run `clients` clients against `target` for `seconds` (after a warm-up); with
     `server_pid`, also read that server's CPU by thread over the window (`thread_cpu`)."""
-    channels = [_channel(target) for _ in range(clients)]
+    channels = [open_channel(target) for _ in range(clients)]
     try:
         rngs = [random.Random(seed * 100 + i) for i in range(clients)]
         workers: list[Player | _RefClient] = [
-            Player(_Calls(ch), rng) if kind == OURS else _RefClient(_Calls(ch))
+            Player(Calls(ch), rng) if kind == OURS else _RefClient(Calls(ch))
             for ch, rng in zip(channels, rngs, strict=True)
         ]
         stop_at = [0.0]
@@ -569,12 +572,12 @@ def measure_fanout(
 
     The watchers ask for `batched` streams (the events of a play in one message) unless told
     not to."""
-    channel = _channel(play_target)
+    channel = open_channel(play_target)
     overran = False
     beside: threading.Thread | None = None
     beside_error: list[BaseException] = []
     try:
-        player = Player(_Calls(channel), random.Random(7))
+        player = Player(Calls(channel), random.Random(7))
         ctx = mp.get_context("spawn")
         ready = ctx.Event()
         results = ctx.Queue()

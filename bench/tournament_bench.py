@@ -73,10 +73,10 @@ from bench.grpc_bench import (
     CALL_TIMEOUT,
     SERVICE,
     START_TIMEOUT,
+    Calls,
     Player,
-    _bearer,
-    _Calls,
-    _channel,
+    bearer,
+    open_channel,
     servers,
 )
 from bench.harness import SERVICE_TABLE, ExitStatus, Line, cpu_seconds, percentile
@@ -338,7 +338,7 @@ class Elsewhere:
         return max(0.0, busy) / (end[3] - self._start[3])
 
 
-class _TournamentCalls(_Calls):
+class _TournamentCalls(Calls):
     """A client's calls, the tournament's among them."""
 
     def __init__(self, channel: grpc.Channel) -> None:
@@ -427,7 +427,7 @@ def wait_seated(calls: _TournamentCalls, tournament_id: str, table: Table) -> tu
     it does. Returns GetTournament's latency, and whether the table was awaited. Raises
     RuntimeError if the tournament ends first."""
     request = pb.GetTournamentRequest(tournament_id=tournament_id)
-    token = _bearer(table.tokens[-1])
+    token = bearer(table.tokens[-1])
     t0 = time.perf_counter()
     got = calls.get_tournament(request, metadata=token, timeout=CALL_TIMEOUT)
     looked_up = time.perf_counter() - t0
@@ -511,7 +511,7 @@ def create_swiss(org: str, calls: _TournamentCalls, rounds: int) -> str:
                 rounds=rounds,
             ),
         ),
-        metadata=_bearer(org),
+        metadata=bearer(org),
         timeout=CALL_TIMEOUT,
     )
     tournament_id: str = created.tournament_id
@@ -597,7 +597,7 @@ def run_swiss(
         cpu_before, start = cpu(), time.perf_counter()
         calls[0].start(
             pb.StartTournamentRequest(tournament_id=tournament_id),
-            metadata=_bearer(org),
+            metadata=bearer(org),
             timeout=CALL_TIMEOUT,
         )
         latest = 0
@@ -648,7 +648,7 @@ def host_swiss(
     ):
         server = found["swiss"]
         pid = server.process.pid
-        channels = [_channel(server.target) for _ in range(clients)]
+        channels = [open_channel(server.target) for _ in range(clients)]
         try:
             calls = [_TournamentCalls(ch) for ch in channels]
             plain = [Player(c, random.Random(i)) for i, c in enumerate(calls)]

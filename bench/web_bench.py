@@ -44,14 +44,14 @@ from bench.grpc_bench import (
     CALL_TIMEOUT,
     OURS,
     START_TIMEOUT,
+    Calls,
     Player,
-    _Calls,
-    _channel,
-    _launch,
-    _stop,
-    _wait_for_port,
+    launch_server,
     measure_rate,
+    open_channel,
     servers,
+    stop_server,
+    wait_for_port,
 )
 from bench.harness import Column, ExitStatus, Row, Table, percentile
 from bench.store_bench import bench_database
@@ -218,16 +218,16 @@ class Pacer:
     interval: float
     returned: dict[int, float] = field(default_factory=dict)
     match_id: str = ""
-    _stop: threading.Event = field(default_factory=threading.Event)
+    stop_server: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     error: BaseException | None = None
-    _channel: Any = None
+    open_channel: Any = None
     _player: Any = None
 
     def create(self) -> None:
         """Create and seat the match (spectators attach to it before any play)."""
-        self._channel = _channel(self.target)
-        self._player = LongPlayer(_Calls(self._channel), random.Random(11))
+        self._channel = open_channel(self.target)
+        self._player = LongPlayer(Calls(self._channel), random.Random(11))
         self.match_id = self._player.match_id
 
     def start(self) -> None:
@@ -280,11 +280,11 @@ def gateway(
     command = [*prefix, "web", "--server", server_target, "--listen", "127.0.0.1:0",
                "--port-file", str(port_file), "--max-streams", str(max_streams)]  # fmt: skip
     command += options
-    proc: subprocess.Popen[bytes] = _launch("web", command, folder)
+    proc: subprocess.Popen[bytes] = launch_server("web", command, folder)
     try:
-        yield _wait_for_port("web", proc, port_file, folder / "web.log"), proc.pid
+        yield wait_for_port("web", proc, port_file, folder / "web.log"), proc.pid
     finally:
-        _stop(proc)
+        stop_server(proc)
 
 
 # --- the run -------------------------------------------------------------------------------
