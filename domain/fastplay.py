@@ -51,7 +51,7 @@ from .events import (
 )
 from .rules import Rules
 from .scoring import BLOCKED_POINTS
-from .state import _PLAYS, ENDED, PLAYING, MatchInfo, State
+from .state import ENDED, PLAYING, PLAYS, MatchInfo, State
 from .text import check_text
 from .tiles import ALL_TILES, DOUBLES, FITS, RESERVE, TILE_OF_BIT, End, Tile, mask_pips
 from .vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason
@@ -243,12 +243,12 @@ class Board:
         key = self.key
         must = self.must_play
         if must is not None:
-            return _PLAYS[key].get(must, ())
+            return PLAYS[key].get(must, ())
         fitting = self.masks[seat] & _FIT_OF_ENDS[key]
         if not fitting & (fitting - 1):
             # None or one tile fits: its plays, precomputed.
             return _PLAYS_BY_BIT[key][fitting % 29]
-        row = _PLAYS[key]
+        row = PLAYS[key]
         plays: tuple[tuple[Tile, End], ...] = ()
         for t in self.held[seat]:
             if t is not None and t.bit & fitting:
@@ -868,9 +868,9 @@ _TILE_BY_BIT: list[Tile | None] = [None] * _BY_BIT
 for _t in ALL_TILES:
     _TILE_BY_BIT[_t.bit % _BY_BIT] = _t
 _PLAYS_BY_BIT: list[list[tuple[tuple[Tile, End], ...]]] = [
-    [() if t is None else row[t] for t in _TILE_BY_BIT] for row in _PLAYS
+    [() if t is None else row[t] for t in _TILE_BY_BIT] for row in PLAYS
 ]
-"""_PLAYS by the ends' numbers, then by the tile's bit % 29 (0: no tile, no plays)."""
+"""PLAYS by the ends' numbers, then by the tile's bit % 29 (0: no tile, no plays)."""
 
 _NEXT_SEAT = ((), (0,), (1, 0), (1, 2, 0), (1, 2, 3, 0))
 """The seat after each seat, by the number of seats."""

@@ -78,13 +78,13 @@ def play_match(
             tile, end = policies[seat](view(state, seat), rng)
             command = Play(seat=seat, tile=tile, end=end)
         else:
-            command, now = _timed_move(state, seat, policies[seat], rng, timing, now)
+            command, now = timed_move(state, seat, policies[seat], rng, timing, now)
         new, state = execute(state, command)
         events.extend(new)
     raise RuntimeError(f"match {match_id} did not end within {MAX_PLAYS} plays")
 
 
-def _timed_move(
+def timed_move(
     state: State, seat: int, policy: Policy, rng: random.Random, timing: Timing, now: int
 ) -> tuple[Command, int]:
     """What happens next at simulated time `now`, and the time it happens at."""

@@ -208,7 +208,7 @@ class State(NamedTuple):
         ends = self.ends
         if self.turn != seat or self.hand_over or ends is None or self.phase != PLAYING:
             return ()
-        row = _PLAYS[ends[0] * 7 + ends[1]]
+        row = PLAYS[ends[0] * 7 + ends[1]]
         must = self.must_play
         if must is not None:
             return row.get(must, ())
@@ -223,7 +223,7 @@ class State(NamedTuple):
         return plays
 
 
-_PLAYS: list[dict[Tile, tuple[tuple[Tile, End], ...]]] = [
+PLAYS: list[dict[Tile, tuple[tuple[Tile, End], ...]]] = [
     {t: ((t, LEFT),) * t.has(left) + ((t, RIGHT),) * t.has(right) for t in ALL_TILES}
     for left in range(7)
     for right in range(7)

@@ -409,7 +409,7 @@ def postgres_listener(
                             if sender != replica:
                                 wake()
                                 if lag is not None:
-                                    _lag_of(sent, lag)
+                                    lag_of(sent, lag)
             except Exception:
                 log.exception("event feed: LISTEN connection lost; polling until it is back")
                 stop.wait(1.0)
@@ -417,7 +417,7 @@ def postgres_listener(
     return listen
 
 
-def _lag_of(sent: str, lag: Callable[[float], None]) -> None:
+def lag_of(sent: str, lag: Callable[[float], None]) -> None:
     """Tell `lag` the seconds since `sent` (Unix ms, as a notification carries it). Anything
     else in a payload (an older replica's, or garbage: any role that may NOTIFY can send one)
     is ignored; a time ahead of this clock counts as no lag."""

@@ -247,7 +247,7 @@ def _decode(row: tuple[Any, ...]) -> StoredEvent:
 _IDLE = pq.TransactionStatus.IDLE
 
 
-class _Pool:
+class Pool:
     """A small LIFO pool of autocommit connections, cheap on the hot path.
 
     A connection comes back to the pool only when idle and unbroken; otherwise it is closed and
@@ -349,7 +349,7 @@ class PostgresEventStore:
         for its WAL flush as an append's does (for a database whose standby serves reads).
         Raises StorageUnavailable if the database does not answer."""
         self._keys = log_keys
-        self._pool = _Pool(live_conninfo(url), max_connections)
+        self._pool = Pool(live_conninfo(url), max_connections)
         self._check()
         self._heads = Heads(head_cache_size)
         self._match_list = PostgresMatchList(self._pool, flushed_folds=flushed_folds)
@@ -686,7 +686,7 @@ class _PostgresFold:
 class PostgresMatchList:
     """The match listing in PostgreSQL; shares the event store's connections."""
 
-    def __init__(self, pool: _Pool, *, flushed_folds: bool = False) -> None:
+    def __init__(self, pool: Pool, *, flushed_folds: bool = False) -> None:
         self._pool = pool
         self._locked = (
             "SELECT position FROM projection_positions WHERE name = %s FOR UPDATE"

@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 from unit.test_tournament_pack import (
     Pack,
-    _action,
-    _half_more,
-    _match,
-    _seat_seed,
-    _standing,
-    _swap_sides,
-    _tournament_seed,
+    change_action,
+    change_seat_seed,
+    change_standing,
+    change_tournament_seed,
+    half_more,
+    in_match,
+    swap_sides,
 )
 
 from bergen.api.exit_status import ExitStatus
@@ -122,19 +122,23 @@ def _manifest_hash(pack: Pack) -> str:
 # (name, change returning the file it changed or None for the tournament record, the place
 # named: a function of the pack and the changed file)
 CHANGES: list[tuple[str, Callable[[Pack], Any], Callable[[Pack, str], str]]] = [
-    ("a pairing's sides", _swap_sides, lambda p, f: f"{T}, rounds[1].tables[0].sides"),
+    ("a pairing's sides", swap_sides, lambda p, f: f"{T}, rounds[1].tables[0].sides"),
     (
         "a standing's match points",
-        _standing("match_points", 0, _half_more),
+        change_standing("match_points", 0, half_more),
         lambda p, f: f"{T}, standings",
     ),
-    ("a match's action", _match(_action), lambda p, f: f"{f} (round 1, table 1), hand 1, action "),
+    (
+        "a match's action",
+        in_match(change_action),
+        lambda p, f: f"{f} (round 1, table 1), hand 1, action ",
+    ),
     (
         "a seat's client seed",
-        _match(_seat_seed, 2, 1),
+        in_match(change_seat_seed, 2, 1),
         lambda p, f: f"{f} (round 2, table 1), seats[0].client_seed",
     ),
-    ("the tournament seed", _tournament_seed, lambda p, f: f"{T}, commitment"),
+    ("the tournament seed", change_tournament_seed, lambda p, f: f"{T}, commitment"),
     ("a manifest hash", _manifest_hash, lambda p, f: p.match(1, 1)[0]),
 ]
 

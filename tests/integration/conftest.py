@@ -36,7 +36,7 @@ def _pg_tamper(url: str) -> Callable[..., None]:
     return tamper
 
 
-def _sqlite_tamper(path: Path) -> Callable[..., None]:
+def sqlite_tamper(path: Path) -> Callable[..., None]:
     def tamper(sql: str, params: Any = ()) -> None:
         conn = sqlite3.connect(path, isolation_level=None)
         try:
@@ -62,7 +62,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     """Each contract test runs once per backend."""
     if request.param == "sqlite":
         url = request.getfixturevalue("sqlite_url")
-        return Backend("sqlite", url, _sqlite_tamper(tmp_path / "bergen.db"))
+        return Backend("sqlite", url, sqlite_tamper(tmp_path / "bergen.db"))
     url = request.getfixturevalue("pg_database")
     return Backend("postgresql", url, _pg_tamper(url))
 

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bergen.api.stored import EventMetadata
 from bergen.server.bootstrap import Secrets, create_server
 from bergen.server.config import Config
-from bergen.server.feed import _lag_of
+from bergen.server.feed import lag_of
 from bergen.server.keys import LogKeys
 from bergen.server.lifecycle import Running
 from bergen.server.metrics import Metrics, parse_address
@@ -121,14 +121,14 @@ def test_live_matches_count_each_match_once_whatever_the_feed_repeats() -> None:
 )
 def test_a_notification_time_is_read_only_when_it_is_one(payload_time: str, counted: bool) -> None:
     seen: list[float] = []
-    _lag_of(payload_time, seen.append)
+    lag_of(payload_time, seen.append)
     assert bool(seen) == counted
     assert all(lag >= 0 for lag in seen)
 
 
 def test_a_time_ahead_of_this_clock_is_no_lag() -> None:
     seen: list[float] = []
-    _lag_of("99999999999999", seen.append)
+    lag_of("99999999999999", seen.append)
     assert seen == [0.0]
 
 

@@ -12,15 +12,15 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from bergen.server.store.postgres import _Pool
+from bergen.server.store.postgres import Pool
 from bergen.server.store.url import psycopg_conninfo
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def pool(empty_pg_database: str) -> Iterator[_Pool]:
-    made = _Pool(psycopg_conninfo(empty_pg_database), 2)
+def pool(empty_pg_database: str) -> Iterator[Pool]:
+    made = Pool(psycopg_conninfo(empty_pg_database), 2)
     yield made
     made.close()
 
@@ -36,7 +36,7 @@ def _waiting_for_a_slot(thread: threading.Thread) -> bool:
     return False
 
 
-def test_a_third_borrower_waits_until_one_of_two_gives_its_connection_back(pool: _Pool) -> None:
+def test_a_third_borrower_waits_until_one_of_two_gives_its_connection_back(pool: Pool) -> None:
     first = pool.connection()
     second = pool.connection()
     a = first.__enter__()
@@ -63,7 +63,7 @@ def test_a_third_borrower_waits_until_one_of_two_gives_its_connection_back(pool:
     assert a is not b
 
 
-def test_the_connection_given_back_last_is_lent_first(pool: _Pool) -> None:
+def test_the_connection_given_back_last_is_lent_first(pool: Pool) -> None:
     with pool.connection() as a, pool.connection() as b:
         pass
     with pool.connection() as again:
@@ -72,7 +72,7 @@ def test_the_connection_given_back_last_is_lent_first(pool: _Pool) -> None:
         assert {c, d} == {a, b}
 
 
-def test_a_connection_left_in_a_transaction_is_closed_not_lent_again(pool: _Pool) -> None:
+def test_a_connection_left_in_a_transaction_is_closed_not_lent_again(pool: Pool) -> None:
     with pool.connection() as left:
         left.execute("BEGIN")
     assert left.closed
@@ -81,7 +81,7 @@ def test_a_connection_left_in_a_transaction_is_closed_not_lent_again(pool: _Pool
         assert fresh.execute("SELECT 1").fetchone() == (1,)
 
 
-def test_a_broken_connection_takes_the_idle_ones_with_it(pool: _Pool) -> None:
+def test_a_broken_connection_takes_the_idle_ones_with_it(pool: Pool) -> None:
     with pool.connection() as idle:
         pass
     with pytest.raises(psycopg.OperationalError), pool.connection() as broken:
@@ -94,7 +94,7 @@ def test_a_broken_connection_takes_the_idle_ones_with_it(pool: _Pool) -> None:
         assert fresh.execute("SELECT 1").fetchone() == (1,)
 
 
-def test_a_closed_pool_lends_nothing(pool: _Pool) -> None:
+def test_a_closed_pool_lends_nothing(pool: Pool) -> None:
     pool.close()
     with pytest.raises(RuntimeError, match="closed"), pool.connection():
         pass

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Backend, _sqlite_tamper
+from conftest import Backend, sqlite_tamper
 
 from bergen.domain.errors import ConcurrencyConflict
 from bergen.server.keys import LogKeys
@@ -102,7 +102,7 @@ def test_a_sqlite_append_links_to_the_stored_head_not_to_the_one_remembered(
     try:
         s.append(Append("linked", 0, [NewEvent("X", 1, {"i": 1})]))
         changed = bytes(range(32))
-        _sqlite_tamper(tmp_path / "bergen.db")(
+        sqlite_tamper(tmp_path / "bergen.db")(
             "UPDATE events SET hash = %s WHERE stream_id = %s AND seq = 1", (changed, "linked")
         )
         s.append(Append("linked", 1, [NewEvent("X", 1, {"i": 2})]))

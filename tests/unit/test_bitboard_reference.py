@@ -307,7 +307,7 @@ CONFIGS: list[tuple[int, bool, str, dict[str, object]]] = [
 ]
 
 
-def _id(config: tuple[int, bool, str, dict[str, object]]) -> str:
+def config_id(config: tuple[int, bool, str, dict[str, object]]) -> str:
     seats, partnerships, preset, options = config
     extra = ",".join(f"{k}={v}" for k, v in options.items())
     return f"{seats}{'p' if partnerships else ''}-{preset}" + (f"-{extra}" if extra else "")
@@ -380,9 +380,9 @@ def check_folds(events: list[Event], seats: int, rng: random.Random) -> None:
                 assert fold(redacted[:i]) == one
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=_id)
+@pytest.mark.parametrize("config", CONFIGS, ids=config_id)
 def test_engine_matches_the_reference(config: tuple[int, bool, str, dict[str, object]]) -> None:
-    rng = random.Random(f"bitboard-{_id(config)}")
+    rng = random.Random(f"bitboard-{config_id(config)}")
     matches = MATCHES or 6
     total = 0
     for m in range(matches):
@@ -584,13 +584,15 @@ def test_decoding_on_the_fast_path_matches_the_generic_one() -> None:
     assert checked > 1000
 
 
-@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[7], CONFIGS[15], CONFIGS[17]], ids=_id)
+@pytest.mark.parametrize(
+    "config", [CONFIGS[0], CONFIGS[7], CONFIGS[15], CONFIGS[17]], ids=config_id
+)
 def test_playouts_on_the_board_match_playouts_through_states(
     config: tuple[int, bool, str, dict[str, object]],
 ) -> None:
     """The Monte Carlo playout on one mutable board gives what it gives play by play
     through `execute`, and draws the same numbers from its random source."""
-    rng = random.Random(f"bitboard-playout-{_id(config)}")
+    rng = random.Random(f"bitboard-playout-{config_id(config)}")
     _, events = play_both(config, rng, "playout", check_paths=False)
     seats = config[0]
     compared = 0
@@ -667,11 +669,11 @@ def play_on_board(config: tuple[int, bool, str, dict[str, object]], rng: random.
     return positions
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=_id)
+@pytest.mark.parametrize("config", CONFIGS, ids=config_id)
 def test_matches_on_one_board_match_the_reference(
     config: tuple[int, bool, str, dict[str, object]],
 ) -> None:
-    rng = random.Random(f"board-{_id(config)}")
+    rng = random.Random(f"board-{config_id(config)}")
     matches = MATCHES or 3
     total = sum(play_on_board(config, rng, f"board-{m}") for m in range(matches))
     assert total > matches * 10
@@ -686,14 +688,16 @@ def _outcome(run: Callable[[], object]) -> tuple[object, ...]:
     return (None,)
 
 
-@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[4], CONFIGS[15], CONFIGS[18]], ids=_id)
+@pytest.mark.parametrize(
+    "config", [CONFIGS[0], CONFIGS[4], CONFIGS[15], CONFIGS[18]], ids=config_id
+)
 def test_checked_plays_on_the_board_are_the_engines(
     config: tuple[int, bool, str, dict[str, object]],
 ) -> None:
     """At random positions, every play a client could send (every seat, tile and end, and
     malformed ones) on a Board: refused with the engine's own error and the board
     unchanged, or made with the engine's events and state."""
-    rng = random.Random(f"board-checked-{_id(config)}")
+    rng = random.Random(f"board-checked-{config_id(config)}")
     _, events = play_both(config, rng, "checked", check_paths=False)
     seats = config[0]
     cuts = rng.sample(range(len(events) // 2, len(events) + 1), 5)

@@ -24,13 +24,13 @@ from bergen.domain.errors import BergenError
 from bergen.domain.events import Event, MatchEnded, TimedOut
 from bergen.domain.policies import random_policy
 from bergen.domain.rules import make_rules
-from bergen.domain.simulation import Timing, _timed_move
+from bergen.domain.simulation import Timing, timed_move
 from bergen.domain.state import ENDED, State, fold
 from bergen.domain.tiles import ALL_TILES, End
 
 from .reference.engine import execute_evolving
 from .reference.evolve import evolve as reference_evolve
-from .test_bitboard_reference import CONFIGS, _id
+from .test_bitboard_reference import CONFIGS, config_id
 
 MATCHES = int(os.environ.get("BERGEN_BITBOARD_MATCHES", "0"))
 
@@ -119,7 +119,7 @@ def play_on_both(config: tuple[int, bool, str, dict[str, object]], rng: random.R
             seat = state.turn
             assert seat is not None
             if state.clocks:
-                command, now = _timed_move(state, seat, random_policy, rng, TIMING, now)
+                command, now = timed_move(state, seat, random_policy, rng, TIMING, now)
             else:
                 tile, end = rng.choice(state.legal_plays(seat))
                 resigns = rng.random() < 0.001
@@ -141,11 +141,11 @@ def check_fold(events: list[Event]) -> None:
             assert fold(events[:i]) == expected, (i, e)
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=_id)
+@pytest.mark.parametrize("config", CONFIGS, ids=config_id)
 def test_the_core_decides_unclocked_matches_as_the_reference(
     config: tuple[int, bool, str, dict[str, object]],
 ) -> None:
-    rng = random.Random(f"core-{_id(config)}")
+    rng = random.Random(f"core-{config_id(config)}")
     total = 0
     for m in range(MATCHES or 2):
         compared, events = play_on_both(config, rng, f"core-{m}")
@@ -155,11 +155,11 @@ def test_the_core_decides_unclocked_matches_as_the_reference(
     assert total > 20
 
 
-@pytest.mark.parametrize("config", CLOCKED, ids=_id)
+@pytest.mark.parametrize("config", CLOCKED, ids=config_id)
 def test_the_core_decides_clocked_matches_as_the_reference(
     config: tuple[int, bool, str, dict[str, object]],
 ) -> None:
-    rng = random.Random(f"core-clocked-{_id(config)}")
+    rng = random.Random(f"core-clocked-{config_id(config)}")
     total = m = 0
     # A match on a forfeiting clock may end at its first timeout: more matches then.
     while m < (MATCHES or 2) or (total < 40 and m < 10):

@@ -169,7 +169,7 @@ def test_every_event_type_is_folded_and_round_trips():
             if t.result is None:
                 run.do(RecordResult(r, t.table, "abandoned", (4, 4), None, ORGANISER, "rain"))
     run.do(End(SEED))
-    cancelled = _registered(2)
+    cancelled = registered_run(2)
     cancelled.do(Cancel(SEED, "nobody came"))
     events = {type(e) for e in (*run.events, *cancelled.events)}
     assert events == set(TOURNAMENT_EVENT_TYPES)
@@ -217,20 +217,20 @@ def test_the_tournament_is_over_when_fewer_than_two_entrants_are_left():
     assert not run.s.over  # the match in play goes on
     run.do(RecordResult(1, 1, "target", (15, 2)))
     assert run.s.over
-    _refused(run.s, PairRound(), "NO_ROUND_LEFT")
+    assert_refused(run.s, PairRound(), "NO_ROUND_LEFT")
     run.do(End(SEED))
     record = run.s.record()
     assert record["ended"] is True
     check_tournament_record(record)
 
 
-def _refused(state: TournamentState | None, command: TournamentCommand, reason: str) -> None:
+def assert_refused(state: TournamentState | None, command: TournamentCommand, reason: str) -> None:
     with pytest.raises(BergenError) as caught:
         decide_tournament(state, command)
     assert caught.value.reason == reason, caught.value
 
 
-def _registered(n: int, settings: Settings | None = None) -> Run:
+def registered_run(n: int, settings: Settings | None = None) -> Run:
     run = Run()
     run.do(CreateTournament(TID, settings or Settings("swiss", 2, rounds=2), SEED))
     for i in range(1, n + 1):
@@ -239,83 +239,87 @@ def _registered(n: int, settings: Settings | None = None) -> Run:
 
 
 def test_registration_refusals():
-    run = _registered(3)
+    run = registered_run(3)
     assert run.s.phase == REGISTRATION
-    _refused(run.s, Register(("p1",)), "NAME_TAKEN")
-    _refused(run.s, Register(("a", "b")), "WRONG_PLAYER_COUNT")
-    _refused(run.s, Register(("",)), "INVALID_ARGUMENT")
-    _refused(None, Register(("x",)), "TOURNAMENT_NOT_FOUND")
+    assert_refused(run.s, Register(("p1",)), "NAME_TAKEN")
+    assert_refused(run.s, Register(("a", "b")), "WRONG_PLAYER_COUNT")
+    assert_refused(run.s, Register(("",)), "INVALID_ARGUMENT")
+    assert_refused(None, Register(("x",)), "TOURNAMENT_NOT_FOUND")
     full = Run()
     full.do(CreateTournament(TID, Settings("swiss", 2, rounds=1, max_entrants=2), SEED))
     full.do(Register(("a",)))
     full.do(Register(("b",)))
-    _refused(full.s, Register(("c",)), "REGISTRATION_FULL")
+    assert_refused(full.s, Register(("c",)), "REGISTRATION_FULL")
     run.do(Start(SEED))
     assert run.s.phase == RUNNING
-    _refused(run.s, Register(("p9",)), "REGISTRATION_CLOSED")
+    assert_refused(run.s, Register(("p9",)), "REGISTRATION_CLOSED")
 
 
 def test_partnership_entrants_are_two_players():
     run = Run()
     run.do(CreateTournament(TID, Settings("round_robin", 4, partnerships=True), SEED))
-    _refused(run.s, Register(("a",)), "WRONG_PLAYER_COUNT")
-    _refused(run.s, Register(("a", "a")), "NAME_TAKEN")
+    assert_refused(run.s, Register(("a",)), "WRONG_PLAYER_COUNT")
+    assert_refused(run.s, Register(("a", "a")), "NAME_TAKEN")
     run.do(Register(("a", "b")))
     assert run.s.entrants[0].players == ("a", "b")
 
 
 def test_start_refusals():
-    _refused(_registered(1).s, Start(SEED), "TOO_FEW_ENTRANTS")
+    assert_refused(registered_run(1).s, Start(SEED), "TOO_FEW_ENTRANTS")
     # Two Swiss rounds at two-sided tables need three entrants.
-    _refused(_registered(2).s, Start(SEED), "TOO_FEW_ENTRANTS")
-    withdrawn = _registered(3)
+    assert_refused(registered_run(2).s, Start(SEED), "TOO_FEW_ENTRANTS")
+    withdrawn = registered_run(3)
     withdrawn.do(Withdraw(2))
     assert withdrawn.s.entrants[1].withdrawn_after_round == 0
-    _refused(withdrawn.s, Start(SEED), "TOO_FEW_ENTRANTS")
-    run = _registered(3)
-    _refused(run.s, Start(bytes(32)), "SEED_DOES_NOT_MATCH_COMMITMENT")
-    _refused(run.s, PairRound(), "TOURNAMENT_NOT_STARTED")
+    assert_refused(withdrawn.s, Start(SEED), "TOO_FEW_ENTRANTS")
+    run = registered_run(3)
+    assert_refused(run.s, Start(bytes(32)), "SEED_DOES_NOT_MATCH_COMMITMENT")
+    assert_refused(run.s, PairRound(), "TOURNAMENT_NOT_STARTED")
     run.do(Start(SEED))
-    _refused(run.s, Start(SEED), "ALREADY_STARTED")
+    assert_refused(run.s, Start(SEED), "ALREADY_STARTED")
 
 
 def test_round_and_result_refusals():
-    run = _registered(4)
+    run = registered_run(4)
     run.do(Start(SEED))
     run.do(PairRound())
-    _refused(run.s, PairRound(), "ROUND_NOT_FINISHED")
-    _refused(run.s, RecordResult(1, 3, "target", (1, 2)), "NO_SUCH_TABLE")
-    _refused(run.s, RecordResult(2, 1, "target", (1, 2)), "NO_SUCH_TABLE")
-    _refused(run.s, RecordResult(1, 1, "target", (1, 2, 3)), "INVALID_RESULT")
-    _refused(run.s, RecordResult(1, 1, "forfeit", (1, 2)), "INVALID_RESULT")
-    _refused(run.s, End(SEED), "TOURNAMENT_NOT_OVER")
+    assert_refused(run.s, PairRound(), "ROUND_NOT_FINISHED")
+    assert_refused(run.s, RecordResult(1, 3, "target", (1, 2)), "NO_SUCH_TABLE")
+    assert_refused(run.s, RecordResult(2, 1, "target", (1, 2)), "NO_SUCH_TABLE")
+    assert_refused(run.s, RecordResult(1, 1, "target", (1, 2, 3)), "INVALID_RESULT")
+    assert_refused(run.s, RecordResult(1, 1, "forfeit", (1, 2)), "INVALID_RESULT")
+    assert_refused(run.s, End(SEED), "TOURNAMENT_NOT_OVER")
     run.do(RecordResult(1, 1, "target", (15, 2)))
-    _refused(run.s, RecordResult(1, 1, "target", (15, 2)), "RESULT_ALREADY_RECORDED")
-    _refused(run.s, Withdraw(5), "NOT_AN_ENTRANT")
+    assert_refused(run.s, RecordResult(1, 1, "target", (15, 2)), "RESULT_ALREADY_RECORDED")
+    assert_refused(run.s, Withdraw(5), "NOT_AN_ENTRANT")
     run.do(Withdraw(4))
-    _refused(run.s, Withdraw(4), "ALREADY_WITHDRAWN")
+    assert_refused(run.s, Withdraw(4), "ALREADY_WITHDRAWN")
     run.do(RecordResult(1, 2, "forfeit", (3, 9), forfeited_side=1))
     run.do(PairRound())
     for t in run.s.rounds[1].tables:
         run.do(RecordResult(2, t.table, "target", (15, 2)))
-    _refused(run.s, End(bytes(32)), "SEED_DOES_NOT_MATCH_COMMITMENT")
+    assert_refused(run.s, End(bytes(32)), "SEED_DOES_NOT_MATCH_COMMITMENT")
     run.do(End(SEED))
-    _refused(run.s, PairRound(), "TOURNAMENT_ENDED")
-    _refused(run.s, Withdraw(1), "TOURNAMENT_ENDED")
+    assert_refused(run.s, PairRound(), "TOURNAMENT_ENDED")
+    assert_refused(run.s, Withdraw(1), "TOURNAMENT_ENDED")
     check_tournament_record(run.s.record())
 
 
 def test_creation_refusals():
-    _refused(
+    assert_refused(
         None, CreateTournament("nope", Settings("swiss", 2, rounds=2), SEED), "INVALID_ARGUMENT"
     )
-    _refused(None, CreateTournament(TID, Settings("round_robin", 3), SEED), "INVALID_SETTINGS")
-    _refused(None, CreateTournament(TID, Settings("swiss", 2, rounds=51), SEED), "INVALID_SETTINGS")
-    _refused(
+    assert_refused(
+        None, CreateTournament(TID, Settings("round_robin", 3), SEED), "INVALID_SETTINGS"
+    )
+    assert_refused(
+        None, CreateTournament(TID, Settings("swiss", 2, rounds=51), SEED), "INVALID_SETTINGS"
+    )
+    assert_refused(
         None, CreateTournament(TID, Settings("swiss", 2, rounds=2), b"short"), "INVALID_ARGUMENT"
     )
-    run = _registered(0)
-    _refused(
+    run = registered_run(0)
+    assert_refused(
         run.s, CreateTournament(TID, Settings("swiss", 2, rounds=2), SEED), "TOURNAMENT_EXISTS"
     )
     assert run.s.commitment != SEED.hex()
@@ -347,12 +351,12 @@ def test_a_malformed_payload_is_a_corrupt_record(name, payload):
 
 
 def test_an_unknown_schema_version_is_a_corrupt_record():
-    name, _, payload = encode_tournament_event(_registered(1).events[1])
+    name, _, payload = encode_tournament_event(registered_run(1).events[1])
     with pytest.raises(CorruptRecord):
         decode_tournament_event(name, TOURNAMENT_SCHEMA_VERSION + 1, payload)
 
 
 def test_invalid_argument_refusals_are_invalid_argument_status():
     with pytest.raises(InvalidArgument) as caught:
-        decide_tournament(_registered(3).s, Start(bytes(32)))
+        decide_tournament(registered_run(3).s, Start(bytes(32)))
     assert caught.value.status == "INVALID_ARGUMENT"

@@ -59,11 +59,11 @@ from bergen.domain.tournament_record import (
 from bergen.domain.vocabulary import ForfeitCause, MatchEndReason
 
 from .support import Game, rules_for
-from .test_tournament_engine import SEED, Run, _refused, _registered
+from .test_tournament_engine import SEED, Run, assert_refused, registered_run
 
 
 def _started(n: int = 4, settings: Settings | None = None) -> Run:
-    run = _registered(n, settings)
+    run = registered_run(n, settings)
     run.do(Start(SEED))
     run.do(PairRound())
     return run
@@ -87,7 +87,7 @@ def _ended_with(run: Run) -> dict[str, Any]:
 
 
 def test_an_entrant_withdrawn_by_the_organiser_is_an_intervention_and_its_own_is_not():
-    run = _registered(4)
+    run = registered_run(4)
     run.do(Withdraw(2, ORGANISER, "did not show up"))
     run.do(Withdraw(3))
     assert run.s.entrants[1].withdrawn_by == ORGANISER
@@ -110,7 +110,7 @@ def test_an_entrant_withdrawn_by_the_organiser_is_an_intervention_and_its_own_is
 
 
 def test_a_withdrawal_by_the_server_reads_no_reveal_in_the_record():
-    run = _registered(3)
+    run = registered_run(3)
     run.do(Withdraw(1, SERVER))
     record = run.s.record()
     assert record["entrants"][0]["withdrawn_by"] == "no_reveal"
@@ -127,7 +127,7 @@ def test_a_withdrawal_by_the_server_reads_no_reveal_in_the_record():
     ],
 )
 def test_who_withdraws_and_the_notes_are_checked(command, reason):
-    _refused(_registered(3).s, command, reason)
+    assert_refused(registered_run(3).s, command, reason)
 
 
 # ----- stored events of before ---------------------------------------------------------
@@ -151,7 +151,7 @@ def _v1(event: Any) -> tuple[str, dict[str, Any]]:
     ],
 )
 def test_version_1_events_fold_with_who_acted_taken_from_their_rows(actor, withdrawn_by, paired_by):
-    run = _registered(4)
+    run = registered_run(4)
     run.do(Withdraw(2))
     run.do(Start(SEED))
     run.do(PairRound())
@@ -208,9 +208,9 @@ def test_version_1_has_none_of_the_new_types_and_version_2_needs_who():
 
 
 def test_a_round_paired_by_the_organiser_is_an_intervention():
-    run = _registered(4)
+    run = registered_run(4)
     run.do(Start(SEED))
-    _refused(run.s, PairRound("entrant"), "INVALID_ACTOR")
+    assert_refused(run.s, PairRound("entrant"), "INVALID_ACTOR")
     (paired,) = run.do(PairRound(ORGANISER))
     assert isinstance(paired, RoundPaired) and paired.by == ORGANISER
     assert run.s.interventions == (Intervention(1, None, START_ROUND, ORGANISER),)
@@ -222,7 +222,7 @@ def test_a_round_paired_by_the_organiser_is_an_intervention():
 
 
 def test_a_tournament_open_for_registration_is_cancelled_its_seed_revealed():
-    run = _registered(3)
+    run = registered_run(3)
     events = run.do(Cancel(SEED, "the hall is closed"))
     assert events == (TournamentCancelled("the hall is closed"), TournamentEnded(SEED.hex()))
     assert run.s.cancelled and run.s.phase == "ended"
@@ -233,30 +233,30 @@ def test_a_tournament_open_for_registration_is_cancelled_its_seed_revealed():
     assert record["ended"] is True and record["tournament_seed"] == SEED.hex()
     assert record["seeding"] is None and record["rounds"] == [] and record["standings"] == []
     assert check_tournament_record(record).cancelled
-    _refused(run.s, Register(("late",)), "TOURNAMENT_CANCELLED")
-    _refused(run.s, Withdraw(1), "TOURNAMENT_CANCELLED")
-    _refused(run.s, Start(SEED), "TOURNAMENT_CANCELLED")
-    _refused(run.s, Cancel(SEED), "TOURNAMENT_CANCELLED")
-    _refused(run.s, PairRound(), "TOURNAMENT_CANCELLED")
+    assert_refused(run.s, Register(("late",)), "TOURNAMENT_CANCELLED")
+    assert_refused(run.s, Withdraw(1), "TOURNAMENT_CANCELLED")
+    assert_refused(run.s, Start(SEED), "TOURNAMENT_CANCELLED")
+    assert_refused(run.s, Cancel(SEED), "TOURNAMENT_CANCELLED")
+    assert_refused(run.s, PairRound(), "TOURNAMENT_CANCELLED")
 
 
 def test_a_tournament_with_no_entrant_can_be_cancelled_but_not_one_started():
-    empty = _registered(0)
+    empty = registered_run(0)
     empty.do(Cancel(SEED))
     check_tournament_record(empty.s.record())
-    _refused(_registered(2).s, Cancel(bytes(32)), "SEED_DOES_NOT_MATCH_COMMITMENT")
-    _refused(None, Cancel(SEED), "TOURNAMENT_NOT_FOUND")
+    assert_refused(registered_run(2).s, Cancel(bytes(32)), "SEED_DOES_NOT_MATCH_COMMITMENT")
+    assert_refused(None, Cancel(SEED), "TOURNAMENT_NOT_FOUND")
     started = _started(4)
-    _refused(started.s, Cancel(SEED), "ALREADY_STARTED")
+    assert_refused(started.s, Cancel(SEED), "ALREADY_STARTED")
     _ended_with(started)
-    _refused(started.s, Cancel(SEED), "TOURNAMENT_ENDED")
+    assert_refused(started.s, Cancel(SEED), "TOURNAMENT_ENDED")
 
 
 # ----- settling a table: the tournament's side ----------------------------------------
 
 
 def test_settle_refusals_on_the_tournament():
-    registered = _registered(4)
+    registered = registered_run(4)
     with pytest.raises(BergenError) as caught:
         check_settle(registered.s, 1, 1, ABANDON)
     assert caught.value.reason == "TOURNAMENT_NOT_STARTED"
@@ -287,7 +287,7 @@ def test_settle_refusals_on_the_tournament():
 
 
 def test_a_table_not_played_for_a_withdrawn_entrant_cannot_be_settled():
-    run = _registered(4, Settings("round_robin", 2))
+    run = registered_run(4, Settings("round_robin", 2))
     run.do(Start(SEED))
     run.do(PairRound())
     for t in run.s.rounds[0].tables:
@@ -325,8 +325,8 @@ def test_a_settled_result_records_the_intervention_with_it():
 
 def test_a_result_by_play_is_not_settled_nor_a_forfeit_by_the_server():
     run = _started(4)
-    _refused(run.s, RecordResult(1, 1, "target", (15, 2), None, ORGANISER), "INVALID_RESULT")
-    _refused(run.s, RecordResult(1, 1, "forfeit", (1, 2), 0, SERVER), "INVALID_ACTOR")
+    assert_refused(run.s, RecordResult(1, 1, "target", (15, 2), None, ORGANISER), "INVALID_RESULT")
+    assert_refused(run.s, RecordResult(1, 1, "forfeit", (1, 2), 0, SERVER), "INVALID_ACTOR")
 
 
 # ----- settling a table: the match's side -----------------------------------------------
@@ -441,7 +441,7 @@ def test_the_server_abandons_like_the_organiser():
 
 
 def _settled_record() -> dict[str, Any]:
-    run = _registered(5)
+    run = registered_run(5)
     run.do(Withdraw(5, ORGANISER, "left"))
     run.do(Start(SEED))
     run.do(PairRound(ORGANISER))
@@ -523,7 +523,7 @@ def test_an_intervention_that_does_not_match_the_record_is_rejected_with_its_pla
 
 
 def test_a_record_ended_without_a_start_must_say_it_was_cancelled():
-    run = _registered(2)
+    run = registered_run(2)
     run.do(Cancel(SEED))
     record = run.s.record()
     record["interventions"] = []

@@ -198,7 +198,7 @@ def _first_table(pack: Pack) -> dict[str, Any]:
     return pack.tournament["rounds"][0]["tables"][0]
 
 
-def _swap_sides(pack: Pack) -> None:
+def swap_sides(pack: Pack) -> None:
     t = pack.tournament["rounds"][1]["tables"][0]
     t["sides"] = t["sides"][::-1]
 
@@ -213,7 +213,7 @@ def _bye(pack: Pack) -> None:
     r["byes"] = [r["tables"][0]["sides"][0][0]]
 
 
-def _standing(key: str, k: int, value: Callable[[Any], Any]) -> Callable[[Pack], None]:
+def change_standing(key: str, k: int, value: Callable[[Any], Any]) -> Callable[[Pack], None]:
     def change(pack: Pack) -> None:
         line = pack.tournament["standings"][k]
         line[key] = value(line[key])
@@ -221,7 +221,7 @@ def _standing(key: str, k: int, value: Callable[[Any], Any]) -> Callable[[Pack],
     return change
 
 
-def _half_more(text: str) -> str:
+def half_more(text: str) -> str:
     return str(Fraction(text) + Fraction(1, 2))
 
 
@@ -234,7 +234,7 @@ def _client_seed(pack: Pack) -> None:
     pack.tournament["entrants"][2]["client_seed"] += "!"
 
 
-def _tournament_seed(pack: Pack) -> None:
+def change_tournament_seed(pack: Pack) -> None:
     seed = pack.tournament["tournament_seed"]
     pack.tournament["tournament_seed"] = ("0" if seed[0] != "0" else "1") + seed[1:]
 
@@ -243,7 +243,7 @@ def _table_match_id(pack: Pack) -> None:
     _first_table(pack)["match_id"] = "00000000-0000-5000-8000-000000000000"
 
 
-def _match(
+def in_match(
     change: Callable[[dict[str, Any]], None], r: int = 1, t: int = 1
 ) -> Callable[[Pack], str]:
     def apply(pack: Pack) -> str:
@@ -268,11 +268,11 @@ def _seat_name(record: dict[str, Any]) -> None:
     record["seats"][1]["name"] = "mallory"
 
 
-def _seat_seed(record: dict[str, Any]) -> None:
+def change_seat_seed(record: dict[str, Any]) -> None:
     record["seats"][0]["client_seed"] = "chosen"
 
 
-def _action(record: dict[str, Any]) -> None:
+def change_action(record: dict[str, Any]) -> None:
     for action in record["hands"][0]["actions"]:
         if action["act"] == "play" and action["end"] is not None:
             action["end"] = "left" if action["end"] == "right" else "right"
@@ -309,27 +309,39 @@ def _last_result(pack: Pack) -> None:
 T = TOURNAMENT_FILE
 # (name, change, the place named). A change returning a path changed that match file.
 CHANGES: list[tuple[str, Callable[[Pack], Any], str]] = [
-    ("a pairing's sides", _swap_sides, f"{T}, rounds[1].tables[0].sides (round 2, table 1)"),
+    ("a pairing's sides", swap_sides, f"{T}, rounds[1].tables[0].sides (round 2, table 1)"),
     ("two tables swapped", _swap_tables, f"{T}, rounds[2].tables[0].sides (round 3, table 1)"),
     ("a bye", _bye, f"{T}, rounds[1].byes (round 2)"),
-    ("a standing's match points", _standing("match_points", 0, _half_more), f"{T}, standings"),
-    ("a standing's margin", _standing("margin", 1, lambda m: m + 1), f"{T}, standings[1].margin"),
-    ("a standing's Buchholz", _standing("buchholz", 2, _half_more), f"{T}, standings[2].buchholz"),
-    ("a standing's wins", _standing("wins", 3, lambda w: w + 1), f"{T}, standings[3].wins"),
-    ("a standing's entrant", _standing("entrant", 0, lambda e: e % 7 + 1), f"{T}, standings[0]"),
+    ("a standing's match points", change_standing("match_points", 0, half_more), f"{T}, standings"),
+    (
+        "a standing's margin",
+        change_standing("margin", 1, lambda m: m + 1),
+        f"{T}, standings[1].margin",
+    ),
+    (
+        "a standing's Buchholz",
+        change_standing("buchholz", 2, half_more),
+        f"{T}, standings[2].buchholz",
+    ),
+    ("a standing's wins", change_standing("wins", 3, lambda w: w + 1), f"{T}, standings[3].wins"),
+    (
+        "a standing's entrant",
+        change_standing("entrant", 0, lambda e: e % 7 + 1),
+        f"{T}, standings[0]",
+    ),
     ("the seeding order", _seeding, f"{T}, seeding"),
     ("an entrant's client seed", _client_seed, f"{T}, seeding"),
-    ("the tournament seed", _tournament_seed, f"{T}, commitment"),
+    ("the tournament seed", change_tournament_seed, f"{T}, commitment"),
     ("a table's match id", _table_match_id, f"{T}, rounds[0].tables[0].match_id"),
     ("a result the match did not give", _last_result, f"{T}, rounds[2].tables[0].result"),
-    ("a match's server seed", _match(_server_seed), "matches/"),
-    ("a match's seats swapped", _match(_seat_swap), "matches/"),
-    ("a seat's name", _match(_seat_name, 2, 1), "matches/"),
-    ("a seat's client seed", _match(_seat_seed, 3, 2), "matches/"),
-    ("a match's action", _match(_action), "matches/"),
-    ("a match's id", _match(_match_id), "matches/"),
-    ("a match's round", _match(_round_of), "matches/"),
-    ("a match's rules", _match(_rules), "matches/"),
+    ("a match's server seed", in_match(_server_seed), "matches/"),
+    ("a match's seats swapped", in_match(_seat_swap), "matches/"),
+    ("a seat's name", in_match(_seat_name, 2, 1), "matches/"),
+    ("a seat's client seed", in_match(change_seat_seed, 3, 2), "matches/"),
+    ("a match's action", in_match(change_action), "matches/"),
+    ("a match's id", in_match(_match_id), "matches/"),
+    ("a match's round", in_match(_round_of), "matches/"),
+    ("a match's rules", in_match(_rules), "matches/"),
 ]
 
 MATCH_FIELDS = {
@@ -367,7 +379,7 @@ def test_one_field_changed_and_signed_again_is_rejected_at_its_place(
 @pytest.mark.parametrize("name", list(FORMATS))
 def test_a_match_of_each_format_changed_is_rejected(packs, tmp_path, name):
     pack = packs[name].copy()
-    path = _match(_seat_seed, 2, 1)(pack)
+    path = in_match(change_seat_seed, 2, 1)(pack)
     assert_rejected(
         verified(pack.write(tmp_path / "pack", resign={path})),
         f"{path} (round 2, table 1), seats[0].client_seed",

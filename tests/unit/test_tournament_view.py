@@ -28,7 +28,7 @@ from bergen.domain.tournament_pairing import Settings
 from bergen.domain.tournament_record import ORGANISER
 from bergen.v1 import bergen_pb2 as pb
 
-from .test_tournament_engine import SEED, Run, _registered
+from .test_tournament_engine import SEED, Run, registered_run
 
 
 def view_of(state: TournamentState) -> pb.TournamentView:
@@ -43,7 +43,7 @@ def view_of(state: TournamentState) -> pb.TournamentView:
 
 def _five_with_a_withdrawal() -> Run:
     """A 5-entrant Swiss of 2 rounds: entrant 5 withdrawn by the organiser after round 1."""
-    run = _registered(5, Settings("swiss", 2, rounds=2))
+    run = registered_run(5, Settings("swiss", 2, rounds=2))
     run.do(Start(SEED))
     run.do(PairRound())
     for t in run.s.rounds[0].tables:
@@ -78,7 +78,7 @@ def test_show_marks_withdrawn_entrants_and_ranks_only_those_still_in() -> None:
 
 
 def test_byes_are_given_by_name() -> None:
-    run = _registered(5, Settings("swiss", 2, rounds=2))
+    run = registered_run(5, Settings("swiss", 2, rounds=2))
     run.do(Start(SEED))
     run.do(PairRound())
     view = view_of(run.s)
@@ -89,7 +89,7 @@ def test_byes_are_given_by_name() -> None:
 
 
 def test_the_winner_or_the_shared_first_place_is_said_at_the_end() -> None:
-    run = _registered(4, Settings("swiss", 2, rounds=1))
+    run = registered_run(4, Settings("swiss", 2, rounds=1))
     run.do(Start(SEED))
     run.do(PairRound())
     first, second = run.s.rounds[0].tables
@@ -102,7 +102,7 @@ def test_the_winner_or_the_shared_first_place_is_said_at_the_end() -> None:
     assert line is not None and line.startswith("shared first place: ")
     a, b = first.sides[0], second.sides[1]
     assert f"p{a} (#{a})" in line and f"p{b} (#{b})" in line
-    lone = _registered(2, Settings("swiss", 2, rounds=1))
+    lone = registered_run(2, Settings("swiss", 2, rounds=1))
     lone.do(Start(SEED))
     lone.do(PairRound())
     (table,) = lone.s.rounds[0].tables
@@ -116,7 +116,7 @@ def test_the_winner_or_the_shared_first_place_is_said_at_the_end() -> None:
 
 
 def test_a_cancelled_tournament_says_so() -> None:
-    run = _registered(2)
+    run = registered_run(2)
     before = view_of(run.s)
     run.do(Cancel(SEED, "hall closed"))
     view = view_of(run.s)
@@ -132,7 +132,7 @@ def test_a_cancelled_tournament_says_so() -> None:
 
 
 def test_watch_says_who_registered_withdrew_and_settled_as_it_happens() -> None:
-    run = _registered(4, Settings("swiss", 2, rounds=2))
+    run = registered_run(4, Settings("swiss", 2, rounds=2))
     before = view_of(run.s)
     run.do(Register(("late",)))
     run.do(Withdraw(2))
