@@ -210,7 +210,7 @@ def test_play_counts_the_clock_down_and_says_a_timeout_played_for_you(
     child.expect(r"created match ([0-9a-f-]{36})")
     # The player never answers. Every clock is shown at the turn, under 10 s a warning, and
     # the player's clock counts down on the prompt's line until the server's timeout.
-    child.expect(r"clocks: (▶ )?you \d\.\d s.* · (▶ )?greedy-bot1 \d\.\d s")
+    child.expect(r"clocks: (▶ )?you \d\.\d s[^\n]* · (▶ )?greedy-bot1 \d\.\d s")
     child.expect(r"under 10 s left on your clock \(\d\.\d s\): choose now")
     child.expect(r"your clock ▶ 2\.\d s · choose \[1-\d+\] \(r resigns, q leaves\): ")
     child.expect(r"your clock ▶ 1\.\d s · choose \[1-\d+\] \(r resigns, q leaves\): ")

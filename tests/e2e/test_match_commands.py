@@ -94,7 +94,7 @@ def test_watch_follows_a_live_match_to_its_end_in_a_terminal(
         assert all(a[-1] == b[0] for a, b in itertools.pairwise(tiles)), tiles
         assert (child.match.group(2), child.match.group(3)) == (tiles[0][0], tiles[-1][-1])
         child.expect(r"hand \d+ · scores player 0 \d+, player 1 \d+")
-        child.expect(r"match over: .*; final scores ")
+        child.expect(r"match over: [^\n]*; final scores ")
         child.expect(rf"match {table.match_id} is over; replay it: bergen-replay")
         child.expect(pexpect.EOF)
     finally:
@@ -127,7 +127,7 @@ def test_watch_shows_every_seats_clock_on_its_live_line_in_a_clocked_match(
     player.start()
     started.set()
     try:
-        child.expect(r"match over: .*; final scores ", timeout=STEP_TIMEOUT_S * 3)
+        child.expect(r"match over: [^\n]*; final scores ", timeout=STEP_TIMEOUT_S * 3)
         child.expect(pexpect.EOF)
     finally:
         player.join()

@@ -73,7 +73,7 @@ def test_a_whole_match_against_a_bot_from_the_terminal(server: ServerProcess, tm
     child.expect(r"you are seat 1 \(ann\)")
     child.expect(r"seat 2: greedy-bot1")
     # The other seat's plays are shown as they happen.
-    child.expect(r"hand 1.* dealt; your tiles")
+    child.expect(r"hand 1[^\n]* dealt; your tiles")
     made = play_on(child)
     assert made > 0
     # The match's id and how to replay it come again at the end.
@@ -193,7 +193,7 @@ def test_r_resigns_after_a_confirmation_and_the_other_side_wins(
     child.sendline("r")
     child.expect(r"resign\? your side forfeits the match \[y/N\]: ")
     child.sendline("y")
-    child.expect(r"match over: you forfeit: .*seat 2 \(greedy-bot1\) wins")
+    child.expect(r"match over: you forfeit: [^\n]*seat 2 \(greedy-bot1\) wins")
     child.expect(rf"match {match_id} over: ")
     child.expect(pexpect.EOF)
     child.close()
