@@ -18,7 +18,15 @@ from .state import ENDED, SEATING, State, evolve
 from .text import check_text
 from .vocabulary import MatchEndReason
 
-__all__ = ["check_text", "command_of", "decide", "execute", "first_legal_play"]
+__all__ = [
+    "boards_kept",
+    "check_text",
+    "command_of",
+    "decide",
+    "execute",
+    "first_legal_play",
+    "kept_board",
+]
 
 MAX_NAME = 64
 MAX_CLIENT_SEED = 256
@@ -37,17 +45,52 @@ def decide(state: State | None, command: Command) -> tuple[Event, ...]:
 
 def execute(state: State | None, command: Command) -> tuple[tuple[Event, ...], State]:
     """`decide` and the state after its events, in one pass. Raises as `decide`."""
-    if isinstance(command, CreateMatch):
-        return _create(state, command)
-    if state is None:
-        raise MatchNotInProgress(
-            f"{type(command).__name__}: the match does not exist", reason="MATCH_NOT_FOUND"
-        )
-    if isinstance(command, TakeSeat):
-        return _take_seat(state, command)
-    board = Board(state, deal)
-    board.execute(command)
-    return tuple(board.events), board.state()
+    play = type(command) is Play
+    if not play or state is None:
+        if isinstance(command, CreateMatch):
+            return _create(state, command)
+        if state is None:
+            raise MatchNotInProgress(
+                f"{type(command).__name__}: the match does not exist", reason="MATCH_NOT_FOUND"
+            )
+        if isinstance(command, TakeSeat):
+            return _take_seat(state, command)
+    # The Board that made `state` stands for it still, if no other command has taken it up
+    # since: the command is played on it. Taking it is one atomic pop (no two threads ever
+    # play on one Board); a command refused, or any error, drops it.
+    try:
+        kept_state, board = _kept.pop()
+    except IndexError:
+        kept_state = None
+    if kept_state is not state:
+        board = Board(state, deal)
+    if type(command) is Play:
+        board.play_checked(command.seat, command.tile, command.end, command.at_ms)
+    else:
+        board.execute(command)
+    events, after = board.commit()
+    _kept.append((after, board))
+    return events, after
+
+
+_kept: list[tuple[State, Board]] = []
+"""The last State `execute` returned and the Board that made it (one for each thread
+deciding at once, at most): a match's commands follow one another on the State each one
+returns, so the next takes up the Board where it stands instead of building another (a Board
+costs about as much to build as a play costs to make). A State decided on again (another
+command on an older State, or the one another match's command took the Board from) finds it
+gone and gets a Board of its own."""
+
+
+def kept_board(state: State) -> Board | None:
+    """The Board kept for `state`, if one is (what the next command on `state` is played
+    on); None when the next one builds its own."""
+    return next((board for kept, board in list(_kept) if kept is state), None)
+
+
+def boards_kept() -> int:
+    """How many Boards are kept (one for each thread deciding at once, at most)."""
+    return len(_kept)
 
 
 def _create(state: State | None, c: CreateMatch) -> tuple[tuple[Event, ...], State]:

@@ -94,9 +94,11 @@ class Board:
     """
 
     __slots__ = (
+        "_nones",
         "at",
         "at_ms",
         "attempt",
+        "base",
         "boneyard",
         "clock_since",
         "clocks",
@@ -119,7 +121,6 @@ class Board:
         "mover",
         "must_play",
         "next_seat",
-        "nones",
         "on_line",
         "one_then_pass",
         "partnerships",
@@ -157,15 +158,12 @@ class Board:
         # Each seat's tiles as dealt and drawn, in order, played ones included: its hand is
         # those still in its mask, and the hidden ones (None) less `hidden played`.
         self.held: list[tuple[Tile | None, ...]] = list(hands)
-        self.nones: list[int] = (
-            [0] * len(hands)
-            if sum(map(len, hands)) == sum(map(int.bit_count, masks))
-            else [len(h) - m.bit_count() for h, m in zip(hands, masks, strict=True)]
-        )
-        """Each seat's hidden tiles still held (only a redacted state has any): its tiles
-        less the known ones, its mask's (`h.count(None)` compares each Tile with None
-        through Tile's Python-level comparisons, about 60 ns a tile). A seat never holds
-        fewer tiles than its mask, so equal totals mean no seat holds a hidden one."""
+        self._nones: list[int] | None = None
+        """Each seat's hidden tiles still held (only a redacted state has any), counted when
+        first asked for (`nones`): most commands never need them."""
+        self.base: State | None = s
+        """The State the Board stands on (None after a deal): `state()` keeps a seat's hand
+        while its mask and its tiles are this one's."""
         self.masks: list[int] = list(masks)
         self.scores: list[int] = list(scores)
         # The line is the state's and the plays since (`line()`); `on_line` counts its tiles.
@@ -185,6 +183,25 @@ class Board:
         ) = _setup_of(info)  # fmt: skip
         self.dealer: Callable[[int, int], Hands] | None = None
         self.played_row = _played_row(self.hand)
+
+    @property
+    def nones(self) -> list[int]:
+        """Each seat's hidden tiles still held: its tiles less the known ones, its mask's
+        (`h.count(None)` compares each Tile with None through Tile's Python-level
+        comparisons, about 60 ns a tile). A seat never holds fewer tiles than its mask, so
+        equal totals mean no seat holds a hidden one."""
+        nones = self._nones
+        if nones is None:
+            # Counted on the state the Board was built from (a deal since sets them): a
+            # play or draw of a hidden tile counts itself once they are known.
+            assert self.base is not None
+            held, masks = self.base.hands, self.base.masks
+            nones = self._nones = (
+                [0] * len(held)
+                if sum(map(len, held)) == sum(map(int.bit_count, masks))
+                else [len(h) - m.bit_count() for h, m in zip(held, masks, strict=True)]
+            )
+        return nones
 
     @property
     def hands(self) -> list[tuple[Tile | None, ...]]:
@@ -215,13 +232,37 @@ class Board:
     def state(self) -> State:
         """The State the board's events lead to: `fold(events, state)`."""
         masks = self.masks
-        hand_of = self.hand_of
-        # A seat with as many tiles as its mask has bits holds all it got (hand_of's first
-        # case, checked here without the call).
-        hands = [
-            h if m.bit_count() == len(h) else hand_of(seat)
-            for seat, (h, m) in enumerate(zip(self.held, masks, strict=True))
-        ]
+        base = self.base
+        events = self.events
+        if base is not None and self._nones is None:
+            # No deal and no hidden tile played or drawn since the Board was built: a seat
+            # whose mask and tiles are the state's keeps its hand, and one that has only
+            # played a tile from it loses that tile.
+            held = self.held
+            base_hands, base_masks = base.hands, base.masks
+            hands = list(base_hands)
+            for seat, m in enumerate(masks):
+                was = base_masks[seat]
+                if m == was and held[seat] is base_hands[seat]:
+                    continue
+                h = base_hands[seat]
+                gone = was ^ m
+                if held[seat] is h and m & was == m and not gone & (gone - 1):
+                    tile = TILE_OF_BIT[gone]
+                    i = 0
+                    while h[i] is not tile:  # by identity: Tile's == is Python-level
+                        i += 1
+                    hands[seat] = h[:i] + h[i + 1 :]
+                else:
+                    hands[seat] = self.hand_of(seat)
+        else:
+            hand_of = self.hand_of
+            # A seat with as many tiles as its mask has bits holds all it got (hand_of's
+            # first case, checked here without the call).
+            hands = [
+                h if m.bit_count() == len(h) else hand_of(seat)
+                for seat, (h, m) in enumerate(zip(self.held, masks, strict=True))
+            ]
         ends = (
             (self.left, self.right, self.left_double, self.right_double) if self.on_line else None
         )
@@ -230,9 +271,65 @@ class Board:
             self.boneyard[self.drawn :] if self.drawn else self.boneyard,
             self.line(), ends, self.turn,
             self.must_play, tuple(self.scores), self.hand_over, self.result,
-            self.version + len(self.events), self.clocks, self.clock_since, self.timeouts,
+            self.version + len(events), self.clocks, self.clock_since, self.timeouts,
             self.at_ms,
         ))  # fmt: skip
+
+    def commit(self) -> tuple[tuple[Event, ...], State]:
+        """The events made since the Board was built (or last committed) and the State they
+        lead to; the Board then stands for that State, as if built from it, and may take the
+        next command on it (`engine.execute` keeps it for the State it returns)."""
+        made = self.events
+        events = tuple(made)
+        base = self.base
+        if len(made) == 1 and base is not None and self._nones is None:
+            played = made[0]
+            if type(played) is TilePlayed and played.end is not None:
+                # The common command, one play at an end and nothing forced: the base
+                # State with the tile out of the seat's hand and on the line.
+                seat = played.seat
+                tile = played.tile
+                hands = base.hands
+                held = hands[seat]
+                i = 0
+                while held[i] is not tile:  # by identity (tiles are interned)
+                    i += 1
+                hand = held[:i] + held[i + 1 :]
+                line = base.line
+                pips = tile.pips  # the tile's other number is its pips less the end's
+                if played.end is LEFT:
+                    number = line[0][0]
+                    line = ((pips - number, number),) + line  # noqa: RUF005 (one new tuple)
+                else:
+                    number = line[-1][1]
+                    line = line + ((number, pips - number),)  # noqa: RUF005
+                version = self.version = self.version + 1
+                state = _new(State, (
+                    self.info, self.phase, self.hand, self.attempt,
+                    (*hands[:seat], hand, *hands[seat + 1 :]), tuple(self.masks),
+                    self.boneyard, line,
+                    (self.left, self.right, self.left_double, self.right_double), self.turn,
+                    self.must_play, base.scores, self.hand_over, self.result, version,
+                    self.clocks, self.clock_since, self.timeouts, self.at_ms,
+                ))  # fmt: skip
+                self.held[seat] = hand
+                self.base = state
+                self.line0 = line
+                made.clear()
+                self.at = None
+                return events, state
+        state = self.state()
+        self._nones = None
+        self.hand_start = 0
+        self.boneyard = state.boneyard
+        self.drawn = 0
+        self.base = state
+        self.held = list(state.hands)
+        self.line0 = state.line
+        made.clear()
+        self.version = state.version
+        self.at = None
+        return events, state
 
     def legal_plays(self, seat: int) -> tuple[tuple[Tile, End], ...]:
         """State.legal_plays: the seat's plays, in the order of its hand, the left end
@@ -267,6 +364,17 @@ class Board:
 
     def line(self) -> tuple[tuple[int, int], ...]:
         """State.line: the state's line (or none after a new deal) and the plays since."""
+        events = self.events
+        if not self.hand_start and len(events) == 1:
+            e = events[0]  # the common command: one play at an end, nothing forced
+            if type(e) is TilePlayed and e.end is not None:
+                line = self.line0
+                pips = e.tile.pips  # the tile's other number is its pips less the end's
+                if e.end is LEFT:
+                    number = line[0][0]
+                    return ((pips - number, number),) + line  # noqa: RUF005 (one new tuple)
+                number = line[-1][1]
+                return line + ((number, pips - number),)  # noqa: RUF005
         base = self.line0 if not self.hand_start else ()
         left_part: list[tuple[int, int]] = []
         right_part: list[tuple[int, int]] = []
@@ -288,9 +396,13 @@ class Board:
                     number = t.high if t.low == right else t.low
                     right_part.append((right, number))
                     right = number
-        if not left_part and not right_part:
-            return base
-        return (*reversed(left_part), *base, *right_part)
+        # Concatenation: the common command adds one tile at one end of a long line.
+        if right_part:
+            base += tuple(right_part)
+        if left_part:
+            left_part.reverse()
+            base = tuple(left_part) + base
+        return base
 
     def side_of(self, seat: int) -> int:
         return seat % 2 if self.partnerships else seat
@@ -314,14 +426,12 @@ class Board:
         ClockViolation, InvalidArgument), raised with the board unchanged. `end` None: the
         one end the tile fits (END_REQUIRED when it fits both); `at_ms` the command's time,
         required in a clocked match only."""
+        # `mover` is the seat to play while the hand is being played on a line, else None.
         if (
-            self.on_line
+            type(seat) is int
+            and seat == self.mover
             and not self.clocks
-            and type(seat) is int
-            and seat == self.turn
             and type(tile) is Tile
-            and not self.hand_over
-            and self.phase is PLAYING
             and self.masks[seat] & tile.bit
             and (self.must_play is None or self.must_play is tile)
         ):
@@ -725,7 +835,8 @@ class Board:
             self.played_row = _played_row(number)
             self.attempt = attempt
             self.held = list(hands)
-            self.nones = [0] * len(hands)
+            self._nones = [0] * len(hands)
+            self.base = None
             masks = self.masks = [sum(map(_bit, h)) for h in hands]  # a deal's tiles are distinct
             self.boneyard = boneyard
             self.drawn = 0
