@@ -50,6 +50,7 @@ from .hubs import (
     sse,
     to_json,
 )
+from .limits import ClientLimits, Limited, Limiter, limiter_of
 
 log = logging.getLogger("bergen.web")
 
@@ -200,7 +201,8 @@ def _seq(text: str | None) -> int | None:
 
 def _error(status: int, message: str, **extra: str) -> JSONResponse:
     """An error's JSON: `error`, the words; `code`, the gRPC status upstream, or BAD_REQUEST
-    (refused here) or GATEWAY_BUSY (this gateway at one of its limits)."""
+    (refused here), GATEWAY_BUSY (this gateway at one of its limits) or CLIENT_LIMIT (this
+    client at one of its own)."""
     return JSONResponse({"error": message, **extra}, status_code=status, headers=SECURITY_HEADERS)
 
 
@@ -242,6 +244,10 @@ def _handled(
         except Busy as e:
             response = _error(503, str(e), code="GATEWAY_BUSY")
             response.headers["Retry-After"] = "2"
+            return response
+        except Limited as e:
+            response = _error(429, str(e), code="CLIENT_LIMIT")
+            response.headers["Retry-After"] = str(e.retry_after)
             return response
 
     return wrapped
@@ -576,7 +582,9 @@ async def match_events(request: Request) -> Response:
     match_id = _id(request)
     after = _resume_point(request)
     gw = gateway_of(request)
-    hub, sub = await gw.matches.subscribe(match_id)
+    limiter = limiter_of(request)
+    lease = limiter.open_stream(limiter.client(request), f"match:{match_id}")
+    hub, sub = await gw.matches.subscribe(match_id, lease.release)
     return MatchStream(gw, hub, sub, after, match_id)
 
 
@@ -585,7 +593,9 @@ async def tournament_events(request: Request) -> Response:
     live scores included, which change within a version), and `end` once it has ended."""
     tid = _id(request)
     gw = gateway_of(request)
-    hub, sub = await gw.tournaments.subscribe(tid)
+    limiter = limiter_of(request)
+    lease = limiter.open_stream(limiter.client(request), f"tournament:{tid}")
+    hub, sub = await gw.tournaments.subscribe(tid, lease.release)
 
     async def body() -> AsyncIterator[bytes]:
         try:
@@ -680,8 +690,10 @@ def create_app(
     coalesce_s: float = COALESCE_S,
     max_tournaments: int = MAX_TOURNAMENTS,
     live_scores_s: float = LIVE_SCORES_S,
+    client_limits: ClientLimits | None = None,
 ) -> Starlette:
-    """The gateway to the game server at `endpoint`."""
+    """The gateway to the game server at `endpoint`, each client held to `client_limits`
+    (`app.state.limits`)."""
     target = endpoint if isinstance(endpoint, Endpoint) else Endpoint(endpoint)
 
     @contextlib.asynccontextmanager
@@ -734,4 +746,6 @@ def create_app(
         Route("/favicon.ico", _favicon()),
         Mount("/static", _StaticWithHeaders(directory=str(static))),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.limits = Limiter(client_limits or ClientLimits())
+    return app
