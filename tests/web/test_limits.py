@@ -199,7 +199,6 @@ def test_the_spend_decorator_refuses_a_handler_once_its_client_has_spent() -> No
         calls.append(request.client.host if request.client else "")
         return JSONResponse({})
 
-
     asyncio.run(create(request_from("192.0.2.1", app=App)))
     with pytest.raises(Limited):
         asyncio.run(create(request_from("192.0.2.1", app=App)))
