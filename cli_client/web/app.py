@@ -407,11 +407,22 @@ async def _pack(gw: Gateway, tid: str) -> Response:
 # --- Server-Sent Events --------------------------------------------------------------------
 
 
-def _stream(body: AsyncIterator[bytes]) -> StreamingResponse:
-    headers = dict(SECURITY_HEADERS)
-    headers["Cache-Control"] = "no-store"
-    headers["X-Accel-Buffering"] = "no"
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+class _Stream(StreamingResponse):
+    """An event stream that calls `done` once it is over, whether or not its body ever ran
+    (a client gone before its first byte leaves its finally unrun)."""
+
+    def __init__(self, body: AsyncIterator[bytes], done: Callable[[], None]) -> None:
+        headers = dict(SECURITY_HEADERS)
+        headers["Cache-Control"] = "no-store"
+        headers["X-Accel-Buffering"] = "no"
+        self._done = done
+        super().__init__(body, media_type="text/event-stream", headers=headers)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._done()
 
 
 def _resume_point(request: Request) -> int:
@@ -532,7 +543,11 @@ class MatchStream(StreamingResponse):
         extensions = scope.get("extensions") or {}
         transport = extensions.get(TRANSPORT_EXTENSION)
         if transport is None or scope.get("method") != "GET":
-            await super().__call__(scope, receive, send)
+            try:
+                await super().__call__(scope, receive, send)
+            finally:
+                # Also when the body never started (the client went first): its places back.
+                self.gw.matches.unsubscribe(self.hub, self.sub)
             return
         hub, sub, gw = self.hub, self.sub, self.gw
 
@@ -623,7 +638,7 @@ async def tournament_events(request: Request) -> Response:
         finally:
             gw.tournaments.unsubscribe(hub, sub)
 
-    return _stream(body())
+    return _Stream(body(), lambda: gw.tournaments.unsubscribe(hub, sub))
 
 
 async def health(request: Request) -> Response:
