@@ -167,7 +167,8 @@ class ComputerSeats:
                     ) from e
                 taken.append(seat)
                 self._start(bot)
-            log.info("match %s: the computer plays seats %s (%s)", match_id, taken, policy)
+            seats = ", ".join(str(seat + 1) for seat in taken)
+            log.info("match %s: the computer plays seats %s (%s)", match_id, seats, policy)
             return taken
 
     def _join(self, bot: ComputerSeat) -> None:

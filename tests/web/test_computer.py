@@ -6,6 +6,7 @@ taken) past the gateway's bound or the match's free seats."""
 from __future__ import annotations
 
 import json
+import logging
 import random
 import stat
 import time
@@ -69,12 +70,16 @@ def wait_until(predicate: object, what: str, timeout: float = 30.0) -> None:
 
 
 def test_two_bots_fill_a_three_seat_match_and_play_it_to_its_end_with_a_person(
-    server: ServerProcess, client: Client, tmp_path: Path
+    server: ServerProcess, client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="bergen")
     link = seated_person(client, 3, "person and two bots")
     computer = ComputerSeats(server.target, tmp_path)
     try:
         assert computer.fill(link.match_id, 2, "greedy") == [1, 2]
+        tokens = [str(s["token"]) for s in written(computer)]
+        assert len(tokens) == 2 and all(len(t) >= 32 for t in tokens)
+        assert not any(t in repr(computer.playing) for t in tokens)
         assert stat.S_IMODE(computer.path.stat().st_mode) == 0o600
         assert {(s["seat"], s["policy"]) for s in written(computer)} == {
             (1, "greedy"),
@@ -90,6 +95,8 @@ def test_two_bots_fill_a_three_seat_match_and_play_it_to_its_end_with_a_person(
         # Each bot forgets its seat (and the file its token) once the match has ended.
         wait_until(lambda: not computer.playing, "the bots let their seats go")
         assert written(computer) == []
+        assert "computer plays seats 2, 3 (greedy)" in caplog.text
+        assert not any(t in caplog.text for t in tokens)  # no token in any log line
     finally:
         link.close()
         computer.close()
