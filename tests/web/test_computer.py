@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e.servers import ServerProcess
+from e2e.servers import ServerFarm, ServerProcess
 
 from bergen.cli_client.client import Client
 from bergen.cli_client.seat import SeatLink, run_seat
@@ -27,6 +27,8 @@ from bergen.cli_client.web.computer import (
 from bergen.domain.montecarlo import decider
 from bergen.domain.state import ENDED
 from bergen.v1 import bergen_pb2 as pb
+
+from .gateway import start_gateway
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300, method="signal")]
 
@@ -157,3 +159,22 @@ def test_too_many_bots_are_refused_with_no_seat_taken(
     finally:
         link.close()
         computer.close()
+
+
+def test_bergen_web_plays_on_the_seats_another_gateway_left_in_its_state_folder(
+    server: ServerProcess, client: Client, module_farm: ServerFarm, tmp_path: Path
+) -> None:
+    link = seated_person(client, 2, "handed over")
+    before = ComputerSeats(server.target, tmp_path)
+    try:
+        assert before.fill(link.match_id, 1, "greedy") == [1]
+    finally:
+        before.close()  # a gateway stopped with the match just begun
+    gw = start_gateway(server.target, module_farm.workdir, "--state-dir", str(tmp_path))
+    try:
+        play_to_the_end(link)  # the real gateway's bot plays seat 2
+        wait_until(lambda: written(before) == [], "the gateway let the seat go")
+    finally:
+        link.close()
+        assert gw.stop() == 0, gw.log()
+    assert "resumed 1 computer seats" in gw.log() and "Traceback" not in gw.log()
