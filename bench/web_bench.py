@@ -278,7 +278,8 @@ def gateway(
     script = Path(sys.executable).with_name("bergen")
     prefix = [str(script)] if script.exists() else [sys.executable, "-m", "bergen.cli_client"]
     command = [*prefix, "web", "--server", server_target, "--listen", "127.0.0.1:0",
-               "--port-file", str(port_file), "--max-streams", str(max_streams)]  # fmt: skip
+               "--port-file", str(port_file), "--max-streams", str(max_streams),
+               "--client-streams", str(max_streams)]  # fmt: skip
     command += options
     proc: subprocess.Popen[bytes] = launch_server("web", command, folder)
     try:

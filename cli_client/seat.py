@@ -368,19 +368,27 @@ def start_bot(
     settings: Settings,
     rng: random.Random,
     on_error: Callable[[BaseException], None] | None = None,
+    *,
+    link: SeatLink | None = None,
+    on_done: Callable[[], None] | None = None,
 ) -> threading.Thread:
-    """Run a bot in a daemon thread; `on_error` gets what made it stop early."""
+    """Run a bot in a daemon thread; `on_error` gets what made it stop early, `on_done` is
+    called once its match has ended. It plays through `link` (default: a new one for its
+    seat), which the caller may close to stop it (`on_error` then gets BotFailed)."""
+    seat_link = link or SeatLink(client, match_id, bot.seat, bot.token)
 
     def body() -> None:
-        link = SeatLink(client, match_id, bot.seat, bot.token)
         try:
-            link.start()
-            run_seat(link, seat_decider(bot.policy, settings, link.clock), rng)
+            seat_link.start()
+            run_seat(seat_link, seat_decider(bot.policy, settings, seat_link.clock), rng)
         except BaseException as e:  # reported to the caller, who decides
             if on_error is not None:
                 on_error(e)
+        else:
+            if on_done is not None:
+                on_done()
         finally:
-            link.close()
+            seat_link.close()
 
     thread = threading.Thread(target=body, name=f"bot-{match_id}-{bot.seat}", daemon=True)
     thread.start()

@@ -50,6 +50,7 @@ from .hubs import (
     sse,
     to_json,
 )
+from .limits import ClientLimits, Limited, Limiter, limiter_of
 
 log = logging.getLogger("bergen.web")
 
@@ -200,7 +201,8 @@ def _seq(text: str | None) -> int | None:
 
 def _error(status: int, message: str, **extra: str) -> JSONResponse:
     """An error's JSON: `error`, the words; `code`, the gRPC status upstream, or BAD_REQUEST
-    (refused here) or GATEWAY_BUSY (this gateway at one of its limits)."""
+    (refused here), GATEWAY_BUSY (this gateway at one of its limits) or CLIENT_LIMIT (this
+    client at one of its own)."""
     return JSONResponse({"error": message, **extra}, status_code=status, headers=SECURITY_HEADERS)
 
 
@@ -242,6 +244,10 @@ def _handled(
         except Busy as e:
             response = _error(503, str(e), code="GATEWAY_BUSY")
             response.headers["Retry-After"] = "2"
+            return response
+        except Limited as e:
+            response = _error(429, str(e), code="CLIENT_LIMIT")
+            response.headers["Retry-After"] = str(e.retry_after)
             return response
 
     return wrapped
@@ -401,11 +407,22 @@ async def _pack(gw: Gateway, tid: str) -> Response:
 # --- Server-Sent Events --------------------------------------------------------------------
 
 
-def _stream(body: AsyncIterator[bytes]) -> StreamingResponse:
-    headers = dict(SECURITY_HEADERS)
-    headers["Cache-Control"] = "no-store"
-    headers["X-Accel-Buffering"] = "no"
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+class _Stream(StreamingResponse):
+    """An event stream that calls `done` once it is over, whether or not its body ever ran
+    (a client gone before its first byte leaves its finally unrun)."""
+
+    def __init__(self, body: AsyncIterator[bytes], done: Callable[[], None]) -> None:
+        headers = dict(SECURITY_HEADERS)
+        headers["Cache-Control"] = "no-store"
+        headers["X-Accel-Buffering"] = "no"
+        self._done = done
+        super().__init__(body, media_type="text/event-stream", headers=headers)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._done()
 
 
 def _resume_point(request: Request) -> int:
@@ -526,7 +543,11 @@ class MatchStream(StreamingResponse):
         extensions = scope.get("extensions") or {}
         transport = extensions.get(TRANSPORT_EXTENSION)
         if transport is None or scope.get("method") != "GET":
-            await super().__call__(scope, receive, send)
+            try:
+                await super().__call__(scope, receive, send)
+            finally:
+                # Also when the body never started (the client went first): its places back.
+                self.gw.matches.unsubscribe(self.hub, self.sub)
             return
         hub, sub, gw = self.hub, self.sub, self.gw
 
@@ -576,7 +597,9 @@ async def match_events(request: Request) -> Response:
     match_id = _id(request)
     after = _resume_point(request)
     gw = gateway_of(request)
-    hub, sub = await gw.matches.subscribe(match_id)
+    limiter = limiter_of(request)
+    lease = limiter.open_stream(limiter.client(request), f"match:{match_id}")
+    hub, sub = await gw.matches.subscribe(match_id, lease.release)
     return MatchStream(gw, hub, sub, after, match_id)
 
 
@@ -585,7 +608,9 @@ async def tournament_events(request: Request) -> Response:
     live scores included, which change within a version), and `end` once it has ended."""
     tid = _id(request)
     gw = gateway_of(request)
-    hub, sub = await gw.tournaments.subscribe(tid)
+    limiter = limiter_of(request)
+    lease = limiter.open_stream(limiter.client(request), f"tournament:{tid}")
+    hub, sub = await gw.tournaments.subscribe(tid, lease.release)
 
     async def body() -> AsyncIterator[bytes]:
         try:
@@ -613,7 +638,7 @@ async def tournament_events(request: Request) -> Response:
         finally:
             gw.tournaments.unsubscribe(hub, sub)
 
-    return _stream(body())
+    return _Stream(body(), lambda: gw.tournaments.unsubscribe(hub, sub))
 
 
 async def health(request: Request) -> Response:
@@ -680,8 +705,10 @@ def create_app(
     coalesce_s: float = COALESCE_S,
     max_tournaments: int = MAX_TOURNAMENTS,
     live_scores_s: float = LIVE_SCORES_S,
+    client_limits: ClientLimits | None = None,
 ) -> Starlette:
-    """The gateway to the game server at `endpoint`."""
+    """The gateway to the game server at `endpoint`, each client held to `client_limits`
+    (`app.state.limits`)."""
     target = endpoint if isinstance(endpoint, Endpoint) else Endpoint(endpoint)
 
     @contextlib.asynccontextmanager
@@ -734,4 +761,6 @@ def create_app(
         Route("/favicon.ico", _favicon()),
         Mount("/static", _StaticWithHeaders(directory=str(static))),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.limits = Limiter(client_limits or ClientLimits())
+    return app

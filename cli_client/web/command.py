@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+from pathlib import Path
 from typing import Any
 
 from bergen.api.exit_status import ExitStatus
@@ -14,7 +15,9 @@ from bergen.api.helptext import HelpFormatter
 from bergen.cli_client.connect import BadConnectionOption, add_server_option, endpoint_of
 from bergen.cli_client.usage import examples, fail
 
+from .computer import MAX_BOTS
 from .hubs import COALESCE_S
+from .limits import CLIENT_FOLLOWED, CLIENT_STREAMS, CREATES_PER_MINUTE, JOINS_PER_MINUTE
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 NEEDED = ("starlette", "uvicorn")
@@ -70,6 +73,57 @@ def add_parser(sub: Any) -> None:
         help="matches followed at once, one upstream stream each (default 12)",
     )
     p.add_argument(
+        "--client-streams",
+        type=int,
+        default=CLIENT_STREAMS,
+        metavar="N",
+        help="event streams one client may hold open at once (more are answered 429; "
+        "default %(default)s)",
+    )
+    p.add_argument(
+        "--client-follows",
+        type=int,
+        default=CLIENT_FOLLOWED,
+        metavar="N",
+        help="matches and tournaments one client may follow at once (more are answered 429; "
+        "default %(default)s)",
+    )
+    p.add_argument(
+        "--client-creates",
+        type=int,
+        default=CREATES_PER_MINUTE,
+        metavar="N",
+        help="matches and tournaments one client may create a minute (default %(default)s)",
+    )
+    p.add_argument(
+        "--client-joins",
+        type=int,
+        default=JOINS_PER_MINUTE,
+        metavar="N",
+        help="seats and registrations one client may take a minute (default %(default)s)",
+    )
+    p.add_argument(
+        "--trust-proxy",
+        action="store_true",
+        help="take each client from the last X-Forwarded-For address, as a reverse proxy in "
+        "front of the gateway sets it; only behind such a proxy (else any client names "
+        "itself; default: the remote address)",
+    )
+    p.add_argument(
+        "--max-bots",
+        type=int,
+        default=MAX_BOTS,
+        metavar="N",
+        help="seats the computer plays at once, as bots in the gateway's process "
+        "(default %(default)s; 0: none)",
+    )
+    p.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where the gateway keeps its computer seats, to play them on after a restart "
+        "(default: $BERGEN_STATE_DIR, else ~/.local/state/bergen)",
+    )
+    p.add_argument(
         "--coalesce-ms",
         type=int,
         default=round(COALESCE_S * 1000),
@@ -100,12 +154,21 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.max_streams < 1 or args.max_matches < 1:
         return fail("web", "--max-streams and --max-matches must be at least 1", ExitStatus.USAGE)
+    limits = (args.client_streams, args.client_follows, args.client_creates, args.client_joins)
+    if min(limits) < 1 or args.max_bots < 0:
+        return fail(
+            "web",
+            "--client-streams, --client-follows, --client-creates and --client-joins must be "
+            "at least 1, and --max-bots at least 0",
+            ExitStatus.USAGE,
+        )
     if not 0 <= args.coalesce_ms <= 1000 or not 0 <= args.nice <= 19:
         return fail("web", "--coalesce-ms must be 0-1000 and --nice 0-19", ExitStatus.USAGE)
     try:
         endpoint = endpoint_of(args)
     except BadConnectionOption as e:
         return fail("web", str(e), ExitStatus.USAGE)
+    from .limits import ClientLimits
     from .serve import serve
 
     host, port = args.listen
@@ -118,4 +181,12 @@ def run(args: argparse.Namespace) -> int:
         max_matches=args.max_matches,
         coalesce_s=args.coalesce_ms / 1000,
         nice=args.nice,
+        client_limits=ClientLimits(
+            streams=args.client_streams,
+            followed=args.client_follows,
+            per_minute={"create": args.client_creates, "join": args.client_joins},
+            trust_proxy=args.trust_proxy,
+        ),
+        max_bots=args.max_bots,
+        state_dir=Path(args.state_dir) if args.state_dir else None,
     )

@@ -144,6 +144,14 @@ class Subscriber:
         """A direct match subscriber's last seq written."""
         self.done = asyncio.Event()
         """A direct subscriber's stream is over (ended, dropped, or its client gone)."""
+        self.on_release: Callable[[], None] | None = None
+        """Called once when the subscriber is let go (its client's place given back)."""
+
+    def release(self) -> None:
+        """Call `on_release`, the first time only."""
+        on_release, self.on_release = self.on_release, None
+        if on_release is not None:
+            on_release()
 
     def go_direct(self, transport: Transport, sent: int) -> None:
         """From now on the hub writes to `transport` (the queue is empty and stays so)."""
@@ -270,10 +278,18 @@ class Registry(Generic[H]):
         if self.hubs.get(hub.key) is hub:
             del self.hubs[hub.key]
 
-    async def subscribe(self, key: str) -> tuple[H, Subscriber]:
-        """A subscriber of `key`'s hub (started if needed), once the hub has its first view.
-        Raises Busy or Gone."""
-        self._counter.acquire()
+    async def subscribe(
+        self, key: str, on_release: Callable[[], None] | None = None
+    ) -> tuple[H, Subscriber]:
+        """A subscriber of `key`'s hub (started if needed), once the hub has its first view;
+        `on_release` is called once it is let go (unsubscribed, or refused here). Raises Busy
+        or Gone."""
+        try:
+            self._counter.acquire()
+        except BaseException:
+            if on_release is not None:
+                on_release()
+            raise
         try:
             hub = self.hubs.get(key)
             if hub is None or hub.ended:
@@ -283,9 +299,12 @@ class Registry(Generic[H]):
                 self.hubs[key] = hub
                 hub.task = asyncio.create_task(hub._guarded(), name=f"hub {key}")
             sub = Subscriber()
+            sub.on_release = on_release
             hub.subscribers.add(sub)
         except BaseException:
             self._counter.release()
+            if on_release is not None:
+                on_release()
             raise
         try:
             await hub.ready.wait()
@@ -298,6 +317,7 @@ class Registry(Generic[H]):
         return hub, sub
 
     def unsubscribe(self, hub: Hub, sub: Subscriber) -> None:
+        sub.release()
         if sub in hub.subscribers:
             hub.subscribers.discard(sub)
             self._counter.release()

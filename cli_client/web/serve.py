@@ -15,10 +15,13 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from bergen.api.exit_status import ExitStatus
+from bergen.api.state import state_dir as default_state_dir
 from bergen.cli_client.connect import Endpoint
 from bergen.cli_client.usage import fail
 
 from .app import TRANSPORT_EXTENSION, create_app
+from .computer import MAX_BOTS, ComputerSeats
+from .limits import ClientLimits
 
 SHUTDOWN_GRACE_S = 2
 
@@ -55,7 +58,13 @@ def serve(
     max_matches: int = 12,
     coalesce_s: float = 0.0,
     nice: int = 0,
+    client_limits: ClientLimits | None = None,
+    max_bots: int = MAX_BOTS,
+    state_dir: Path | None = None,
 ) -> int:
+    """Serve the gateway until SIGTERM or SIGINT, each client held to `client_limits`, the
+    computer's seats (at most `max_bots`) played from this process and kept in `state_dir`
+    (default: the user's state folder) for the next start to play on."""
     logging.basicConfig(
         level=os.environ.get("BERGEN_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
@@ -72,8 +81,19 @@ def serve(
     if nice:
         os.nice(nice)  # the game server on the same machine comes first
     app = create_app(
-        endpoint, max_streams=max_streams, max_matches=max_matches, coalesce_s=coalesce_s
+        endpoint,
+        max_streams=max_streams,
+        max_matches=max_matches,
+        coalesce_s=coalesce_s,
+        client_limits=client_limits,
     )
+    computer = ComputerSeats(endpoint, state_dir or default_state_dir(), max_bots=max_bots)
+    app.state.computer = computer
+    try:
+        computer.resume()
+    except (OSError, ValueError) as e:
+        computer.close()
+        return fail("web", f"cannot read the computer's seats: {e}", ExitStatus.ERROR)
     config = uvicorn.Config(
         app,
         http=_Protocol,
@@ -82,6 +102,9 @@ def serve(
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
         backlog=2048,
         lifespan="on",
+        # uvicorn would believe X-Forwarded-For from 127.0.0.1 by default: whom a request
+        # counts against is `--trust-proxy`'s to say (limits.client_of), and no one else's.
+        proxy_headers=False,
     )
     server = _Server(config)
 
@@ -100,5 +123,8 @@ def serve(
                 tmp.replace(port_file)
         await task
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        computer.close()
     return ExitStatus.SUCCESS

@@ -74,6 +74,8 @@ def start_gateway(server_target: str, workdir: Path, *extra: str) -> Gateway:
     port_file = workdir / f"web-{tag}.port"
     log_path = workdir / f"web-{tag}.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("BERGEN_")}
+    # The computer's seats in a folder of the test's, never the user's own.
+    env["BERGEN_STATE_DIR"] = str(workdir / f"web-{tag}-state")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [
@@ -118,10 +120,22 @@ class EventStream:
     byte received."""
 
     def __init__(
-        self, gateway: Gateway, path: str, last_event_id: str | None = None, timeout: float = 20
+        self,
+        gateway: Gateway,
+        path: str,
+        last_event_id: str | None = None,
+        timeout: float = 20,
+        source: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=timeout)
-        headers = {"Accept": "text/event-stream"}
+        """Open `path`; from the loopback address `source` (another client) when given."""
+        self.conn = http.client.HTTPConnection(
+            "127.0.0.1",
+            gateway.port,
+            timeout=timeout,
+            source_address=None if source is None else (source, 0),
+        )
+        headers = {"Accept": "text/event-stream", **(headers or {})}
         if last_event_id is not None:
             headers["Last-Event-ID"] = last_event_id
         self.conn.request("GET", path, headers=headers)

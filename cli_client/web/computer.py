@@ -1,0 +1,280 @@
+"""Seats the computer plays: bots that `bergen web` runs for the matches its players create.
+
+Each bot is an ordinary client of the game server, as `bergen bots` runs them: it takes a free
+seat through JoinMatch with a token made for it, and then holds that token only, so it sees
+what its seat may see and nothing more (`seat.start_bot`, one thread per seat). The bots run
+in the gateway's own process, on one gRPC channel of their own, so that a gateway needs no
+second program next to it; `max_bots` bounds them (each Monte Carlo decision takes CPU from
+the gateway's streams).
+
+Each seat (match, seat, token, policy, name) is written, before its JoinMatch is sent, to a
+file under the gateway's state folder that only its owner may read (0600), and forgotten once
+its match has ended: a gateway restarted mid-match plays its seats on (`resume`), and a join
+whose answer was lost is sent again with the same token, which the server answers with the
+same seat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import random
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from bergen.api.state import address_key
+from bergen.domain.montecarlo import POLICY_NAMES, Settings
+from bergen.v1 import bergen_pb2 as pb
+
+from ..client import Client, new_token
+from ..connect import Endpoint, describe_error
+from ..seat import BotSeat, SeatLink, start_bot
+
+log = logging.getLogger("bergen.web.computer")
+
+MAX_BOTS = 64
+"""Seats the computer plays at once through one gateway (`bergen web --max-bots`)."""
+SEATS_FILE = "computer-seats-{server}.json"
+"""The file of one game server's computer seats in the state folder (`address_key`)."""
+FORMAT = "bergen-computer-seats/1"
+STOP_S = 5.0
+"""How long `close` waits for the bots to stop."""
+MATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+
+
+class ComputerSeatsError(Exception):
+    """A fill refused before any seat was taken."""
+
+
+class TooManyBots(ComputerSeatsError):
+    """The gateway already plays (or would play) more seats than `max_bots`."""
+
+
+class NoFreeSeats(ComputerSeatsError):
+    """The match has fewer free seats than asked for, or no longer seats players."""
+
+
+class SeatingFailed(Exception):
+    """A join failed after the check: `seats` were taken (and are played), the rest not."""
+
+    def __init__(self, message: str, seats: list[int]) -> None:
+        super().__init__(message)
+        self.seats = seats
+
+
+@dataclass(frozen=True)
+class ComputerSeat:
+    """One seat the computer plays: what a restarted gateway needs to play it on."""
+
+    match_id: str
+    seat: int
+    token: str
+    policy: str
+    name: str
+
+    def __repr__(self) -> str:  # never the token, wherever a seat is printed
+        return f"ComputerSeat({self.match_id!r}, seat={self.seat}, policy={self.policy!r})"
+
+
+def computer_name(seat: int, policy: str) -> str:
+    """A computer seat's display name, its seat counted from 1 as people read it."""
+    return f"computer {seat + 1} ({policy})"
+
+
+class ComputerSeats:
+    """Bots the gateway plays for computer-filled seats, in its own process.
+
+    `fill` blocks on the game server: call it from a thread (`asyncio.to_thread`) in an
+    async handler.
+    """
+
+    def __init__(
+        self,
+        target: Endpoint | str,
+        state_dir: Path,
+        *,
+        max_bots: int = MAX_BOTS,
+        settings: Settings | None = None,
+    ) -> None:
+        self.max_bots = max_bots
+        self.settings = settings or Settings()
+        self.path = Path(state_dir) / SEATS_FILE.format(server=address_key(str(target)))
+        self._client = Client(target)
+        self._lock = threading.Lock()
+        self._seats: dict[tuple[str, int], ComputerSeat] = {}
+        self._links: dict[tuple[str, int], SeatLink] = {}
+        self._threads: list[threading.Thread] = []
+        self._closing = False
+
+    @property
+    def playing(self) -> list[ComputerSeat]:
+        """The seats the computer holds now, their matches not yet ended."""
+        with self._lock:
+            return list(self._seats.values())
+
+    def fill(self, match_id: str, count: int, policy: str) -> list[int]:
+        """Take `count` free seats of `match_id` (the lowest first) with bots of `policy`,
+        and play them. Returns the seats taken (counted from 0).
+
+        Raises ValueError (an unknown policy, a count under 1, not a match id), TooManyBots,
+        NoFreeSeats (both before any seat is taken), grpc.RpcError (reading the match),
+        SeatingFailed (a join refused after the check, say a person took the seat first:
+        the seats taken before it are played all the same, never left idle)."""
+        if policy not in POLICY_NAMES:
+            raise ValueError(f"the policy is one of {', '.join(POLICY_NAMES)}, not {policy!r}")
+        if count < 1:
+            raise ValueError("the computer fills at least one seat")
+        if not MATCH_ID.fullmatch(match_id):
+            raise ValueError("not a match id")
+        with self._lock:  # one fill at a time: the seats counted are the seats taken
+            if self._closing:
+                raise ComputerSeatsError("the gateway is stopping")
+            if len(self._seats) + count > self.max_bots:
+                raise TooManyBots(
+                    f"the gateway plays at most {self.max_bots} seats at once and plays "
+                    f"{len(self._seats)}: {count} more is too many"
+                )
+            view = self._client.get_match(match_id)
+            free = [s.seat for s in view.seats if not s.taken]
+            if view.phase != pb.PHASE_SEATING or count > len(free):
+                raise NoFreeSeats(
+                    f"match {match_id} has {len(free) if view.phase == pb.PHASE_SEATING else 0}"
+                    f" free seats, not {count}"
+                )
+            taken: list[int] = []
+            for seat in free[:count]:
+                bot = ComputerSeat(match_id, seat, new_token(), policy, computer_name(seat, policy))
+                self._seats[(match_id, seat)] = bot
+                self._save()  # before the join: a gateway stopped meanwhile still knows it
+                try:
+                    self._join(bot)
+                except grpc.RpcError as e:
+                    del self._seats[(match_id, seat)]
+                    self._save()
+                    raise SeatingFailed(
+                        f"match {match_id}: the computer took seats "
+                        f"{[s + 1 for s in taken] or 'none'} but not seat {seat + 1}: "
+                        f"{describe_error(e)}",
+                        taken,
+                    ) from e
+                taken.append(seat)
+                self._start(bot)
+            seats = ", ".join(str(seat + 1) for seat in taken)
+            log.info("match %s: the computer plays seats %s (%s)", match_id, seats, policy)
+            return taken
+
+    def _join(self, bot: ComputerSeat) -> None:
+        """Take the bot's seat with its token (sent again, with it, after a passing error).
+        Raises grpc.RpcError."""
+        request = pb.JoinMatchRequest(
+            match_id=bot.match_id, seat=bot.seat, name=bot.name, seat_token=bot.token
+        )
+        self._client.call("JoinMatch", request)
+
+    def resume(self) -> list[ComputerSeat]:
+        """Play on every seat written by an earlier gateway on this state folder (after a
+        restart); returns them. A seat whose match has ended is forgotten once seen so."""
+        seats = self._load()
+        with self._lock:
+            for bot in seats:
+                key = (bot.match_id, bot.seat)
+                if key in self._seats:
+                    continue
+                self._seats[key] = bot
+                self._start(bot)
+        if seats:
+            log.info("resumed %d computer seats", len(seats))
+        return seats
+
+    def close(self) -> None:
+        """Stop every bot (their seats stay written, for `resume`) and the channel."""
+        with self._lock:
+            self._closing = True
+            links = list(self._links.values())
+            threads = list(self._threads)
+        for link in links:
+            link.close()
+        deadline = time.monotonic() + STOP_S
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._client.close()
+
+    # --- the bots ------------------------------------------------------------------------
+
+    def _start(self, bot: ComputerSeat) -> None:
+        """Play `bot` in its own thread (under `_lock`)."""
+        key = (bot.match_id, bot.seat)
+        link = SeatLink(self._client, bot.match_id, bot.seat, bot.token)
+        self._links[key] = link
+        self._threads = [t for t in self._threads if t.is_alive()]
+        self._threads.append(
+            start_bot(
+                self._client,
+                bot.match_id,
+                BotSeat(bot.seat, bot.token, bot.policy, bot.name),
+                self.settings,
+                random.Random(),
+                lambda e: self._failed(bot, e),
+                link=link,
+                on_done=lambda: self._forget(bot),
+            )
+        )
+
+    def _failed(self, bot: ComputerSeat, error: BaseException) -> None:
+        with self._lock:
+            if self._closing:
+                return  # stopped with the gateway: kept for the next one
+        why = describe_error(error) if isinstance(error, grpc.RpcError) else str(error)
+        log.warning("match %s: computer seat %d stopped: %s", bot.match_id, bot.seat + 1, why)
+        self._forget(bot)
+
+    def _forget(self, bot: ComputerSeat) -> None:
+        with self._lock:
+            key = (bot.match_id, bot.seat)
+            if self._seats.get(key) == bot:
+                del self._seats[key]
+                self._links.pop(key, None)
+                self._save()
+
+    # --- the file -------------------------------------------------------------------------
+
+    def _save(self) -> None:
+        """Write the seats (under `_lock`): owner-only, replaced at once."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        body = {"format": FORMAT, "seats": [asdict(s) for s in self._seats.values()]}
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, json.dumps(body, indent=1).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+
+    def _load(self) -> list[ComputerSeat]:
+        """The seats written in the file (none without one). Raises ValueError for a file
+        that is not one of these."""
+        try:
+            data: Any = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return []
+        with contextlib.suppress(OSError):
+            self.path.chmod(0o600)
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"{self.path} is not a file of computer seats")
+        seats = []
+        for item in data.get("seats", []):
+            seat = ComputerSeat(**item)
+            if not MATCH_ID.fullmatch(seat.match_id) or seat.policy not in POLICY_NAMES:
+                raise ValueError(f"{self.path} names a seat it should not: {seat!r}")
+            seats.append(seat)
+        return seats
