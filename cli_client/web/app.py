@@ -680,8 +680,13 @@ def create_app(
     coalesce_s: float = COALESCE_S,
     max_tournaments: int = MAX_TOURNAMENTS,
     live_scores_s: float = LIVE_SCORES_S,
+    seal_key_file: str | None = None,
 ) -> Starlette:
-    """The gateway to the game server at `endpoint`."""
+    """The gateway to the game server at `endpoint`; its players' seats are sealed with the
+    key of `seal_key_file` (default: the state directory's, made when missing). Raises
+    OSError or ValueError for a seal key file that cannot be used."""
+    from .players import install  # the players' API builds on this module's helpers
+
     target = endpoint if isinstance(endpoint, Endpoint) else Endpoint(endpoint)
 
     @contextlib.asynccontextmanager
@@ -734,4 +739,6 @@ def create_app(
         Route("/favicon.ico", _favicon()),
         Mount("/static", _StaticWithHeaders(directory=str(static))),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.router.routes.extend(install(app, seal_key_file))
+    return app

@@ -55,6 +55,7 @@ def serve(
     max_matches: int = 12,
     coalesce_s: float = 0.0,
     nice: int = 0,
+    seal_key_file: str | None = None,
 ) -> int:
     logging.basicConfig(
         level=os.environ.get("BERGEN_LOG_LEVEL", "INFO").upper(),
@@ -71,9 +72,16 @@ def serve(
     bound = sock.getsockname()[1]
     if nice:
         os.nice(nice)  # the game server on the same machine comes first
-    app = create_app(
-        endpoint, max_streams=max_streams, max_matches=max_matches, coalesce_s=coalesce_s
-    )
+    try:
+        app = create_app(
+            endpoint,
+            max_streams=max_streams,
+            max_matches=max_matches,
+            coalesce_s=coalesce_s,
+            seal_key_file=seal_key_file,
+        )
+    except (OSError, ValueError) as e:
+        return fail("web", f"cannot use the seal key file: {e}", ExitStatus.ERROR)
     config = uvicorn.Config(
         app,
         http=_Protocol,
