@@ -118,10 +118,15 @@ class EventStream:
     byte received."""
 
     def __init__(
-        self, gateway: Gateway, path: str, last_event_id: str | None = None, timeout: float = 20
+        self,
+        gateway: Gateway,
+        path: str,
+        last_event_id: str | None = None,
+        timeout: float = 20,
+        extra_headers: dict[str, str] | None = None,
     ) -> None:
         self.conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=timeout)
-        headers = {"Accept": "text/event-stream"}
+        headers = {"Accept": "text/event-stream", **(extra_headers or {})}
         if last_event_id is not None:
             headers["Last-Event-ID"] = last_event_id
         self.conn.request("GET", path, headers=headers)
