@@ -351,11 +351,9 @@ def reason_of(e: grpc.aio.AioRpcError) -> str:
         except ValueError:
             break
         for detail in status.details:
-            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-                info = error_details_pb2.ErrorInfo()
-                detail.Unpack(info)
-                if info.reason:
-                    return info.reason
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info) and info.reason:
+                return info.reason
     return e.code().name
 
 
