@@ -53,6 +53,9 @@ from .hubs import CALL_TIMEOUT_S, JSON, sse, to_json
 SEAL_KEY_NAME = "web-seal.key"
 """The seal key file's name in the state directory (`bergen web --seal-key-file` overrides)."""
 COOKIE_PREFIX = "bergen_seat_"
+MARK_PREFIX = "bergen_seated_"
+"""A cookie the page's script may read (it holds no secret, only "1"): this browser holds a
+seat in the match, so the match page asks for the seat's view instead of being refused it."""
 COOKIE_MAX_AGE_S = 30 * 86400
 CLAIM_TTL_S = 600
 """How long a code for another device may be claimed (once)."""
@@ -324,6 +327,14 @@ def _set_seat(request: Request, response: Response, held: Held) -> None:
         path=f"/api/play/matches/{held.match_id}",
         secure=request.url.scheme == "https",
         httponly=True,
+        samesite="strict",
+    )
+    response.set_cookie(
+        MARK_PREFIX + held.match_id,
+        "1",
+        max_age=COOKIE_MAX_AGE_S,
+        path="/match",
+        secure=request.url.scheme == "https",
         samesite="strict",
     )
 
