@@ -183,7 +183,7 @@ class Gateway:
     results: Results
 
 
-def _id(request: Request, name: str = "id") -> str:
+def checked_id(request: Request, name: str = "id") -> str:
     value = str(request.path_params.get(name, ""))
     if not ID.fullmatch(value):
         raise BadRequest(f"not an id: {name}")
@@ -199,7 +199,7 @@ def _seq(text: str | None) -> int | None:
     return int(text)
 
 
-def _error(status: int, message: str, **extra: str) -> JSONResponse:
+def error_answer(status: int, message: str, **extra: str) -> JSONResponse:
     """An error's JSON: `error`, the words; `code`, the gRPC status upstream, or BAD_REQUEST
     (refused here), GATEWAY_BUSY (this gateway at one of its limits) or CLIENT_LIMIT (this
     client at one of its own)."""
@@ -216,7 +216,7 @@ def _rpc_error(e: grpc.aio.AioRpcError | Gone) -> JSONResponse:
     code = e.code if isinstance(e, Gone) else e.code()
     details = e.details if isinstance(e, Gone) else (e.details() or "")
     status = HTTP_OF.get(code, 502)
-    return _error(status, details[:300] or code.name.lower(), code=code.name)
+    return error_answer(status, details[:300] or code.name.lower(), code=code.name)
 
 
 def gateway_of(request: Request) -> Gateway:
@@ -228,7 +228,7 @@ async def _json_call(request: Request, name: str, message: Any) -> Any:
     return await gateway_of(request).upstream.call(name, message)
 
 
-def _handled(
+def handled(
     handler: Any,
 ) -> Any:
     async def wrapped(request: Request) -> Response:
@@ -236,17 +236,17 @@ def _handled(
             response: Response = await handler(request)
             return response
         except BadRequest as e:
-            return _error(400, str(e), code="BAD_REQUEST")
+            return error_answer(400, str(e), code="BAD_REQUEST")
         except grpc.aio.AioRpcError as e:
             return _rpc_error(e)
         except Gone as e:
             return _rpc_error(e)
         except Busy as e:
-            response = _error(503, str(e), code="GATEWAY_BUSY")
+            response = error_answer(503, str(e), code="GATEWAY_BUSY")
             response.headers["Retry-After"] = "2"
             return response
         except Limited as e:
-            response = _error(429, str(e), code="CLIENT_LIMIT")
+            response = error_answer(429, str(e), code="CLIENT_LIMIT")
             response.headers["Retry-After"] = str(e.retry_after)
             return response
 
@@ -316,20 +316,20 @@ TOURNAMENTS = Listing("ListTournaments", pb.ListTournamentsRequest, TOURNAMENT_P
 
 async def get_match(request: Request) -> Response:
     reply: pb.GetMatchResponse = await _json_call(
-        request, "GetMatch", pb.GetMatchRequest(match_id=_id(request))
+        request, "GetMatch", pb.GetMatchRequest(match_id=checked_id(request))
     )
     return _ok(to_json(reply.view))
 
 
 async def get_replay(request: Request) -> Response:
     after = _seq(request.query_params.get("after")) or 0
-    events, complete = await gateway_of(request).upstream.replay(_id(request), after)
+    events, complete = await gateway_of(request).upstream.replay(checked_id(request), after)
     body = {"events": [to_json(e) for e in events], "complete": complete}
     return _ok(body, max_age=3600 if complete else 0)
 
 
 async def get_record(request: Request) -> Response:
-    match_id = _id(request)
+    match_id = checked_id(request)
     reply: pb.GetRecordResponse = await _json_call(
         request, "GetRecord", pb.GetRecordRequest(match_id=match_id)
     )
@@ -347,13 +347,13 @@ async def server_info(request: Request) -> Response:
 
 async def get_tournament(request: Request) -> Response:
     reply: pb.GetTournamentResponse = await _json_call(
-        request, "GetTournament", pb.GetTournamentRequest(tournament_id=_id(request))
+        request, "GetTournament", pb.GetTournamentRequest(tournament_id=checked_id(request))
     )
     return _ok(to_json(reply.tournament))
 
 
 async def get_tournament_record(request: Request) -> Response:
-    tid = _id(request)
+    tid = checked_id(request)
     reply: pb.GetTournamentRecordResponse = await _json_call(
         request, "GetTournamentRecord", pb.GetTournamentRecordRequest(tournament_id=tid)
     )
@@ -367,7 +367,7 @@ async def get_tournament_pack(request: Request) -> Response:
     `bergen tournament export` writes it: the manifest the server signed
     (GetAuditManifest), the tournament's signed record and every table's signed match
     record, each checked against the manifest before anything is sent."""
-    tid = _id(request)
+    tid = checked_id(request)
     gw = gateway_of(request)
     if gw.packing.locked():
         raise Busy("the gateway is already packing the records of tournaments")
@@ -386,7 +386,7 @@ async def _pack(gw: Gateway, tid: str) -> Response:
     matches = []
     for match_id in played_matches(tournament):
         if not ID.fullmatch(match_id):
-            return _error(502, f"the server's record names a match id {match_id[:40]!r}")
+            return error_answer(502, f"the server's record names a match id {match_id[:40]!r}")
         rec: pb.GetRecordResponse = await gw.upstream.call(
             "GetRecord", pb.GetRecordRequest(match_id=match_id)
         )
@@ -394,7 +394,7 @@ async def _pack(gw: Gateway, tid: str) -> Response:
     try:
         files = served_pack(tournament, matches, json.loads(manifest.manifest_json))
     except ValueError as e:
-        return _error(502, f"the served records make no pack: {e}")
+        return error_answer(502, f"the served records make no pack: {e}")
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as pack:
         for path, data in files.items():
@@ -407,7 +407,7 @@ async def _pack(gw: Gateway, tid: str) -> Response:
 # --- Server-Sent Events --------------------------------------------------------------------
 
 
-class _Stream(StreamingResponse):
+class EventStream(StreamingResponse):
     """An event stream that calls `done` once it is over, whether or not its body ever ran
     (a client gone before its first byte leaves its finally unrun)."""
 
@@ -425,7 +425,7 @@ class _Stream(StreamingResponse):
             self._done()
 
 
-def _resume_point(request: Request) -> int:
+def resume_point(request: Request) -> int:
     """The seq to resume after: the browser's Last-Event-ID (sent on its own reconnects) wins
     over `?after=` (a reloaded page's last seq), else 0: from the first event."""
     last = _seq(request.headers.get("last-event-id"))
@@ -434,7 +434,7 @@ def _resume_point(request: Request) -> int:
     return _seq(request.query_params.get("after")) or 0
 
 
-async def _next(queue: asyncio.Queue[Item]) -> list[Item]:
+async def next_items(queue: asyncio.Queue[Item]) -> list[Item]:
     """The items queued now (waiting for one), so that a burst goes out in one write. The
     hubs queue a keepalive for every subscriber every KEEPALIVE_S."""
     items = [await queue.get()]
@@ -530,7 +530,7 @@ class MatchStream(StreamingResponse):
                 if sub.queue.empty() and hub.ended:
                     yield sse("end", {"ended": hub.error is None})
                     return
-                batch = await _next(sub.queue)
+                batch = await next_items(sub.queue)
                 out, sent, done = await _catch_up(gw, self.match_id, batch, sent)
                 if out:
                     yield b"".join(out)
@@ -594,8 +594,8 @@ class MatchStream(StreamingResponse):
 async def match_events(request: Request) -> Response:
     """The spectator's view, then every event after the resume point (each with `id:` its
     seq), a fresh view after each burst, and `end` once the match has ended."""
-    match_id = _id(request)
-    after = _resume_point(request)
+    match_id = checked_id(request)
+    after = resume_point(request)
     gw = gateway_of(request)
     limiter = limiter_of(request)
     lease = limiter.open_stream(limiter.client(request), f"match:{match_id}")
@@ -606,7 +606,7 @@ async def match_events(request: Request) -> Response:
 async def tournament_events(request: Request) -> Response:
     """The tournament's view now (`id:` its version), then again on each change (its tables'
     live scores included, which change within a version), and `end` once it has ended."""
-    tid = _id(request)
+    tid = checked_id(request)
     gw = gateway_of(request)
     limiter = limiter_of(request)
     lease = limiter.open_stream(limiter.client(request), f"tournament:{tid}")
@@ -623,7 +623,7 @@ async def tournament_events(request: Request) -> Response:
                 if sub.queue.empty() and hub.ended:
                     yield sse("end", {"ended": hub.error is None})
                     return
-                batch = await _next(sub.queue)
+                batch = await next_items(sub.queue)
                 for got in batch:
                     if got.kind == "tournament":
                         if got.data is not sent:  # the view sent first may be queued too
@@ -638,7 +638,7 @@ async def tournament_events(request: Request) -> Response:
         finally:
             gw.tournaments.unsubscribe(hub, sub)
 
-    return _Stream(body(), lambda: gw.tournaments.unsubscribe(hub, sub))
+    return EventStream(body(), lambda: gw.tournaments.unsubscribe(hub, sub))
 
 
 async def health(request: Request) -> Response:
@@ -706,9 +706,14 @@ def create_app(
     max_tournaments: int = MAX_TOURNAMENTS,
     live_scores_s: float = LIVE_SCORES_S,
     client_limits: ClientLimits | None = None,
+    seal_key_file: str | None = None,
 ) -> Starlette:
     """The gateway to the game server at `endpoint`, each client held to `client_limits`
-    (`app.state.limits`)."""
+    (`app.state.limits`); its players' seats are sealed with the key of `seal_key_file`
+    (default: the state directory's, made when missing). Raises OSError or ValueError for a
+    seal key file that cannot be used."""
+    from .players import install  # the players' API builds on this module's helpers
+
     target = endpoint if isinstance(endpoint, Endpoint) else Endpoint(endpoint)
 
     @contextlib.asynccontextmanager
@@ -745,22 +750,23 @@ def create_app(
 
     static = resources.files("bergen.cli_client.web").joinpath("static")
     routes = [
-        Route("/api/server", _handled(server_info)),
-        Route("/api/health", _handled(health)),
-        Route("/api/matches", _handled(listing(MATCHES))),
-        Route("/api/matches/{id}", _handled(get_match)),
-        Route("/api/matches/{id}/events", _handled(match_events)),
-        Route("/api/matches/{id}/replay", _handled(get_replay)),
-        Route("/api/matches/{id}/record", _handled(get_record)),
-        Route("/api/tournaments", _handled(listing(TOURNAMENTS))),
-        Route("/api/tournaments/{id}", _handled(get_tournament)),
-        Route("/api/tournaments/{id}/events", _handled(tournament_events)),
-        Route("/api/tournaments/{id}/record", _handled(get_tournament_record)),
-        Route("/api/tournaments/{id}/audit-pack.zip", _handled(get_tournament_pack)),
+        Route("/api/server", handled(server_info)),
+        Route("/api/health", handled(health)),
+        Route("/api/matches", handled(listing(MATCHES))),
+        Route("/api/matches/{id}", handled(get_match)),
+        Route("/api/matches/{id}/events", handled(match_events)),
+        Route("/api/matches/{id}/replay", handled(get_replay)),
+        Route("/api/matches/{id}/record", handled(get_record)),
+        Route("/api/tournaments", handled(listing(TOURNAMENTS))),
+        Route("/api/tournaments/{id}", handled(get_tournament)),
+        Route("/api/tournaments/{id}/events", handled(tournament_events)),
+        Route("/api/tournaments/{id}/record", handled(get_tournament_record)),
+        Route("/api/tournaments/{id}/audit-pack.zip", handled(get_tournament_pack)),
         *(Route(path, _page(name)) for path, name in PAGES.items()),
         Route("/favicon.ico", _favicon()),
         Mount("/static", _StaticWithHeaders(directory=str(static))),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.limits = Limiter(client_limits or ClientLimits())
+    app.router.routes.extend(install(app, seal_key_file))
     return app

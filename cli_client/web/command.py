@@ -37,10 +37,10 @@ def missing_extra() -> list[str]:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "web",
-        help="serve a read-only web site and JSON + SSE API for spectators",
-        description="A read-only web gateway: the game server's matches, replays and "
-        "tournaments as a site and a JSON + Server-Sent Events API, read as a spectator "
-        "(no token of any kind).",
+        help="serve the web site: watch, replay and play matches in a browser",
+        description="The web gateway: the game server's matches, replays and tournaments as "
+        "a site and a JSON + Server-Sent Events API, read as a spectator, and matches created, "
+        "joined and played in a browser (each seat's token kept sealed in its cookie).",
         epilog=examples(
             "bergen web                          # http://127.0.0.1:8080/ for the local server",
             "bergen web --server game1:50051 --ca ca.pem --listen 0.0.0.0:8080 --nice 5",
@@ -140,6 +140,15 @@ def add_parser(sub: Any) -> None:
         help="lower the gateway's CPU priority by N (0-19), for a gateway sharing its "
         "machine with the game server: the server's plays come first (default 0)",
     )
+    p.add_argument(
+        "--seal-key-file",
+        metavar="FILE",
+        help="the key that seals each browser player's seat in its cookie: one Fernet key a "
+        "line, the first sealing, every one opening (to rotate, put a new one first). Give "
+        "every gateway process behind one address the same file. Default: web-seal.key in "
+        "the state directory ($BERGEN_STATE_DIR, else $XDG_STATE_HOME/bergen, else "
+        "~/.local/state/bergen), created with mode 0600 when missing",
+    )
     p.set_defaults(func=run)
 
 
@@ -189,4 +198,5 @@ def run(args: argparse.Namespace) -> int:
         ),
         max_bots=args.max_bots,
         state_dir=Path(args.state_dir) if args.state_dir else None,
+        seal_key_file=args.seal_key_file,
     )

@@ -61,6 +61,7 @@ def serve(
     client_limits: ClientLimits | None = None,
     max_bots: int = MAX_BOTS,
     state_dir: Path | None = None,
+    seal_key_file: str | None = None,
 ) -> int:
     """Serve the gateway until SIGTERM or SIGINT, each client held to `client_limits`, the
     computer's seats (at most `max_bots`) played from this process and kept in `state_dir`
@@ -80,13 +81,17 @@ def serve(
     bound = sock.getsockname()[1]
     if nice:
         os.nice(nice)  # the game server on the same machine comes first
-    app = create_app(
-        endpoint,
-        max_streams=max_streams,
-        max_matches=max_matches,
-        coalesce_s=coalesce_s,
-        client_limits=client_limits,
-    )
+    try:
+        app = create_app(
+            endpoint,
+            max_streams=max_streams,
+            max_matches=max_matches,
+            coalesce_s=coalesce_s,
+            client_limits=client_limits,
+            seal_key_file=seal_key_file,
+        )
+    except (OSError, ValueError) as e:
+        return fail("web", f"cannot use the seal key file: {e}", ExitStatus.ERROR)
     computer = ComputerSeats(endpoint, state_dir or default_state_dir(), max_bots=max_bots)
     app.state.computer = computer
     try:

@@ -2,6 +2,7 @@
 // when it started (or was created, while seating), its state, its hand, its players' scores
 // and its table; and the tournaments. Times are the visitor's local time.
 import { $, h, getJson, word, num, endText, abandonNote, summaryView, sideName, timeNode } from "/static/common.js";
+import { createForm } from "/static/play.js";
 
 const link = (path, id) => `${path}?id=${encodeURIComponent(id)}`;
 
@@ -95,5 +96,6 @@ function failed(e) {
   $("#status").textContent = `${why}; the lists are kept up to date again as soon as it does.`;
 }
 
+createForm($("#create"));
 load().catch(failed);
 setInterval(() => load().catch(failed), 5000);

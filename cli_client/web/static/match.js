@@ -7,6 +7,7 @@ import {
   clearProblem, endStream,
 } from "/static/common.js";
 import { line, tile } from "/static/tiles.js";
+import { startPlayer } from "/static/play.js";
 
 const id = param("id");
 const key = `bergen:match:${id}`;
@@ -107,7 +108,11 @@ function connect() {
 
 if (!id) showProblem({ kind: "no-id", text: "No match named (?id=).", retry: false });
 else {
-  for (const entry of saved.log) addLog(entry[0], entry[1]);
-  connect();
+  // A seat holder's page shows the seat's view (play.js); anyone else's, the spectator's.
+  startPlayer(id, { renderView, addLog }).then((playing) => {
+    if (playing) return;
+    for (const entry of saved.log) addLog(entry[0], entry[1]);
+    connect();
+  });
 }
 setInterval(tickClocks, 250);

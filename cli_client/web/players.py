@@ -1,0 +1,642 @@
+"""The players' API of the gateway: create and join a match, see the seat's view, play, resign,
+and carry the seat to another device.
+
+The gateway makes each seat's token itself (JoinMatch with `seat_token`) and hands it to the
+browser only sealed (Fernet: encrypted and authenticated) in an HttpOnly, SameSite=Strict
+cookie scoped to the match's API path. No JSON answer, page, URL or log line holds a token:
+the browser cannot read it, another site cannot send it, and a gateway restarted, or another
+gateway process holding the same key file, opens it again. Every POST is checked to come from
+this site (Sec-Fetch-Site, else Origin) and to carry a JSON body; nothing else a browser sends
+is passed upstream but checked values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import grpc
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from google.rpc import error_details_pb2, status_pb2
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from bergen.api.state import state_dir
+from bergen.cli_client.connect import bearer
+from bergen.v1 import bergen_pb2 as pb
+
+from .app import (
+    HTTP_OF,
+    RETRY_MS,
+    SECURITY_HEADERS,
+    EventStream,
+    checked_id,
+    error_answer,
+    gateway_of,
+    handled,
+    next_items,
+    resume_point,
+)
+from .computer import ComputerSeats, ComputerSeatsError, SeatingFailed
+from .hubs import CALL_TIMEOUT_S, JSON, sse, to_json
+from .limits import limiter_of, spend
+
+SEAL_KEY_NAME = "web-seal.key"
+"""The seal key file's name in the state directory (`bergen web --seal-key-file` overrides)."""
+COOKIE_PREFIX = "bergen_seat_"
+MARK_PREFIX = "bergen_seated_"
+"""A cookie the page's script may read (it holds no secret, only "1"): this browser holds a
+seat in the match, so the match page asks for the seat's view instead of being refused it."""
+COOKIE_MAX_AGE_S = 30 * 86400
+CLAIM_TTL_S = 600
+"""How long a code for another device may be claimed (once)."""
+CLAIMS_KEPT = 10_000
+MAX_BODY_BYTES = 4096
+MAX_NAME = 64
+MAX_MATCH_NAME = 100
+MAX_CLOCK_S = 24 * 3600
+TILE = re.compile(r"([0-6])-([0-6])")
+POLICY = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+CLAIM_CODE = re.compile(r"[A-Za-z0-9_-]{20,64}")
+PRESETS = {
+    "standard": pb.PRESET_STANDARD,
+    "american": pb.PRESET_AMERICAN,
+    "pips": pb.PRESET_PIPS,
+    "eastern": pb.PRESET_EASTERN,
+}
+END_OF = {"left": pb.END_LEFT, "right": pb.END_RIGHT, None: pb.END_UNSPECIFIED}
+END_WORD = {pb.END_LEFT: "left", pb.END_RIGHT: "right", pb.END_UNSPECIFIED: None}
+STATUS_OF_REASON = {
+    "STALE_VERSION": 409,
+    "CONTENDED": 409,
+    "NOT_YOUR_TURN": 409,
+    "MATCH_NOT_IN_PROGRESS": 409,
+    "MATCH_NOT_SEATING": 409,
+    "SEAT_TAKEN": 409,
+    "CLOCK_EXPIRED": 409,
+    "ILLEGAL_PLAY": 422,
+    "TILE_DOES_NOT_FIT": 422,
+    "RULE_VIOLATION": 422,
+}
+"""The status of a refusal the game server names (its ErrorInfo reason)."""
+
+
+class Refused(Exception):
+    """A player's request refused here, before or after the game server saw it."""
+
+    def __init__(self, status: int, message: str, code: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Held:
+    """A seat as the browser's cookie holds it, once opened."""
+
+    match_id: str
+    seat: int
+    token: str
+
+
+def new_token() -> str:
+    """A fresh seat token, as JoinMatchRequest.seat_token asks (43 random URL-safe bytes)."""
+    return "bgs_" + secrets.token_urlsafe(32)
+
+
+def default_seal_key_file() -> Path:
+    """Where a gateway keeps its seal key when not told: the state directory's web-seal.key."""
+    return state_dir() / SEAL_KEY_NAME
+
+
+class Sealer:
+    """Seals a held seat for a cookie and opens it again. The key file holds one Fernet key a
+    line: the first seals, every one opens (put a new key first to rotate)."""
+
+    def __init__(self, keys: list[bytes]) -> None:
+        self._fernet = MultiFernet([Fernet(k) for k in keys])
+
+    @classmethod
+    def from_file(cls, path: Path) -> Sealer:
+        """The keys of `path`, which is created (mode 0600, with a new key) when missing.
+        Raises OSError or ValueError (a line that is no Fernet key)."""
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                pass  # another gateway process made it first
+            else:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(Fernet.generate_key() + b"\n")
+        keys = [line.strip() for line in path.read_bytes().splitlines() if line.strip()]
+        if not keys:
+            raise ValueError(f"{path}: no key in it")
+        return cls(keys)
+
+    def seal(self, held: Held) -> str:
+        data = json.dumps({"m": held.match_id, "s": held.seat, "t": held.token})
+        return self._fernet.encrypt(data.encode()).decode()
+
+    def open(self, sealed: str) -> Held | None:
+        """The seat a cookie holds; None for one this gateway's keys did not seal."""
+        try:
+            data = json.loads(self._fernet.decrypt(sealed.encode()))
+            return Held(str(data["m"]), int(data["s"]), str(data["t"]))
+        except (InvalidToken, ValueError, KeyError, TypeError):
+            return None
+
+
+class Claims:
+    """One-time codes that carry a seat to another device, each good once for CLAIM_TTL_S.
+    Kept in this gateway process: the code is claimed where it was made."""
+
+    def __init__(self) -> None:
+        self._codes: OrderedDict[str, tuple[Held, float]] = OrderedDict()
+
+    def issue(self, held: Held) -> str:
+        now = time.monotonic()
+        while self._codes:
+            first = next(iter(self._codes.values()))
+            if first[1] > now and len(self._codes) < CLAIMS_KEPT:
+                break
+            self._codes.popitem(last=False)
+        code = secrets.token_urlsafe(24)
+        self._codes[code] = (held, now + CLAIM_TTL_S)
+        return code
+
+    def take(self, code: str) -> Held | None:
+        """The seat of `code`, which is then spent; None for a spent, expired or unknown one."""
+        found = self._codes.pop(code, None)
+        if found is None or found[1] < time.monotonic():
+            return None
+        return found[0]
+
+
+@dataclass
+class Players:
+    """What the players' API keeps: the sealer and the codes for other devices."""
+
+    sealer: Sealer
+    claims: Claims
+
+
+def install(app: Any, seal_key_file: Path | str | None) -> list[Route]:
+    """Set the players' state on `app` (and `app.state.computer` to None unless set) and
+    return their routes. Raises OSError or ValueError for a seal key file that cannot be used."""
+    path = Path(seal_key_file) if seal_key_file else default_seal_key_file()
+    app.state.players = Players(Sealer.from_file(path), Claims())
+    if not hasattr(app.state, "computer"):
+        app.state.computer = None
+    return [
+        Route("/api/play/matches", _guarded(spend("create")(create_match)), methods=["POST"]),
+        Route("/api/play/matches/{id}", _guarded(get_view), methods=["GET"]),
+        Route("/api/play/matches/{id}/events", _guarded(view_events), methods=["GET"]),
+        Route("/api/play/matches/{id}/join", _guarded(spend("join")(join_match)), methods=["POST"]),
+        Route("/api/play/matches/{id}/play", _guarded(play), methods=["POST"]),
+        Route("/api/play/matches/{id}/resign", _guarded(resign), methods=["POST"]),
+        Route("/api/play/matches/{id}/link", _guarded(link), methods=["POST"]),
+        Route("/claim", claim, methods=["GET"]),
+    ]
+
+
+# --- requests ------------------------------------------------------------------------------
+
+
+def _guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+    """`handler` with the gateway's error answers, a Refused as its status, and every POST
+    checked to come from this site with a JSON body first."""
+
+    async def checked(request: Request) -> Response:
+        try:
+            if request.method == "POST":
+                _same_site(request)
+            return await handler(request)
+        except Refused as e:
+            return _refusal(e)
+
+    answered: Callable[..., Any] = handled(checked)
+    return answered
+
+
+def _refusal(e: Refused) -> JSONResponse:
+    return error_answer(e.status, str(e), code=e.code)
+
+
+def _same_site(request: Request) -> None:
+    """Refuse (403) a POST another site's page made. A browser says where a request comes from
+    in Sec-Fetch-Site, or at least in Origin; a client that sends neither is no browser, and a
+    browser's cookie cannot be riding on it."""
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site is not None:
+        if fetch_site != "same-origin":
+            raise Refused(403, "a request from another site is refused", "CROSS_SITE")
+        return
+    origin = request.headers.get("origin")
+    host = request.headers.get("host", "")
+    if origin is not None and (origin == "null" or urlsplit(origin).netloc != host):
+        raise Refused(403, "a request from another site is refused", "CROSS_SITE")
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    """The request's JSON object. Raises Refused (400) for anything else."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise Refused(400, "the body must be JSON (Content-Type: application/json)", "BAD_REQUEST")
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise Refused(400, f"the body is larger than {MAX_BODY_BYTES} bytes", "BAD_REQUEST")
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        raise Refused(400, "the body is not JSON", "BAD_REQUEST") from None
+    if not isinstance(body, dict):
+        raise Refused(400, "the body must be a JSON object", "BAD_REQUEST")
+    return body
+
+
+def _bad(message: str) -> Refused:
+    return Refused(400, message, "BAD_REQUEST")
+
+
+def _name(body: dict[str, Any], key: str = "name", limit: int = MAX_NAME) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise _bad(f"{key} is required: a text of 1 to {limit} characters")
+    value = value.strip()
+    if len(value) > limit or any(not c.isprintable() for c in value):
+        raise _bad(f"{key} is 1 to {limit} printable characters")
+    return value
+
+
+def _int(body: dict[str, Any], key: str, low: int, high: int, default: int | None = None) -> int:
+    value = body.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _bad(f"{key} is a whole number from {low} to {high}")
+    return value
+
+
+def _match_id(request: Request) -> str:
+    return checked_id(request)
+
+
+def _players(request: Request) -> Players:
+    players: Players = request.app.state.players
+    return players
+
+
+def _cookie_name(match_id: str) -> str:
+    return COOKIE_PREFIX + match_id
+
+
+def _held(request: Request, match_id: str) -> Held | None:
+    sealed = request.cookies.get(_cookie_name(match_id))
+    if not sealed:
+        return None
+    held = _players(request).sealer.open(sealed)
+    return held if held is not None and held.match_id == match_id else None
+
+
+def _seated(request: Request, match_id: str) -> Held:
+    held = _held(request, match_id)
+    if held is None:
+        raise Refused(403, "this browser holds no seat in this match", "NO_SEAT")
+    return held
+
+
+def _set_seat(request: Request, response: Response, held: Held) -> None:
+    response.set_cookie(
+        _cookie_name(held.match_id),
+        _players(request).sealer.seal(held),
+        max_age=COOKIE_MAX_AGE_S,
+        path=f"/api/play/matches/{held.match_id}",
+        secure=request.url.scheme == "https",
+        httponly=True,
+        samesite="strict",
+    )
+    response.set_cookie(
+        MARK_PREFIX + held.match_id,
+        "1",
+        max_age=COOKIE_MAX_AGE_S,
+        path="/match",
+        secure=request.url.scheme == "https",
+        samesite="strict",
+    )
+
+
+def _link(request: Request, match_id: str) -> str:
+    return f"{str(request.base_url).rstrip('/')}/match?id={match_id}"
+
+
+async def _call(request: Request, name: str, message: Any, token: str | None = None) -> Any:
+    """Call the game server, presenting `token` (a seat's) when given."""
+    upstream = gateway_of(request).upstream
+    upstream.calls[name] = upstream.calls.get(name, 0) + 1
+    method: Callable[..., Coroutine[Any, Any, Any]] = getattr(upstream.stub, name)
+    return await method(message, timeout=CALL_TIMEOUT_S, metadata=bearer(token))
+
+
+def reason_of(e: grpc.aio.AioRpcError) -> str:
+    """The refusal's reason (its ErrorInfo's, from the trailing metadata), else its code's
+    name."""
+    for key, value in e.trailing_metadata() or ():
+        if key != "grpc-status-details-bin" or not isinstance(value, bytes):
+            continue
+        try:
+            status = status_pb2.Status.FromString(value)
+        except ValueError:
+            break
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info) and info.reason:
+                return info.reason
+    return e.code().name
+
+
+def _refused_upstream(e: grpc.aio.AioRpcError) -> Refused:
+    """A refusal the game server gave a seat's request, with the status the players' API
+    gives it (its reason's, else its code's)."""
+    reason = reason_of(e)
+    code = e.code()
+    status = STATUS_OF_REASON.get(reason)
+    if status is None:
+        status = 409 if code == grpc.StatusCode.ABORTED else HTTP_OF.get(code, 502)
+    return Refused(status, (e.details() or reason.lower())[:300], reason)
+
+
+def player_view(view: pb.MatchView) -> JSON:
+    """The seat's view as JSON, with `playable`: each legal tile ("3-5") and the ends it fits
+    ("left", "right"; null for the lead, which takes no end)."""
+    body = to_json(view)
+    ends: dict[str, list[str | None]] = {}
+    for p in view.legal_plays:
+        ends.setdefault(f"{p.tile.low}-{p.tile.high}", []).append(END_WORD.get(p.end))
+    body["playable"] = [{"tile": t, "ends": e} for t, e in ends.items()]
+    return body
+
+
+async def _view(request: Request, held: Held) -> pb.MatchView:
+    try:
+        reply: pb.GetMatchResponse = await _call(
+            request, "GetMatch", pb.GetMatchRequest(match_id=held.match_id), held.token
+        )
+    except grpc.aio.AioRpcError as e:
+        raise _refused_upstream(e) from None
+    return reply.view
+
+
+def _answer(body: JSON, status: int = 200) -> JSONResponse:
+    headers = dict(SECURITY_HEADERS)
+    headers["Cache-Control"] = "no-store"
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+# --- handlers ------------------------------------------------------------------------------
+
+
+async def create_match(request: Request) -> Response:
+    """Create a match, seat its creator (this browser), and fill the seats asked of the
+    computer."""
+    body = await _body(request)
+    name = _name(body)
+    match_name = _name(body, "match_name", MAX_MATCH_NAME) if body.get("match_name") else ""
+    seats = _int(body, "seats", 2, 4)
+    partnerships = body.get("partnerships", False)
+    if not isinstance(partnerships, bool) or (partnerships and seats != 4):
+        raise _bad("partnerships is true or false, and true needs 4 seats")
+    preset = body.get("preset", "standard")
+    if preset not in PRESETS:
+        raise _bad(f"preset is one of {', '.join(PRESETS)}")
+    options = pb.RuleOptions()
+    clock = body.get("clock")
+    if clock is not None:
+        if not isinstance(clock, dict):
+            raise _bad("clock is null or {initial_s, increment_s}")
+        options.clock = pb.CLOCK_FISCHER
+        options.clock_initial = _int(clock, "initial_s", 10, MAX_CLOCK_S)
+        options.clock_increment = _int(clock, "increment_s", 0, 3600, 0)
+    bots = _int(body, "bots", 0, seats - 1, 0)
+    policy = body.get("bot_policy", "greedy")
+    if not isinstance(policy, str) or not POLICY.fullmatch(policy):
+        raise _bad("bot_policy is a policy's name (greedy, random, montecarlo)")
+    computer: ComputerSeats | None = getattr(request.app.state, "computer", None)
+    if bots and computer is None:
+        raise Refused(501, "computer seats are not available on this gateway", "NO_COMPUTER")
+    try:
+        created: pb.CreateMatchResponse = await _call(
+            request,
+            "CreateMatch",
+            pb.CreateMatchRequest(
+                seats=seats,
+                partnerships=partnerships,
+                preset=PRESETS[preset],
+                options=options,
+                name=match_name,
+            ),
+        )
+        token = new_token()
+        joined: pb.JoinMatchResponse = await _call(
+            request,
+            "JoinMatch",
+            pb.JoinMatchRequest(match_id=created.match_id, seat=0, name=name, seat_token=token),
+        )
+    except grpc.aio.AioRpcError as e:
+        raise _refused_upstream(e) from None
+    held = Held(created.match_id, joined.seat, token)
+    answer: JSON = {
+        "match_id": held.match_id,
+        "seat": held.seat,
+        "link": _link(request, held.match_id),
+    }
+    if bots and computer is not None:
+        try:
+            # Its gRPC calls may wait (retried while the server is away): off the loop.
+            filled = await asyncio.to_thread(computer.fill, held.match_id, bots, policy)
+        except (ValueError, ComputerSeatsError, SeatingFailed) as e:
+            # The match stays open for people to take the seats the computer could not.
+            answer["computer_error"] = str(e)[:300]
+        else:
+            answer["computer_seats"] = list(filled)
+    response = _answer(answer, 201)
+    _set_seat(request, response, held)
+    return response
+
+
+async def join_match(request: Request) -> Response:
+    """Take a seat for this browser, or give back the one it holds in this match."""
+    match_id = _match_id(request)
+    body = await _body(request)
+    held = _held(request, match_id)
+    if held is not None:
+        view = await _view(request, held)
+        if view.HasField("viewer_seat"):
+            response = _answer(
+                {"match_id": match_id, "seat": view.viewer_seat, "link": _link(request, match_id)}
+            )
+            _set_seat(request, response, held)
+            return response
+    name = _name(body)
+    join = pb.JoinMatchRequest(match_id=match_id, name=name, seat_token=new_token())
+    if body.get("seat") is not None:
+        join.seat = _int(body, "seat", 0, 3)
+    try:
+        joined: pb.JoinMatchResponse = await _call(request, "JoinMatch", join)
+    except grpc.aio.AioRpcError as e:
+        raise _refused_upstream(e) from None
+    held = Held(match_id, joined.seat, join.seat_token)
+    response = _answer(
+        {"match_id": match_id, "seat": joined.seat, "link": _link(request, match_id)}, 201
+    )
+    _set_seat(request, response, held)
+    return response
+
+
+async def get_view(request: Request) -> Response:
+    """The seat's view: its own tiles, the others' counts, the line, the boneyard, scores,
+    turn, clocks, version and its legal plays."""
+    match_id = _match_id(request)
+    held = _seated(request, match_id)
+    return _answer(player_view(await _view(request, held)))
+
+
+async def play(request: Request) -> Response:
+    """Play a tile for this browser's seat at the version its view showed."""
+    match_id = _match_id(request)
+    held = _seated(request, match_id)
+    body = await _body(request)
+    tile = body.get("tile")
+    found = TILE.fullmatch(tile) if isinstance(tile, str) else None
+    if found is None:
+        raise _bad('tile is its two numbers, "3-5"')
+    a, b = int(found[1]), int(found[2])
+    end = body.get("end")
+    if end not in END_OF:
+        raise _bad('end is "left", "right" or null')
+    version = _int(body, "version", 0, 2**63 - 1)
+    try:
+        reply: pb.PlayResponse = await _call(
+            request,
+            "Play",
+            pb.PlayRequest(
+                match_id=match_id,
+                tile=pb.Tile(low=min(a, b), high=max(a, b)),
+                end=END_OF[end],
+                expected_version=version,
+            ),
+            held.token,
+        )
+    except grpc.aio.AioRpcError as e:
+        raise _refused_upstream(e) from None
+    return _answer(player_view(reply.view))
+
+
+async def resign(request: Request) -> Response:
+    """Resign for this browser's seat: its side forfeits."""
+    match_id = _match_id(request)
+    held = _seated(request, match_id)
+    await _body(request)
+    try:
+        reply: pb.ResignResponse = await _call(
+            request, "Resign", pb.ResignRequest(match_id=match_id), held.token
+        )
+    except grpc.aio.AioRpcError as e:
+        raise _refused_upstream(e) from None
+    return _answer(player_view(reply.view))
+
+
+async def link(request: Request) -> Response:
+    """A one-time link that seats another device of the same player (good for CLAIM_TTL_S)."""
+    match_id = _match_id(request)
+    held = _seated(request, match_id)
+    code = _players(request).claims.issue(held)
+    url = f"{str(request.base_url).rstrip('/')}/claim?code={code}"
+    return _answer({"url": url, "expires_in_s": CLAIM_TTL_S}, 201)
+
+
+async def claim(request: Request) -> Response:
+    """Trade a one-time code for its seat's cookie, and go to the match."""
+    code = request.query_params.get("code", "")
+    held = _players(request).claims.take(code) if CLAIM_CODE.fullmatch(code) else None
+    if held is None:
+        return PlainTextResponse(
+            "This link has been used, has expired or was never given. Ask for a new one on "
+            "the device that holds the seat.",
+            status_code=410,
+            headers={**SECURITY_HEADERS, "Cache-Control": "no-store"},
+        )
+    response = RedirectResponse(
+        f"/match?id={held.match_id}",
+        status_code=303,
+        headers={**SECURITY_HEADERS, "Cache-Control": "no-store"},
+    )
+    _set_seat(request, response, held)
+    return response
+
+
+async def view_events(request: Request) -> Response:
+    """The seat's view as Server-Sent Events: the view now (`id:` its version), then after
+    each burst of the match the burst's public events (`id:` each seq) and the seat's view
+    again, and `end` once the match has ended. A reconnect with Last-Event-ID gets the events
+    it missed, then the view."""
+    match_id = _match_id(request)
+    held = _seated(request, match_id)
+    after = resume_point(request)
+    gw = gateway_of(request)
+    limiter = limiter_of(request)
+    lease = limiter.open_stream(limiter.client(request), f"match:{match_id}")
+    # Following first, then the view: a burst after the view is queued, none missed between.
+    hub, sub = await gw.matches.subscribe(match_id, lease.release)
+    try:
+        first = await _view(request, held)
+    except BaseException:
+        gw.matches.unsubscribe(hub, sub)
+        raise
+
+    async def fresh() -> bytes:
+        try:
+            view = await _view(request, held)
+        except Refused:
+            return b""
+        return sse("view", player_view(view), view.version)
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            yield f"retry: {RETRY_MS}\n\n".encode()
+            sent = after
+            if after:
+                async for item in hub.backlog(after):
+                    sent = item.seq
+                    yield item.wire
+            yield sse("view", player_view(first), first.version)
+            sent = max(sent, first.version)
+            while True:
+                if sub.queue.empty() and hub.ended:
+                    yield await fresh() + sse("end", {"ended": hub.error is None})
+                    return
+                for got in await next_items(sub.queue):
+                    if got.kind == "burst":
+                        parts = [p.wire for p in got.parts if p.seq > sent]
+                        sent = max([sent, *(p.seq for p in got.parts)])
+                        yield b"".join(parts) + await fresh()
+                    elif got.kind == "keepalive":
+                        yield got.wire
+                    elif got.kind == "end":
+                        if got.data.get("dropped"):
+                            return
+                        yield await fresh() + got.wire
+                        return
+        finally:
+            gw.matches.unsubscribe(hub, sub)
+
+    return EventStream(body(), lambda: gw.matches.unsubscribe(hub, sub))
