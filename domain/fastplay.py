@@ -1,7 +1,7 @@
 """The rules core: a match played on one mutable `Board`, with one State built only when
-asked for. Every path decides here: the server's commands (`engine.execute` plays each Play, Timeout, Resign and
-Abandon on a Board: the one that made the State, kept, or one built for it), simulations, bots, Monte Carlo playouts, the
-re-check of a stored log and the audit.
+asked for. Every path decides here: the server's commands (`engine.execute` plays each Play,
+Timeout, Resign and Abandon on a Board: the one that made the State, kept, or one built for
+it), simulations, bots, Monte Carlo playouts, the re-check of a stored log and the audit.
 
 A `Board` holds the match as it stands: 28-bit masks of the tiles each seat holds, beside
 the tiles in the order each seat got them (its hand is those still in its mask), the ends as
