@@ -706,14 +706,9 @@ def create_app(
     max_tournaments: int = MAX_TOURNAMENTS,
     live_scores_s: float = LIVE_SCORES_S,
     client_limits: ClientLimits | None = None,
-    seal_key_file: str | None = None,
 ) -> Starlette:
-    """The gateway to the game server at `endpoint`, each client held to `client_limits`
-    (`app.state.limits`); its players' seats are sealed with the key of `seal_key_file`
-    (default: the state directory's, made when missing). Raises OSError or ValueError for a
-    seal key file that cannot be used."""
-    from .players import install  # the players' API builds on this module's helpers
-
+    """The spectators' gateway to the game server at `endpoint`, each client held to
+    `client_limits` (`app.state.limits`). `players.create_site` adds the players' API."""
     target = endpoint if isinstance(endpoint, Endpoint) else Endpoint(endpoint)
 
     @contextlib.asynccontextmanager
@@ -768,5 +763,4 @@ def create_app(
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.limits = Limiter(client_limits or ClientLimits())
-    app.router.routes.extend(install(app, seal_key_file))
     return app

@@ -28,12 +28,13 @@ from urllib.parse import urlsplit
 import grpc
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from google.rpc import error_details_pb2, status_pb2
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from bergen.api.state import state_dir
-from bergen.cli_client.connect import bearer
+from bergen.cli_client.connect import Endpoint, bearer
 from bergen.v1 import bergen_pb2 as pb
 
 from .app import (
@@ -42,6 +43,7 @@ from .app import (
     SECURITY_HEADERS,
     EventStream,
     checked_id,
+    create_app,
     error_answer,
     gateway_of,
     handled,
@@ -190,6 +192,18 @@ class Players:
 
     sealer: Sealer
     claims: Claims
+
+
+def create_site(
+    endpoint: Endpoint | str, *, seal_key_file: Path | str | None = None, **options: Any
+) -> Starlette:
+    """The whole gateway: the spectators' site and API (`app.create_app` with `options`) and
+    the players' API, its seats sealed with the key of `seal_key_file` (default: the state
+    directory's, made when missing). Raises OSError or ValueError for a seal key file that
+    cannot be used."""
+    site = create_app(endpoint, **options)
+    site.router.routes.extend(install(site, seal_key_file))
+    return site
 
 
 def install(app: Any, seal_key_file: Path | str | None) -> list[Route]:

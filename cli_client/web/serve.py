@@ -19,9 +19,10 @@ from bergen.api.state import state_dir as default_state_dir
 from bergen.cli_client.connect import Endpoint
 from bergen.cli_client.usage import fail
 
-from .app import TRANSPORT_EXTENSION, create_app
+from .app import TRANSPORT_EXTENSION
 from .computer import MAX_BOTS, ComputerSeats
 from .limits import ClientLimits
+from .players import create_site
 
 SHUTDOWN_GRACE_S = 2
 
@@ -82,7 +83,7 @@ def serve(
     if nice:
         os.nice(nice)  # the game server on the same machine comes first
     try:
-        app = create_app(
+        app = create_site(
             endpoint,
             max_streams=max_streams,
             max_matches=max_matches,

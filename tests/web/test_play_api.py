@@ -67,7 +67,12 @@ class Player:
                         self.cookies[name] = (morsel.value, morsel["path"] or "/")
             kind = response.getheader("content-type", "")
             parsed = json.loads(raw) if kind.startswith("application/json") else raw
-            return response.status, parsed, {k.lower(): v for k, v in response.getheaders()}
+            answered: dict[str, str] = {}
+            for k, v in response.getheaders():
+                # Several Set-Cookie headers: one line each, in the order sent.
+                key = k.lower()
+                answered[key] = f"{answered[key]}\n{v}" if key in answered else v
+            return response.status, parsed, answered
         finally:
             conn.close()
 
@@ -168,8 +173,13 @@ def test_create_and_join_seat_each_browser_once(gateway: Gateway) -> None:
     assert cookie[1] == f"/api/play/matches/{match}"
     status, joined, headers = bo.post(f"/api/play/matches/{match}/join", {"name": "Bo"})
     assert (status, joined["seat"]) == (201, 1)
-    assert "httponly" in headers["set-cookie"].lower()
-    assert "samesite=strict" in headers["set-cookie"].lower()
+    seat_cookie = next(
+        line.lower()
+        for line in headers["set-cookie"].splitlines()
+        if line.startswith(f"bergen_seat_{match}=")
+    )
+    assert "httponly" in seat_cookie
+    assert "samesite=strict" in seat_cookie
     # Again, and from the creator: each gets the seat it holds, never another.
     status, again, _ = bo.post(f"/api/play/matches/{match}/join", {"name": "Bo"})
     assert (status, again["seat"]) == (200, 1)
