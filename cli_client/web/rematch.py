@@ -53,8 +53,8 @@ REMATCH_TTL_S = 600
 KEPT = 10_000
 """Proposals (and matches' computer seats) kept at most; the oldest go first."""
 COMPUTER_NAME = re.compile(r"computer (\d) \(([a-z]+)\)")
-RULE_ENUMS = ("lead", "draw", "blocked", "endgame_reduction", "match_end", "on_timeout")
-RULE_NUMBERS = ("double_bonus", "domino_points", "target", "timeouts_to_forfeit")
+RULE_ENUMS = ("lead", "draw", "blocked", "endgame_reduction", "match_end")
+RULE_NUMBERS = ("double_bonus", "domino_points", "target")
 
 
 @dataclass
@@ -137,6 +137,8 @@ def same_match(view: pb.MatchView) -> pb.CreateMatchRequest:
         options.clock = pb.CLOCK_FISCHER
         options.clock_initial = rules.clock_initial
         options.clock_increment = rules.clock_increment
+        options.on_timeout = rules.on_timeout
+        options.timeouts_to_forfeit = rules.timeouts_to_forfeit
     preset = pb.PRESET_UNSPECIFIED if rules.preset == pb.PRESET_CUSTOM else rules.preset
     return pb.CreateMatchRequest(
         seats=len(view.seats),

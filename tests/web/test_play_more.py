@@ -35,8 +35,8 @@ ROOMY = (
     "--client-follows",
     "50",
 )
-ENDED = "() => document.body.dataset.ended === '1'"
-MY_TURN = "() => document.body.dataset.turn === 'mine'"
+ENDED = "() => !!document.body && document.body.dataset.ended === '1'"
+MY_TURN = "() => !!document.body && document.body.dataset.turn === 'mine'"
 CLOCK = re.compile(r"\d+:\d\d")
 
 
@@ -146,7 +146,7 @@ def test_a_clock_running_out_is_shown_and_forfeits_on_the_third_timeout(
         }"""
     )
     ada.page.goto(f"{gateway.base}/match?id={match}")
-    wait_js(ada.page, "() => document.body.dataset.player === '1'")
+    wait_js(ada.page, "() => !!document.body && document.body.dataset.player === '1'")
     wait_js(ada.page, MY_TURN)
     # Under 10 s is low time: the running clock says so.
     wait_js(ada.page, "() => !!document.querySelector('td.clock.low[data-seat=\"0\"]')")
@@ -181,7 +181,7 @@ def test_two_browsers_agree_to_a_rematch_and_play_it_in_their_old_seats(
     bo.page.click("#rematch")
     for b, seat in ((ada, 0), (bo, 1)):
         b.page.wait_for_url(re.compile(r".*/match\?id=(?!" + old + ").+"))
-        wait_js(b.page, "() => document.body.dataset.player === '1'")
+        wait_js(b.page, "() => !!document.body && document.body.dataset.player === '1'")
         wait_js(b.page, "() => document.querySelectorAll('#hand button.mytile').length > 0")
         assert b.page.evaluate("() => document.body.dataset.seat") == str(seat)
     new = ada.page.url.split("id=")[1]
