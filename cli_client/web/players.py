@@ -1,5 +1,5 @@
 """The players' API of the gateway: create and join a match, see the seat's view, play, resign,
-and carry the seat to another device.
+and carry the seat to another device (rematches, built on these, are in rematch.py).
 
 The gateway makes each seat's token itself (JoinMatch with `seat_token`) and hands it to the
 browser only sealed (Fernet: encrypted and authenticated) in an HttpOnly, SameSite=Strict
