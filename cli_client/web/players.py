@@ -1,5 +1,5 @@
 """The players' API of the gateway: create and join a match, see the seat's view, play, resign,
-and carry the seat to another device.
+and carry the seat to another device (rematches, built on these, are in rematch.py).
 
 The gateway makes each seat's token itself (JoinMatch with `seat_token`) and hands it to the
 browser only sealed (Fernet: encrypted and authenticated) in an HttpOnly, SameSite=Strict
@@ -213,7 +213,10 @@ def install(app: Any, seal_key_file: Path | str | None) -> list[Route]:
     app.state.players = Players(Sealer.from_file(path), Claims())
     if not hasattr(app.state, "computer"):
         app.state.computer = None
+    from . import rematch  # built on this module's helpers
+
     return [
+        *rematch.install(app),
         Route("/api/play/matches", _guarded(spend("create")(create_match)), methods=["POST"]),
         Route("/api/play/matches/{id}", _guarded(get_view), methods=["GET"]),
         Route("/api/play/matches/{id}/events", _guarded(view_events), methods=["GET"]),
@@ -482,6 +485,7 @@ async def create_match(request: Request) -> Response:
             answer["computer_error"] = str(e)[:300]
         else:
             answer["computer_seats"] = list(filled)
+            request.app.state.rematches.note_computer(held.match_id, filled, policy)
     response = _answer(answer, 201)
     _set_seat(request, response, held)
     return response

@@ -72,23 +72,10 @@ def wait_js(pg: Any, predicate: str, timeout: float = 60.0) -> None:
     """Wait until the JavaScript function `predicate` returns true in the page, polled from
     here (Playwright's own polling evaluates a string, which the site's CSP forbids)."""
     deadline = time.monotonic() + timeout
-    while not _evaluated(pg, predicate):
+    while not _holds(pg, predicate):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {predicate}")
         time.sleep(0.02)
-
-
-def _evaluated(pg: Any, predicate: str) -> Any:
-    """`predicate` evaluated in the page, or False while the page is navigating (a form that
-    takes the browser to its next page destroys the context a poll ran in)."""
-    from playwright.sync_api import Error
-
-    try:
-        return pg.evaluate(predicate)
-    except Error as e:
-        if "context was destroyed" in str(e) or "navigat" in str(e):
-            return False
-        raise
 
 
 def shoot(pg: Any, name: str) -> None:
@@ -98,3 +85,16 @@ def shoot(pg: Any, name: str) -> None:
         pg.wait_for_timeout(100)
         pg.screenshot(path=str(SCREENSHOTS / f"{name}-{label}.png"), full_page=True)
     pg.set_viewport_size(DESKTOP)
+
+
+def _holds(pg: Any, predicate: str) -> bool:
+    """Whether `predicate` holds in the page; false while the page is being replaced (a
+    reload or a move to another page), which ends the context it is evaluated in."""
+    from playwright.sync_api import Error
+
+    try:
+        return bool(pg.evaluate(predicate))
+    except Error as e:
+        if "context was destroyed" in str(e) or "navigat" in str(e):
+            return False
+        raise

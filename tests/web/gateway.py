@@ -69,13 +69,17 @@ class Gateway:
         return int(self.proc.returncode)
 
 
-def start_gateway(server_target: str, workdir: Path, *extra: str) -> Gateway:
+def start_gateway(
+    server_target: str, workdir: Path, *extra: str, state: Path | None = None, port: int = 0
+) -> Gateway:
+    """Start `bergen web` on `port` (any free one by default), its state folder `state` (a
+    new one by default: give the same one to a restarted gateway)."""
     tag = uuid.uuid4().hex[:6]
     port_file = workdir / f"web-{tag}.port"
     log_path = workdir / f"web-{tag}.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("BERGEN_")}
     # The computer's seats in a folder of the test's, never the user's own.
-    env["BERGEN_STATE_DIR"] = str(workdir / f"web-{tag}-state")
+    env["BERGEN_STATE_DIR"] = str(state or workdir / f"web-{tag}-state")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [
@@ -84,7 +88,7 @@ def start_gateway(server_target: str, workdir: Path, *extra: str) -> Gateway:
                 "--server",
                 server_target,
                 "--listen",
-                "127.0.0.1:0",
+                f"127.0.0.1:{port}",
                 "--port-file",
                 str(port_file),
                 *extra,

@@ -94,7 +94,8 @@ def create_and_join(gateway: Gateway, ada: Browser, bo: Browser) -> str:
     bo.page.wait_for_selector("#join-form")
     bo.page.fill("#join-form input[name=name]", "Bo")
     bo.page.click("#join-form button[type=submit]")
-    wait_js(bo.page, "() => document.body.dataset.player === '1'")
+    # Joining reloads the page: its body is missing for a moment.
+    wait_js(bo.page, "() => !!document.body && document.body.dataset.player === '1'")
     for b in (ada, bo):
         wait_js(b.page, "() => document.querySelectorAll('#hand button.mytile').length > 0")
     return match

@@ -53,7 +53,7 @@ function renderView(v) {
       h("td", { class: isTurn ? "turn" : "", text: `${seat + 1}. ${s.name || "(free)"}${isTurn ? " (to play)" : ""}` }),
       h("td", { class: "num", text: s.tile_count }),
       h("td", { class: "num", text: (v.scores || [])[num(s.side)] ?? 0 }),
-      h("td", { class: "num clock", "data-seat": seat, text: c ? clockText(c.left_ms) + (c.running ? " running" : "") : "–" })));
+      h("td", { class: `num clock${c && low(num(c.left_ms)) ? " low" : ""}`, "data-seat": seat, text: c ? clockText(c.left_ms) + (c.running ? " running" : "") + (low(num(c.left_ms)) ? ", low" : "") : "–" })));
   }
   $("#seats").replaceChildren(h("table", {},
     h("caption", { class: "muted", text: v.partnerships ? "Partnerships: seats 1 and 3, 2 and 4" : "" }),
@@ -72,6 +72,13 @@ function renderView(v) {
   $("#links").replaceChildren(h("a", { href: `/replay?id=${encodeURIComponent(id)}` }, "Replay this match"));
 }
 
+// Low on time: under 10 s, or under a tenth of the time each seat started with.
+function low(leftMs) {
+  const initialMs = num(view && view.rules && view.rules.clock_initial) * 1000;
+  return leftMs < 10_000 || leftMs < initialMs / 10;
+}
+
+// The running clock counts down here between the server's views, from the time it gave.
 function tickClocks() {
   if (!view || !(view.clocks || []).length) return;
   const elapsed = performance.now() - viewAt;
@@ -79,7 +86,9 @@ function tickClocks() {
     if (!c.running || c.falls_at_ms === undefined) continue;
     const left = num(c.falls_at_ms) - num(view.server_at_ms) - elapsed;
     const cell = document.querySelector(`td.clock[data-seat="${num(c.seat)}"]`);
-    if (cell) cell.textContent = `${clockText(left)} running`;
+    if (!cell) continue;
+    cell.textContent = `${clockText(left)} running${low(left) ? ", low" : ""}`;
+    cell.classList.toggle("low", low(left));
   }
 }
 

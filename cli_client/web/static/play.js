@@ -187,13 +187,21 @@ class Seat {
       const link = h("button", { type: "button", id: "device-link", text: "Link for another device" });
       link.addEventListener("click", () => this.deviceLink());
       controls.append(resign, link);
+    } else {
+      const r = this.rematch || {};
+      const text = r.you_accepted ? "Rematch accepted" : r.state === "proposed" ? "Accept the rematch" : "Rematch";
+      const again = h("button", { type: "button", id: "rematch", text, disabled: !!r.you_accepted || r.state === "started" });
+      again.addEventListener("click", () => this.askRematch());
+      controls.append(again);
     }
     const mine = seatName(v, me);
     $("#player").replaceChildren(
       h("h2", { id: "play-h", text: `Your seat: ${me + 1}, ${mine}${v.partnerships ? `, with ${seatName(v, (me + 2) % 4)}` : ""}` }),
       h("p", { id: "turn-line", class: "status", text: turn }),
       h("p", { id: "play-msg", role: "status", "aria-live": "polite" }),
-      others, hand, ends, controls, h("div", { id: "confirm-row" }), h("p", { id: "device-url" }));
+      others, hand, ends, controls, h("p", { id: "rematch-state", role: "status", "aria-live": "polite", text: this.rematchText(v) }),
+      h("div", { id: "confirm-row" }), h("p", { id: "device-url" }));
+    if (v.phase === "PHASE_ENDED") this.watchRematch();
     if (this.lastMessage) this.say(...this.lastMessage);
   }
 
@@ -269,6 +277,51 @@ class Seat {
     no.focus();
   }
 
+  // The rematch in words: who proposed it, whom it waits for, where it is played.
+  rematchText(v) {
+    const r = this.rematch;
+    if (!r || r.state === "none") return "";
+    const names = (seats) => seats.map((s) => `seat ${num(s) + 1} (${seatName(v, num(s))})`).join(", ");
+    if (r.state === "started") return `The rematch has started: ${r.link}`;
+    if (r.state === "failed") return `No rematch: ${r.error}`;
+    return `Rematch: waiting for ${names(r.waiting_for || [])}.`;
+  }
+
+  showRematch(r) {
+    this.rematch = r;
+    document.body.dataset.rematch = r.state;
+    if (this.view) this.render(this.view);
+    if (r.state === "started" && r.you_accepted && r.match_id) {
+      // The answer set this browser's seat in the new match: play it there.
+      location.href = `/match?id=${encodeURIComponent(r.match_id)}`;
+    }
+  }
+
+  // Asks for the rematch's state every 2 s once the match has ended (for 10 minutes).
+  watchRematch() {
+    if (this.rematchTimer) return;
+    const until = Date.now() + 600_000;
+    const ask = async () => {
+      try {
+        const r = await fetch(api(this.id, "/rematch"), { headers: { accept: "application/json" } });
+        if (r.ok) {
+          const state = await r.json();
+          if (JSON.stringify(state) !== JSON.stringify(this.rematch)) this.showRematch(state);
+        }
+      } catch (_) { /* asked again below */ }
+      if (Date.now() < until && !(this.rematch && this.rematch.state === "started")) this.rematchTimer = setTimeout(ask, 2000);
+    };
+    this.rematchTimer = setTimeout(ask, 0);
+  }
+
+  async askRematch() {
+    try {
+      this.showRematch(await post(api(this.id, "/rematch"), {}));
+    } catch (err) {
+      this.say(`No rematch: ${err.message}`, true);
+    }
+  }
+
   async deviceLink() {
     try {
       const made = await post(api(this.id, "/link"), {});
@@ -308,6 +361,10 @@ class Seat {
       this.lastMessage = [`${sideName(v, num(p.side))} scored ${p.points}: ${word(p.reason, "POINTS_REASON_")}.`, false];
       this.say(...this.lastMessage);
     }
+    if (ev.timed_out) {
+      this.lastMessage = [`${seatName(v, num(ev.timed_out.seat))}'s clock fell.`, true];
+      this.say(...this.lastMessage);
+    }
     if (ev.hand_ended) {
       this.lastMessage = [`Hand ${ev.hand_ended.hand} ended (${word(ev.hand_ended.reason, "HAND_END_REASON_")}); scores ${(ev.hand_ended.scores || []).join(" to ")}.`, false];
       this.say(...this.lastMessage);
@@ -318,6 +375,7 @@ class Seat {
     const source = new EventSource(`${api(this.id, "/events")}?after=${this.saved.last}`);
     source.addEventListener("view", (m) => {
       $("#banner").hidden = true;
+      delete document.body.dataset.reconnecting;
       this.render(JSON.parse(m.data));
     });
     source.addEventListener("event", (m) => this.onEvent(JSON.parse(m.data)));
@@ -325,9 +383,13 @@ class Seat {
       source.close();
       document.body.dataset.ended = "1";
     });
+    // A dropped stream: the banner shows until a view arrives again. EventSource reconnects
+    // by itself (with Last-Event-ID); when it gives up (a refusal while the gateway restarts),
+    // a new one starts after the last event this page holds.
     source.onerror = () => {
-      if (source.readyState === EventSource.CONNECTING) $("#banner").hidden = false;
-      else setTimeout(() => this.connect(), 2000);
+      $("#banner").hidden = false;
+      document.body.dataset.reconnecting = "1";
+      if (source.readyState === EventSource.CLOSED) setTimeout(() => this.connect(), 2000);
     };
   }
 
