@@ -28,13 +28,12 @@ from urllib.parse import urlsplit
 import grpc
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from google.rpc import error_details_pb2, status_pb2
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from bergen.api.state import state_dir
-from bergen.cli_client.connect import Endpoint, bearer
+from bergen.cli_client.connect import bearer
 from bergen.v1 import bergen_pb2 as pb
 
 from .app import (
@@ -43,7 +42,6 @@ from .app import (
     SECURITY_HEADERS,
     EventStream,
     checked_id,
-    create_app,
     error_answer,
     gateway_of,
     handled,
@@ -194,18 +192,6 @@ class Players:
     claims: Claims
 
 
-def create_site(
-    endpoint: Endpoint | str, *, seal_key_file: Path | str | None = None, **options: Any
-) -> Starlette:
-    """The whole gateway: the spectators' site and API (`app.create_app` with `options`) and
-    the players' API, its seats sealed with the key of `seal_key_file` (default: the state
-    directory's, made when missing). Raises OSError or ValueError for a seal key file that
-    cannot be used."""
-    site = create_app(endpoint, **options)
-    site.router.routes.extend(install(site, seal_key_file))
-    return site
-
-
 def install(app: Any, seal_key_file: Path | str | None) -> list[Route]:
     """Set the players' state on `app` (and `app.state.computer` to None unless set) and
     return their routes. Raises OSError or ValueError for a seal key file that cannot be used."""
@@ -213,17 +199,14 @@ def install(app: Any, seal_key_file: Path | str | None) -> list[Route]:
     app.state.players = Players(Sealer.from_file(path), Claims())
     if not hasattr(app.state, "computer"):
         app.state.computer = None
-    from . import rematch  # built on this module's helpers
-
     return [
-        *rematch.install(app),
-        Route("/api/play/matches", _guarded(spend("create")(create_match)), methods=["POST"]),
-        Route("/api/play/matches/{id}", _guarded(get_view), methods=["GET"]),
-        Route("/api/play/matches/{id}/events", _guarded(view_events), methods=["GET"]),
-        Route("/api/play/matches/{id}/join", _guarded(spend("join")(join_match)), methods=["POST"]),
-        Route("/api/play/matches/{id}/play", _guarded(play), methods=["POST"]),
-        Route("/api/play/matches/{id}/resign", _guarded(resign), methods=["POST"]),
-        Route("/api/play/matches/{id}/link", _guarded(link), methods=["POST"]),
+        Route("/api/play/matches", guarded(spend("create")(create_match)), methods=["POST"]),
+        Route("/api/play/matches/{id}", guarded(get_view), methods=["GET"]),
+        Route("/api/play/matches/{id}/events", guarded(view_events), methods=["GET"]),
+        Route("/api/play/matches/{id}/join", guarded(spend("join")(join_match)), methods=["POST"]),
+        Route("/api/play/matches/{id}/play", guarded(play), methods=["POST"]),
+        Route("/api/play/matches/{id}/resign", guarded(resign), methods=["POST"]),
+        Route("/api/play/matches/{id}/link", guarded(link), methods=["POST"]),
         Route("/claim", claim, methods=["GET"]),
     ]
 
@@ -231,7 +214,7 @@ def install(app: Any, seal_key_file: Path | str | None) -> list[Route]:
 # --- requests ------------------------------------------------------------------------------
 
 
-def _guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
     """`handler` with the gateway's error answers, a Refused as its status, and every POST
     checked to come from this site with a JSON body first."""
 
@@ -266,7 +249,7 @@ def _same_site(request: Request) -> None:
         raise Refused(403, "a request from another site is refused", "CROSS_SITE")
 
 
-async def _body(request: Request) -> dict[str, Any]:
+async def read_body(request: Request) -> dict[str, Any]:
     """The request's JSON object. Raises Refused (400) for anything else."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
@@ -304,7 +287,7 @@ def _int(body: dict[str, Any], key: str, low: int, high: int, default: int | Non
     return value
 
 
-def _match_id(request: Request) -> str:
+def match_id_of(request: Request) -> str:
     return checked_id(request)
 
 
@@ -325,14 +308,14 @@ def _held(request: Request, match_id: str) -> Held | None:
     return held if held is not None and held.match_id == match_id else None
 
 
-def _seated(request: Request, match_id: str) -> Held:
+def seated_in(request: Request, match_id: str) -> Held:
     held = _held(request, match_id)
     if held is None:
         raise Refused(403, "this browser holds no seat in this match", "NO_SEAT")
     return held
 
 
-def _set_seat(request: Request, response: Response, held: Held) -> None:
+def set_seat_cookie(request: Request, response: Response, held: Held) -> None:
     response.set_cookie(
         _cookie_name(held.match_id),
         _players(request).sealer.seal(held),
@@ -352,11 +335,11 @@ def _set_seat(request: Request, response: Response, held: Held) -> None:
     )
 
 
-def _link(request: Request, match_id: str) -> str:
+def match_link(request: Request, match_id: str) -> str:
     return f"{str(request.base_url).rstrip('/')}/match?id={match_id}"
 
 
-async def _call(request: Request, name: str, message: Any, token: str | None = None) -> Any:
+async def call_upstream(request: Request, name: str, message: Any, token: str | None = None) -> Any:
     """Call the game server, presenting `token` (a seat's) when given."""
     upstream = gateway_of(request).upstream
     upstream.calls[name] = upstream.calls.get(name, 0) + 1
@@ -381,7 +364,7 @@ def reason_of(e: grpc.aio.AioRpcError) -> str:
     return e.code().name
 
 
-def _refused_upstream(e: grpc.aio.AioRpcError) -> Refused:
+def refused_upstream(e: grpc.aio.AioRpcError) -> Refused:
     """A refusal the game server gave a seat's request, with the status the players' API
     gives it (its reason's, else its code's)."""
     reason = reason_of(e)
@@ -403,17 +386,17 @@ def player_view(view: pb.MatchView) -> JSON:
     return body
 
 
-async def _view(request: Request, held: Held) -> pb.MatchView:
+async def seat_view(request: Request, held: Held) -> pb.MatchView:
     try:
-        reply: pb.GetMatchResponse = await _call(
+        reply: pb.GetMatchResponse = await call_upstream(
             request, "GetMatch", pb.GetMatchRequest(match_id=held.match_id), held.token
         )
     except grpc.aio.AioRpcError as e:
-        raise _refused_upstream(e) from None
+        raise refused_upstream(e) from None
     return reply.view
 
 
-def _answer(body: JSON, status: int = 200) -> JSONResponse:
+def json_answer(body: JSON, status: int = 200) -> JSONResponse:
     headers = dict(SECURITY_HEADERS)
     headers["Cache-Control"] = "no-store"
     return JSONResponse(body, status_code=status, headers=headers)
@@ -425,7 +408,7 @@ def _answer(body: JSON, status: int = 200) -> JSONResponse:
 async def create_match(request: Request) -> Response:
     """Create a match, seat its creator (this browser), and fill the seats asked of the
     computer."""
-    body = await _body(request)
+    body = await read_body(request)
     name = _name(body)
     match_name = _name(body, "match_name", MAX_MATCH_NAME) if body.get("match_name") else ""
     seats = _int(body, "seats", 2, 4)
@@ -451,7 +434,7 @@ async def create_match(request: Request) -> Response:
     if bots and computer is None:
         raise Refused(501, "computer seats are not available on this gateway", "NO_COMPUTER")
     try:
-        created: pb.CreateMatchResponse = await _call(
+        created: pb.CreateMatchResponse = await call_upstream(
             request,
             "CreateMatch",
             pb.CreateMatchRequest(
@@ -463,18 +446,18 @@ async def create_match(request: Request) -> Response:
             ),
         )
         token = new_token()
-        joined: pb.JoinMatchResponse = await _call(
+        joined: pb.JoinMatchResponse = await call_upstream(
             request,
             "JoinMatch",
             pb.JoinMatchRequest(match_id=created.match_id, seat=0, name=name, seat_token=token),
         )
     except grpc.aio.AioRpcError as e:
-        raise _refused_upstream(e) from None
+        raise refused_upstream(e) from None
     held = Held(created.match_id, joined.seat, token)
     answer: JSON = {
         "match_id": held.match_id,
         "seat": held.seat,
-        "link": _link(request, held.match_id),
+        "link": match_link(request, held.match_id),
     }
     if bots and computer is not None:
         try:
@@ -486,53 +469,57 @@ async def create_match(request: Request) -> Response:
         else:
             answer["computer_seats"] = list(filled)
             request.app.state.rematches.note_computer(held.match_id, filled, policy)
-    response = _answer(answer, 201)
-    _set_seat(request, response, held)
+    response = json_answer(answer, 201)
+    set_seat_cookie(request, response, held)
     return response
 
 
 async def join_match(request: Request) -> Response:
     """Take a seat for this browser, or give back the one it holds in this match."""
-    match_id = _match_id(request)
-    body = await _body(request)
+    match_id = match_id_of(request)
+    body = await read_body(request)
     held = _held(request, match_id)
     if held is not None:
-        view = await _view(request, held)
+        view = await seat_view(request, held)
         if view.HasField("viewer_seat"):
-            response = _answer(
-                {"match_id": match_id, "seat": view.viewer_seat, "link": _link(request, match_id)}
+            response = json_answer(
+                {
+                    "match_id": match_id,
+                    "seat": view.viewer_seat,
+                    "link": match_link(request, match_id),
+                }
             )
-            _set_seat(request, response, held)
+            set_seat_cookie(request, response, held)
             return response
     name = _name(body)
     join = pb.JoinMatchRequest(match_id=match_id, name=name, seat_token=new_token())
     if body.get("seat") is not None:
         join.seat = _int(body, "seat", 0, 3)
     try:
-        joined: pb.JoinMatchResponse = await _call(request, "JoinMatch", join)
+        joined: pb.JoinMatchResponse = await call_upstream(request, "JoinMatch", join)
     except grpc.aio.AioRpcError as e:
-        raise _refused_upstream(e) from None
+        raise refused_upstream(e) from None
     held = Held(match_id, joined.seat, join.seat_token)
-    response = _answer(
-        {"match_id": match_id, "seat": joined.seat, "link": _link(request, match_id)}, 201
+    response = json_answer(
+        {"match_id": match_id, "seat": joined.seat, "link": match_link(request, match_id)}, 201
     )
-    _set_seat(request, response, held)
+    set_seat_cookie(request, response, held)
     return response
 
 
 async def get_view(request: Request) -> Response:
     """The seat's view: its own tiles, the others' counts, the line, the boneyard, scores,
     turn, clocks, version and its legal plays."""
-    match_id = _match_id(request)
-    held = _seated(request, match_id)
-    return _answer(player_view(await _view(request, held)))
+    match_id = match_id_of(request)
+    held = seated_in(request, match_id)
+    return json_answer(player_view(await seat_view(request, held)))
 
 
 async def play(request: Request) -> Response:
     """Play a tile for this browser's seat at the version its view showed."""
-    match_id = _match_id(request)
-    held = _seated(request, match_id)
-    body = await _body(request)
+    match_id = match_id_of(request)
+    held = seated_in(request, match_id)
+    body = await read_body(request)
     tile = body.get("tile")
     found = TILE.fullmatch(tile) if isinstance(tile, str) else None
     if found is None:
@@ -543,7 +530,7 @@ async def play(request: Request) -> Response:
         raise _bad('end is "left", "right" or null')
     version = _int(body, "version", 0, 2**63 - 1)
     try:
-        reply: pb.PlayResponse = await _call(
+        reply: pb.PlayResponse = await call_upstream(
             request,
             "Play",
             pb.PlayRequest(
@@ -555,31 +542,31 @@ async def play(request: Request) -> Response:
             held.token,
         )
     except grpc.aio.AioRpcError as e:
-        raise _refused_upstream(e) from None
-    return _answer(player_view(reply.view))
+        raise refused_upstream(e) from None
+    return json_answer(player_view(reply.view))
 
 
 async def resign(request: Request) -> Response:
     """Resign for this browser's seat: its side forfeits."""
-    match_id = _match_id(request)
-    held = _seated(request, match_id)
-    await _body(request)
+    match_id = match_id_of(request)
+    held = seated_in(request, match_id)
+    await read_body(request)
     try:
-        reply: pb.ResignResponse = await _call(
+        reply: pb.ResignResponse = await call_upstream(
             request, "Resign", pb.ResignRequest(match_id=match_id), held.token
         )
     except grpc.aio.AioRpcError as e:
-        raise _refused_upstream(e) from None
-    return _answer(player_view(reply.view))
+        raise refused_upstream(e) from None
+    return json_answer(player_view(reply.view))
 
 
 async def link(request: Request) -> Response:
     """A one-time link that seats another device of the same player (good for CLAIM_TTL_S)."""
-    match_id = _match_id(request)
-    held = _seated(request, match_id)
+    match_id = match_id_of(request)
+    held = seated_in(request, match_id)
     code = _players(request).claims.issue(held)
     url = f"{str(request.base_url).rstrip('/')}/claim?code={code}"
-    return _answer({"url": url, "expires_in_s": CLAIM_TTL_S}, 201)
+    return json_answer({"url": url, "expires_in_s": CLAIM_TTL_S}, 201)
 
 
 async def claim(request: Request) -> Response:
@@ -598,7 +585,7 @@ async def claim(request: Request) -> Response:
         status_code=303,
         headers={**SECURITY_HEADERS, "Cache-Control": "no-store"},
     )
-    _set_seat(request, response, held)
+    set_seat_cookie(request, response, held)
     return response
 
 
@@ -607,8 +594,8 @@ async def view_events(request: Request) -> Response:
     each burst of the match the burst's public events (`id:` each seq) and the seat's view
     again, and `end` once the match has ended. A reconnect with Last-Event-ID gets the events
     it missed, then the view."""
-    match_id = _match_id(request)
-    held = _seated(request, match_id)
+    match_id = match_id_of(request)
+    held = seated_in(request, match_id)
     after = resume_point(request)
     gw = gateway_of(request)
     limiter = limiter_of(request)
@@ -616,14 +603,14 @@ async def view_events(request: Request) -> Response:
     # Following first, then the view: a burst after the view is queued, none missed between.
     hub, sub = await gw.matches.subscribe(match_id, lease.release)
     try:
-        first = await _view(request, held)
+        first = await seat_view(request, held)
     except BaseException:
         gw.matches.unsubscribe(hub, sub)
         raise
 
     async def fresh() -> bytes:
         try:
-            view = await _view(request, held)
+            view = await seat_view(request, held)
         except Refused:
             return b""
         return sse("view", player_view(view), view.version)

@@ -35,17 +35,17 @@ from .limits import spend
 from .players import (
     Held,
     Refused,
-    _answer,
-    _body,
-    _call,
-    _guarded,
-    _link,
-    _match_id,
-    _refused_upstream,
-    _seated,
-    _set_seat,
-    _view,
+    call_upstream,
+    guarded,
+    json_answer,
+    match_id_of,
+    match_link,
     new_token,
+    read_body,
+    refused_upstream,
+    seat_view,
+    seated_in,
+    set_seat_cookie,
 )
 
 REMATCH_TTL_S = 600
@@ -153,10 +153,10 @@ def install(app: Any) -> list[Route]:
     """Set `app.state.rematches` and return the rematch routes."""
     app.state.rematches = Rematches()
     return [
-        Route("/api/play/matches/{id}/rematch", _guarded(rematch_state), methods=["GET"]),
+        Route("/api/play/matches/{id}/rematch", guarded(rematch_state), methods=["GET"]),
         Route(
             "/api/play/matches/{id}/rematch",
-            _guarded(spend("join")(propose_or_accept)),
+            guarded(spend("join")(propose_or_accept)),
             methods=["POST"],
         ),
     ]
@@ -171,7 +171,7 @@ def rematches_of(request: Request) -> Rematches:
 def _state(request: Request, held: Held, proposal: Proposal | None) -> Response:
     """The rematch as this browser's seat sees it, with its new seat's cookie once started."""
     if proposal is None:
-        return _answer({"state": "none", "accepted": [], "waiting_for": []})
+        return json_answer({"state": "none", "accepted": [], "waiting_for": []})
     body: JSON = {
         "state": proposal.state(),
         "accepted": sorted(proposal.accepted),
@@ -183,31 +183,31 @@ def _state(request: Request, held: Held, proposal: Proposal | None) -> Response:
     seat = proposal.seated.get(held.seat)
     if proposal.new_id:
         body["match_id"] = proposal.new_id
-        body["link"] = _link(request, proposal.new_id)
-    response = _answer(body)
+        body["link"] = match_link(request, proposal.new_id)
+    response = json_answer(body)
     if seat is not None:
-        _set_seat(request, response, seat)
+        set_seat_cookie(request, response, seat)
     return response
 
 
 async def rematch_state(request: Request) -> Response:
     """The rematch of this match: none, proposed (who has accepted, who is awaited), started
     (the new match's link, and this seat's cookie in it) or failed."""
-    match_id = _match_id(request)
-    held = _seated(request, match_id)
+    match_id = match_id_of(request)
+    held = seated_in(request, match_id)
     return _state(request, held, rematches_of(request).get(match_id))
 
 
 async def propose_or_accept(request: Request) -> Response:
     """Propose a rematch of this ended match, or accept the one proposed; the last person to
     accept starts it."""
-    match_id = _match_id(request)
-    held = _seated(request, match_id)
-    await _body(request)
+    match_id = match_id_of(request)
+    held = seated_in(request, match_id)
+    await read_body(request)
     rematches = rematches_of(request)
     proposal = rematches.get(match_id)
     if proposal is None or proposal.error:
-        view = await _view(request, held)
+        view = await seat_view(request, held)
         if view.phase != pb.PHASE_ENDED:
             raise Refused(409, "a rematch is offered once the match has ended", "MATCH_NOT_ENDED")
         proposal = rematches.get(match_id)
@@ -226,17 +226,19 @@ async def _start(request: Request, proposal: Proposal) -> None:
     """Create the new match, seat each person in their old seat and fill the computer's.
     A failure is kept in `proposal.error` (and the seats may propose again)."""
     try:
-        created: pb.CreateMatchResponse = await _call(request, "CreateMatch", proposal.request)
+        created: pb.CreateMatchResponse = await call_upstream(
+            request, "CreateMatch", proposal.request
+        )
         seated: dict[int, Held] = {}
         for seat, name in sorted(proposal.names.items()):
             token = new_token()
             join = pb.JoinMatchRequest(
                 match_id=created.match_id, seat=seat, name=name, seat_token=token
             )
-            await _call(request, "JoinMatch", join)
+            await call_upstream(request, "JoinMatch", join)
             seated[seat] = Held(created.match_id, seat, token)
     except grpc.aio.AioRpcError as e:
-        proposal.error = f"the rematch was not created: {_refused_upstream(e)}"
+        proposal.error = f"the rematch was not created: {refused_upstream(e)}"
         return
     proposal.seated = seated
     proposal.new_id = created.match_id

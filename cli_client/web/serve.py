@@ -22,7 +22,7 @@ from bergen.cli_client.usage import fail
 from .app import TRANSPORT_EXTENSION
 from .computer import MAX_BOTS, ComputerSeats
 from .limits import ClientLimits
-from .players import create_site
+from .site import create_site
 
 SHUTDOWN_GRACE_S = 2
 

@@ -1,0 +1,28 @@
+"""The whole gateway, composed: the spectators' site and API (`app`), the players' API
+(`players`) and rematches (`rematch`), each module adding its routes here so that none of them
+imports another's composition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+
+from bergen.cli_client.connect import Endpoint
+
+from . import players, rematch
+from .app import create_app
+
+
+def create_site(
+    endpoint: Endpoint | str, *, seal_key_file: Path | str | None = None, **options: Any
+) -> Starlette:
+    """The gateway to the game server at `endpoint`: `app.create_app` with `options`, the
+    players' API with its seats sealed with the key of `seal_key_file` (default: the state
+    directory's, made when missing), and rematches. Raises OSError or ValueError for a seal
+    key file that cannot be used."""
+    site = create_app(endpoint, **options)
+    site.router.routes.extend(players.install(site, seal_key_file))
+    site.router.routes.extend(rematch.install(site))
+    return site
