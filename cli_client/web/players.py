@@ -208,6 +208,7 @@ def install(app: Any, seal_key_file: Path | str | None) -> list[Route]:
         Route("/api/play/matches/{id}/resign", _guarded(resign), methods=["POST"]),
         Route("/api/play/matches/{id}/link", _guarded(link), methods=["POST"]),
         Route("/claim", claim, methods=["GET"]),
+        *__import__(f"{__package__}.entrants", fromlist=["routes"]).routes(app),
     ]
 
 
