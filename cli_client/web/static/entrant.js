@@ -86,6 +86,8 @@ function now(m) {
   if (t && t.playing) return ["playing", `Round ${t.round}: your table is table ${t.table}, seat ${num(t.seat) + 1}. Going to your table…`];
   if (m.bye && num(m.bye) === num(m.round)) return ["bye", `Round ${m.bye}: you have a bye (1 match point, no match to play).`];
   if (m.round === 0) return ["waiting", "The tournament has started: round 1 is being paired."];
+  if (m.next_round) return ["between", `Round ${m.round} has ended.`];
+  if (t && num(t.round) === num(m.round)) return ["between", `Your match of round ${m.round} has ended; the other tables play on.`];
   return ["between", `Round ${m.round} is being played at the other tables.`];
 }
 
