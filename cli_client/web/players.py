@@ -270,7 +270,7 @@ def _bad(message: str) -> Refused:
     return Refused(400, message, "BAD_REQUEST")
 
 
-def _name(body: dict[str, Any], key: str = "name", limit: int = MAX_NAME) -> str:
+def checked_name(body: dict[str, Any], key: str = "name", limit: int = MAX_NAME) -> str:
     value = body.get(key)
     if not isinstance(value, str) or not value.strip():
         raise _bad(f"{key} is required: a text of 1 to {limit} characters")
@@ -291,7 +291,7 @@ def match_id_of(request: Request) -> str:
     return checked_id(request)
 
 
-def _players(request: Request) -> Players:
+def players_of(request: Request) -> Players:
     players: Players = request.app.state.players
     return players
 
@@ -304,7 +304,7 @@ def _held(request: Request, match_id: str) -> Held | None:
     sealed = request.cookies.get(_cookie_name(match_id))
     if not sealed:
         return None
-    held = _players(request).sealer.open(sealed)
+    held = players_of(request).sealer.open(sealed)
     return held if held is not None and held.match_id == match_id else None
 
 
@@ -318,7 +318,7 @@ def seated_in(request: Request, match_id: str) -> Held:
 def set_seat_cookie(request: Request, response: Response, held: Held) -> None:
     response.set_cookie(
         _cookie_name(held.match_id),
-        _players(request).sealer.seal(held),
+        players_of(request).sealer.seal(held),
         max_age=COOKIE_MAX_AGE_S,
         path=f"/api/play/matches/{held.match_id}",
         secure=request.url.scheme == "https",
@@ -409,8 +409,8 @@ async def create_match(request: Request) -> Response:
     """Create a match, seat its creator (this browser), and fill the seats asked of the
     computer."""
     body = await read_body(request)
-    name = _name(body)
-    match_name = _name(body, "match_name", MAX_MATCH_NAME) if body.get("match_name") else ""
+    name = checked_name(body)
+    match_name = checked_name(body, "match_name", MAX_MATCH_NAME) if body.get("match_name") else ""
     seats = _int(body, "seats", 2, 4)
     partnerships = body.get("partnerships", False)
     if not isinstance(partnerships, bool) or (partnerships and seats != 4):
@@ -491,7 +491,7 @@ async def join_match(request: Request) -> Response:
             )
             set_seat_cookie(request, response, held)
             return response
-    name = _name(body)
+    name = checked_name(body)
     join = pb.JoinMatchRequest(match_id=match_id, name=name, seat_token=new_token())
     if body.get("seat") is not None:
         join.seat = _int(body, "seat", 0, 3)
@@ -564,7 +564,7 @@ async def link(request: Request) -> Response:
     """A one-time link that seats another device of the same player (good for CLAIM_TTL_S)."""
     match_id = match_id_of(request)
     held = seated_in(request, match_id)
-    code = _players(request).claims.issue(held)
+    code = players_of(request).claims.issue(held)
     url = f"{str(request.base_url).rstrip('/')}/claim?code={code}"
     return json_answer({"url": url, "expires_in_s": CLAIM_TTL_S}, 201)
 
@@ -572,7 +572,7 @@ async def link(request: Request) -> Response:
 async def claim(request: Request) -> Response:
     """Trade a one-time code for its seat's cookie, and go to the match."""
     code = request.query_params.get("code", "")
-    held = _players(request).claims.take(code) if CLAIM_CODE.fullmatch(code) else None
+    held = players_of(request).claims.take(code) if CLAIM_CODE.fullmatch(code) else None
     if held is None:
         return PlainTextResponse(
             "This link has been used, has expired or was never given. Ask for a new one on "

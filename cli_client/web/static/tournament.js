@@ -164,6 +164,7 @@ function render(t) {
   $("#interventions").replaceChildren(...interventions.map((i) => h("li", { text: interventionText(t, i) })));
   $("#interventions-section").hidden = !interventions.length;
   document.body.dataset.version = String(t.version);
+  document.dispatchEvent(new CustomEvent("bergen:tournament", { detail: t }));
   const links = $("#links");
   links.replaceChildren(h("a", { href: `/api/tournaments/${encodeURIComponent(id)}/record`, download: `tournament-${id}.json` }, "The signed tournament record"));
   if (t.phase === "TOURNAMENT_PHASE_ENDED" && !t.cancelled) {

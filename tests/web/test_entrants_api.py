@@ -1,0 +1,188 @@
+"""The entrants' API against a real `bergen serve` (PostgreSQL) and a real `bergen web`:
+registering from a browser (again gives back the same entrant), "my tournament", the seat of
+the entrant's table handed to the browser when a round seats it, withdrawing, and the
+refusals (another site, no entrant, a malformed id or body, a cookie carried elsewhere) that
+change nothing. No answer holds the entrant's token."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from e2e.client import rule_options
+from e2e.servers import ServerFarm, ServerProcess
+
+from bergen.cli_client.connect import bearer
+from bergen.cli_client.web.players import Sealer
+from bergen.v1 import bergen_pb2 as pb
+from bergen.v1 import bergen_pb2_grpc
+
+from .conftest import ORGANISER_TOKEN
+from .gateway import Gateway, start_gateway
+from .test_play_api import Player
+
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
+
+ORG = bearer(ORGANISER_TOKEN)
+
+
+@pytest.fixture(scope="module")
+def key_file(module_farm: ServerFarm) -> Path:
+    return module_farm.workdir / "entrants-seal.key"
+
+
+@pytest.fixture(scope="module")
+def entrants_gateway(
+    server: ServerProcess, module_farm: ServerFarm, key_file: Path
+) -> Iterator[Gateway]:
+    gw = start_gateway(server.target, module_farm.workdir, "--seal-key-file", str(key_file))
+    yield gw
+    assert gw.stop() == 0, gw.log()
+
+
+@pytest.fixture(scope="module")
+def stub(server: ServerProcess) -> Iterator[Any]:
+    channel = grpc.insecure_channel(server.target)
+    yield bergen_pb2_grpc.BergenServiceStub(channel)
+    channel.close()
+
+
+def create(stub: Any, rounds: int = 1) -> str:
+    created = stub.CreateTournament(
+        pb.CreateTournamentRequest(
+            name="API cup",
+            settings=pb.TournamentSettings(
+                format=pb.TOURNAMENT_FORMAT_SWISS,
+                seats=2,
+                preset=pb.PRESET_STANDARD,
+                options=rule_options(target=3),
+                rounds=rounds,
+            ),
+        ),
+        metadata=ORG,
+    )
+    return str(created.tournament_id)
+
+
+def entrants(stub: Any, tid: str) -> list[Any]:
+    return list(stub.GetTournament(pb.GetTournamentRequest(tournament_id=tid)).tournament.entrants)
+
+
+def tokens(player: Player, key_file: Path) -> list[str]:
+    return player.tokens(Sealer.from_file(key_file))
+
+
+def test_register_once_per_browser_see_my_tournament_and_withdraw(
+    entrants_gateway: Gateway, stub: Any, key_file: Path
+) -> None:
+    tid = create(stub)
+    ann, bo = Player(entrants_gateway), Player(entrants_gateway)
+    status, body, _ = ann.post(f"/api/play/tournaments/{tid}/register", {"name": "Ann"})
+    assert (status, body) == (201, {"tournament_id": tid, "entrant": 1})
+    (cookie,) = [
+        raw.decode().lower()
+        for raw in ann.seen
+        if raw.lower().startswith(f"set-cookie: bergen_entrant_{tid}=".encode())
+    ]
+    assert f"bergen_entrant_{tid}=" in cookie and "httponly" in cookie
+    assert "samesite=strict" in cookie and f"path=/api/play/tournaments/{tid}" in cookie
+    status, body, _ = ann.post(f"/api/play/tournaments/{tid}/register", {"name": "Ann again"})
+    assert (status, body["entrant"]) == (200, 1)
+    assert bo.post(f"/api/play/tournaments/{tid}/register", {"name": "Bo"})[:2] == (
+        201,
+        {"tournament_id": tid, "entrant": 2},
+    )
+    assert [list(e.players) for e in entrants(stub, tid)] == [["Ann"], ["Bo"]]
+    status, mine, _ = ann.request("GET", f"/api/play/tournaments/{tid}")
+    assert status == 200, mine
+    assert mine["phase"] == "registration" and mine["entrant"] == 1
+    assert mine["players"] == ["Ann"] and mine["table"] is None and not mine["withdrawn"]
+    status, gone, _ = bo.post(f"/api/play/tournaments/{tid}/withdraw")
+    assert (status, gone["entrant"], gone["after_round"]) == (200, 2, 0), gone
+    status, mine, _ = bo.request("GET", f"/api/play/tournaments/{tid}")
+    assert status == 200 and mine["withdrawn"], mine
+    assert entrants(stub, tid)[1].withdrawn_by == pb.ACTOR_ENTRANT
+    # The tokens the cookies hold appear in no answer.
+    held = tokens(ann, key_file) + tokens(bo, key_file)
+    assert len(held) == 2
+    for player in (ann, bo):
+        assert not any(t.encode() in raw for t in held for raw in player.seen)
+
+
+def test_a_round_hands_the_browser_its_tables_seat(
+    entrants_gateway: Gateway, stub: Any, key_file: Path
+) -> None:
+    tid = create(stub)
+    ann, bo = Player(entrants_gateway), Player(entrants_gateway)
+    for p, name in ((ann, "Ann"), (bo, "Bo")):
+        assert p.post(f"/api/play/tournaments/{tid}/register", {"name": name})[0] == 201
+    stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=ORG)
+    deadline = time.monotonic() + 30
+    while True:
+        status, mine, _ = ann.request("GET", f"/api/play/tournaments/{tid}")
+        assert status == 200, mine
+        if mine["table"] is not None:
+            break
+        assert time.monotonic() < deadline, mine
+        time.sleep(0.1)
+    table = mine["table"]
+    assert table["playing"] and table["round"] == 1 and table["table"] == 1
+    assert sorted(table["sides"]) == [1, 2]
+    match = table["match_id"]
+    assert f"bergen_seat_{match}" in ann.cookies
+    view = ann.view(match)
+    assert view.get("viewer_seat", 0) == table["seat"]
+    assert len(view["my_tiles"]) > 0
+    # The seat's cookie holds the entrant's token, which no answer showed.
+    sealer = Sealer.from_file(key_file)
+    seat = sealer.open(ann.cookies[f"bergen_seat_{match}"][0])
+    assert seat is not None and (seat.match_id, seat.seat) == (match, table["seat"])
+    assert not any(seat.token.encode() in raw for raw in ann.seen)
+    # Bo, who did not ask yet, holds no seat of the match.
+    status, body, _ = bo.request("GET", f"/api/play/matches/{match}")
+    assert (status, body["code"]) == (403, "NO_SEAT")
+
+
+def test_refusals_say_why_and_change_nothing(entrants_gateway: Gateway, stub: Any) -> None:
+    tid, other = create(stub), create(stub)
+    ann = Player(entrants_gateway)
+    path = f"/api/play/tournaments/{tid}"
+    status, body, _ = ann.post(
+        f"{path}/register", {"name": "Ann"}, headers={"Sec-Fetch-Site": "cross-site"}
+    )
+    assert (status, body["code"]) == (403, "CROSS_SITE")
+    status, body, _ = ann.post(
+        f"{path}/register",
+        {"name": "Ann"},
+        headers={"Sec-Fetch-Site": "", "Origin": "http://evil.example"},
+    )
+    assert (status, body["code"]) == (403, "CROSS_SITE")
+    status, body, _ = ann.post(f"{path}/register", {"name": "  "})
+    assert (status, body["code"]) == (400, "BAD_REQUEST")
+    status, body, _ = ann.request("POST", f"{path}/register", None, {"Content-Type": "text/plain"})
+    assert (status, body["code"]) == (400, "BAD_REQUEST")
+    status, body, _ = ann.post("/api/play/tournaments/not%20an%20id/register", {"name": "Ann"})
+    assert status in (400, 404), body
+    assert entrants(stub, tid) == []
+    for method, what in (("GET", ""), ("POST", "/withdraw")):
+        status, body, _ = ann.request(method, f"{path}{what}", {} if method == "POST" else None)
+        assert (status, body["code"]) == (403, "NO_ENTRANT"), (method, body)
+    assert ann.post(f"{path}/register", {"name": "Ann"})[0] == 201
+    sealed = ann.cookies[f"bergen_entrant_{tid}"][0]
+    # The entrant's cookie opens in no other tournament, and never as a match's seat.
+    ann.cookies[f"bergen_entrant_{other}"] = (sealed, f"/api/play/tournaments/{other}")
+    status, body, _ = ann.request("GET", f"/api/play/tournaments/{other}")
+    assert (status, body["code"]) == (403, "NO_ENTRANT")
+    ann.cookies[f"bergen_seat_{tid}"] = (sealed, f"/api/play/matches/{tid}")
+    status, body, _ = ann.request("GET", f"/api/play/matches/{tid}")
+    assert (status, body["code"]) == (403, "NO_SEAT")
+    # Registration closed: the game server's refusal, with its reason.
+    Player(entrants_gateway).post(f"{path}/register", {"name": "Bo"})
+    stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=ORG)
+    status, body, _ = Player(entrants_gateway).post(f"{path}/register", {"name": "Cy"})
+    assert status in (409, 412, 400), body
+    assert [list(e.players) for e in entrants(stub, tid)] == [["Ann"], ["Bo"]]

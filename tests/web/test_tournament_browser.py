@@ -1,0 +1,230 @@
+"""A tournament played in real browsers: two Chromium contexts register on the tournament
+page, `bergen bots --tournament` adds bot entrants, the organiser starts it, and each round
+the page takes each browser player to its table on its own, where it plays by clicks (the
+first legal tile each turn) until the match ends and the page comes back. A bye, the
+countdown to the next round and the final standings are shown on the page; the entrant's
+token never reaches a page, a URL or a response body. A screenshot of the tournament page
+goes to build/screenshots.
+
+Skipped (saying why) without /usr/bin/chromium or playwright, unless BERGEN_REQUIRE_BROWSER=1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+from e2e.client import rule_options
+from e2e.servers import ServerFarm, ServerProcess, bergen_command
+
+from bergen.cli_client.connect import bearer
+from bergen.v1 import bergen_pb2 as pb
+from bergen.v1 import bergen_pb2_grpc
+
+from .browsing import DESKTOP, SCREENSHOTS, browser, wait_js
+from .conftest import ORGANISER_TOKEN
+from .gateway import Gateway, start_gateway
+
+__all__ = ["browser"]
+
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(900)]
+
+BOTS = 3
+ROUNDS = 4
+"""Five entrants and four Swiss rounds: a bye each round, four of the five entrants with one,
+so at least one browser player has a bye."""
+ROUND_DELAY_S = 8
+ORG = bearer(ORGANISER_TOKEN)
+COUNTDOWN = "() => (document.querySelector('#countdown') || {}).textContent || ''"
+LIMITS = ["--client-streams", "40", "--client-follows", "40", "--client-joins", "100"]
+
+
+@pytest.fixture(scope="module")
+def entrants_gateway(server: ServerProcess, module_farm: ServerFarm) -> Iterator[Gateway]:
+    """A gateway whose per-client limits hold two browsers on one address."""
+    key = module_farm.workdir / "tournament-seal.key"
+    gw = start_gateway(server.target, module_farm.workdir, "--seal-key-file", str(key), *LIMITS)
+    yield gw
+    assert gw.stop() == 0, gw.log()
+
+
+class Player:
+    """One browser player: its context, every URL it went to and every response body it got,
+    and the states its "my tournament" section showed."""
+
+    def __init__(self, browser: Any, name: str) -> None:
+        self.name = name
+        self.context = browser.new_context(viewport=DESKTOP)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.urls: list[str] = []
+        self.bodies: list[tuple[str, bytes]] = []
+        self.states: set[str] = set()
+        self.countdowns: list[str] = []
+        self.plays = 0
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("framenavigated", lambda f: self.urls.append(f.url))
+        self.page.on("response", self._keep)
+
+    def _keep(self, response: Any) -> None:
+        if "text/event-stream" in (response.headers.get("content-type") or ""):
+            return
+        with contextlib.suppress(Exception):  # a body gone with a navigation
+            self.bodies.append((response.url, response.body()))
+
+    def tables(self) -> set[str]:
+        """The matches the page took this player to, as a tournament's tables."""
+        out = set()
+        for url in self.urls:
+            if "/match?id=" in url and "tournament=" in url:
+                out.add(url.split("id=")[1].split("&")[0])
+        return out
+
+    def step(self) -> None:
+        """Look at the page once: note the tournament's state, or play a turn at the table."""
+        pg = self.page
+        try:
+            if "/tournament?" in pg.url:
+                state = pg.evaluate("() => document.body.dataset.myTournament || ''")
+                if state:
+                    self.states.add(state)
+                shown = pg.evaluate(COUNTDOWN)
+                if shown:
+                    self.countdowns.append(shown)
+            elif "/match?" in pg.url and pg.evaluate("() => document.body.dataset.turn") == "mine":
+                before = pg.evaluate("() => Number(document.body.dataset.version || 0)")
+                pg.click("#hand button.mytile.legal >> nth=0", timeout=5000)
+                if pg.is_visible("#end-choice"):
+                    pg.click("#end-choice button >> nth=0", timeout=5000)
+                wait_js(pg, f"() => Number(document.body.dataset.version || 0) > {before}", 20)
+                self.plays += 1
+        except Exception as e:  # the page went on to the next one meanwhile
+            if "context was destroyed" not in str(e) and "navigat" not in str(e).lower():
+                raise
+
+    def close(self) -> None:
+        self.context.close()
+        assert not self.errors, self.errors
+
+
+def create(stub: Any) -> str:
+    created = stub.CreateTournament(
+        pb.CreateTournamentRequest(
+            name="Browser cup",
+            settings=pb.TournamentSettings(
+                format=pb.TOURNAMENT_FORMAT_SWISS,
+                seats=2,
+                preset=pb.PRESET_STANDARD,
+                options=rule_options(target=3),
+                rounds=ROUNDS,
+                round_delay=ROUND_DELAY_S,
+            ),
+        ),
+        metadata=ORG,
+    )
+    return str(created.tournament_id)
+
+
+def register(player: Player, gateway: Gateway, tid: str) -> None:
+    player.page.goto(f"{gateway.base}/tournament?id={tid}")
+    player.page.wait_for_selector("#register-form")
+    player.page.fill("#register-form input[name=name]", player.name)
+    player.page.click("#register-form button[type=submit]")
+    wait_js(player.page, "() => document.body.dataset.myTournament === 'waiting'", 20)
+    assert player.name in player.page.inner_text("#me")
+
+
+def test_two_browser_players_and_bots_play_a_tournament_to_its_final_standings(
+    browser: Any, server: ServerProcess, entrants_gateway: Gateway
+) -> None:
+    gateway = entrants_gateway
+    channel = grpc.insecure_channel(server.target)
+    stub = bergen_pb2_grpc.BergenServiceStub(channel)
+    tid = create(stub)
+    ada, bo = Player(browser, "Ada"), Player(browser, "Bo")
+    register(ada, gateway, tid)
+    register(bo, gateway, tid)
+    # Registering again from the same browser gives back the entrant it holds.
+    again = ada.page.evaluate(
+        """async (tid) => {
+          const r = await fetch(`/api/play/tournaments/${tid}/register`, {method: "POST",
+            headers: {"content-type": "application/json"}, body: JSON.stringify({name: "Ada"})});
+          return [r.status, await r.json()];
+        }""",
+        tid,
+    )
+    assert again[0] == 200 and again[1]["entrant"] == 1, again
+    bots = subprocess.Popen(
+        [*bergen_command(), "bots", "--server", server.target, "--tournament", tid,
+         "--entrants", str(BOTS), "--policy", "greedy", "--seed", "web"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(stub.GetTournament(pb.GetTournamentRequest(tournament_id=tid)).tournament
+                   .entrants) < 2 + BOTS:  # fmt: skip
+            assert time.monotonic() < deadline, "the bots did not register"
+            time.sleep(0.1)
+        stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=ORG)
+        deadline = time.monotonic() + 800
+        shot = False
+        while not all(p.states >= {"ended"} for p in (ada, bo)):
+            assert time.monotonic() < deadline, (ada.states, bo.states)
+            for p in (ada, bo):
+                p.step()
+                if not shot and p.countdowns and "starts in" in p.countdowns[-1]:
+                    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                    p.page.screenshot(path=str(SCREENSHOTS / "tournament-player.png"))
+                    shot = True
+            time.sleep(0.03)
+        out, err = bots.communicate(timeout=120)
+        assert bots.returncode == 0, err + out
+    finally:
+        if bots.poll() is None:
+            bots.kill()
+            bots.communicate()
+    final = stub.GetTournament(pb.GetTournamentRequest(tournament_id=tid)).tournament
+    channel.close()
+    assert final.phase == pb.TOURNAMENT_PHASE_ENDED and final.round == ROUNDS
+    numbers = {e.players[0]: e.entrant for e in final.entrants}
+    byes_seen = 0
+    for p in (ada, bo):
+        me = numbers[p.name]
+        for r in final.rounds:
+            if me in r.byes:
+                byes_seen += 1
+                continue
+            # Every round's table of the player's was played here, to its end, by clicks.
+            (table,) = [t for t in r.tables if me in t.sides]
+            assert table.match_id in p.tables(), (p.name, r.round, p.urls)
+            assert table.result.reason == pb.MATCH_END_REASON_TARGET, table
+        assert p.plays > 0
+        # Its bye, the countdown and the final standings, as the page showed them.
+        if any(me in r.byes for r in final.rounds):
+            assert "bye" in p.states, (p.name, p.states)
+        assert "ended" in p.states
+        rows = p.page.eval_on_selector_all(
+            "#standings-table tbody tr", "rs => rs.map(r => [r.dataset.entrant, r.className])"
+        )
+        assert [int(e) for e, _ in rows] == [s.entrant for s in final.standings]
+        assert [c for e, c in rows if int(e) == me] == ["me"]
+        rank = next(s.rank for s in final.standings if s.entrant == me)
+        assert f"you placed {rank} of {2 + BOTS}" in p.page.inner_text("#my-status")
+        # No page, URL or answer held the entrant's token (the gateway makes it "bgs_...").
+        assert not any("bgs_" in u for u in p.urls)
+        assert not any(b"bgs_" in body for _, body in p.bodies)
+        cookies = {c["name"]: c for c in p.context.cookies()}
+        held = cookies[f"bergen_entrant_{tid}"]
+        assert held["httpOnly"] and held["sameSite"] == "Strict"
+        assert held["path"] == f"/api/play/tournaments/{tid}"
+    assert byes_seen >= 1
+    countdowns = ada.countdowns + bo.countdowns
+    assert any(c.startswith("Round ") and " starts in 0:0" in c for c in countdowns), countdowns
+    assert shot and (SCREENSHOTS / "tournament-player.png").stat().st_size > 0
+    ada.close()
+    bo.close()
