@@ -35,7 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +47,6 @@ from bench import harness
 from bench.grpc_bench import (
     CALL_TIMEOUT,
     CHANNEL_OPTIONS,
-    OURS,
     Server,
     bearer,
     bergen_command,
@@ -146,9 +145,11 @@ class Http:
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._reader is None or self._writer is None:
-            self._reader, self._writer = await asyncio.wait_for(
+            reader, writer = await asyncio.wait_for(
                 asyncio.open_connection("127.0.0.1", self.port), CONNECT_TIMEOUT
             )
+            self._reader, self._writer = reader, writer
+            return reader, writer
         return self._reader, self._writer
 
     async def post(
@@ -431,7 +432,7 @@ async def grpc_pair(target: str, n: int, window: Window, tally: Tally) -> None:
 
 
 def play_round(
-    pair: Callable[[int, Window, Tally], Awaitable[None]],
+    pair: Callable[[int, Window, Tally], Coroutine[Any, Any, None]],
     pairs: int,
     warmup: float,
     seconds: float,

@@ -1,0 +1,75 @@
+"""The players' benchmark of the web gateway: its figures, and a quick run on real servers."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+# The benchmarks are not part of the installed package: import them from the checkout.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench import harness
+from bench import web_play_bench as bench
+from bench.harness import ExitStatus
+
+
+def test_a_play_is_shown_when_the_stream_first_shows_its_version_or_a_later_one() -> None:
+    seen = bench.Seen()
+    seen.update(3, 0, False, [], 1.0)
+    seen.update(5, 1, False, [], 2.0)
+    seen.update(4, 0, False, [], 3.0)  # late: kept as an arrival, not as the view
+    assert (seen.version, seen.turn) == (5, 1)
+    assert seen.shown_at(3) == 1.0
+    assert seen.shown_at(4) == 2.0
+    assert seen.shown_at(6) is None
+
+
+def test_only_plays_inside_the_window_count() -> None:
+    window = bench.Window(10.0, 20.0, stop=None)  # type: ignore[arg-type]
+    seen = bench.Seen()
+    seen.update(2, None, False, [], 10.05)
+    seen.update(4, None, False, [], 20.5)
+    tally = bench.Tally()
+    sent = [(9.9, 10.01, 2), (10.0, 10.04, 2), (19.9, 20.1, 4)]
+    bench._record(tally, window, sent, seen)
+    assert tally.plays == 2  # answered at 10.01 and 10.04; 20.1 is after the window
+    assert [round(x, 3) for x in tally.latencies] == [0.05, 0.6]
+
+
+def test_the_table_gives_each_goal_its_verdict() -> None:
+    def tally(plays: int, latencies: list[float]) -> bench.Tally:
+        return bench.Tally(plays=plays, latencies=latencies)
+
+    fast = [0.01, 0.02, 0.03, 0.04]
+    slow = [0.1, 0.2, 0.3, 0.4]
+    lines = bench.rows(
+        4, {bench.WEB: [tally(80, slow)], bench.GRPC: [tally(100, fast)]}, seconds=2.0
+    )
+    assert [line.passed for line in lines] == [None, False, True]
+    assert lines[2].ours == "40" and lines[2].reference == "50" and lines[2].ratio == 0.8
+    lines = bench.rows(4, {bench.WEB: [tally(70, fast)], bench.GRPC: [tally(100, slow)]}, 1.0)
+    assert [line.passed for line in lines] == [None, True, False]
+
+
+@pytest.mark.timeout(180)
+def test_a_quick_run_plays_through_the_gateway_and_prints_both_figures(
+    pg_admin_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(harness.QUICK_ENV, "1")
+    assert bench.main(["--database-url", pg_admin_url]) == ExitStatus.OK
+    out = capsys.readouterr().out
+    number = r"(\d+(?:\.\d+)?)"
+    for p in ("p50", "p99"):
+        found = re.search(rf"Play to own view, {p} \(ms\)\s+{number}\s+{number}", out)
+        assert found, out
+        assert float(found[1]) > 0 and float(found[2]) > 0
+    found = re.search(rf"Play/s, 20 players .*?\s+(\d+)\s+(\d+)\s+{number}\s+>= 0.75\s+(\w+)", out)
+    assert found, out
+    web, grpc, ratio = int(found[1]), int(found[2]), float(found[3])
+    assert web > 0 and grpc > 0
+    assert ratio == pytest.approx(web / grpc, abs=0.02)
+    assert found[4] == ("PASS" if ratio >= 0.75 else "MISSED")
+    assert re.search(r"< 150\s+(PASS|MISSED)", out), out
