@@ -83,6 +83,8 @@ class Tally:
     plays: int = 0
     latencies: list[float] = field(default_factory=list)
     """Seconds from sending a Play to the player's own stream showing it."""
+    answered: list[float] = field(default_factory=list)
+    """Of those, seconds until the Play's own answer came back (the first stage)."""
     refused: int = 0
     matches: int = 0
 
@@ -127,7 +129,7 @@ class Seen:
         return None
 
 
-def _record(tally: Tally, window: Window, sent: list[tuple[float, float, int]], seen: Seen) -> None:
+def record(tally: Tally, window: Window, sent: list[tuple[float, float, int]], seen: Seen) -> None:
     """Count the Plays answered inside the window, and the latency of each sent inside it."""
     for t0, t1, version in sent:
         if window.inside(t1):
@@ -135,6 +137,7 @@ def _record(tally: Tally, window: Window, sent: list[tuple[float, float, int]], 
         shown = seen.shown_at(version)
         if window.inside(t0) and shown is not None:
             tally.latencies.append(shown - t0)
+            tally.answered.append(t1 - t0)
 
 
 # --- the web players -----------------------------------------------------------------------
@@ -304,7 +307,7 @@ async def web_seat(
         sent.append((t0, t1, version))
         seen.update(version, turn, ended, plays, -1.0)
         seen.arrived.pop()  # the answer is not the stream: only the stream's arrivals count
-    _record(tally, window, sent, seen)
+    record(tally, window, sent, seen)
 
 
 async def _think(window: Window) -> None:
@@ -439,7 +442,7 @@ async def grpc_seat(
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
-    _record(tally, window, sent, seen)
+    record(tally, window, sent, seen)
 
 
 async def grpc_pair(target: str, n: int, window: Window, tally: Tally) -> None:
@@ -527,6 +530,7 @@ def rows(players: int, think: float, runs: dict[str, list[Round]], seconds: floa
     """The table's rows: latency p50 and p99 of each kind (players thinking `think` s a play,
     then flat out), Play/s of each flat out and their ratio."""
     paced = {k: [x for r in rs for x in r.paced.latencies] for k, rs in runs.items()}
+    answered = {k: [x for r in rs for x in r.paced.answered] for k, rs in runs.items()}
     flat = {k: [x for r in rs for x in r.flat_out.latencies] for k, rs in runs.items()}
     rates = {k: statistics.median(r.flat_out.plays / seconds for r in rs) for k, rs in runs.items()}
     web99 = _ms(paced[WEB], 99)
@@ -534,6 +538,13 @@ def rows(players: int, think: float, runs: dict[str, list[Round]], seconds: floa
 
     def both(latencies: dict[str, list[float]], p: int) -> tuple[str, str]:
         return f"{_ms(latencies[WEB], p):.1f}", f"{_ms(latencies[GRPC], p):.1f}"
+
+    def pair(latencies: dict[str, list[float]]) -> tuple[str, str]:
+        web, grpc = latencies[WEB], latencies[GRPC]
+        return (
+            f"{_ms(web, 50):.0f} / {_ms(web, 99):.0f}",
+            f"{_ms(grpc, 50):.0f} / {_ms(grpc, 99):.0f}",
+        )
 
     return [
         Line(f"Play to own view, p50 (ms), {think:g} s thinking", *both(paced, 50)),
@@ -543,6 +554,7 @@ def rows(players: int, think: float, runs: dict[str, list[Round]], seconds: floa
             goal="< 150",
             passed=web99 < GOAL_P99_MS,
         ),
+        Line("  of which the Play's answer, p50 / p99 (ms)", *pair(answered)),
         Line(
             f"Play/s, {players} players flat out (median)",
             f"{rates[WEB]:.0f}",
@@ -581,8 +593,8 @@ def main(argv: list[str] | None = None) -> int:
     harness.add_database_url(parser)
     quick_or = harness.quick_or
     parser.add_argument("--players", type=int, default=quick_or(200, 20), help="an even number")
-    parser.add_argument("--seconds", type=float, default=quick_or(10.0, 2.0), help="per window")
-    parser.add_argument("--warmup", type=float, default=quick_or(3.0, 1.0), help="per window")
+    parser.add_argument("--seconds", type=float, default=quick_or(10.0, 1.5), help="per window")
+    parser.add_argument("--warmup", type=float, default=quick_or(3.0, 0.5), help="per window")
     parser.add_argument("--rounds", type=int, default=quick_or(3, 1), help="of each kind")
     parser.add_argument(
         "--think",
@@ -648,7 +660,8 @@ def main(argv: list[str] | None = None) -> int:
             say(
                 f"    {'thinking' if think else 'flat out'}: "
                 f"{tally.plays / args.seconds:.0f} Play/s, "
-                f"p50 {_ms(tally.latencies, 50):.1f} ms, p99 {_ms(tally.latencies, 99):.1f} ms, "
+                f"p50 {_ms(tally.latencies, 50):.1f} ms, p99 {_ms(tally.latencies, 99):.1f} ms "
+                f"(answered: p99 {_ms(tally.answered, 99):.1f} ms), "
                 f"{tally.matches} matches, {tally.refused} refused; CPU (of one core): {cpu}"
             )
             return tally

@@ -34,9 +34,10 @@ def test_only_plays_inside_the_window_count() -> None:
     seen.update(4, None, False, [], 20.5)
     tally = bench.Tally()
     sent = [(9.9, 10.01, 2), (10.0, 10.04, 2), (19.9, 20.1, 4)]
-    bench._record(tally, window, sent, seen)
+    bench.record(tally, window, sent, seen)
     assert tally.plays == 2  # answered at 10.01 and 10.04; 20.1 is after the window
     assert [round(x, 3) for x in tally.latencies] == [0.05, 0.6]
+    assert [round(x, 3) for x in tally.answered] == [0.04, 0.2]
 
 
 def test_the_table_gives_each_goal_its_verdict() -> None:
@@ -46,11 +47,11 @@ def test_the_table_gives_each_goal_its_verdict() -> None:
     fast = [0.01, 0.02, 0.03, 0.04]
     slow = [0.1, 0.2, 0.3, 0.4]
     lines = bench.rows(4, 2.0, {bench.WEB: [run(80, slow)], bench.GRPC: [run(100, fast)]}, 2.0)
-    assert [line.passed for line in lines] == [None, False, True, None, None]
-    assert lines[2].ours == "40" and lines[2].reference == "50" and lines[2].ratio == 0.8
+    assert [line.passed for line in lines] == [None, False, None, True, None, None]
+    assert lines[3].ours == "40" and lines[3].reference == "50" and lines[3].ratio == 0.8
     assert lines[0].ours == "250.0" and lines[0].reference == "25.0"
     lines = bench.rows(4, 2.0, {bench.WEB: [run(70, fast)], bench.GRPC: [run(100, slow)]}, 1.0)
-    assert [line.passed for line in lines] == [None, True, False, None, None]
+    assert [line.passed for line in lines] == [None, True, None, False, None, None]
 
 
 @pytest.mark.timeout(180)
