@@ -147,8 +147,10 @@ def record(tally: Tally, window: Window, sent: list[tuple[float, float, int]], s
 class Http:
     """One kept-alive HTTP/1.1 connection to the gateway, as a browser holds one."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, keep_alive: bool = True) -> None:
         self.port = port
+        # False: a new connection for each request (`--no-keep-alive`, a lever to compare).
+        self.keep_alive = keep_alive
         self.host = f"127.0.0.1:{port}"
         self.reconnects = 0
         self._reader: asyncio.StreamReader | None = None
@@ -193,7 +195,7 @@ class Http:
             status, headers = await read_head(reader)
         length = int(headers.get("content-length", "0"))
         payload = await reader.readexactly(length)
-        if headers.get("connection", "").lower() == "close":
+        if not self.keep_alive or headers.get("connection", "").lower() == "close":
             self.close()
         return status, headers, payload
 
@@ -326,9 +328,11 @@ async def _wait(event: asyncio.Event, stop: asyncio.Event) -> None:
             w.cancel()
 
 
-async def web_pair(port: int, n: int, window: Window, tally: Tally) -> None:
+async def web_pair(
+    port: int, n: int, window: Window, tally: Tally, keep_alive: bool = True
+) -> None:
     """Two browser players at one table: match after match until the run stops."""
-    https = [Http(port), Http(port)]
+    https = [Http(port, keep_alive), Http(port, keep_alive)]
     try:
         while not window.stop.is_set():
             status, headers, payload = await https[0].post(
@@ -612,6 +616,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--coalesce-ms", type=int, default=None, help="bergen web --coalesce-ms (its default)"
     )
+    parser.add_argument(
+        "--no-keep-alive",
+        action="store_true",
+        help="the web players open a new connection for each request",
+    )
     args = parser.parse_args(argv)
     if args.players < 2 or args.players % 2:
         parser.error("--players is an even number, 2 or more")
@@ -645,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             if kind == WEB:
                 tally = play_round(
-                    lambda n, w, t: web_pair(port, n, w, t),
+                    lambda n, w, t: web_pair(port, n, w, t, not args.no_keep_alive),
                     pairs,
                     args.warmup,
                     args.seconds,
