@@ -99,7 +99,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         True,
     ),
     Benchmark(
-        "web", "bench.web_bench", "500 SSE spectators through bergen web", postgres_reachable, True
+        "web",
+        "bench.web_bench",
+        "500 SSE spectators, then 200 players, through bergen web",
+        postgres_reachable,
+        True,
     ),
 )
 

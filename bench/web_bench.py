@@ -2,6 +2,9 @@
 
     python -m bench web            (or: python -m bench.web_bench --spectators 500 --rounds 3)
 
+`python -m bench web` runs this, then the players' benchmark (bench/web_play_bench.py: 200
+browser players playing through the gateway); `--without-players` leaves that out.
+
 `bergen serve` runs on a PostgreSQL database made for the run (BERGEN_BENCH_DATABASE_URL,
 default postgresql://postgres@127.0.0.1:5432/postgres, dropped afterwards) and `bergen web` in
 front of it, each its own process, on loopback.
@@ -218,10 +221,10 @@ class Pacer:
     interval: float
     returned: dict[int, float] = field(default_factory=dict)
     match_id: str = ""
-    stop_server: threading.Event = field(default_factory=threading.Event)
+    _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     error: BaseException | None = None
-    open_channel: Any = None
+    _channel: Any = None
     _player: Any = None
 
     def create(self) -> None:
@@ -327,6 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         help="bergen web --nice: the operator's option for a gateway beside the game server",
+    )
+    parser.add_argument(
+        "--without-players",
+        action="store_true",
+        help="only the spectators: leave out the players' benchmark (bench/web_play_bench.py)",
     )
     parser.add_argument(
         "--spectators-nice",
@@ -438,7 +446,12 @@ def main(argv: list[str] | None = None) -> int:
     say("")
     TABLE.print(rows)
     say(f"gateway's upstream calls over the run: {health}")
-    return ExitStatus.OK
+    if args.without_players:
+        return ExitStatus.OK
+    from bench import web_play_bench  # it imports this module's gateway
+
+    say("")
+    return web_play_bench.main(["--database-url", args.database_url])
 
 
 def _tally(
