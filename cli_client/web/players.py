@@ -184,19 +184,93 @@ class Claims:
         return found[0]
 
 
+Done = tuple[JSON, int, "Held"]
+"""What creating or joining did: the answer, its status, and the seat the browser now holds."""
+
+
+class Requests:
+    """Creations and joins by the page's own id for each request (`request` in the body), for
+    REQUEST_TTL_S: the same request again (a double click, a resend) gets what the first did,
+    even while that one is still under way, and takes no second seat or match. Kept by client
+    and in this gateway process."""
+
+    def __init__(self) -> None:
+        self._done: OrderedDict[tuple[str, str, str], tuple[asyncio.Future[Done], float]] = (
+            OrderedDict()
+        )
+
+    def get(self, key: tuple[str, str, str]) -> asyncio.Future[Done] | None:
+        now = time.monotonic()
+        while self._done:
+            first = next(iter(self._done.values()))
+            if first[1] > now and len(self._done) < REQUESTS_KEPT:
+                break
+            self._done.popitem(last=False)
+        found = self._done.get(key)
+        return None if found is None else found[0]
+
+    def start(self, key: tuple[str, str, str]) -> asyncio.Future[Done]:
+        future: asyncio.Future[Done] = asyncio.get_running_loop().create_future()
+        self._done[key] = (future, time.monotonic() + REQUEST_TTL_S)
+        return future
+
+    def forget(self, key: tuple[str, str, str]) -> None:
+        self._done.pop(key, None)
+
+
+REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
+REQUEST_TTL_S = 600.0
+REQUESTS_KEPT = 10_000
+
+
+async def once(
+    request: Request, body: dict[str, Any], kind: str, act: Callable[[], Awaitable[Done]]
+) -> Response:
+    """`act` (a creation or a join), answered with the seat's cookie; done once for the page's
+    request id (`request`, when the body has one) from this client: a repeat gets the same
+    answer and seat, and a refusal is refused alike."""
+    rid = body.get("request")
+    if rid is None:
+        answer, status, held = await act()
+    else:
+        if not isinstance(rid, str) or not REQUEST_ID.fullmatch(rid):
+            raise _bad(
+                "request is the page's id for this request: 16 to 64 letters, digits, - or _"
+            )
+        limiter = limiter_of(request)
+        key = (limiter.client(request), kind, rid)
+        requests = players_of(request).requests
+        future = requests.get(key)
+        if future is None:
+            future = requests.start(key)
+            try:
+                future.set_result(await act())
+            except BaseException as e:
+                requests.forget(key)  # a refused request may be sent again
+                future.set_exception(e)
+                future.exception()  # the waiters, if any, read it; none is required to
+                raise
+        answer, status, held = await asyncio.shield(future)
+    response = json_answer(answer, status)
+    set_seat_cookie(request, response, held)
+    return response
+
+
 @dataclass
 class Players:
-    """What the players' API keeps: the sealer and the codes for other devices."""
+    """What the players' API keeps: the sealer, the codes for other devices, and the
+    creations and joins done by the pages' request ids."""
 
     sealer: Sealer
     claims: Claims
+    requests: Requests
 
 
 def install(app: Any, seal_key_file: Path | str | None) -> list[Route]:
     """Set the players' state on `app` (and `app.state.computer` to None unless set) and
     return their routes. Raises OSError or ValueError for a seal key file that cannot be used."""
     path = Path(seal_key_file) if seal_key_file else default_seal_key_file()
-    app.state.players = Players(Sealer.from_file(path), Claims())
+    app.state.players = Players(Sealer.from_file(path), Claims(), Requests())
     if not hasattr(app.state, "computer"):
         app.state.computer = None
     return [
@@ -433,45 +507,47 @@ async def create_match(request: Request) -> Response:
     computer: ComputerSeats | None = getattr(request.app.state, "computer", None)
     if bots and computer is None:
         raise Refused(501, "computer seats are not available on this gateway", "NO_COMPUTER")
-    try:
-        created: pb.CreateMatchResponse = await call_upstream(
-            request,
-            "CreateMatch",
-            pb.CreateMatchRequest(
-                seats=seats,
-                partnerships=partnerships,
-                preset=PRESETS[preset],
-                options=options,
-                name=match_name,
-            ),
-        )
-        token = new_token()
-        joined: pb.JoinMatchResponse = await call_upstream(
-            request,
-            "JoinMatch",
-            pb.JoinMatchRequest(match_id=created.match_id, seat=0, name=name, seat_token=token),
-        )
-    except grpc.aio.AioRpcError as e:
-        raise refused_upstream(e) from None
-    held = Held(created.match_id, joined.seat, token)
-    answer: JSON = {
-        "match_id": held.match_id,
-        "seat": held.seat,
-        "link": match_link(request, held.match_id),
-    }
-    if bots and computer is not None:
+
+    async def create() -> Done:
         try:
-            # Its gRPC calls may wait (retried while the server is away): off the loop.
-            filled = await asyncio.to_thread(computer.fill, held.match_id, bots, policy)
-        except (ValueError, ComputerSeatsError, SeatingFailed) as e:
-            # The match stays open for people to take the seats the computer could not.
-            answer["computer_error"] = str(e)[:300]
-        else:
-            answer["computer_seats"] = list(filled)
-            request.app.state.rematches.note_computer(held.match_id, filled, policy)
-    response = json_answer(answer, 201)
-    set_seat_cookie(request, response, held)
-    return response
+            created: pb.CreateMatchResponse = await call_upstream(
+                request,
+                "CreateMatch",
+                pb.CreateMatchRequest(
+                    seats=seats,
+                    partnerships=partnerships,
+                    preset=PRESETS[preset],
+                    options=options,
+                    name=match_name,
+                ),
+            )
+            token = new_token()
+            joined: pb.JoinMatchResponse = await call_upstream(
+                request,
+                "JoinMatch",
+                pb.JoinMatchRequest(match_id=created.match_id, seat=0, name=name, seat_token=token),
+            )
+        except grpc.aio.AioRpcError as e:
+            raise refused_upstream(e) from None
+        held = Held(created.match_id, joined.seat, token)
+        answer: JSON = {
+            "match_id": held.match_id,
+            "seat": held.seat,
+            "link": match_link(request, held.match_id),
+        }
+        if bots and computer is not None:
+            try:
+                # Its gRPC calls may wait (retried while the server is away): off the loop.
+                filled = await asyncio.to_thread(computer.fill, held.match_id, bots, policy)
+            except (ValueError, ComputerSeatsError, SeatingFailed) as e:
+                # The match stays open for people to take the seats the computer could not.
+                answer["computer_error"] = str(e)[:300]
+            else:
+                answer["computer_seats"] = list(filled)
+                request.app.state.rematches.note_computer(held.match_id, filled, policy)
+        return answer, 201, held
+
+    return await once(request, body, "create", create)
 
 
 async def join_match(request: Request) -> Response:
@@ -495,16 +571,21 @@ async def join_match(request: Request) -> Response:
     join = pb.JoinMatchRequest(match_id=match_id, name=name, seat_token=new_token())
     if body.get("seat") is not None:
         join.seat = _int(body, "seat", 0, 3)
-    try:
-        joined: pb.JoinMatchResponse = await call_upstream(request, "JoinMatch", join)
-    except grpc.aio.AioRpcError as e:
-        raise refused_upstream(e) from None
-    held = Held(match_id, joined.seat, join.seat_token)
-    response = json_answer(
-        {"match_id": match_id, "seat": joined.seat, "link": match_link(request, match_id)}, 201
-    )
-    set_seat_cookie(request, response, held)
-    return response
+
+    async def take() -> Done:
+        try:
+            joined: pb.JoinMatchResponse = await call_upstream(request, "JoinMatch", join)
+        except grpc.aio.AioRpcError as e:
+            raise refused_upstream(e) from None
+        held = Held(match_id, joined.seat, join.seat_token)
+        answer: JSON = {
+            "match_id": match_id,
+            "seat": joined.seat,
+            "link": match_link(request, match_id),
+        }
+        return answer, 201, held
+
+    return await once(request, body, f"join:{match_id}", take)
 
 
 async def get_view(request: Request) -> Response:

@@ -386,3 +386,51 @@ def test_the_seat_stream_and_no_token_anywhere(gateway: Gateway, key_file: Path)
     for token in tokens:
         assert token.encode() not in everything
         assert token.encode() not in log
+
+
+def test_a_double_click_takes_one_seat_and_makes_one_match(gateway: Gateway) -> None:
+    """The page sends its own id with each creation and join: the same request sent twice
+    at once, or again, is done once, and both answers give the same match and seat."""
+    ada = Player(gateway)
+
+    def twice(player: Player, path: str, body: dict[str, Any]) -> list[Any]:
+        answers: list[Any] = []
+        threads = [
+            threading.Thread(target=lambda: answers.append(player.post(path, dict(body))))
+            for _ in range(2)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        answers.append(player.post(path, dict(body)))  # and once more, after both
+        return answers
+
+    made = twice(ada, "/api/play/matches", {"request": "a" * 22, "name": "Ada", "seats": 3})
+    assert [status for status, _, _ in made] == [201, 201, 201], made
+    assert len({answer["match_id"] for _, answer, _ in made}) == 1
+    match = made[0][1]["match_id"]
+    status, listed, _ = gateway.get(f"/api/matches/{match}")
+    assert status == 200
+    assert sum(1 for s in listed["seats"] if s.get("taken")) == 1
+
+    bo = Player(gateway)  # a browser with no cookie yet, clicking twice
+    joined = twice(bo, f"/api/play/matches/{match}/join", {"request": "b" * 22, "name": "Bo"})
+    # 201 for a join done; 200 once the browser's cookie shows the seat it holds.
+    assert 201 in {status for status, _, _ in joined} <= {200, 201}, joined
+    assert {answer["seat"] for _, answer, _ in joined} == {1}
+    status, listed, _ = gateway.get(f"/api/matches/{match}")
+    assert sum(1 for s in listed["seats"] if s.get("taken")) == 2
+
+    # Another browser's request with another id takes another seat; a malformed id is refused.
+    cy = Player(gateway)
+    status, third, _ = cy.post(f"/api/play/matches/{match}/join", {"request": "c" * 22})
+    assert status == 400, third  # no name: refused before anything is done
+    status, third, _ = cy.post(
+        f"/api/play/matches/{match}/join", {"request": "c" * 22, "name": "Cy"}
+    )
+    assert (status, third["seat"]) == (201, 2)
+    status, bad, _ = Player(gateway).post(
+        "/api/play/matches", {"request": "x", "name": "Di", "seats": 2}
+    )
+    assert status == 400 and "request" in bad["error"], bad

@@ -37,7 +37,15 @@ function select(name, options, chosen) {
 }
 
 // The lobby's form: a new match with this browser seated; the page goes to it.
+// The page's own id for one request it may send twice (a double click): the gateway does it
+// once and answers the repeat alike. getRandomValues works on plain http too.
+function requestId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 export function createForm(container) {
+  const request = requestId();
   const message = h("p", { class: "status", role: "status", "aria-live": "polite" });
   const form = h("form", { id: "create-form", class: "form" },
     field("Your name", h("input", { name: "name", required: true, maxlength: 64, autocomplete: "nickname" })),
@@ -56,6 +64,7 @@ export function createForm(container) {
     const [initial, increment] = clock.split("+").map(Number);
     try {
       const made = await post("/api/play/matches", {
+        request,
         name: String(f.get("name") || ""),
         match_name: String(f.get("match_name") || ""),
         seats: seats === "p" ? 4 : Number(seats),
@@ -82,6 +91,7 @@ async function joinForm(id) {
     view = await r.json();
   } catch (_) { return; }
   if (view.phase !== "PHASE_SEATING") return;
+  const request = requestId();
   const free = (view.seats || []).filter((s) => !s.taken);
   const message = h("p", { class: "status", role: "status", "aria-live": "polite" });
   const form = h("form", { id: "join-form", class: "form" },
@@ -93,7 +103,7 @@ async function joinForm(id) {
     const f = new FormData(form);
     const seat = f.get("seat");
     try {
-      await post(api(id, "/join"), { name: String(f.get("name") || ""), seat: seat === "" ? null : Number(seat) });
+      await post(api(id, "/join"), { request, name: String(f.get("name") || ""), seat: seat === "" ? null : Number(seat) });
       location.reload();
     } catch (err) {
       message.textContent = `Not joined: ${err.message}`;
