@@ -32,11 +32,19 @@ def seeding_key(tournament_seed: bytes, tournament_id: str, client_seeds: Sequen
 
 
 def seeding_order(
-    tournament_seed: bytes, tournament_id: str, client_seeds: Sequence[str]
+    tournament_seed: bytes,
+    tournament_id: str,
+    client_seeds: Sequence[str],
+    numbers: Sequence[int] | None = None,
 ) -> tuple[int, ...]:
-    """The entrant numbers (1-based, registration order) in seeding-rank order."""
+    """The entrant numbers of the entrants that take part (`numbers`, in registration order;
+    by default 1..n, every entrant) in seeding-rank order, keyed by their client seeds."""
+    if numbers is None:
+        numbers = range(1, len(client_seeds) + 1)
+    elif len(numbers) != len(client_seeds):
+        raise ValueError("one client seed for each entrant that takes part")
     key = seeding_key(tournament_seed, tournament_id, client_seeds)
-    return permute(range(1, len(client_seeds) + 1), key)
+    return permute(numbers, key)
 
 
 def match_id(tournament_id: str, round_number: int, table: int) -> str:

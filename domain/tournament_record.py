@@ -138,14 +138,26 @@ class Tournament:
         """Ended by the organiser before its start."""
         return any(i.action == CANCEL for i in self.interventions or ())
 
+    def taking_part(self) -> tuple[Entrant, ...]:
+        """The entrants that take part in the seeding: all but those withdrawn before round 1
+        for not revealing their seeds (section 3)."""
+        return tuple(
+            e
+            for e in self.entrants
+            if not (e.withdrawn_after_round == 0 and e.withdrawn_by == SERVER)
+        )
+
     def withdrawn_after(self) -> tuple[int | None, ...]:
         """`withdrawn_after_round` by entrant number (index 0 unused)."""
         return (None, *(e.withdrawn_after_round for e in self.entrants))
 
 
-def tally_of(seeding: Sequence[int], rounds: Sequence[PlayedRound]) -> Tally:
-    """The tally of every bye and every result recorded in `rounds`."""
-    tally = Tally.start(seeding)
+def tally_of(
+    seeding: Sequence[int], rounds: Sequence[PlayedRound], entrants: int | None = None
+) -> Tally:
+    """The tally of every bye and every result recorded in `rounds`, among `entrants`
+    registered (Tally.start)."""
+    tally = Tally.start(seeding, entrants)
     for r in rounds:
         for b in r.byes:
             tally = tally.with_bye(b)
@@ -177,7 +189,7 @@ def next_round(tournament: Tournament) -> PlayedRound:
     """
     if tournament.seeding is None:
         raise InvalidArgument("the tournament has not started", reason="NOT_STARTED")
-    tally = tally_of(tournament.seeding, tournament.rounds)
+    tally = tally_of(tournament.seeding, tournament.rounds, len(tournament.entrants))
     number = len(tournament.rounds) + 1
     pairing = pair_round(
         tournament.settings, tournament.seeding, tournament.withdrawn_after(), tally, number
@@ -321,7 +333,7 @@ def build_tournament_record(t: Tournament, tally: Tally | None = None) -> dict[s
     if t.seeding is None:
         standings: tuple[Standing, ...] = ()
     else:
-        standings = (tally or tally_of(t.seeding, t.rounds)).standings()
+        standings = (tally or tally_of(t.seeding, t.rounds, len(t.entrants))).standings()
     record["standings"] = [standing_json(s) for s in standings]
     record["ended"] = t.ended
     return record
@@ -470,8 +482,9 @@ def parse_tournament_record(record: Any) -> Tournament:
                 _int(
                     e.get("withdrawn_after_round"), f"{place}.withdrawn_after_round", optional=True
                 ),
+                # Required since interventions are recorded; read wherever it is given.
                 _withdrawn_by(_get(e, "withdrawn_by", place), f"{place}.withdrawn_by")
-                if known
+                if known or "withdrawn_by" in e
                 else None,
             )
         )
@@ -593,15 +606,30 @@ def check_tournament_record(record: Any) -> Tournament:
             raise _bad("seeding", "missing in a started tournament")
         _check_interventions(t)
         return t
+    part = t.taking_part()
+    taking_part = {e.entrant for e in part}
+    for i, raw in enumerate(_list(_get(r, "entrants", "record"), "entrants")):
+        said = raw.get("client_seed_commitment") if isinstance(raw, Mapping) else None
+        entrant = t.entrants[i]
+        if (
+            said is not None
+            and entrant.entrant in taking_part
+            and said != commitment(entrant.client_seed.encode("utf-8"))
+        ):
+            raise _bad(
+                f"entrants[{i}].client_seed_commitment", "is not the SHA-256 of its client seed"
+            )
     if seed is not None:
-        want = seeding_order(seed, t.tournament_id, [e.client_seed for e in t.entrants])
+        want = seeding_order(
+            seed, t.tournament_id, [e.client_seed for e in part], [e.entrant for e in part]
+        )
         if t.seeding != want:
             raise _differ("seeding", list(t.seeding), list(want))
-    elif sorted(t.seeding) != list(range(1, n + 1)):
-        raise _bad("seeding", "does not order the entrants 1..n once each")
+    elif sorted(t.seeding) != [e.entrant for e in part]:
+        raise _bad("seeding", "does not order the entrants that take part once each")
     try:
-        t.settings.check_entrants(n)
-        total = t.settings.total_rounds(n)
+        t.settings.check_entrants(len(part))
+        total = t.settings.total_rounds(len(part))
     except InvalidArgument as error:
         raise _bad("entrants", error.message) from None
     withdrawn_after = t.withdrawn_after()
@@ -612,7 +640,7 @@ def check_tournament_record(record: Any) -> Tournament:
                 f"entrants[{i}].withdrawn_after_round",
                 f"is {w}, after {len(t.rounds)} rounds paired",
             )
-    tally = Tally.start(t.seeding)
+    tally = Tally.start(t.seeding, n)
     for i, rd in enumerate(t.rounds):
         place = f"rounds[{i}]"
         number = i + 1

@@ -172,11 +172,13 @@ class Tally:
     opponents: tuple[tuple[int, ...], ...]
 
     @classmethod
-    def start(cls, seeding: Sequence[int]) -> Tally:
-        """The empty tally of the entrants of `seeding` (entrant numbers in rank order, a
-        permutation of 1..n)."""
-        n = len(seeding)
-        if sorted(seeding) != list(range(1, n + 1)):
+    def start(cls, seeding: Sequence[int], entrants: int | None = None) -> Tally:
+        """The empty tally of the entrants of `seeding` (entrant numbers in rank order) among
+        `entrants` registered (default: as many as `seeding` orders, so a permutation of
+        1..n). An entrant `seeding` leaves out (one that never revealed its seed) takes no
+        part: no seeding rank, no standing."""
+        n = len(seeding) if entrants is None else entrants
+        if len(set(seeding)) != len(seeding) or not all(1 <= e <= n for e in seeding):
             raise InvalidArgument("a seeding orders the entrants 1..n, each once")
         rank = [0] * (n + 1)
         for r, e in enumerate(seeding, start=1):
@@ -266,7 +268,8 @@ class Tally:
         )
         ranked = [row[-1] for row in rows]
         if entrants is None:
-            return [e for e in ranked if e]
+            rank = self.seeding_rank  # 0 for index 0 and for an entrant not taking part
+            return [e for e in ranked if rank[e]]
         wanted = set(entrants)
         return [e for e in ranked if e in wanted]
 

@@ -35,6 +35,10 @@ VECTORS_PATH = Path(__file__).with_name("vectors") / "tournament.json"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "test-vectors" / "tournament.json"
 VECTORS: dict[str, Any] = json.loads(VECTORS_PATH.read_text(encoding="utf-8"))
 TOURNAMENTS = VECTORS["tournaments"]
+# test-vectors/tournament-reveal.json: entrants that never revealed their seeds (section 3).
+REVEAL_PATH = Path(__file__).with_name("vectors") / "tournament-reveal.json"
+SHARED_REVEAL = SHARED.with_name("tournament-reveal.json")
+REVEAL: dict[str, Any] = json.loads(REVEAL_PATH.read_text(encoding="utf-8"))
 
 
 def _vectors() -> dict[str, Any]:
@@ -83,9 +87,12 @@ def _replay(record: dict[str, Any]) -> dict[str, Any]:
     round paired by the code from the results before it."""
     given = parse_tournament_record(record)
     seed = bytes.fromhex(record["tournament_seed"])
+    part = given.taking_part()
     t: Tournament = dataclasses.replace(
         given,
-        seeding=seeding_order(seed, given.tournament_id, [e.client_seed for e in given.entrants]),
+        seeding=seeding_order(
+            seed, given.tournament_id, [e.client_seed for e in part], [e.entrant for e in part]
+        ),
         rounds=(),
         tournament_seed=None,
         ended=False,
@@ -229,3 +236,37 @@ def test_a_withdrawal_after_a_round_not_paired_is_rejected(after):
     with pytest.raises(CorruptRecord) as caught:
         check_tournament_record(_tampered(0, change))
     assert caught.value.metadata["place"] == "entrants[6].withdrawn_after_round"
+
+
+@pytest.mark.skipif(not SHARED_REVEAL.exists(), reason="no ../shared beside this clone")
+def test_the_copied_reveal_vectors_are_the_shared_ones():
+    assert json.loads(SHARED_REVEAL.read_text(encoding="utf-8")) == REVEAL
+
+
+@pytest.mark.parametrize("index", range(len(REVEAL["tournaments"])))
+def test_entrants_that_never_revealed_take_no_part_in_seeding_pairings_or_standings(index):
+    record = REVEAL["tournaments"][index]["record"]
+    silent = [e["entrant"] for e in record["entrants"] if e["withdrawn_by"] == "no_reveal"]
+    assert silent
+    check_tournament_record(record)
+    rebuilt = _replay(record)
+    for key in ("seeding", "rounds", "standings"):
+        assert rebuilt[key] == record[key], key
+    assert not set(silent) & set(rebuilt["seeding"])
+    assert not set(silent) & {s["entrant"] for s in rebuilt["standings"]}
+
+
+def test_a_seeding_that_counts_an_entrant_that_never_revealed_is_rejected():
+    record = copy.deepcopy(REVEAL["tournaments"][0]["record"])
+    record["entrants"][2]["withdrawn_by"] = "entrant"  # as if it had taken part
+    with pytest.raises(CorruptRecord) as caught:
+        check_tournament_record(record)
+    assert caught.value.metadata["place"] == "seeding"
+
+
+def test_a_revealed_seed_that_does_not_match_its_commitment_is_rejected():
+    record = copy.deepcopy(REVEAL["tournaments"][0]["record"])
+    record["entrants"][0]["client_seed_commitment"] = "0" * 64
+    with pytest.raises(CorruptRecord) as caught:
+        check_tournament_record(record)
+    assert caught.value.metadata["place"] == "entrants[0].client_seed_commitment"
