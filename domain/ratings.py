@@ -1,0 +1,171 @@
+"""Players' ratings (RATINGS.md): the update after a rated match, what is shown, and the
+leaderboard's order. Pure: anyone holding the records of the rated matches recomputes every
+rating with these functions alone.
+
+The update is the Weng–Lin Bayesian approximation with the Plackett–Luce model, written out
+as `openskill` 6.2.0's `PlackettLuce()` computes it with its defaults (RATINGS.md section 3);
+the shared test vectors hold it to 1e-9.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .errors import InvalidArgument
+
+MU = 25.0
+"""A newcomer's mean."""
+SIGMA = 25.0 / 3.0
+"""A newcomer's standard deviation."""
+BETA = 25.0 / 6.0
+"""The spread of one performance around a player's mean."""
+TAU = 25.0 / 300.0
+"""The dynamics: added (in quadrature) to each sigma before a match."""
+KAPPA = 0.0001
+"""The floor of a sigma's shrink factor, squared."""
+PROVISIONAL_ABOVE = 6.0
+"""A rating is provisional while its sigma is above this (RATINGS.md section 4)."""
+
+POOLS = ("2", "3", "4", "pairs")
+"""The pools a player has a rating in: two, three or four seats, and four in partnerships."""
+
+
+def pool_of(seats: int, partnerships: bool) -> str:
+    """The pool of a match of `seats` seats (section 1). Raises InvalidArgument for a table
+    the rules have not."""
+    if partnerships:
+        if seats != 4:
+            raise InvalidArgument("partnerships are four seats")
+        return "pairs"
+    if seats not in (2, 3, 4):
+        raise InvalidArgument(f"a match has 2, 3 or 4 seats, not {seats}")
+    return str(seats)
+
+
+@dataclass(frozen=True, slots=True)
+class Rating:
+    """A player's rating in one pool: `mu` and `sigma` (section 1), and how many rated
+    matches made it."""
+
+    mu: float = MU
+    sigma: float = SIGMA
+    matches: int = 0
+
+    @property
+    def display(self) -> int:
+        """The rating shown: round(1500 + 60 * (mu - 25)); a newcomer shows 1500."""
+        return round(1500 + 60 * (self.mu - 25))
+
+    @property
+    def provisional(self) -> bool:
+        """Shown with a "?" and kept off the leaderboard while sigma is above 6."""
+        return self.sigma > PROVISIONAL_ABOVE
+
+    @property
+    def conservative(self) -> float:
+        """mu - 3 * sigma: the leaderboard's second key."""
+        return self.mu - 3 * self.sigma
+
+
+NEWCOMER = Rating()
+
+
+def rate(teams: Sequence[Sequence[Rating]], places: Sequence[int]) -> list[list[Rating]]:
+    """Each side's players' ratings after a match: `teams[i]` holds side i's seat holders'
+    ratings before it (seat order), `places[i]` its place (1 is first, equal places tied).
+
+    Raises InvalidArgument for fewer than two sides, an empty side, or places that do not
+    match the sides.
+    """
+    if len(teams) < 2 or any(not team for team in teams):
+        raise InvalidArgument("a rated match has two sides or more, each with a player")
+    if len(places) != len(teams) or any(
+        isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in places
+    ):
+        raise InvalidArgument("one place (1 or more) for each side")
+    # The dynamics first: each sigma grows by tau before the match (no limit on sigma).
+    sigmas = [[math.sqrt(r.sigma * r.sigma + TAU * TAU) for r in team] for team in teams]
+    mus = [sum(r.mu for r in team) for team in teams]
+    variances = [sum(s * s for s in team) for team in sigmas]
+    c = math.sqrt(sum(v + BETA * BETA for v in variances))
+    strengths = [math.exp(mu / c) for mu in mus]
+    # For each side q: the strengths of the sides placed at q or below it, and how many share
+    # its place.
+    sum_q = [
+        sum(s for s, p in zip(strengths, places, strict=True) if p >= place) for place in places
+    ]
+    shared = [places.count(place) for place in places]
+    after: list[list[Rating]] = []
+    for i, team in enumerate(teams):
+        omega = delta = 0.0
+        for q in range(len(teams)):
+            if places[q] > places[i]:
+                continue
+            share = strengths[i] / sum_q[q]
+            delta += share * (1 - share) / shared[q]
+            omega += ((1 - share) if q == i else -share) / shared[q]
+        variance = variances[i]
+        omega *= variance / c
+        delta *= variance / (c * c)
+        delta *= math.sqrt(variance) / c  # gamma, openskill's default
+        rated = []
+        for rating, sigma in zip(team, sigmas[i], strict=True):
+            part = sigma * sigma / variance
+            rated.append(
+                Rating(
+                    rating.mu + part * omega,
+                    sigma * math.sqrt(max(1 - part * delta, KAPPA)),
+                    rating.matches + 1,
+                )
+            )
+        after.append(rated)
+    return after
+
+
+@dataclass(frozen=True, slots=True)
+class RatedMatch:
+    """A rated match as its record gives it: its pool, each side's players (seat order), and
+    each side's place (section 3)."""
+
+    pool: str
+    sides: tuple[tuple[str, ...], ...]
+    places: tuple[int, ...]
+
+
+def recompute(
+    matches: Iterable[RatedMatch],
+) -> dict[str, dict[str, Rating]]:
+    """Every player's rating in every pool after `matches`, applied one at a time in the
+    order given (their `rated.order`). Raises InvalidArgument for a match of an unknown pool
+    or with a player on two seats."""
+    pools: dict[str, dict[str, Rating]] = {pool: {} for pool in POOLS}
+    for m in matches:
+        if m.pool not in pools:
+            raise InvalidArgument(f"no pool {m.pool!r}: the pools are {', '.join(POOLS)}")
+        players = [p for side in m.sides for p in side]
+        if len(set(players)) != len(players):
+            raise InvalidArgument("a rated match has no player on two seats")
+        ratings = pools[m.pool]
+        teams = [[ratings.get(p, NEWCOMER) for p in side] for side in m.sides]
+        for side, rated in zip(m.sides, rate(teams, m.places), strict=True):
+            for player, rating in zip(side, rated, strict=True):
+                ratings[player] = rating
+    return pools
+
+
+def leaderboard(ratings: Mapping[str, Rating]) -> list[str]:
+    """A pool's leaderboard (section 4): the players who are not provisional, by displayed
+    rating (higher first), then mu - 3 sigma (higher first), then fewer rated matches, then
+    player id."""
+    shown = [p for p, r in ratings.items() if not r.provisional]
+    return sorted(
+        shown,
+        key=lambda p: (
+            -ratings[p].display,
+            -ratings[p].conservative,
+            ratings[p].matches,
+            p,
+        ),
+    )
