@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
+from google.protobuf.message import DecodeError
+from google.rpc import error_details_pb2, status_pb2
 
 from bergen.api.exit_status import ExitStatus
 
@@ -40,24 +40,37 @@ _CODES: dict[grpc.StatusCode, ExitStatus] = {
 
 
 def code_of(error: grpc.RpcError) -> grpc.StatusCode | None:
-    return error.code() if isinstance(error, grpc.Call) else None
+    """The failed call's status code (a blocking call's or an asyncio one's); None for an
+    error that is no call's."""
+    if isinstance(error, (grpc.Call, grpc.aio.AioRpcError)):
+        code: grpc.StatusCode = error.code()
+        return code
+    return None
 
 
 def error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
-    """A refusal's ErrorInfo detail (its reason, `NAME_TAKEN` say, and metadata); None
-    without one."""
-    if not isinstance(error, grpc.Call):
+    """A refusal's ErrorInfo detail (its reason, `NAME_TAKEN` say, and metadata), from a
+    blocking call's error or an asyncio one's; None without one."""
+    if not isinstance(error, (grpc.Call, grpc.aio.AioRpcError)):
         return None
-    try:
-        status = rpc_status.from_call(error)
-    except ValueError:
-        return None
-    for detail in status.details if status is not None else ():
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+    # The rich status grpc_status reads (`rpc_status.from_call`), read here from the trailing
+    # metadata both kinds of call give.
+    for key, value in error.trailing_metadata() or ():
+        if key != DETAILS_KEY or not isinstance(value, bytes):
+            continue
+        try:
+            status = status_pb2.Status.FromString(value)
+        except DecodeError:
+            return None
+        for detail in status.details:
             info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return info
+            if detail.Unpack(info):
+                return info
     return None
+
+
+DETAILS_KEY = "grpc-status-details-bin"
+"""The trailing metadata key of a call's rich status (google.rpc.Status)."""
 
 
 def exit_status_of(error: grpc.RpcError) -> ExitStatus:

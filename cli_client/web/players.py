@@ -27,13 +27,12 @@ from urllib.parse import urlsplit
 
 import grpc
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from google.rpc import error_details_pb2, status_pb2
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from bergen.api.state import state_dir
-from bergen.cli_client.connect import bearer
+from bergen.cli_client.connect import bearer, reason_of
 from bergen.v1 import bergen_pb2 as pb
 
 from .app import (
@@ -419,23 +418,6 @@ async def call_upstream(request: Request, name: str, message: Any, token: str | 
     upstream.calls[name] = upstream.calls.get(name, 0) + 1
     method: Callable[..., Coroutine[Any, Any, Any]] = getattr(upstream.stub, name)
     return await method(message, timeout=CALL_TIMEOUT_S, metadata=bearer(token))
-
-
-def reason_of(e: grpc.aio.AioRpcError) -> str:
-    """The refusal's reason (its ErrorInfo's, from the trailing metadata), else its code's
-    name."""
-    for key, value in e.trailing_metadata() or ():
-        if key != "grpc-status-details-bin" or not isinstance(value, bytes):
-            continue
-        try:
-            status = status_pb2.Status.FromString(value)
-        except ValueError:
-            break
-        for detail in status.details:
-            info = error_details_pb2.ErrorInfo()
-            if detail.Unpack(info) and info.reason:
-                return info.reason
-    return e.code().name
 
 
 def refused_upstream(e: grpc.aio.AioRpcError) -> Refused:
