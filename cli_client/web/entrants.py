@@ -32,7 +32,6 @@ from .app import checked_id
 from .hubs import JSON
 from .limits import spend
 from .players import (
-    COOKIE_MAX_AGE_S,
     Held,
     Refused,
     call_upstream,
@@ -40,9 +39,10 @@ from .players import (
     guarded,
     json_answer,
     new_token,
-    players_of,
+    open_sealed,
     read_body,
     refused_upstream,
+    set_sealed,
     set_seat_cookie,
 )
 
@@ -101,13 +101,7 @@ def _cookie_name(tournament_id: str) -> str:
 
 def _entry(request: Request, tournament_id: str) -> Held | None:
     """The entrant this browser holds in the tournament (its number as `seat`), if any."""
-    sealed = request.cookies.get(_cookie_name(tournament_id))
-    if not sealed:
-        return None
-    held = players_of(request).sealer.open(sealed)
-    if held is None or held.match_id != SEALED_AS + tournament_id:
-        return None
-    return held
+    return open_sealed(request, _cookie_name(tournament_id), SEALED_AS + tournament_id)
 
 
 def _entered(request: Request, tournament_id: str) -> Held:
@@ -118,24 +112,11 @@ def _entered(request: Request, tournament_id: str) -> Held:
 
 
 def _set_entry(request: Request, response: Response, tournament_id: str, held: Held) -> None:
-    secure = request.url.scheme == "https"
-    response.set_cookie(
-        _cookie_name(tournament_id),
-        players_of(request).sealer.seal(held),
-        max_age=COOKIE_MAX_AGE_S,
-        path=f"/api/play/tournaments/{tournament_id}",
-        secure=secure,
-        httponly=True,
-        samesite="strict",
-    )
-    response.set_cookie(
-        ENTERED_PREFIX + tournament_id,
-        "1",
-        max_age=COOKIE_MAX_AGE_S,
-        path="/tournament",
-        secure=secure,
-        samesite="strict",
-    )
+    set_sealed(
+        request, response, held, name=_cookie_name(tournament_id),
+        path=f"/api/play/tournaments/{tournament_id}", mark=ENTERED_PREFIX + tournament_id,
+        page="/tournament",
+    )  # fmt: skip
 
 
 async def _tournament(

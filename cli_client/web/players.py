@@ -373,12 +373,18 @@ def _cookie_name(match_id: str) -> str:
     return COOKIE_PREFIX + match_id
 
 
-def _held(request: Request, match_id: str) -> Held | None:
-    sealed = request.cookies.get(_cookie_name(match_id))
+def open_sealed(request: Request, name: str, owner: str) -> Held | None:
+    """What the sealed cookie `name` holds, when this gateway's keys sealed it for `owner`
+    (the match id, or a tournament's mark for an entrant); else None."""
+    sealed = request.cookies.get(name)
     if not sealed:
         return None
     held = players_of(request).sealer.open(sealed)
-    return held if held is not None and held.match_id == match_id else None
+    return held if held is not None and held.match_id == owner else None
+
+
+def _held(request: Request, match_id: str) -> Held | None:
+    return open_sealed(request, _cookie_name(match_id), match_id)
 
 
 def seated_in(request: Request, match_id: str) -> Held:
@@ -388,24 +394,29 @@ def seated_in(request: Request, match_id: str) -> Held:
     return held
 
 
+def set_sealed(
+    request: Request, response: Response, held: Held, *, name: str, path: str, mark: str,
+    page: str,
+) -> None:  # fmt: skip
+    """Set `held` sealed in the HttpOnly cookie `name`, sent only to the API `path`, and the
+    page's readable mark `mark` ("1", no secret) on the pages under `page`."""
+    secure = request.url.scheme == "https"
+    sealed = players_of(request).sealer.seal(held)
+    response.set_cookie(
+        name, sealed, max_age=COOKIE_MAX_AGE_S, path=path, secure=secure, httponly=True,
+        samesite="strict",
+    )  # fmt: skip
+    response.set_cookie(
+        mark, "1", max_age=COOKIE_MAX_AGE_S, path=page, secure=secure, samesite="strict"
+    )
+
+
 def set_seat_cookie(request: Request, response: Response, held: Held) -> None:
-    response.set_cookie(
-        _cookie_name(held.match_id),
-        players_of(request).sealer.seal(held),
-        max_age=COOKIE_MAX_AGE_S,
-        path=f"/api/play/matches/{held.match_id}",
-        secure=request.url.scheme == "https",
-        httponly=True,
-        samesite="strict",
-    )
-    response.set_cookie(
-        MARK_PREFIX + held.match_id,
-        "1",
-        max_age=COOKIE_MAX_AGE_S,
-        path="/match",
-        secure=request.url.scheme == "https",
-        samesite="strict",
-    )
+    match_id = held.match_id
+    set_sealed(
+        request, response, held, name=_cookie_name(match_id),
+        path=f"/api/play/matches/{match_id}", mark=MARK_PREFIX + match_id, page="/match",
+    )  # fmt: skip
 
 
 def match_link(request: Request, match_id: str) -> str:
