@@ -85,7 +85,11 @@ STATUS_OF_REASON = {
     "SEAT_TAKEN": 409,
     "CLOCK_EXPIRED": 409,
     "ILLEGAL_PLAY": 422,
+    # Every reason the rules give an illegal play (domain.errors.IllegalPlay).
     "TILE_DOES_NOT_FIT": 422,
+    "TILE_NOT_HELD": 422,
+    "MUST_PLAY_DRAWN_TILE": 422,
+    "END_REQUIRED": 422,
     "RULE_VIOLATION": 422,
 }
 """The status of a refusal the game server names (its ErrorInfo reason)."""

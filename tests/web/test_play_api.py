@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.cookies import SimpleCookie
 from pathlib import Path
@@ -237,7 +238,8 @@ def test_refusals_say_why_and_change_nothing(gateway: Gateway) -> None:
         if code:
             assert answer["code"] == code, answer
         else:
-            assert answer["code"] in ("ILLEGAL_PLAY", "TILE_DOES_NOT_FIT"), answer
+            # A tile held that is not playable: it does not fit, or a drawn tile must be played.
+            assert answer["code"] in ("TILE_DOES_NOT_FIT", "MUST_PLAY_DRAWN_TILE"), answer
     # A cross-site POST, by Sec-Fetch-Site or by Origin, and a form's body.
     for headers in (
         {"Sec-Fetch-Site": "cross-site"},
@@ -331,12 +333,14 @@ def test_the_seat_stream_and_no_token_anywhere(gateway: Gateway, key_file: Path)
     path = f"/api/play/matches/{match}/events"
     cookie = {"Cookie": ada._cookie_header(path)}
     got: list[Message] = []
+    received: list[float] = []
     stream = EventStream(gateway, path, timeout=30, headers=cookie)
     assert stream.status == 200
     done = threading.Event()
 
     def read() -> None:
         for msg in stream.messages():
+            received.append(time.monotonic())
             got.append(msg)
             if msg.kind == "end":
                 break
@@ -344,18 +348,24 @@ def test_the_seat_stream_and_no_token_anywhere(gateway: Gateway, key_file: Path)
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    while play_one(match, [ada, bo]) is not None:
-        pass
+    while True:
+        # Until the last play is sent the match has not ended: what arrives before then was
+        # read from the game server while it was being played. (Events of the last burst
+        # read after the end are the replay's, every hand shown, as any spectator's.)
+        last_sent = time.monotonic()
+        if play_one(match, [ada, bo]) is None:
+            break
     assert done.wait(30), [m.kind for m in got]
     stream.close()
     views = [m.data for m in got if m.kind == "view"]
     assert views and all(v["viewer_seat"] == 0 for v in views)
     assert views[-1]["phase"] == "PHASE_ENDED"
-    # Before the end, no message holds a tile but Ada's own and those played.
+    # While the match was played, no message holds a tile but Ada's own and those played.
     played: set[tuple[int, int]] = set()
-    for msg in got:
-        if msg.kind == "end" or (msg.kind == "view" and msg.data["phase"] == "PHASE_ENDED"):
-            break
+    during = [msg for msg, at in zip(got, received, strict=True) if at < last_sent]
+    assert len(during) > 10
+    for msg in during:
+        assert msg.kind != "end" and not (msg.kind == "view" and msg.data["phase"] == "PHASE_ENDED")
         if msg.kind == "event" and "tile_played" in msg.data:
             t = msg.data["tile_played"]["tile"]
             played.add((t["low"], t["high"]))
