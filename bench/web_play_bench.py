@@ -40,7 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,7 +283,40 @@ async def web_seat(
 ) -> None:
     """Play the seat from its stream's views until the match ends or the run stops."""
     path = f"/api/play/matches/{match_id}/play"
-    sent: list[tuple[float, float, int]] = []
+
+    async def send(tile: str, end: str | None, version: int) -> Sent | None:
+        t0 = time.perf_counter()
+        status, _, payload = await http.post(
+            path, {"tile": tile, "end": end, "version": version}, cookie
+        )
+        t1 = time.perf_counter()
+        if status == 409:
+            return None
+        if status != 200:
+            raise RuntimeError(f"Play was answered {status}: {payload[:200]!r}")
+        version, turn, ended, plays = _json_view(json.loads(payload))
+        seen.update(version, turn, ended, plays, -1.0)
+        seen.arrived.pop()  # the answer is not the stream: only the stream's arrivals count
+        return t0, t1, version
+
+    record(tally, window, await play_seat(seat, seen, window, tally, send), seen)
+
+
+Sent = tuple[float, float, int]
+"""A play sent: when it was sent, when it was answered, and the version it made."""
+
+
+async def play_seat(
+    seat: int,
+    seen: Seen,
+    window: Window,
+    tally: Tally,
+    send: Callable[[str, str | None, int], Awaitable[Sent | None]],
+) -> list[Sent]:
+    """A player's loop, over either path: on its turn (after thinking, when the window
+    thinks) one of its plays at random, sent by `send` (None: refused, the match moved on),
+    until the match ends or the run stops. Returns the plays sent."""
+    sent: list[Sent] = []
     played_at = thought_at = -1
     while not window.stop.is_set() and not seen.ended:
         if seen.turn != seat or not seen.plays or seen.version == played_at:
@@ -296,21 +329,12 @@ async def web_seat(
             continue
         played_at = seen.version
         tile, end = random.choice(seen.plays)
-        t0 = time.perf_counter()
-        status, _, payload = await http.post(
-            path, {"tile": tile, "end": end, "version": seen.version}, cookie
-        )
-        t1 = time.perf_counter()
-        if status == 409:
+        done = await send(tile, end, seen.version)
+        if done is None:
             tally.refused += 1
             continue
-        if status != 200:
-            raise RuntimeError(f"Play was answered {status}: {payload[:200]!r}")
-        version, turn, ended, plays = _json_view(json.loads(payload))
-        sent.append((t0, t1, version))
-        seen.update(version, turn, ended, plays, -1.0)
-        seen.arrived.pop()  # the answer is not the stream: only the stream's arrivals count
-    record(tally, window, sent, seen)
+        sent.append(done)
+    return sent
 
 
 async def _think(window: Window) -> None:
@@ -410,40 +434,29 @@ async def grpc_seat(
             seen.ended = True
             seen.changed.set()
 
+    async def send(tile: str, end: str | None, version: int) -> Sent | None:
+        request = pb.PlayRequest(
+            match_id=match_id,
+            tile=tile,
+            end={"l": pb.END_LEFT, "r": pb.END_RIGHT}.get(end or "", pb.END_UNSPECIFIED),
+            expected_version=version,
+        )
+        t0 = time.perf_counter()
+        try:
+            reply = await stub.Play(request, metadata=metadata, timeout=CALL_TIMEOUT)
+        except grpc.aio.AioRpcError as e:
+            if e.code() not in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION):
+                raise
+            return None
+        t1 = time.perf_counter()
+        arrived = len(seen.arrived)
+        see(reply.view, -1.0)
+        del seen.arrived[arrived:]  # the answer is not the stream
+        return t0, t1, reply.view.version
+
     watcher = asyncio.create_task(watch())
-    sent: list[tuple[float, float, int]] = []
-    played_at = thought_at = -1
     try:
-        while not window.stop.is_set() and not seen.ended:
-            if seen.turn != seat or not seen.plays or seen.version == played_at:
-                seen.changed.clear()
-                await _wait(seen.changed, window.stop)
-                continue
-            if window.think and thought_at != seen.version:
-                thought_at = seen.version
-                await _think(window)
-                continue
-            played_at = seen.version
-            tile, end = random.choice(seen.plays)
-            request = pb.PlayRequest(
-                match_id=match_id,
-                tile=tile,
-                end={"l": pb.END_LEFT, "r": pb.END_RIGHT}.get(end or "", pb.END_UNSPECIFIED),
-                expected_version=seen.version,
-            )
-            t0 = time.perf_counter()
-            try:
-                reply = await stub.Play(request, metadata=metadata, timeout=CALL_TIMEOUT)
-            except grpc.aio.AioRpcError as e:
-                if e.code() not in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION):
-                    raise
-                tally.refused += 1
-                continue
-            t1 = time.perf_counter()
-            sent.append((t0, t1, reply.view.version))
-            arrived = len(seen.arrived)
-            see(reply.view, -1.0)
-            del seen.arrived[arrived:]  # the answer is not the stream
+        sent = await play_seat(seat, seen, window, tally, send)
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
