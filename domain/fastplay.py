@@ -364,17 +364,6 @@ class Board:
 
     def line(self) -> tuple[tuple[int, int], ...]:
         """State.line: the state's line (or none after a new deal) and the plays since."""
-        events = self.events
-        if not self.hand_start and len(events) == 1:
-            e = events[0]  # the common command: one play at an end, nothing forced
-            if type(e) is TilePlayed and e.end is not None:
-                line = self.line0
-                pips = e.tile.pips  # the tile's other number is its pips less the end's
-                if e.end is LEFT:
-                    number = line[0][0]
-                    return ((pips - number, number),) + line  # noqa: RUF005 (one new tuple)
-                number = line[-1][1]
-                return line + ((number, pips - number),)  # noqa: RUF005
         base = self.line0 if not self.hand_start else ()
         left_part: list[tuple[int, int]] = []
         right_part: list[tuple[int, int]] = []
