@@ -13,6 +13,7 @@ import hmac
 import math
 import re
 import secrets
+import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,10 @@ MAX_TOKEN_CHARS = 200
 
 ORGANISER_TOKEN_PREFIX = "bgo_"
 MIN_ORGANISER_BITS = 128
+GENERATED_BODY_CHARS = 43
+"""The random part of a token the server makes: 32 bytes in base64url."""
+CHECKSUM_CHARS = 6
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 EXAMPLE_ORGANISER_TOKEN = "change-me-to-a-long-random-string"
 """The placeholder of deploy/bergen.env.example: a server given it refuses to start."""
 _PLACEHOLDER = "change-me"
@@ -56,18 +61,54 @@ def new_seat_token() -> str:
 
 
 def new_organiser_token() -> str:
-    """A fresh organiser token: 256 random bits, in the characters a bearer entry carries."""
-    return ORGANISER_TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+    """A fresh organiser token in the server's own format: `bgo_`, 256 random bits (43
+    base64url characters) and a checksum of them (6 base62 characters of their CRC-32), as
+    code hosts make theirs: a secret scanner can tell one from any other string, and a
+    mistyped one is told apart from a wrong one without a guess being tried."""
+    body = secrets.token_urlsafe(TOKEN_BYTES)
+    return ORGANISER_TOKEN_PREFIX + body + _checksum(body)
+
+
+def is_generated_organiser_token(token: str) -> bool:
+    """Whether `token` is in `new_organiser_token`'s format with a checksum that holds."""
+    if not token.startswith(ORGANISER_TOKEN_PREFIX):
+        return False
+    rest = token[len(ORGANISER_TOKEN_PREFIX) :]
+    body, check = rest[:-CHECKSUM_CHARS], rest[-CHECKSUM_CHARS:]
+    return len(body) == GENERATED_BODY_CHARS and hmac.compare_digest(check, _checksum(body))
+
+
+def _checksum(body: str) -> str:
+    n = zlib.crc32(body.encode())
+    digits = []
+    for _ in range(CHECKSUM_CHARS):
+        n, d = divmod(n, 62)
+        digits.append(_BASE62[d])
+    return "".join(reversed(digits))
+
+
+def estimated_bits(token: str) -> float:
+    """log2 of the guesses zxcvbn estimates an attacker needs for `token` (dictionary words,
+    names, dates, keyboard walks, sequences, repeats and l33t spellings all count for little;
+    a random string counts about 3.3 bits a character)."""
+    from zxcvbn import zxcvbn
+
+    guesses_log10: float = zxcvbn(token, max_length=MAX_TOKEN_CHARS)["guesses_log10"]
+    return guesses_log10 * math.log2(10)
 
 
 def check_organiser_token(token: str) -> None:
     """Refuse an organiser token that a client could never send, that is too short or too
-    repetitive to hold 128 random bits, or that is deploy/'s example value.
+    repetitive to hold 128 random bits, that is deploy/'s example value, or that is neither
+    in the server's own format (`new_organiser_token`, its checksum holding) nor estimated at
+    128 bits at least by zxcvbn.
 
-    The randomness itself cannot be seen from the text; what is checked is that the text can
-    carry it: its length times the bits per character of the alphabet it draws on (hex digits
-    count 4, base64url 6), that no few characters dominate it, and that it is not a shorter
-    block repeated. Raises WeakToken.
+    The randomness itself cannot be seen from the text. First what is checked is that the
+    text can carry it: its length times the bits per character of the alphabet it draws on
+    (hex digits count 4, base64url 6), that no few characters dominate it, and that it is not
+    a shorter block repeated. Then a token the server did not make must hold up against an
+    attacker's guessing as zxcvbn models it (words, names, keyboard walks, sequences, dates).
+    Raises WeakToken.
     """
     if token == EXAMPLE_ORGANISER_TOKEN or _PLACEHOLDER in token.lower():
         raise WeakToken(
@@ -95,6 +136,16 @@ def check_organiser_token(token: str) -> None:
         raise WeakToken(
             "the organiser token repeats a few characters too often to be random: "
             "make one with `bergen token`"
+        )
+    if is_generated_organiser_token(token):
+        return
+    bits = estimated_bits(token)
+    if bits < MIN_ORGANISER_BITS:
+        raise WeakToken(
+            f"the organiser token is guessable: an estimator of guesses (zxcvbn) puts it at "
+            f"about {bits:.0f} bits, below {MIN_ORGANISER_BITS} (words, sequences and keyboard "
+            "walks count for little; a random string about 3.3 bits a character): make one "
+            "with `bergen token`, or use 40 random characters at least"
         )
 
 

@@ -29,7 +29,7 @@ from .identity import Caller, Identity
 from .janitor import Janitor
 from .keys import LogKeys
 from .lifecycle import Running, stop_background
-from .limits import ClientLimits
+from .limits import ClientLimits, WrongSecrets
 from .metrics import Metrics, seed_in_background
 from .observed import ObservedStore
 from .servicer import SERVICE, SERVICE_DESCRIPTOR, generic_handler
@@ -207,6 +207,10 @@ def create_server(
     feed = EventFeed(store, poll_interval=poll, listen=listen_fn, notifier=notifier)
     settings = Settings(secrets.organiser_token, config.restrict_create, secrets.signer)
     app = build_application(store, feed, settings, secrets.log_keys)
+    organiser = Identity(secrets.organiser_token)
+    client_limits = ClientLimits(
+        config.limits, trusted=lambda token: organiser.is_organiser(Caller(token))
+    )
     server = grpc.server(
         futures.ThreadPoolExecutor(
             max_workers=config.max_watchers + CALL_WORKERS,
@@ -214,11 +218,7 @@ def create_server(
             initializer=pool_thread_named,
         ),
         options=server_options(config.keepalive_s, config.reuse_port),
-        interceptors=interceptors(MAX_REQUEST_BYTES, observers),
-    )
-    organiser = Identity(secrets.organiser_token)
-    client_limits = ClientLimits(
-        config.limits, trusted=lambda token: organiser.is_organiser(Caller(token))
+        interceptors=interceptors(MAX_REQUEST_BYTES, observers, guard=client_limits.secrets),
     )
     server.add_generic_rpc_handlers((generic_handler(app, config.max_watchers, client_limits),))
     health_servicer = health.HealthServicer()
@@ -250,7 +250,7 @@ def create_server(
     background = threading.Event()
     metrics_address = None
     if metrics is not None:
-        _measure(metrics, app, clocks, feed, background)
+        _measure(metrics, app, clocks, feed, background, client_limits.secrets)
         if metrics_listen:
             try:
                 metrics_address = metrics.serve(metrics_listen)
@@ -289,6 +289,7 @@ def _measure(
     clocks: ClockKeeper,
     feed: EventFeed,
     stop: threading.Event,
+    wrong_secrets: WrongSecrets,
 ) -> None:
     """Hook `metrics` to what moves them beyond the edge and the store."""
     app.work.on_retry = metrics.retried
@@ -303,6 +304,14 @@ def _measure(
         (),
     )
     timeouts.add((), lambda: clocks.applied)
+    wrong = metrics.count(
+        "bergen_wrong_secrets",
+        "Calls refused for a wrong token or code (counted), and calls held back because their "
+        "client had sent too many (held).",
+        ("outcome",),
+    )
+    wrong.add(("counted",), lambda: wrong_secrets.wrong)
+    wrong.add(("held",), lambda: wrong_secrets.held)
     caches = metrics.count(
         "bergen_cache_lookups",
         "Lookups of the server's caches of folded state: hit (found here; a match's newer "

@@ -248,11 +248,12 @@ def interceptors(
     max_request_bytes: int,
     observers: Sequence[CallObserver] = (),
     domain: str = DOMAIN,
+    guard: SecretGuard | None = None,
 ) -> list[grpc.ServerInterceptor]:
     """The edge's chain, outermost first, for `grpc.server(interceptors=...)`. A call's
     log line is written unless `observers` is given without a `CallLog`."""
     return [
-        StatusInterceptor(observers or (CallLog(),), domain),
+        StatusInterceptor(observers or (CallLog(),), domain, guard),
         RequestInterceptor(max_request_bytes),
     ]
 
@@ -314,12 +315,31 @@ def _internal_status(domain: str) -> grpc.Status:
     return rpc_status.to_status(status)
 
 
-class StatusInterceptor(grpc.ServerInterceptor):
-    """Observes each call and answers every exception with a status (see the module)."""
+class SecretGuard(Protocol):
+    """Slows down a client that sends wrong secrets (`limits.WrongSecrets`)."""
 
-    def __init__(self, observers: Sequence[CallObserver], domain: str = DOMAIN) -> None:
+    def check(self, peer: str, metadata: Sequence[tuple[str, str | bytes]]) -> None:
+        """Raises ResourceExhausted when a call from `peer` carrying a secret in `metadata`
+        must wait."""
+
+    def refused(self, peer: str, reason: str) -> None:
+        """Count a refusal of `peer` for `reason` (a wrong secret's, or another)."""
+
+
+class StatusInterceptor(grpc.ServerInterceptor):
+    """Observes each call and answers every exception with a status (see the module); with
+    a `guard`, a client that has sent too many wrong secrets waits before its next call with
+    one."""
+
+    def __init__(
+        self,
+        observers: Sequence[CallObserver],
+        domain: str = DOMAIN,
+        guard: SecretGuard | None = None,
+    ) -> None:
         self._observers = tuple(observers)
         self._domain = domain
+        self._guard = guard
         self._wrapped = _Wrapped()
 
     def intercept_service(
@@ -343,6 +363,8 @@ class StatusInterceptor(grpc.ServerInterceptor):
         def behavior(request: Any, context: grpc.ServicerContext) -> Any:
             call = self._start(method, context)
             try:
+                if self._guard is not None:
+                    self._guard.check(call.peer, context.invocation_metadata())
                 response = fn(request, context)
                 call.response = response
             except BaseException as e:
@@ -357,6 +379,8 @@ class StatusInterceptor(grpc.ServerInterceptor):
         def behavior(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             call = self._start(method, context, streaming=True)
             try:
+                if self._guard is not None:
+                    self._guard.check(call.peer, context.invocation_metadata())
                 yield from fn(request, context)
             except GeneratorExit:
                 # The client went away or the server is stopping: nothing to answer.
@@ -402,6 +426,8 @@ class StatusInterceptor(grpc.ServerInterceptor):
         if isinstance(error, BergenError):
             status = status_of(error, self._domain)
             call.code, call.reason, call.message = status.code, error.reason, status.details
+            if self._guard is not None:
+                self._guard.refused(call.peer, error.reason)
             if status.code is grpc.StatusCode.INTERNAL:
                 log.error("%s: an error with no status", call.method, exc_info=error)
             context.abort_with_status(status)

@@ -49,7 +49,10 @@ class Identity:
                 reason="NO_ORGANISER",
             )
         if not self.is_organiser(caller):
-            raise PermissionDenied(f"{what} needs the organiser token; this token is not it")
+            raise PermissionDenied(
+                f"{what} needs the organiser token; this token is not it",
+                reason="NOT_THE_ORGANISER_TOKEN",
+            )
 
     def is_creator(self, match: Match, caller: Caller) -> bool:
         """Whether the caller's token is the creator token `match` was created with."""

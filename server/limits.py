@@ -21,6 +21,10 @@ most `max_clients` clients, forgetting the one heard from least recently (which 
 give that client a full bucket again), and the stream table holds only clients with a
 stream open.
 
+A client that sends wrong secrets (an organiser, seat or entrant token that is not the one it
+claims to be) is slowed down: past a few, each one doubles its wait before its next call that
+carries a token, refused meanwhile with WRONG_SECRET_BACKOFF (`WrongSecrets`).
+
 A peer on a loopback address is not limited unless `limit_loopback`: behind a reverse proxy
 on the same machine every client would share the proxy's address.
 """
@@ -33,7 +37,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bergen.domain.errors import ResourceExhausted
@@ -177,6 +181,92 @@ class RefusalPressure:
         return min(MAX_STREAM_RETRY_S, max(MIN_STREAM_RETRY_S, count / self._per_second_hint))
 
 
+WRONG_SECRET_REASONS = frozenset(
+    {
+        "NOT_THE_ORGANISER_TOKEN",
+        "NOT_A_SEAT_OF_THIS_MATCH",
+        "NOT_THIS_ENTRANT",
+        "NOT_A_PLAYER_OF_THIS_TOURNAMENT",
+    }
+)
+"""The reasons a call is refused for a secret that is not the one it claims to be."""
+FREE_WRONG_SECRETS = 5
+"""Wrong secrets a client may send before it is slowed down (a mistyped token, a stale one)."""
+FIRST_SECRET_WAIT_S = 0.5
+MAX_SECRET_WAIT_S = 60.0
+WRONG_SECRET_HALF_LIFE_S = 300.0
+"""How fast a client's wrong secrets are forgotten."""
+
+
+class WrongSecrets:
+    """Backoff for clients that send wrong secrets (organiser, seat, entrant or player tokens,
+    one-time codes): past `FREE_WRONG_SECRETS` in a row (a count that halves every
+    `WRONG_SECRET_HALF_LIFE_S`), each wrong one makes the client wait twice as long as the
+    last before its next call that carries a secret, from `FIRST_SECRET_WAIT_S` up to
+    `MAX_SECRET_WAIT_S`. A call in the wait is refused with RESOURCE_EXHAUSTED
+    (WRONG_SECRET_BACKOFF) and a retry hint, before any work, so that guessing runs at a
+    handful of tries a minute instead of thousands a second. Calls without a secret go on
+    (watching, listing), and so do clients that are not limited (`client`)."""
+
+    def __init__(
+        self,
+        client: Callable[[str], str | None],
+        max_clients: int = MAX_CLIENTS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._max = max_clients
+        self._clock = clock
+        self._decay = math.log(2) / WRONG_SECRET_HALF_LIFE_S
+        # client -> (wrong secrets counted, when last counted, the end of its wait)
+        self._clients: OrderedDict[str, tuple[float, float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.wrong = 0
+        """Wrong secrets counted, since the start."""
+        self.held = 0
+        """Calls refused for the wait, since the start."""
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    def check(self, peer: str, metadata: Sequence[tuple[str, str | bytes]]) -> None:
+        if not any(key == "authorization" for key, _ in metadata):
+            return
+        key = self._client(peer)
+        if key is None:
+            return
+        now = self._clock()
+        with self._lock:
+            found = self._clients.get(key)
+            if found is None or found[2] <= now:
+                return
+            self.held += 1
+            wait = found[2] - now
+        ms = max(1, math.ceil(wait * 1000))
+        raise ResourceExhausted(
+            f"this client has sent too many wrong tokens or codes; try again in {ms / 1000:.1f} s",
+            reason="WRONG_SECRET_BACKOFF",
+            **{RETRY_AFTER_KEY: ms},
+        )
+
+    def refused(self, peer: str, reason: str) -> None:
+        if reason not in WRONG_SECRET_REASONS:
+            return
+        key = self._client(peer)
+        with self._lock:
+            self.wrong += 1
+            if key is None:
+                return
+            now = self._clock()
+            count, then, _ = self._clients.pop(key, (0.0, now, now))
+            count = count * math.exp(-self._decay * (now - then)) + 1.0
+            over = count - FREE_WRONG_SECRETS
+            wait = 0.0 if over <= 0 else min(MAX_SECRET_WAIT_S, FIRST_SECRET_WAIT_S * 2**over)
+            self._clients[key] = (count, now, now + wait)
+            while len(self._clients) > self._max:
+                self._clients.popitem(last=False)
+
+
 class ClientLimits:
     """The limits of every client of one server. `trusted(token)` says whether a bearer token
     names a client of its own for creating and joining (the organiser's token does; any other
@@ -191,16 +281,22 @@ class ClientLimits:
         self._joins = RateTable(limits.joins_per_minute, limits.max_clients)
         self._streams = StreamTable(limits.watchers_per_client)
         self._stream_refusals = RefusalPressure(REFUSALS_PER_HINT_SECOND, limits.max_clients)
+        self.secrets = WrongSecrets(self.address_of, limits.max_clients)
+
+    def address_of(self, peer: str) -> str | None:
+        """The key of the calling client by its address alone; None for one that is not
+        limited (a loopback peer, unless `limit_loopback`)."""
+        address = peer_address(peer)
+        if not self.limits.limit_loopback and _is_loopback(address):
+            return None
+        return "address:" + address
 
     def client(self, peer: str, token: str | None, *, any_token: bool = False) -> str | None:
         """The key of the calling client; None for one that is not limited (a loopback peer,
         unless `limit_loopback`)."""
         if token is not None and (any_token or self._trusted(token)):
             return "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
-        address = peer_address(peer)
-        if not self.limits.limit_loopback and _is_loopback(address):
-            return None
-        return "address:" + address
+        return self.address_of(peer)
 
     def create(self, peer: str, token: str | None) -> None:
         """Raises ResourceExhausted when the client has created its share this minute."""

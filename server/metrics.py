@@ -21,6 +21,7 @@ integers of their own, read only when Prometheus scrapes (`_Counts`).
 | `bergen_matches_live` | gauge | phase: seating, playing |
 | `bergen_notify_lag_seconds` | histogram | |
 | `bergen_clock_timeouts_total` | counter | |
+| `bergen_wrong_secrets_total` | counter | outcome: counted, held |
 | `bergen_cache_lookups_total` | counter | cache, result: hit, miss |
 """
 

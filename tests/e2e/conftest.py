@@ -6,16 +6,17 @@ logs of a failing test's servers are attached to its report.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bergen.server.auth import new_organiser_token
+
 from .servers import ServerFarm
 
 FARMS = pytest.StashKey[list[ServerFarm]]()
-ORGANISER_TOKEN = "org_" + secrets.token_urlsafe(24)
+ORGANISER_TOKEN = new_organiser_token()
 
 
 def _farm(request: pytest.FixtureRequest, workdir: Path) -> Iterator[ServerFarm]:

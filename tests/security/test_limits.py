@@ -5,22 +5,29 @@ number of clients."""
 
 from __future__ import annotations
 
+import itertools
 import secrets
+import time
 
 import grpc
 import pytest
 from e2e.client import Client, bearer
 from e2e.refusals import refusal
 from e2e.servers import ServerFarm, ServerProcess
+from e2e.test_metrics import metrics_url, scrape, value
 
 from bergen.domain.errors import ResourceExhausted
 from bergen.server.limits import (
+    FIRST_SECRET_WAIT_S,
+    FREE_WRONG_SECRETS,
     MAX_STREAM_RETRY_S,
+    WRONG_SECRET_HALF_LIFE_S,
     ClientLimits,
     Limits,
     RateTable,
     RefusalPressure,
     StreamTable,
+    WrongSecrets,
     peer_address,
 )
 from bergen.v1 import bergen_pb2 as pb
@@ -162,3 +169,64 @@ def test_the_stream_limits_hint_grows_with_the_clients_refusals() -> None:
 )
 def test_a_client_is_its_address_without_the_port(peer: str, address: str) -> None:
     assert peer_address(peer) == address
+
+
+def test_a_client_guessing_tokens_is_slowed_down_and_others_are_not(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    """Wrong organiser tokens: a few go by (a typo), then each one doubles the wait before the
+    client's next call with a token, refused before any work; calls without one go on."""
+    server = limited(farm, sqlite_url, "--metrics", "127.0.0.1:0")
+    with Client(server.target) as client:
+        match = client.create(2)
+        for _ in range(FREE_WRONG_SECRETS):
+            with pytest.raises(grpc.RpcError) as info:
+                client.abandon(match.match_id, "bgo_" + secrets.token_urlsafe(40))
+            assert refusal(info.value).reason == "NOT_THE_ORGANISER_TOKEN"
+        with pytest.raises(grpc.RpcError) as info:
+            client.abandon(match.match_id, "bgo_" + secrets.token_urlsafe(40))
+        assert refusal(info.value).reason == "NOT_THE_ORGANISER_TOKEN"
+        # Now held back, the right token included, until the wait is over.
+        with pytest.raises(grpc.RpcError) as info:
+            client.abandon(match.match_id, ORGANISER_TOKEN)
+        assert_limited(info.value, "WRONG_SECRET_BACKOFF")
+        wait = refusal(info.value).retry_after_s
+        assert wait is not None and wait <= 2 * FIRST_SECRET_WAIT_S
+        assert client.view(match.match_id).phase == pb.PHASE_SEATING  # no token: served
+        deadline = time.monotonic() + 10 * FIRST_SECRET_WAIT_S
+        while True:
+            try:
+                client.abandon(match.match_id, ORGANISER_TOKEN, "done")
+                break
+            except grpc.RpcError as e:
+                assert refusal(e).reason == "WRONG_SECRET_BACKOFF", refusal(e)
+                assert time.monotonic() < deadline, "still held back"
+                time.sleep(0.1)
+        assert client.view(match.match_id).phase == pb.PHASE_ENDED
+    samples = scrape(metrics_url(server))
+    assert value(samples, "bergen_wrong_secrets_total", outcome="counted") == 6
+    assert value(samples, "bergen_wrong_secrets_total", outcome="held") >= 1
+
+
+def test_wrong_secrets_double_the_wait_and_are_forgotten_in_time() -> None:
+    now = [0.0]
+    guard = WrongSecrets(lambda peer: peer, clock=lambda: now[0])
+    with_token = [("authorization", "Bearer x")]
+    for _ in range(FREE_WRONG_SECRETS):
+        guard.refused("a", "NOT_A_SEAT_OF_THIS_MATCH")
+        guard.check("a", with_token)  # free
+    waits = []
+    for _ in range(4):
+        guard.refused("a", "NOT_A_SEAT_OF_THIS_MATCH")
+        with pytest.raises(ResourceExhausted) as info:
+            guard.check("a", with_token)
+        waits.append(int(info.value.metadata["retry_after_ms"]))
+        now[0] += waits[-1] / 1000
+    assert all(1.8 < b / a < 2.1 for a, b in itertools.pairwise(waits)), waits
+    guard.check("a", [])  # a call without a secret is never held
+    guard.check("b", with_token)  # nor another client
+    guard.refused("a", "MATCH_NOT_FOUND")  # a refusal for anything else does not count
+    assert guard.wrong == FREE_WRONG_SECRETS + 4 and guard.held == 4
+    now[0] += 10 * WRONG_SECRET_HALF_LIFE_S  # forgotten
+    guard.refused("a", "NOT_A_SEAT_OF_THIS_MATCH")
+    guard.check("a", with_token)

@@ -2,7 +2,8 @@
 send, one too short or too repetitive to hold 128 random bits, and the example value of
 deploy/bergen.env.example are each refused with one line and the usage exit status, from the
 environment and from a file alike; `bergen token` makes one that the server takes and a client
-can use."""
+can use. A token `bergen token` did not make must also stand up to zxcvbn's estimate of an
+attacker's guesses (128 bits)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from e2e.client import Client
 from e2e.servers import ServerFarm, bergen_command
 
 from bergen.api.exit_status import ExitStatus
+from bergen.server import auth
 from bergen.v1 import bergen_pb2 as pb
 
 from .serving import clean_env, serve_refused
@@ -54,6 +56,11 @@ WEAK = {
     "201 characters": (secrets.token_urlsafe(160)[:201], "at most 200"),
     "the example of deploy/": (_example_token(), "example value"),
     "the example with a suffix": (_example_token() + "-please", "example value"),
+    # Long enough to carry 128 bits, but guessed in far fewer tries.
+    "the alphabet in order": ("abcdefghijklmnopqrstuvwxyzABCDEF", "guessable"),
+    "a keyboard walk": ("qwertyuiopasdfghjklzxcvbnm1234567890", "guessable"),
+    "a 34-character passphrase": ("correct-horse-battery-staple-1984x", "guessable"),
+    "32 random hex digits": (secrets.token_hex(16), "guessable"),
 }
 
 
@@ -104,7 +111,8 @@ def test_a_token_from_bergen_token_is_taken_by_the_server_and_abandons_a_match(
     made = _bergen_token()
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip()
-    assert re.fullmatch(r"[A-Za-z0-9_-]{43,200}", token), token
+    assert re.fullmatch(r"bgo_[A-Za-z0-9_-]{43}[A-Za-z0-9]{6}", token), token
+    assert auth.is_generated_organiser_token(token)
     assert _bergen_token().stdout.strip() != token
     server = farm.start(sqlite_url, organiser_token=token)
     with Client(server.target) as client:
@@ -132,3 +140,15 @@ def test_bergen_token_writes_a_token_file_only_when_there_is_none(
     assert refused.returncode == ExitStatus.USAGE
     assert "example value" in refused.stderr
     assert token_file.read_text().strip() == _example_token()
+
+
+def test_the_servers_own_format_is_known_by_its_checksum_and_long_random_tokens_pass() -> None:
+    made = auth.new_organiser_token()
+    auth.check_organiser_token(made)
+    assert auth.is_generated_organiser_token(made)
+    # One character changed: the checksum no longer holds (a typo, not the server's token).
+    typo = made[:10] + ("A" if made[10] != "A" else "B") + made[11:]
+    assert not auth.is_generated_organiser_token(typo)
+    # A token made elsewhere passes on the estimator's word when it is random and long.
+    auth.check_organiser_token(secrets.token_hex(24))
+    auth.check_organiser_token(secrets.token_urlsafe(32))
