@@ -9,8 +9,14 @@ the entrant's seat token in every match of the tournament, so when a round seats
 the gateway also sets that match's seat cookie (the players' API's own), and the match page
 opens as that seat's. No answer, page, URL or log line holds the token.
 
-Partnership tournaments, whose entrants are pairs with a token each, are registered with
-`bergen play --tournament`: one browser registers one player.
+At partnership tables an entrant is two players with a token each (RegisterEntrant's
+`players` and `player_tokens`, as `bergen play --tournament --register --partner` sends them),
+each seated in its own seat of the entrant's side. The browser that registers holds both, each
+in a cookie of its own, and "my tournament" is asked as one of them (`?player=0` or `1`, as
+`bergen play --tournament --player` chooses): its table, its seat, and that seat's cookie. A
+player's cookie stands alone, so that the partner's own device can hold the partner's alone:
+a one-time hand-off of it (as the players' API's /link and /claim carry a seat) is to set the
+partner's cookie there with `set_entry`, and nothing else changes.
 """
 
 from __future__ import annotations
@@ -47,13 +53,19 @@ from .players import (
 )
 
 ENTRANT_PREFIX = "bergen_entrant_"
-"""The sealed entrant's cookie, one per tournament, sent only to its API path."""
+"""The sealed entrant's cookie (its first player's token), one per tournament, sent only to its
+API path."""
+PARTNER_PREFIX = "bergen_partner_"
+"""At partnership tables, the sealed cookie of the entrant's second player."""
+PLAYER_PREFIXES = (ENTRANT_PREFIX, PARTNER_PREFIX)
 ENTERED_PREFIX = "bergen_entered_"
 """A cookie the page's script may read (it holds no secret, only "1"): this browser holds an
 entrant of the tournament, so the tournament page asks for "my tournament"."""
 SEALED_AS = "tournament:"
-"""A sealed entrant is a Held whose match id is this and the tournament's id, and whose seat is
-the entrant's number: no match id has this form, so it never opens as a seat."""
+"""A sealed entrant's player is a Held whose match id is this and the tournament's id (and
+`/1` for the second player), and whose seat is the entrant's number: no match id has this form,
+so it never opens as a seat, nor one player's as the other's."""
+PLAYER_WORD = ("first", "second")
 ROUND_ENDS_KEPT = 10_000
 PHASE_WORD = {
     pb.TOURNAMENT_PHASE_REGISTRATION: "registration",
@@ -92,31 +104,66 @@ def routes(app: Any) -> list[Route]:
     ]
 
 
-# --- the entrant's cookie ------------------------------------------------------------------
+# --- the entrant's cookies -----------------------------------------------------------------
 
 
-def _cookie_name(tournament_id: str) -> str:
-    return ENTRANT_PREFIX + tournament_id
+def _cookie_name(tournament_id: str, player: int) -> str:
+    return PLAYER_PREFIXES[player] + tournament_id
 
 
-def _entry(request: Request, tournament_id: str) -> Held | None:
-    """The entrant this browser holds in the tournament (its number as `seat`), if any."""
-    return open_sealed(request, _cookie_name(tournament_id), SEALED_AS + tournament_id)
+def _sealed_as(tournament_id: str, player: int) -> str:
+    return SEALED_AS + tournament_id + ("" if player == 0 else f"/{player}")
 
 
-def _entered(request: Request, tournament_id: str) -> Held:
-    held = _entry(request, tournament_id)
-    if held is None:
+def held_players(request: Request, tournament_id: str) -> dict[int, Held]:
+    """The players of an entrant of the tournament this browser holds (its number as each
+    Held's `seat`), by player: none, one, or both of a pair."""
+    found: dict[int, Held] = {}
+    for player in range(len(PLAYER_PREFIXES)):
+        name = _cookie_name(tournament_id, player)
+        held = open_sealed(request, name, _sealed_as(tournament_id, player))
+        if held is not None:
+            found[player] = held
+    return found
+
+
+def _entered(request: Request, tournament_id: str) -> dict[int, Held]:
+    held = held_players(request, tournament_id)
+    if not held:
         raise Refused(403, "this browser holds no entrant in this tournament", "NO_ENTRANT")
     return held
 
 
-def _set_entry(request: Request, response: Response, tournament_id: str, held: Held) -> None:
+def set_entry(
+    request: Request, response: Response, tournament_id: str, player: int, held: Held
+) -> None:
+    """Hand `player` of the entrant (its number in `held.seat`, its token in `held.token`) to
+    this browser: its sealed cookie, and the page's mark that the browser holds an entrant."""
     set_sealed(
-        request, response, held, name=_cookie_name(tournament_id),
-        path=f"/api/play/tournaments/{tournament_id}", mark=ENTERED_PREFIX + tournament_id,
-        page="/tournament",
+        request, response, Held(_sealed_as(tournament_id, player), held.seat, held.token),
+        name=_cookie_name(tournament_id, player), path=f"/api/play/tournaments/{tournament_id}",
+        mark=ENTERED_PREFIX + tournament_id, page="/tournament",
     )  # fmt: skip
+
+
+def _player_asked(request: Request, held: dict[int, Held]) -> int:
+    """The player "my tournament" is asked as (`?player=`), else the first this browser holds.
+    Raises Refused: 400 for a malformed one, 403 for one this browser does not hold."""
+    asked = request.query_params.get("player")
+    if asked is None:
+        return min(held)
+    if asked not in ("0", "1"):
+        raise Refused(
+            400, "player is 0 or 1: which of the entrant's players, from 0", "BAD_REQUEST"
+        )
+    player = int(asked)
+    if player not in held:
+        raise Refused(
+            403,
+            f"this browser does not hold the entrant's {PLAYER_WORD[player]} player",
+            "NO_ENTRANT",
+        )
+    return player
 
 
 async def _tournament(
@@ -161,10 +208,17 @@ def _next_round(view: pb.TournamentView, ends: RoundEnds) -> JSON | None:
     return {"round": view.round + 1, "by_hand": by_hand, "starts_in_s": round(left, 1)}
 
 
-def mine(reply: pb.GetTournamentResponse, entrant: int, ends: RoundEnds) -> JSON:
-    """ "My tournament" as JSON: the entrant, its table now (`playing` until its result), its
-    bye in the latest round, the next round's countdown and the standings. Holds no token and
-    no tile."""
+def mine(
+    reply: pb.GetTournamentResponse,
+    entrant: int,
+    ends: RoundEnds,
+    player: int = 0,
+    held: tuple[int, ...] = (0,),
+) -> JSON:
+    """ "My tournament" as JSON, for `player` of the entrant (the one the reply was asked
+    with; `held`: those this browser holds): the entrant, the player's table now (`playing`
+    until its result), its bye in the latest round, the next round's countdown and the
+    standings. Holds no token and no tile."""
     view, where = reply.tournament, reply.assignment
     me = next((e for e in view.entrants if e.entrant == entrant), None)
     table: JSON | None = None
@@ -193,6 +247,9 @@ def mine(reply: pb.GetTournamentResponse, entrant: int, ends: RoundEnds) -> JSON
         "version": view.version,
         "entrant": entrant,
         "players": list(me.players) if me is not None else [],
+        "partnerships": view.settings.partnerships,
+        "player": player,
+        "held": list(held),
         "withdrawn": withdrawn,
         "table": table,
         "bye": bye,
@@ -210,54 +267,94 @@ def _ends(request: Request) -> RoundEnds:
 # --- handlers ------------------------------------------------------------------------------
 
 
+def _names(body: dict[str, Any]) -> list[str]:
+    """The entrant's players' names: `name`, and `partner` at partnership tables. Raises
+    Refused (400)."""
+    name = checked_name(body)
+    if body.get("partner") is None:
+        return [name]
+    partner = checked_name(body, "partner")
+    if partner.casefold() == name.casefold():
+        raise Refused(400, "partner is the other player's name, not yours again", "BAD_REQUEST")
+    return [name, partner]
+
+
+async def _held_entrant(request: Request, tid: str, held: dict[int, Held]) -> int | None:
+    """The entrant this browser holds, if the tournament knows its players' tokens."""
+    player = min(held)
+    reply = await _tournament(request, tid, held[player].token)
+    where = reply.assignment
+    if reply.HasField("assignment") and (where.entrant, where.player) == (
+        held[player].seat,
+        player,
+    ):
+        return where.entrant
+    return None
+
+
 async def register(request: Request) -> Response:
-    """Register this browser's player as an entrant, or give back the entrant it holds."""
+    """Register this browser's player (and its partner, at partnership tables) as an entrant,
+    or give back the entrant it holds."""
     tid = checked_id(request)
     body = await read_body(request)
-    held = _entry(request, tid)
-    if held is not None:
-        reply = await _tournament(request, tid, held.token)
-        if reply.HasField("assignment") and reply.assignment.entrant == held.seat:
-            response = json_answer({"tournament_id": tid, "entrant": held.seat})
-            _set_entry(request, response, tid, held)
+    held = held_players(request, tid)
+    if held:
+        entrant = await _held_entrant(request, tid, held)
+        if entrant is not None:
+            response = json_answer({"tournament_id": tid, "entrant": entrant})
+            for player, one in held.items():
+                set_entry(request, response, tid, player, one)
             return response
-    name = checked_name(body)
-    token = new_token()
+    names = _names(body)
+    tokens = [new_token() for _ in names]
     try:
         got: pb.RegisterEntrantResponse = await call_upstream(
             request,
             "RegisterEntrant",
             pb.RegisterEntrantRequest(
                 tournament_id=tid,
-                players=[name],
+                players=names,
                 # Drawn here, for this entrant alone: the server learns it at once, as
                 # RegisterEntrant asks, and keeps only its commitment until the start.
                 client_seed=secrets.token_hex(16),
-                player_tokens=[token],
+                player_tokens=tokens,
             ),
         )
     except grpc.aio.AioRpcError as e:
-        raise refused_upstream(e) from None
-    held = Held(SEALED_AS + tid, got.entrant, token)
+        refused = refused_upstream(e)
+        if refused.code == "WRONG_PLAYER_COUNT":
+            # Said in the form's words: which field the tournament asks for, or does not.
+            raise Refused(
+                400,
+                "this tournament's entrants are single players: give no partner"
+                if len(names) > 1
+                else "this tournament's entrants are pairs: give partner, your partner's name",
+                refused.code,
+            ) from None
+        raise refused from None
     response = json_answer({"tournament_id": tid, "entrant": got.entrant}, 201)
-    _set_entry(request, response, tid, held)
+    for player, token in enumerate(tokens):
+        set_entry(request, response, tid, player, Held("", got.entrant, token))
     return response
 
 
 async def my_tournament(request: Request) -> Response:
-    """ "My tournament"; while a round seats this browser's entrant at a table in play, the
-    answer also sets that match's seat cookie, so that the match page opens as its seat."""
+    """ "My tournament" as one of the entrant's players (`?player=`, else the first this
+    browser holds); while a round seats that player at a table in play, the answer also sets
+    that match's seat cookie, so that the match page opens as the player's seat."""
     tid = checked_id(request)
     held = _entered(request, tid)
-    reply = await _tournament(request, tid, held.token)
-    if not reply.HasField("assignment") or reply.assignment.entrant != held.seat:
+    player = _player_asked(request, held)
+    me = held[player]
+    reply = await _tournament(request, tid, me.token)
+    where = reply.assignment
+    if not reply.HasField("assignment") or (where.entrant, where.player) != (me.seat, player):
         raise Refused(403, "this browser's entrant is not known to the tournament", "NO_ENTRANT")
-    body = mine(reply, held.seat, _ends(request))
+    body = mine(reply, me.seat, _ends(request), player, tuple(sorted(held)))
     response = json_answer(body)
     table = body["table"]
     if isinstance(table, dict) and table["playing"]:
-        where = reply.assignment
-        set_seat_cookie(request, response, Held(where.match_id, where.seat, held.token))
+        set_seat_cookie(request, response, Held(where.match_id, where.seat, me.token))
     return response
 
 
@@ -266,13 +363,14 @@ async def withdraw(request: Request) -> Response:
     tid = checked_id(request)
     held = _entered(request, tid)
     await read_body(request)
+    me = held[min(held)]
     try:
         got: pb.WithdrawEntrantResponse = await call_upstream(
             request,
             "WithdrawEntrant",
-            pb.WithdrawEntrantRequest(tournament_id=tid, entrant=held.seat),
-            held.token,
+            pb.WithdrawEntrantRequest(tournament_id=tid, entrant=me.seat),
+            me.token,
         )
     except grpc.aio.AioRpcError as e:
         raise refused_upstream(e) from None
-    return json_answer({"tournament_id": tid, "entrant": held.seat, "after_round": got.after_round})
+    return json_answer({"tournament_id": tid, "entrant": me.seat, "after_round": got.after_round})

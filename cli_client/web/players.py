@@ -33,6 +33,7 @@ from starlette.routing import Route
 
 from bergen.api.state import state_dir
 from bergen.cli_client.connect import bearer, reason_of
+from bergen.domain.rules import CLOCK_RANGES
 from bergen.v1 import bergen_pb2 as pb
 
 from .app import (
@@ -74,6 +75,10 @@ PRESETS = {
     "pips": pb.PRESET_PIPS,
     "eastern": pb.PRESET_EASTERN,
 }
+ON_TIMEOUT = {"autoplay": pb.ON_TIMEOUT_AUTOPLAY, "forfeit": pb.ON_TIMEOUT_FORFEIT}
+"""What a timeout does, as the creation's clock names it (RULES.md section 11)."""
+CLOCK_KEYS = ("initial_s", "increment_s", "on_timeout", "timeouts_to_forfeit")
+CLOCK_SHAPE = "{initial_s, increment_s, on_timeout, timeouts_to_forfeit}"
 END_OF = {"left": pb.END_LEFT, "right": pb.END_RIGHT, None: pb.END_UNSPECIFIED}
 END_WORD = {pb.END_LEFT: "left", pb.END_RIGHT: "right", pb.END_UNSPECIFIED: None}
 STATUS_OF_REASON = {
@@ -364,6 +369,44 @@ def _int(body: dict[str, Any], key: str, low: int, high: int, default: int | Non
     return value
 
 
+def clock_options(body: dict[str, Any]) -> pb.RuleOptions:
+    """The rule options of the creation's `clock`: none, or a Fischer clock with what a
+    timeout does (RULES.md section 11; each left out keeps the rules' default). Raises
+    Refused (400) for anything else, or for a timeout's setting given beside the clock."""
+    for key in CLOCK_KEYS[2:]:
+        if key in body:
+            raise _bad(f"{key} goes inside clock (timeouts are a clock's): {CLOCK_SHAPE}")
+    options = pb.RuleOptions()
+    clock = body.get("clock")
+    if clock is None:
+        return options
+    if not isinstance(clock, dict):
+        raise _bad(f"clock is null or {CLOCK_SHAPE}")
+    unknown = sorted(str(k) for k in clock if k not in CLOCK_KEYS)
+    if unknown:
+        raise _bad(f"clock has no {unknown[0][:40]!r}: it is {CLOCK_SHAPE}")
+    options.clock = pb.CLOCK_FISCHER
+    options.clock_initial = _int(clock, "initial_s", 10, MAX_CLOCK_S)
+    options.clock_increment = _int(clock, "increment_s", 0, 3600, 0)
+    on_timeout = clock.get("on_timeout", "autoplay")
+    if not isinstance(on_timeout, str) or on_timeout not in ON_TIMEOUT:
+        raise _bad(
+            'on_timeout is "autoplay" (the server plays for a seat whose clock fell) or '
+            '"forfeit" (its side loses)'
+        )
+    if "on_timeout" in clock:
+        options.on_timeout = ON_TIMEOUT[on_timeout]
+    if "timeouts_to_forfeit" in clock:
+        if on_timeout == "forfeit":
+            raise _bad(
+                "timeouts_to_forfeit is for on_timeout autoplay: with forfeit the first "
+                "timeout forfeits"
+            )
+        _, low, high = CLOCK_RANGES["timeouts_to_forfeit"]
+        options.timeouts_to_forfeit = _int(clock, "timeouts_to_forfeit", low, high)
+    return options
+
+
 def match_id_of(request: Request) -> str:
     return checked_id(request)
 
@@ -487,16 +530,9 @@ async def create_match(request: Request) -> Response:
     if not isinstance(partnerships, bool) or (partnerships and seats != 4):
         raise _bad("partnerships is true or false, and true needs 4 seats")
     preset = body.get("preset", "standard")
-    if preset not in PRESETS:
+    if not isinstance(preset, str) or preset not in PRESETS:
         raise _bad(f"preset is one of {', '.join(PRESETS)}")
-    options = pb.RuleOptions()
-    clock = body.get("clock")
-    if clock is not None:
-        if not isinstance(clock, dict):
-            raise _bad("clock is null or {initial_s, increment_s}")
-        options.clock = pb.CLOCK_FISCHER
-        options.clock_initial = _int(clock, "initial_s", 10, MAX_CLOCK_S)
-        options.clock_increment = _int(clock, "increment_s", 0, 3600, 0)
+    options = clock_options(body)
     bots = _int(body, "bots", 0, seats - 1, 0)
     policy = body.get("bot_policy", "greedy")
     if not isinstance(policy, str) or not POLICY.fullmatch(policy):

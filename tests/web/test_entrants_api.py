@@ -186,3 +186,168 @@ def test_refusals_say_why_and_change_nothing(entrants_gateway: Gateway, stub: An
     status, body, _ = Player(entrants_gateway).post(f"{path}/register", {"name": "Cy"})
     assert status in (409, 412, 400), body
     assert [list(e.players) for e in entrants(stub, tid)] == [["Ann"], ["Bo"]]
+
+
+def create_pairs(stub: Any, rounds: int = 1) -> str:
+    created = stub.CreateTournament(
+        pb.CreateTournamentRequest(
+            name="Pairs cup",
+            settings=pb.TournamentSettings(
+                format=pb.TOURNAMENT_FORMAT_SWISS,
+                seats=4,
+                partnerships=True,
+                preset=pb.PRESET_STANDARD,
+                options=rule_options(target=3),
+                rounds=rounds,
+            ),
+        ),
+        metadata=ORG,
+    )
+    return str(created.tournament_id)
+
+
+def as_player(browser: Player, tid: str, player: int | None) -> dict[str, Any]:
+    """ "My tournament" as one of the entrant's players (the first held, for None)."""
+    query = "" if player is None else f"?player={player}"
+    status, mine, _ = browser.request("GET", f"/api/play/tournaments/{tid}{query}")
+    assert status == 200, mine
+    assert isinstance(mine, dict)
+    return mine
+
+
+def test_a_pair_registers_from_one_browser_and_each_partner_plays_their_own_seat(
+    entrants_gateway: Gateway, stub: Any, key_file: Path
+) -> None:
+    """Two pairs, each registered from one browser, play a partnership tournament to its
+    final standings through the gateway: each browser switches between its two players
+    (`?player=`), and each answer seats it as that player, in that player's own seat."""
+    tid = create_pairs(stub)
+    ann, cy = Player(entrants_gateway), Player(entrants_gateway)
+    path = f"/api/play/tournaments/{tid}"
+    status, body, _ = ann.post(f"{path}/register", {"name": "Ann", "partner": "Bo"})
+    assert (status, body) == (201, {"tournament_id": tid, "entrant": 1}), body
+    for name in (f"bergen_entrant_{tid}", f"bergen_partner_{tid}"):
+        (cookie,) = [
+            raw.decode().lower()
+            for raw in ann.seen
+            if raw.lower().startswith(f"set-cookie: {name}=".encode())
+        ]
+        assert "httponly" in cookie and "samesite=strict" in cookie, cookie
+        assert f"path=/api/play/tournaments/{tid}" in cookie
+    # Again from the same browser: the same entrant, never a second.
+    status, body, _ = ann.post(f"{path}/register", {"name": "Ann", "partner": "Bo"})
+    assert (status, body["entrant"]) == (200, 1)
+    assert cy.post(f"{path}/register", {"name": "Cy", "partner": "Di"})[:2] == (
+        201,
+        {"tournament_id": tid, "entrant": 2},
+    )
+    assert [list(e.players) for e in entrants(stub, tid)] == [["Ann", "Bo"], ["Cy", "Di"]]
+    mine = as_player(ann, tid, None)
+    assert (mine["player"], mine["held"], mine["partnerships"]) == (0, [0, 1], True)
+    assert mine["players"] == ["Ann", "Bo"] and mine["table"] is None
+    assert as_player(ann, tid, 1)["player"] == 1
+    stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=ORG)
+    deadline = time.monotonic() + 30
+    while as_player(ann, tid, 0)["table"] is None:
+        assert time.monotonic() < deadline, "round 1 was not paired"
+        time.sleep(0.1)
+    # Each player has a seat of their own, partners on one side (seats 0+2 or 1+3).
+    who: dict[int, tuple[Player, int]] = {}
+    for browser in (ann, cy):
+        for player in (0, 1):
+            table = as_player(browser, tid, player)["table"]
+            assert table["playing"] and table["round"] == 1
+            who[table["seat"]] = (browser, player)
+    match = table["match_id"]
+    assert sorted(who) == [0, 1, 2, 3]
+    assert {who[0][0], who[2][0]} in ({ann}, {cy}) and who[0][0] is not who[1][0]
+    plays = 0
+    while True:
+        status, public, _ = entrants_gateway.get(f"/api/matches/{match}")
+        assert status == 200, public
+        if public["phase"] == "PHASE_ENDED":
+            break
+        if "turn" not in public:  # a forced action under way: nobody to choose yet
+            time.sleep(0.05)
+            continue
+        browser, player = who[int(public["turn"])]
+        # Asked as the player whose turn it is, the browser is seated in that player's seat.
+        as_player(browser, tid, player)
+        view = browser.view(match)
+        if view["phase"] == "PHASE_ENDED":
+            break
+        assert view["viewer_seat"] == view["turn"], (player, view["viewer_seat"])
+        choice = view["playable"][0]
+        status, after, _ = browser.post(
+            f"/api/play/matches/{match}/play",
+            {"tile": choice["tile"], "end": choice["ends"][0], "version": int(view["version"])},
+        )
+        assert status == 200, after
+        plays += 1
+        assert plays < 500
+    deadline = time.monotonic() + 30
+    while (final := as_player(cy, tid, 1))["phase"] != "ended":
+        assert time.monotonic() < deadline, final
+        time.sleep(0.1)
+    assert final["rank"] in (1, 2) and [r["entrant"] for r in final["standings"]] in (
+        [1, 2],
+        [2, 1],
+    )
+    assert final["player"] == 1 and final["table"] is None  # nothing left to play
+    # No answer held any of the four tokens the cookies hold.
+    held = tokens(ann, key_file) + tokens(cy, key_file)
+    assert len(set(held)) == 4
+    for browser in (ann, cy):
+        assert not any(t.encode() in raw for t in held for raw in browser.seen)
+
+
+def test_each_partners_cookie_stands_alone_and_pairs_are_refused_clearly(
+    entrants_gateway: Gateway, stub: Any
+) -> None:
+    pairs, singles = create_pairs(stub), create(stub)
+    ann = Player(entrants_gateway)
+    path = f"/api/play/tournaments/{pairs}"
+    cases: list[tuple[str, dict[str, Any], str, str]] = [
+        (path, {"name": "Ann"}, "WRONG_PLAYER_COUNT", "give partner"),
+        (path, {"name": "Ann", "partner": "  "}, "BAD_REQUEST", "partner is required"),
+        (path, {"name": "Ann", "partner": "ann"}, "BAD_REQUEST", "not yours again"),
+        (path, {"name": "Ann", "partner": 7}, "BAD_REQUEST", "partner"),
+        (
+            f"/api/play/tournaments/{singles}",
+            {"name": "Ann", "partner": "Bo"},
+            "WRONG_PLAYER_COUNT",
+            "give no partner",
+        ),
+    ]
+    for where, body, code, words in cases:
+        status, answer, _ = ann.post(f"{where}/register", body)
+        assert (status, answer["code"]) == (400, code), (body, answer)
+        assert words in answer["error"], answer
+    assert entrants(stub, pairs) == [] and entrants(stub, singles) == []
+    assert not ann.cookies
+    assert ann.post(f"{path}/register", {"name": "Ann", "partner": "Bo"})[0] == 201
+    for query, status_code, code in (
+        ("?player=2", 400, "BAD_REQUEST"),
+        ("?player=x", 400, "BAD_REQUEST"),
+    ):
+        status, answer, _ = ann.request("GET", f"{path}{query}")
+        assert (status, answer["code"]) == (status_code, code), (query, answer)
+    # A device holding the partner's cookie alone (as a hand-off to the partner's own device
+    # would leave it) is that player, and only that one.
+    bo = Player(entrants_gateway)
+    bo.cookies[f"bergen_partner_{pairs}"] = ann.cookies[f"bergen_partner_{pairs}"]
+    mine = as_player(bo, pairs, None)
+    assert (mine["entrant"], mine["player"], mine["held"]) == (1, 1, [1])
+    status, answer, _ = bo.request("GET", f"{path}?player=0")
+    assert (status, answer["code"]) == (403, "NO_ENTRANT"), answer
+    status, answer, _ = bo.post(f"{path}/register", {"name": "Bo", "partner": "Ann"})
+    assert (status, answer["entrant"]) == (200, 1)
+    # One player's cookie never opens as the other's.
+    eve = Player(entrants_gateway)
+    eve.cookies[f"bergen_entrant_{pairs}"] = (
+        ann.cookies[f"bergen_partner_{pairs}"][0],
+        f"/api/play/tournaments/{pairs}",
+    )
+    status, answer, _ = eve.request("GET", path)
+    assert (status, answer["code"]) == (403, "NO_ENTRANT"), answer
+    assert [list(e.players) for e in entrants(stub, pairs)] == [["Ann", "Bo"]]

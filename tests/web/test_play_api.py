@@ -444,3 +444,59 @@ def test_a_double_click_takes_one_seat_and_makes_one_match(gateway: Gateway) -> 
         "/api/play/matches", {"request": "x", "name": "Di", "seats": 2}
     )
     assert status == 400 and "request" in bad["error"], bad
+
+
+def test_a_clock_says_what_a_timeout_does_and_bad_settings_are_refused(
+    server: ServerProcess, module_farm: ServerFarm, key_file: Path
+) -> None:
+    gateway = start_gateway(
+        server.target, module_farm.workdir, "--seal-key-file", str(key_file),
+        "--client-creates", "100",
+    )  # fmt: skip
+    try:
+        timeout_settings(gateway)
+    finally:
+        assert gateway.stop() == 0, gateway.log()
+
+
+def timeout_settings(gateway: Gateway) -> None:
+    ada = Player(gateway)
+    made: list[tuple[dict[str, Any], tuple[str, int]]] = [
+        ({"initial_s": 60, "increment_s": 1}, ("ON_TIMEOUT_AUTOPLAY", 3)),
+        ({"initial_s": 60, "on_timeout": "forfeit"}, ("ON_TIMEOUT_FORFEIT", 3)),
+        (
+            {"initial_s": 60, "on_timeout": "autoplay", "timeouts_to_forfeit": 5},
+            ("ON_TIMEOUT_AUTOPLAY", 5),
+        ),
+        ({"initial_s": 60, "timeouts_to_forfeit": 1}, ("ON_TIMEOUT_AUTOPLAY", 1)),
+    ]
+    for clock, (on_timeout, in_a_row) in made:
+        match = create(ada, clock=clock)["match_id"]
+        rules = ada.view(match)["rules"]
+        assert rules["clock"] == "CLOCK_FISCHER", rules
+        assert (rules["on_timeout"], rules["timeouts_to_forfeit"]) == (on_timeout, in_a_row)
+    refused: list[tuple[dict[str, Any], str]] = [
+        ({"clock": {"initial_s": 60, "on_timeout": "sudden"}}, 'on_timeout is "autoplay"'),
+        ({"clock": {"initial_s": 60, "on_timeout": ["forfeit"]}}, 'on_timeout is "autoplay"'),
+        ({"clock": {"initial_s": 60, "on_timeout": None}}, 'on_timeout is "autoplay"'),
+        *(
+            ({"clock": {"initial_s": 60, "timeouts_to_forfeit": bad}}, "from 1 to 99")
+            for bad in (0, 100, "3", True, 2.5, None)
+        ),
+        (
+            {"clock": {"initial_s": 60, "on_timeout": "forfeit", "timeouts_to_forfeit": 2}},
+            "with forfeit the first timeout forfeits",
+        ),
+        ({"on_timeout": "forfeit"}, "on_timeout goes inside clock"),
+        ({"clock": None, "timeouts_to_forfeit": 2}, "timeouts_to_forfeit goes inside clock"),
+        ({"clock": {"initial_s": 60, "ontimeout": "forfeit"}}, "clock has no 'ontimeout'"),
+        ({"clock": "300+5"}, "clock is null or {initial_s"),
+        ({"preset": ["standard"]}, "preset is one of"),
+    ]
+    bo = Player(gateway)
+    for extra, words in refused:
+        body = {"name": "Bo", "seats": 2, **extra}
+        status, answer, _ = bo.post("/api/play/matches", body)
+        assert (status, answer["code"]) == (400, "BAD_REQUEST"), (extra, answer)
+        assert words in answer["error"], (extra, answer)
+    assert not bo.cookies  # nothing was created, no seat taken

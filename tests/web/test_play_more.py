@@ -130,7 +130,7 @@ def test_a_person_and_two_computer_seats_play_a_clocked_match_to_its_end(
     ada.close()
 
 
-def test_a_clock_running_out_is_shown_and_forfeits_on_the_third_timeout(
+def test_a_clock_running_out_is_shown_and_forfeits_on_the_timeout_asked_for(
     browser: Any, gateway: Gateway
 ) -> None:
     ada = Browser(browser)
@@ -141,7 +141,7 @@ def test_a_clock_running_out_is_shown_and_forfeits_on_the_third_timeout(
           const r = await fetch("/api/play/matches", {method: "POST",
             headers: {"content-type": "application/json"},
             body: JSON.stringify({name: "Ada", seats: 2, bots: 1,
-              clock: {initial_s: 10, increment_s: 0}})});
+              clock: {initial_s: 10, increment_s: 0, timeouts_to_forfeit: 2}})});
           return (await r.json()).match_id;
         }"""
     )
@@ -151,14 +151,56 @@ def test_a_clock_running_out_is_shown_and_forfeits_on_the_third_timeout(
     # Under 10 s is low time: the running clock says so.
     wait_js(ada.page, "() => !!document.querySelector('td.clock.low[data-seat=\"0\"]')")
     assert "low" in clock_cells(ada)[0]
-    # Ada never plays: her clock falls, the server plays for her, and the third fall in a row
-    # forfeits her side (the standard rules' timeouts_to_forfeit).
+    # Ada never plays: her clock falls, the server plays for her, and the second fall in a row
+    # forfeits her side (timeouts_to_forfeit 2, as asked).
+    assert "a timeout plays for the seat, 2 in a row forfeit" in ada.page.inner_text("#seats")
     wait_js(ada.page, ENDED, timeout=90)
     log = log_text(ada)
-    assert log.count("Ada's clock fell") == 3, log
+    assert log.count("Ada's clock fell") == 2, log
     assert "(timed out: played for it)" in log, log
     assert "Ada forfeited on time" in ada.page.inner_text("#status")
     assert "forfeited on time" in log
+    ada.close()
+
+
+def test_a_clock_set_on_the_lobby_form_to_forfeit_ends_the_match_at_the_first_fall(
+    browser: Any, gateway: Gateway
+) -> None:
+    ada = Browser(browser)
+    pg = ada.page
+    pg.goto(f"{gateway.base}/")
+    on_timeout = "#create-form select[name=on_timeout]"
+    in_a_row = "#create-form input[name=timeouts_to_forfeit]"
+    # What a timeout does is asked only once a clock is chosen; how many in a row forfeit,
+    # only while a timeout plays for the seat.
+    assert not pg.is_visible(on_timeout) and not pg.is_visible(in_a_row)
+    pg.select_option("#create-form select[name=clock]", "180+2")
+    assert pg.is_visible(on_timeout) and pg.is_visible(in_a_row)
+    assert pg.input_value(on_timeout) == "autoplay" and pg.input_value(in_a_row) == "3"
+    pg.select_option(on_timeout, "forfeit")
+    assert pg.is_visible(on_timeout) and not pg.is_visible(in_a_row)
+    pg.select_option("#create-form select[name=clock]", "")
+    assert not pg.is_visible(on_timeout)
+    # The form offers minutes; a test has no time for them: a 10 s clock offered as the form's
+    # own options are (INITIAL+INCREMENT).
+    pg.evaluate(
+        """() => document.querySelector("#create-form select[name=clock]")
+             .append(new Option("10 s", "10+0"))"""
+    )
+    pg.fill("#create-form input[name=name]", "Ada")
+    pg.select_option("#create-form select[name=clock]", "10+0")
+    assert pg.input_value(on_timeout) == "forfeit" and not pg.is_visible(in_a_row)
+    pg.fill("#create-form input[name=bots]", "1")
+    pg.click("#create-form button[type=submit]")
+    pg.wait_for_url("**/match?id=*")
+    wait_js(pg, "() => !!document.body && document.body.dataset.player === '1'")
+    assert "Clock 10 s + 0 s: a timeout forfeits" in pg.inner_text("#seats")
+    # Ada never plays: her first fall forfeits her side, with no play made for her.
+    wait_js(pg, ENDED, timeout=60)
+    log = log_text(ada)
+    assert log.count("Ada's clock fell") == 1, log
+    assert "played for it" not in log, log
+    assert "Ada forfeited on time" in pg.inner_text("#status")
     ada.close()
 
 

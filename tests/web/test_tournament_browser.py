@@ -4,7 +4,8 @@ the page takes each browser player to its table on its own, where it plays by cl
 first legal tile each turn) until the match ends and the page comes back. A bye, the
 countdown to the next round and the final standings are shown on the page; the entrant's
 token never reaches a page, a URL or a response body. A screenshot of the tournament page
-goes to build/screenshots.
+goes to build/screenshots. At partnership tables a pair registers from one browser, and each
+partner plays their own seat from a browser of their own.
 
 Skipped (saying why) without /usr/bin/chromium or playwright, unless BERGEN_REQUIRE_BROWSER=1.
 """
@@ -67,6 +68,8 @@ class Player:
         self.states: set[str] = set()
         self.countdowns: list[str] = []
         self.plays = 0
+        self.seats: set[tuple[str, int]] = set()
+        """(match, seat) of each play made here."""
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.on("framenavigated", lambda f: self.urls.append(f.url))
         self.page.on("response", self._keep)
@@ -98,6 +101,8 @@ class Player:
                     self.countdowns.append(shown)
             elif "/match?" in pg.url and pg.evaluate("() => document.body.dataset.turn") == "mine":
                 before = pg.evaluate("() => Number(document.body.dataset.version || 0)")
+                seat = int(pg.evaluate("() => document.body.dataset.seat"))
+                self.seats.add((pg.url.split("id=")[1].split("&")[0], seat))
                 pg.click("#hand button.mytile.legal >> nth=0", timeout=5000)
                 if pg.is_visible("#end-choice"):
                     pg.click("#end-choice button >> nth=0", timeout=5000)
@@ -227,4 +232,149 @@ def test_two_browser_players_and_bots_play_a_tournament_to_its_final_standings(
     assert any(c.startswith("Round ") and " starts in 0:0" in c for c in countdowns), countdowns
     assert shot and (SCREENSHOTS / "tournament-player.png").stat().st_size > 0
     ada.close()
+    bo.close()
+
+
+PAIRS_BOTS = 3
+PAIRS_ROUNDS = 2
+
+
+def _my_turn(pg: Any) -> bool:
+    try:
+        return "/match?" in pg.url and pg.evaluate("() => document.body.dataset.turn") == "mine"
+    except Exception:  # the page is being replaced
+        return False
+
+
+def detour(pg: Any) -> None:
+    """From the table, on this seat's turn (so that the match waits), back to the tournament
+    by the page's link: the tournament page does not send the player straight back, but
+    offers the table, and the table takes the player's seat again."""
+    pg.click("#table-return a")
+    pg.wait_for_url("**/tournament?id=*")
+    wait_js(pg, "() => !!document.querySelector('#my-table')", 20)
+    assert pg.evaluate("() => document.body.dataset.myTournament") == "playing"
+    pg.wait_for_timeout(1500)  # past the 600 ms after which a seated player is taken there
+    assert "/tournament?" in pg.url
+    pg.click("#my-table")
+    pg.wait_for_url("**/match?id=*")
+    wait_js(pg, "() => document.body.dataset.turn === 'mine'", 20)
+
+
+def test_a_pair_plays_a_partnership_tournament_each_partner_in_their_own_browser(
+    browser: Any, server: ServerProcess, entrants_gateway: Gateway
+) -> None:
+    """Ann registers herself and her partner Bo on the tournament page; her browser asks
+    who plays on it, and can switch. Bo's browser holds Bo alone (his cookie carried over, as
+    a hand-off to his own device would), and plays as Bo. With three bot pairs they play two
+    Swiss rounds to the final standings, each partner in their own seat of their side."""
+    gateway = entrants_gateway
+    channel = grpc.insecure_channel(server.target)
+    stub = bergen_pb2_grpc.BergenServiceStub(channel)
+    tid = stub.CreateTournament(
+        pb.CreateTournamentRequest(
+            name="Pairs cup",
+            settings=pb.TournamentSettings(
+                format=pb.TOURNAMENT_FORMAT_SWISS,
+                seats=4,
+                partnerships=True,
+                preset=pb.PRESET_STANDARD,
+                options=rule_options(target=3),
+                rounds=PAIRS_ROUNDS,
+                round_delay=2,
+            ),
+        ),
+        metadata=ORG,
+    ).tournament_id
+    ann, bo = Player(browser, "Ann"), Player(browser, "Bo")
+    pg = ann.page
+    pg.goto(f"{gateway.base}/tournament?id={tid}")
+    pg.wait_for_selector("#register-form input[name=partner]")
+    pg.fill("#register-form input[name=name]", "Ann")
+    pg.fill("#register-form input[name=partner]", "Bo")
+    pg.click("#register-form button[type=submit]")
+    wait_js(pg, "() => document.body.dataset.myTournament === 'waiting'", 20)
+    assert "Ann & Bo" in pg.inner_text("#me-h")
+    # Her browser holds both: it asks who plays on it, and switches on a click.
+    assert pg.evaluate("() => document.body.dataset.playingAs") == ""
+    assert pg.inner_text("#play-as-1") == "Play as Bo"
+    pg.click("#play-as-1")
+    wait_js(pg, "() => document.body.dataset.playingAs === '1'", 20)
+    assert pg.inner_text("#playing-as-text") == "This device plays as Bo."
+    pg.click("#play-as-0")
+    wait_js(pg, "() => document.body.dataset.playingAs === '0'", 20)
+    assert pg.inner_text("#playing-as-text") == "This device plays as Ann."
+    assert pg.inner_text("#play-as-1") == "Play as Bo instead"
+    # Bo's own browser: his player's cookie (and the page's mark) alone.
+    carried = [
+        c
+        for c in ann.context.cookies()
+        if c["name"] in (f"bergen_partner_{tid}", f"bergen_entered_{tid}")
+    ]
+    assert len(carried) == 2, ann.context.cookies()
+    bo.context.add_cookies(carried)
+    bo.page.goto(f"{gateway.base}/tournament?id={tid}")
+    wait_js(bo.page, "() => document.body.dataset.playingAs === '1'", 20)
+    assert bo.page.inner_text("#playing-as-text") == "This device plays as Bo."
+    assert bo.page.query_selector("#play-as-0") is None
+    bots = subprocess.Popen(
+        [*bergen_command(), "bots", "--server", server.target, "--tournament", tid,
+         "--entrants", str(PAIRS_BOTS), "--policy", "greedy", "--seed", "pairs"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(stub.GetTournament(pb.GetTournamentRequest(tournament_id=tid)).tournament
+                   .entrants) < 1 + PAIRS_BOTS:  # fmt: skip
+            assert time.monotonic() < deadline, "the bots did not register"
+            time.sleep(0.1)
+        stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=ORG)
+        deadline = time.monotonic() + 150
+        detoured = False
+        while not all(p.states >= {"ended"} for p in (ann, bo)):
+            assert time.monotonic() < deadline, (ann.states, bo.states)
+            if not detoured and ann.plays and _my_turn(pg):
+                detour(pg)
+                detoured = True
+            for p in (ann, bo):
+                p.step()
+            time.sleep(0.03)
+        assert detoured
+        out, err = bots.communicate(timeout=120)
+        assert bots.returncode == 0, err + out
+    finally:
+        if bots.poll() is None:
+            bots.kill()
+            bots.communicate()
+    final = stub.GetTournament(pb.GetTournamentRequest(tournament_id=tid)).tournament
+    assert final.phase == pb.TOURNAMENT_PHASE_ENDED and final.round == PAIRS_ROUNDS
+    assert [list(e.players) for e in final.entrants if e.entrant == 1] == [["Ann", "Bo"]]
+    for r in final.rounds:
+        (table,) = [t for t in r.tables if 1 in t.sides]
+        assert table.result.reason == pb.MATCH_END_REASON_TARGET, table
+        seats = stub.GetMatch(pb.GetMatchRequest(match_id=table.match_id)).view.seats
+        named = {s.name: s.seat for s in seats}
+        # Partners on one side, each played from their own browser in their own seat.
+        assert abs(named["Ann"] - named["Bo"]) == 2, named
+        for p in (ann, bo):
+            assert table.match_id in p.tables(), (p.name, r.round, p.urls)
+            played = {seat for match, seat in p.seats if match == table.match_id}
+            assert played <= {named[p.name]}, (p.name, played, named)
+    channel.close()
+    assert ann.plays > 0 and bo.plays > 0
+    rank = next(s.rank for s in final.standings if s.entrant == 1)
+    for p in (ann, bo):
+        assert f"you placed {rank} of {1 + PAIRS_BOTS}" in p.page.inner_text("#my-status")
+        rows = p.page.eval_on_selector_all(
+            "#standings-table tbody tr", "rs => rs.map(r => [r.dataset.entrant, r.className])"
+        )
+        assert [c for e, c in rows if int(e) == 1] == ["me"]
+        assert not any("bgs_" in u for u in p.urls)
+        assert not any(b"bgs_" in body for _, body in p.bodies)
+    held = {c["name"]: c for c in ann.context.cookies()}
+    for name in (f"bergen_entrant_{tid}", f"bergen_partner_{tid}"):
+        assert held[name]["httpOnly"] and held[name]["sameSite"] == "Strict"
+        assert held[name]["path"] == f"/api/play/tournaments/{tid}"
+    assert f"bergen_entrant_{tid}" not in {c["name"] for c in bo.context.cookies()}
+    ann.close()
     bo.close()

@@ -1,20 +1,38 @@
 // "My tournament": the tournament page as its entrant sees it. While the tournament is open,
-// a form registers this browser's player; once registered, the page shows the entrant, its
-// table each round (and goes there on its own: the match page opens as the entrant's seat,
-// and comes back here when the match ends), a bye, the countdown to the next round, its place
-// in the standings, and a withdrawal with its confirmation. The entrant's token is in an
-// HttpOnly cookie this script never sees.
+// a form registers this browser's player (and their partner, at partnership tables); once
+// registered, the page shows the entrant, its table each round (and goes there on its own:
+// the match page opens as the player's seat, and comes back here when the match ends), a bye,
+// the countdown to the next round, its place in the standings, and a withdrawal with its
+// confirmation. The players' tokens are in HttpOnly cookies this script never sees.
+//
+// At partnership tables the entrant is two players, each with a seat of their own at the
+// table. A browser holding both asks who plays on this device ("Play as Ann" / "Play as Bo")
+// and remembers it; it may switch at any time (one browser holds one seat of a match at a
+// time, so switching moves this device to the other player's seat).
 import { $, h, param, num } from "/static/common.js";
 
 const id = param("id");
 const api = (what = "") => `/api/play/tournaments/${encodeURIComponent(id)}${what}`;
 const PLAYED = "bergen:tournament-played"; // matches this tab has come back from
+const BACK = "bergen:tournament-back"; // the table this tab left by "back to the tournament"
+const CHOSEN = `bergen:tournament-player:${id}`; // who plays on this device, at partnership tables
 
 let latest = null; // the tournament as the page's stream showed it last
 let me = null; // "my tournament" as the gateway answered it last
 let countdown = null; // { round, at: the time the next round starts, in ms }
 let asking = false;
 let again = false;
+let goNow = false; // a player was just chosen: to their table at once, if they have one
+
+function chosen() {
+  const v = localStorage.getItem(CHOSEN);
+  return v === "0" || v === "1" ? Number(v) : null;
+}
+
+function choose(player) {
+  if (player === null) localStorage.removeItem(CHOSEN);
+  else localStorage.setItem(CHOSEN, String(player));
+}
 
 const entered = () => document.cookie.split(";").some((c) => c.trim() === `bergen_entered_${id}=1`);
 
@@ -42,24 +60,33 @@ function state(name) {
   document.body.dataset.myTournament = name;
 }
 
-function registerForm() {
+// The registration form; at partnership tables it asks for both players' names.
+function registerForm(pairs) {
   const message = h("p", { class: "status", role: "status", "aria-live": "polite" });
-  const form = h("form", { id: "register-form", class: "form" },
+  const form = h("form", { id: "register-form", class: "form", "data-pairs": pairs ? "1" : "0" },
     h("label", { class: "field" }, h("span", { text: "Your name" }),
-      h("input", { name: "name", required: true, maxlength: 64, autocomplete: "nickname" })),
-    h("button", { type: "submit", text: "Register" }), message);
+      h("input", { name: "name", required: true, maxlength: 64, autocomplete: "nickname" })));
+  if (pairs) {
+    form.append(h("label", { class: "field" }, h("span", { text: "Your partner's name" }),
+      h("input", { name: "partner", required: true, maxlength: 64, autocomplete: "off" })));
+  }
+  form.append(h("button", { type: "submit", text: pairs ? "Register the pair" : "Register" }), message);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
-    const name = String(new FormData(form).get("name") || "");
+    const f = new FormData(form);
+    const body = { name: String(f.get("name") || "") };
+    if (pairs) body.partner = String(f.get("partner") || "");
     try {
-      await post(api("/register"), { name });
+      await post(api("/register"), body);
+      choose(null); // a new entrant: who plays here is asked afresh
       await ask();
     } catch (err) {
       message.textContent = `Not registered: ${err.message}`;
     }
   });
   section().hidden = false;
-  section().replaceChildren(h("h2", { id: "me-h", text: "Play in this tournament" }), form);
+  const intro = pairs ? [h("p", { text: "Entrants here are pairs: each of you plays a seat of your side at every table." })] : [];
+  section().replaceChildren(h("h2", { id: "me-h", text: "Play in this tournament" }), ...intro, form);
   state("register");
 }
 
@@ -74,16 +101,30 @@ function tick() {
   line.textContent = `Round ${countdown.round} starts in ${clockText((countdown.at - Date.now()) / 1000)}.`;
 }
 
+// The player this device plays as: the one chosen, else the only one it holds; null while a
+// browser holding both players has not said which (and for a single player, 0).
+function playingAs(m) {
+  const held = (m.held || [0]).map(num);
+  if (held.length === 1) return held[0];
+  const c = chosen();
+  return c !== null && held.includes(c) ? c : null;
+}
+
 // What the entrant is to do now, in words, and the page's state for it.
 function now(m) {
   const t = m.table;
+  const as = playingAs(m);
   if (m.cancelled) return ["ended", "The tournament was cancelled before its start."];
   if (m.phase === "ended") {
     return ["ended", m.rank ? `The tournament has ended: you placed ${m.rank} of ${m.standings.length}.` : "The tournament has ended."];
   }
   if (m.withdrawn) return ["withdrawn", "You have withdrawn: you are paired no more."];
   if (m.phase === "registration") return ["waiting", "You are registered. The organiser starts the tournament."];
-  if (t && t.playing) return ["playing", `Round ${t.round}: your table is table ${t.table}, seat ${num(t.seat) + 1}. Going to your table…`];
+  if (t && t.playing && as === null) return ["choose", `Round ${t.round}: your pair plays at table ${t.table}. Choose who plays on this device.`];
+  if (t && t.playing) {
+    const whose = m.partnerships ? `${m.players[as]}'s` : "your";
+    return ["playing", `Round ${t.round}: ${whose} table is table ${t.table}, seat ${num(t.seat) + 1}. Going to the table…`];
+  }
   if (m.bye && num(m.bye) === num(m.round)) return ["bye", `Round ${m.bye}: you have a bye (1 match point, no match to play).`];
   if (m.round === 0) return ["waiting", "The tournament has started: round 1 is being paired."];
   if (m.next_round) return ["between", `Round ${m.round} has ended.`];
@@ -120,16 +161,48 @@ function markStandings(m) {
   }
 }
 
+// At partnership tables: who plays on this device, and the switch to the other player.
+function whoPlaysHere(m) {
+  const row = h("div", { id: "playing-as", class: "controls" });
+  const held = (m.held || []).map(num);
+  const as = playingAs(m);
+  const button = (p, text) => {
+    const b = h("button", { type: "button", id: `play-as-${p}`, text });
+    b.addEventListener("click", () => { choose(p); goNow = true; ask(); });
+    return b;
+  };
+  if (as === null) {
+    row.append(h("p", { text: "Who plays on this device? Each of you has a seat of your own at the table; this device plays one of them at a time." }),
+      ...held.map((p) => button(p, `Play as ${m.players[p]}`)));
+  } else {
+    row.append(h("p", { id: "playing-as-text", text: `This device plays as ${m.players[as]}.` }));
+    for (const p of held) if (p !== as) row.append(button(p, `Play as ${m.players[p]} instead`));
+  }
+  // The partner's own device: a one-time link carrying the partner's player there (as the
+  // match page's "another device" link carries a seat) belongs here; the gateway's
+  // entrants.set_entry is what it would call.
+  row.append(h("div", { id: "partner-device" }));
+  return row;
+}
+
 function render(m) {
+  const as = playingAs(m);
+  if (as !== null && num(m.player) !== as) {
+    // Answered as another player than this device plays as: ask again as the right one.
+    again = true;
+    return;
+  }
   me = m;
   const [name, text] = now(m);
   state(name);
   document.body.dataset.myRound = String(m.round);
+  document.body.dataset.playingAs = as === null ? "" : String(as);
   const who = (m.players || []).join(" & ") || `entrant ${m.entrant}`;
   const parts = [
     h("h2", { id: "me-h", text: `You: ${who} (#${m.entrant})` }),
     h("p", { id: "my-status", class: "status", role: "status", "aria-live": "polite", text: text }),
   ];
+  if (m.partnerships && (m.players || []).length === 2) parts.push(whoPlaysHere(m));
   const mine = (m.standings || []).find((s) => num(s.entrant) === num(m.entrant));
   if (mine && m.phase !== "registration") {
     parts.push(h("p", { id: "my-standing", text: `Standing: rank ${mine.rank} of ${m.standings.length}, ${mine.match_points} match points, margin ${mine.margin}.` }));
@@ -144,7 +217,7 @@ function render(m) {
     }
   }
   const t = m.table;
-  if (t && t.playing) {
+  if (t && t.playing && as !== null) {
     parts.push(h("p", {}, h("a", { id: "my-table", href: tableHref(t.match_id) }, "Go to your table")));
   }
   parts.push(withdrawControls(m));
@@ -152,9 +225,12 @@ function render(m) {
   section().replaceChildren(...parts);
   tick();
   markStandings(m);
-  if (t && t.playing && !played().includes(t.match_id)) {
-    // The round has seated the entrant: its seat's cookie came with this answer.
-    setTimeout(() => { location.href = tableHref(t.match_id); }, 600);
+  const go = goNow;
+  goNow = false;
+  if (t && t.playing && as !== null && (go || (!played().includes(t.match_id) && sessionStorage.getItem(BACK) !== t.match_id))) {
+    // The round has seated the player: its seat's cookie came with this answer. (Not back to
+    // a table this tab has just left by its "back to the tournament" link.)
+    setTimeout(() => { location.href = tableHref(t.match_id); }, go ? 0 : 600);
   }
 }
 
@@ -167,9 +243,13 @@ async function ask() {
   try {
     do {
       again = false;
-      const r = await fetch(api(), { headers: { accept: "application/json" } });
+      const as = chosen();
+      const r = await fetch(api(as === null ? "" : `?player=${as}`), { headers: { accept: "application/json" } });
       if (r.ok) render(await r.json());
-      else if (r.status === 403) shown(latest);
+      else if (r.status === 403 && as !== null) {
+        choose(null); // a player this browser does not hold (any more): ask as the one it does
+        again = true;
+      } else if (r.status === 403) shown(latest);
     } while (again);
   } catch (_) {
     /* the next change of the tournament asks again */
@@ -182,7 +262,9 @@ async function ask() {
 function shown(t) {
   if (!t) return;
   if (t.phase === "TOURNAMENT_PHASE_REGISTRATION" && !t.cancelled) {
-    if (!$("#register-form")) registerForm();
+    const pairs = !!(t.settings && t.settings.partnerships);
+    const form = $("#register-form");
+    if (!form || form.dataset.pairs !== (pairs ? "1" : "0")) registerForm(pairs);
   } else {
     section().hidden = true;
     state("watching");

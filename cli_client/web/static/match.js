@@ -56,7 +56,7 @@ function renderView(v) {
       h("td", { class: `num clock${c && low(num(c.left_ms)) ? " low" : ""}`, "data-seat": seat, text: c ? clockText(c.left_ms) + (c.running ? " running" : "") + (low(num(c.left_ms)) ? ", low" : "") : "–" })));
   }
   $("#seats").replaceChildren(h("table", {},
-    h("caption", { class: "muted", text: v.partnerships ? "Partnerships: seats 1 and 3, 2 and 4" : "" }),
+    h("caption", { class: "muted", text: [v.partnerships ? "Partnerships: seats 1 and 3, 2 and 4" : "", clockRules(v.rules)].filter(Boolean).join(". ") }),
     h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "Seat" }), h("th", { scope: "col", class: "num", text: "Tiles" }),
       h("th", { scope: "col", class: "num", text: "Score" }), h("th", { scope: "col", class: "num", text: "Clock" }))), body));
   const hands = $("#hands");
@@ -70,6 +70,15 @@ function renderView(v) {
     });
   }
   $("#links").replaceChildren(h("a", { href: `/replay?id=${encodeURIComponent(id)}` }, "Replay this match"));
+}
+
+// The clock and what a timeout does (RULES.md section 11): "Clock 180 s + 2 s: a timeout
+// plays for the seat, 3 in a row forfeit".
+function clockRules(r) {
+  if (!r || r.clock !== "CLOCK_FISCHER") return "";
+  const what = r.on_timeout === "ON_TIMEOUT_FORFEIT" ? "a timeout forfeits"
+    : `a timeout plays for the seat, ${num(r.timeouts_to_forfeit)} in a row forfeit`;
+  return `Clock ${num(r.clock_initial)} s + ${num(r.clock_increment)} s: ${what}`;
 }
 
 // Low on time: under 10 s, or under a tenth of the time each seat started with.

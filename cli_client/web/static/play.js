@@ -44,6 +44,32 @@ function requestId() {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+// What a timeout does (RULES.md section 11), asked only once a clock is chosen; how many
+// timeouts in a row forfeit, only when a timeout plays for the seat. The defaults are the rules'.
+function timeoutFields(form) {
+  const onTimeout = field("On timeout", select("on_timeout", [["autoplay", "play automatically"], ["forfeit", "forfeit"]], "autoplay"));
+  const inARow = field("Timeouts in a row that forfeit", h("input", { name: "timeouts_to_forfeit", type: "number", min: 1, max: 99, value: 3, required: true }));
+  const show = () => {
+    const clocked = form.elements.clock.value !== "";
+    onTimeout.hidden = !clocked;
+    inARow.hidden = !clocked || form.elements.on_timeout.value === "forfeit";
+    // A hidden field is no field: the browser neither checks it nor sends it.
+    for (const f of [onTimeout, inARow]) for (const c of f.querySelectorAll("input, select")) c.disabled = f.hidden;
+  };
+  form.addEventListener("change", show);
+  return [onTimeout, inARow, show];
+}
+
+// The creation's clock: null, or {initial_s, increment_s, on_timeout[, timeouts_to_forfeit]}.
+function clockOf(f) {
+  const clock = String(f.get("clock") || "");
+  if (!clock) return null;
+  const [initial, increment] = clock.split("+").map(Number);
+  const out = { initial_s: initial, increment_s: increment, on_timeout: String(f.get("on_timeout") || "autoplay") };
+  if (out.on_timeout === "autoplay") out.timeouts_to_forfeit = Number(f.get("timeouts_to_forfeit"));
+  return out;
+}
+
 export function createForm(container) {
   const request = requestId();
   const message = h("p", { class: "status", role: "status", "aria-live": "polite" });
@@ -52,16 +78,17 @@ export function createForm(container) {
     field("Match name", h("input", { name: "match_name", maxlength: 100 })),
     field("Seats", select("seats", [["2", "2"], ["3", "3"], ["4", "4"], ["p", "4 in partnerships"]], "2")),
     field("Rules", select("preset", [["standard", "standard"], ["american", "american"], ["pips", "pips"], ["eastern", "eastern"]], "standard")),
-    field("Clock", select("clock", [["", "none"], ["180+2", "3 min + 2 s"], ["300+5", "5 min + 5 s"], ["600+10", "10 min + 10 s"]], "")),
+    field("Clock", select("clock", [["", "none"], ["180+2", "3 min + 2 s"], ["300+5", "5 min + 5 s"], ["600+10", "10 min + 10 s"]], "")));
+  const [onTimeout, inARow, showTimeouts] = timeoutFields(form);
+  form.append(onTimeout, inARow,
     field("Computer seats", h("input", { name: "bots", type: "number", min: 0, max: 3, value: 0 })),
     field("Computer strength", select("bot_policy", [["random", "random"], ["greedy", "greedy"], ["montecarlo", "monte carlo"]], "greedy")),
     h("button", { type: "submit", text: "Create and take seat 1" }), message);
+  showTimeouts();
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     const f = new FormData(form);
     const seats = f.get("seats");
-    const clock = String(f.get("clock") || "");
-    const [initial, increment] = clock.split("+").map(Number);
     try {
       const made = await post("/api/play/matches", {
         request,
@@ -70,7 +97,7 @@ export function createForm(container) {
         seats: seats === "p" ? 4 : Number(seats),
         partnerships: seats === "p",
         preset: f.get("preset"),
-        clock: clock ? { initial_s: initial, increment_s: increment } : null,
+        clock: clockOf(f),
         bots: Number(f.get("bots") || 0),
         bot_policy: f.get("bot_policy"),
       });

@@ -4,6 +4,7 @@ import { $, h, param } from "/static/common.js";
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$/;
 const PLAYED = "bergen:tournament-played";
+const BACK = "bergen:tournament-back";
 const tournament = param("tournament");
 const match = param("id");
 const BACK_AFTER_MS = 4000;
@@ -17,8 +18,13 @@ function remember() {
 
 if (tournament && ID.test(tournament) && match) {
   const href = `/tournament?id=${encodeURIComponent(tournament)}`;
-  const note = h("p", { id: "table-return", class: "status" }, "A table of a tournament: ",
-    h("a", { href }, "back to the tournament"), ".");
+  const back = h("a", { href }, "back to the tournament");
+  // Left by choice while the match is played: the tournament page does not send this tab
+  // straight back here (it offers the table, and at partnership tables the other player).
+  back.addEventListener("click", () => {
+    if (document.body.dataset.ended !== "1") sessionStorage.setItem(BACK, match);
+  });
+  const note = h("p", { id: "table-return", class: "status" }, "A table of a tournament: ", back, ".");
   $("#main").prepend(note);
   let leaving = false;
   const check = () => {
