@@ -62,6 +62,24 @@ NO_REVEAL = "no_reveal"
 reveal its seed); the events and the interventions say `server`."""
 MAX_NOTE_CHARS = 200
 """The longest note the organiser gives an intervention."""
+UNPLAYABLE = "no match: the store holds rows at this table's match id that no server wrote"
+"""How the reason begins when the server abandons a table whose match it cannot trust (rows
+at its derived id that fail their authenticators, put there before or during its play): the
+table scores as abandoned, and its match is in no audit pack, for no record of it can be
+made."""
+
+
+def unplayable_tables(interventions: Sequence[Mapping[str, Any]]) -> frozenset[tuple[int, int]]:
+    """(round, table) of every table the server abandoned as `UNPLAYABLE`, from a record's
+    `interventions` (JSON objects)."""
+    return frozenset(
+        (int(i["round"]), int(i["table"]))
+        for i in interventions
+        if i.get("action") == ABANDON
+        and i.get("by") == SERVER
+        and i.get("table") is not None
+        and str(i.get("reason", "")).startswith(UNPLAYABLE)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,13 +228,15 @@ class TableMatch:
 
 
 def table_matches(tournament: Tournament) -> tuple[TableMatch, ...]:
-    """Every played table's match, once the seed is revealed.
+    """Every played table's match, once the seed is revealed (a table the server abandoned
+    as `UNPLAYABLE` has none).
 
     Raises InvalidArgument when it is not.
     """
     if tournament.tournament_seed is None:
         raise InvalidArgument("the tournament seed is not revealed yet", reason="NOT_ENDED")
     seed = parse_seed(tournament.tournament_seed)
+    unplayable = unplayable_tables([intervention_json(i) for i in tournament.interventions or ()])
     return tuple(
         TableMatch(
             r.round,
@@ -227,7 +247,7 @@ def table_matches(tournament: Tournament) -> tuple[TableMatch, ...]:
         )
         for r in tournament.rounds
         for t in r.tables
-        if t.match_id is not None
+        if t.match_id is not None and (r.round, t.table) not in unplayable
     )
 
 

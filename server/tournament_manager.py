@@ -24,12 +24,13 @@ import threading
 from collections.abc import Callable, Iterable
 
 from bergen.domain.commands import CreateMatch, TakeSeat
-from bergen.domain.errors import BergenError, ConcurrencyConflict, NotFound
+from bergen.domain.errors import BergenError, ConcurrencyConflict, LogTampered, NotFound
 from bergen.domain.state import ENDED, SEATING
 from bergen.domain.tournament_engine import RUNNING
 from bergen.domain.tournament_fairness import table_server_seed
 from bergen.domain.tournament_pairing import seats_of
-from bergen.domain.tournament_record import PlayedTable
+from bergen.domain.tournament_record import MAX_NOTE_CHARS, SERVER, UNPLAYABLE, PlayedTable
+from bergen.domain.tournament_standings import ABANDONED
 
 from .commands import Clock, Intent, UnitOfWork, Written, wall_ms
 from .matches import EPOCH_KEY, Match, MatchRepository, token_metadata
@@ -185,6 +186,10 @@ class TournamentManager(Worker):
                 moved = False
                 failed: BaseException | None = None
                 for table, outcome in zip(todo, self._tables(t, todo, fed), strict=True):
+                    if isinstance(outcome, LogTampered):
+                        self._abandon_unplayable(t, latest.round, table, outcome)
+                        moved = True
+                        continue
                     if isinstance(outcome, BaseException):
                         failed = failed or outcome
                         continue
@@ -214,6 +219,37 @@ class TournamentManager(Worker):
             number = state.round + 1
             self._count(self._tournaments.pair(tournament_id, number).replayed)
             log.info("tournament %s: round %d paired", tournament_id, number)
+
+    def _abandon_unplayable(
+        self, t: Tournament, round_number: int, table: PlayedTable, why: LogTampered
+    ) -> None:
+        """Settle a table whose match cannot be trusted: rows at its (derived, public) match
+        id fail their authenticators, put there before the server created it or during its
+        play. The table is abandoned by the server, saying why, and the tournament goes on
+        (TOURNAMENT.md section 3: an intervention, in the record)."""
+        tournament_id = t.state.tournament_id
+        log.critical(
+            "LOG TAMPERED: tournament %s round %d table %d: match %s: %s: the table is "
+            "abandoned by the server",
+            tournament_id,
+            round_number,
+            table.table,
+            table.match_id,
+            why,
+        )
+        seq = why.metadata.get("seq")
+        note = f"{UNPLAYABLE}" + (f" (seq {seq})" if seq else "")
+        written = self._tournaments.record_result(
+            tournament_id,
+            round_number,
+            table.table,
+            ABANDONED,
+            (0,) * len(table.sides),
+            None,
+            SERVER,
+            note[:MAX_NOTE_CHARS],
+        )
+        self._count(written.replayed)
 
     def _count(self, replayed: bool) -> None:
         if not replayed:

@@ -18,6 +18,7 @@ from bergen.domain.errors import (
     BergenError,
     CorruptRecord,
     InvalidArgument,
+    LogTampered,
     NotFound,
     PermissionDenied,
     RuleViolation,
@@ -186,6 +187,10 @@ class TournamentQueries:
                             # of a round being seated. One created just now has no score yet
                             # to show; its assignment is looked up apart (`_seated`).
                             break
+                        except LogTampered:
+                            # Rows no server wrote at its id: the manager abandons the
+                            # table; the tournament is shown meanwhile, without its score.
+                            continue
                     live[table.match_id] = tuple(match.state.scores)
         return TournamentView(t, self._record_of(t), live, assignment)
 
@@ -269,8 +274,8 @@ class TournamentQueries:
         if match is None or match.state.players[seat] is None:
             try:
                 match = self._matches.load(match_id)
-            except NotFound:
-                return False
+            except (NotFound, LogTampered):
+                return False  # not created yet, or not to be played (the manager abandons it)
         return match.state.players[seat] is not None
 
     @lagging

@@ -19,6 +19,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bergen.domain.tournament_record import unplayable_tables
+
 from .signing import RecordSigner, SignatureError, verify_signature
 
 TOURNAMENT_FILE = "tournament.json"
@@ -45,12 +47,14 @@ def sha256_hex(data: bytes) -> str:
 
 
 def played_matches(record: Mapping[str, Any]) -> list[str]:
-    """The match id of every played table of a tournament record, in round and table order."""
+    """The match id of every played table of a tournament record, in round and table order
+    (a table the server abandoned as unplayable has none: `unplayable_tables`)."""
+    unplayable = unplayable_tables(record.get("interventions") or [])
     return [
         str(t["match_id"])
         for r in record.get("rounds", [])
         for t in r.get("tables", [])
-        if t.get("match_id")
+        if t.get("match_id") and (r.get("round"), t.get("table")) not in unplayable
     ]
 
 
