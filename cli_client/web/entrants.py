@@ -104,14 +104,14 @@ def _entry(request: Request, tournament_id: str) -> Held | None:
     return open_sealed(request, _cookie_name(tournament_id), SEALED_AS + tournament_id)
 
 
-def _entered(request: Request, tournament_id: str) -> Held:
+def entered_in(request: Request, tournament_id: str) -> Held:
     held = _entry(request, tournament_id)
     if held is None:
         raise Refused(403, "this browser holds no entrant in this tournament", "NO_ENTRANT")
     return held
 
 
-def _set_entry(request: Request, response: Response, tournament_id: str, held: Held) -> None:
+def set_entry_cookie(request: Request, response: Response, tournament_id: str, held: Held) -> None:
     set_sealed(
         request, response, held, name=_cookie_name(tournament_id),
         path=f"/api/play/tournaments/{tournament_id}", mark=ENTERED_PREFIX + tournament_id,
@@ -219,7 +219,7 @@ async def register(request: Request) -> Response:
         reply = await _tournament(request, tid, held.token)
         if reply.HasField("assignment") and reply.assignment.entrant == held.seat:
             response = json_answer({"tournament_id": tid, "entrant": held.seat})
-            _set_entry(request, response, tid, held)
+            set_entry_cookie(request, response, tid, held)
             return response
     name = checked_name(body)
     token = new_token()
@@ -240,7 +240,7 @@ async def register(request: Request) -> Response:
         raise refused_upstream(e) from None
     held = Held(SEALED_AS + tid, got.entrant, token)
     response = json_answer({"tournament_id": tid, "entrant": got.entrant}, 201)
-    _set_entry(request, response, tid, held)
+    set_entry_cookie(request, response, tid, held)
     return response
 
 
@@ -248,7 +248,7 @@ async def my_tournament(request: Request) -> Response:
     """ "My tournament"; while a round seats this browser's entrant at a table in play, the
     answer also sets that match's seat cookie, so that the match page opens as its seat."""
     tid = checked_id(request)
-    held = _entered(request, tid)
+    held = entered_in(request, tid)
     reply = await _tournament(request, tid, held.token)
     if not reply.HasField("assignment") or reply.assignment.entrant != held.seat:
         raise Refused(403, "this browser's entrant is not known to the tournament", "NO_ENTRANT")
@@ -264,7 +264,7 @@ async def my_tournament(request: Request) -> Response:
 async def withdraw(request: Request) -> Response:
     """Withdraw this browser's entrant: it is paired no more (a match of its in play goes on)."""
     tid = checked_id(request)
-    held = _entered(request, tid)
+    held = entered_in(request, tid)
     await read_body(request)
     try:
         got: pb.WithdrawEntrantResponse = await call_upstream(

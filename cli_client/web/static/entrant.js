@@ -2,8 +2,9 @@
 // a form registers this browser's player; once registered, the page shows the entrant, its
 // table each round (and goes there on its own: the match page opens as the entrant's seat,
 // and comes back here when the match ends), a bye, the countdown to the next round, its place
-// in the standings, and a withdrawal with its confirmation. The entrant's token is in an
-// HttpOnly cookie this script never sees.
+// in the standings, a one-time link that carries the entrant to another device, and a
+// withdrawal with its confirmation. The entrant's token is in an HttpOnly cookie this script
+// never sees.
 import { $, h, param, num } from "/static/common.js";
 
 const id = param("id");
@@ -15,6 +16,7 @@ let me = null; // "my tournament" as the gateway answered it last
 let countdown = null; // { round, at: the time the next round starts, in ms }
 let asking = false;
 let again = false;
+let link = null; // the latest link for another device: { url, minutes, until (ms) }
 
 const entered = () => document.cookie.split(";").some((c) => c.trim() === `bergen_entered_${id}=1`);
 
@@ -114,6 +116,33 @@ function withdrawControls(m) {
   return row;
 }
 
+// A one-time link for another device of this player: opened there once, within its minutes,
+// it holds the entrant there too (the link carries no token). Kept across the section's
+// renders until it expires.
+function deviceControls(m) {
+  const row = h("div", { id: "device-row", class: "controls" });
+  if (m.phase === "ended" || m.cancelled) return row;
+  const shown = h("p", { id: "device-url" });
+  const show = () => {
+    if (!link || Date.now() >= link.until) return;
+    shown.replaceChildren(`Open this once, within ${link.minutes} minutes, on the other device: `,
+      h("code", { text: link.url }));
+  };
+  const button = h("button", { type: "button", id: "device-link", text: "Link for another device" });
+  button.addEventListener("click", async () => {
+    try {
+      const made = await post(api("/link"), {});
+      link = { url: made.url, minutes: Math.round(made.expires_in_s / 60), until: Date.now() + made.expires_in_s * 1000 };
+      show();
+    } catch (err) {
+      shown.replaceChildren(h("span", { class: "problem", text: `No link: ${err.message}` }));
+    }
+  });
+  show();
+  row.append(button, shown);
+  return row;
+}
+
 function markStandings(m) {
   for (const row of document.querySelectorAll("#standings-table tbody tr")) {
     row.classList.toggle("me", num(row.dataset.entrant) === num(m.entrant));
@@ -147,7 +176,7 @@ function render(m) {
   if (t && t.playing) {
     parts.push(h("p", {}, h("a", { id: "my-table", href: tableHref(t.match_id) }, "Go to your table")));
   }
-  parts.push(withdrawControls(m));
+  parts.push(deviceControls(m), withdrawControls(m));
   section().hidden = false;
   section().replaceChildren(...parts);
   tick();
