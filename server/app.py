@@ -1,7 +1,9 @@
 """The application: a command side and a query side over one store, one feed and one cache.
 
 Servicers translate messages into calls on `commands` (every write, through one unit of
-work) and `queries` (views, replays, records, the audit log, the listing, watching).
+work) and `queries` (views, replays, records, the audit log, the listing, watching); a
+tournament's on `tournaments`, and a seat's or player's hand-off to another device on
+`hand_offs`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from bergen.api.signing import RecordSigner
 
 from .commands import Clock, MatchCommands, UnitOfWork, wall_ms
 from .feed import EventFeed
+from .handoffs import HandOffCommands
 from .identity import Identity
 from .keys import LogKeys
 from .matches import MatchRepository
@@ -41,6 +44,7 @@ class Application:
     repository: MatchRepository
     tournaments: TournamentCommands
     work: UnitOfWork
+    hand_offs: HandOffCommands
 
 
 def build_application(
@@ -53,7 +57,8 @@ def build_application(
     """The command and query sides sharing one cache of folded matches, and the
     tournaments' commands. Seat tokens are sealed under keys derived from `log_keys` (the
     store's own), with plain SHA-256 without them (`bergen.server.auth.SeatTokens`);
-    tournament seeds are derived from them too (`bergen.server.tournaments.TournamentSeeds`)."""
+    tournament seeds are derived from them too (`bergen.server.tournaments.TournamentSeeds`),
+    and the keys hand-off codes are hashed under (`bergen.server.handoffs`)."""
     repository = MatchRepository(store)
     identity = Identity(settings.organiser_token, log_keys)
     work = UnitOfWork(store, repository, feed)
@@ -61,22 +66,24 @@ def build_application(
     wakes = TableWakes()
     feed.listen(wakes.note)
     commands = MatchCommands(work, identity, settings.restrict_create, clock)
+    tournament_commands = TournamentCommands(
+        TournamentWork(store, tournaments, feed, clock),
+        tournaments,
+        repository,
+        identity,
+        TournamentSeeds(log_keys),
+        settings.signer,
+        feed,
+        wakes,
+        commands,
+    )
     return Application(
         commands,
         MatchQueries(store, repository, feed, identity, settings.signer),
         repository,
-        TournamentCommands(
-            TournamentWork(store, tournaments, feed, clock),
-            tournaments,
-            repository,
-            identity,
-            TournamentSeeds(log_keys),
-            settings.signer,
-            feed,
-            wakes,
-            commands,
-        ),
+        tournament_commands,
         work,
+        HandOffCommands(store, repository, tournament_commands, identity, log_keys, clock),
     )
 
 

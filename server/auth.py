@@ -212,20 +212,20 @@ class SealedToken:
     key_id: str | None = None
 
 
-class SeatTokens:
-    """Seals seat tokens under the writing log key's seat-token key, and checks a presented
-    token against a sealed one under the key it names, so a seat taken before a key rotation
-    is still held by its token.
+class KeyedSecrets:
+    """Seals secrets under the writing log key's key for `purpose`, and checks a presented
+    secret against a sealed one under the key it names, so a secret sealed before a key
+    rotation still matches.
 
     Without log keys (a store that authenticates nothing, as tests of the store alone use)
-    tokens are sealed with plain SHA-256, as before keys.
+    secrets are sealed with plain SHA-256, as before keys.
     """
 
-    def __init__(self, log_keys: LogKeys | None) -> None:
-        self._keys = log_keys.derive(SEAT_TOKEN_PURPOSE) if log_keys is not None else None
+    def __init__(self, log_keys: LogKeys | None, purpose: bytes) -> None:
+        self._keys = log_keys.derive(purpose) if log_keys is not None else None
 
     def seal(self, token: str) -> SealedToken:
-        """What is stored of `token` for its seat."""
+        """What is stored of `token`."""
         if self._keys is None:
             return SealedToken(token_hash(token))
         return SealedToken(_mac(self._keys.writing_key, token.encode()), self._keys.writing)
@@ -257,6 +257,14 @@ class SeatTokens:
             return digest is not None and hmac.compare_digest(digest, sealed.digest)
 
         return match
+
+
+class SeatTokens(KeyedSecrets):
+    """Seat tokens (and the tokens sealed as they are: a creator's, a tournament player's),
+    sealed under the seat-token keys."""
+
+    def __init__(self, log_keys: LogKeys | None) -> None:
+        super().__init__(log_keys, SEAT_TOKEN_PURPOSE)
 
     def join_command_ids(self, token: str) -> tuple[str, ...]:
         """The command id of the join that `token` makes, then every id the same join may

@@ -28,6 +28,8 @@ _LINE = re.compile(r"^([A-Za-z0-9_.-]{1,32})\s+([0-9a-fA-F]{64})$")
 
 SEAT_TOKEN_PURPOSE = b"bergen seat token v1"
 """What the keys that seal seat tokens are derived for (`bergen.server.auth.SeatTokens`)."""
+HAND_OFF_CODE_PURPOSE = b"bergen hand-off code v1"
+"""What the keys that hash hand-off codes are derived for (`bergen.server.handoffs`)."""
 
 
 def derive_key(key: bytes, purpose: bytes) -> bytes:

@@ -61,6 +61,10 @@ MATCH_LIST = "match_list"
 TOURNAMENT_STREAM_PREFIX = "tournament-"
 """Begins every tournament's stream id (bergen.server.tournaments); no match id does, so
 the listing passes over a tournament's events without looking them up."""
+HAND_OFF_STREAM_PREFIX = "handoff-"
+"""Begins every stream of hand-offs (bergen.server.handoffs); no match id does either."""
+OTHER_STREAM_PREFIXES = (TOURNAMENT_STREAM_PREFIX, HAND_OFF_STREAM_PREFIX)
+
 MAX_PAGE = 100
 DEFAULT_PAGE = 20
 BATCH = 1000
@@ -93,6 +97,12 @@ REFUSED_KEPT = 10_000
 _FOLDED = frozenset(
     cls.__name__ for cls in (MatchCreated, SeatTaken, Dealt, PointsScored, HandEnded, MatchEnded)
 )
+
+
+def is_match_stream(stream_id: str) -> bool:
+    """Whether a stream is a match's: a match id (a bare UUID) begins with no other
+    aggregate's prefix."""
+    return not stream_id.startswith(OTHER_STREAM_PREFIXES)
 
 
 def created(match_id: str, e: MatchCreated, seq: int, position: int, at: datetime) -> MatchSummary:
@@ -237,7 +247,7 @@ def fold_into(
     left out: the listing is never the truth, and one bad stream must not stop it."""
     changed: set[str] = set()
     for stored in batch:
-        if stored.stream_id.startswith(TOURNAMENT_STREAM_PREFIX):
+        if not is_match_stream(stored.stream_id):
             continue
         s = summaries.get(stored.stream_id)
         if s is not None and stored.seq <= s.version:
@@ -426,9 +436,7 @@ class MatchListProjection:
             if tx.position != self._position:
                 self._position = tx.position
                 return 0
-            summaries = tx.load(
-                {e.stream_id for e in batch if not e.stream_id.startswith(TOURNAMENT_STREAM_PREFIX)}
-            )
+            summaries = tx.load({e.stream_id for e in batch if is_match_stream(e.stream_id)})
             changed = fold_into(summaries, batch, self._check, self._refused)
             tx.save([summaries[m] for m in changed], upto)
         self._position = upto
@@ -441,7 +449,7 @@ class MatchListProjection:
         """Remember events this process has just written: pages wait until they are listed."""
         with self._own_lock:
             for e in events:
-                if e.stream_id.startswith(TOURNAMENT_STREAM_PREFIX):
+                if not is_match_stream(e.stream_id):
                     continue  # never listed: a page must not wait for it
                 if self._own.get(e.stream_id, 0) < e.seq:
                     self._own[e.stream_id] = e.seq

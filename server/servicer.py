@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -21,6 +22,7 @@ from bergen.api.chain import canonical_json, metadata_json
 from bergen.api.signing import ALGORITHM
 from bergen.domain.errors import DeadlineExceeded, InvalidArgument, ResourceExhausted
 from bergen.domain.events import Event
+from bergen.domain.handoff import SEAT
 from bergen.domain.record import RECORD_FORMAT
 from bergen.domain.rules import RULES_VERSION
 from bergen.domain.tournament_record import result_json
@@ -79,6 +81,7 @@ class BergenServicer:
         self._queries = app.queries
         self._repository = app.repository
         self._tournaments = app.tournaments
+        self._hand_offs = app.hand_offs
         self._max_watchers = max_watchers
         self._watch_slots = threading.BoundedSemaphore(max_watchers)
 
@@ -422,6 +425,40 @@ class BergenServicer:
     ) -> pb.CancelTournamentResponse:
         self._tournaments.cancel(_caller(context), check_tournament_id(req.tournament_id), req.note)
         return pb.CancelTournamentResponse()
+
+    # Hand-offs ------------------------------------------------------------------------------
+
+    def OfferHandOff(
+        self, req: pb.OfferHandOffRequest, context: grpc.ServicerContext
+    ) -> pb.OfferHandOffResponse:
+        place = req.WhichOneof("place")
+        if place == "match_id":
+            made = self._hand_offs.offer_seat(_caller(context), _match_id(req.match_id), req.parcel)
+        elif place == "tournament_id":
+            made = self._hand_offs.offer_entrant(
+                _caller(context), check_tournament_id(req.tournament_id), req.parcel
+            )
+        else:
+            raise InvalidArgument(
+                "name the place to hand off: match_id (a seat's) or tournament_id (a player's)",
+                reason="PLACE_REQUIRED",
+            )
+        expires = datetime.fromtimestamp(made.expires_ms / 1000, UTC)
+        return pb.OfferHandOffResponse(code=made.code, expires_at=convert.timestamp_out(expires))
+
+    def ClaimHandOff(
+        self, req: pb.ClaimHandOffRequest, context: grpc.ServicerContext
+    ) -> pb.ClaimHandOffResponse:
+        claimed = self._hand_offs.claim(req.code)
+        out = pb.ClaimHandOffResponse(parcel=claimed.parcel)
+        h = claimed.holder
+        if h.kind == SEAT:
+            out.seat.CopyFrom(pb.HandOffSeat(match_id=h.of, seat=h.number))
+        else:
+            out.entrant.CopyFrom(
+                pb.HandOffEntrant(tournament_id=h.of, entrant=h.number, player=h.player)
+            )
+        return out
 
 
 def _tournament_out(v: TournamentView) -> tuple[pb.TournamentView, pb.TournamentAssignment | None]:

@@ -111,7 +111,7 @@ def _cookie_name(tournament_id: str, player: int) -> str:
     return PLAYER_PREFIXES[player] + tournament_id
 
 
-def _sealed_as(tournament_id: str, player: int) -> str:
+def sealed_as(tournament_id: str, player: int) -> str:
     return SEALED_AS + tournament_id + ("" if player == 0 else f"/{player}")
 
 
@@ -121,13 +121,15 @@ def held_players(request: Request, tournament_id: str) -> dict[int, Held]:
     found: dict[int, Held] = {}
     for player in range(len(PLAYER_PREFIXES)):
         name = _cookie_name(tournament_id, player)
-        held = open_sealed(request, name, _sealed_as(tournament_id, player))
+        held = open_sealed(request, name, sealed_as(tournament_id, player))
         if held is not None:
             found[player] = held
     return found
 
 
-def _entered(request: Request, tournament_id: str) -> dict[int, Held]:
+def entered_in(request: Request, tournament_id: str) -> dict[int, Held]:
+    """The players this browser holds of its entrant in the tournament (`held_players`).
+    Raises Refused (403) when it holds none."""
     held = held_players(request, tournament_id)
     if not held:
         raise Refused(403, "this browser holds no entrant in this tournament", "NO_ENTRANT")
@@ -140,13 +142,13 @@ def set_entry(
     """Hand `player` of the entrant (its number in `held.seat`, its token in `held.token`) to
     this browser: its sealed cookie, and the page's mark that the browser holds an entrant."""
     set_sealed(
-        request, response, Held(_sealed_as(tournament_id, player), held.seat, held.token),
+        request, response, Held(sealed_as(tournament_id, player), held.seat, held.token),
         name=_cookie_name(tournament_id, player), path=f"/api/play/tournaments/{tournament_id}",
         mark=ENTERED_PREFIX + tournament_id, page="/tournament",
     )  # fmt: skip
 
 
-def _player_asked(request: Request, held: dict[int, Held]) -> int:
+def player_asked(request: Request, held: dict[int, Held]) -> int:
     """The player "my tournament" is asked as (`?player=`), else the first this browser holds.
     Raises Refused: 400 for a malformed one, 403 for one this browser does not hold."""
     asked = request.query_params.get("player")
@@ -343,8 +345,8 @@ async def my_tournament(request: Request) -> Response:
     browser holds); while a round seats that player at a table in play, the answer also sets
     that match's seat cookie, so that the match page opens as the player's seat."""
     tid = checked_id(request)
-    held = _entered(request, tid)
-    player = _player_asked(request, held)
+    held = entered_in(request, tid)
+    player = player_asked(request, held)
     me = held[player]
     reply = await _tournament(request, tid, me.token)
     where = reply.assignment
@@ -361,7 +363,7 @@ async def my_tournament(request: Request) -> Response:
 async def withdraw(request: Request) -> Response:
     """Withdraw this browser's entrant: it is paired no more (a match of its in play goes on)."""
     tid = checked_id(request)
-    held = _entered(request, tid)
+    held = entered_in(request, tid)
     await read_body(request)
     me = held[min(held)]
     try:

@@ -1,5 +1,6 @@
-"""The players' API of the gateway: create and join a match, see the seat's view, play, resign,
-and carry the seat to another device (rematches, built on these, are in rematch.py).
+"""The players' API of the gateway: create and join a match, see the seat's view, play and
+resign (rematches, built on these, are in rematch.py; carrying a seat to another device in
+handoff.py).
 
 The gateway makes each seat's token itself (JoinMatch with `seat_token`) and hands it to the
 browser only sealed (Fernet: encrypted and authenticated) in an HttpOnly, SameSite=Strict
@@ -28,7 +29,7 @@ from urllib.parse import urlsplit
 import grpc
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bergen.api.state import state_dir
@@ -59,16 +60,12 @@ MARK_PREFIX = "bergen_seated_"
 """A cookie the page's script may read (it holds no secret, only "1"): this browser holds a
 seat in the match, so the match page asks for the seat's view instead of being refused it."""
 COOKIE_MAX_AGE_S = 30 * 86400
-CLAIM_TTL_S = 600
-"""How long a code for another device may be claimed (once)."""
-CLAIMS_KEPT = 10_000
 MAX_BODY_BYTES = 4096
 MAX_NAME = 64
 MAX_MATCH_NAME = 100
 MAX_CLOCK_S = 24 * 3600
 TILE = re.compile(r"([0-6])-([0-6])")
 POLICY = re.compile(r"[a-z][a-z0-9_-]{0,31}")
-CLAIM_CODE = re.compile(r"[A-Za-z0-9_-]{20,64}")
 PRESETS = {
     "standard": pb.PRESET_STANDARD,
     "american": pb.PRESET_AMERICAN,
@@ -89,6 +86,9 @@ STATUS_OF_REASON = {
     "MATCH_NOT_SEATING": 409,
     "SEAT_TAKEN": 409,
     "CLOCK_EXPIRED": 409,
+    # A seat or an entrant with all the codes for other devices it may have.
+    "TOO_MANY_HAND_OFFS": 429,
+    "HAND_OFF_LIMIT": 429,
     "ILLEGAL_PLAY": 422,
     # Every reason the rules give an illegal play (domain.errors.IllegalPlay).
     "TILE_DOES_NOT_FIT": 422,
@@ -166,32 +166,6 @@ class Sealer:
             return None
 
 
-class Claims:
-    """One-time codes that carry a seat to another device, each good once for CLAIM_TTL_S.
-    Kept in this gateway process: the code is claimed where it was made."""
-
-    def __init__(self) -> None:
-        self._codes: OrderedDict[str, tuple[Held, float]] = OrderedDict()
-
-    def issue(self, held: Held) -> str:
-        now = time.monotonic()
-        while self._codes:
-            first = next(iter(self._codes.values()))
-            if first[1] > now and len(self._codes) < CLAIMS_KEPT:
-                break
-            self._codes.popitem(last=False)
-        code = secrets.token_urlsafe(24)
-        self._codes[code] = (held, now + CLAIM_TTL_S)
-        return code
-
-    def take(self, code: str) -> Held | None:
-        """The seat of `code`, which is then spent; None for a spent, expired or unknown one."""
-        found = self._codes.pop(code, None)
-        if found is None or found[1] < time.monotonic():
-            return None
-        return found[0]
-
-
 Done = tuple[JSON, int, "Held"]
 """What creating or joining did: the answer, its status, and the seat the browser now holds."""
 
@@ -266,11 +240,10 @@ async def once(
 
 @dataclass
 class Players:
-    """What the players' API keeps: the sealer, the codes for other devices, and the
-    creations and joins done by the pages' request ids."""
+    """What the players' API keeps: the sealer, and the creations and joins done by the
+    pages' request ids."""
 
     sealer: Sealer
-    claims: Claims
     requests: Requests
 
 
@@ -278,7 +251,7 @@ def install(app: Any, seal_key_file: Path | str | None) -> list[Route]:
     """Set the players' state on `app` (and `app.state.computer` to None unless set) and
     return their routes. Raises OSError or ValueError for a seal key file that cannot be used."""
     path = Path(seal_key_file) if seal_key_file else default_seal_key_file()
-    app.state.players = Players(Sealer.from_file(path), Claims(), Requests())
+    app.state.players = Players(Sealer.from_file(path), Requests())
     if not hasattr(app.state, "computer"):
         app.state.computer = None
     return [
@@ -288,8 +261,6 @@ def install(app: Any, seal_key_file: Path | str | None) -> list[Route]:
         Route("/api/play/matches/{id}/join", guarded(spend("join")(join_match)), methods=["POST"]),
         Route("/api/play/matches/{id}/play", guarded(play), methods=["POST"]),
         Route("/api/play/matches/{id}/resign", guarded(resign), methods=["POST"]),
-        Route("/api/play/matches/{id}/link", guarded(link), methods=["POST"]),
-        Route("/claim", claim, methods=["GET"]),
     ]
 
 
@@ -672,35 +643,6 @@ async def resign(request: Request) -> Response:
     except grpc.aio.AioRpcError as e:
         raise refused_upstream(e) from None
     return json_answer(player_view(reply.view))
-
-
-async def link(request: Request) -> Response:
-    """A one-time link that seats another device of the same player (good for CLAIM_TTL_S)."""
-    match_id = match_id_of(request)
-    held = seated_in(request, match_id)
-    code = players_of(request).claims.issue(held)
-    url = f"{str(request.base_url).rstrip('/')}/claim?code={code}"
-    return json_answer({"url": url, "expires_in_s": CLAIM_TTL_S}, 201)
-
-
-async def claim(request: Request) -> Response:
-    """Trade a one-time code for its seat's cookie, and go to the match."""
-    code = request.query_params.get("code", "")
-    held = players_of(request).claims.take(code) if CLAIM_CODE.fullmatch(code) else None
-    if held is None:
-        return PlainTextResponse(
-            "This link has been used, has expired or was never given. Ask for a new one on "
-            "the device that holds the seat.",
-            status_code=410,
-            headers={**SECURITY_HEADERS, "Cache-Control": "no-store"},
-        )
-    response = RedirectResponse(
-        f"/match?id={held.match_id}",
-        status_code=303,
-        headers={**SECURITY_HEADERS, "Cache-Control": "no-store"},
-    )
-    set_seat_cookie(request, response, held)
-    return response
 
 
 async def view_events(request: Request) -> Response:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from bergen.domain import codec
 from bergen.domain.events import Event, MatchCreated
 from bergen.domain.state import State, fold
+from bergen.server.projections import is_match_stream
 from bergen.server.store import EventStore, StoredEvent, open_store
 
 
@@ -52,10 +53,11 @@ def check_stream(store: EventStore, match_id: str, stored: Sequence[StoredEvent]
 
 
 def check_every_match(url: str) -> dict[str, State]:
-    """Reads every stream of the database at `url`; asserts each is gap-free, verifies and
-    folds. Returns each match's state."""
+    """Reads every match's stream of the database at `url` (not a tournament's nor a
+    hand-off's); asserts each is gap-free, verifies and folds. Returns each match's state."""
     with store_at(url) as store:
-        return {m: check_stream(store, m, s) for m, s in all_streams(store).items()}
+        streams = all_streams(store).items()
+        return {m: check_stream(store, m, s) for m, s in streams if is_match_stream(m)}
 
 
 def full_events(url: str, match_id: str) -> list[Event]:

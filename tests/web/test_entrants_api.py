@@ -1,6 +1,7 @@
 """The entrants' API against a real `bergen serve` (PostgreSQL) and a real `bergen web`:
 registering from a browser (again gives back the same entrant), "my tournament", the seat of
-the entrant's table handed to the browser when a round seats it, withdrawing, and the
+the entrant's table handed to the browser when a round seats it, withdrawing, the link that
+carries the entrant to another device (through another gateway process, once), and the
 refusals (another site, no entrant, a malformed id or body, a cookie carried elsewhere) that
 change nothing. No answer holds the entrant's token."""
 
@@ -10,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import grpc
 import pytest
@@ -351,3 +353,54 @@ def test_each_partners_cookie_stands_alone_and_pairs_are_refused_clearly(
     status, answer, _ = eve.request("GET", path)
     assert (status, answer["code"]) == (403, "NO_ENTRANT"), answer
     assert [list(e.players) for e in entrants(stub, pairs)] == [["Ann", "Bo"]]
+
+
+def test_a_link_carries_the_entrant_to_another_device_through_another_gateway_once(
+    entrants_gateway: Gateway,
+    server: ServerProcess,
+    module_farm: ServerFarm,
+    stub: Any,
+    key_file: Path,
+) -> None:
+    tid = create(stub)
+    path = f"/api/play/tournaments/{tid}"
+    ann = Player(entrants_gateway)
+    assert ann.post(f"{path}/register", {"name": "Ann"})[0] == 201
+    status, body, _ = Player(entrants_gateway).post(f"{path}/link")
+    assert (status, body["code"]) == (403, "NO_ENTRANT")
+    status, made, _ = ann.post(f"{path}/link")
+    assert status == 201, made
+    assert 590 <= made["expires_in_s"] <= 600
+    url = urlsplit(made["url"])
+    assert url.path == "/claim"
+    other = start_gateway(server.target, module_farm.workdir, "--seal-key-file", str(key_file))
+    try:
+        phone = Player(other)
+        status, _, headers = phone.request("GET", f"/claim?{url.query}")
+        assert status == 303, headers
+        assert headers["location"] == f"/tournament?id={tid}"
+        cookies = headers["set-cookie"].lower()
+        assert f"bergen_entrant_{tid}=" in cookies and "httponly" in cookies
+        assert f"path={path}" in cookies
+        assert phone.cookies[f"bergen_entered_{tid}"][0] == "1"
+        status, mine, _ = phone.request("GET", path)
+        assert status == 200, mine
+        assert (mine["entrant"], mine["players"]) == (1, ["Ann"])
+        for where in (entrants_gateway, other):
+            thief = Player(where)
+            assert thief.request("GET", f"/claim?{url.query}")[0] == 410
+            assert not thief.cookies
+        # Both devices hold the entrant: either withdraws it.
+        status, gone, _ = phone.post(f"{path}/withdraw")
+        assert (status, gone["entrant"]) == (200, 1), gone
+        assert ann.request("GET", path)[1]["withdrawn"]
+        # The token is in no answer, on either device.
+        held = tokens(ann, key_file) + tokens(phone, key_file)
+        assert len(held) == 2 and len(set(held)) == 1
+        for player in (ann, phone):
+            assert not any(held[0].encode() in raw for raw in player.seen)
+    finally:
+        assert other.stop() == 0, other.log()
+    stub.CancelTournament(pb.CancelTournamentRequest(tournament_id=tid), metadata=ORG)
+    status, body, _ = ann.post(f"{path}/link")
+    assert (status, body["code"]) == (409, "TOURNAMENT_CANCELLED"), body

@@ -1,8 +1,9 @@
 """The players' API against a real `bergen serve` (PostgreSQL) and a real `bergen web`:
 creating and joining a match (joining again gives back the same seat), playing it, the
 refusals (a stale version, not one's turn, an illegal play, a cross-site POST, no seat) that
-change nothing, the one-time code for another device, a restarted gateway keeping its
-players seated, and the seat token in no answer, stream and log line of the gateway."""
+change nothing, the one-time link for another device (made on one gateway process, opened
+once through another), a restarted gateway keeping its players seated, and the seat token in
+no answer, stream and log line of the gateway."""
 
 from __future__ import annotations
 
@@ -278,22 +279,70 @@ def test_resign_ends_the_match_with_the_other_side_winning(gateway: Gateway) -> 
     assert ada.view(match)["phase"] == "PHASE_ENDED"
 
 
-def test_a_code_seats_another_device_once(gateway: Gateway) -> None:
-    match, ada, _ = two_seated(gateway)
-    status, made, _ = ada.post(f"/api/play/matches/{match}/link", {})
-    assert status == 201
-    url = urlsplit(made["url"])
-    assert url.path == "/claim"
-    phone = Player(gateway)
-    status, _, headers = phone.request("GET", f"/claim?{url.query}")
-    assert status == 303
-    assert headers["location"] == f"/match?id={match}"
-    assert phone.view(match)["viewer_seat"] == 0
-    thief = Player(gateway)
-    status, _, _ = thief.request("GET", f"/claim?{url.query}")
-    assert status == 410
-    assert not thief.cookies
-    assert thief.request("GET", "/claim?code=not-a-code-at-all-nope")[0] == 410
+def test_a_code_made_on_one_gateway_seats_a_device_through_another_once(
+    gateway: Gateway, server: ServerProcess, module_farm: ServerFarm, key_file: Path
+) -> None:
+    """Two gateway processes in front of one game server, holding one seal key: a link made
+    on one opens once, through either; a gateway with another key spends it and opens
+    nothing."""
+    other = start_gateway(server.target, module_farm.workdir, "--seal-key-file", str(key_file))
+    stranger = start_gateway(
+        server.target, module_farm.workdir, "--seal-key-file", str(key_file) + ".stranger"
+    )
+    try:
+        match, ada, _ = two_seated(gateway)
+        status, made, _ = ada.post(f"/api/play/matches/{match}/link", {})
+        assert status == 201, made
+        assert 590 <= made["expires_in_s"] <= 600
+        url = urlsplit(made["url"])
+        assert (url.scheme + "://" + url.netloc, url.path) == (gateway.base, "/claim")
+        phone = Player(other)
+        status, _, headers = phone.request("GET", f"/claim?{url.query}")
+        assert status == 303
+        assert headers["location"] == f"/match?id={match}"
+        seat_cookie = next(
+            line.lower()
+            for line in headers["set-cookie"].splitlines()
+            if line.startswith(f"bergen_seat_{match}=")
+        )
+        assert "httponly" in seat_cookie and "samesite=strict" in seat_cookie
+        assert phone.view(match)["viewer_seat"] == 0
+        for where in (gateway, other):
+            thief = Player(where)
+            status, body, _ = thief.request("GET", f"/claim?{url.query}")
+            assert status == 410 and b"has been used" in body
+            assert not thief.cookies
+        never = "A" * 40
+        for code in (never, "not-a-code-at-all-nope", ""):
+            assert Player(other).request("GET", f"/claim?code={code}")[0] == 410
+        # Through a gateway with another key the code is spent, and nothing is seated.
+        status, made, _ = ada.post(f"/api/play/matches/{match}/link", {})
+        assert status == 201, made
+        code = urlsplit(made["url"]).query
+        wrong = Player(stranger)
+        status, body, _ = wrong.request("GET", f"/claim?{code}")
+        assert status == 410 and b"another key" in body
+        assert not wrong.cookies
+        assert Player(gateway).request("GET", f"/claim?{code}")[0] == 410
+        # No code in a gateway's log.
+        for where in (gateway, other, stranger):
+            assert code.split("=", 1)[1] not in where.log()
+    finally:
+        assert other.stop() == 0, other.log()
+        assert stranger.stop() == 0, stranger.log()
+
+
+def test_a_seat_has_five_links_open_at_most(gateway: Gateway) -> None:
+    match, _, bo = two_seated(gateway)
+    for _ in range(5):
+        assert bo.post(f"/api/play/matches/{match}/link", {})[0] == 201
+    status, body, _ = bo.post(f"/api/play/matches/{match}/link", {})
+    assert (status, body["code"]) == (429, "TOO_MANY_HAND_OFFS"), body
+    assert Player(gateway).post(f"/api/play/matches/{match}/link", {})[1]["code"] == "NO_SEAT"
+    status, body, _ = bo.post(
+        f"/api/play/matches/{match}/link", {}, headers={"Sec-Fetch-Site": "cross-site"}
+    )
+    assert (status, body["code"]) == (403, "CROSS_SITE")
 
 
 def test_a_restarted_gateway_keeps_its_players_seated(

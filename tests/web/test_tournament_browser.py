@@ -378,3 +378,36 @@ def test_a_pair_plays_a_partnership_tournament_each_partner_in_their_own_browser
     assert f"bergen_entrant_{tid}" not in {c["name"] for c in bo.context.cookies()}
     ann.close()
     bo.close()
+
+
+def test_the_my_tournament_page_links_another_device_to_the_entrant(
+    browser: Any, server: ServerProcess, entrants_gateway: Gateway
+) -> None:
+    """The "Link for another device" button gives a one-time link; opened in another browser,
+    it holds the same entrant there; opened again, it is refused."""
+    channel = grpc.insecure_channel(server.target)
+    tid = create(bergen_pb2_grpc.BergenServiceStub(channel))
+    ann, phone, thief = (Player(browser, name) for name in ("Ann", "Ann's phone", "Thief"))
+    try:
+        register(ann, entrants_gateway, tid)
+        ann.page.click("#device-link")
+        ann.page.wait_for_selector("#device-url code")
+        link = ann.page.inner_text("#device-url code")
+        assert link.startswith(f"{entrants_gateway.base}/claim?code=")
+        phone.page.goto(link)
+        wait_js(phone.page, "() => document.body.dataset.myTournament === 'waiting'", 20)
+        assert phone.page.url == f"{entrants_gateway.base}/tournament?id={tid}"
+        assert "You: Ann (#1)" in phone.page.inner_text("#me")
+        assert phone.page.is_visible("#device-link") and phone.page.is_visible("#withdraw")
+        thief.page.goto(link)
+        assert "has been used" in thief.page.inner_text("body")
+        thief.page.goto(f"{entrants_gateway.base}/tournament?id={tid}")
+        wait_js(thief.page, "() => document.body.dataset.myTournament === 'register'", 20)
+        # No page, URL or body of either device holds the token.
+        token_free = [body for _, body in ann.bodies + phone.bodies]
+        assert all(b"bgs_" not in body for body in token_free)
+        assert all("bgs_" not in url for url in ann.urls + phone.urls)
+    finally:
+        for p in (ann, phone, thief):
+            p.close()
+        channel.close()

@@ -2,8 +2,9 @@
 // a form registers this browser's player (and their partner, at partnership tables); once
 // registered, the page shows the entrant, its table each round (and goes there on its own:
 // the match page opens as the player's seat, and comes back here when the match ends), a bye,
-// the countdown to the next round, its place in the standings, and a withdrawal with its
-// confirmation. The players' tokens are in HttpOnly cookies this script never sees.
+// the countdown to the next round, its place in the standings, one-time links that carry a
+// player to another device, and a withdrawal with its confirmation. The players' tokens are
+// in HttpOnly cookies this script never sees.
 //
 // At partnership tables the entrant is two players, each with a seat of their own at the
 // table. A browser holding both asks who plays on this device ("Play as Ann" / "Play as Bo")
@@ -33,6 +34,7 @@ function choose(player) {
   if (player === null) localStorage.removeItem(CHOSEN);
   else localStorage.setItem(CHOSEN, String(player));
 }
+const links = {}; // the latest link for another device, by player: { url, minutes, until (ms) }
 
 const entered = () => document.cookie.split(";").some((c) => c.trim() === `bergen_entered_${id}=1`);
 
@@ -155,6 +157,39 @@ function withdrawControls(m) {
   return row;
 }
 
+// One-time links for another device: opened there once, within its minutes, a link holds the
+// entrant's player there too (it carries no token). At partnership tables, one for each player
+// this browser holds (the partner's own phone, say). Kept across the section's renders until
+// they expire.
+function deviceControls(m) {
+  const row = h("div", { id: "device-row", class: "controls" });
+  if (m.phase === "ended" || m.cancelled) return row;
+  const held = (m.held || [num(m.player)]).map(num);
+  for (const p of held) {
+    const shown = h("p", { id: held.length > 1 ? `device-url-${p}` : "device-url", class: "device-url" });
+    const show = () => {
+      const link = links[p];
+      if (!link || Date.now() >= link.until) return;
+      shown.replaceChildren(`Open this once, within ${link.minutes} minutes, on ${held.length > 1 ? `${m.players[p]}'s` : "the other"} device: `,
+        h("code", { text: link.url }));
+    };
+    const text = held.length > 1 ? `Link for ${m.players[p]}'s device` : "Link for another device";
+    const button = h("button", { type: "button", id: held.length > 1 ? `device-link-${p}` : "device-link", text });
+    button.addEventListener("click", async () => {
+      try {
+        const made = await post(api(`/link?player=${p}`), {});
+        links[p] = { url: made.url, minutes: Math.round(made.expires_in_s / 60), until: Date.now() + made.expires_in_s * 1000 };
+        show();
+      } catch (err) {
+        shown.replaceChildren(h("span", { class: "problem", text: `No link: ${err.message}` }));
+      }
+    });
+    show();
+    row.append(button, shown);
+  }
+  return row;
+}
+
 function markStandings(m) {
   for (const row of document.querySelectorAll("#standings-table tbody tr")) {
     row.classList.toggle("me", num(row.dataset.entrant) === num(m.entrant));
@@ -178,10 +213,6 @@ function whoPlaysHere(m) {
     row.append(h("p", { id: "playing-as-text", text: `This device plays as ${m.players[as]}.` }));
     for (const p of held) if (p !== as) row.append(button(p, `Play as ${m.players[p]} instead`));
   }
-  // The partner's own device: a one-time link carrying the partner's player there (as the
-  // match page's "another device" link carries a seat) belongs here; the gateway's
-  // entrants.set_entry is what it would call.
-  row.append(h("div", { id: "partner-device" }));
   return row;
 }
 
@@ -220,7 +251,7 @@ function render(m) {
   if (t && t.playing && as !== null) {
     parts.push(h("p", {}, h("a", { id: "my-table", href: tableHref(t.match_id) }, "Go to your table")));
   }
-  parts.push(withdrawControls(m));
+  parts.push(deviceControls(m), withdrawControls(m));
   section().hidden = false;
   section().replaceChildren(...parts);
   tick();

@@ -1220,3 +1220,55 @@ class WatchTournamentResponse(_message.Message):
     tournament: TournamentView
     assignment: TournamentAssignment
     def __init__(self, tournament: _Optional[_Union[TournamentView, _Mapping]] = ..., assignment: _Optional[_Union[TournamentAssignment, _Mapping]] = ...) -> None: ...
+
+class OfferHandOffRequest(_message.Message):
+    __slots__ = ("match_id", "tournament_id", "parcel")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PARCEL_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    tournament_id: str
+    parcel: bytes
+    def __init__(self, match_id: _Optional[str] = ..., tournament_id: _Optional[str] = ..., parcel: _Optional[bytes] = ...) -> None: ...
+
+class OfferHandOffResponse(_message.Message):
+    __slots__ = ("code", "expires_at")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, code: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ClaimHandOffRequest(_message.Message):
+    __slots__ = ("code",)
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    def __init__(self, code: _Optional[str] = ...) -> None: ...
+
+class HandOffSeat(_message.Message):
+    __slots__ = ("match_id", "seat")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    seat: int
+    def __init__(self, match_id: _Optional[str] = ..., seat: _Optional[int] = ...) -> None: ...
+
+class HandOffEntrant(_message.Message):
+    __slots__ = ("tournament_id", "entrant", "player")
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRANT_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    entrant: int
+    player: int
+    def __init__(self, tournament_id: _Optional[str] = ..., entrant: _Optional[int] = ..., player: _Optional[int] = ...) -> None: ...
+
+class ClaimHandOffResponse(_message.Message):
+    __slots__ = ("parcel", "seat", "entrant")
+    PARCEL_FIELD_NUMBER: _ClassVar[int]
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    ENTRANT_FIELD_NUMBER: _ClassVar[int]
+    parcel: bytes
+    seat: HandOffSeat
+    entrant: HandOffEntrant
+    def __init__(self, parcel: _Optional[bytes] = ..., seat: _Optional[_Union[HandOffSeat, _Mapping]] = ..., entrant: _Optional[_Union[HandOffEntrant, _Mapping]] = ...) -> None: ...

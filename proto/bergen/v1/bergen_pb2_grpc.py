@@ -155,6 +155,16 @@ class BergenServiceStub:
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.CancelTournamentRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.CancelTournamentResponse.FromString,
                 _registered_method=True)
+        self.OfferHandOff = channel.unary_unary(
+                '/bergen.v1.BergenService/OfferHandOff',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.OfferHandOffRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.OfferHandOffResponse.FromString,
+                _registered_method=True)
+        self.ClaimHandOff = channel.unary_unary(
+                '/bergen.v1.BergenService/ClaimHandOff',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.ClaimHandOffRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.ClaimHandOffResponse.FromString,
+                _registered_method=True)
 
 
 class BergenServiceServicer:
@@ -348,6 +358,26 @@ class BergenServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OfferHandOff(self, request, context):
+        """Carry a place to another device: keep the caller's opaque `parcel` for a new one-time
+        code, good once for 10 minutes. The place is the seat of the caller's token in
+        `match_id`, or the caller's place (its player's token) in `tournament_id`. At most 5 codes
+        of a place open at once, and 100 ever: RESOURCE_EXHAUSTED (TOO_MANY_HAND_OFFS,
+        HAND_OFF_LIMIT). FAILED_PRECONDITION once the match or the tournament has ended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClaimHandOff(self, request, context):
+        """Spend a code of OfferHandOff, once, through any replica: the parcel given for it and the
+        place it is for. NOT_FOUND (HAND_OFF_SPENT_OR_UNKNOWN) for a code used, expired or never
+        given, alike; of two claims of one code, one gets the parcel.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BergenServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -470,6 +500,16 @@ def add_BergenServiceServicer_to_server(servicer, server):
                     servicer.CancelTournament,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.CancelTournamentRequest.FromString,
                     response_serializer=bergen_dot_v1_dot_bergen__pb2.CancelTournamentResponse.SerializeToString,
+            ),
+            'OfferHandOff': grpc.unary_unary_rpc_method_handler(
+                    servicer.OfferHandOff,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.OfferHandOffRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.OfferHandOffResponse.SerializeToString,
+            ),
+            'ClaimHandOff': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClaimHandOff,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.ClaimHandOffRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.ClaimHandOffResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1121,6 +1161,60 @@ class BergenService:
             '/bergen.v1.BergenService/CancelTournament',
             bergen_dot_v1_dot_bergen__pb2.CancelTournamentRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.CancelTournamentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OfferHandOff(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/OfferHandOff',
+            bergen_dot_v1_dot_bergen__pb2.OfferHandOffRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.OfferHandOffResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClaimHandOff(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/ClaimHandOff',
+            bergen_dot_v1_dot_bergen__pb2.ClaimHandOffRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.ClaimHandOffResponse.FromString,
             options,
             channel_credentials,
             insecure,
