@@ -60,7 +60,7 @@ def build_application(
     tournaments = TournamentRepository(store)
     wakes = TableWakes()
     feed.listen(wakes.note)
-    commands = MatchCommands(work, identity, settings.restrict_create, clock)
+    commands = MatchCommands(work, repository, identity, settings.restrict_create, clock)
     return Application(
         commands,
         MatchQueries(store, repository, feed, identity, settings.signer),
