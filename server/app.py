@@ -65,7 +65,7 @@ def build_application(
     tournaments = TournamentRepository(store)
     wakes = TableWakes()
     feed.listen(wakes.note)
-    commands = MatchCommands(work, identity, settings.restrict_create, clock)
+    commands = MatchCommands(work, repository, identity, settings.restrict_create, clock)
     tournament_commands = TournamentCommands(
         TournamentWork(store, tournaments, feed, clock),
         tournaments,

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bergen.api.rematch import MAX_ATTEMPTS, rematch_id
 from bergen.domain.commands import (
     Abandon,
     Command,
@@ -30,8 +31,11 @@ from bergen.domain.commands import (
 )
 from bergen.domain.errors import (
     ClockViolation,
+    ConcurrencyConflict,
     InvalidArgument,
     MatchNotInProgress,
+    NotFound,
+    PermissionDenied,
 )
 from bergen.domain.events import Event, SeatTaken
 from bergen.domain.rules import make_rules
@@ -39,10 +43,18 @@ from bergen.domain.state import ENDED, PLAYING, SEATING, State
 from bergen.domain.tiles import End, Tile
 from bergen.domain.tournament_engine import forfeit_note
 from bergen.domain.views import View, redact_event, view
+from bergen.domain.vocabulary import MatchEndReason
 
 from . import auth, unit_of_work
 from .identity import Caller, Identity
-from .matches import EPOCH_KEY, Match, creator_metadata, token_metadata
+from .matches import (
+    EPOCH_KEY,
+    REMATCH_KEY,
+    Match,
+    MatchRepository,
+    creator_metadata,
+    token_metadata,
+)
 from .unit_of_work import Deadline, no_deadline
 
 log = logging.getLogger("bergen.server")
@@ -81,6 +93,8 @@ class Outcome:
     view: View
     replayed: bool = False
     at_ms: int | None = None
+    rematch_of: str | None = None
+    """For a rematch, the match it is the rematch of."""
 
 
 def seen(
@@ -94,6 +108,8 @@ def seen(
 
 
 _CLIENT_TOKEN = re.compile(r"[A-Za-z0-9_\-]{32,200}")
+_ANY_TOKEN = re.compile(r"[A-Za-z0-9_\-]{16,200}")
+"""A token a bearer entry carries (`bergen.server.auth.bearer_token`): any seat's."""
 MIN_TOKEN_CHARACTERS = 16
 """Distinct characters a client's seat token has at least: a random one of 32 characters
 has about 23, so fewer means a token that repeats itself (`aaaa...`, `abab...`)."""
@@ -122,11 +138,13 @@ class MatchCommands:
     def __init__(
         self,
         work: UnitOfWork,
+        repository: MatchRepository,
         identity: Identity,
         restrict_create: bool,
         clock: Clock = wall_ms,
     ) -> None:
         self._work = work
+        self._repository = repository
         self._identity = identity
         self._restrict_create = restrict_create
         self._clock = clock
@@ -169,6 +187,68 @@ class MatchCommands:
         log.info("match %s created: %d seats, %s", match_id, seats, rules.preset)
         return written.state
 
+    def create_rematch(
+        self, caller: Caller, old_id: str, deadline: Deadline = no_deadline
+    ) -> tuple[Match, bool]:
+        """The rematch of the ended match `old_id`, with its seats, partnerships, name and
+        rules and a server seed of its own, each seat kept for whoever held it there; and
+        whether it had been created before (by any seat, through any replica: its id is
+        derived from `old_id`, `bergen.api.rematch`), when nothing is written. A rematch
+        abandoned before its start is followed by the next one. The caller's token holds a
+        seat of `old_id` or is the organiser's.
+
+        Raises NotFound, Unauthenticated / PermissionDenied (also when creation is
+        restricted to the organiser), MatchNotInProgress (MATCH_NOT_ENDED, MATCH_ABANDONED,
+        TOO_MANY_REMATCHES)."""
+        if self._restrict_create:
+            self._identity.require_organiser(caller, "creating a match on this server")
+        old = self._repository.load(old_id)
+        organiser = self._identity.is_organiser(caller)
+        actor = "organiser" if organiser else f"seat:{self._identity.require_seat(old, caller)}"
+        result = old.state.result
+        if old.state.phase != ENDED or result is None:
+            raise MatchNotInProgress(
+                f"match {old_id} has not ended: a rematch follows its end",
+                reason="MATCH_NOT_ENDED",
+                match_id=old_id,
+            )
+        if result.reason == MatchEndReason.ABANDONED and result.resigned_seat is None:
+            # Abandoned by the organiser, its creator or the server (left seating): ended by
+            # none of its players, perhaps with seats never taken, so nothing to play again.
+            raise MatchNotInProgress(
+                f"match {old_id} was abandoned: only a match ended by its target or a "
+                "forfeit is rematched",
+                reason="MATCH_ABANDONED",
+                match_id=old_id,
+            )
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            match_id = rematch_id(old_id, attempt)
+            try:
+                known = self._repository.load(match_id)
+            except NotFound:
+                try:
+                    return self._new_rematch(match_id, old, actor, deadline), False
+                except ConcurrencyConflict:
+                    known = self._repository.load(match_id)  # asked for at once elsewhere
+            if not (known.state.phase == ENDED and known.state.hand == 0):
+                return known, True
+            # Abandoned before every seat was taken: the next attempt is the rematch now.
+        raise MatchNotInProgress(
+            f"match {old_id} has had {MAX_ATTEMPTS} rematches abandoned before their start",
+            reason="TOO_MANY_REMATCHES",
+            match_id=old_id,
+        )
+
+    def _new_rematch(self, match_id: str, old: Match, actor: str, deadline: Deadline) -> Match:
+        """Create `match_id`, the rematch of `old`. Raises ConcurrencyConflict when it exists."""
+        info, old_id = old.state.info, old.state.match_id
+        seed = secrets.token_bytes(32)
+        command = CreateMatch(match_id, info.seats, info.partnerships, info.rules, seed, info.name)
+        intent = Intent(command, actor, f"rematch of {old_id}", {REMATCH_KEY: old_id})
+        written = self._work.run(match_id, lambda _: intent, new=True, deadline=deadline)
+        log.info("match %s created: the rematch of match %s", match_id, old_id)
+        return written.aggregate
+
     def join_match(
         self,
         match_id: str,
@@ -177,11 +257,20 @@ class MatchCommands:
         client_seed: str,
         deadline: Deadline = no_deadline,
         token: str | None = None,
+        previous_token: str | None = None,
     ) -> tuple[int, str, View]:
         """Take a seat, held by `token` (made here when None). Returns (seat, token, the
         seat's view). A join sent again with the token of a seat it took is answered with
-        that seat and writes nothing. Raises NotFound, SeatUnavailable, InvalidArgument (a
-        malformed or repetitive token; the token of another join of this match)."""
+        that seat and writes nothing. A rematch's
+        seat is taken only with `previous_token`, the token that held the same seat in the
+        match it is the rematch of. Raises NotFound, SeatUnavailable, InvalidArgument (a
+        malformed or repetitive token; the token of another join of this match; a previous
+        token for a match that is no rematch), PermissionDenied (REMATCH_SEAT_RESERVED)."""
+        if previous_token is not None and not _ANY_TOKEN.fullmatch(previous_token):
+            raise InvalidArgument(
+                "previous_seat_token must be a seat token: 16 to 200 characters of A-Z a-z 0-9 _ -",
+                reason="BAD_SEAT_TOKEN",
+            )
         command_id = None
         earlier: tuple[str, ...] = ()
         seat_tokens = self._identity.seat_tokens
@@ -199,14 +288,24 @@ class MatchCommands:
 
         def authorise(match: Match | None) -> Intent:
             assert match is not None
+            asked = seat
+            if match.rematch_of is not None:
+                asked = self._reserved_seat(match, match.rematch_of, previous_token, seat)
+            elif previous_token is not None:
+                raise InvalidArgument(
+                    f"match {match_id} is no rematch: previous_seat_token is for a rematch's "
+                    "seats only",
+                    reason="NOT_A_REMATCH",
+                    match_id=match_id,
+                )
             free = [s for s, p in enumerate(match.state.players) if p is None]
-            taking = seat if seat is not None else (free[0] if free else None)
+            taking = asked if asked is not None else (free[0] if free else None)
             extra = sealed
             if len(free) == 1 and match.state.info.rules.clocked:
                 # This join deals: the match's time starts now.
                 extra = {**sealed, EPOCH_KEY: str(self._clock())}
             return Intent(
-                TakeSeat(name, client_seed, seat),
+                TakeSeat(name, client_seed, asked),
                 f"seat:{taking}",
                 f"join {name!r} seat {'any' if seat is None else seat}",
                 extra,
@@ -222,6 +321,41 @@ class MatchCommands:
         else:
             log.info("match %s: seat %d taken by %r", match_id, first.seat, name)
         return first.seat, token, view(written.state, first.seat)
+
+    def _reserved_seat(
+        self, match: Match, old_id: str, previous_token: str | None, seat: int | None
+    ) -> int:
+        """The seat of the rematch `match` that `previous_token` may take: the one it held in
+        `old_id`. Raises PermissionDenied (REMATCH_SEAT_RESERVED) for no token, a token that
+        held no seat there, or another seat asked for; NotFound without that match."""
+        match_id = match.state.match_id
+        if previous_token is None:
+            raise PermissionDenied(
+                f"match {match_id} is the rematch of match {old_id}: each of its seats is kept "
+                "for whoever held it there (send that seat's token as previous_seat_token)",
+                reason="REMATCH_SEAT_RESERVED",
+                match_id=match_id,
+            )
+        old = self._repository.cached(old_id) or self._repository.load(old_id)
+        matches = self._identity.seat_tokens.matcher(previous_token)
+        tokens = old.seat_tokens
+        held = next((s for s, t in enumerate(tokens) if t is not None and matches(t)), None)
+        if held is None:
+            raise PermissionDenied(
+                f"match {match_id} is the rematch of match {old_id}, and previous_seat_token "
+                "held no seat there: its seats are kept for that match's players",
+                reason="REMATCH_SEAT_RESERVED",
+                match_id=match_id,
+            )
+        if seat is not None and seat != held:
+            raise PermissionDenied(
+                f"match {match_id}: seat {seat} is kept for whoever held it in match {old_id}; "
+                f"previous_seat_token held seat {held}",
+                reason="REMATCH_SEAT_RESERVED",
+                match_id=match_id,
+                seat=seat,
+            )
+        return held
 
     def play(
         self,
@@ -316,6 +450,7 @@ class MatchCommands:
             view(written.state, seat),
             replayed=written.replayed,
             at_ms=self.at_ms(written.aggregate) if written.state.clocks else None,
+            rematch_of=written.aggregate.rematch_of,
         )
 
     def time_out(self, match_id: str) -> int | None:

@@ -39,6 +39,8 @@ LEGACY_TOKEN_KEY = "seat_token_sha256"
 CREATOR_KEY = "creator_token_hmac"
 """The metadata of a MatchCreated: the creator token sealed as a seat token is."""
 CREATOR_KEY_ID = "creator_token_key"
+REMATCH_KEY = "rematch_of"
+"""The metadata of a rematch's MatchCreated: the id of the match it is the rematch of."""
 EPOCH_KEY = "clock_epoch_ms"
 """Recorded with the join that deals a clocked match's first hand: the servers' clock (Unix
 ms) at that deal, which is at_ms 0 of the match (RULES.md section 11)."""
@@ -69,6 +71,9 @@ class Match:
     a match without a clock, or not yet dealt."""
     creator_token: SealedToken | None = None
     """The creator token given with CreateMatch, as sealed; None when none was given."""
+    rematch_of: str | None = None
+    """For a rematch, the match it is the rematch of (its seats are kept for that match's
+    players); None for any other match."""
 
     @property
     def version(self) -> int:
@@ -119,6 +124,7 @@ def extend(
     )
     commands = dict(match.commands) if match is not None else {}
     creator = match.creator_token if match is not None else None
+    rematch = match.rematch_of if match is not None else None
     for e in stored:
         meta = e.metadata
         command_id = meta.command_id
@@ -134,6 +140,7 @@ def extend(
                 tokens[int(e.payload["seat"])] = sealed
         elif e.type == "MatchCreated":
             creator = creator_token(meta.extra)
+            rematch = meta.extra.get(REMATCH_KEY)
     epoch = match.epoch_ms if match is not None else None
     if epoch is None and state.clocked:
         epoch = next((_epoch(e) for e in stored if EPOCH_KEY in e.metadata.extra), None)
@@ -144,6 +151,7 @@ def extend(
         commands,
         epoch,
         creator,
+        rematch,
     )
 
 

@@ -50,7 +50,7 @@ from bergen.domain.state import ENDED, PLAYING, SEATING
 from bergen.domain.tiles import sides_of
 
 from .keys import LogKeys
-from .matches import decode_stored
+from .matches import REMATCH_KEY, decode_stored
 from .store import EventStore, MatchSummary, StoredEvent
 from .store.authenticity import Keyed, ReadEvent
 
@@ -105,8 +105,16 @@ def is_match_stream(stream_id: str) -> bool:
     return not stream_id.startswith(OTHER_STREAM_PREFIXES)
 
 
-def created(match_id: str, e: MatchCreated, seq: int, position: int, at: datetime) -> MatchSummary:
-    """The listing of a match just created by `e`, recorded `at`."""
+def created(
+    match_id: str,
+    e: MatchCreated,
+    seq: int,
+    position: int,
+    at: datetime,
+    rematch_of: str | None = None,
+) -> MatchSummary:
+    """The listing of a match just created by `e`, recorded `at`; for a rematch, with the
+    match it follows."""
     return MatchSummary(
         match_id=match_id,
         name=e.name,
@@ -119,6 +127,7 @@ def created(match_id: str, e: MatchCreated, seq: int, position: int, at: datetim
         version=seq,
         order=position,
         created_at=at,
+        rematch_of=rematch_of,
     )
 
 
@@ -284,7 +293,12 @@ def fold_into(
                 e = decode_stored(stored)
                 assert isinstance(e, MatchCreated)
                 summaries[stored.stream_id] = created(
-                    stored.stream_id, e, stored.seq, stored.position, stored.recorded_at
+                    stored.stream_id,
+                    e,
+                    stored.seq,
+                    stored.position,
+                    stored.recorded_at,
+                    stored.metadata.extra.get(REMATCH_KEY),
                 )
             elif stored.type in _FOLDED:
                 evolve(s, decode_stored(stored), stored.seq, stored.recorded_at)

@@ -41,13 +41,27 @@ SERVICE = SERVICE_DESCRIPTOR.full_name
 _MATCH_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-def _match_id(value: str) -> str:
+REMATCH_TAKES = ("seats", "partnerships", "preset", "options", "name", "creator_token")
+"""The fields of a CreateMatchRequest a rematch must not give: it takes them from the match it
+follows (and has no creator: its seats are its old players')."""
+
+
+def _given(req: pb.CreateMatchRequest, field: str) -> bool:
+    """Whether `field` of `req` is given (an empty options message is none)."""
+    if field == "creator_token":
+        return req.HasField(field)
+    if field == "options":
+        return bool(req.options.ListFields())
+    return bool(getattr(req, field))
+
+
+def _match_id(value: str, field: str = "match_id") -> str:
     if not value:
-        raise InvalidArgument("match_id is required", reason="MATCH_ID_REQUIRED")
+        raise InvalidArgument(f"{field} is required", reason="MATCH_ID_REQUIRED")
     # fullmatch: with match and `$`, an id followed by a newline would pass.
     if not _MATCH_ID.fullmatch(value):
         raise InvalidArgument(
-            "match_id must be a match id as CreateMatch returns it", reason="INVALID_MATCH_ID"
+            f"{field} must be a match id as CreateMatch returns it", reason="INVALID_MATCH_ID"
         )
     return value
 
@@ -85,11 +99,15 @@ class BergenServicer:
         self._max_watchers = max_watchers
         self._watch_slots = threading.BoundedSemaphore(max_watchers)
 
-    def _view_out(self, view: View, at_ms: int | None = None) -> pb.MatchView:
+    def _view_out(
+        self, view: View, at_ms: int | None = None, rematch_of: str | None = None
+    ) -> pb.MatchView:
         """The view's message; in a clocked match, with the match time now on this server's
         clock (`at_ms` when the caller has it, else from the match as cached), from which a
-        client counts a running clock down."""
+        client counts a running clock down; for a rematch, the match it is the rematch of."""
         msg = convert.view_out(view)
+        if rematch_of:
+            msg.rematch_of = rematch_of
         if view.clocks:
             if at_ms is None:
                 match = self._repository.cached(view.match_id) or self._repository.load(
@@ -100,10 +118,18 @@ class BergenServicer:
                 msg.server_at_ms = max(at_ms, view.at_ms)
         return msg
 
+    def _rematch_of(self, match_id: str) -> str | None:
+        """The match `match_id` is the rematch of (None for none), from the match as cached:
+        for a view just read or a seat just taken, or a stream's first."""
+        match = self._repository.cached(match_id) or self._repository.load(match_id)
+        return match.rematch_of
+
     def CreateMatch(
         self, req: pb.CreateMatchRequest, context: grpc.ServicerContext
     ) -> pb.CreateMatchResponse:
         self._limits.create(context.peer(), _caller(context).token)
+        if req.rematch_of:
+            return self._create_rematch(req, context)
         options = convert.options_in(req.options)
         preset = convert.preset_in(req.preset) or (None if options else "standard")
         state = self._commands.create_match(
@@ -122,6 +148,30 @@ class BergenServicer:
             rules=convert.rules_out(state.rules),
         )
 
+    def _create_rematch(
+        self, req: pb.CreateMatchRequest, context: grpc.ServicerContext
+    ) -> pb.CreateMatchResponse:
+        old_id = _match_id(req.rematch_of, "rematch_of")
+        given = [f for f in REMATCH_TAKES if _given(req, f)]
+        if given:
+            raise InvalidArgument(
+                f"a rematch takes the seats, rules and name of match {old_id}: give no "
+                f"{', '.join(given)}",
+                reason="REMATCH_WITH_SETTINGS",
+                field=given[0],
+            )
+        self._tournaments.refuse_rematch(old_id)
+        match, replayed = self._commands.create_rematch(
+            _caller(context), old_id, _deadline(context)
+        )
+        state = match.state
+        return pb.CreateMatchResponse(
+            match_id=state.match_id,
+            commitment=state.commitment,
+            rules=convert.rules_out(state.rules),
+            replayed=replayed,
+        )
+
     def JoinMatch(
         self, req: pb.JoinMatchRequest, context: grpc.ServicerContext
     ) -> pb.JoinMatchResponse:
@@ -135,14 +185,19 @@ class BergenServicer:
             req.client_seed,
             _deadline(context),
             req.seat_token if req.HasField("seat_token") else None,
+            req.previous_seat_token if req.HasField("previous_seat_token") else None,
         )
-        return pb.JoinMatchResponse(seat=seat, seat_token=token, view=self._view_out(view))
+        rematch_of = self._rematch_of(match_id)  # cached: the join just wrote it, or read it
+        return pb.JoinMatchResponse(
+            seat=seat, seat_token=token, view=self._view_out(view, rematch_of=rematch_of)
+        )
 
     def GetMatch(
         self, req: pb.GetMatchRequest, context: grpc.ServicerContext
     ) -> pb.GetMatchResponse:
-        view = self._queries.get_view(_caller(context), _match_id(req.match_id))
-        return pb.GetMatchResponse(view=self._view_out(view))
+        match_id = _match_id(req.match_id)
+        view = self._queries.get_view(_caller(context), match_id)
+        return pb.GetMatchResponse(view=self._view_out(view, rematch_of=self._rematch_of(match_id)))
 
     def Play(self, req: pb.PlayRequest, context: grpc.ServicerContext) -> pb.PlayResponse:
         match_id = _match_id(req.match_id)
@@ -159,7 +214,7 @@ class BergenServicer:
         )
         return pb.PlayResponse(
             events=_events(out.events),
-            view=self._view_out(out.view, out.at_ms),
+            view=self._view_out(out.view, out.at_ms, out.rematch_of),
             replayed=out.replayed,
         )
 
@@ -168,7 +223,7 @@ class BergenServicer:
             _caller(context), _match_id(req.match_id), req.command_id or None, _deadline(context)
         )
         return pb.ResignResponse(
-            events=_events(out.events), view=self._view_out(out.view, out.at_ms)
+            events=_events(out.events), view=self._view_out(out.view, out.at_ms, out.rematch_of)
         )
 
     def WatchMatch(
@@ -187,7 +242,8 @@ class BergenServicer:
                 if isinstance(item, bytes):
                     yield item
                 else:
-                    yield pb.WatchMatchResponse(view=self._view_out(item))
+                    rematch_of = self._rematch_of(match_id)
+                    yield pb.WatchMatchResponse(view=self._view_out(item, rematch_of=rematch_of))
 
     @contextmanager
     def _stream_slot(self, context: grpc.ServicerContext, caller: Caller) -> Iterator[None]:
@@ -289,6 +345,7 @@ class BergenServicer:
                     started_at=(
                         None if r.started_at is None else convert.timestamp_out(r.started_at)
                     ),
+                    rematch_of=r.rematch_of or "",
                     hand=r.hand,
                 )
                 for r in rows

@@ -2,7 +2,10 @@
 
 Each bot is an ordinary client of the game server, as `bergen bots` runs them: it takes a free
 seat through JoinMatch with a token made for it, and then holds that token only, so it sees
-what its seat may see and nothing more (`seat.start_bot`, one thread per seat). The bots run
+what its seat may see and nothing more (`seat.start_bot`, one thread per seat). The token is
+derived from the gateway's seal key, the match and the seat (`tokens.SeatKeys`), so that any
+gateway with the same key can show the game server the computer held that seat, and take the
+same seat of the match's rematch (`rematch`). The bots run
 in the gateway's own process, on one gRPC channel of their own, so that a gateway needs no
 second program next to it; `max_bots` bounds them (each Monte Carlo decision takes CPU from
 the gateway's streams).
@@ -24,6 +27,7 @@ import random
 import re
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,7 @@ from bergen.v1 import bergen_pb2 as pb
 from ..client import Client, new_token
 from ..connect import Endpoint, describe_error
 from ..seat import BotSeat, SeatLink, start_bot
+from .tokens import SeatKeys
 
 log = logging.getLogger("bergen.web.computer")
 
@@ -103,8 +108,13 @@ class ComputerSeats:
         *,
         max_bots: int = MAX_BOTS,
         settings: Settings | None = None,
+        keys: SeatKeys | None = None,
     ) -> None:
+        """`keys` derive the bots' tokens (`bergen web` gives its seal key's); without them
+        each token is drawn at random, and the computer's seats of an ended match are not
+        taken again in its rematch."""
         self.max_bots = max_bots
+        self.keys = keys
         self.settings = settings or Settings()
         self.path = Path(state_dir) / SEATS_FILE.format(server=address_key(str(target)))
         self._client = Client(target)
@@ -135,13 +145,7 @@ class ComputerSeats:
         if not MATCH_ID.fullmatch(match_id):
             raise ValueError("not a match id")
         with self._lock:  # one fill at a time: the seats counted are the seats taken
-            if self._closing:
-                raise ComputerSeatsError("the gateway is stopping")
-            if len(self._seats) + count > self.max_bots:
-                raise TooManyBots(
-                    f"the gateway plays at most {self.max_bots} seats at once and plays "
-                    f"{len(self._seats)}: {count} more is too many"
-                )
+            self._check_room(count)
             view = self._client.get_match(match_id)
             free = [s.seat for s in view.seats if not s.taken]
             if view.phase != pb.PHASE_SEATING or count > len(free):
@@ -149,34 +153,72 @@ class ComputerSeats:
                     f"match {match_id} has {len(free) if view.phase == pb.PHASE_SEATING else 0}"
                     f" free seats, not {count}"
                 )
-            taken: list[int] = []
-            for seat in free[:count]:
-                bot = ComputerSeat(match_id, seat, new_token(), policy, computer_name(seat, policy))
-                self._seats[(match_id, seat)] = bot
-                self._save()  # before the join: a gateway stopped meanwhile still knows it
-                try:
-                    self._join(bot)
-                except grpc.RpcError as e:
-                    del self._seats[(match_id, seat)]
-                    self._save()
-                    raise SeatingFailed(
-                        f"match {match_id}: the computer took seats "
-                        f"{[s + 1 for s in taken] or 'none'} but not seat {seat + 1}: "
-                        f"{describe_error(e)}",
-                        taken,
-                    ) from e
-                taken.append(seat)
-                self._start(bot)
-            seats = ", ".join(str(seat + 1) for seat in taken)
-            log.info("match %s: the computer plays seats %s (%s)", match_id, seats, policy)
-            return taken
+            return self._take(match_id, [(seat, policy, None) for seat in free[:count]])
 
-    def _join(self, bot: ComputerSeat) -> None:
-        """Take the bot's seat with its token (sent again, with it, after a passing error).
-        Raises grpc.RpcError."""
+    def rematch(self, match_id: str, seats: Mapping[int, tuple[str, str]]) -> list[int]:
+        """Take `seats` of the rematch `match_id`: for each seat (from 0), the token the
+        computer held it with in the match before and the policy it played. Returns the seats
+        taken. Raises ValueError (an unknown policy, no seat), TooManyBots (before any seat
+        is taken), SeatingFailed (as `fill`)."""
+        if not seats:
+            raise ValueError("the computer takes at least one seat")
+        for _, policy in seats.values():
+            if policy not in POLICY_NAMES:
+                raise ValueError(f"the policy is one of {', '.join(POLICY_NAMES)}, not {policy!r}")
+        if not MATCH_ID.fullmatch(match_id):
+            raise ValueError("not a match id")
+        with self._lock:
+            self._check_room(len(seats))
+            planned = [(seat, policy, previous) for seat, (previous, policy) in seats.items()]
+            return self._take(match_id, sorted(planned))
+
+    def _check_room(self, count: int) -> None:
+        """Raises ComputerSeatsError when stopping, TooManyBots for more than `max_bots` (under
+        `_lock`)."""
+        if self._closing:
+            raise ComputerSeatsError("the gateway is stopping")
+        if len(self._seats) + count > self.max_bots:
+            raise TooManyBots(
+                f"the gateway plays at most {self.max_bots} seats at once and plays "
+                f"{len(self._seats)}: {count} more is too many"
+            )
+
+    def _take(self, match_id: str, planned: list[tuple[int, str, str | None]]) -> list[int]:
+        """Join each (seat, policy, previous seat token) of `planned` and play it (under
+        `_lock`). Raises SeatingFailed."""
+        taken: list[int] = []
+        for seat, policy, previous in planned:
+            token = self.keys.computer(match_id, seat) if self.keys is not None else new_token()
+            bot = ComputerSeat(match_id, seat, token, policy, computer_name(seat, policy))
+            self._seats[(match_id, seat)] = bot
+            self._save()  # before the join: a gateway stopped meanwhile still knows it
+            try:
+                self._join(bot, previous)
+            except grpc.RpcError as e:
+                del self._seats[(match_id, seat)]
+                self._save()
+                raise SeatingFailed(
+                    f"match {match_id}: the computer took seats "
+                    f"{[s + 1 for s in taken] or 'none'} but not seat {seat + 1}: "
+                    f"{describe_error(e)}",
+                    taken,
+                ) from e
+            taken.append(seat)
+            self._start(bot)
+        policies = sorted({policy for _, policy, _ in planned})
+        seats = ", ".join(str(seat + 1) for seat in taken)
+        log.info("match %s: the computer plays seats %s (%s)", match_id, seats, ", ".join(policies))
+        return taken
+
+    def _join(self, bot: ComputerSeat, previous: str | None = None) -> None:
+        """Take the bot's seat with its token (sent again, with it, after a passing error);
+        of a rematch, with the token the computer held the seat with before. Raises
+        grpc.RpcError."""
         request = pb.JoinMatchRequest(
             match_id=bot.match_id, seat=bot.seat, name=bot.name, seat_token=bot.token
         )
+        if previous is not None:
+            request.previous_seat_token = previous
         self._client.call("JoinMatch", request)
 
     def resume(self) -> list[ComputerSeat]:

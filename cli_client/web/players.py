@@ -52,6 +52,7 @@ from .app import (
 from .computer import ComputerSeats, ComputerSeatsError, SeatingFailed
 from .hubs import CALL_TIMEOUT_S, JSON, sse, to_json
 from .limits import limiter_of, spend
+from .tokens import SeatKeys
 
 SEAL_KEY_NAME = "web-seal.key"
 """The seal key file's name in the state directory (`bergen web --seal-key-file` overrides)."""
@@ -134,6 +135,8 @@ class Sealer:
 
     def __init__(self, keys: list[bytes]) -> None:
         self._fernet = MultiFernet([Fernet(k) for k in keys])
+        self.keys = SeatKeys(keys)
+        """The seat tokens the same keys derive (`bergen.cli_client.web.tokens`)."""
 
     @classmethod
     def from_file(cls, path: Path) -> Sealer:
@@ -548,7 +551,6 @@ async def create_match(request: Request) -> Response:
                 answer["computer_error"] = str(e)[:300]
             else:
                 answer["computer_seats"] = list(filled)
-                request.app.state.rematches.note_computer(held.match_id, filled, policy)
         return answer, 201, held
 
     return await once(request, body, "create", create)

@@ -1,24 +1,33 @@
 """Rematches: the people of an ended match play again, in the same seats, with the same rules.
 
-A seat holder proposes a rematch once the match has ended (`POST .../rematch`), and every
-other person's seat accepts through the same request. When the last person has accepted, the
-gateway creates the new match, seats each person in the seat they held, with a token of its
-own, and has the computer fill the seats it played. Each browser learns the new match from
-`GET .../rematch`, which also hands it its new seat's sealed cookie: only a browser holding a
-seat of the old match gets one, and only for the same seat.
+The game server holds the rematch (CreateMatch with `rematch_of`; its id is derived from the
+ended match's, `bergen.api.rematch`), so every gateway process holding the same seal key
+serves it alike, and a restarted one has forgotten nothing. A seat holder proposes it once
+the match has ended (`POST .../rematch`): the gateway asks the server for the rematch (the
+first proposal creates it, every later one, from any seat through any gateway, is answered
+the same match) and takes that browser's seat in it. Every other person accepts through the
+same request, which takes their seat. A seat taken is a seat accepted, and the rematch starts,
+as any match, when its last seat is taken.
 
-Proposals, and which seats of a match the computer plays, are kept in this gateway process's
-memory: a restarted gateway has forgotten a proposal (the seats propose again), and sees the
-computer's seats by their names. They expire after REMATCH_TTL_S.
+The server keeps each seat of a rematch for whoever held it: the gateway joins with the old
+seat's token as `previous_seat_token`, and with a new token derived from its seal key, the
+rematch, the seat and the old token (`tokens.SeatKeys`), so the same person accepting twice,
+from two devices or through two gateways, takes the seat once. The computer's seats: the
+gateway whose proposal created the rematch (the server's answer is not `replayed`) finds
+which seats of the ended match the computer played (their tokens derive from the key, and the
+server says whether each one holds its seat) and has its own computer take them again, at the
+strength their names give.
+
+`GET .../rematch` tells a seat of the ended match where its rematch stands: none; proposed
+(who has accepted, who is awaited); started; or failed (abandoned before its start by the
+server's seating timeout: proposing again creates the next one). It hands a browser whose
+seat has accepted that seat's cookie in the rematch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import time
-from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -26,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bergen.api.rematch import MAX_ATTEMPTS, rematch_id
 from bergen.domain.montecarlo import POLICY_NAMES
 from bergen.v1 import bergen_pb2 as pb
 
@@ -34,13 +44,12 @@ from .hubs import JSON
 from .limits import spend
 from .players import (
     Held,
-    Refused,
     call_upstream,
     guarded,
     json_answer,
     match_id_of,
     match_link,
-    new_token,
+    players_of,
     read_body,
     refused_upstream,
     seat_view,
@@ -48,110 +57,13 @@ from .players import (
     set_seat_cookie,
 )
 
-REMATCH_TTL_S = 600
-"""How long a proposal waits for the other seats, and a started rematch is announced."""
-KEPT = 10_000
-"""Proposals (and matches' computer seats) kept at most; the oldest go first."""
 COMPUTER_NAME = re.compile(r"computer (\d) \(([a-z]+)\)")
-RULE_ENUMS = ("lead", "draw", "blocked", "endgame_reduction", "match_end")
-RULE_NUMBERS = ("double_bonus", "domino_points", "target")
-
-
-@dataclass
-class Proposal:
-    """A rematch of one ended match, while its seats accept."""
-
-    old_id: str
-    request: pb.CreateMatchRequest
-    names: dict[int, str]
-    """Each person's seat (counted from 0) and name."""
-    computer: tuple[int, ...]
-    policy: str
-    expires: float
-    accepted: set[int] = field(default_factory=set)
-    new_id: str = ""
-    seated: dict[int, Held] = field(default_factory=dict)
-    error: str = ""
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    def waiting_for(self) -> list[int]:
-        return sorted(set(self.names) - self.accepted)
-
-    def state(self) -> str:
-        return "started" if self.new_id else "failed" if self.error else "proposed"
-
-
-class Rematches:
-    """The gateway's proposals, and the seats the computer plays in each match it seated."""
-
-    def __init__(self) -> None:
-        self._proposals: OrderedDict[str, Proposal] = OrderedDict()
-        self._computer: OrderedDict[str, tuple[tuple[int, ...], str]] = OrderedDict()
-
-    def note_computer(self, match_id: str, seats: list[int], policy: str) -> None:
-        """Remember that the computer plays `seats` of `match_id` with `policy`."""
-        self._computer[match_id] = (tuple(seats), policy)
-        while len(self._computer) > KEPT:
-            self._computer.popitem(last=False)
-
-    def get(self, old_id: str) -> Proposal | None:
-        """The proposal of `old_id`, None when there is none or it has expired."""
-        now = time.monotonic()
-        while self._proposals:
-            first = next(iter(self._proposals.values()))
-            if first.expires > now and len(self._proposals) <= KEPT:
-                break
-            self._proposals.popitem(last=False)
-        return self._proposals.get(old_id)
-
-    def propose(self, view: pb.MatchView) -> Proposal:
-        """A new proposal for the ended match of `view`, none accepted yet."""
-        computer, policy = self._computer.get(view.match_id, ((), "greedy"))
-        if not computer:  # a gateway restarted since: the computer's seats by their names
-            for s in view.seats:
-                named = COMPUTER_NAME.fullmatch(s.name)
-                if named and int(named[1]) == s.seat + 1 and named[2] in POLICY_NAMES:
-                    computer, policy = (*computer, s.seat), named[2]
-        proposal = Proposal(
-            old_id=view.match_id,
-            request=same_match(view),
-            names={s.seat: s.name for s in view.seats if s.seat not in computer},
-            computer=tuple(computer),
-            policy=policy,
-            expires=time.monotonic() + REMATCH_TTL_S,
-        )
-        self._proposals[view.match_id] = proposal
-        return proposal
-
-
-def same_match(view: pb.MatchView) -> pb.CreateMatchRequest:
-    """A request for a match like `view`'s: its seats, partnerships, name and rules."""
-    rules = view.rules
-    options = pb.RuleOptions()
-    for name in RULE_ENUMS:
-        if getattr(rules, name):  # 0 is *_UNSPECIFIED, which the server refuses
-            setattr(options, name, getattr(rules, name))
-    for name in RULE_NUMBERS:
-        setattr(options, name, getattr(rules, name))
-    if rules.clock == pb.CLOCK_FISCHER:
-        options.clock = pb.CLOCK_FISCHER
-        options.clock_initial = rules.clock_initial
-        options.clock_increment = rules.clock_increment
-        options.on_timeout = rules.on_timeout
-        options.timeouts_to_forfeit = rules.timeouts_to_forfeit
-    preset = pb.PRESET_UNSPECIFIED if rules.preset == pb.PRESET_CUSTOM else rules.preset
-    return pb.CreateMatchRequest(
-        seats=len(view.seats),
-        partnerships=view.partnerships,
-        preset=preset,
-        options=options,
-        name=view.name,
-    )
+"""The name the gateway gives a computer seat (`computer.computer_name`): its strength."""
+REFUSED_TOKEN = (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
 
 
 def install(app: Any) -> list[Route]:
-    """Set `app.state.rematches` and return the rematch routes."""
-    app.state.rematches = Rematches()
+    """The rematch routes (they keep nothing: the game server holds the rematches)."""
     return [
         Route("/api/play/matches/{id}/rematch", guarded(rematch_state), methods=["GET"]),
         Route(
@@ -162,95 +74,166 @@ def install(app: Any) -> list[Route]:
     ]
 
 
-def rematches_of(request: Request) -> Rematches:
-    """The app's rematches."""
-    found: Rematches = request.app.state.rematches
-    return found
+def _abandoned_unstarted(view: pb.MatchView) -> bool:
+    """Whether a rematch ended before its first deal: abandoned while it waited for seats."""
+    return view.phase == pb.PHASE_ENDED and view.hand_number == 0
 
 
-def _state(request: Request, held: Held, proposal: Proposal | None) -> Response:
-    """The rematch as this browser's seat sees it, with its new seat's cookie once started."""
-    if proposal is None:
-        return json_answer({"state": "none", "accepted": [], "waiting_for": []})
+async def _view(request: Request, match_id: str, token: str | None = None) -> pb.MatchView | None:
+    """The match's view (a spectator's without `token`), None when there is no such match.
+    Raises Refused for any other refusal; grpc.aio.AioRpcError for a refused `token`."""
+    try:
+        reply: pb.GetMatchResponse = await call_upstream(
+            request, "GetMatch", pb.GetMatchRequest(match_id=match_id), token
+        )
+    except grpc.aio.AioRpcError as e:
+        if e.code() == grpc.StatusCode.NOT_FOUND:
+            return None
+        if token is not None and e.code() in REFUSED_TOKEN:
+            raise
+        raise refused_upstream(e) from None
+    return reply.view
+
+
+async def _latest(request: Request, old_id: str) -> pb.MatchView | None:
+    """The rematch of `old_id` as a spectator sees it: the latest one asked for (one abandoned
+    before its start is followed by the next), None when none was."""
+    latest = None
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        found = await _view(request, rematch_id(old_id, attempt))
+        if found is None:
+            break
+        latest = found
+        if not _abandoned_unstarted(found):
+            break
+    return latest
+
+
+async def _holds(request: Request, mine: Held) -> bool:
+    """Whether `mine`'s token holds its seat of its match."""
+    try:
+        view = await _view(request, mine.match_id, mine.token)
+    except grpc.aio.AioRpcError:  # the token holds no seat there
+        return False
+    return view is not None and view.HasField("viewer_seat") and view.viewer_seat == mine.seat
+
+
+def _state(request: Request, rematch: pb.MatchView | None, mine: bool) -> JSON:
+    """Where the rematch stands for a seat of the ended match; `mine`: that seat has accepted
+    it, with the token this gateway derives for it."""
+    if rematch is None:
+        return {"state": "none", "accepted": [], "waiting_for": [], "you_accepted": False}
+    accepted = [s.seat for s in rematch.seats if s.taken]
     body: JSON = {
-        "state": proposal.state(),
-        "accepted": sorted(proposal.accepted),
-        "waiting_for": proposal.waiting_for(),
-        "you_accepted": held.seat in proposal.accepted,
+        "accepted": accepted,
+        "waiting_for": [s.seat for s in rematch.seats if not s.taken],
+        "you_accepted": mine,
+        "match_id": rematch.match_id,
+        "link": match_link(request, rematch.match_id),
     }
-    if proposal.error:
-        body["error"] = proposal.error
-    seat = proposal.seated.get(held.seat)
-    if proposal.new_id:
-        body["match_id"] = proposal.new_id
-        body["link"] = match_link(request, proposal.new_id)
-    response = json_answer(body)
-    if seat is not None:
-        set_seat_cookie(request, response, seat)
-    return response
+    if _abandoned_unstarted(rematch):
+        body["state"] = "failed"
+        body["you_accepted"] = False
+        note = rematch.result.note or "abandoned"
+        body["error"] = f"the rematch did not start before every seat accepted ({note[:200]})"
+    else:
+        body["state"] = "proposed" if rematch.phase == pb.PHASE_SEATING else "started"
+    return body
+
+
+def _mine(request: Request, new_id: str, held: Held) -> Held:
+    """The seat `held` (of the ended match) has in its rematch `new_id`, with its token."""
+    keys = players_of(request).sealer.keys
+    return Held(new_id, held.seat, keys.rematch(new_id, held.seat, held.token))
 
 
 async def rematch_state(request: Request) -> Response:
     """The rematch of this match: none, proposed (who has accepted, who is awaited), started
-    (the new match's link, and this seat's cookie in it) or failed."""
+    or failed; with this seat's cookie in it once this seat has accepted."""
     match_id = match_id_of(request)
     held = seated_in(request, match_id)
-    return _state(request, held, rematches_of(request).get(match_id))
+    rematch = await _latest(request, match_id)
+    mine: Held | None = None
+    if rematch is not None and not _abandoned_unstarted(rematch):
+        seats = rematch.seats
+        if held.seat < len(seats) and seats[held.seat].taken:
+            candidate = _mine(request, rematch.match_id, held)
+            mine = candidate if await _holds(request, candidate) else None
+    response = json_answer(_state(request, rematch, mine is not None))
+    if mine is not None:
+        set_seat_cookie(request, response, mine)
+    return response
 
 
 async def propose_or_accept(request: Request) -> Response:
-    """Propose a rematch of this ended match, or accept the one proposed; the last person to
-    accept starts it."""
+    """Propose a rematch of this ended match, or accept the one proposed: this seat taken in
+    it. The proposal that creates it also has the computer take its seats again."""
     match_id = match_id_of(request)
     held = seated_in(request, match_id)
     await read_body(request)
-    rematches = rematches_of(request)
-    proposal = rematches.get(match_id)
-    if proposal is None or proposal.error:
-        view = await seat_view(request, held)
-        if view.phase != pb.PHASE_ENDED:
-            raise Refused(409, "a rematch is offered once the match has ended", "MATCH_NOT_ENDED")
-        proposal = rematches.get(match_id)
-        if proposal is None or proposal.error:
-            proposal = rematches.propose(view)
-    async with proposal.lock:
-        if held.seat not in proposal.names:
-            raise Refused(409, "the computer plays this seat", "NOT_A_PERSON")
-        proposal.accepted.add(held.seat)
-        if not proposal.new_id and not proposal.waiting_for():
-            await _start(request, proposal)
-    return _state(request, held, proposal)
-
-
-async def _start(request: Request, proposal: Proposal) -> None:
-    """Create the new match, seat each person in their old seat and fill the computer's.
-    A failure is kept in `proposal.error` (and the seats may propose again)."""
     try:
-        created: pb.CreateMatchResponse = await call_upstream(
-            request, "CreateMatch", proposal.request
+        made: pb.CreateMatchResponse = await call_upstream(
+            request, "CreateMatch", pb.CreateMatchRequest(rematch_of=match_id), held.token
         )
-        seated: dict[int, Held] = {}
-        for seat, name in sorted(proposal.names.items()):
-            token = new_token()
-            join = pb.JoinMatchRequest(
-                match_id=created.match_id, seat=seat, name=name, seat_token=token
-            )
-            await call_upstream(request, "JoinMatch", join)
-            seated[seat] = Held(created.match_id, seat, token)
     except grpc.aio.AioRpcError as e:
-        proposal.error = f"the rematch was not created: {refused_upstream(e)}"
-        return
-    proposal.seated = seated
-    proposal.new_id = created.match_id
-    proposal.expires = time.monotonic() + REMATCH_TTL_S
-    rematches = rematches_of(request)
-    computer: ComputerSeats | None = getattr(request.app.state, "computer", None)
-    if proposal.computer and computer is not None:
-        try:
-            filled = await asyncio.to_thread(
-                computer.fill, created.match_id, len(proposal.computer), proposal.policy
-            )
-        except (ValueError, ComputerSeatsError, SeatingFailed) as e:
-            proposal.error = f"the computer took no seat: {str(e)[:200]}"
+        raise refused_upstream(e) from None
+    old = await seat_view(request, held)
+    error = "" if made.replayed else await _computer_again(request, made.match_id, old, held)
+    mine = _mine(request, made.match_id, held)
+    name = old.seats[held.seat].name if held.seat < len(old.seats) else ""
+    join = pb.JoinMatchRequest(
+        match_id=made.match_id,
+        seat=held.seat,
+        name=name or f"seat {held.seat + 1}",
+        seat_token=mine.token,
+        previous_seat_token=held.token,
+    )
+    try:
+        await call_upstream(request, "JoinMatch", join)
+    except grpc.aio.AioRpcError as e:
+        raise refused_upstream(e) from None
+    body = _state(request, await _view(request, made.match_id), True)
+    if error:
+        body["error"] = error
+    response = json_answer(body)
+    set_seat_cookie(request, response, mine)
+    return response
+
+
+async def _computer_again(request: Request, new_id: str, old: pb.MatchView, held: Held) -> str:
+    """Have this gateway's computer take, in the rematch `new_id`, the seats it played in the
+    ended match `old`. Returns why it took none (empty: it took them, or there were none)."""
+    keys = players_of(request).sealer.keys
+    played: dict[int, tuple[str, str]] = {}
+    unknown: list[int] = []
+    for s in old.seats:
+        named = COMPUTER_NAME.fullmatch(s.name)
+        if s.seat == held.seat or named is None or int(named[1]) != s.seat + 1:
+            continue
+        if named[2] not in POLICY_NAMES:
+            continue
+        for token in keys.computer_candidates(old.match_id, s.seat):
+            try:
+                seen = await _view(request, old.match_id, token)
+            except grpc.aio.AioRpcError:
+                continue  # not the token the computer held this seat with
+            if seen is not None and seen.HasField("viewer_seat") and seen.viewer_seat == s.seat:
+                played[s.seat] = (token, named[2])
+                break
         else:
-            rematches.note_computer(created.match_id, filled, proposal.policy)
+            unknown.append(s.seat)
+    if unknown:
+        # A computer seat whose token this gateway's key did not make (another key, or a
+        # gateway of an earlier version): nobody can take it again, so the rematch waits.
+        seats = ", ".join(str(seat + 1) for seat in unknown)
+        return f"the computer cannot take seat {seats} again: its token is not this gateway's"
+    if not played:
+        return ""
+    computer: ComputerSeats | None = getattr(request.app.state, "computer", None)
+    if computer is None:
+        return "this gateway has no computer to take its seats again"
+    try:
+        await asyncio.to_thread(computer.rematch, new_id, played)
+    except (ValueError, ComputerSeatsError, SeatingFailed) as e:
+        return f"the computer took no seat: {str(e)[:200]}"
+    return ""

@@ -93,7 +93,11 @@ def serve(
         )
     except (OSError, ValueError) as e:
         return fail("web", f"cannot use the seal key file: {e}", ExitStatus.ERROR)
-    computer = ComputerSeats(endpoint, state_dir or default_state_dir(), max_bots=max_bots)
+    # The bots' tokens derive from the seal key, as any gateway holding it derives them.
+    keys = app.state.players.sealer.keys
+    computer = ComputerSeats(
+        endpoint, state_dir or default_state_dir(), max_bots=max_bots, keys=keys
+    )
     app.state.computer = computer
     try:
         computer.resume()

@@ -22,7 +22,9 @@ class MatchSummary:
     first); `players` holds "" for an empty seat; `scores` one total per side; `created_at`
     and `started_at` are when its MatchCreated and its first Dealt were recorded (started_at
     None: still seating; created_at None: listed by a server of an earlier version during a
-    rolling restart); `hand` is the hand in play or the last one played (0: none yet)."""
+    rolling restart); `hand` is the hand in play or the last one played (0: none yet);
+    `rematch_of` the match a rematch follows (None: no rematch), whose players its free
+    seats are kept for."""
 
     match_id: str
     name: str
@@ -37,6 +39,7 @@ class MatchSummary:
     created_at: datetime | None = None
     started_at: datetime | None = None
     hand: int = 0
+    rematch_of: str | None = None
 
 
 class FoldTransaction(Protocol):
@@ -82,7 +85,7 @@ class MatchList(Protocol):
 
 SUMMARY_COLUMNS = (
     "match_id, listed, name, phase, seats, partnerships, preset, players, scores, version,"
-    " created_at, started_at, hand"
+    " created_at, started_at, hand, rematch_of"
 )
 
 
@@ -107,6 +110,7 @@ def summary_of(row: Sequence[Any], time_of: Callable[[Any], datetime] = _as_is) 
         created_at=None if row[10] is None else time_of(row[10]),
         started_at=None if row[11] is None else time_of(row[11]),
         hand=int(row[12]),
+        rematch_of=row[13],
     )
 
 
@@ -127,6 +131,7 @@ def summary_params(s: MatchSummary, time_in: Callable[[datetime], Any] = _as_is)
         None if s.created_at is None else time_in(s.created_at),
         None if s.started_at is None else time_in(s.started_at),
         s.hand,
+        s.rematch_of,
     )
 
 

@@ -120,6 +120,9 @@ match_list = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=True),
     sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
     sa.Column("hand", sa.Integer(), nullable=False, server_default="0"),
+    # For a rematch, the match it follows (its MatchCreated's metadata): its free seats are
+    # kept for that match's players. NULL for any other match.
+    sa.Column("rematch_of", sa.Text(), nullable=True),
     sa.PrimaryKeyConstraint("match_id"),
     sa.UniqueConstraint("listed"),
     sa.Index("ix_match_list_phase_listed", "phase", "listed"),

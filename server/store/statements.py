@@ -38,7 +38,7 @@ NO_LIMIT = 2**63 - 1
 SQLITE = Dialect("?")
 POSTGRES = Dialect("%s", int8="::bigint", int4="::int", json_text="::text", any_list=True)
 
-_SUMMARY_CASTS = ("", "bigint", "", "", "int", "", "", "", "", "bigint", "", "", "int")
+_SUMMARY_CASTS = ("", "bigint", "", "", "int", "", "", "", "", "bigint", "", "", "int", "")
 """The cast of each of `SUMMARY_COLUMNS`' parameters (none, or a dialect's bigint or int)."""
 
 

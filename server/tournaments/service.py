@@ -110,6 +110,19 @@ class TournamentCommands(TournamentQueries):
                 tournament_id=str(table["tournament_id"]),
             )
 
+    def refuse_rematch(self, match_id: str) -> None:
+        """Raises PermissionDenied (TOURNAMENT_MATCH) for a match of a tournament: its players
+        go on to the tournament's next round, which the server pairs, not to a rematch."""
+        table = self._repo.table_of(match_id)
+        if table is not None:
+            raise PermissionDenied(
+                f"match {match_id} is a table of tournament {table['tournament_id']}: the "
+                "tournament pairs its players' next matches, and none is a rematch",
+                reason="TOURNAMENT_MATCH",
+                match_id=match_id,
+                tournament_id=str(table["tournament_id"]),
+            )
+
     def seed_of(self, t: Tournament) -> bytes:
         return self._seeds.seed(t.state.tournament_id, t.seed_key)
 

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from e2e.servers import ServerFarm, ServerProcess
 
+from bergen.api.rematch import rematch_id
+
 from .browsing import PHONE, SCREENSHOTS, browser, wait_js
 from .gateway import Gateway, start_gateway
 from .test_play_browser import Browser, create_and_join, version
@@ -47,6 +49,18 @@ def server(module_farm: ServerFarm, module_pg_database: str) -> ServerProcess:
 
 @pytest.fixture(scope="module")
 def gateway(server: ServerProcess, module_farm: ServerFarm) -> Iterator[Gateway]:
+    key = module_farm.workdir / "more-seal.key"
+    gw = start_gateway(server.target, module_farm.workdir, "--seal-key-file", str(key), *ROOMY)
+    yield gw
+    assert gw.stop() == 0, gw.log()
+
+
+@pytest.fixture(scope="module")
+def second_gateway(
+    server: ServerProcess, module_farm: ServerFarm, gateway: Gateway
+) -> Iterator[Gateway]:
+    """Another gateway process with the same seal key, as a second replica behind one address
+    (a browser's cookies go to every port of its host, so a page on either one is seated)."""
     key = module_farm.workdir / "more-seal.key"
     gw = start_gateway(server.target, module_farm.workdir, "--seal-key-file", str(key), *ROOMY)
     yield gw
@@ -205,10 +219,13 @@ def test_a_clock_set_on_the_lobby_form_to_forfeit_ends_the_match_at_the_first_fa
 
 
 def test_two_browsers_agree_to_a_rematch_and_play_it_in_their_old_seats(
-    browser: Any, gateway: Gateway
+    browser: Any, gateway: Gateway, second_gateway: Gateway
 ) -> None:
     ada, bo = Browser(browser), Browser(browser)
     old = create_and_join(gateway, ada, bo)
+    # Bo's page is served by the other gateway from now on.
+    bo.page.goto(f"{second_gateway.base}/match?id={old}")
+    wait_js(bo.page, "() => !!document.body && document.body.dataset.player === '1'")
     bo.page.click("#resign")
     bo.page.click("#resign-yes")
     for b in (ada, bo):
@@ -217,22 +234,30 @@ def test_two_browsers_agree_to_a_rematch_and_play_it_in_their_old_seats(
     wait_js(ada.page, "() => document.body.dataset.rematch === 'proposed'")
     assert "waiting for seat 2 (Bo)" in ada.page.inner_text("#rematch-state")
     assert ada.page.inner_text("#rematch") == "Rematch accepted"
-    # Bo's page learns of the proposal by itself, and accepts it.
+    # Bo's page, through the other gateway, learns of the proposal by itself (who accepted
+    # it, whom it waits for), and accepts it.
     wait_js(bo.page, "() => document.body.dataset.rematch === 'proposed'")
     assert bo.page.inner_text("#rematch") == "Accept the rematch"
+    said = bo.page.inner_text("#rematch-state")
+    assert "accepted by seat 1 (Ada)" in said and "waiting for seat 2 (Bo)" in said, said
+    # A stranger opening the rematch's page is offered no seat in it.
+    new = rematch_id(old)
+    stranger = Browser(browser)
+    stranger.page.goto(f"{gateway.base}/match?id={new}")
+    stranger.page.wait_for_selector("#rematch-note")
+    assert stranger.page.query_selector("#join-form") is None
+    assert "kept for its player" in stranger.page.inner_text("#seats")
     bo.page.click("#rematch")
     for b, seat in ((ada, 0), (bo, 1)):
         b.page.wait_for_url(re.compile(r".*/match\?id=(?!" + old + ").+"))
         wait_js(b.page, "() => !!document.body && document.body.dataset.player === '1'")
         wait_js(b.page, "() => document.querySelectorAll('#hand button.mytile').length > 0")
         assert b.page.evaluate("() => document.body.dataset.seat") == str(seat)
-    new = ada.page.url.split("id=")[1]
-    assert bo.page.url.split("id=")[1] == new != old
+    assert ada.page.url.split("id=")[1] == bo.page.url.split("id=")[1] == new != old
     # The rematch plays on: one move by whoever's turn it is.
     player = ada if ada.page.evaluate(MY_TURN) else bo
     assert play_once(player)
     # A browser holding no seat of the old match learns nothing of its rematch.
-    stranger = Browser(browser)
     stranger.page.goto(f"{gateway.base}/")
     status = stranger.page.evaluate(
         f"async () => (await fetch('/api/play/matches/{old}/rematch')).status"

@@ -12,7 +12,8 @@ function stateCell(m) {
   const cell = h("td", { class: "state", "data-label": "State" });
   if (m.phase === "PHASE_SEATING") {
     const free = (m.players || []).filter((p) => !p).length;
-    cell.append(`waiting for ${free} player${free === 1 ? "" : "s"} since `, timeNode(m.created_at));
+    const who = m.rematch_of ? `a rematch: waiting for ${free} of its players` : `waiting for ${free} player${free === 1 ? "" : "s"}`;
+    cell.append(`${who} since `, timeNode(m.created_at));
   } else if (m.phase === "PHASE_PLAYING") {
     cell.append("playing since ", timeNode(m.started_at || m.created_at));
   } else {
@@ -23,10 +24,10 @@ function stateCell(m) {
 }
 
 // Each side's name and score ("Ada: 12 · Bo: 7"), or while seating each seat's player
-// ("Ada · (free seat)").
+// ("Ada · (free seat)"; a rematch's free seats are kept for the players of the match before).
 function playersText(m) {
   const view = summaryView(m);
-  for (const s of view.seats) if (!s.name) s.name = "(free seat)";
+  for (const s of view.seats) if (!s.name) s.name = m.rematch_of ? "(kept)" : "(free seat)";
   const scores = m.scores || [];
   if (m.phase === "PHASE_SEATING") return view.seats.map((s) => s.name).join(" · ");
   return scores.map((score, side) => `${sideName(view, side)}: ${score}`).join(" · ");

@@ -33,7 +33,8 @@ function renderView(v) {
   let status = `${phase}, hand ${v.hand_number}, ${turn}, ${v.boneyard_size} in the boneyard`;
   if (v.phase === "PHASE_SEATING") {
     const free = (v.seats || []).filter((s) => !s.name).length;
-    status = `Waiting for ${free} player${free === 1 ? "" : "s"}`;
+    status = v.rematch_of ? `A rematch: waiting for ${free} of its players to accept`
+      : `Waiting for ${free} player${free === 1 ? "" : "s"}`;
   }
   if (v.phase === "PHASE_ENDED" && v.result) {
     const r = v.result;
@@ -50,7 +51,7 @@ function renderView(v) {
     const c = clocks[seat];
     const isTurn = v.turn !== undefined && num(v.turn) === seat;
     body.append(h("tr", { "data-seat": seat },
-      h("td", { class: isTurn ? "turn" : "", text: `${seat + 1}. ${s.name || "(free)"}${isTurn ? " (to play)" : ""}` }),
+      h("td", { class: isTurn ? "turn" : "", text: `${seat + 1}. ${s.name || (v.rematch_of ? "(kept for its player)" : "(free)")}${isTurn ? " (to play)" : ""}` }),
       h("td", { class: "num", text: s.tile_count }),
       h("td", { class: "num", text: (v.scores || [])[num(s.side)] ?? 0 }),
       h("td", { class: `num clock${c && low(num(c.left_ms)) ? " low" : ""}`, "data-seat": seat, text: c ? clockText(c.left_ms) + (c.running ? " running" : "") + (low(num(c.left_ms)) ? ", low" : "") : "–" })));
@@ -70,6 +71,9 @@ function renderView(v) {
     });
   }
   $("#links").replaceChildren(h("a", { href: `/replay?id=${encodeURIComponent(id)}` }, "Replay this match"));
+  if (v.rematch_of) {
+    $("#links").append(" · ", h("a", { id: "rematch-of", href: `/match?id=${encodeURIComponent(v.rematch_of)}` }, "the match this one is a rematch of"));
+  }
 }
 
 // The clock and what a timeout does (RULES.md section 11): "Clock 180 s + 2 s: a timeout

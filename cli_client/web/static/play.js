@@ -7,6 +7,9 @@ import { $, h, num, word, seatName, sideName, describe } from "/static/common.js
 import { tile } from "/static/tiles.js";
 
 const api = (id, what = "") => `/api/play/matches/${encodeURIComponent(id)}${what}`;
+// A tournament's table (opened from "my tournament"): its players go back to the tournament,
+// which pairs their next match; the game server rematches no tournament match.
+const inTournament = new URLSearchParams(location.search).has("tournament");
 
 // POST `body` as JSON; the answer's JSON, or throws an Error with `status` and `body`.
 async function post(url, body) {
@@ -110,6 +113,8 @@ export function createForm(container) {
 }
 
 // The match page's join form, while the match has a free seat and this browser holds none.
+// A rematch offers none: its seats are kept for the players of the match before it, who
+// accept it from that match's page.
 async function joinForm(id) {
   let view;
   try {
@@ -118,6 +123,13 @@ async function joinForm(id) {
     view = await r.json();
   } catch (_) { return; }
   if (view.phase !== "PHASE_SEATING") return;
+  if (view.rematch_of) {
+    $("#player").replaceChildren(h("p", { id: "rematch-note", class: "status" },
+      "A rematch: its seats are kept for the players of ",
+      h("a", { href: `/match?id=${encodeURIComponent(view.rematch_of)}` }, "the match before"),
+      ", who accept it there."));
+    return;
+  }
   const request = requestId();
   const free = (view.seats || []).filter((s) => !s.taken);
   const message = h("p", { class: "status", role: "status", "aria-live": "polite" });
@@ -213,7 +225,8 @@ class Seat {
       b.addEventListener("click", () => { this.end = side; this.confirm(); });
       ends.append(b);
     }
-    const turn = v.phase === "PHASE_SEATING" ? "Waiting for the other players. Send them this page's address."
+    const turn = v.phase === "PHASE_SEATING" ? (v.rematch_of ? "Waiting for the other players to accept the rematch."
+      : "Waiting for the other players. Send them this page's address.")
       : v.phase === "PHASE_ENDED" ? "The match has ended."
         : this.myTurn() ? "Your turn: choose a tile (arrows or its number), then an end (L or R), then Enter."
           : `${v.turn !== undefined ? seatName(v, num(v.turn)) : "Nobody"} to play.`;
@@ -224,7 +237,7 @@ class Seat {
       const link = h("button", { type: "button", id: "device-link", text: "Link for another device" });
       link.addEventListener("click", () => this.deviceLink());
       controls.append(resign, link);
-    } else {
+    } else if (!inTournament) {
       const r = this.rematch || {};
       const text = r.you_accepted ? "Rematch accepted" : r.state === "proposed" ? "Accept the rematch" : "Rematch";
       const again = h("button", { type: "button", id: "rematch", text, disabled: !!r.you_accepted || r.state === "started" });
@@ -238,7 +251,7 @@ class Seat {
       h("p", { id: "play-msg", role: "status", "aria-live": "polite" }),
       others, hand, ends, controls, h("p", { id: "rematch-state", role: "status", "aria-live": "polite", text: this.rematchText(v) }),
       h("div", { id: "confirm-row" }), h("p", { id: "device-url" }));
-    if (v.phase === "PHASE_ENDED") this.watchRematch();
+    if (v.phase === "PHASE_ENDED" && !inTournament) this.watchRematch();
     if (this.lastMessage) this.say(...this.lastMessage);
   }
 
@@ -314,14 +327,16 @@ class Seat {
     no.focus();
   }
 
-  // The rematch in words: who proposed it, whom it waits for, where it is played.
+  // The rematch in words: who has accepted it, whom it waits for, where it is played.
   rematchText(v) {
     const r = this.rematch;
     if (!r || r.state === "none") return "";
     const names = (seats) => seats.map((s) => `seat ${num(s) + 1} (${seatName(v, num(s))})`).join(", ");
     if (r.state === "started") return `The rematch has started: ${r.link}`;
-    if (r.state === "failed") return `No rematch: ${r.error}`;
-    return `Rematch: waiting for ${names(r.waiting_for || [])}.`;
+    if (r.state === "failed") return `No rematch: ${r.error}. Propose it again?`;
+    const accepted = (r.accepted || []).length ? `accepted by ${names(r.accepted)}; ` : "";
+    const problem = r.error ? ` (${r.error})` : "";
+    return `Rematch: ${accepted}waiting for ${names(r.waiting_for || [])}.${problem}`;
   }
 
   showRematch(r) {

@@ -286,44 +286,50 @@ class RuleOptions(_message.Message):
     def __init__(self, lead: _Optional[_Union[Lead, str]] = ..., draw: _Optional[_Union[Draw, str]] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[_Union[Blocked, str]] = ..., endgame_reduction: _Optional[_Union[EndgameReduction, str]] = ..., match_end: _Optional[_Union[MatchEnd, str]] = ..., target: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., clock_initial: _Optional[int] = ..., clock_increment: _Optional[int] = ..., on_timeout: _Optional[_Union[OnTimeout, str]] = ..., timeouts_to_forfeit: _Optional[int] = ...) -> None: ...
 
 class CreateMatchRequest(_message.Message):
-    __slots__ = ("seats", "partnerships", "preset", "options", "name", "creator_token")
+    __slots__ = ("seats", "partnerships", "preset", "options", "name", "creator_token", "rematch_of")
     SEATS_FIELD_NUMBER: _ClassVar[int]
     PARTNERSHIPS_FIELD_NUMBER: _ClassVar[int]
     PRESET_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     CREATOR_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REMATCH_OF_FIELD_NUMBER: _ClassVar[int]
     seats: int
     partnerships: bool
     preset: Preset
     options: RuleOptions
     name: str
     creator_token: str
-    def __init__(self, seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., name: _Optional[str] = ..., creator_token: _Optional[str] = ...) -> None: ...
+    rematch_of: str
+    def __init__(self, seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., name: _Optional[str] = ..., creator_token: _Optional[str] = ..., rematch_of: _Optional[str] = ...) -> None: ...
 
 class CreateMatchResponse(_message.Message):
-    __slots__ = ("match_id", "commitment", "rules")
+    __slots__ = ("match_id", "commitment", "rules", "replayed")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     COMMITMENT_FIELD_NUMBER: _ClassVar[int]
     RULES_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     commitment: str
     rules: Rules
-    def __init__(self, match_id: _Optional[str] = ..., commitment: _Optional[str] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ...) -> None: ...
+    replayed: bool
+    def __init__(self, match_id: _Optional[str] = ..., commitment: _Optional[str] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., replayed: _Optional[bool] = ...) -> None: ...
 
 class JoinMatchRequest(_message.Message):
-    __slots__ = ("match_id", "seat", "name", "client_seed", "seat_token")
+    __slots__ = ("match_id", "seat", "name", "client_seed", "seat_token", "previous_seat_token")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     SEAT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
     SEAT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_SEAT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     seat: int
     name: str
     client_seed: str
     seat_token: str
-    def __init__(self, match_id: _Optional[str] = ..., seat: _Optional[int] = ..., name: _Optional[str] = ..., client_seed: _Optional[str] = ..., seat_token: _Optional[str] = ...) -> None: ...
+    previous_seat_token: str
+    def __init__(self, match_id: _Optional[str] = ..., seat: _Optional[int] = ..., name: _Optional[str] = ..., client_seed: _Optional[str] = ..., seat_token: _Optional[str] = ..., previous_seat_token: _Optional[str] = ...) -> None: ...
 
 class JoinMatchResponse(_message.Message):
     __slots__ = ("seat", "seat_token", "view")
@@ -430,7 +436,7 @@ class SeatClock(_message.Message):
     def __init__(self, seat: _Optional[int] = ..., left_ms: _Optional[int] = ..., running: _Optional[bool] = ..., falls_at_ms: _Optional[int] = ..., timeouts: _Optional[int] = ...) -> None: ...
 
 class MatchView(_message.Message):
-    __slots__ = ("match_id", "name", "phase", "rules", "partnerships", "viewer_seat", "seats", "commitment", "server_seed", "hand_number", "my_tiles", "revealed_hands", "boneyard_size", "drawable", "line", "ends", "scores", "turn", "must_play", "legal_plays", "result", "version", "clocks", "at_ms", "server_at_ms")
+    __slots__ = ("match_id", "name", "phase", "rules", "partnerships", "viewer_seat", "seats", "commitment", "server_seed", "hand_number", "my_tiles", "revealed_hands", "boneyard_size", "drawable", "line", "ends", "scores", "turn", "must_play", "legal_plays", "result", "version", "clocks", "at_ms", "server_at_ms", "rematch_of")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -456,6 +462,7 @@ class MatchView(_message.Message):
     CLOCKS_FIELD_NUMBER: _ClassVar[int]
     AT_MS_FIELD_NUMBER: _ClassVar[int]
     SERVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    REMATCH_OF_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     name: str
     phase: Phase
@@ -481,7 +488,8 @@ class MatchView(_message.Message):
     clocks: _containers.RepeatedCompositeFieldContainer[SeatClock]
     at_ms: int
     server_at_ms: int
-    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., partnerships: _Optional[bool] = ..., viewer_seat: _Optional[int] = ..., seats: _Optional[_Iterable[_Union[SeatInfo, _Mapping]]] = ..., commitment: _Optional[str] = ..., server_seed: _Optional[str] = ..., hand_number: _Optional[int] = ..., my_tiles: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ..., revealed_hands: _Optional[_Iterable[_Union[Hand, _Mapping]]] = ..., boneyard_size: _Optional[int] = ..., drawable: _Optional[int] = ..., line: _Optional[_Iterable[_Union[LineTile, _Mapping]]] = ..., ends: _Optional[_Union[Ends, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., turn: _Optional[int] = ..., must_play: _Optional[_Union[Tile, _Mapping]] = ..., legal_plays: _Optional[_Iterable[_Union[LegalPlay, _Mapping]]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., version: _Optional[int] = ..., clocks: _Optional[_Iterable[_Union[SeatClock, _Mapping]]] = ..., at_ms: _Optional[int] = ..., server_at_ms: _Optional[int] = ...) -> None: ...
+    rematch_of: str
+    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., partnerships: _Optional[bool] = ..., viewer_seat: _Optional[int] = ..., seats: _Optional[_Iterable[_Union[SeatInfo, _Mapping]]] = ..., commitment: _Optional[str] = ..., server_seed: _Optional[str] = ..., hand_number: _Optional[int] = ..., my_tiles: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ..., revealed_hands: _Optional[_Iterable[_Union[Hand, _Mapping]]] = ..., boneyard_size: _Optional[int] = ..., drawable: _Optional[int] = ..., line: _Optional[_Iterable[_Union[LineTile, _Mapping]]] = ..., ends: _Optional[_Union[Ends, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., turn: _Optional[int] = ..., must_play: _Optional[_Union[Tile, _Mapping]] = ..., legal_plays: _Optional[_Iterable[_Union[LegalPlay, _Mapping]]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., version: _Optional[int] = ..., clocks: _Optional[_Iterable[_Union[SeatClock, _Mapping]]] = ..., at_ms: _Optional[int] = ..., server_at_ms: _Optional[int] = ..., rematch_of: _Optional[str] = ...) -> None: ...
 
 class PlayRequest(_message.Message):
     __slots__ = ("match_id", "tile", "end", "expected_version", "command_id")
@@ -636,7 +644,7 @@ class ListMatchesRequest(_message.Message):
     def __init__(self, phase: _Optional[_Union[Phase, str]] = ..., player_name: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class MatchSummary(_message.Message):
-    __slots__ = ("match_id", "name", "phase", "seat_count", "partnerships", "preset", "players", "scores", "version", "created_at", "started_at", "hand")
+    __slots__ = ("match_id", "name", "phase", "seat_count", "partnerships", "preset", "players", "scores", "version", "created_at", "started_at", "hand", "rematch_of")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -649,6 +657,7 @@ class MatchSummary(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     HAND_FIELD_NUMBER: _ClassVar[int]
+    REMATCH_OF_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     name: str
     phase: Phase
@@ -661,7 +670,8 @@ class MatchSummary(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     started_at: _timestamp_pb2.Timestamp
     hand: int
-    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., seat_count: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., players: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[int]] = ..., version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., hand: _Optional[int] = ...) -> None: ...
+    rematch_of: str
+    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., seat_count: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., players: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[int]] = ..., version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., hand: _Optional[int] = ..., rematch_of: _Optional[str] = ...) -> None: ...
 
 class ListMatchesResponse(_message.Message):
     __slots__ = ("matches", "next_page_token")

@@ -172,7 +172,8 @@ class BergenServiceServicer:
     """
 
     def CreateMatch(self, request, context):
-        """Create a match. Returns its id and the commitment to its deals.
+        """Create a match. Returns its id and the commitment to its deals. With `rematch_of` and a
+        seat token of that ended match: its rematch, created once however often it is asked for.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -180,7 +181,8 @@ class BergenServiceServicer:
 
     def JoinMatch(self, request, context):
         """Take a seat. Returns the seat and its secret token. When every seat is taken the first
-        hand is dealt and everything forced (the lead, draws, passes) is played.
+        hand is dealt and everything forced (the lead, draws, passes) is played. A rematch's seat
+        is taken only with the token that held the same seat in the match before it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
