@@ -783,6 +783,7 @@ def _check_match(stub: Any, server: str, match_id: str, trusted_key: str | None)
     if bad is not None:
         return bad
     _tie(served, stored, facts)
+    _take_rated_order(rebuilt, served)
     _compare(served, rebuilt, events, verdict.events, facts)
     return Outcome(
         ExitStatus.SUCCESS,
@@ -917,7 +918,10 @@ def _rebuild(
                 _rejected(f"seq {s.seq}", f"does not follow the events before it: {err!r}", **facts)
             ) from None
     try:
-        return build_record(events, log={"events": len(stored), "head": head})
+        # A rated match's `rated.order` is the store's global position of its end, which the
+        # log does not hold: 1 stands for it here, and the signed record's is taken once read
+        # (`_take_rated_order`), so that everything else is compared.
+        return build_record(events, log={"events": len(stored), "head": head}, rated_order=1)
     except MatchNotInProgress:
         raise _Stop(
             _rejected(
@@ -989,6 +993,15 @@ def _tie(served: dict[str, Any], stored: Sequence[StoredEvent], facts: dict[str,
         )
 
 
+def _take_rated_order(rebuilt: dict[str, Any], served: dict[str, Any]) -> None:
+    """Give the record rebuilt from the log the signed record's `rated.order` (the global
+    position of the match's end, which no stream holds); whether the match is rated, and
+    its pool, stay the log's."""
+    mine, theirs = rebuilt.get("rated"), served.get("rated")
+    if isinstance(mine, dict) and isinstance(theirs, dict) and type(theirs.get("order")) is int:
+        mine["order"] = theirs["order"]
+
+
 def _compare(
     served: dict[str, Any],
     rebuilt: dict[str, Any],
@@ -1036,11 +1049,15 @@ def _field_difference(got: Any, want: Any, path: str = "") -> tuple[str, Any, An
 
 
 def _comparable(e: Event) -> Event:
-    """What a record fixes of an event: not the match's name, nor an abandonment's words."""
+    """What a record fixes of an event: not the match's name, nor an abandonment's words;
+    not whether a match was rated when it was abandoned (its record then says nothing of
+    it), nor whether a seat's player is a program (a record names only the player)."""
     if isinstance(e, MatchCreated):
-        return dataclasses.replace(e, name="")
+        return dataclasses.replace(e, name="", rated=False)
     if isinstance(e, MatchEnded):
         return dataclasses.replace(e, note="", resigned_seat=None)
+    if isinstance(e, SeatTaken) and e.bot:
+        return dataclasses.replace(e, bot=False)
     return e
 
 
@@ -1057,7 +1074,7 @@ def _first_difference(logged: Sequence[Event], given: Sequence[Event]) -> int | 
         return n
 
     a, b = seating(logged), seating(given)
-    if a == b and set(logged[1:a]) == set(given[1:b]):
+    if a == b and set(map(_comparable, logged[1:a])) == set(map(_comparable, given[1:b])):
         start = a
         if logged[:1] and given[:1] and _comparable(logged[0]) != _comparable(given[0]):
             return 1
