@@ -625,6 +625,21 @@ def _check_table_match(folder: Path, t: Tournament, m: TableMatch, key: str) -> 
                 f"is {str(seat.get('name'))[:60]!r}, the table seats entrant "
                 f"{entrant_number}'s player {want!r} here",
             )
+        registered = entrant.player_ids[player] if player < len(entrant.player_ids) else ""
+        if seat.get("player", "") != registered:
+            raise wrong(
+                f"seats[{i}].player",
+                f"is {str(seat.get('player'))[:40]!r}, entrant {entrant_number}'s player here "
+                f"is {'registered player ' + registered if registered else 'not registered'}",
+            )
+    rated = "rated" in record
+    if rated != (t.settings.rated and result_reason(record) != "abandoned"):
+        raise wrong(
+            "rated",
+            "a rated tournament's matches are rated (unless abandoned), no other's"
+            if rated
+            else "the tournament is rated: its match is rated",
+        )
     sides = [[0, 2], [1, 3]] if t.settings.partnerships else [[i] for i in range(len(seats))]
     if record.get("sides") != sides:
         raise wrong("sides", f"are {json.dumps(record.get('sides'))[:60]}, the table's are {sides}")
@@ -657,6 +672,12 @@ def _check_table_match(folder: Path, t: Tournament, m: TableMatch, key: str) -> 
                 f"{_forfeit(result.get('forfeited_side'))}",
             )
         )
+
+
+def result_reason(record: dict[str, Any]) -> object:
+    """The record's `result.reason`, None when it has none."""
+    result = record.get("result")
+    return result.get("reason") if isinstance(result, dict) else None
 
 
 def _scores(scores: Sequence[int]) -> str:
