@@ -15,7 +15,9 @@ from .feed import EventFeed
 from .identity import Identity
 from .keys import LogKeys
 from .matches import MatchRepository
+from .players import Players
 from .queries import MatchQueries
+from .ratings import RatingQueries
 from .store import EventStore
 from .tournaments import (
     TableWakes,
@@ -41,6 +43,8 @@ class Application:
     repository: MatchRepository
     tournaments: TournamentCommands
     work: UnitOfWork
+    players: Players
+    ratings: RatingQueries
 
 
 def build_application(
@@ -51,9 +55,10 @@ def build_application(
     clock: Clock = wall_ms,
 ) -> Application:
     """The command and query sides sharing one cache of folded matches, and the
-    tournaments' commands. Seat tokens are sealed under keys derived from `log_keys` (the
-    store's own), with plain SHA-256 without them (`bergen.server.auth.SeatTokens`);
-    tournament seeds are derived from them too (`bergen.server.tournaments.TournamentSeeds`)."""
+    tournaments' commands, the players and their ratings. Seat tokens and player tokens are
+    sealed under keys derived from `log_keys` (the store's own), with plain SHA-256 without
+    them (`bergen.server.auth.SeatTokens`); tournament seeds are derived from them too
+    (`bergen.server.tournaments.TournamentSeeds`)."""
     repository = MatchRepository(store)
     identity = Identity(settings.organiser_token, log_keys)
     work = UnitOfWork(store, repository, feed)
@@ -77,6 +82,8 @@ def build_application(
             commands,
         ),
         work,
+        Players(store, feed, log_keys),
+        RatingQueries(store, feed.ratings),
     )
 
 

@@ -170,8 +170,10 @@ class SeatTokens:
     tokens are sealed with plain SHA-256, as before keys.
     """
 
-    def __init__(self, log_keys: LogKeys | None) -> None:
-        self._keys = log_keys.derive(SEAT_TOKEN_PURPOSE) if log_keys is not None else None
+    def __init__(self, log_keys: LogKeys | None, purpose: bytes = SEAT_TOKEN_PURPOSE) -> None:
+        """Seal under keys derived from `log_keys` for `purpose` (a seat token's, unless
+        another secret is sealed the same way: a registered player's token)."""
+        self._keys = log_keys.derive(purpose) if log_keys is not None else None
 
     def seal(self, token: str) -> SealedToken:
         """What is stored of `token` for its seat."""

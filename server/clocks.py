@@ -29,7 +29,7 @@ from bergen.domain.state import PLAYING, State, evolve
 
 from .commands import MatchCommands, wall_ms
 from .matches import EPOCH_KEY, Match, MatchRepository
-from .projections import TOURNAMENT_STREAM_PREFIX, MatchListProjection
+from .projections import MatchListProjection, is_match_stream
 from .store import EventStore, StoredEvent
 from .worker import Worker
 
@@ -86,10 +86,8 @@ class ClockKeeper(Worker):
         fresh = False
         with self._lock:
             for e in events:
-                if e.stream_id in self._unclocked or e.stream_id.startswith(
-                    TOURNAMENT_STREAM_PREFIX
-                ):
-                    continue  # a tournament's stream has no clock
+                if e.stream_id in self._unclocked or not is_match_stream(e.stream_id):
+                    continue  # a tournament's or a player's stream has no clock
                 if self._dirty.get(e.stream_id, 0) < e.seq:
                     self._dirty[e.stream_id] = e.seq
                     fresh = True

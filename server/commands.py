@@ -34,6 +34,7 @@ from bergen.domain.errors import (
     MatchNotInProgress,
 )
 from bergen.domain.events import Event, SeatTaken
+from bergen.domain.players import Player, name_key
 from bergen.domain.rules import make_rules
 from bergen.domain.state import ENDED, PLAYING, SEATING, State
 from bergen.domain.tiles import End, Tile
@@ -116,6 +117,19 @@ def check_client_token(token: str, field: str = "seat_token") -> None:
         )
 
 
+def players_name(name: str, player: Player) -> str:
+    """The name a registered player's seat (or entrant) takes: its own. Raises
+    InvalidArgument (NAME_NOT_PLAYERS) for another name given with its token."""
+    if name and name_key(name) != name_key(player.name):
+        raise InvalidArgument(
+            f"a registered player plays under its own name, {player.name!r}: give that name or "
+            "none with its player token",
+            reason="NAME_NOT_PLAYERS",
+            field="name",
+        )
+    return player.name
+
+
 class MatchCommands:
     """Every command on a match, each an intent for the one unit of work."""
 
@@ -148,11 +162,12 @@ class MatchCommands:
         name: str,
         deadline: Deadline = no_deadline,
         creator_token: str | None = None,
+        rated: bool = False,
     ) -> State:
         """Create a match with a fresh server seed; `creator_token` (made by the client) may
-        abandon it while it is still seating. Raises InvalidOptions, InvalidArgument (a
-        malformed or repetitive creator token), Unauthenticated / PermissionDenied when
-        creation is restricted to the organiser."""
+        abandon it while it is still seating; `rated`: a match for the players' ratings.
+        Raises InvalidOptions, InvalidArgument (a malformed or repetitive creator token),
+        Unauthenticated / PermissionDenied when creation is restricted to the organiser."""
         if self._restrict_create:
             self._identity.require_organiser(caller, "creating a match on this server")
         extra: dict[str, str] = {}
@@ -161,12 +176,20 @@ class MatchCommands:
             extra = creator_metadata(self._identity.seat_tokens.seal(creator_token))
         rules = make_rules(seats, partnerships, preset, options)
         match_id = str(uuid.uuid4())
-        command = CreateMatch(match_id, seats, partnerships, rules, secrets.token_bytes(32), name)
+        command = CreateMatch(
+            match_id, seats, partnerships, rules, secrets.token_bytes(32), name, rated
+        )
         actor = "organiser" if self._identity.is_organiser(caller) else "anonymous"
         written = self._work.run(
             match_id, lambda _: Intent(command, actor, "create", extra), new=True, deadline=deadline
         )
-        log.info("match %s created: %d seats, %s", match_id, seats, rules.preset)
+        log.info(
+            "match %s created: %d seats, %s%s",
+            match_id,
+            seats,
+            rules.preset,
+            " (rated)" if rated else "",
+        )
         return written.state
 
     def join_match(
@@ -177,11 +200,17 @@ class MatchCommands:
         client_seed: str,
         deadline: Deadline = no_deadline,
         token: str | None = None,
+        player: Player | None = None,
     ) -> tuple[int, str, View]:
-        """Take a seat, held by `token` (made here when None). Returns (seat, token, the
-        seat's view). A join sent again with the token of a seat it took is answered with
-        that seat and writes nothing. Raises NotFound, SeatUnavailable, InvalidArgument (a
-        malformed or repetitive token; the token of another join of this match)."""
+        """Take a seat, held by `token` (made here when None), for the registered `player`
+        when given (its name is the seat's: `name` is empty or that name). Returns (seat,
+        token, the seat's view). A join sent again with the token of a seat it took is
+        answered with that seat and writes nothing. Raises NotFound, SeatUnavailable,
+        RuleViolation (PLAYER_REQUIRED in a rated match, PLAYER_ALREADY_SEATED),
+        InvalidArgument (a malformed or repetitive token; the token of another join of this
+        match; NAME_NOT_PLAYERS)."""
+        if player is not None:
+            name = players_name(name, player)
         command_id = None
         earlier: tuple[str, ...] = ()
         seat_tokens = self._identity.seat_tokens
@@ -205,10 +234,14 @@ class MatchCommands:
             if len(free) == 1 and match.state.info.rules.clocked:
                 # This join deals: the match's time starts now.
                 extra = {**sealed, EPOCH_KEY: str(self._clock())}
+            command = TakeSeat(name, client_seed, seat)
+            if player is not None:
+                command = TakeSeat(name, client_seed, seat, player.player_id, player.bot)
             return Intent(
-                TakeSeat(name, client_seed, seat),
+                command,
                 f"seat:{taking}",
-                f"join {name!r} seat {'any' if seat is None else seat}",
+                f"join {name!r} seat {'any' if seat is None else seat}"
+                + (f" player {player.player_id}" if player is not None else ""),
                 extra,
             )
 

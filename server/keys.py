@@ -28,6 +28,9 @@ _LINE = re.compile(r"^([A-Za-z0-9_.-]{1,32})\s+([0-9a-fA-F]{64})$")
 
 SEAT_TOKEN_PURPOSE = b"bergen seat token v1"
 """What the keys that seal seat tokens are derived for (`bergen.server.auth.SeatTokens`)."""
+PLAYER_TOKEN_PURPOSE = b"bergen player token v1"
+"""What the keys that seal registered players' tokens are derived for
+(`bergen.server.players`)."""
 
 
 def derive_key(key: bytes, purpose: bytes) -> bytes:

@@ -61,6 +61,18 @@ MATCH_LIST = "match_list"
 TOURNAMENT_STREAM_PREFIX = "tournament-"
 """Begins every tournament's stream id (bergen.server.tournaments); no match id does, so
 the listing passes over a tournament's events without looking them up."""
+PLAYER_STREAM_PREFIX = "player-"
+"""Begins every registered player's stream id (bergen.server.players)."""
+NOT_MATCHES = (TOURNAMENT_STREAM_PREFIX, PLAYER_STREAM_PREFIX)
+"""The prefixes of the streams that are no match's (a match's id is a bare UUID): the
+listing, the clock keeper and the janitor pass over them."""
+
+
+def is_match_stream(stream_id: str) -> bool:
+    """Whether a stream may be a match's (it is no tournament's or player's)."""
+    return not stream_id.startswith(NOT_MATCHES)
+
+
 MAX_PAGE = 100
 DEFAULT_PAGE = 20
 BATCH = 1000
@@ -109,6 +121,7 @@ def created(match_id: str, e: MatchCreated, seq: int, position: int, at: datetim
         version=seq,
         order=position,
         created_at=at,
+        rated=e.rated,
     )
 
 
@@ -118,6 +131,10 @@ def evolve(s: MatchSummary, e: Event, seq: int, at: datetime) -> None:
     s.version = seq
     if isinstance(e, SeatTaken):
         s.players[e.seat] = e.name
+        if e.player:
+            if not s.player_ids:
+                s.player_ids, s.bots = [""] * len(s.players), [False] * len(s.players)
+            s.player_ids[e.seat], s.bots[e.seat] = e.player, e.bot
     elif isinstance(e, Dealt):
         s.phase = str(PLAYING)
         s.hand = e.hand
@@ -237,7 +254,7 @@ def fold_into(
     left out: the listing is never the truth, and one bad stream must not stop it."""
     changed: set[str] = set()
     for stored in batch:
-        if stored.stream_id.startswith(TOURNAMENT_STREAM_PREFIX):
+        if not is_match_stream(stored.stream_id):
             continue
         s = summaries.get(stored.stream_id)
         if s is not None and stored.seq <= s.version:
@@ -426,9 +443,7 @@ class MatchListProjection:
             if tx.position != self._position:
                 self._position = tx.position
                 return 0
-            summaries = tx.load(
-                {e.stream_id for e in batch if not e.stream_id.startswith(TOURNAMENT_STREAM_PREFIX)}
-            )
+            summaries = tx.load({e.stream_id for e in batch if is_match_stream(e.stream_id)})
             changed = fold_into(summaries, batch, self._check, self._refused)
             tx.save([summaries[m] for m in changed], upto)
         self._position = upto
@@ -441,7 +456,7 @@ class MatchListProjection:
         """Remember events this process has just written: pages wait until they are listed."""
         with self._own_lock:
             for e in events:
-                if e.stream_id.startswith(TOURNAMENT_STREAM_PREFIX):
+                if not is_match_stream(e.stream_id):
                     continue  # never listed: a page must not wait for it
                 if self._own.get(e.stream_id, 0) < e.seq:
                     self._own[e.stream_id] = e.seq

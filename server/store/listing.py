@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -22,7 +22,9 @@ class MatchSummary:
     first); `players` holds "" for an empty seat; `scores` one total per side; `created_at`
     and `started_at` are when its MatchCreated and its first Dealt were recorded (started_at
     None: still seating; created_at None: listed by a server of an earlier version during a
-    rolling restart); `hand` is the hand in play or the last one played (0: none yet)."""
+    rolling restart); `hand` is the hand in play or the last one played (0: none yet);
+    `player_ids` each seat's registered player ("" for none; empty for a match listed
+    before they were), `bots` whether each is a program, `rated` whether the match is."""
 
     match_id: str
     name: str
@@ -37,6 +39,9 @@ class MatchSummary:
     created_at: datetime | None = None
     started_at: datetime | None = None
     hand: int = 0
+    player_ids: list[str] = field(default_factory=list)
+    bots: list[bool] = field(default_factory=list)
+    rated: bool = False
 
 
 class FoldTransaction(Protocol):
@@ -82,7 +87,7 @@ class MatchList(Protocol):
 
 SUMMARY_COLUMNS = (
     "match_id, listed, name, phase, seats, partnerships, preset, players, scores, version,"
-    " created_at, started_at, hand"
+    " created_at, started_at, hand, player_ids, bots, rated"
 )
 
 
@@ -107,6 +112,9 @@ def summary_of(row: Sequence[Any], time_of: Callable[[Any], datetime] = _as_is) 
         created_at=None if row[10] is None else time_of(row[10]),
         started_at=None if row[11] is None else time_of(row[11]),
         hand=int(row[12]),
+        player_ids=[] if row[13] is None else json.loads(row[13]),
+        bots=[] if row[14] is None else json.loads(row[14]),
+        rated=bool(row[15]),
     )
 
 
@@ -127,6 +135,9 @@ def summary_params(s: MatchSummary, time_in: Callable[[datetime], Any] = _as_is)
         None if s.created_at is None else time_in(s.created_at),
         None if s.started_at is None else time_in(s.started_at),
         s.hand,
+        json.dumps(s.player_ids) if s.player_ids else None,
+        json.dumps(s.bots) if s.player_ids else None,
+        s.rated,
     )
 
 
