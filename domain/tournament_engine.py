@@ -499,6 +499,7 @@ def _register(state: TournamentState | None, c: Register) -> tuple[TournamentEve
             **_tid(state),
         )
     players = tuple(_text(p, "a player's name", MAX_NAME_CHARS, empty=False) for p in c.players)
+    player_ids, bots = _registered(state, c, len(players))
     taken = {p for e in state.entrants for p in (e.players or ())}
     clash = [p for p in players if p in taken] or (
         [players[0]] if len(set(players)) < len(players) else []
@@ -509,7 +510,6 @@ def _register(state: TournamentState | None, c: Register) -> tuple[TournamentEve
             reason="NAME_TAKEN",
             **_tid(state),
         )
-    player_ids, bots = _registered(state, c, len(players))
     seed = _text(c.client_seed, "a client seed", MAX_CLIENT_SEED_CHARS, empty=True)
     cap = state.settings.max_entrants
     if cap is not None and len(state.active_entrants(1)) >= cap:
