@@ -90,9 +90,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("match_id", name=op.f("pk_rated_matches")),
         sa.UniqueConstraint("rated_order", name=op.f("uq_rated_matches_rated_order")),
     )
-    op.create_index(
-        "ix_rated_matches_pool_rated_order", "rated_matches", ["pool", "rated_order"]
-    )
+    op.create_index("ix_rated_matches_pool_rated_order", "rated_matches", ["pool", "rated_order"])
     op.create_table(
         "rated_pending",
         sa.Column("match_id", _id(), nullable=False),
