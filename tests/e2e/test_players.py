@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from bergen.api.signing import verify_signature
+from bergen.cli_client.verify import verify_match, verify_record
 from bergen.domain.ratings import (
     NEWCOMER,
     POOLS,
@@ -505,3 +506,29 @@ def test_a_rated_tournament_enters_registered_players_and_rates_its_matches(
             [bot.player_id],
         ]
         await_ratings(client, [ann.player_id, bot.player_id], recomputed([record]))
+
+
+def test_bergen_verify_checks_rated_records_against_the_log(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    server = farm.start(sqlite_url, organiser_token=ORGANISER_TOKEN)
+    with Client(server.target) as client:
+        ann, bot = register(client, "Ann"), register(client, "Robo", bot=True)
+        finished = rated_table(client, [ann, bot])
+        resign(client, finished, 1)
+        abandoned = rated_table(client, [bot, ann])
+        client.abandon(abandoned.match_id, ORGANISER_TOKEN)
+        key = client.stub.GetServerInfo(pb.GetServerInfoRequest()).public_key
+        for table in (finished, abandoned):
+            outcome = verify_match(server.target, table.match_id, key)
+            assert outcome.ok, outcome.line
+        (record,) = records(client, [finished.match_id])
+    assert verify_record(record, key).ok
+    for change in (
+        lambda r: r["rated"].update(pool="3"),
+        lambda r: r["seats"][1].update(player=ann.player_id),
+        lambda r: r.pop("rated"),
+    ):
+        changed = json.loads(json.dumps(record))
+        change(changed)
+        assert not verify_record(changed, key).ok
