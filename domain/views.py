@@ -158,6 +158,7 @@ def redact_event(event: Event, viewer: int | None) -> Event:
             commitment=event.commitment,
             name=event.name,
             server_seed=None,
+            rated=event.rated,
         )
     if isinstance(event, Dealt):
         return Dealt(

@@ -18,7 +18,7 @@ from bergen.domain.events import Event, MatchCreated, SeatTaken
 from bergen.domain.fastplay import first_legal_play
 from bergen.domain.record import build_record, rated_pool
 from bergen.domain.state import ENDED, PLAYING, State, fold
-from bergen.domain.views import view
+from bergen.domain.views import redact_event, view
 
 from .support import SEED, rules_for
 
@@ -64,6 +64,10 @@ def test_a_rated_match_seats_registered_players_and_says_so() -> None:
     assert isinstance(bob, SeatTaken) and (bob.player, bob.bot) == (BOB, True)
     shown = view(fold(events))
     assert (shown.rated, shown.player_ids, shown.bots) == (True, (ANN, BOB), (False, True))
+    # What a spectator is shown of the events says as much (the seed alone is hidden).
+    hidden = redact_event(created, None)
+    assert isinstance(hidden, MatchCreated) and hidden.rated and hidden.server_seed is None
+    assert redact_event(bob, None) == bob
 
 
 def test_a_rated_match_refuses_a_seat_without_a_player() -> None:
