@@ -63,14 +63,14 @@ TOURNAMENT_STREAM_PREFIX = "tournament-"
 the listing passes over a tournament's events without looking them up."""
 PLAYER_STREAM_PREFIX = "player-"
 """Begins every registered player's stream id (bergen.server.players)."""
-NOT_MATCHES = (TOURNAMENT_STREAM_PREFIX, PLAYER_STREAM_PREFIX)
+OTHER_STREAM_PREFIXES = (TOURNAMENT_STREAM_PREFIX, PLAYER_STREAM_PREFIX)
 """The prefixes of the streams that are no match's (a match's id is a bare UUID): the
 listing, the clock keeper and the janitor pass over them."""
 
 
 def is_match_stream(stream_id: str) -> bool:
     """Whether a stream may be a match's (it is no tournament's or player's)."""
-    return not stream_id.startswith(NOT_MATCHES)
+    return not stream_id.startswith(OTHER_STREAM_PREFIXES)
 
 
 MAX_PAGE = 100
