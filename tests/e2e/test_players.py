@@ -34,6 +34,7 @@ from .client import Client, Table, bearer, play_to_end, rule_options
 from .conftest import ORGANISER_TOKEN
 from .refusals import refusal
 from .servers import ServerFarm, bergen_command
+from .test_tournaments import verify_pack
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -506,6 +507,9 @@ def test_a_rated_tournament_enters_registered_players_and_rates_its_matches(
             [bot.player_id],
         ]
         await_ratings(client, [ann.player_id, bot.player_id], recomputed([record]))
+        # Its audit pack checks whole: each seat's player and the match's rated field are the
+        # tournament's.
+        verify_pack(client, tournament, farm.workdir)
 
 
 def test_bergen_verify_checks_rated_records_against_the_log(
