@@ -354,7 +354,8 @@ def test_refusals_name_their_rule_and_tell_nothing_of_a_token(
         )
         assert (got.code, got.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_PAGE_TOKEN")
     # The secret is nowhere in the server's log.
-    assert ann.player_token not in server.log()
+    assert server.terminate() == 0  # its log is then written whole
+    assert ann.player_token not in server.log() and "registered" in server.log()
 
 
 def ratings_sql(database: str, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
@@ -405,8 +406,8 @@ def test_a_restart_resumes_the_ratings_and_a_rebuild_folds_them_again(
         want = recomputed(records(client, match_ids))
         await_ratings(client, [ann.player_id, bob.player_id], want)
         assert shown(client, cy.player_id)["2"].mu == 40.0
+    assert server.terminate() == 0  # its log is then written whole
     assert f"ratings: folded up to position {position}" in server.log()
-    assert server.terminate() == 0
 
     rebuilt = subprocess.run(
         [*bergen_command(), "migrate", "--rebuild-ratings", "--database", database],
@@ -419,7 +420,8 @@ def test_a_restart_resumes_the_ratings_and_a_rebuild_folds_them_again(
     server = farm.start(database)
     with Client(server.target) as client:
         await_ratings(client, [p.player_id for p in (ann, bob, cy)], want)
-        assert "ratings: folded up to position 0" in server.log()
+    assert server.terminate() == 0  # its log is then written whole
+    assert "ratings: folded up to position 0" in server.log()
 
 
 def test_a_rated_tournament_enters_registered_players_and_rates_its_matches(
