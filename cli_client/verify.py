@@ -707,6 +707,21 @@ def _check_table_match(folder: Path, t: Tournament, m: TableMatch, key: str) -> 
                 f"is {str(seat.get('name'))[:60]!r}, the table seats entrant "
                 f"{entrant_number}'s player {want!r} here",
             )
+        registered = entrant.player_ids[player] if player < len(entrant.player_ids) else ""
+        if seat.get("player", "") != registered:
+            raise wrong(
+                f"seats[{i}].player",
+                f"is {str(seat.get('player'))[:40]!r}, entrant {entrant_number}'s player here "
+                f"is {'registered player ' + registered if registered else 'not registered'}",
+            )
+    rated = "rated" in record
+    if rated != (t.settings.rated and result_reason(record) != "abandoned"):
+        raise wrong(
+            "rated",
+            "a rated tournament's matches are rated (unless abandoned), no other's"
+            if rated
+            else "the tournament is rated: its match is rated",
+        )
     sides = [[0, 2], [1, 3]] if t.settings.partnerships else [[i] for i in range(len(seats))]
     if record.get("sides") != sides:
         raise wrong("sides", f"are {json.dumps(record.get('sides'))[:60]}, the table's are {sides}")
@@ -739,6 +754,12 @@ def _check_table_match(folder: Path, t: Tournament, m: TableMatch, key: str) -> 
                 f"{_forfeit(result.get('forfeited_side'))}",
             )
         )
+
+
+def result_reason(record: dict[str, Any]) -> object:
+    """The record's `result.reason`, None when it has none."""
+    result = record.get("result")
+    return result.get("reason") if isinstance(result, dict) else None
 
 
 def _scores(scores: Sequence[int]) -> str:
@@ -865,6 +886,7 @@ def _check_match(stub: Any, server: str, match_id: str, trusted_key: str | None)
     if bad is not None:
         return bad
     _tie(served, stored, facts)
+    _take_rated_order(rebuilt, served)
     _compare(served, rebuilt, events, verdict.events, facts)
     return Outcome(
         ExitStatus.SUCCESS,
@@ -999,7 +1021,10 @@ def _rebuild(
                 _rejected(f"seq {s.seq}", f"does not follow the events before it: {err!r}", **facts)
             ) from None
     try:
-        return build_record(events, log={"events": len(stored), "head": head})
+        # A rated match's `rated.order` is the store's global position of its end, which the
+        # log does not hold: 1 stands for it here, and the signed record's is taken once read
+        # (`_take_rated_order`), so that everything else is compared.
+        return build_record(events, log={"events": len(stored), "head": head}, rated_order=1)
     except MatchNotInProgress:
         raise _Stop(
             _rejected(
@@ -1071,6 +1096,15 @@ def _tie(served: dict[str, Any], stored: Sequence[StoredEvent], facts: dict[str,
         )
 
 
+def _take_rated_order(rebuilt: dict[str, Any], served: dict[str, Any]) -> None:
+    """Give the record rebuilt from the log the signed record's `rated.order` (the global
+    position of the match's end, which no stream holds); whether the match is rated, and
+    its pool, stay the log's."""
+    mine, theirs = rebuilt.get("rated"), served.get("rated")
+    if isinstance(mine, dict) and isinstance(theirs, dict) and type(theirs.get("order")) is int:
+        mine["order"] = theirs["order"]
+
+
 def _compare(
     served: dict[str, Any],
     rebuilt: dict[str, Any],
@@ -1118,11 +1152,15 @@ def _field_difference(got: Any, want: Any, path: str = "") -> tuple[str, Any, An
 
 
 def _comparable(e: Event) -> Event:
-    """What a record fixes of an event: not the match's name, nor an abandonment's words."""
+    """What a record fixes of an event: not the match's name, nor an abandonment's words;
+    not whether a match was rated when it was abandoned (its record then says nothing of
+    it), nor whether a seat's player is a program (a record names only the player)."""
     if isinstance(e, MatchCreated):
-        return dataclasses.replace(e, name="")
+        return dataclasses.replace(e, name="", rated=False)
     if isinstance(e, MatchEnded):
         return dataclasses.replace(e, note="", resigned_seat=None)
+    if isinstance(e, SeatTaken) and e.bot:
+        return dataclasses.replace(e, bot=False)
     return e
 
 
@@ -1139,7 +1177,7 @@ def _first_difference(logged: Sequence[Event], given: Sequence[Event]) -> int | 
         return n
 
     a, b = seating(logged), seating(given)
-    if a == b and set(logged[1:a]) == set(given[1:b]):
+    if a == b and set(map(_comparable, logged[1:a])) == set(map(_comparable, given[1:b])):
         start = a
         if logged[:1] and given[:1] and _comparable(logged[0]) != _comparable(given[0]):
             return 1

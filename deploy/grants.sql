@@ -7,3 +7,6 @@ GRANT SELECT ON alembic_version TO bergen_app;
 -- The match listing: a read model folded from the events, with the position it reached.
 GRANT SELECT, INSERT, UPDATE, DELETE ON match_list, match_list_players TO bergen_app;
 GRANT SELECT, INSERT, UPDATE ON projection_positions TO bergen_app;
+-- The players' ratings: a read model folded from the events, with its position above.
+GRANT SELECT, INSERT, UPDATE, DELETE ON player_ratings, rating_history, rated_matches,
+    rated_pending TO bergen_app;

@@ -17,10 +17,11 @@ from typing import Any
 from .commands import Abandon, CreateMatch, Play, Resign, TakeSeat, Timeout
 from .dealing import commitment
 from .describe import seat_number
-from .engine import execute
+from .engine import execute, is_player_id
 from .errors import BergenError, CorruptRecord
 from .events import Event
-from .record import RECORD_FORMAT, record_so_far
+from .ratings import POOLS
+from .record import RECORD_FORMAT, rated_pool, record_so_far
 from .rules import CLOCK_OPTIONS, Rules
 from .state import ENDED, PLAYING, SEATING, State
 from .tiles import End, Tile
@@ -141,7 +142,7 @@ def _shape(record: Any) -> None:
             "hands",
             "result",
         },
-        frozenset({"log", "signature", "tournament"}),
+        frozenset({"log", "signature", "tournament", "rated"}),
     )
     if r["format"] != RECORD_FORMAT:
         raise _Reject("format", f"expected {RECORD_FORMAT!r}, got {r['format']!r}")
@@ -167,9 +168,11 @@ def _shape(record: Any) -> None:
     timed = frozenset({"at_ms"}) if clocked else frozenset()
     timed_play = frozenset({"clock_ms"}) if clocked else frozenset()
     for i, seat in enumerate(_list(r["seats"], "seats")):
-        s = _obj(seat, f"seats[{i}]", {"name", "client_seed"})
+        s = _obj(seat, f"seats[{i}]", {"name", "client_seed"}, frozenset({"player"}))
         _str(s["name"], f"seats[{i}].name")
         _str(s["client_seed"], f"seats[{i}].client_seed")
+        if "player" in s and not is_player_id(s["player"]):
+            raise _Reject(f"seats[{i}].player", "expected a player id (a lowercase UUID)")
     for i, side in enumerate(_list(r["sides"], "sides")):
         for j, seat in enumerate(_list(side, f"sides[{i}]")):
             _int(seat, f"sides[{i}][{j}]")
@@ -249,6 +252,13 @@ def _shape(record: Any) -> None:
         _str(tm["tournament_id"], "tournament.tournament_id")
         _int(tm["round"], "tournament.round")
         _int(tm["table"], "tournament.table")
+    if "rated" in r:
+        rt = _obj(r["rated"], "rated", {"pool", "order"})
+        if rt["pool"] not in POOLS:
+            raise _Reject("rated.pool", f"expected one of {', '.join(POOLS)}, got {rt['pool']!r}")
+        order = _int(rt["order"], "rated.order")
+        if order is None or order < 1:
+            raise _Reject("rated.order", "expected a global position, 1 or more")
     if "log" in r:
         lg = _obj(r["log"], "log", {"events", "head"})
         _int(lg["events"], "log.events")
@@ -297,7 +307,9 @@ def _replay(r: Mapping[str, Any], events: list[Event]) -> None:
         events.extend(new)
         return after
 
-    state = run(None, CreateMatch(r["match_id"], seats, partnerships, rules, seed, ""), "seats")
+    rated = "rated" in r
+    create = CreateMatch(r["match_id"], seats, partnerships, rules, seed, "", rated)
+    state = run(None, create, "seats")
     expected_sides = [list(s) for s in state.sides]
     if r["sides"] != expected_sides:
         raise _Reject(
@@ -308,7 +320,9 @@ def _replay(r: Mapping[str, Any], events: list[Event]) -> None:
     for i, seat in enumerate(r["seats"]):
         if seat["name"] == "" and seat["client_seed"] == "":
             continue  # a seat never taken: the match was abandoned before it filled up
-        state = run(state, TakeSeat(seat["name"], seat["client_seed"], i), f"seats[{i}]")
+        # Whether a registered player is a program the record does not say: bot is left out.
+        take = TakeSeat(seat["name"], seat["client_seed"], i, seat.get("player", ""))
+        state = run(state, take, f"seats[{i}]")
     hands = r["hands"]
     while state.phase != ENDED:
         awaiting = state.phase == PLAYING and not state.hand_over and state.turn is not None
@@ -351,6 +365,12 @@ def _replay(r: Mapping[str, Any], events: list[Event]) -> None:
             f"the record stops here, but {_turn(state)} is to play",
         )
     _first_difference(r, events, whole=True)
+    if rated:
+        pool = rated_pool(state)
+        if pool is None:
+            raise _Reject("rated", "an abandoned match is not rated (RATINGS.md section 2)")
+        if r["rated"]["pool"] != pool:
+            raise _Reject("rated.pool", f"is {r['rated']['pool']!r}, this table's pool is {pool!r}")
 
 
 def _forfeit_command(state: State, result: Mapping[str, Any]) -> Timeout | Resign:

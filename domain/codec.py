@@ -8,6 +8,10 @@ when set, and an event that sets none of them is written exactly as version 1 wr
 version 1: events of unclocked matches (every event stored before clocks existed among
 them) keep their bytes and so their hash chain. A version 1 payload reads as version 2 with
 those fields unset.
+
+Players came the same way: `MatchCreated.rated` and `SeatTaken.player` and `.bot`
+(RATINGS.md) are written only when set, with version 2, so an unrated match's events keep
+the bytes they always had.
 """
 
 from __future__ import annotations
@@ -68,6 +72,9 @@ _KINDS: dict[str, str] = {
     "auto": "bool",
     "forfeited_side": "int",
     "cause": "forfeit_cause",
+    "rated": "bool",
+    "player": "str",
+    "bot": "bool",
 }
 _OPTIONAL_SEAT = {"PointsScored"}
 _OPTIONAL_TILE = {"TileDrawn"}

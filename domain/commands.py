@@ -20,21 +20,27 @@ from .tiles import End, Tile
 
 @dataclass(frozen=True, slots=True)
 class CreateMatch:
+    """`rated`: a match for the players' ratings (RATINGS.md section 2)."""
+
     match_id: str
     seats: int
     partnerships: bool
     rules: Rules
     server_seed: bytes
     name: str = ""
+    rated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class TakeSeat:
-    """Take `seat`, or the lowest free seat when None."""
+    """Take `seat`, or the lowest free seat when None; for the registered player `player`
+    (its id; a program when `bot`), or "" for a seat held by a name alone."""
 
     name: str
     client_seed: str = ""
     seat: int | None = None
+    player: str = ""
+    bot: bool = False
 
 
 @dataclass(frozen=True, slots=True)

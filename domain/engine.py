@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .commands import Abandon, Command, CreateMatch, Play, Resign, TakeSeat, Timeout
 from .dealing import SEED_BYTES, commitment, deal
-from .errors import InvalidArgument, MatchNotInProgress, SeatUnavailable, shown
+from .errors import InvalidArgument, MatchNotInProgress, RuleViolation, SeatUnavailable, shown
 from .events import Event, MatchCreated, MatchEnded, SeatTaken, TilePlayed, TimedOut
 from .fastplay import Board, first_legal_play
 from .rules import Rules, make_rules
@@ -25,12 +25,14 @@ __all__ = [
     "decide",
     "execute",
     "first_legal_play",
+    "is_player_id",
     "kept_board",
 ]
 
 MAX_NAME = 64
 MAX_CLIENT_SEED = 256
 MAX_MATCH_ID = 64
+_HEX = frozenset("0123456789abcdef")
 
 
 def decide(state: State | None, command: Command) -> tuple[Event, ...]:
@@ -109,12 +111,14 @@ def _create(state: State | None, c: CreateMatch) -> tuple[tuple[Event, ...], Sta
         raise InvalidArgument(f"partnerships must be true or false, got {shown(c.partnerships)}")
     if not isinstance(c.rules, Rules):
         raise InvalidArgument(f"rules must be a Rules value, got {type(c.rules).__name__}")
+    if not isinstance(c.rated, bool):
+        raise InvalidArgument(f"rated must be true or false, got {shown(c.rated)}")
     # Re-validates seats and partnerships against the rules value given.
     if type(c.seats) is not int or (c.seats, c.partnerships) not in _PLAYABLE:
         make_rules(c.seats, c.partnerships, "standard")
     created = MatchCreated(
         c.match_id, c.seats, c.partnerships, c.rules, commitment(c.server_seed), c.name,
-        c.server_seed.hex(),
+        c.server_seed.hex(), c.rated,
     )  # fmt: skip
     return (created,), evolve(None, created)
 
@@ -127,6 +131,44 @@ _PLAYABLE = frozenset(
 )
 """The seat counts and partnership settings `make_rules` accepts (checked by building the
 rules only for anything else, which raises)."""
+
+
+def is_player_id(value: object) -> bool:
+    """Whether `value` is a player id as the server gives them: a UUID, lowercase."""
+    return (
+        isinstance(value, str)
+        and len(value) == 36
+        and all(value[i] == "-" for i in (8, 13, 18, 23))
+        and set(value.replace("-", "")) <= _HEX
+    )
+
+
+def _check_player(state: State, c: TakeSeat, seat: int | None) -> None:
+    """RATINGS.md section 2: a rated match seats registered players only, and a player holds
+    one seat of a match at most. Raises InvalidArgument for a player id or bot flag that is
+    not one, RuleViolation (PLAYER_REQUIRED, PLAYER_ALREADY_SEATED)."""
+    if c.player != "" and not is_player_id(c.player):
+        raise InvalidArgument(f"a player id is a UUID, not {shown(c.player)}")
+    if not isinstance(c.bot, bool) or (c.bot and not c.player):
+        raise InvalidArgument("bot is true or false, and true only for a registered player")
+    if not c.player:
+        if state.info.rated:
+            raise RuleViolation(
+                f"match {state.match_id} is rated: a seat is taken by a registered player, "
+                "with its player token",
+                reason="PLAYER_REQUIRED",
+                match_id=state.match_id,
+            )
+        return
+    for other, p in enumerate(state.info.players):
+        if p is not None and p.player_id == c.player and other != seat:
+            raise RuleViolation(
+                f"match {state.match_id}: this player holds seat {other} already, and a player "
+                "holds one seat of a match",
+                reason="PLAYER_ALREADY_SEATED",
+                match_id=state.match_id,
+                seat=other,
+            )
 
 
 def _take_seat(state: State, c: TakeSeat) -> tuple[tuple[Event, ...], State]:
@@ -162,7 +204,8 @@ def _take_seat(state: State, c: TakeSeat) -> tuple[tuple[Event, ...], State]:
                 match_id=state.match_id,
                 seat=seat,
             )
-    seated = SeatTaken(seat, name.strip(), seed)
+    _check_player(state, c, seat)
+    seated = SeatTaken(seat, name.strip(), seed, c.player, c.bot)
     after = evolve(state, seated)
     # Every seat taken: a Player is always true (`None in players` would call each one's
     # dataclass `__eq__`).
@@ -184,7 +227,7 @@ def command_of(event: Event) -> Command | None:
     if isinstance(event, TimedOut):
         return Timeout(event.seat, event.at_ms)
     if isinstance(event, SeatTaken):
-        return TakeSeat(event.name, event.client_seed, event.seat)
+        return TakeSeat(event.name, event.client_seed, event.seat, event.player, event.bot)
     if isinstance(event, MatchEnded):
         if event.reason == MatchEndReason.FORFEIT and event.resigned_seat is not None:
             return Resign(event.resigned_seat, event.at_ms, event.note)
@@ -196,6 +239,7 @@ def command_of(event: Event) -> Command | None:
         except ValueError:
             return None
         return CreateMatch(
-            event.match_id, event.seats, event.partnerships, event.rules, seed, event.name
-        )
+            event.match_id, event.seats, event.partnerships, event.rules, seed, event.name,
+            event.rated,
+        )  # fmt: skip
     return None

@@ -1,9 +1,9 @@
 """The named errors of Bergen, one small hierarchy under `BergenError`.
 
 Each layer raises its own kind: malformed input is `InvalidArgument`, existence is
-`NotFound`, identity is `Unauthenticated` / `PermissionDenied`, a rule broken now is
-`RuleViolation`, a lost optimistic race is `ConcurrencyConflict`, a store that cannot be
-reached or written is `StorageUnavailable`.
+`NotFound` (or `AlreadyExists`), identity is `Unauthenticated` / `PermissionDenied`, a rule
+broken now is `RuleViolation`, a lost optimistic race is `ConcurrencyConflict`, a store that
+cannot be reached or written is `StorageUnavailable`.
 
 Every error says how a client sees it, so that the gRPC edge needs no table of classes:
 
@@ -114,6 +114,13 @@ class NotFound(BergenError):
     default_reason = "NOT_FOUND"
 
 
+class AlreadyExists(BergenError):
+    """The thing to be made exists already (a player's name is taken)."""
+
+    status = "ALREADY_EXISTS"
+    default_reason = "ALREADY_EXISTS"
+
+
 class Unauthenticated(BergenError):
     """No credential, or a malformed one."""
 
@@ -201,6 +208,7 @@ STATUSES = frozenset(
     {
         "INVALID_ARGUMENT",
         "NOT_FOUND",
+        "ALREADY_EXISTS",
         "UNAUTHENTICATED",
         "PERMISSION_DENIED",
         "FAILED_PRECONDITION",

@@ -19,6 +19,8 @@ class MatchCreated:
     """A match with its seats, rules and the commitment to its server seed.
 
     `server_seed` (hex) is the server's secret: no viewer sees it before `SeedRevealed`.
+    `rated`: its end counts for its players' ratings (RATINGS.md section 2): every seat must
+    be taken by a registered player, none twice.
     """
 
     match_id: str
@@ -28,13 +30,19 @@ class MatchCreated:
     commitment: str
     name: str
     server_seed: str | None
+    rated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class SeatTaken:
+    """`player`: the registered player who took the seat (its `player_id`, RATINGS.md), and
+    `bot` whether that player is a program; "" and false for a seat taken by a name alone."""
+
     seat: int
     name: str
     client_seed: str
+    player: str = ""
+    bot: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -807,7 +807,7 @@ class Board:
         self.events.append(SeedRevealed(info.server_seed))
         self.info = MatchInfo(
             info.match_id, info.seats, info.partnerships, info.rules, info.commitment,
-            info.name, info.server_seed, info.players, info.sides,
+            info.name, info.server_seed, info.players, info.sides, info.rated,
         )  # fmt: skip
 
     def start_hand(self, number: int) -> None:

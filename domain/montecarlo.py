@@ -275,7 +275,7 @@ class Sampler:
         info = s.info
         info = MatchInfo(
             info.match_id, info.seats, info.partnerships, info.rules, info.commitment,
-            info.name, PLAYOUT_SEED, info.players, info.sides,
+            info.name, PLAYOUT_SEED, info.players, info.sides, info.rated,
         )  # fmt: skip
         # The playouts are imagined plays: without the clocks, the engine asks them no time.
         return s._replace(

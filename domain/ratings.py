@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import InvalidArgument
+from .tournament_standings import TableResult, score_result
 
 MU = 25.0
 """A newcomer's mean."""
@@ -132,6 +134,35 @@ class RatedMatch:
     pool: str
     sides: tuple[tuple[str, ...], ...]
     places: tuple[int, ...]
+
+
+def places_of(
+    reason: str, scores: Sequence[int], forfeited_side: int | None = None
+) -> tuple[int, ...]:
+    """Each side's place in a match that ended by `reason` (target or forfeit) with
+    `scores`, as TOURNAMENT.md section 5 places sides (section 3): higher scores first, the
+    forfeiting side below every other, equal scores sharing a place. Raises InvalidArgument
+    for another reason or a forfeited side that is not one."""
+    if reason not in ("target", "forfeit"):
+        raise InvalidArgument(f"a rated match ends by its target or a forfeit, not {reason!r}")
+    return score_result(TableResult(reason, tuple(scores), forfeited_side)).places
+
+
+def rated_match_of_record(record: Mapping[str, Any]) -> tuple[int, RatedMatch] | None:
+    """A rated match as its record gives it (RECORD.md, section 5 here), with its
+    `rated.order`; None for a record of a match that is not rated. The record is taken as
+    it is: check it first (`bergen verify`). Raises InvalidArgument for a rated record
+    that does not name a player on every seat."""
+    rated = record.get("rated")
+    if rated is None:
+        return None
+    result = record["result"]
+    seats = record["seats"]
+    if any("player" not in seat for seat in seats):
+        raise InvalidArgument("a rated match's record names a player on every seat")
+    sides = tuple(tuple(seats[s]["player"] for s in side) for side in record["sides"])
+    places = places_of(result["reason"], result["scores"], result.get("forfeited_side"))
+    return int(rated["order"]), RatedMatch(str(rated["pool"]), sides, places)
 
 
 def recompute(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import CorruptRecord, MatchNotInProgress
+from .errors import CorruptRecord, InvalidArgument, MatchNotInProgress
 from .events import (
     Dealt,
     DealVoided,
@@ -18,8 +18,9 @@ from .events import (
     TileDrawn,
     TilePlayed,
 )
+from .ratings import pool_of
 from .state import ENDED, State, evolve
-from .vocabulary import HEADER_REASONS, StepKind
+from .vocabulary import HEADER_REASONS, MatchEndReason, StepKind
 
 RECORD_FORMAT = "bergen-match-record/1"
 
@@ -28,21 +29,58 @@ def _tile(t: object) -> str:
     return str(t)
 
 
-def build_record(events: Sequence[Event], *, log: dict[str, Any] | None = None) -> dict[str, Any]:
+_RATED_ENDS = (MatchEndReason.TARGET, MatchEndReason.FORFEIT)
+
+
+def rated_pool(state: State) -> str | None:
+    """The pool a match's end counts in (RATINGS.md section 2): created rated, and ended by
+    its target or a forfeit (not abandoned); None for a match whose end counts nowhere."""
+    if not state.info.rated or state.result is None or state.result.reason not in _RATED_ENDS:
+        return None
+    return pool_of(state.seats, state.partnerships)
+
+
+def build_record(
+    events: Sequence[Event],
+    *,
+    log: dict[str, Any] | None = None,
+    rated_order: int | None = None,
+) -> dict[str, Any]:
     """The RECORD.md object of a finished match (without `signature`).
 
-    `log` ({"events": n, "head": hash}) ties the record to a stored stream.
-    Raises MatchNotInProgress when the match has not ended: a live record would reveal
-    every hand.
+    `log` ({"events": n, "head": hash}) ties the record to a stored stream. `rated_order`
+    is the global position of the event that ended a rated match (`rated.order`), which the
+    events alone do not hold. Raises MatchNotInProgress when the match has not ended: a live
+    record would reveal every hand; InvalidArgument for a rated match's end without its
+    order.
     """
     record, state = record_so_far(events)
     if state.phase != ENDED or record["result"] is None or record["server_seed"] is None:
         raise MatchNotInProgress(
             "a record is published only once its match has ended", reason="MATCH_NOT_ENDED"
         )
+    pool = rated_pool(state)
+    if pool is not None:
+        if isinstance(rated_order, bool) or not isinstance(rated_order, int) or rated_order < 1:
+            raise InvalidArgument(
+                f"match {state.match_id} is rated: its record names the global position of its "
+                "end (rated.order)",
+                reason="RATED_ORDER_REQUIRED",
+            )
+        record["rated"] = {"pool": pool, "order": rated_order}
     if log is not None:
         record["log"] = log
     return record
+
+
+def seat_json(player: Any) -> dict[str, Any]:
+    """A seat of the record: its name and client seed, and its registered player if one."""
+    if player is None:
+        return {"name": "", "client_seed": ""}
+    seat = {"name": player.name, "client_seed": player.client_seed}
+    if player.player_id:
+        seat["player"] = player.player_id
+    return seat
 
 
 def record_so_far(events: Sequence[Event]) -> tuple[dict[str, Any], State]:
@@ -134,10 +172,7 @@ def record_so_far(events: Sequence[Event]) -> tuple[dict[str, Any], State]:
         "format": RECORD_FORMAT,
         "match_id": state.match_id,
         "rules": state.rules.as_dict(),
-        "seats": [
-            {"name": p.name if p else "", "client_seed": p.client_seed if p else ""}
-            for p in state.players
-        ],
+        "seats": [seat_json(p) for p in state.players],
         "sides": [list(s) for s in state.sides],
         "commitment": state.commitment,
         "server_seed": server_seed,

@@ -49,8 +49,13 @@ ENDED = Phase.ENDED
 
 @dataclass(frozen=True, slots=True)
 class Player:
+    """Who holds a seat: its name and client seed, and the registered player (`player_id`,
+    "" for none) and whether it is a program."""
+
     name: str
     client_seed: str
+    player_id: str = ""
+    bot: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +71,8 @@ class MatchInfo:
     server_seed: str | None
     players: tuple[Player | None, ...]
     sides: tuple[tuple[int, ...], ...]
+    rated: bool = False
+    """Created rated: its seats are registered players' (RATINGS.md section 2)."""
 
 
 fast_init(Player)
@@ -148,6 +155,10 @@ class State(NamedTuple):
     @property
     def sides(self) -> tuple[tuple[int, ...], ...]:
         return self.info.sides
+
+    @property
+    def rated(self) -> bool:
+        return self.info.rated
 
     @property
     def clocked(self) -> bool:
@@ -243,6 +254,7 @@ def _on_created(e: MatchCreated) -> State:
         server_seed=e.server_seed,
         players=(None,) * e.seats,
         sides=sides_of(e.seats, e.partnerships),
+        rated=e.rated,
     )
     rules = info.rules
     if rules.clock == "none":
@@ -410,15 +422,15 @@ def fold(events: Iterable[Event], state: State | None = None) -> State:
             if not 0 <= seat < seats:
                 raise _corrupt(version + 1, e, f"no seat {seat} in a match of {seats}")
             players = list(info.players)
-            players[seat] = Player(e.name, e.client_seed)
+            players[seat] = Player(e.name, e.client_seed, e.player, e.bot)
             info = MatchInfo(
                 info.match_id, info.seats, info.partnerships, info.rules, info.commitment,
-                info.name, info.server_seed, tuple(players), info.sides,
+                info.name, info.server_seed, tuple(players), info.sides, info.rated,
             )  # fmt: skip
         elif kind is SeedRevealed:
             info = MatchInfo(
                 info.match_id, info.seats, info.partnerships, info.rules, info.commitment,
-                info.name, e.server_seed, info.players, info.sides,
+                info.name, e.server_seed, info.players, info.sides, info.rated,
             )  # fmt: skip
         elif kind is MatchCreated:
             raise _corrupt(version + 1, e, "MatchCreated on a stream that already has a match")

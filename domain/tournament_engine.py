@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import singledispatch
 
-from .engine import check_text
+from .engine import check_text, is_player_id
 from .errors import InvalidArgument, MatchNotInProgress, NotFound, RuleViolation
 from .events import Event, MatchEnded, TilePlayed
 from .state import PLAYING, SEATING
@@ -94,10 +94,14 @@ class CreateTournament:
 
 @dataclass(frozen=True, slots=True)
 class Register:
-    """Register an entrant: one player, or two at partnership tables."""
+    """Register an entrant: one player, or two at partnership tables. `player_ids` names
+    each player's registered player ("" for one entered by name alone; empty for none) and
+    `bots` whether each is a program."""
 
     players: tuple[str, ...]
     client_seed: str = ""
+    player_ids: tuple[str, ...] = ()
+    bots: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +269,8 @@ def _existing(state: TournamentState | None) -> TournamentState:
 @_apply.register
 def _(e: EntrantRegistered, state: TournamentState | None) -> TournamentState:
     s = _existing(state)
-    return replace(s, entrants=(*s.entrants, Entrant(e.entrant, e.client_seed, e.players)))
+    entrant = Entrant(e.entrant, e.client_seed, e.players, player_ids=e.player_ids, bots=e.bots)
+    return replace(s, entrants=(*s.entrants, entrant))
 
 
 @_apply.register
@@ -494,6 +499,7 @@ def _register(state: TournamentState | None, c: Register) -> tuple[TournamentEve
             **_tid(state),
         )
     players = tuple(_text(p, "a player's name", MAX_NAME_CHARS, empty=False) for p in c.players)
+    player_ids, bots = _registered(state, c, len(players))
     taken = {p for e in state.entrants for p in (e.players or ())}
     clash = [p for p in players if p in taken] or (
         [players[0]] if len(set(players)) < len(players) else []
@@ -512,7 +518,50 @@ def _register(state: TournamentState | None, c: Register) -> tuple[TournamentEve
             reason="REGISTRATION_FULL",
             **_tid(state),
         )
-    return (EntrantRegistered(len(state.entrants) + 1, players, seed),)
+    return (EntrantRegistered(len(state.entrants) + 1, players, seed, player_ids, bots),)
+
+
+def _registered(
+    state: TournamentState, c: Register, players: int
+) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+    """The registered players of an entrant (RATINGS.md): an id for each player ("" for
+    one entered by name alone), each a program or not; both empty when none is registered.
+    Raises InvalidArgument for lists that do not match the players, RuleViolation for a
+    player without an id in a rated tournament (PLAYER_REQUIRED) or a registered player
+    entered twice (PLAYER_ALREADY_ENTERED)."""
+    ids, bots = c.player_ids, c.bots
+    if not ids and not bots:
+        ids, bots = ("",) * players, (False,) * players
+    if (
+        not isinstance(ids, tuple)
+        or not isinstance(bots, tuple)
+        or len(ids) != players
+        or len(bots) != players
+        or not all(p == "" or is_player_id(p) for p in ids)
+        or not all(isinstance(b, bool) and (p or not b) for p, b in zip(ids, bots, strict=True))
+    ):
+        raise InvalidArgument(
+            "an entrant's registered players are an id (or nothing) and a bot flag for each player",
+            **_tid(state),
+        )
+    if state.settings.rated and not all(ids):
+        raise RuleViolation(
+            f"tournament {state.tournament_id} is rated: every player is a registered player, "
+            "with its player token",
+            reason="PLAYER_REQUIRED",
+            **_tid(state),
+        )
+    entered = {p for e in state.entrants for p in e.player_ids if p}
+    named = [p for p in ids if p]
+    if len(set(named)) < len(named) or entered.intersection(named):
+        raise RuleViolation(
+            f"tournament {state.tournament_id}: a registered player enters a tournament once",
+            reason="PLAYER_ALREADY_ENTERED",
+            **_tid(state),
+        )
+    if not named:
+        return (), ()
+    return ids, bots
 
 
 def _entrant(state: TournamentState, number: object) -> Entrant:

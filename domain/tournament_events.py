@@ -53,11 +53,15 @@ class TournamentCreated:
 
 @dataclass(frozen=True, slots=True)
 class EntrantRegistered:
-    """Entrant number `entrant` (1-based, registration order) and its players' names."""
+    """Entrant number `entrant` (1-based, registration order) and its players' names; for
+    players registered as such (RATINGS.md), their ids ("" for one entered by name alone)
+    and whether each is a program, both empty when none is."""
 
     entrant: int
     players: tuple[str, ...]
     client_seed: str
+    player_ids: tuple[str, ...] = ()
+    bots: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +178,10 @@ def encode_tournament_event(event: TournamentEvent) -> tuple[str, int, dict[str,
                 "players": list(event.players),
                 "client_seed": event.client_seed,
             }
+            if event.player_ids:
+                # Only when a registered player entered: other payloads keep their bytes.
+                payload["player_ids"] = list(event.player_ids)
+                payload["bots"] = list(event.bots)
         case EntrantWithdrew():
             payload = {
                 "entrant": event.entrant,
@@ -233,18 +241,19 @@ def _field(type_name: str, payload: Mapping[str, Any], key: str, kind: str) -> A
         "ints": isinstance(v, list)
         and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
         "strs": isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "bools": isinstance(v, list) and all(isinstance(x, bool) for x in v),
         "list": isinstance(v, list),
         "actor": isinstance(v, str) and v in ACTORS,
         "settle_action": v in (ABANDON, FORFEIT_TABLE),
     }[kind]
     if not ok:
         raise _bad(type_name, f"{key} is not {kind}")
-    return tuple(v) if kind in ("ints", "strs") else v
+    return tuple(v) if kind in ("ints", "strs", "bools") else v
 
 
 _FIELDS: dict[str, tuple[str, ...]] = {
     "TournamentCreated": ("tournament_id", "name", "settings", "commitment"),
-    "EntrantRegistered": ("entrant", "players", "client_seed"),
+    "EntrantRegistered": ("entrant", "players", "client_seed", "player_ids", "bots"),
     "EntrantWithdrew": ("entrant", "after_round", "by", "note"),
     "TournamentStarted": ("seeding",),
     "RoundPaired": ("round", "byes", "tables", "by"),
@@ -299,8 +308,13 @@ def decode_tournament_event(
                 records_interventions=version >= 2,
             )
         case "EntrantRegistered":
+            registered = "player_ids" in payload or "bots" in payload
             return EntrantRegistered(
-                f("entrant", "int"), f("players", "strs"), f("client_seed", "str")
+                f("entrant", "int"),
+                f("players", "strs"),
+                f("client_seed", "str"),
+                f("player_ids", "strs") if registered else (),
+                f("bots", "bools") if registered else (),
             )
         case "EntrantWithdrew":
             return EntrantWithdrew(

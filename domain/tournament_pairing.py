@@ -40,6 +40,9 @@ class Settings:
     double_round_robin: bool = False
     round_delay: int = 0
     max_entrants: int | None = None
+    rated: bool = False
+    """Its matches are rated (RATINGS.md section 2): every entrant's players are registered
+    players."""
 
     @property
     def two_sided(self) -> bool:
@@ -78,6 +81,8 @@ class Settings:
             raise bad("round_delay is not negative")
         if self.max_entrants is not None and self.max_entrants < 2:
             raise bad("max_entrants is at least 2")
+        if not isinstance(self.rated, bool):
+            raise bad("rated is true or false")
 
     def check_entrants(self, entrants: int) -> None:
         """Raises InvalidArgument (reason TOO_FEW_ENTRANTS) unless `entrants` may start:

@@ -87,13 +87,18 @@ class Entrant:
     """An entrant: its 1-based registration number, its players' names (two in
     partnerships), its client seed, and the round after which it withdrew (0: before the
     start) and who withdrew it (ENTRANT, ORGANISER, SERVER; None when unknown, as in a
-    record written before it was recorded), if it did."""
+    record written before it was recorded), if it did; and its registered players."""
 
     entrant: int
     client_seed: str
     players: tuple[str, ...] | None = None
     withdrawn_after_round: int | None = None
     withdrawn_by: str | None = None
+    player_ids: tuple[str, ...] = ()
+    """Each player's registered player id ("" for a player entered by name alone), or
+    empty when none is registered (RATINGS.md)."""
+    bots: tuple[bool, ...] = ()
+    """Whether each registered player is a program (not in the record, which names ids)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +269,10 @@ def settings_json(s: Settings) -> dict[str, Any]:
         out["round_delay"] = s.round_delay
     if s.max_entrants is not None:
         out["max_entrants"] = s.max_entrants
+    if s.rated:
+        # Written when set only, as round_delay: the payloads and records of tournaments
+        # made before ratings keep their bytes.
+        out["rated"] = True
     out["table"] = {"seats": s.seats, "partnerships": s.partnerships, "rules": dict(s.rules)}
     return out
 
@@ -325,6 +334,10 @@ def build_tournament_record(t: Tournament, tally: Tally | None = None) -> dict[s
         item: dict[str, Any] = {"entrant": e.entrant}
         if e.players is not None:
             item["players"] = list(e.players)
+        if any(e.player_ids):
+            # TOURNAMENT.md section 6: the players also name each registered player's id,
+            # in the order of `players` (null for one entered by name alone).
+            item["player_ids"] = [p or None for p in e.player_ids]
         item["client_seed"] = e.client_seed
         item["withdrawn_after_round"] = e.withdrawn_after_round
         if t.interventions is not None:
@@ -461,6 +474,7 @@ def settings_from_json(value: Any, place: str = "settings") -> Settings:
         double_round_robin=_bool(s.get("double_round_robin", False), f"{place}.double_round_robin"),
         round_delay=_int(s.get("round_delay", 0), f"{place}.round_delay"),
         max_entrants=_int(s.get("max_entrants"), f"{place}.max_entrants", optional=True),
+        rated=_bool(s.get("rated", False), f"{place}.rated"),
     )
     try:
         settings.check()
@@ -494,6 +508,14 @@ def parse_tournament_record(record: Any) -> Tournament:
                 _str(p, f"{place}.players[{j}]")
                 for j, p in enumerate(_list(e["players"], f"{place}.players"))
             )
+        player_ids: tuple[str, ...] = ()
+        if "player_ids" in e:
+            ids = _list(e["player_ids"], f"{place}.player_ids")
+            player_ids = tuple(
+                "" if p is None else _str(p, f"{place}.player_ids[{j}]") for j, p in enumerate(ids)
+            )
+            if players is not None and len(player_ids) != len(players):
+                raise _bad(f"{place}.player_ids", "has not one entry for each player")
         entrants.append(
             Entrant(
                 number,
@@ -506,6 +528,7 @@ def parse_tournament_record(record: Any) -> Tournament:
                 _withdrawn_by(_get(e, "withdrawn_by", place), f"{place}.withdrawn_by")
                 if known or "withdrawn_by" in e
                 else None,
+                player_ids,
             )
         )
     interventions = (

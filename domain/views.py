@@ -64,6 +64,12 @@ class View:
     """Every seat's clock in a clocked match (empty without a clock)."""
     at_ms: int = 0
     """The latest `at_ms` recorded: when the clocks were last read."""
+    player_ids: tuple[str, ...] = ()
+    """Each seat's registered player ("" for a seat held by a name alone, or free)."""
+    bots: tuple[bool, ...] = ()
+    """Whether each seat's registered player is a program."""
+    rated: bool = False
+    """A match for the players' ratings (RATINGS.md)."""
 
     @property
     def my_side(self) -> int | None:
@@ -115,6 +121,9 @@ def view(state: State, seat: int | None = None) -> View:
         version=state.version,
         clocks=clocks_of(state),
         at_ms=state.at_ms,
+        player_ids=tuple(p.player_id if p is not None else "" for p in state.players),
+        bots=tuple(p is not None and p.bot for p in state.players),
+        rated=state.info.rated,
     )
 
 
@@ -149,6 +158,7 @@ def redact_event(event: Event, viewer: int | None) -> Event:
             commitment=event.commitment,
             name=event.name,
             server_seed=None,
+            rated=event.rated,
         )
     if isinstance(event, Dealt):
         return Dealt(

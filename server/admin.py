@@ -10,7 +10,8 @@ from bergen.api.exit_status import ExitStatus
 from bergen.api.helptext import error_line
 
 from . import auth
-from .store import schema_is_behind, upgrade_to_head
+from .store import open_store, schema_is_behind, upgrade_to_head
+from .store.ratings import RATINGS
 from .store.url import redact
 
 
@@ -20,6 +21,13 @@ def migrate_command(args: argparse.Namespace) -> int:
         print(f"migrated {redact(args.database)} to the current schema")
     else:
         print(f"{redact(args.database)} is up to date")
+    if getattr(args, "rebuild_ratings", False):
+        store = open_store(args.database)
+        try:
+            store.ratings().reset(RATINGS)
+        finally:
+            store.close()
+        print("the ratings are emptied: the servers fold every rated match again")
     return ExitStatus.SUCCESS
 
 

@@ -18,7 +18,9 @@ from .handoffs import HandOffCommands
 from .identity import Identity
 from .keys import LogKeys
 from .matches import MatchRepository
+from .players import Players
 from .queries import MatchQueries
+from .ratings import RatingQueries
 from .store import EventStore
 from .tournaments import (
     TableWakes,
@@ -45,6 +47,8 @@ class Application:
     tournaments: TournamentCommands
     work: UnitOfWork
     hand_offs: HandOffCommands
+    players: Players
+    ratings: RatingQueries
 
 
 def build_application(
@@ -55,10 +59,11 @@ def build_application(
     clock: Clock = wall_ms,
 ) -> Application:
     """The command and query sides sharing one cache of folded matches, and the
-    tournaments' commands. Seat tokens are sealed under keys derived from `log_keys` (the
-    store's own), with plain SHA-256 without them (`bergen.server.auth.SeatTokens`);
-    tournament seeds are derived from them too (`bergen.server.tournaments.TournamentSeeds`),
-    and the keys hand-off codes are hashed under (`bergen.server.handoffs`)."""
+    tournaments' commands, the players and their ratings. Seat tokens and player tokens are
+    sealed under keys derived from `log_keys` (the store's own), with plain SHA-256 without
+    them (`bergen.server.auth.SeatTokens`); tournament seeds are derived from them too
+    (`bergen.server.tournaments.TournamentSeeds`), and the keys hand-off codes are hashed
+    under (`bergen.server.handoffs`)."""
     repository = MatchRepository(store)
     identity = Identity(settings.organiser_token, log_keys)
     work = UnitOfWork(store, repository, feed)
@@ -84,6 +89,8 @@ def build_application(
         tournament_commands,
         work,
         HandOffCommands(store, repository, tournament_commands, identity, log_keys, clock),
+        Players(store, feed, log_keys),
+        RatingQueries(store, feed.ratings),
     )
 
 

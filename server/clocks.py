@@ -87,7 +87,7 @@ class ClockKeeper(Worker):
         with self._lock:
             for e in events:
                 if e.stream_id in self._unclocked or not is_match_stream(e.stream_id):
-                    continue  # a tournament's stream has no clock, nor a hand-off's
+                    continue  # a tournament's, a player's or a hand-off's stream has no clock
                 if self._dirty.get(e.stream_id, 0) < e.seq:
                     self._dirty[e.stream_id] = e.seq
                     fresh = True

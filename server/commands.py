@@ -38,6 +38,7 @@ from bergen.domain.errors import (
     PermissionDenied,
 )
 from bergen.domain.events import Event, SeatTaken
+from bergen.domain.players import Player, name_key
 from bergen.domain.rules import make_rules
 from bergen.domain.state import ENDED, PLAYING, SEATING, State
 from bergen.domain.tiles import End, Tile
@@ -132,6 +133,19 @@ def check_client_token(token: str, field: str = "seat_token") -> None:
         )
 
 
+def players_name(name: str, player: Player) -> str:
+    """The name a registered player's seat (or entrant) takes: its own. Raises
+    InvalidArgument (NAME_NOT_PLAYERS) for another name given with its token."""
+    if name and name_key(name) != name_key(player.name):
+        raise InvalidArgument(
+            f"a registered player plays under its own name, {player.name!r}: give that name or "
+            "none with its player token",
+            reason="NAME_NOT_PLAYERS",
+            field="name",
+        )
+    return player.name
+
+
 class MatchCommands:
     """Every command on a match, each an intent for the one unit of work."""
 
@@ -166,11 +180,12 @@ class MatchCommands:
         name: str,
         deadline: Deadline = no_deadline,
         creator_token: str | None = None,
+        rated: bool = False,
     ) -> State:
         """Create a match with a fresh server seed; `creator_token` (made by the client) may
-        abandon it while it is still seating. Raises InvalidOptions, InvalidArgument (a
-        malformed or repetitive creator token), Unauthenticated / PermissionDenied when
-        creation is restricted to the organiser."""
+        abandon it while it is still seating; `rated`: a match for the players' ratings.
+        Raises InvalidOptions, InvalidArgument (a malformed or repetitive creator token),
+        Unauthenticated / PermissionDenied when creation is restricted to the organiser."""
         if self._restrict_create:
             self._identity.require_organiser(caller, "creating a match on this server")
         extra: dict[str, str] = {}
@@ -179,12 +194,20 @@ class MatchCommands:
             extra = creator_metadata(self._identity.seat_tokens.seal(creator_token))
         rules = make_rules(seats, partnerships, preset, options)
         match_id = str(uuid.uuid4())
-        command = CreateMatch(match_id, seats, partnerships, rules, secrets.token_bytes(32), name)
+        command = CreateMatch(
+            match_id, seats, partnerships, rules, secrets.token_bytes(32), name, rated
+        )
         actor = "organiser" if self._identity.is_organiser(caller) else "anonymous"
         written = self._work.run(
             match_id, lambda _: Intent(command, actor, "create", extra), new=True, deadline=deadline
         )
-        log.info("match %s created: %d seats, %s", match_id, seats, rules.preset)
+        log.info(
+            "match %s created: %d seats, %s%s",
+            match_id,
+            seats,
+            rules.preset,
+            " (rated)" if rated else "",
+        )
         return written.state
 
     def create_rematch(
@@ -258,19 +281,24 @@ class MatchCommands:
         deadline: Deadline = no_deadline,
         token: str | None = None,
         previous_token: str | None = None,
+        player: Player | None = None,
     ) -> tuple[int, str, View]:
-        """Take a seat, held by `token` (made here when None). Returns (seat, token, the
-        seat's view). A join sent again with the token of a seat it took is answered with
-        that seat and writes nothing. A rematch's
-        seat is taken only with `previous_token`, the token that held the same seat in the
-        match it is the rematch of. Raises NotFound, SeatUnavailable, InvalidArgument (a
-        malformed or repetitive token; the token of another join of this match; a previous
-        token for a match that is no rematch), PermissionDenied (REMATCH_SEAT_RESERVED)."""
+        """Take a seat, held by `token` (made here when None), for the registered `player`
+        when given (its name is the seat's: `name` is empty or that name). Returns (seat,
+        token, the seat's view). A join sent again with the token of a seat it took is
+        answered with that seat and writes nothing. A rematch's seat is taken only with
+        `previous_token`, the token that held the same seat in the match it is the rematch
+        of. Raises NotFound, SeatUnavailable, RuleViolation (PLAYER_REQUIRED in a rated
+        match, PLAYER_ALREADY_SEATED), InvalidArgument (a malformed or repetitive token; the
+        token of another join of this match; a previous token for a match that is no
+        rematch; NAME_NOT_PLAYERS), PermissionDenied (REMATCH_SEAT_RESERVED)."""
         if previous_token is not None and not _ANY_TOKEN.fullmatch(previous_token):
             raise InvalidArgument(
                 "previous_seat_token must be a seat token: 16 to 200 characters of A-Z a-z 0-9 _ -",
                 reason="BAD_SEAT_TOKEN",
             )
+        if player is not None:
+            name = players_name(name, player)
         command_id = None
         earlier: tuple[str, ...] = ()
         seat_tokens = self._identity.seat_tokens
@@ -304,10 +332,14 @@ class MatchCommands:
             if len(free) == 1 and match.state.info.rules.clocked:
                 # This join deals: the match's time starts now.
                 extra = {**sealed, EPOCH_KEY: str(self._clock())}
+            command = TakeSeat(name, client_seed, asked)
+            if player is not None:
+                command = TakeSeat(name, client_seed, asked, player.player_id, player.bot)
             return Intent(
-                TakeSeat(name, client_seed, asked),
+                command,
                 f"seat:{taking}",
-                f"join {name!r} seat {'any' if seat is None else seat}",
+                f"join {name!r} seat {'any' if seat is None else seat}"
+                + (f" player {player.player_id}" if player is not None else ""),
                 extra,
             )
 

@@ -23,7 +23,13 @@ from bergen.api.state import ORGANISER_TOKEN_FILE
 
 from .janitor import SEATING_TIMEOUT_S
 from .keys import DEFAULT_LOG_KEY_FILE, LOG_KEY_ENV
-from .limits import CREATES_PER_MINUTE, JOINS_PER_MINUTE, WATCHERS_PER_CLIENT, Limits
+from .limits import (
+    CREATES_PER_MINUTE,
+    JOINS_PER_MINUTE,
+    REGISTRATIONS_PER_MINUTE,
+    WATCHERS_PER_CLIENT,
+    Limits,
+)
 from .logs import FORMATS
 from .metrics import parse_address
 from .store.url import DATABASE_URL_ENV, DEFAULT_DATABASE_URL
@@ -125,6 +131,7 @@ class Config:
                 joins_per_minute=args.join_rate,
                 watchers_per_client=args.max_watchers_per_client,
                 limit_loopback=args.limit_loopback,
+                registrations_per_minute=args.register_rate,
             ),
             seating_timeout_s=args.seating_timeout,
             port_file=args.port_file,
@@ -269,6 +276,13 @@ def add_serve_arguments(p: argparse.ArgumentParser, environ: Mapping[str, str]) 
         help=f"seats one client may take a minute (default {JOINS_PER_MINUTE})",
     )
     p.add_argument(
+        "--register-rate",
+        type=at_least_one,
+        default=REGISTRATIONS_PER_MINUTE,
+        metavar="N",
+        help=f"players one client may register a minute (default {REGISTRATIONS_PER_MINUTE})",
+    )
+    p.add_argument(
         "--max-watchers-per-client",
         type=at_least_one,
         default=WATCHERS_PER_CLIENT,
@@ -374,11 +388,17 @@ def add_observability_arguments(p: argparse.ArgumentParser, environ: Mapping[str
 
 
 def add_migrate_arguments(p: argparse.ArgumentParser, environ: Mapping[str, str]) -> None:
-    """`bergen migrate`'s flag."""
+    """`bergen migrate`'s flags."""
     p.add_argument(
         "--database",
         default=environ.get(DATABASE_URL_ENV, DEFAULT_DATABASE_URL),
         metavar="URL",
         help=f"postgresql://... or sqlite:///path (default: $BERGEN_DATABASE_URL, else "
         f"{DEFAULT_DATABASE_URL})",
+    )
+    p.add_argument(
+        "--rebuild-ratings",
+        action="store_true",
+        help="empty the players' ratings and fold them again from the events: the servers "
+        "(running or next started) rate every rated match again, in order",
     )

@@ -8,7 +8,8 @@ again within milliseconds); polling remains as the fallback. The process's own a
 delivered at once through `observe`; what the follower reads is delivered only when it links
 and its authenticator verifies (`RowCheck`), since a watcher folds what it is given. The
 match listing (`listing`) is a projection kept in the database (bergen.server.projections),
-folded in a thread of its own and before each page.
+folded in a thread of its own and before each page; so are the players' ratings (`ratings`,
+bergen.server.ratings), in the same thread, from the same batches.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from .projections import FOLD_EVERY_S, MatchListProjection, RowCheck, read_past_unreadable
+from .ratings import RatingsProjection
 from .store import EventStore, StoredEvent
 from .threads import STOP_WAIT_S, Thread, join_until
 
@@ -98,6 +100,7 @@ class EventFeed:
         self._listen = listen
         self._notifier = notifier
         self.listing = MatchListProjection(store)
+        self.ratings = RatingsProjection(store)
         self._check = RowCheck(store.log_keys)
         self._own: dict[tuple[str, int], bytes] = {}
         """(stream, seq) -> hash of each event this process wrote and delivered itself
@@ -234,6 +237,7 @@ class EventFeed:
                 return count
             # The listing folds the same order: it takes what was read here, and is woken to.
             self.listing.offer(self._position, batch, upto)
+            self.ratings.offer(self._position, batch, upto)
             self._wake_index.set()
             authentic, refused = self._authentic(batch)
             self._deliver(authentic)
@@ -318,6 +322,11 @@ class EventFeed:
                 self.listing.catch_up()
             except Exception:  # keep folding: a passing database error must not end it
                 log.exception("match list: folding failed; retrying")
+                self._stop.wait(1.0)
+            try:
+                self.ratings.catch_up()
+            except Exception:
+                log.exception("ratings: folding failed; retrying")
                 self._stop.wait(1.0)
             if self._stop.wait(FOLD_EVERY_S):
                 return

@@ -30,6 +30,9 @@ SEAT_TOKEN_PURPOSE = b"bergen seat token v1"
 """What the keys that seal seat tokens are derived for (`bergen.server.auth.SeatTokens`)."""
 HAND_OFF_CODE_PURPOSE = b"bergen hand-off code v1"
 """What the keys that hash hand-off codes are derived for (`bergen.server.handoffs`)."""
+PLAYER_TOKEN_PURPOSE = b"bergen player token v1"
+"""What the keys that seal registered players' tokens are derived for
+(`bergen.server.players`)."""
 
 
 def derive_key(key: bytes, purpose: bytes) -> bytes:

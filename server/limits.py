@@ -8,6 +8,9 @@ metadata, sent as a `google.rpc.RetryInfo` by the edge):
 - CreateMatch: `creates_per_minute` per client (a token bucket holding a minute's worth),
   reason CREATE_RATE_EXCEEDED;
 - JoinMatch: `joins_per_minute` seats per client, reason JOIN_RATE_EXCEEDED;
+- RegisterPlayer: `registrations_per_minute` players per client, reason
+  REGISTER_RATE_EXCEEDED (a name is claimed for good: one client may not claim them by the
+  thousand);
 - WatchMatch: `watchers_per_client` streams open at once per client, reason
   TOO_MANY_STREAMS_FOR_CLIENT (the server's own total, `--max-watchers`, still applies).
   The hint grows with the client's recent refusals (`RefusalPressure`): a client that opens
@@ -47,6 +50,8 @@ from .edge import RETRY_AFTER_KEY
 CREATES_PER_MINUTE = 30
 JOINS_PER_MINUTE = 6
 """A few seats a minute: a player joins one match at a time."""
+REGISTRATIONS_PER_MINUTE = 6
+"""A few players a minute: a person registers once, a bot's owner a few."""
 WATCHERS_PER_CLIENT = 16
 MAX_CLIENTS = 10_000
 """Clients each rate table remembers at most."""
@@ -67,9 +72,15 @@ class Limits:
     watchers_per_client: int = WATCHERS_PER_CLIENT
     max_clients: int = MAX_CLIENTS
     limit_loopback: bool = False
+    registrations_per_minute: int = REGISTRATIONS_PER_MINUTE
 
     def __post_init__(self) -> None:
-        for name in ("creates_per_minute", "joins_per_minute", "watchers_per_client"):
+        for name in (
+            "creates_per_minute",
+            "joins_per_minute",
+            "watchers_per_client",
+            "registrations_per_minute",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.max_clients < 1:
@@ -187,6 +198,7 @@ WRONG_SECRET_REASONS = frozenset(
         "NOT_A_SEAT_OF_THIS_MATCH",
         "NOT_THIS_ENTRANT",
         "NOT_A_PLAYER_OF_THIS_TOURNAMENT",
+        "PLAYER_TOKEN_INVALID",
     }
 )
 """The reasons a call is refused for a secret that is not the one it claims to be."""
@@ -279,6 +291,7 @@ class ClientLimits:
         self._trusted = trusted
         self._creates = RateTable(limits.creates_per_minute, limits.max_clients)
         self._joins = RateTable(limits.joins_per_minute, limits.max_clients)
+        self._registrations = RateTable(limits.registrations_per_minute, limits.max_clients)
         self._streams = StreamTable(limits.watchers_per_client)
         self._stream_refusals = RefusalPressure(REFUSALS_PER_HINT_SECOND, limits.max_clients)
         self.secrets = WrongSecrets(self.address_of, limits.max_clients)
@@ -318,6 +331,18 @@ class ClientLimits:
                 "JOIN_RATE_EXCEEDED",
                 "seats taken",
                 self.limits.joins_per_minute,
+            )
+
+    def register(self, peer: str, token: str | None) -> None:
+        """Raises ResourceExhausted when the client has registered its share of players this
+        minute."""
+        key = self.client(peer, token)
+        if key is not None:
+            _check(
+                self._registrations.take(key),
+                "REGISTER_RATE_EXCEEDED",
+                "players registered",
+                self.limits.registrations_per_minute,
             )
 
     def open_stream(self, peer: str, token: str | None) -> str | None:

@@ -24,6 +24,7 @@ from .store import (
     EventRow,
     EventStore,
     MatchList,
+    RatingsTables,
     StoredEvent,
     StreamInfo,
 )
@@ -104,6 +105,9 @@ class ObservedStore:
 
     def match_list(self) -> MatchList:
         return self._store.match_list()
+
+    def ratings(self) -> RatingsTables:
+        return self._store.ratings()
 
     @property
     def log_keys(self) -> LogKeys | None:

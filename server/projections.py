@@ -63,7 +63,11 @@ TOURNAMENT_STREAM_PREFIX = "tournament-"
 the listing passes over a tournament's events without looking them up."""
 HAND_OFF_STREAM_PREFIX = "handoff-"
 """Begins every stream of hand-offs (bergen.server.handoffs); no match id does either."""
-OTHER_STREAM_PREFIXES = (TOURNAMENT_STREAM_PREFIX, HAND_OFF_STREAM_PREFIX)
+PLAYER_STREAM_PREFIX = "player-"
+"""Begins every registered player's stream id (bergen.server.players)."""
+OTHER_STREAM_PREFIXES = (TOURNAMENT_STREAM_PREFIX, HAND_OFF_STREAM_PREFIX, PLAYER_STREAM_PREFIX)
+"""The prefixes of the streams that are no match's (a match's id is a bare UUID): the
+listing, the clock keeper and the janitor pass over them."""
 
 MAX_PAGE = 100
 DEFAULT_PAGE = 20
@@ -128,6 +132,7 @@ def created(
         order=position,
         created_at=at,
         rematch_of=rematch_of,
+        rated=e.rated,
     )
 
 
@@ -137,6 +142,10 @@ def evolve(s: MatchSummary, e: Event, seq: int, at: datetime) -> None:
     s.version = seq
     if isinstance(e, SeatTaken):
         s.players[e.seat] = e.name
+        if e.player:
+            if not s.player_ids:
+                s.player_ids, s.bots = [""] * len(s.players), [False] * len(s.players)
+            s.player_ids[e.seat], s.bots[e.seat] = e.player, e.bot
     elif isinstance(e, Dealt):
         s.phase = str(PLAYING)
         s.hand = e.hand

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 from bergen.api.signing import RecordSigner
 from bergen.api.stored import StoredEvent
 from bergen.domain.errors import CorruptRecord, MatchNotInProgress, NotFound
-from bergen.domain.events import Event
-from bergen.domain.record import build_record
+from bergen.domain.events import Event, MatchEnded
+from bergen.domain.record import build_record, rated_pool
 from bergen.domain.state import ENDED
 from bergen.domain.views import View, redact_event, view
 
@@ -108,12 +108,25 @@ class MatchQueries:
                 )
             head = self._store.read_stream(match_id, match.version)
             first = self._store.read_stream(match_id, 1, limit=1)
+            order = self._rated_order(match)
         log_info = {"events": match.version, "head": head[-1].hash.hex()} if head else None
-        record = build_record(match.events, log=log_info)
+        record = build_record(match.events, log=log_info, rated_order=order)
         table = tournament_table(first[0].metadata.extra) if first else None
         if table is not None:
             record["tournament"] = table  # a tournament's match (RECORD.md)
         return self._signer.sign(record) if self._signer is not None else record
+
+    def _rated_order(self, match: Match) -> int | None:
+        """The global position of a rated match's end (the record's `rated.order`); None
+        for a match whose end is not rated."""
+        if rated_pool(match.state) is None:
+            return None
+        seq = next(
+            i + 1 for i in range(len(match.events) - 1, -1, -1)
+            if isinstance(match.events[i], MatchEnded)
+        )  # fmt: skip
+        (ended,) = self._store.read_stream(match.state.match_id, seq, limit=1)
+        return ended.position
 
     def audit_log(self, caller: Caller, match_id: str) -> tuple[StoredEvent, ...]:
         """Every stored event of a finished match, as stored. The organiser may read a live

@@ -23,6 +23,7 @@ from bergen.api.signing import ALGORITHM
 from bergen.domain.errors import DeadlineExceeded, InvalidArgument, ResourceExhausted
 from bergen.domain.events import Event
 from bergen.domain.handoff import SEAT
+from bergen.domain.players import Player
 from bergen.domain.record import RECORD_FORMAT
 from bergen.domain.rules import RULES_VERSION
 from bergen.domain.tournament_record import result_json
@@ -96,6 +97,8 @@ class BergenServicer:
         self._repository = app.repository
         self._tournaments = app.tournaments
         self._hand_offs = app.hand_offs
+        self._players = app.players
+        self._ratings = app.ratings
         self._max_watchers = max_watchers
         self._watch_slots = threading.BoundedSemaphore(max_watchers)
 
@@ -141,6 +144,7 @@ class BergenServicer:
             req.name,
             _deadline(context),
             req.creator_token if req.HasField("creator_token") else None,
+            req.rated,
         )
         return pb.CreateMatchResponse(
             match_id=state.match_id,
@@ -178,6 +182,9 @@ class BergenServicer:
         match_id = _match_id(req.match_id)
         self._limits.join(context.peer(), _caller(context).token)
         self._tournaments.refuse_join(match_id)
+        player = (
+            self._players.authenticate(req.player_token) if req.HasField("player_token") else None
+        )
         seat, token, view = self._commands.join_match(
             match_id,
             req.seat if req.HasField("seat") else None,
@@ -186,6 +193,7 @@ class BergenServicer:
             _deadline(context),
             req.seat_token if req.HasField("seat_token") else None,
             req.previous_seat_token if req.HasField("previous_seat_token") else None,
+            player,
         )
         rematch_of = self._rematch_of(match_id)  # cached: the join just wrote it, or read it
         return pb.JoinMatchResponse(
@@ -347,6 +355,9 @@ class BergenServicer:
                     ),
                     rematch_of=r.rematch_of or "",
                     hand=r.hand,
+                    player_ids=r.player_ids,
+                    bots=r.bots,
+                    rated=r.rated,
                 )
                 for r in rows
             ],
@@ -377,8 +388,15 @@ class BergenServicer:
     ) -> pb.RegisterEntrantResponse:
         tournament_id = check_tournament_id(req.tournament_id)
         self._limits.join(context.peer(), _caller(context).token)
+        registered = tuple(
+            self._players.authenticate(t) if t else None for t in req.registered_player_tokens
+        )
         entrant, tokens = self._tournaments.register(
-            tournament_id, tuple(req.players), req.client_seed, tuple(req.player_tokens)
+            tournament_id,
+            tuple(req.players),
+            req.client_seed,
+            tuple(req.player_tokens),
+            registered,
         )
         return pb.RegisterEntrantResponse(entrant=entrant, player_tokens=tokens)
 
@@ -517,6 +535,79 @@ class BergenServicer:
             )
         return out
 
+    # Players and ratings --------------------------------------------------------------------
+
+    def RegisterPlayer(
+        self, req: pb.RegisterPlayerRequest, context: grpc.ServicerContext
+    ) -> pb.RegisterPlayerResponse:
+        self._limits.register(context.peer(), _caller(context).token)
+        player, token = self._players.register(req.name, req.bot)
+        return pb.RegisterPlayerResponse(
+            player_id=player.player_id, name=player.name, player_token=token
+        )
+
+    def GetPlayer(
+        self, req: pb.GetPlayerRequest, context: grpc.ServicerContext
+    ) -> pb.GetPlayerResponse:
+        player = self._player_named(req)
+        ratings = self._ratings.ratings_of(player.player_id)
+        return pb.GetPlayerResponse(
+            player=_player_out(player.player_id, player.name, player.bot),
+            ratings=[convert.pool_rating_out(pool, r) for pool, r in ratings.items()],
+        )
+
+    def ListLeaderboard(
+        self, req: pb.ListLeaderboardRequest, context: grpc.ServicerContext
+    ) -> pb.ListLeaderboardResponse:
+        pool = convert.RATING_POOL.into(req.pool)
+        page = self._ratings.leaderboard(pool, req.page_size, req.page_token)
+        return pb.ListLeaderboardResponse(
+            entries=[
+                pb.LeaderboardEntry(
+                    rank=rank,
+                    player=_player_out(r.player_id, r.name, r.bot),
+                    rating=convert.pool_rating_out(r.pool, r.rating),
+                )
+                for rank, r in page.entries
+            ],
+            next_page_token=page.next_token,
+        )
+
+    def ListPlayerMatches(
+        self, req: pb.ListPlayerMatchesRequest, context: grpc.ServicerContext
+    ) -> pb.ListPlayerMatchesResponse:
+        player = self._player_named(req)
+        pool = convert.RATING_POOL.into(req.pool) if req.pool else None
+        rows, token = self._ratings.matches(player.player_id, pool, req.page_size, req.page_token)
+        return pb.ListPlayerMatchesResponse(
+            player=_player_out(player.player_id, player.name, player.bot),
+            matches=[
+                pb.PlayerMatch(
+                    match_id=h.match_id,
+                    pool=convert.RATING_POOL.out(h.pool),
+                    order=h.order,
+                    seat=h.seat,
+                    place=h.place,
+                    before=convert.pool_rating_out(h.pool, h.before),
+                    after=convert.pool_rating_out(h.pool, h.after),
+                    ended_at=convert.timestamp_out(h.ended_at),
+                )
+                for h in rows
+            ],
+            next_page_token=token,
+        )
+
+    def _player_named(self, req: pb.GetPlayerRequest | pb.ListPlayerMatchesRequest) -> Player:
+        """The player a request names by id or by name. Raises InvalidArgument, NotFound."""
+        which = req.WhichOneof("player")
+        if which == "player_id":
+            return self._players.get(player_id=req.player_id)
+        return self._players.get(name=req.name if which == "name" else "")
+
+
+def _player_out(player_id: str, name: str, bot: bool) -> pb.Player:
+    return pb.Player(player_id=player_id, name=name, bot=bot)
+
 
 def _tournament_out(v: TournamentView) -> tuple[pb.TournamentView, pb.TournamentAssignment | None]:
     view = _tournament_view(v)
@@ -557,6 +648,7 @@ def _tournament_view(v: TournamentView) -> pb.TournamentView:
             total_rounds=t.state.total_rounds,
             version=t.version,
             by_hand=t.by_hand,
+            bots=[e.bots for e in t.state.entrants],
         )
         with _VIEWS_LOCK:
             _VIEWS[key] = base

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from bergen.domain.commands import CreateMatch, TakeSeat
 from bergen.domain.errors import BergenError, ConcurrencyConflict, LogTampered, NotFound
@@ -328,6 +329,7 @@ class TournamentManager(Worker):
                 rules,
                 table_server_seed(self._tournaments.seed_of(t), match_id),
                 name,
+                state.settings.rated,
             )
             fingerprint = f"tournament {state.tournament_id} round {round_number} table"
             try:
@@ -350,9 +352,10 @@ class TournamentManager(Worker):
             e = state.entrants[entrant - 1]
             assert e.players is not None
             sealed = t.tokens[entrant][player]
-            intent = self._seat_intent(
-                match, seat, e.players[player], e.client_seed, token_metadata(sealed)
-            )
+            take = TakeSeat(e.players[player], e.client_seed, seat)
+            if e.player_ids and e.player_ids[player]:
+                take = replace(take, player=e.player_ids[player], bot=e.bots[player])
+            intent = self._seat_intent(take, token_metadata(sealed))
             written = self._work.run(match_id, intent, command_id=seat_command_id(seat))
             self._count(written.replayed)
             match = self._written(match_id, written)
@@ -368,8 +371,10 @@ class TournamentManager(Worker):
         return self._matches.load(match_id)
 
     def _seat_intent(
-        self, match: Match, seat: int, name: str, client_seed: str, sealed: dict[str, str]
+        self, take: TakeSeat, sealed: dict[str, str]
     ) -> Callable[[Match | None], Intent]:
+        seat = take.seat
+
         def authorise(current: Match | None) -> Intent:
             assert current is not None
             extra = sealed
@@ -377,7 +382,7 @@ class TournamentManager(Worker):
             if free == [seat] and current.state.info.rules.clocked:
                 # This seat deals: the match's time starts now.
                 extra = {**sealed, EPOCH_KEY: str(self._clock())}
-            return Intent(TakeSeat(name, client_seed, seat), f"seat:{seat}", f"seat {seat}", extra)
+            return Intent(take, f"seat:{seat}", f"seat {seat}", extra)
 
         return authorise
 

@@ -14,6 +14,7 @@ from bergen.api.stored import ChainFault, ChainReport, EventMetadata, EventRow, 
 from ..keys import LogKeys
 from .listing import MatchList, MatchSummary
 from .model import Append, AppendResult, EventStore, NewEvent, StreamInfo
+from .ratings import RatingsTables
 from .routed import lagging, lagging_reads
 from .url import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, backend_of, database_url
 
@@ -30,6 +31,7 @@ __all__ = [
     "MatchList",
     "MatchSummary",
     "NewEvent",
+    "RatingsTables",
     "StoredEvent",
     "StreamInfo",
     "backend_of",

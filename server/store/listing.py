@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -24,7 +24,9 @@ class MatchSummary:
     None: still seating; created_at None: listed by a server of an earlier version during a
     rolling restart); `hand` is the hand in play or the last one played (0: none yet);
     `rematch_of` the match a rematch follows (None: no rematch), whose players its free
-    seats are kept for."""
+    seats are kept for; `player_ids` each seat's registered player ("" for none; empty for
+    a match listed before they were), `bots` whether each is a program, `rated` whether the
+    match is."""
 
     match_id: str
     name: str
@@ -40,6 +42,9 @@ class MatchSummary:
     started_at: datetime | None = None
     hand: int = 0
     rematch_of: str | None = None
+    player_ids: list[str] = field(default_factory=list)
+    bots: list[bool] = field(default_factory=list)
+    rated: bool = False
 
 
 class FoldTransaction(Protocol):
@@ -85,7 +90,7 @@ class MatchList(Protocol):
 
 SUMMARY_COLUMNS = (
     "match_id, listed, name, phase, seats, partnerships, preset, players, scores, version,"
-    " created_at, started_at, hand, rematch_of"
+    " created_at, started_at, hand, rematch_of, player_ids, bots, rated"
 )
 
 
@@ -111,6 +116,9 @@ def summary_of(row: Sequence[Any], time_of: Callable[[Any], datetime] = _as_is) 
         started_at=None if row[11] is None else time_of(row[11]),
         hand=int(row[12]),
         rematch_of=row[13],
+        player_ids=[] if row[14] is None else json.loads(row[14]),
+        bots=[] if row[15] is None else json.loads(row[15]),
+        rated=bool(row[16]),
     )
 
 
@@ -132,6 +140,9 @@ def summary_params(s: MatchSummary, time_in: Callable[[datetime], Any] = _as_is)
         None if s.started_at is None else time_in(s.started_at),
         s.hand,
         s.rematch_of,
+        json.dumps(s.player_ids) if s.player_ids else None,
+        json.dumps(s.bots) if s.player_ids else None,
+        s.rated,
     )
 
 

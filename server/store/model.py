@@ -11,6 +11,7 @@ from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
 from .listing import MatchList
+from .ratings import RatingsTables
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +121,10 @@ class EventStore(Protocol):
 
     def match_list(self) -> MatchList:
         """The match listing's tables in the same database (a read model)."""
+        ...
+
+    def ratings(self) -> RatingsTables:
+        """The ratings' tables in the same database (a read model)."""
         ...
 
     @property

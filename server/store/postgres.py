@@ -42,7 +42,8 @@ from .listing import (
     summary_params,
 )
 from .model import Append, AppendResult, StreamInfo
-from .statements import NO_LIMIT, POSTGRES, Statements
+from .ratings import Db, SqlRatings
+from .statements import NO_LIMIT, POSTGRES, Dialect, Statements
 from .url import live_conninfo
 
 _SQL = Statements(POSTGRES)
@@ -353,6 +354,7 @@ class PostgresEventStore:
         self._check()
         self._heads = Heads(head_cache_size)
         self._match_list = PostgresMatchList(self._pool, flushed_folds=flushed_folds)
+        self._ratings = SqlRatings(self._reading, self._match_list.locked)
 
     @_guarded
     def _check(self) -> None:
@@ -595,6 +597,22 @@ class PostgresEventStore:
         """The keys rows are authenticated with and checked under (None: neither)."""
         return self._keys
 
+    def ratings(self) -> SqlRatings:
+        """The ratings' tables in this database."""
+        return self._ratings
+
+    @contextmanager
+    def _reading(self) -> Iterator[Db]:
+        """A connection of the pool, for reads. Raises StorageUnavailable."""
+        try:
+            with self._pool.connection() as conn:
+                yield _PostgresDb(conn)
+        except Exception as e:
+            what = _fault(e)
+            if what is None:
+                raise
+            raise unavailable(what) from e
+
     def match_list(self) -> PostgresMatchList:
         """The match listing's tables in this database."""
         return self._match_list
@@ -683,6 +701,33 @@ class _PostgresFold:
         self.position = position
 
 
+class _PostgresDb:
+    """One PostgreSQL connection as the ratings' statements use it."""
+
+    dialect: Dialect = POSTGRES
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._conn.execute(sql, list(params)).fetchall()
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._conn.execute(sql, list(params))
+
+    def many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
+        if params:
+            with self._conn.cursor() as cur:
+                cur.executemany(sql, [list(p) for p in params])
+
+    def time_in(self, at: datetime) -> Any:
+        return at
+
+    def time_of(self, value: Any) -> datetime:
+        assert isinstance(value, datetime)
+        return value
+
+
 class PostgresMatchList:
     """The match listing in PostgreSQL; shares the event store's connections."""
 
@@ -706,6 +751,18 @@ class PostgresMatchList:
         """A transaction holding `projection`'s position row (FOR UPDATE: another replica
         folding waits here, then sees the position this one wrote). Raises
         StorageUnavailable."""
+        with self._holding(projection) as (conn, position):
+            yield _PostgresFold(conn, projection, position)
+
+    @contextmanager
+    def locked(self, projection: str) -> Iterator[tuple[Db, int]]:
+        """`folding`'s transaction for another projection (the ratings'): the connection
+        and the position it had folded up to. Raises StorageUnavailable."""
+        with self._holding(projection) as (conn, position):
+            yield _PostgresDb(conn), position
+
+    @contextmanager
+    def _holding(self, projection: str) -> Iterator[tuple[psycopg.Connection[Any], int]]:
         try:
             with self._pool.connection() as conn, conn.transaction():
                 # Unless flushed_folds, the fold commits without waiting for its WAL to reach
@@ -721,7 +778,7 @@ class PostgresMatchList:
                     conn.execute(_SQL.new_position, (projection,))
                     row = conn.execute(self._locked, (projection,)).fetchone()
                     assert row is not None
-                yield _PostgresFold(conn, projection, int(row[0]))
+                yield conn, int(row[0])
         except Exception as e:
             what = _fault(e)
             if what is None:

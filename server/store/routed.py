@@ -38,6 +38,7 @@ from bergen.domain.errors import StorageUnavailable
 from ..keys import LogKeys
 from .listing import FoldTransaction, MatchList, MatchSummary
 from .model import Append, AppendResult, EventStore, StreamInfo
+from .ratings import RatingsTables
 
 log = logging.getLogger("bergen.server.store")
 
@@ -287,6 +288,11 @@ class RoutedStore:
 
     def match_list(self) -> MatchList:
         return self._match_list
+
+    def ratings(self) -> RatingsTables:
+        """On the primary: its folds and reads are few, and a player sees its own match's
+        rating the moment it is folded."""
+        return self._primary.ratings()
 
     @property
     def log_keys(self) -> LogKeys | None:

@@ -123,6 +123,11 @@ match_list = sa.Table(
     # For a rematch, the match it follows (its MatchCreated's metadata): its free seats are
     # kept for that match's players. NULL for any other match.
     sa.Column("rematch_of", sa.Text(), nullable=True),
+    # JSON arrays: each seat's registered player ("" for none) and whether it is a program
+    # (NULL: listed before these columns); and whether the match is rated.
+    sa.Column("player_ids", sa.Text(), nullable=True),
+    sa.Column("bots", sa.Text(), nullable=True),
+    sa.Column("rated", sa.Boolean(), nullable=False, server_default=sa.false()),
     sa.PrimaryKeyConstraint("match_id"),
     sa.UniqueConstraint("listed"),
     sa.Index("ix_match_list_phase_listed", "phase", "listed"),
@@ -146,4 +151,99 @@ match_list_players = sa.Table(
     sa.PrimaryKeyConstraint("match_id", "name"),
     sa.Index("ix_match_list_players_name_listed", "name", "listed"),
     sa.Index("ix_match_list_players_name_phase_listed", "name", "phase", "listed"),
+)
+
+
+# --- the ratings (RATINGS.md): folded from rated matches' ends, in global order ------------
+
+
+def _id() -> sa.types.TypeEngine[str]:
+    """A player's or a match's id, compared bytewise on both backends."""
+    return sa.String(STREAM_ID_MAX).with_variant(
+        sa.String(STREAM_ID_MAX, collation="C"), "postgresql"
+    )
+
+
+player_ratings = sa.Table(
+    "player_ratings",
+    metadata,
+    # A player's rating in one pool, with its name and bot flag as its seats gave them, so
+    # that a leaderboard's page is one indexed read.
+    sa.Column("player_id", _id(), nullable=False),
+    sa.Column("pool", sa.String(8), nullable=False),
+    sa.Column("name", sa.Text(), nullable=False),
+    sa.Column("bot", sa.Boolean(), nullable=False),
+    sa.Column("mu", sa.Double(), nullable=False),
+    sa.Column("sigma", sa.Double(), nullable=False),
+    # The rated matches the rating was made of.
+    sa.Column("matches", sa.Integer(), nullable=False),
+    # The leaderboard's keys (RATINGS.md section 4), each ascending: the rating shown and
+    # mu - 3 sigma negated, then matches and player_id; `shown` is false while provisional.
+    # A page after a given key is one range of the index.
+    sa.Column("shown", sa.Boolean(), nullable=False),
+    sa.Column("rank_rating", sa.Integer(), nullable=False),
+    sa.Column("rank_conservative", sa.Double(), nullable=False),
+    sa.PrimaryKeyConstraint("player_id", "pool"),
+    sa.Index(
+        "ix_player_ratings_board",
+        "pool",
+        "shown",
+        "rank_rating",
+        "rank_conservative",
+        "matches",
+        "player_id",
+    ),
+)
+
+rating_history = sa.Table(
+    "rating_history",
+    metadata,
+    # A player's rating before and after each rated match, in the match's pool.
+    sa.Column("player_id", _id(), nullable=False),
+    sa.Column("pool", sa.String(8), nullable=False),
+    sa.Column("match_id", _id(), nullable=False),
+    # The global position of the match's end (the record's rated.order).
+    sa.Column("rated_order", sa.BigInteger(), nullable=False),
+    sa.Column("seat", sa.Integer(), nullable=False),
+    sa.Column("place", sa.Integer(), nullable=False),
+    sa.Column("mu_before", sa.Double(), nullable=False),
+    sa.Column("sigma_before", sa.Double(), nullable=False),
+    sa.Column("mu_after", sa.Double(), nullable=False),
+    sa.Column("sigma_after", sa.Double(), nullable=False),
+    # The rated matches after this one.
+    sa.Column("matches", sa.Integer(), nullable=False),
+    sa.Column("ended_at", sa.DateTime(timezone=True), nullable=False),
+    sa.PrimaryKeyConstraint("player_id", "pool", "match_id"),
+    sa.Index("ix_rating_history_player_id_rated_order", "player_id", "rated_order"),
+    sa.Index("ix_rating_history_player_id_pool_rated_order", "player_id", "pool", "rated_order"),
+    sa.Index("ix_rating_history_match_id", "match_id"),
+)
+
+rated_matches = sa.Table(
+    "rated_matches",
+    metadata,
+    # Every rated match applied, in its pool's order: what a late arrival is applied again
+    # with (an end that commits after a later one was folded, PostgreSQL's global order).
+    sa.Column("match_id", _id(), nullable=False),
+    sa.Column("pool", sa.String(8), nullable=False),
+    sa.Column("rated_order", sa.BigInteger(), nullable=False),
+    # JSON: each seat's holder ({player, name, bot}), each side's seats, each side's place.
+    sa.Column("seats", sa.Text(), nullable=False),
+    sa.Column("sides", sa.Text(), nullable=False),
+    sa.Column("places", sa.Text(), nullable=False),
+    sa.Column("ended_at", sa.DateTime(timezone=True), nullable=False),
+    sa.PrimaryKeyConstraint("match_id"),
+    sa.UniqueConstraint("rated_order"),
+    sa.Index("ix_rated_matches_pool_rated_order", "pool", "rated_order"),
+)
+
+rated_pending = sa.Table(
+    "rated_pending",
+    metadata,
+    # A rated match not yet ended: its pool and the holder of each seat taken so far (JSON).
+    sa.Column("match_id", _id(), nullable=False),
+    sa.Column("pool", sa.String(8), nullable=False),
+    sa.Column("seats", sa.Text(), nullable=False),
+    sa.Column("sides", sa.Text(), nullable=False),
+    sa.PrimaryKeyConstraint("match_id"),
 )

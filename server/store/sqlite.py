@@ -32,7 +32,8 @@ from .listing import (
     summary_params,
 )
 from .model import Append, AppendResult, StreamInfo
-from .statements import NO_LIMIT, SQLITE, Statements
+from .ratings import Db, SqlRatings
+from .statements import NO_LIMIT, SQLITE, Dialect, Statements
 from .url import sqlite_path
 
 _SQL = Statements(SQLITE)
@@ -138,6 +139,7 @@ class SQLiteEventStore:
         self._lock = threading.Lock()
         self._closed = False
         self._match_list = SQLiteMatchList(self._conn)
+        self._ratings = SqlRatings(self._reading, self._locked)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -406,6 +408,43 @@ class SQLiteEventStore:
         """The match listing's tables in this file."""
         return self._match_list
 
+    def ratings(self) -> SqlRatings:
+        """The ratings' tables in this file."""
+        return self._ratings
+
+    @contextmanager
+    def _reading(self) -> Iterator[Db]:
+        """The thread's connection, for reads. Raises StorageUnavailable."""
+        try:
+            yield _SQLiteDb(self._conn())
+        except Exception as e:
+            what = _fault(e)
+            if what is None:
+                raise
+            raise unavailable(what) from e
+
+    @contextmanager
+    def _locked(self, projection: str) -> Iterator[tuple[Db, int]]:
+        """A transaction under the database's write lock, with `projection`'s position.
+        Raises StorageUnavailable."""
+        try:
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(_SQL.new_position, (projection,))
+                (position,) = conn.execute(_SQL.position, (projection,)).fetchone()
+                yield _SQLiteDb(conn), int(position)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except Exception as e:
+            what = _fault(e)
+            if what is None:
+                raise
+            raise unavailable(what) from e
+
     @_guarded
     def stream_version(self, stream_id: str) -> int:
         """The stream's last seq, 0 for a stream with no event."""
@@ -434,6 +473,31 @@ class SQLiteEventStore:
         """Re-walk the stream's hash chain; the report names the first bad seq and why."""
         rows = self._conn().execute(_SQL.whole_stream, (stream_id,)).fetchall()
         return check_report(verify_rows(stream_id, rows, _event), rows, _event, self._keys)
+
+
+class _SQLiteDb:
+    """One SQLite connection as the ratings' statements use it."""
+
+    dialect: Dialect = SQLITE
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._conn.execute(sql, tuple(params)).fetchall()
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._conn.execute(sql, tuple(params))
+
+    def many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
+        if params:
+            self._conn.executemany(sql, [tuple(p) for p in params])
+
+    def time_in(self, at: datetime) -> Any:
+        return _time_text(at)
+
+    def time_of(self, value: Any) -> datetime:
+        return datetime.fromisoformat(value)
 
 
 def _time_text(at: datetime) -> str:

@@ -38,7 +38,9 @@ NO_LIMIT = 2**63 - 1
 SQLITE = Dialect("?")
 POSTGRES = Dialect("%s", int8="::bigint", int4="::int", json_text="::text", any_list=True)
 
-_SUMMARY_CASTS = ("", "bigint", "", "", "int", "", "", "", "", "bigint", "", "", "int", "")
+_SUMMARY_CASTS = (
+    "", "bigint", "", "", "int", "", "", "", "", "bigint", "", "", "int", "", "", "", "",
+)  # fmt: skip
 """The cast of each of `SUMMARY_COLUMNS`' parameters (none, or a dialect's bigint or int)."""
 
 
@@ -75,7 +77,8 @@ class Statements:
             f"INSERT INTO match_list ({SUMMARY_COLUMNS}) VALUES ({values})"
             " ON CONFLICT (match_id) DO UPDATE SET phase = excluded.phase,"
             " players = excluded.players, scores = excluded.scores, version = excluded.version,"
-            " started_at = excluded.started_at, hand = excluded.hand"
+            " started_at = excluded.started_at, hand = excluded.hand,"
+            " player_ids = excluded.player_ids, bots = excluded.bots"
         )
         m_columns = ", ".join(f"m.{c.strip()}" for c in SUMMARY_COLUMNS.split(","))
         by_player = (

@@ -20,6 +20,7 @@ from bergen.domain.errors import (
     RuleViolation,
     Unauthenticated,
 )
+from bergen.domain.players import Player
 from bergen.domain.tournament_engine import (
     MAX_NAME_CHARS,
     Cancel,
@@ -41,7 +42,7 @@ from bergen.domain.tournament_standings import ScoredResult
 
 from .. import auth
 from ..auth import JOIN_PREFIX
-from ..commands import SEATING_TIMEOUT_COMMAND, MatchCommands, check_client_token
+from ..commands import SEATING_TIMEOUT_COMMAND, MatchCommands, check_client_token, players_name
 from ..feed import EventFeed
 from ..identity import Caller, Identity
 from ..matches import TOKEN_KEY_ID, Match, MatchRepository
@@ -165,12 +166,32 @@ class TournamentCommands(TournamentQueries):
         players: tuple[str, ...],
         client_seed: str,
         tokens: tuple[str, ...] = (),
+        registered: tuple[Player | None, ...] = (),
     ) -> tuple[int, tuple[str, ...]]:
         """Register an entrant, each player holding its token of `tokens` (made here when
-        none is given). Returns its number and the players' tokens. A registration sent again
-        with the tokens it was made with is answered with its entrant and writes nothing.
-        Raises NotFound, RuleViolation (REGISTRATION_CLOSED, REGISTRATION_FULL, NAME_TAKEN),
-        InvalidArgument (WRONG_PLAYER_COUNT, BAD_SEAT_TOKEN, WEAK_SEAT_TOKEN, ...)."""
+        none is given); `registered` names the registered player each one is (None for one
+        entering by name alone; empty for none), under its own name. Returns its number and
+        the players' tokens. A registration sent again with the tokens it was made with is
+        answered with its entrant and writes nothing. Raises NotFound, RuleViolation
+        (REGISTRATION_CLOSED, REGISTRATION_FULL, NAME_TAKEN, PLAYER_REQUIRED in a rated
+        tournament, PLAYER_ALREADY_ENTERED), InvalidArgument (WRONG_PLAYER_COUNT,
+        BAD_SEAT_TOKEN, WEAK_SEAT_TOKEN, WRONG_TOKEN_COUNT, NAME_NOT_PLAYERS, ...)."""
+        player_ids: tuple[str, ...] = ()
+        bots: tuple[bool, ...] = ()
+        if registered:
+            if len(registered) != len(players):
+                raise InvalidArgument(
+                    f"give a player token (or none) for each player ({len(players)}), not "
+                    f"{len(registered)}",
+                    reason="WRONG_TOKEN_COUNT",
+                    tournament_id=tournament_id,
+                )
+            players = tuple(
+                p if r is None else players_name(p, r)
+                for p, r in zip(players, registered, strict=True)
+            )
+            player_ids = tuple("" if r is None else r.player_id for r in registered)
+            bots = tuple(r is not None and r.bot for r in registered)
         check_match_text("", players, client_seed)
         command_id = None
         if tokens:
@@ -199,7 +220,7 @@ class TournamentCommands(TournamentQueries):
             else:
                 extra[PLAYER_TOKEN.format(i)] = sealed.digest
                 extra[TOKEN_KEY_ID] = sealed.key_id
-        command = Register(tuple(players), client_seed)
+        command = Register(tuple(players), client_seed, player_ids, bots)
         fingerprint = f"register {list(players)!r} {client_seed!r}"[:200]
         written = self._work.run(
             tournament_id,

@@ -9,8 +9,9 @@ from dataclasses import replace
 
 from bergen.domain import codec
 from bergen.domain.events import Event, MatchCreated
+from bergen.domain.players import decode_player_event, fold_player
 from bergen.domain.state import State, fold
-from bergen.server.projections import is_match_stream
+from bergen.server.projections import PLAYER_STREAM_PREFIX, is_match_stream
 from bergen.server.store import EventStore, StoredEvent, open_store
 
 
@@ -53,11 +54,17 @@ def check_stream(store: EventStore, match_id: str, stored: Sequence[StoredEvent]
 
 
 def check_every_match(url: str) -> dict[str, State]:
-    """Reads every match's stream of the database at `url` (not a tournament's nor a
-    hand-off's); asserts each is gap-free, verifies and folds. Returns each match's state."""
+    """Reads every stream of the database at `url`; asserts each is gap-free, verifies and
+    folds (a registered player's as a player's; a tournament's and a hand-off's are passed
+    over). Returns each match's state."""
     with store_at(url) as store:
-        streams = all_streams(store).items()
-        return {m: check_stream(store, m, s) for m, s in streams if is_match_stream(m)}
+        streams = all_streams(store)
+        for stream_id, stored in streams.items():
+            if stream_id.startswith(PLAYER_STREAM_PREFIX):
+                assert store.verify_chain(stream_id).ok, stream_id
+                events = [decode_player_event(e.type, e.schema_version, e.payload) for e in stored]
+                assert PLAYER_STREAM_PREFIX + fold_player(events).player_id == stream_id
+        return {m: check_stream(store, m, s) for m, s in streams.items() if is_match_stream(m)}
 
 
 def full_events(url: str, match_id: str) -> list[Event]:

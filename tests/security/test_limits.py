@@ -83,6 +83,23 @@ def test_a_client_past_its_join_rate_is_refused_and_the_organiser_is_not(
         client.stub.JoinMatch(request, metadata=bearer(ORGANISER_TOKEN), timeout=10)
 
 
+def test_a_client_past_its_registration_rate_is_refused_and_the_organiser_is_not(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    server = limited(farm, sqlite_url, "--register-rate", "2")
+    with Client(server.target) as client:
+        for name in ("ann", "bob"):
+            client.stub.RegisterPlayer(pb.RegisterPlayerRequest(name=name), timeout=10)
+        with pytest.raises(grpc.RpcError) as info:
+            client.stub.RegisterPlayer(pb.RegisterPlayerRequest(name="eve"), timeout=10)
+        assert_limited(info.value, "REGISTER_RATE_EXCEEDED")
+        with pytest.raises(grpc.RpcError) as info:
+            client.stub.GetPlayer(pb.GetPlayerRequest(name="eve"), timeout=10)
+        assert refusal(info.value).reason == "PLAYER_NOT_FOUND"
+        request = pb.RegisterPlayerRequest(name="cat")
+        client.stub.RegisterPlayer(request, metadata=bearer(ORGANISER_TOKEN), timeout=10)
+
+
 def test_a_client_holding_its_share_of_watch_streams_is_refused_and_a_seat_is_not(
     farm: ServerFarm, sqlite_url: str
 ) -> None:

@@ -235,6 +235,7 @@ STATUS_AND_REASON = {
     errors.CorruptRecord: ("DATA_LOSS", "CORRUPT_RECORD"),
     errors.LogTampered: ("DATA_LOSS", "LOG_TAMPERED"),
     errors.NotFound: ("NOT_FOUND", "NOT_FOUND"),
+    errors.AlreadyExists: ("ALREADY_EXISTS", "ALREADY_EXISTS"),
     errors.Unauthenticated: ("UNAUTHENTICATED", "UNAUTHENTICATED"),
     errors.PermissionDenied: ("PERMISSION_DENIED", "PERMISSION_DENIED"),
     errors.RuleViolation: ("FAILED_PRECONDITION", "RULE_VIOLATION"),

@@ -18,6 +18,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from bergen.domain import events as ev
 from bergen.domain.errors import CorruptRecord, InvalidArgument, InvalidOptions
+from bergen.domain.ratings import Rating
 from bergen.domain.rules import Rules
 from bergen.domain.tiles import ALL_TILES, End, Tile
 from bergen.domain.tournament_pairing import Settings
@@ -137,6 +138,17 @@ FORFEIT_CAUSE = Words(
 CLOCK = Words("clock", {"none": pb.CLOCK_NONE, "fischer": pb.CLOCK_FISCHER})
 ON_TIMEOUT = Words(
     "on_timeout", {"autoplay": pb.ON_TIMEOUT_AUTOPLAY, "forfeit": pb.ON_TIMEOUT_FORFEIT}
+)
+
+# RATINGS.md section 1.
+RATING_POOL = Words(
+    "pool",
+    {
+        "2": pb.RATING_POOL_TWO,
+        "3": pb.RATING_POOL_THREE,
+        "4": pb.RATING_POOL_FOUR,
+        "pairs": pb.RATING_POOL_PAIRS,
+    },
 )
 
 # The rule options that are words, by option name.
@@ -336,8 +348,11 @@ def view_out(v: View) -> pb.MatchView:
     parts += [pieces[a * 7 + b] for a, b in v.line]
     parts += [plays[t.index][e] for t, e in v.legal_plays]
     sizes, partnerships = v.hand_sizes, v.partnerships
+    ids, bots = v.player_ids or ("",) * len(v.players), v.bots or (False,) * len(v.players)
     parts += [
-        _seat_bytes(seat, name, sizes[seat], seat % 2 if partnerships else seat)
+        _seat_bytes(
+            seat, name, sizes[seat], seat % 2 if partnerships else seat, ids[seat], bots[seat]
+        )
         for seat, name in enumerate(v.players)
     ]
     if v.ends is not None:
@@ -358,6 +373,8 @@ def view_out(v: View) -> pb.MatchView:
         msg.turn = v.turn
     if v.result is not None:
         msg.result.CopyFrom(result_out(v.result))
+    if v.rated:
+        msg.rated = True
     return msg
 
 
@@ -409,10 +426,18 @@ def _fixed_bytes(
 
 
 @functools.lru_cache(maxsize=4096)
-def _seat_bytes(seat: int, name: str | None, tile_count: int, side: int) -> bytes:
+def _seat_bytes(
+    seat: int, name: str | None, tile_count: int, side: int, player_id: str = "", bot: bool = False
+) -> bytes:
     """A MatchView's bytes holding just one seat's SeatInfo."""
     info = pb.SeatInfo(
-        seat=seat, name=name or "", taken=name is not None, tile_count=tile_count, side=side
+        seat=seat,
+        name=name or "",
+        taken=name is not None,
+        tile_count=tile_count,
+        side=side,
+        player_id=player_id,
+        bot=bot,
     )
     return pb.MatchView(seats=[info]).SerializeToString()
 
@@ -429,10 +454,19 @@ def event_out(seq: int, e: ev.Event) -> pb.Event:
                 rules=rules_out(e.rules),
                 commitment=e.commitment,
                 name=e.name,
+                rated=e.rated,
             )
         )
     elif isinstance(e, ev.SeatTaken):
-        msg.seat_taken.CopyFrom(pb.SeatTaken(seat=e.seat, name=e.name, client_seed=e.client_seed))
+        msg.seat_taken.CopyFrom(
+            pb.SeatTaken(
+                seat=e.seat,
+                name=e.name,
+                client_seed=e.client_seed,
+                player_id=e.player,
+                bot=e.bot,
+            )
+        )
     elif isinstance(e, ev.Dealt):
         hands = [
             pb.DealtHand(tiles=[tile_out(t) for t in h if t is not None], count=len(h))
@@ -528,11 +562,18 @@ def event_in(msg: pb.Event) -> tuple[int, ev.Event]:
     if kind == "match_created":
         m = msg.match_created
         return msg.seq, ev.MatchCreated(
-            m.match_id, m.seats, m.partnerships, rules_in(m.rules), m.commitment, m.name, None
+            m.match_id,
+            m.seats,
+            m.partnerships,
+            rules_in(m.rules),
+            m.commitment,
+            m.name,
+            None,
+            m.rated,
         )
     if kind == "seat_taken":
         s = msg.seat_taken
-        return msg.seq, ev.SeatTaken(s.seat, s.name, s.client_seed)
+        return msg.seq, ev.SeatTaken(s.seat, s.name, s.client_seed, s.player_id, s.bot)
     if kind == "dealt":
         d = msg.dealt
         hands = tuple(
@@ -655,6 +696,7 @@ def tournament_settings_in(msg: pb.TournamentSettings) -> tuple[Settings, bool]:
         double_round_robin=msg.double_round_robin,
         round_delay=msg.round_delay,
         max_entrants=msg.max_entrants or None,
+        rated=msg.rated,
     )
     return settings, msg.rounds_by_hand
 
@@ -672,6 +714,7 @@ def tournament_settings_out(s: Settings, by_hand: bool = False) -> pb.Tournament
         round_delay=s.round_delay,
         max_entrants=s.max_entrants or 0,
         rounds_by_hand=by_hand,
+        rated=s.rated,
     )
 
 
@@ -698,10 +741,12 @@ def tournament_view_out(
     version: int,
     by_hand: bool = False,
     live_scores: Mapping[str, Sequence[int]] | None = None,
+    bots: Sequence[Sequence[bool]] = (),
 ) -> pb.TournamentView:
     """A tournament's view from its record so far (TOURNAMENT.md section 6) and what the
-    record does not hold: its phase, its rounds in all, its version, and the live scores of
-    its tables in play (by match id)."""
+    record does not hold: its phase, its rounds in all, its version, the live scores of its
+    tables in play (by match id), and whether each entrant's registered players are programs
+    (in registration order)."""
     live = live_scores or {}
     msg = pb.TournamentView(
         tournament_id=record["tournament_id"],
@@ -715,9 +760,13 @@ def tournament_view_out(
         tournament_seed=record.get("tournament_seed") or "",
         version=version,
     )
-    for e in record["entrants"]:
+    for k, e in enumerate(record["entrants"]):
         entrant = msg.entrants.add(
-            entrant=e["entrant"], players=e.get("players") or [], client_seed=e["client_seed"]
+            entrant=e["entrant"],
+            players=e.get("players") or [],
+            client_seed=e["client_seed"],
+            player_ids=[p or "" for p in e.get("player_ids") or ()],
+            bots=bots[k] if k < len(bots) and e.get("player_ids") else (),
         )
         if e.get("withdrawn_after_round") is not None:
             entrant.withdrawn_after_round = e["withdrawn_after_round"]
@@ -758,3 +807,23 @@ def tournament_view_out(
             wins=s["wins"],
         )
     return msg
+
+
+# Players and ratings --------------------------------------------------------------------
+
+
+def pool_rating_out(pool: str, r: Rating) -> pb.PoolRating:
+    """A player's rating in a pool, as RATINGS.md section 4 shows it."""
+    return pb.PoolRating(
+        pool=RATING_POOL.out(pool),
+        rating=r.display,
+        mu=r.mu,
+        sigma=r.sigma,
+        provisional=r.provisional,
+        rated_matches=r.matches,
+    )
+
+
+def pool_rating_in(msg: pb.PoolRating) -> tuple[str, Rating]:
+    """(pool, rating) of a message. Raises CorruptRecord for an unknown pool."""
+    return RATING_POOL.into(msg.pool, CorruptRecord), Rating(msg.mu, msg.sigma, msg.rated_matches)

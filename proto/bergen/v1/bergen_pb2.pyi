@@ -140,6 +140,14 @@ class SettleAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SETTLE_ACTION_UNSPECIFIED: _ClassVar[SettleAction]
     SETTLE_ACTION_ABANDON: _ClassVar[SettleAction]
     SETTLE_ACTION_FORFEIT: _ClassVar[SettleAction]
+
+class RatingPool(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RATING_POOL_UNSPECIFIED: _ClassVar[RatingPool]
+    RATING_POOL_TWO: _ClassVar[RatingPool]
+    RATING_POOL_THREE: _ClassVar[RatingPool]
+    RATING_POOL_FOUR: _ClassVar[RatingPool]
+    RATING_POOL_PAIRS: _ClassVar[RatingPool]
 END_UNSPECIFIED: End
 END_LEFT: End
 END_RIGHT: End
@@ -214,6 +222,11 @@ INTERVENTION_ACTION_CANCEL: InterventionAction
 SETTLE_ACTION_UNSPECIFIED: SettleAction
 SETTLE_ACTION_ABANDON: SettleAction
 SETTLE_ACTION_FORFEIT: SettleAction
+RATING_POOL_UNSPECIFIED: RatingPool
+RATING_POOL_TWO: RatingPool
+RATING_POOL_THREE: RatingPool
+RATING_POOL_FOUR: RatingPool
+RATING_POOL_PAIRS: RatingPool
 
 class Tile(_message.Message):
     __slots__ = ("low", "high")
@@ -286,7 +299,7 @@ class RuleOptions(_message.Message):
     def __init__(self, lead: _Optional[_Union[Lead, str]] = ..., draw: _Optional[_Union[Draw, str]] = ..., double_bonus: _Optional[int] = ..., domino_points: _Optional[int] = ..., blocked: _Optional[_Union[Blocked, str]] = ..., endgame_reduction: _Optional[_Union[EndgameReduction, str]] = ..., match_end: _Optional[_Union[MatchEnd, str]] = ..., target: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., clock_initial: _Optional[int] = ..., clock_increment: _Optional[int] = ..., on_timeout: _Optional[_Union[OnTimeout, str]] = ..., timeouts_to_forfeit: _Optional[int] = ...) -> None: ...
 
 class CreateMatchRequest(_message.Message):
-    __slots__ = ("seats", "partnerships", "preset", "options", "name", "creator_token", "rematch_of")
+    __slots__ = ("seats", "partnerships", "preset", "options", "name", "creator_token", "rematch_of", "rated")
     SEATS_FIELD_NUMBER: _ClassVar[int]
     PARTNERSHIPS_FIELD_NUMBER: _ClassVar[int]
     PRESET_FIELD_NUMBER: _ClassVar[int]
@@ -294,6 +307,7 @@ class CreateMatchRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     CREATOR_TOKEN_FIELD_NUMBER: _ClassVar[int]
     REMATCH_OF_FIELD_NUMBER: _ClassVar[int]
+    RATED_FIELD_NUMBER: _ClassVar[int]
     seats: int
     partnerships: bool
     preset: Preset
@@ -301,7 +315,8 @@ class CreateMatchRequest(_message.Message):
     name: str
     creator_token: str
     rematch_of: str
-    def __init__(self, seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., name: _Optional[str] = ..., creator_token: _Optional[str] = ..., rematch_of: _Optional[str] = ...) -> None: ...
+    rated: bool
+    def __init__(self, seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., name: _Optional[str] = ..., creator_token: _Optional[str] = ..., rematch_of: _Optional[str] = ..., rated: _Optional[bool] = ...) -> None: ...
 
 class CreateMatchResponse(_message.Message):
     __slots__ = ("match_id", "commitment", "rules", "replayed")
@@ -316,20 +331,22 @@ class CreateMatchResponse(_message.Message):
     def __init__(self, match_id: _Optional[str] = ..., commitment: _Optional[str] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., replayed: _Optional[bool] = ...) -> None: ...
 
 class JoinMatchRequest(_message.Message):
-    __slots__ = ("match_id", "seat", "name", "client_seed", "seat_token", "previous_seat_token")
+    __slots__ = ("match_id", "seat", "name", "client_seed", "seat_token", "previous_seat_token", "player_token")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     SEAT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
     SEAT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_SEAT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     seat: int
     name: str
     client_seed: str
     seat_token: str
     previous_seat_token: str
-    def __init__(self, match_id: _Optional[str] = ..., seat: _Optional[int] = ..., name: _Optional[str] = ..., client_seed: _Optional[str] = ..., seat_token: _Optional[str] = ..., previous_seat_token: _Optional[str] = ...) -> None: ...
+    player_token: str
+    def __init__(self, match_id: _Optional[str] = ..., seat: _Optional[int] = ..., name: _Optional[str] = ..., client_seed: _Optional[str] = ..., seat_token: _Optional[str] = ..., previous_seat_token: _Optional[str] = ..., player_token: _Optional[str] = ...) -> None: ...
 
 class JoinMatchResponse(_message.Message):
     __slots__ = ("seat", "seat_token", "view")
@@ -354,18 +371,22 @@ class GetMatchResponse(_message.Message):
     def __init__(self, view: _Optional[_Union[MatchView, _Mapping]] = ...) -> None: ...
 
 class SeatInfo(_message.Message):
-    __slots__ = ("seat", "name", "taken", "tile_count", "side")
+    __slots__ = ("seat", "name", "taken", "tile_count", "side", "player_id", "bot")
     SEAT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     TAKEN_FIELD_NUMBER: _ClassVar[int]
     TILE_COUNT_FIELD_NUMBER: _ClassVar[int]
     SIDE_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_ID_FIELD_NUMBER: _ClassVar[int]
+    BOT_FIELD_NUMBER: _ClassVar[int]
     seat: int
     name: str
     taken: bool
     tile_count: int
     side: int
-    def __init__(self, seat: _Optional[int] = ..., name: _Optional[str] = ..., taken: _Optional[bool] = ..., tile_count: _Optional[int] = ..., side: _Optional[int] = ...) -> None: ...
+    player_id: str
+    bot: bool
+    def __init__(self, seat: _Optional[int] = ..., name: _Optional[str] = ..., taken: _Optional[bool] = ..., tile_count: _Optional[int] = ..., side: _Optional[int] = ..., player_id: _Optional[str] = ..., bot: _Optional[bool] = ...) -> None: ...
 
 class LineTile(_message.Message):
     __slots__ = ("left", "right")
@@ -436,7 +457,7 @@ class SeatClock(_message.Message):
     def __init__(self, seat: _Optional[int] = ..., left_ms: _Optional[int] = ..., running: _Optional[bool] = ..., falls_at_ms: _Optional[int] = ..., timeouts: _Optional[int] = ...) -> None: ...
 
 class MatchView(_message.Message):
-    __slots__ = ("match_id", "name", "phase", "rules", "partnerships", "viewer_seat", "seats", "commitment", "server_seed", "hand_number", "my_tiles", "revealed_hands", "boneyard_size", "drawable", "line", "ends", "scores", "turn", "must_play", "legal_plays", "result", "version", "clocks", "at_ms", "server_at_ms", "rematch_of")
+    __slots__ = ("match_id", "name", "phase", "rules", "partnerships", "viewer_seat", "seats", "commitment", "server_seed", "hand_number", "my_tiles", "revealed_hands", "boneyard_size", "drawable", "line", "ends", "scores", "turn", "must_play", "legal_plays", "result", "version", "clocks", "at_ms", "server_at_ms", "rematch_of", "rated")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -463,6 +484,7 @@ class MatchView(_message.Message):
     AT_MS_FIELD_NUMBER: _ClassVar[int]
     SERVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
     REMATCH_OF_FIELD_NUMBER: _ClassVar[int]
+    RATED_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     name: str
     phase: Phase
@@ -489,7 +511,8 @@ class MatchView(_message.Message):
     at_ms: int
     server_at_ms: int
     rematch_of: str
-    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., partnerships: _Optional[bool] = ..., viewer_seat: _Optional[int] = ..., seats: _Optional[_Iterable[_Union[SeatInfo, _Mapping]]] = ..., commitment: _Optional[str] = ..., server_seed: _Optional[str] = ..., hand_number: _Optional[int] = ..., my_tiles: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ..., revealed_hands: _Optional[_Iterable[_Union[Hand, _Mapping]]] = ..., boneyard_size: _Optional[int] = ..., drawable: _Optional[int] = ..., line: _Optional[_Iterable[_Union[LineTile, _Mapping]]] = ..., ends: _Optional[_Union[Ends, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., turn: _Optional[int] = ..., must_play: _Optional[_Union[Tile, _Mapping]] = ..., legal_plays: _Optional[_Iterable[_Union[LegalPlay, _Mapping]]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., version: _Optional[int] = ..., clocks: _Optional[_Iterable[_Union[SeatClock, _Mapping]]] = ..., at_ms: _Optional[int] = ..., server_at_ms: _Optional[int] = ..., rematch_of: _Optional[str] = ...) -> None: ...
+    rated: bool
+    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., partnerships: _Optional[bool] = ..., viewer_seat: _Optional[int] = ..., seats: _Optional[_Iterable[_Union[SeatInfo, _Mapping]]] = ..., commitment: _Optional[str] = ..., server_seed: _Optional[str] = ..., hand_number: _Optional[int] = ..., my_tiles: _Optional[_Iterable[_Union[Tile, _Mapping]]] = ..., revealed_hands: _Optional[_Iterable[_Union[Hand, _Mapping]]] = ..., boneyard_size: _Optional[int] = ..., drawable: _Optional[int] = ..., line: _Optional[_Iterable[_Union[LineTile, _Mapping]]] = ..., ends: _Optional[_Union[Ends, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., turn: _Optional[int] = ..., must_play: _Optional[_Union[Tile, _Mapping]] = ..., legal_plays: _Optional[_Iterable[_Union[LegalPlay, _Mapping]]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., version: _Optional[int] = ..., clocks: _Optional[_Iterable[_Union[SeatClock, _Mapping]]] = ..., at_ms: _Optional[int] = ..., server_at_ms: _Optional[int] = ..., rematch_of: _Optional[str] = ..., rated: _Optional[bool] = ...) -> None: ...
 
 class PlayRequest(_message.Message):
     __slots__ = ("match_id", "tile", "end", "expected_version", "command_id")
@@ -644,7 +667,7 @@ class ListMatchesRequest(_message.Message):
     def __init__(self, phase: _Optional[_Union[Phase, str]] = ..., player_name: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class MatchSummary(_message.Message):
-    __slots__ = ("match_id", "name", "phase", "seat_count", "partnerships", "preset", "players", "scores", "version", "created_at", "started_at", "hand", "rematch_of")
+    __slots__ = ("match_id", "name", "phase", "seat_count", "partnerships", "preset", "players", "scores", "version", "created_at", "started_at", "hand", "rematch_of", "player_ids", "bots", "rated")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -658,6 +681,9 @@ class MatchSummary(_message.Message):
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     HAND_FIELD_NUMBER: _ClassVar[int]
     REMATCH_OF_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_IDS_FIELD_NUMBER: _ClassVar[int]
+    BOTS_FIELD_NUMBER: _ClassVar[int]
+    RATED_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     name: str
     phase: Phase
@@ -671,7 +697,10 @@ class MatchSummary(_message.Message):
     started_at: _timestamp_pb2.Timestamp
     hand: int
     rematch_of: str
-    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., seat_count: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., players: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[int]] = ..., version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., hand: _Optional[int] = ..., rematch_of: _Optional[str] = ...) -> None: ...
+    player_ids: _containers.RepeatedScalarFieldContainer[str]
+    bots: _containers.RepeatedScalarFieldContainer[bool]
+    rated: bool
+    def __init__(self, match_id: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., seat_count: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., players: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[int]] = ..., version: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., hand: _Optional[int] = ..., rematch_of: _Optional[str] = ..., player_ids: _Optional[_Iterable[str]] = ..., bots: _Optional[_Iterable[bool]] = ..., rated: _Optional[bool] = ...) -> None: ...
 
 class ListMatchesResponse(_message.Message):
     __slots__ = ("matches", "next_page_token")
@@ -726,30 +755,36 @@ class Event(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., match_created: _Optional[_Union[MatchCreated, _Mapping]] = ..., seat_taken: _Optional[_Union[SeatTaken, _Mapping]] = ..., dealt: _Optional[_Union[Dealt, _Mapping]] = ..., deal_voided: _Optional[_Union[DealVoided, _Mapping]] = ..., tile_played: _Optional[_Union[TilePlayed, _Mapping]] = ..., tile_drawn: _Optional[_Union[TileDrawn, _Mapping]] = ..., passed: _Optional[_Union[Passed, _Mapping]] = ..., points_scored: _Optional[_Union[PointsScored, _Mapping]] = ..., hand_ended: _Optional[_Union[HandEnded, _Mapping]] = ..., match_ended: _Optional[_Union[MatchEnded, _Mapping]] = ..., seed_revealed: _Optional[_Union[SeedRevealed, _Mapping]] = ..., timed_out: _Optional[_Union[TimedOut, _Mapping]] = ...) -> None: ...
 
 class MatchCreated(_message.Message):
-    __slots__ = ("match_id", "seats", "partnerships", "rules", "commitment", "name")
+    __slots__ = ("match_id", "seats", "partnerships", "rules", "commitment", "name", "rated")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]
     SEATS_FIELD_NUMBER: _ClassVar[int]
     PARTNERSHIPS_FIELD_NUMBER: _ClassVar[int]
     RULES_FIELD_NUMBER: _ClassVar[int]
     COMMITMENT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    RATED_FIELD_NUMBER: _ClassVar[int]
     match_id: str
     seats: int
     partnerships: bool
     rules: Rules
     commitment: str
     name: str
-    def __init__(self, match_id: _Optional[str] = ..., seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., commitment: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+    rated: bool
+    def __init__(self, match_id: _Optional[str] = ..., seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., rules: _Optional[_Union[Rules, _Mapping]] = ..., commitment: _Optional[str] = ..., name: _Optional[str] = ..., rated: _Optional[bool] = ...) -> None: ...
 
 class SeatTaken(_message.Message):
-    __slots__ = ("seat", "name", "client_seed")
+    __slots__ = ("seat", "name", "client_seed", "player_id", "bot")
     SEAT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_ID_FIELD_NUMBER: _ClassVar[int]
+    BOT_FIELD_NUMBER: _ClassVar[int]
     seat: int
     name: str
     client_seed: str
-    def __init__(self, seat: _Optional[int] = ..., name: _Optional[str] = ..., client_seed: _Optional[str] = ...) -> None: ...
+    player_id: str
+    bot: bool
+    def __init__(self, seat: _Optional[int] = ..., name: _Optional[str] = ..., client_seed: _Optional[str] = ..., player_id: _Optional[str] = ..., bot: _Optional[bool] = ...) -> None: ...
 
 class DealtHand(_message.Message):
     __slots__ = ("tiles", "count")
@@ -874,7 +909,7 @@ class SeedRevealed(_message.Message):
     def __init__(self, server_seed: _Optional[str] = ...) -> None: ...
 
 class TournamentSettings(_message.Message):
-    __slots__ = ("format", "seats", "partnerships", "preset", "options", "rounds", "double_round_robin", "round_delay", "max_entrants", "rounds_by_hand")
+    __slots__ = ("format", "seats", "partnerships", "preset", "options", "rounds", "double_round_robin", "round_delay", "max_entrants", "rounds_by_hand", "rated")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     SEATS_FIELD_NUMBER: _ClassVar[int]
     PARTNERSHIPS_FIELD_NUMBER: _ClassVar[int]
@@ -885,6 +920,7 @@ class TournamentSettings(_message.Message):
     ROUND_DELAY_FIELD_NUMBER: _ClassVar[int]
     MAX_ENTRANTS_FIELD_NUMBER: _ClassVar[int]
     ROUNDS_BY_HAND_FIELD_NUMBER: _ClassVar[int]
+    RATED_FIELD_NUMBER: _ClassVar[int]
     format: TournamentFormat
     seats: int
     partnerships: bool
@@ -895,7 +931,8 @@ class TournamentSettings(_message.Message):
     round_delay: int
     max_entrants: int
     rounds_by_hand: bool
-    def __init__(self, format: _Optional[_Union[TournamentFormat, str]] = ..., seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., rounds: _Optional[int] = ..., double_round_robin: _Optional[bool] = ..., round_delay: _Optional[int] = ..., max_entrants: _Optional[int] = ..., rounds_by_hand: _Optional[bool] = ...) -> None: ...
+    rated: bool
+    def __init__(self, format: _Optional[_Union[TournamentFormat, str]] = ..., seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., rounds: _Optional[int] = ..., double_round_robin: _Optional[bool] = ..., round_delay: _Optional[int] = ..., max_entrants: _Optional[int] = ..., rounds_by_hand: _Optional[bool] = ..., rated: _Optional[bool] = ...) -> None: ...
 
 class CreateTournamentRequest(_message.Message):
     __slots__ = ("name", "settings")
@@ -914,16 +951,18 @@ class CreateTournamentResponse(_message.Message):
     def __init__(self, tournament_id: _Optional[str] = ..., commitment: _Optional[str] = ...) -> None: ...
 
 class RegisterEntrantRequest(_message.Message):
-    __slots__ = ("tournament_id", "players", "client_seed", "player_tokens")
+    __slots__ = ("tournament_id", "players", "client_seed", "player_tokens", "registered_player_tokens")
     TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
     PLAYERS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
     PLAYER_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_PLAYER_TOKENS_FIELD_NUMBER: _ClassVar[int]
     tournament_id: str
     players: _containers.RepeatedScalarFieldContainer[str]
     client_seed: str
     player_tokens: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, tournament_id: _Optional[str] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ..., player_tokens: _Optional[_Iterable[str]] = ...) -> None: ...
+    registered_player_tokens: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tournament_id: _Optional[str] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ..., player_tokens: _Optional[_Iterable[str]] = ..., registered_player_tokens: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RegisterEntrantResponse(_message.Message):
     __slots__ = ("entrant", "player_tokens")
@@ -980,18 +1019,22 @@ class GetTournamentRequest(_message.Message):
     def __init__(self, tournament_id: _Optional[str] = ...) -> None: ...
 
 class TournamentEntrant(_message.Message):
-    __slots__ = ("entrant", "players", "client_seed", "withdrawn_after_round", "withdrawn_by")
+    __slots__ = ("entrant", "players", "client_seed", "withdrawn_after_round", "withdrawn_by", "player_ids", "bots")
     ENTRANT_FIELD_NUMBER: _ClassVar[int]
     PLAYERS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
     WITHDRAWN_AFTER_ROUND_FIELD_NUMBER: _ClassVar[int]
     WITHDRAWN_BY_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_IDS_FIELD_NUMBER: _ClassVar[int]
+    BOTS_FIELD_NUMBER: _ClassVar[int]
     entrant: int
     players: _containers.RepeatedScalarFieldContainer[str]
     client_seed: str
     withdrawn_after_round: int
     withdrawn_by: Actor
-    def __init__(self, entrant: _Optional[int] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ..., withdrawn_after_round: _Optional[int] = ..., withdrawn_by: _Optional[_Union[Actor, str]] = ...) -> None: ...
+    player_ids: _containers.RepeatedScalarFieldContainer[str]
+    bots: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, entrant: _Optional[int] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ..., withdrawn_after_round: _Optional[int] = ..., withdrawn_by: _Optional[_Union[Actor, str]] = ..., player_ids: _Optional[_Iterable[str]] = ..., bots: _Optional[_Iterable[bool]] = ...) -> None: ...
 
 class TableResult(_message.Message):
     __slots__ = ("reason", "scores", "places", "match_points", "margins", "forfeited_side")
@@ -1282,3 +1325,135 @@ class ClaimHandOffResponse(_message.Message):
     seat: HandOffSeat
     entrant: HandOffEntrant
     def __init__(self, parcel: _Optional[bytes] = ..., seat: _Optional[_Union[HandOffSeat, _Mapping]] = ..., entrant: _Optional[_Union[HandOffEntrant, _Mapping]] = ...) -> None: ...
+
+class RegisterPlayerRequest(_message.Message):
+    __slots__ = ("name", "bot")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BOT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    bot: bool
+    def __init__(self, name: _Optional[str] = ..., bot: _Optional[bool] = ...) -> None: ...
+
+class RegisterPlayerResponse(_message.Message):
+    __slots__ = ("player_id", "name", "player_token")
+    PLAYER_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    player_id: str
+    name: str
+    player_token: str
+    def __init__(self, player_id: _Optional[str] = ..., name: _Optional[str] = ..., player_token: _Optional[str] = ...) -> None: ...
+
+class Player(_message.Message):
+    __slots__ = ("player_id", "name", "bot")
+    PLAYER_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BOT_FIELD_NUMBER: _ClassVar[int]
+    player_id: str
+    name: str
+    bot: bool
+    def __init__(self, player_id: _Optional[str] = ..., name: _Optional[str] = ..., bot: _Optional[bool] = ...) -> None: ...
+
+class PoolRating(_message.Message):
+    __slots__ = ("pool", "rating", "mu", "sigma", "provisional", "rated_matches")
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    RATING_FIELD_NUMBER: _ClassVar[int]
+    MU_FIELD_NUMBER: _ClassVar[int]
+    SIGMA_FIELD_NUMBER: _ClassVar[int]
+    PROVISIONAL_FIELD_NUMBER: _ClassVar[int]
+    RATED_MATCHES_FIELD_NUMBER: _ClassVar[int]
+    pool: RatingPool
+    rating: int
+    mu: float
+    sigma: float
+    provisional: bool
+    rated_matches: int
+    def __init__(self, pool: _Optional[_Union[RatingPool, str]] = ..., rating: _Optional[int] = ..., mu: _Optional[float] = ..., sigma: _Optional[float] = ..., provisional: _Optional[bool] = ..., rated_matches: _Optional[int] = ...) -> None: ...
+
+class GetPlayerRequest(_message.Message):
+    __slots__ = ("player_id", "name")
+    PLAYER_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    player_id: str
+    name: str
+    def __init__(self, player_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class GetPlayerResponse(_message.Message):
+    __slots__ = ("player", "ratings")
+    PLAYER_FIELD_NUMBER: _ClassVar[int]
+    RATINGS_FIELD_NUMBER: _ClassVar[int]
+    player: Player
+    ratings: _containers.RepeatedCompositeFieldContainer[PoolRating]
+    def __init__(self, player: _Optional[_Union[Player, _Mapping]] = ..., ratings: _Optional[_Iterable[_Union[PoolRating, _Mapping]]] = ...) -> None: ...
+
+class ListLeaderboardRequest(_message.Message):
+    __slots__ = ("pool", "page_size", "page_token")
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    pool: RatingPool
+    page_size: int
+    page_token: str
+    def __init__(self, pool: _Optional[_Union[RatingPool, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class LeaderboardEntry(_message.Message):
+    __slots__ = ("rank", "player", "rating")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_FIELD_NUMBER: _ClassVar[int]
+    RATING_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    player: Player
+    rating: PoolRating
+    def __init__(self, rank: _Optional[int] = ..., player: _Optional[_Union[Player, _Mapping]] = ..., rating: _Optional[_Union[PoolRating, _Mapping]] = ...) -> None: ...
+
+class ListLeaderboardResponse(_message.Message):
+    __slots__ = ("entries", "next_page_token")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[LeaderboardEntry]
+    next_page_token: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[LeaderboardEntry, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListPlayerMatchesRequest(_message.Message):
+    __slots__ = ("player_id", "name", "pool", "page_size", "page_token")
+    PLAYER_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    player_id: str
+    name: str
+    pool: RatingPool
+    page_size: int
+    page_token: str
+    def __init__(self, player_id: _Optional[str] = ..., name: _Optional[str] = ..., pool: _Optional[_Union[RatingPool, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class PlayerMatch(_message.Message):
+    __slots__ = ("match_id", "pool", "order", "seat", "place", "before", "after", "ended_at")
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    SEAT_FIELD_NUMBER: _ClassVar[int]
+    PLACE_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    match_id: str
+    pool: RatingPool
+    order: int
+    seat: int
+    place: int
+    before: PoolRating
+    after: PoolRating
+    ended_at: _timestamp_pb2.Timestamp
+    def __init__(self, match_id: _Optional[str] = ..., pool: _Optional[_Union[RatingPool, str]] = ..., order: _Optional[int] = ..., seat: _Optional[int] = ..., place: _Optional[int] = ..., before: _Optional[_Union[PoolRating, _Mapping]] = ..., after: _Optional[_Union[PoolRating, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListPlayerMatchesResponse(_message.Message):
+    __slots__ = ("player", "matches", "next_page_token")
+    PLAYER_FIELD_NUMBER: _ClassVar[int]
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    player: Player
+    matches: _containers.RepeatedCompositeFieldContainer[PlayerMatch]
+    next_page_token: str
+    def __init__(self, player: _Optional[_Union[Player, _Mapping]] = ..., matches: _Optional[_Iterable[_Union[PlayerMatch, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

@@ -165,6 +165,26 @@ class BergenServiceStub:
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.ClaimHandOffRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.ClaimHandOffResponse.FromString,
                 _registered_method=True)
+        self.RegisterPlayer = channel.unary_unary(
+                '/bergen.v1.BergenService/RegisterPlayer',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.RegisterPlayerRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.RegisterPlayerResponse.FromString,
+                _registered_method=True)
+        self.GetPlayer = channel.unary_unary(
+                '/bergen.v1.BergenService/GetPlayer',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.GetPlayerRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetPlayerResponse.FromString,
+                _registered_method=True)
+        self.ListLeaderboard = channel.unary_unary(
+                '/bergen.v1.BergenService/ListLeaderboard',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.ListLeaderboardRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.ListLeaderboardResponse.FromString,
+                _registered_method=True)
+        self.ListPlayerMatches = channel.unary_unary(
+                '/bergen.v1.BergenService/ListPlayerMatches',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.ListPlayerMatchesRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.ListPlayerMatchesResponse.FromString,
+                _registered_method=True)
 
 
 class BergenServiceServicer:
@@ -380,6 +400,42 @@ class BergenServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RegisterPlayer(self, request, context):
+        """Players and ratings (RATINGS.md).
+
+        Register a player: an identity that outlives a match, with a unique name and a rating in
+        each pool. Returns its id and its secret player token, shown only once (the server keeps
+        only a keyed hash of it). ALREADY_EXISTS (NAME_TAKEN) for a name that is a player's
+        already, whatever its case or width; INVALID_ARGUMENT for a name that breaks a rule
+        (PLAYER_NAME_LENGTH, PLAYER_NAME_CHARACTERS, PLAYER_NAME_SPACES); RESOURCE_EXHAUSTED
+        (REGISTER_RATE_EXCEEDED) past a client's registrations a minute.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPlayer(self, request, context):
+        """A player, by id or by name, with its rating in every pool. NOT_FOUND (PLAYER_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLeaderboard(self, request, context):
+        """A pool's leaderboard (RATINGS.md section 4): the players who are not provisional, by
+        rating, then mu - 3 sigma, then fewer rated matches, then player id; a page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPlayerMatches(self, request, context):
+        """A player's rated matches, newest first, with the rating before and after each.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BergenServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -512,6 +568,26 @@ def add_BergenServiceServicer_to_server(servicer, server):
                     servicer.ClaimHandOff,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.ClaimHandOffRequest.FromString,
                     response_serializer=bergen_dot_v1_dot_bergen__pb2.ClaimHandOffResponse.SerializeToString,
+            ),
+            'RegisterPlayer': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterPlayer,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.RegisterPlayerRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.RegisterPlayerResponse.SerializeToString,
+            ),
+            'GetPlayer': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPlayer,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetPlayerRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.GetPlayerResponse.SerializeToString,
+            ),
+            'ListLeaderboard': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLeaderboard,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.ListLeaderboardRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.ListLeaderboardResponse.SerializeToString,
+            ),
+            'ListPlayerMatches': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPlayerMatches,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.ListPlayerMatchesRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.ListPlayerMatchesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1217,6 +1293,114 @@ class BergenService:
             '/bergen.v1.BergenService/ClaimHandOff',
             bergen_dot_v1_dot_bergen__pb2.ClaimHandOffRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.ClaimHandOffResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterPlayer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/RegisterPlayer',
+            bergen_dot_v1_dot_bergen__pb2.RegisterPlayerRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.RegisterPlayerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPlayer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/GetPlayer',
+            bergen_dot_v1_dot_bergen__pb2.GetPlayerRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.GetPlayerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLeaderboard(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/ListLeaderboard',
+            bergen_dot_v1_dot_bergen__pb2.ListLeaderboardRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.ListLeaderboardResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPlayerMatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/ListPlayerMatches',
+            bergen_dot_v1_dot_bergen__pb2.ListPlayerMatchesRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.ListPlayerMatchesResponse.FromString,
             options,
             channel_credentials,
             insecure,

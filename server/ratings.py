@@ -1,0 +1,391 @@
+"""The ratings (RATINGS.md): a read model folded from rated matches' ends, and its queries.
+
+The projection follows the global order as the listing does (`bergen.server.projections`):
+it folds the rows that concern rated matches (a rated MatchCreated, the SeatTaken and the
+MatchEnded of such a match), each checked as the listing checks a row, and writes what it
+made with the position it reached in one transaction; a server resumes from that position,
+and replicas sharing a database take turns on the position's row lock. `bergen migrate
+--rebuild-ratings` empties the tables and sets the position back to 0, and the servers then
+fold every rated match again.
+
+Ratings are made in the order of the ends' global positions (RATINGS.md section 3), the
+record's `rated.order`. On PostgreSQL the global order is the order of commits, which two
+transactions in flight at once may give out of position order: an end folded after a later
+one of its pool is applied where it belongs, and the ends after it applied again from the
+ratings they started from (kept in the history), so the ratings are always those of
+`bergen.domain.ratings.recompute` over the ends in position order.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from bergen.domain.errors import BergenError, CorruptRecord, InvalidArgument
+from bergen.domain.events import MatchCreated, MatchEnded, SeatTaken
+from bergen.domain.ratings import NEWCOMER, POOLS, Rating, places_of, pool_of, rate
+from bergen.domain.tiles import sides_of
+
+from .matches import decode_stored
+from .projections import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    OFFERS_KEPT,
+    PAGE_CATCH_UP_BATCHES,
+    RowCheck,
+    is_match_stream,
+    page_token,
+    parse_page_token,
+    read_past_unreadable,
+)
+from .store import EventStore, StoredEvent
+from .store.ratings import (
+    RATINGS,
+    BoardKey,
+    HistoryRow,
+    Holder,
+    PendingMatch,
+    PlayerRating,
+    RatedEnd,
+    RatingsFold,
+    board_key,
+)
+
+log = logging.getLogger("bergen.server.ratings")
+
+BATCH = 1000
+"""Events read and folded per transaction."""
+_RATED_ENDS = ("target", "forfeit")
+
+
+class RatingsProjection:
+    """The ratings: folded from the store's global order into the store's tables."""
+
+    def __init__(self, store: EventStore, batch: int = BATCH) -> None:
+        self._store = store
+        self._tables = store.ratings()
+        self._batch = batch
+        self._check = RowCheck(store.log_keys)
+        self._lock = threading.Lock()
+        self._position: int | None = None
+        self._offered: dict[int, tuple[Sequence[StoredEvent], int]] = {}
+        self.events_read = 0
+        """Events this process has read from the global order to fold (for tests)."""
+        self.started_at: int | None = None
+        """The position this process found the ratings folded up to, when it first looked."""
+
+    def catch_up(self, max_batches: int | None = None) -> int:
+        """Fold what was written since the stored position (up to `max_batches` batches),
+        up to the first batch read that is not full. Returns how many events this process
+        folded. Raises StorageUnavailable."""
+        folded = 0
+        batches = 0
+        with self._lock:
+            if self._position is None:
+                self._position = self._tables.position(RATINGS)
+                self.started_at = self._position
+                log.info("ratings: folded up to position %d", self._position)
+            while max_batches is None or batches < max_batches:
+                offered = self._offered.pop(self._position, None)
+                if offered is not None:
+                    batch, upto = offered
+                    while len(batch) < self._batch:
+                        more = self._offered.pop(upto, None)
+                        if more is None:
+                            break
+                        batch, upto = [*batch, *more[0]], more[1]
+                else:
+                    batch, upto = read_past_unreadable(
+                        self._store, self._position, self._batch, "ratings"
+                    )
+                    self.events_read += len(batch)
+                if upto == self._position:
+                    return folded
+                batches += 1
+                folded += self._fold(batch, upto)
+                passed_over = not batch or batch[-1].position != upto
+                if len(batch) < self._batch and not passed_over and self._position == upto:
+                    return folded
+        return folded
+
+    def offer(self, after: int, batch: Sequence[StoredEvent], upto: int) -> None:
+        """A batch of the global order after `after`, up to `upto`, as the event feed read
+        it: a fold from `after` takes it instead of reading the same rows again."""
+        if upto == after:
+            return
+        if len(self._offered) >= OFFERS_KEPT:
+            self._offered.clear()
+        self._offered[after] = (batch, upto)
+
+    def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
+        with self._tables.folding(RATINGS) as tx:
+            if tx.position != self._position:
+                self._position = tx.position  # another replica folded it
+                return 0
+            fold_batch(tx, batch, self._check)
+            tx.save_position(upto)
+        self._position = upto
+        return len(batch)
+
+
+def fold_batch(tx: RatingsFold, batch: Sequence[StoredEvent], check: RowCheck | None) -> None:
+    """Fold `batch` (in global order) into the ratings: note the seats of rated matches,
+    and rate each that ends by its target or a forfeit."""
+    wanted = [
+        e.stream_id
+        for e in batch
+        if e.type in ("SeatTaken", "MatchEnded") and is_match_stream(e.stream_id)
+    ]
+    pending = tx.pending(list(dict.fromkeys(wanted))) if wanted else {}
+    changed: dict[str, PendingMatch] = {}
+    ended: list[str] = []
+    ends: list[RatedEnd] = []
+    for e in batch:
+        kind = e.type
+        if kind not in ("MatchCreated", "SeatTaken", "MatchEnded"):
+            continue
+        match_id = e.stream_id
+        if not is_match_stream(match_id):
+            continue
+        if kind == "MatchCreated":
+            if e.seq != 1 or e.payload.get("rated") is not True or _refused(check, e):
+                continue
+            created = _decoded(e)
+            if not isinstance(created, MatchCreated) or not created.rated:
+                continue
+            sides = sides_of(created.seats, created.partnerships)
+            pool = pool_of(created.seats, created.partnerships)
+            pending[match_id] = changed[match_id] = PendingMatch(
+                match_id, pool, (None,) * created.seats, sides
+            )
+            continue
+        m = pending.get(match_id)
+        if m is None or _refused(check, e):
+            continue
+        event = _decoded(e)
+        if isinstance(event, SeatTaken):
+            if not event.player or not 0 <= event.seat < len(m.seats):
+                continue  # the rules refuse either in a rated match
+            seats = list(m.seats)
+            seats[event.seat] = Holder(event.player, event.name, event.bot)
+            pending[match_id] = changed[match_id] = replace(m, seats=tuple(seats))
+        elif isinstance(event, MatchEnded):
+            del pending[match_id]
+            changed.pop(match_id, None)
+            ended.append(match_id)
+            holders = [h for h in m.seats if h is not None]
+            if str(event.reason) not in _RATED_ENDS or len(holders) != len(m.seats):
+                continue  # abandoned: not rated
+            try:
+                places = places_of(str(event.reason), event.scores, event.forfeited_side)
+            except BergenError as err:
+                log.error("ratings: match %s is not rated: %s", match_id, err)
+                continue
+            ends.append(
+                RatedEnd(
+                    match_id, m.pool, e.position, tuple(holders), m.sides, places, e.recorded_at
+                )
+            )
+    if changed:
+        tx.keep_pending(list(changed.values()))
+    if ended:
+        tx.drop_pending(ended)
+    for end in ends:
+        apply_end(tx, end)
+
+
+def _refused(check: RowCheck | None, e: StoredEvent) -> bool:
+    why = check.refusal(e) if check is not None else None
+    if why is None:
+        if check is not None:
+            check.folded(e)
+        return False
+    log.critical("LOG TAMPERED: match %s seq %d is not rated: %s", e.stream_id, e.seq, why)
+    return True
+
+
+def _decoded(e: StoredEvent) -> object:
+    try:
+        return decode_stored(e)
+    except CorruptRecord as err:
+        log.error("ratings: stream %s seq %d left out: %s", e.stream_id, e.seq, err)
+        return None
+
+
+def apply_end(tx: RatingsFold, end: RatedEnd) -> None:
+    """Rate `end` in its pool: after the latest end applied, on the ratings as they stand;
+    before it (an end folded late), where it belongs, the later ends applied again. An end
+    applied already is passed over."""
+    last = tx.last_order(end.pool)
+    players = [h.player for h in end.seats]
+    state: dict[str, Rating] = {}
+    if end.order > last:
+        current = tx.ratings(end.pool, players)
+        state.update({p: current[p].rating if p in current else NEWCOMER for p in players})
+        history = rate_end(end, state)
+        tx.add_match(end, history)
+        tx.save_ratings(_rows(end.pool, end.seats, state))
+        return
+    later = tx.matches_after(end.pool, end.order - 1)
+    if any(m.match_id == end.match_id for m in later):
+        return
+    log.info(
+        "ratings: match %s ended before %d later-folded match(es) of pool %s: applied in its place",
+        end.match_id,
+        len(later),
+        end.pool,
+    )
+    order_of = {m.match_id: m.order for m in later}
+    for h in sorted(tx.history_of(list(order_of)), key=lambda h: order_of[h.match_id]):
+        state.setdefault(h.player_id, h.before)
+    holders = {h.player: h for m in (end, *later) for h in m.seats}
+    missing = [p for p in holders if p not in state]
+    current = tx.ratings(end.pool, missing)
+    for p in missing:
+        state[p] = current[p].rating if p in current else NEWCOMER
+    tx.drop_history(list(order_of))
+    for m in sorted((end, *later), key=lambda m: m.order):
+        tx.add_match(m, rate_end(m, state))
+    tx.save_ratings(_rows(end.pool, tuple(holders.values()), state))
+
+
+def rate_end(end: RatedEnd, state: dict[str, Rating]) -> list[HistoryRow]:
+    """Rate one match on `state` (each player's rating before it, updated here), RATINGS.md
+    section 3: each side a team of its seat holders in seat order. Returns each player's
+    history row."""
+    teams = [[state[end.seats[s].player] for s in side] for side in end.sides]
+    after = rate(teams, end.places)
+    history = []
+    for i, side in enumerate(end.sides):
+        for k, seat in enumerate(side):
+            player = end.seats[seat].player
+            history.append(
+                HistoryRow(
+                    player, end.pool, end.match_id, end.order, seat, end.places[i],
+                    teams[i][k], after[i][k], end.ended_at,
+                )
+            )  # fmt: skip
+            state[player] = after[i][k]
+    return history
+
+
+def _rows(pool: str, holders: Sequence[Holder], state: dict[str, Rating]) -> list[PlayerRating]:
+    return [PlayerRating(h.player, pool, h.name, h.bot, state[h.player]) for h in holders]
+
+
+# --- queries ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BoardPage:
+    """A page of a leaderboard: each player's rank and rating, and the next page's token."""
+
+    entries: list[tuple[int, PlayerRating]]
+    next_token: str
+
+
+def board_token(rank: int, key: BoardKey) -> str:
+    """The opaque token of the page after the entry of rank `rank` at `key`."""
+    text = json.dumps([rank, key[0], key[1].hex(), key[2], key[3]], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+_BOARD_TOKEN_MAX = 200
+
+
+def parse_board_token(token: str) -> tuple[int, BoardKey]:
+    """The rank and key a token of `board_token` names. Raises InvalidArgument for anything
+    else, with a short message, whatever its size or content."""
+    bad = InvalidArgument("page_token is not one this server gave", reason="BAD_PAGE_TOKEN")
+    if not isinstance(token, str) or len(token) > _BOARD_TOKEN_MAX:
+        raise bad
+    try:
+        value = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        rank, rating, conservative, matches, player_id = value
+        key = (rating, float.fromhex(conservative), matches, player_id)
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        raise bad from None
+    if not (
+        type(rank) is int
+        and rank >= 1
+        and type(rating) is int
+        and type(matches) is int
+        and isinstance(player_id, str)
+        and len(player_id) <= 64
+    ):
+        raise bad
+    return rank, key
+
+
+def _size(size: int) -> int:
+    if size < 0:
+        raise InvalidArgument("page_size must not be negative")
+    return DEFAULT_PAGE if size == 0 else min(size, MAX_PAGE)
+
+
+def check_pool(pool: str) -> str:
+    if pool not in POOLS:
+        raise InvalidArgument(
+            f"a pool is one of {', '.join(POOLS)}", reason="INVALID_POOL", field="pool"
+        )
+    return pool
+
+
+class RatingQueries:
+    """Players' ratings as the projection holds them, caught up before each answer (its
+    own writes, and what was visible when asked, are then folded)."""
+
+    def __init__(self, store: EventStore, projection: RatingsProjection) -> None:
+        self._tables = store.ratings()
+        self._projection = projection
+
+    def ratings_of(self, player_id: str) -> dict[str, Rating]:
+        """The player's rating in every pool (a newcomer's where it has none)."""
+        self._projection.catch_up(PAGE_CATCH_UP_BATCHES)
+        held = {r.pool: r.rating for r in self._tables.player_ratings(player_id)}
+        return {pool: held.get(pool, NEWCOMER) for pool in POOLS}
+
+    def leaderboard(self, pool: str, size: int, token: str) -> BoardPage:
+        """A page of `pool`'s leaderboard (RATINGS.md section 4). Raises InvalidArgument
+        (INVALID_POOL, BAD_PAGE_TOKEN, a negative size)."""
+        check_pool(pool)
+        size = _size(size)
+        rank, after = parse_board_token(token) if token else (0, None)
+        self._projection.catch_up(PAGE_CATCH_UP_BATCHES)
+        rows = self._tables.leaderboard(pool, after, size + 1)
+        entries = [(rank + 1 + i, r) for i, r in enumerate(rows[:size])]
+        if len(rows) <= size:
+            return BoardPage(entries, "")
+        last_rank, last = entries[-1]
+        return BoardPage(entries, board_token(last_rank, board_key(last.player_id, last.rating)))
+
+    def matches(
+        self, player_id: str, pool: str | None, size: int, token: str
+    ) -> tuple[list[HistoryRow], str]:
+        """A page of the player's rated matches, newest first, of `pool` (None: any). Raises
+        InvalidArgument (INVALID_POOL, BAD_PAGE_TOKEN, a negative size)."""
+        if pool is not None:
+            check_pool(pool)
+        size = _size(size)
+        before = parse_page_token(token) if token else None
+        self._projection.catch_up(PAGE_CATCH_UP_BATCHES)
+        rows = self._tables.history(player_id, pool, before, size + 1)
+        if len(rows) <= size:
+            return rows, ""
+        rows = rows[:size]
+        return rows, page_token(rows[-1].order)
+
+
+__all__ = [
+    "BoardPage",
+    "RatingQueries",
+    "RatingsProjection",
+    "apply_end",
+    "fold_batch",
+    "rate_end",
+]

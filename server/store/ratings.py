@@ -1,0 +1,478 @@
+"""The ratings' tables (RATINGS.md), and what a store offers to fold and read them.
+
+Like the listing, the ratings are a read model folded from the events by a projection
+(`bergen.server.ratings`), with the global position it reached written in the same
+transaction as its rows. The SQL is written once here for both backends: each hands the
+statements a `Db` (one connection, its parameter marker) inside its own transaction.
+
+A leaderboard's page is one range of an index: the order of RATINGS.md section 4 is kept as
+ascending columns (the rating and mu - 3 sigma negated, then the rated matches and the
+player id), and a page token names the last key given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from bergen.domain.ratings import Rating
+
+from .statements import Dialect
+
+RATINGS = "ratings"
+"""The ratings' name in projection_positions."""
+_CHUNK = 500
+"""Values per `IN (...)`: below every SQLite build's limit on bound parameters."""
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who held a seat of a rated match: the registered player, its name and bot flag."""
+
+    player: str
+    name: str
+    bot: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerRating:
+    """A player's rating in a pool, with its name and bot flag."""
+
+    player_id: str
+    pool: str
+    name: str
+    bot: bool
+    rating: Rating
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    """A player's rating before and after one rated match of a pool."""
+
+    player_id: str
+    pool: str
+    match_id: str
+    order: int
+    seat: int
+    place: int
+    before: Rating
+    after: Rating
+    ended_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMatch:
+    """A rated match not yet ended: its pool, the holder of each seat taken (None: free),
+    and each side's seats."""
+
+    match_id: str
+    pool: str
+    seats: tuple[Holder | None, ...]
+    sides: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RatedEnd:
+    """A rated match's end as applied: its pool, the global position of its end, every
+    seat's holder, each side's seats and place, and when it ended."""
+
+    match_id: str
+    pool: str
+    order: int
+    seats: tuple[Holder, ...]
+    sides: tuple[tuple[int, ...], ...]
+    places: tuple[int, ...]
+    ended_at: datetime
+
+
+BoardKey = tuple[int, float, int, str]
+"""A leaderboard position: rank_rating, rank_conservative, matches, player_id."""
+
+
+def board_key(player_id: str, r: Rating) -> BoardKey:
+    """Where `r` stands on its pool's leaderboard: each part ascending."""
+    return (-r.display, -r.conservative, r.matches, player_id)
+
+
+class Db(Protocol):
+    """One connection inside a transaction (or autocommit, for reads), as the statements
+    use it."""
+
+    dialect: Dialect
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> None: ...
+
+    def many(self, sql: str, params: Sequence[Sequence[Any]]) -> None: ...
+
+    def time_in(self, at: datetime) -> Any: ...
+
+    def time_of(self, value: Any) -> datetime: ...
+
+
+def _holders_json(seats: Sequence[Holder | None]) -> str:
+    return json.dumps(
+        [None if h is None else [h.player, h.name, h.bot] for h in seats], ensure_ascii=False
+    )
+
+
+def _holders(text: str) -> tuple[Holder | None, ...]:
+    return tuple(None if h is None else Holder(h[0], h[1], bool(h[2])) for h in json.loads(text))
+
+
+def _sides_json(sides: Sequence[Sequence[int]]) -> str:
+    return json.dumps([list(s) for s in sides])
+
+
+def _sides(text: str) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(s) for s in json.loads(text))
+
+
+_RATING_COLUMNS = "player_id, pool, name, bot, mu, sigma, matches"
+_HISTORY_COLUMNS = (
+    "player_id, pool, match_id, rated_order, seat, place, mu_before, sigma_before, mu_after,"
+    " sigma_after, matches, ended_at"
+)
+
+
+def _rating_row(r: tuple[Any, ...]) -> PlayerRating:
+    return PlayerRating(r[0], r[1], r[2], bool(r[3]), Rating(float(r[4]), float(r[5]), int(r[6])))
+
+
+def _history_row(db: Db, r: tuple[Any, ...]) -> HistoryRow:
+    matches = int(r[10])
+    return HistoryRow(
+        player_id=r[0],
+        pool=r[1],
+        match_id=r[2],
+        order=int(r[3]),
+        seat=int(r[4]),
+        place=int(r[5]),
+        before=Rating(float(r[6]), float(r[7]), matches - 1),
+        after=Rating(float(r[8]), float(r[9]), matches),
+        ended_at=db.time_of(r[11]),
+    )
+
+
+def _chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(values), _CHUNK):
+        yield values[i : i + _CHUNK]
+
+
+def _among(db: Db, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """`column` among `values`: the SQL and its parameters in the dialect."""
+    d = db.dialect
+    if d.any_list:
+        return d.among(column, len(values)), [list(values)]
+    return d.among(column, len(values)), list(values)
+
+
+class RatingsFold:
+    """The ratings' transaction: the projection's position row is locked until it ends."""
+
+    def __init__(self, db: Db, projection: str, position: int) -> None:
+        self._db = db
+        self._projection = projection
+        self.position = position
+        """What the projection had folded up to when the lock was taken."""
+        p = db.dialect.param
+        self._p = p
+        self._big = p + db.dialect.int8
+
+    # pending rated matches ------------------------------------------------------------------
+
+    def pending(self, match_ids: Sequence[str]) -> dict[str, PendingMatch]:
+        """The rated matches not yet ended among `match_ids`."""
+        found: dict[str, PendingMatch] = {}
+        for chunk in _chunks(list(match_ids)):
+            where, params = _among(self._db, "match_id", chunk)
+            for r in self._db.rows(
+                f"SELECT match_id, pool, seats, sides FROM rated_pending WHERE {where}", params
+            ):
+                found[r[0]] = PendingMatch(r[0], r[1], _holders(r[2]), _sides(r[3]))
+        return found
+
+    def keep_pending(self, matches: Sequence[PendingMatch]) -> None:
+        """Write `matches` (new, or with more seats taken)."""
+        p = self._p
+        self._db.many(
+            f"INSERT INTO rated_pending (match_id, pool, seats, sides) VALUES ({p}, {p}, {p}, {p})"
+            " ON CONFLICT (match_id) DO UPDATE SET seats = excluded.seats",
+            [(m.match_id, m.pool, _holders_json(m.seats), _sides_json(m.sides)) for m in matches],
+        )
+
+    def drop_pending(self, match_ids: Sequence[str]) -> None:
+        for chunk in _chunks(list(match_ids)):
+            where, params = _among(self._db, "match_id", chunk)
+            self._db.run(f"DELETE FROM rated_pending WHERE {where}", params)
+
+    # ratings --------------------------------------------------------------------------------
+
+    def ratings(self, pool: str, player_ids: Sequence[str]) -> dict[str, PlayerRating]:
+        """The ratings in `pool` of those of `player_ids` who have one."""
+        found: dict[str, PlayerRating] = {}
+        for chunk in _chunks(list(player_ids)):
+            where, params = _among(self._db, "player_id", chunk)
+            for r in self._db.rows(
+                f"SELECT {_RATING_COLUMNS} FROM player_ratings WHERE pool = {self._p} AND {where}",
+                [pool, *params],
+            ):
+                found[r[0]] = _rating_row(r)
+        return found
+
+    def save_ratings(self, ratings: Sequence[PlayerRating]) -> None:
+        p = self._p
+        self._db.many(
+            "INSERT INTO player_ratings (player_id, pool, name, bot, mu, sigma, matches, shown,"
+            f" rank_rating, rank_conservative) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p},"
+            f" {p}, {p}) ON CONFLICT (player_id, pool) DO UPDATE SET name = excluded.name,"
+            " bot = excluded.bot, mu = excluded.mu, sigma = excluded.sigma,"
+            " matches = excluded.matches, shown = excluded.shown,"
+            " rank_rating = excluded.rank_rating, rank_conservative = excluded.rank_conservative",
+            [
+                (
+                    r.player_id,
+                    r.pool,
+                    r.name,
+                    r.bot,
+                    r.rating.mu,
+                    r.rating.sigma,
+                    r.rating.matches,
+                    not r.rating.provisional,
+                    -r.rating.display,
+                    -r.rating.conservative,
+                )
+                for r in ratings
+            ],
+        )
+
+    # the rated matches applied ----------------------------------------------------------------
+
+    def last_order(self, pool: str) -> int:
+        """The order of the latest match applied in `pool` (0: none yet)."""
+        rows = self._db.rows(
+            f"SELECT max(rated_order) FROM rated_matches WHERE pool = {self._p}", [pool]
+        )
+        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+    def matches_after(self, pool: str, order: int) -> list[RatedEnd]:
+        """The matches applied in `pool` after `order`, in order."""
+        return [
+            RatedEnd(
+                r[0],
+                r[1],
+                int(r[2]),
+                tuple(h for h in _holders(r[3]) if h is not None),
+                _sides(r[4]),
+                tuple(json.loads(r[5])),
+                self._db.time_of(r[6]),
+            )
+            for r in self._db.rows(
+                "SELECT match_id, pool, rated_order, seats, sides, places, ended_at"
+                f" FROM rated_matches WHERE pool = {self._p} AND rated_order > {self._big}"
+                " ORDER BY rated_order",
+                [pool, order],
+            )
+        ]
+
+    def history_of(self, match_ids: Sequence[str]) -> list[HistoryRow]:
+        out: list[HistoryRow] = []
+        for chunk in _chunks(list(match_ids)):
+            where, params = _among(self._db, "match_id", chunk)
+            out += [
+                _history_row(self._db, r)
+                for r in self._db.rows(
+                    f"SELECT {_HISTORY_COLUMNS} FROM rating_history WHERE {where}", params
+                )
+            ]
+        return out
+
+    def drop_history(self, match_ids: Sequence[str]) -> None:
+        for chunk in _chunks(list(match_ids)):
+            where, params = _among(self._db, "match_id", chunk)
+            self._db.run(f"DELETE FROM rating_history WHERE {where}", params)
+
+    def add_match(self, end: RatedEnd, history: Sequence[HistoryRow]) -> None:
+        """Record `end` as applied (unless it is already), with its players' history."""
+        p, big, db = self._p, self._big, self._db
+        db.run(
+            "INSERT INTO rated_matches (match_id, pool, rated_order, seats, sides, places,"
+            f" ended_at) VALUES ({p}, {p}, {big}, {p}, {p}, {p}, {p})"
+            " ON CONFLICT (match_id) DO NOTHING",
+            (
+                end.match_id,
+                end.pool,
+                end.order,
+                _holders_json(end.seats),
+                _sides_json(end.sides),
+                json.dumps(list(end.places)),
+                db.time_in(end.ended_at),
+            ),
+        )
+        db.many(
+            f"INSERT INTO rating_history ({_HISTORY_COLUMNS}) VALUES ({p}, {p}, {p}, {big}, {p},"
+            f" {p}, {p}, {p}, {p}, {p}, {p}, {p})",
+            [
+                (
+                    h.player_id,
+                    h.pool,
+                    h.match_id,
+                    h.order,
+                    h.seat,
+                    h.place,
+                    h.before.mu,
+                    h.before.sigma,
+                    h.after.mu,
+                    h.after.sigma,
+                    h.after.matches,
+                    db.time_in(h.ended_at),
+                )
+                for h in history
+            ],
+        )
+
+    def save_position(self, position: int) -> None:
+        self._db.run(
+            f"UPDATE projection_positions SET position = {self._big} WHERE name = {self._p}",
+            (position, self._projection),
+        )
+        self.position = position
+
+
+class RatingsTables(Protocol):
+    """The ratings' tables in one store. Every method raises StorageUnavailable when the
+    database cannot be reached or written."""
+
+    def position(self, projection: str) -> int:
+        """What `projection` has folded up to (0: nothing yet)."""
+        ...
+
+    def folding(self, projection: str) -> AbstractContextManager[RatingsFold]:
+        """A transaction holding the lock on `projection`'s position: committed when the
+        block ends, rolled back if it raises."""
+        ...
+
+    def player_ratings(self, player_id: str) -> list[PlayerRating]:
+        """The player's rating in each pool it has one in."""
+        ...
+
+    def leaderboard(self, pool: str, after: BoardKey | None, limit: int) -> list[PlayerRating]:
+        """Up to `limit` players of `pool`'s leaderboard after the key `after` (None: from
+        the first), in its order: those who are not provisional."""
+        ...
+
+    def history(
+        self, player_id: str, pool: str | None, before: int | None, limit: int
+    ) -> list[HistoryRow]:
+        """Up to `limit` of the player's rated matches, newest first, of `pool` (None: any),
+        ended before the order `before` (None: from the newest)."""
+        ...
+
+    def reset(self, projection: str) -> None:
+        """Empty the ratings and set `projection` back to position 0: the servers fold every
+        rated match again, in order."""
+        ...
+
+
+class SqlRatings:
+    """`RatingsTables` on a backend that gives a `Db` to read with (`reading`) and one
+    inside a transaction holding a projection's position (`locked`)."""
+
+    def __init__(
+        self,
+        reading: Callable[[], AbstractContextManager[Db]],
+        locked: Callable[[str], AbstractContextManager[tuple[Db, int]]],
+    ) -> None:
+        self._reading = reading
+        self._locked = locked
+
+    def position(self, projection: str) -> int:
+        with self._reading() as db:
+            rows = db.rows(
+                f"SELECT position FROM projection_positions WHERE name = {db.dialect.param}",
+                [projection],
+            )
+        return int(rows[0][0]) if rows else 0
+
+    @contextmanager
+    def folding(self, projection: str) -> Iterator[RatingsFold]:
+        with self._locked(projection) as (db, position):
+            yield RatingsFold(db, projection, position)
+
+    def player_ratings(self, player_id: str) -> list[PlayerRating]:
+        with self._reading() as db:
+            rows = db.rows(
+                f"SELECT {_RATING_COLUMNS} FROM player_ratings WHERE player_id = "
+                f"{db.dialect.param}",
+                [player_id],
+            )
+        return [_rating_row(r) for r in rows]
+
+    def leaderboard(self, pool: str, after: BoardKey | None, limit: int) -> list[PlayerRating]:
+        with self._reading() as db:
+            p, d = db.dialect.param, db.dialect
+            order = " ORDER BY rank_rating, rank_conservative, matches, player_id"
+            where = f"pool = {p} AND shown = {p}"
+            params: list[Any] = [pool, True]
+            if after is not None:
+                where += (
+                    f" AND (rank_rating, rank_conservative, matches, player_id) >"
+                    f" ({p}{d.int4}, {p}, {p}{d.int4}, {p})"
+                )
+                params += list(after)
+            rows = db.rows(
+                f"SELECT {_RATING_COLUMNS} FROM player_ratings WHERE {where}{order}"
+                f" LIMIT {p}{d.int8}",
+                [*params, limit],
+            )
+        return [_rating_row(r) for r in rows]
+
+    def history(
+        self, player_id: str, pool: str | None, before: int | None, limit: int
+    ) -> list[HistoryRow]:
+        with self._reading() as db:
+            p, d = db.dialect.param, db.dialect
+            where = f"player_id = {p}"
+            params: list[Any] = [player_id]
+            if pool is not None:
+                where += f" AND pool = {p}"
+                params.append(pool)
+            if before is not None:
+                where += f" AND rated_order < {p}{d.int8}"
+                params.append(before)
+            rows = db.rows(
+                f"SELECT {_HISTORY_COLUMNS} FROM rating_history WHERE {where}"
+                f" ORDER BY rated_order DESC LIMIT {p}{d.int8}",
+                [*params, limit],
+            )
+            return [_history_row(db, r) for r in rows]
+
+    def reset(self, projection: str) -> None:
+        with self._locked(projection) as (db, _):
+            for table in ("player_ratings", "rating_history", "rated_matches", "rated_pending"):
+                db.run(f"DELETE FROM {table}")
+            db.run(
+                f"UPDATE projection_positions SET position = 0 WHERE name = {db.dialect.param}",
+                [projection],
+            )
+
+
+__all__ = [
+    "RATINGS",
+    "BoardKey",
+    "Db",
+    "HistoryRow",
+    "Holder",
+    "PendingMatch",
+    "PlayerRating",
+    "RatedEnd",
+    "RatingsFold",
+    "RatingsTables",
+    "SqlRatings",
+    "board_key",
+]

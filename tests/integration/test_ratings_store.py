@@ -1,0 +1,218 @@
+"""The ratings' tables on both backends: rated ends applied in any order they are folded give
+the ratings of `bergen.domain.ratings.recompute` over the ends in position order; the
+leaderboard pages by key along one index; a player's history pages newest first; a reset
+empties them."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from conftest import Backend
+
+from bergen.domain.ratings import (
+    NEWCOMER,
+    POOLS,
+    RatedMatch,
+    leaderboard,
+    places_of,
+    recompute,
+)
+from bergen.domain.tiles import sides_of
+from bergen.server.ratings import apply_end
+from bergen.server.store import EventStore, open_store
+from bergen.server.store.ratings import RATINGS, Holder, RatedEnd, board_key
+
+PLAYERS = [str(uuid.uuid5(uuid.NAMESPACE_OID, f"player {i}")) for i in range(12)]
+TABLES = {"2": (2, False), "3": (3, False), "4": (4, False), "pairs": (4, True)}
+START = datetime(2027, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(backend: Backend) -> Iterator[EventStore]:
+    s = open_store(backend.url)
+    yield s
+    s.close()
+
+
+def random_ends(rng: random.Random, n: int) -> list[RatedEnd]:
+    """`n` rated ends across the pools, with ties and forfeits, in position order."""
+    ends = []
+    order = 0
+    for i in range(n):
+        pool = rng.choice(POOLS) if i % 3 else "2"
+        seats, partnerships = TABLES[pool]
+        sides = sides_of(seats, partnerships)
+        chosen = rng.sample(PLAYERS, seats)
+        holders = tuple(
+            Holder(p, f"name {PLAYERS.index(p)}", PLAYERS.index(p) % 4 == 0) for p in chosen
+        )
+        scores = [rng.choice((0, 50, 100, 150)) for _ in sides]
+        forfeited = rng.randrange(len(sides)) if rng.random() < 0.2 else None
+        reason = "forfeit" if forfeited is not None else "target"
+        order += rng.randint(1, 30)
+        ends.append(
+            RatedEnd(
+                f"m-{i}", pool, order, holders, sides, places_of(reason, scores, forfeited),
+                START + timedelta(seconds=i),
+            )
+        )  # fmt: skip
+    return ends
+
+
+def as_rated(end: RatedEnd) -> RatedMatch:
+    sides = tuple(tuple(end.seats[s].player for s in side) for side in end.sides)
+    return RatedMatch(end.pool, sides, end.places)
+
+
+def fold_in(store: EventStore, ends: list[RatedEnd]) -> None:
+    for end in ends:
+        with store.ratings().folding(RATINGS) as tx:
+            apply_end(tx, end)
+
+
+def held(store: EventStore) -> dict[str, dict[str, tuple[float, float, int]]]:
+    out: dict[str, dict[str, tuple[float, float, int]]] = {pool: {} for pool in POOLS}
+    for p in PLAYERS:
+        for r in store.ratings().player_ratings(p):
+            out[r.pool][p] = (r.rating.mu, r.rating.sigma, r.rating.matches)
+    return out
+
+
+def expected(ends: list[RatedEnd]) -> dict[str, dict[str, tuple[float, float, int]]]:
+    pools = recompute(as_rated(e) for e in sorted(ends, key=lambda e: e.order))
+    return {
+        pool: {p: (r.mu, r.sigma, r.matches) for p, r in ratings.items()}
+        for pool, ratings in pools.items()
+    }
+
+
+def assert_same(got: dict, want: dict) -> None:  # type: ignore[type-arg]
+    assert got.keys() == want.keys()
+    for pool in want:
+        assert got[pool].keys() == want[pool].keys(), pool
+        for p, (mu, sigma, matches) in want[pool].items():
+            assert got[pool][p][0] == pytest.approx(mu, abs=1e-9), (pool, p)
+            assert got[pool][p][1] == pytest.approx(sigma, abs=1e-9), (pool, p)
+            assert got[pool][p][2] == matches, (pool, p)
+
+
+def test_ends_folded_in_position_order_give_the_recomputed_ratings(store: EventStore) -> None:
+    ends = random_ends(random.Random(1), 60)
+    fold_in(store, ends)
+    assert_same(held(store), expected(ends))
+
+
+def test_ends_folded_out_of_position_order_are_put_in_their_place(store: EventStore) -> None:
+    """PostgreSQL's commit order may fold an end after a later one: the ratings are still
+    those of the ends in position order, and each history row says what the match made."""
+    rng = random.Random(2)
+    ends = random_ends(rng, 60)
+    folded = list(ends)
+    for i in range(0, len(folded) - 3, 4):  # swap neighbours, move some far back
+        folded[i], folded[i + 1] = folded[i + 1], folded[i]
+    folded.insert(5, folded.pop(40))
+    fold_in(store, folded)
+    assert_same(held(store), expected(ends))
+    # The history: each match's rows are the ratings before and after it, in order.
+    for p in PLAYERS[:4]:
+        rows = store.ratings().history(p, None, None, 1000)
+        assert [r.order for r in rows] == sorted((r.order for r in rows), reverse=True)
+        mine = [e for e in ends if any(h.player == p for h in e.seats)]
+        assert [r.match_id for r in rows] == [e.match_id for e in reversed(mine)]
+        last: dict[str, tuple[float, float, int]] = {}
+        for r in reversed(rows):
+            before = last.get(r.pool, (NEWCOMER.mu, NEWCOMER.sigma, 0))
+            assert (r.before.mu, r.before.sigma, r.before.matches) == pytest.approx(before)
+            last[r.pool] = (r.after.mu, r.after.sigma, r.after.matches)
+
+
+def test_an_end_folded_twice_counts_once(store: EventStore) -> None:
+    ends = random_ends(random.Random(3), 10)
+    fold_in(store, ends)
+    fold_in(store, [ends[-1], ends[4]])
+    assert_same(held(store), expected(ends))
+
+
+def test_the_leaderboard_pages_in_its_order_without_the_provisional(store: EventStore) -> None:
+    rng = random.Random(4)
+    ends = [e for e in random_ends(rng, 400) if e.pool == "2"]
+    fold_in(store, ends)
+    pools = recompute(as_rated(e) for e in ends)
+    want = leaderboard(pools["2"])
+    assert want, "some players are no longer provisional"
+    assert len(want) < len(pools["2"]) or all(not r.provisional for r in pools["2"].values())
+    got: list[str] = []
+    after = None
+    while True:
+        page = store.ratings().leaderboard("2", after, 2)
+        got += [r.player_id for r in page]
+        if len(page) < 2:
+            break
+        after = board_key(page[-1].player_id, page[-1].rating)
+    assert got == want
+    assert store.ratings().leaderboard("3", None, 10) == []
+
+
+def test_a_deep_page_of_the_leaderboard_is_one_range_of_its_index(
+    store: EventStore, backend: Backend
+) -> None:
+    key = board_key(PLAYERS[0], NEWCOMER)
+    sql_key = "(rank_rating, rank_conservative, matches, player_id) > (?, ?, ?, ?)"
+    query = (
+        "SELECT player_id FROM player_ratings WHERE pool = ? AND shown = ? AND "
+        f"{sql_key} ORDER BY rank_rating, rank_conservative, matches, player_id LIMIT 21"
+    )
+    params = ("2", True, *key)
+    if backend.name == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(backend.url.removeprefix("sqlite:///"))
+        try:
+            plan = " ".join(str(r) for r in conn.execute(f"EXPLAIN QUERY PLAN {query}", params))
+        finally:
+            conn.close()
+        assert "ix_player_ratings_board" in plan and "TEMP B-TREE" not in plan, plan
+    else:
+        import psycopg
+
+        with psycopg.connect(backend.url, autocommit=True) as conn:
+            conn.execute("SET enable_seqscan = off")
+            rows = conn.execute(f"EXPLAIN {query.replace('?', '%s')}", params).fetchall()
+        plan = " ".join(r[0] for r in rows)
+        assert "ix_player_ratings_board" in plan and "Sort" not in plan, plan
+
+
+def test_a_players_matches_page_newest_first_by_pool(store: EventStore) -> None:
+    ends = random_ends(random.Random(5), 80)
+    fold_in(store, ends)
+    p = PLAYERS[3]
+    for pool in (None, "2", "pairs"):
+        want = [
+            e.match_id
+            for e in reversed(ends)
+            if any(h.player == p for h in e.seats) and pool in (None, e.pool)
+        ]
+        got: list[str] = []
+        before = None
+        while True:
+            rows = store.ratings().history(p, pool, before, 3)
+            got += [r.match_id for r in rows]
+            if len(rows) < 3:
+                break
+            before = rows[-1].order
+        assert got == want, pool
+
+
+def test_a_reset_empties_the_ratings_and_their_position(store: EventStore) -> None:
+    fold_in(store, random_ends(random.Random(6), 5))
+    with store.ratings().folding(RATINGS) as tx:
+        tx.save_position(77)
+    assert store.ratings().position(RATINGS) == 77
+    store.ratings().reset(RATINGS)
+    assert store.ratings().position(RATINGS) == 0
+    assert held(store) == {pool: {} for pool in POOLS}
+    assert store.ratings().history(PLAYERS[0], None, None, 10) == []
