@@ -2,6 +2,9 @@
 tournament" (my entrant, my table now, a bye, the countdown to the next round, the
 standings), and withdraw.
 
+A browser signed in with a registered player enters as that player (RegisterEntrant's
+`registered_player_tokens`), which a rated tournament requires.
+
 The gateway makes the entrant's token itself (RegisterEntrant's `player_tokens`) and hands it
 to the browser only sealed, as the players' API holds a seat: an HttpOnly, SameSite=Strict
 cookie scoped to the tournament's API path, opened only by this gateway's keys. The token is
@@ -35,15 +38,16 @@ from .players import (
     Held,
     Refused,
     call_upstream,
-    checked_name,
     guarded,
     json_answer,
     new_token,
     open_sealed,
     read_body,
     refused_upstream,
+    seat_name,
     set_sealed,
     set_seat_cookie,
+    signed_in,
 )
 
 ENTRANT_PREFIX = "bergen_entrant_"
@@ -221,21 +225,20 @@ async def register(request: Request) -> Response:
             response = json_answer({"tournament_id": tid, "entrant": held.seat})
             _set_entry(request, response, tid, held)
             return response
-    name = checked_name(body)
+    player = signed_in(request)
     token = new_token()
+    entry = pb.RegisterEntrantRequest(
+        tournament_id=tid,
+        players=[seat_name(body, player)],
+        # Drawn here, for this entrant alone: the server learns it at once, as
+        # RegisterEntrant asks, and keeps only its commitment until the start.
+        client_seed=secrets.token_hex(16),
+        player_tokens=[token],
+    )
+    if player is not None:  # the entrant is the browser's registered player
+        entry.registered_player_tokens.append(player.token)
     try:
-        got: pb.RegisterEntrantResponse = await call_upstream(
-            request,
-            "RegisterEntrant",
-            pb.RegisterEntrantRequest(
-                tournament_id=tid,
-                players=[name],
-                # Drawn here, for this entrant alone: the server learns it at once, as
-                # RegisterEntrant asks, and keeps only its commitment until the start.
-                client_seed=secrets.token_hex(16),
-                player_tokens=[token],
-            ),
-        )
+        got: pb.RegisterEntrantResponse = await call_upstream(request, "RegisterEntrant", entry)
     except grpc.aio.AioRpcError as e:
         raise refused_upstream(e) from None
     held = Held(SEALED_AS + tid, got.entrant, token)
