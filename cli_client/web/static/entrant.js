@@ -5,6 +5,7 @@
 // in the standings, and a withdrawal with its confirmation. The entrant's token is in an
 // HttpOnly cookie this script never sees.
 import { $, h, param, num } from "/static/common.js";
+import { signedIn } from "/static/rating.js";
 
 const id = param("id");
 const api = (what = "") => `/api/play/tournaments/${encodeURIComponent(id)}${what}`;
@@ -42,11 +43,24 @@ function state(name) {
   document.body.dataset.myTournament = name;
 }
 
-function registerForm() {
+// The registration form: a name, or, for a browser signed in with a player, that player (a
+// rated tournament takes registered players only).
+async function registerForm(t) {
+  const me = await signedIn();
+  if ($("#register-form") || $("#rated-needs-player")) return; // drawn meanwhile
+  if (t && t.settings && t.settings.rated && !me.signed_in) {
+    section().hidden = false;
+    section().replaceChildren(h("h2", { id: "me-h", text: "Play in this tournament" }),
+      h("p", { id: "rated-needs-player" }, "This tournament is rated: its entrants are registered players. ",
+        h("a", { href: "/sign-in", text: "Register a player, or sign in with yours" }), ", then come back to this page."));
+    state("register");
+    return;
+  }
   const message = h("p", { class: "status", role: "status", "aria-live": "polite" });
-  const form = h("form", { id: "register-form", class: "form" },
-    h("label", { class: "field" }, h("span", { text: "Your name" }),
-      h("input", { name: "name", required: true, maxlength: 64, autocomplete: "nickname" })),
+  const name = me.signed_in ? h("p", { class: "field playing-as", text: `Entering as ${me.player.name}` })
+    : h("label", { class: "field" }, h("span", { text: "Your name" }),
+      h("input", { name: "name", required: true, maxlength: 64, autocomplete: "nickname" }));
+  const form = h("form", { id: "register-form", class: "form" }, name,
     h("button", { type: "submit", text: "Register" }), message);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
@@ -182,7 +196,7 @@ async function ask() {
 function shown(t) {
   if (!t) return;
   if (t.phase === "TOURNAMENT_PHASE_REGISTRATION" && !t.cancelled) {
-    if (!$("#register-form")) registerForm();
+    if (!$("#register-form") && !$("#rated-needs-player")) registerForm(t);
   } else {
     section().hidden = true;
     state("watching");
