@@ -297,14 +297,19 @@ def test_a_rated_match_against_the_computer_rates_its_own_player(
     assert ada.post(f"/api/play/matches/{again['match_id']}/resign", {})[0] == 200
 
 
-def test_the_leaderboard_a_page_at_a_time(gateway: Gateway, client: Client) -> None:
-    players = [register(client, unique(f"Lb{i}")) for i in range(5)]
-    pairs = itertools.cycle(itertools.combinations(range(5), 2))
-    expected = [Rating() for _ in players]  # as the server rates them (RATINGS.md)
+def settled_players(
+    client: Client, prefix: str, count: int = 5, bot: int | None = None
+) -> tuple[list[pb.RegisterPlayerResponse], list[Rating]]:
+    """`count` new players (the `bot`-th a program) who have played rated two-seat matches,
+    each won by the lower number, until none is provisional: their ratings far apart, first
+    to last. Returns them and their ratings as RATINGS.md makes them."""
+    players = [register(client, unique(f"{prefix}{i}"), bot=i == bot) for i in range(count)]
+    pairs = itertools.cycle(itertools.combinations(range(count), 2))
+    expected = [Rating() for _ in players]
     while any(r.provisional for r in expected):
         a, b = next(pairs)
         table = rated_table(client, [players[a], players[b]])
-        resign(client, table, 1)  # the lower number wins: five ratings far apart
+        resign(client, table, 1)
         (expected[a],), (expected[b],) = rate([[expected[a]], [expected[b]]], [1, 2])
 
     def settled() -> bool:
@@ -315,7 +320,12 @@ def test_the_leaderboard_a_page_at_a_time(gateway: Gateway, client: Client) -> N
             for p in players
         )
 
-    eventually(settled, "the five players to be settled")
+    eventually(settled, "the players to be settled")
+    return players, expected
+
+
+def test_the_leaderboard_a_page_at_a_time(gateway: Gateway, client: Client) -> None:
+    players, expected = settled_players(client, "Lb")
     ours = {p.player_id for p in players}
     seen: list[dict[str, Any]] = []
     token = ""
