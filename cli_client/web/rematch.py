@@ -7,6 +7,10 @@ own, and has the computer fill the seats it played. Each browser learns the new 
 `GET .../rematch`, which also hands it its new seat's sealed cookie: only a browser holding a
 seat of the old match gets one, and only for the same seat.
 
+A rematch of a rated match is rated when each person accepts it from a browser signed in as
+the player who held their seat (players.py `signed_in`): each is seated as that player again,
+and the computer's seats by its own players; else it is an ordinary match.
+
 Proposals, and which seats of a match the computer plays, are kept in this gateway process's
 memory: a restarted gateway has forgotten a proposal (the seats propose again), and sees the
 computer's seats by their names. They expire after REMATCH_TTL_S.
@@ -41,11 +45,13 @@ from .players import (
     match_id_of,
     match_link,
     new_token,
+    player_id_of,
     read_body,
     refused_upstream,
     seat_view,
     seated_in,
     set_seat_cookie,
+    signed_in,
 )
 
 REMATCH_TTL_S = 600
@@ -53,6 +59,8 @@ REMATCH_TTL_S = 600
 KEPT = 10_000
 """Proposals (and matches' computer seats) kept at most; the oldest go first."""
 COMPUTER_NAME = re.compile(r"computer (\d) \(([a-z]+)\)")
+COMPUTER_PLAYER = re.compile(r"([a-z]+) bot \d( [0-9a-f]{4})?")
+"""The name of one of the computer's registered players (computer.py), a bot."""
 RULE_ENUMS = ("lead", "draw", "blocked", "endgame_reduction", "match_end")
 RULE_NUMBERS = ("double_bonus", "domino_points", "target")
 
@@ -68,6 +76,12 @@ class Proposal:
     computer: tuple[int, ...]
     policy: str
     expires: float
+    rated: bool = False
+    """The ended match was rated."""
+    player_ids: dict[int, str] = field(default_factory=dict)
+    """The registered player of each person's seat in the ended match."""
+    player_tokens: dict[int, str] = field(default_factory=dict)
+    """The player token of each seat whose browser accepted signed in as that seat's player."""
     accepted: set[int] = field(default_factory=set)
     new_id: str = ""
     seated: dict[int, Held] = field(default_factory=dict)
@@ -112,6 +126,9 @@ class Rematches:
                 named = COMPUTER_NAME.fullmatch(s.name)
                 if named and int(named[1]) == s.seat + 1 and named[2] in POLICY_NAMES:
                     computer, policy = (*computer, s.seat), named[2]
+                player = COMPUTER_PLAYER.fullmatch(s.name) if s.bot else None
+                if player and player[1] in POLICY_NAMES:
+                    computer, policy = (*computer, s.seat), player[1]
         proposal = Proposal(
             old_id=view.match_id,
             request=same_match(view),
@@ -119,6 +136,8 @@ class Rematches:
             computer=tuple(computer),
             policy=policy,
             expires=time.monotonic() + REMATCH_TTL_S,
+            rated=view.rated,
+            player_ids={s.seat: s.player_id for s in view.seats if s.player_id},
         )
         self._proposals[view.match_id] = proposal
         return proposal
@@ -217,6 +236,9 @@ async def propose_or_accept(request: Request) -> Response:
         if held.seat not in proposal.names:
             raise Refused(409, "the computer plays this seat", "NOT_A_PERSON")
         proposal.accepted.add(held.seat)
+        player = signed_in(request)
+        if player is not None and proposal.player_ids.get(held.seat) == player_id_of(player):
+            proposal.player_tokens[held.seat] = player.token
         if not proposal.new_id and not proposal.waiting_for():
             await _start(request, proposal)
     return _state(request, held, proposal)
@@ -225,16 +247,24 @@ async def propose_or_accept(request: Request) -> Response:
 async def _start(request: Request, proposal: Proposal) -> None:
     """Create the new match, seat each person in their old seat and fill the computer's.
     A failure is kept in `proposal.error` (and the seats may propose again)."""
+    players = proposal.player_tokens
+    rated = proposal.rated and all(seat in players for seat in proposal.names)
+    create = pb.CreateMatchRequest()
+    create.CopyFrom(proposal.request)
+    create.rated = rated
     try:
-        created: pb.CreateMatchResponse = await call_upstream(
-            request, "CreateMatch", proposal.request
-        )
+        created: pb.CreateMatchResponse = await call_upstream(request, "CreateMatch", create)
         seated: dict[int, Held] = {}
         for seat, name in sorted(proposal.names.items()):
             token = new_token()
             join = pb.JoinMatchRequest(
-                match_id=created.match_id, seat=seat, name=name, seat_token=token
+                match_id=created.match_id,
+                seat=seat,
+                name="" if seat in players else name,
+                seat_token=token,
             )
+            if seat in players:  # the seat's own player, as in the ended match
+                join.player_token = players[seat]
             await call_upstream(request, "JoinMatch", join)
             seated[seat] = Held(created.match_id, seat, token)
     except grpc.aio.AioRpcError as e:
@@ -248,7 +278,11 @@ async def _start(request: Request, proposal: Proposal) -> None:
     if proposal.computer and computer is not None:
         try:
             filled = await asyncio.to_thread(
-                computer.fill, created.match_id, len(proposal.computer), proposal.policy
+                computer.fill,
+                created.match_id,
+                len(proposal.computer),
+                proposal.policy,
+                rated=rated,
             )
         except (ValueError, ComputerSeatsError, SeatingFailed) as e:
             proposal.error = f"the computer took no seat: {str(e)[:200]}"
