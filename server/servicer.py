@@ -598,10 +598,13 @@ class BergenServicer:
         )
 
     def _player_named(self, req: pb.GetPlayerRequest | pb.ListPlayerMatchesRequest) -> Player:
-        """The player a request names by id or by name. Raises InvalidArgument, NotFound."""
+        """The player a request names by id, by name or (GetPlayer) by its token. Raises
+        InvalidArgument, NotFound, Unauthenticated (PLAYER_TOKEN_INVALID)."""
         which = req.WhichOneof("player")
         if which == "player_id":
             return self._players.get(player_id=req.player_id)
+        if which == "player_token" and isinstance(req, pb.GetPlayerRequest):
+            return self._players.authenticate(req.player_token)
         return self._players.get(name=req.name if which == "name" else "")
 
 

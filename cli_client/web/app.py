@@ -661,6 +661,9 @@ PAGES = {
     "/match": "match.html",
     "/replay": "replay.html",
     "/tournament": "tournament.html",
+    "/leaderboard": "leaderboard.html",
+    "/player": "player.html",
+    "/sign-in": "sign-in.html",
 }
 FAVICON_MAX_AGE_S = 86400
 

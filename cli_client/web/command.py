@@ -17,7 +17,13 @@ from bergen.cli_client.usage import examples, fail
 
 from .computer import MAX_BOTS
 from .hubs import COALESCE_S
-from .limits import CLIENT_FOLLOWED, CLIENT_STREAMS, CREATES_PER_MINUTE, JOINS_PER_MINUTE
+from .limits import (
+    CLIENT_FOLLOWED,
+    CLIENT_STREAMS,
+    CREATES_PER_MINUTE,
+    JOINS_PER_MINUTE,
+    REGISTERS_PER_MINUTE,
+)
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 NEEDED = ("starlette", "uvicorn")
@@ -103,6 +109,13 @@ def add_parser(sub: Any) -> None:
         help="seats and registrations one client may take a minute (default %(default)s)",
     )
     p.add_argument(
+        "--client-registers",
+        type=int,
+        default=REGISTERS_PER_MINUTE,
+        metavar="N",
+        help="players one client may register, or sign in with, a minute (default %(default)s)",
+    )
+    p.add_argument(
         "--trust-proxy",
         action="store_true",
         help="take each client from the last X-Forwarded-For address, as a reverse proxy in "
@@ -163,12 +176,18 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.max_streams < 1 or args.max_matches < 1:
         return fail("web", "--max-streams and --max-matches must be at least 1", ExitStatus.USAGE)
-    limits = (args.client_streams, args.client_follows, args.client_creates, args.client_joins)
+    limits = (
+        args.client_streams,
+        args.client_follows,
+        args.client_creates,
+        args.client_joins,
+        args.client_registers,
+    )
     if min(limits) < 1 or args.max_bots < 0:
         return fail(
             "web",
-            "--client-streams, --client-follows, --client-creates and --client-joins must be "
-            "at least 1, and --max-bots at least 0",
+            "--client-streams, --client-follows, --client-creates, --client-joins and "
+            "--client-registers must be at least 1, and --max-bots at least 0",
             ExitStatus.USAGE,
         )
     if not 0 <= args.coalesce_ms <= 1000 or not 0 <= args.nice <= 19:
@@ -193,7 +212,11 @@ def run(args: argparse.Namespace) -> int:
         client_limits=ClientLimits(
             streams=args.client_streams,
             followed=args.client_follows,
-            per_minute={"create": args.client_creates, "join": args.client_joins},
+            per_minute={
+                "create": args.client_creates,
+                "join": args.client_joins,
+                "register": args.client_registers,
+            },
             trust_proxy=args.trust_proxy,
         ),
         max_bots=args.max_bots,

@@ -10,6 +10,11 @@ in the gateway's own process, on one gRPC channel of their own, so that a gatewa
 second program next to it; `max_bots` bounds them (each Monte Carlo decision takes CPU from
 the gateway's streams).
 
+In a rated match every seat must be a registered player's: the computer's seats there are its
+own players, registered by the gateway as programs (`bot`) the first time it needs them, one
+for each policy and each of up to three seats of one match ("greedy bot 1", ...), so that each
+has a rating of its own. Their player tokens are kept in a file beside the seats' (0600).
+
 Each seat (match, seat, token, policy, name) is written, before its JoinMatch is sent, to a
 file under the gateway's state folder that only its owner may read (0600), and forgotten once
 its match has ended: a gateway restarted mid-match plays its seats on (`resume`), and a join
@@ -25,9 +30,10 @@ import logging
 import os
 import random
 import re
+import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +56,12 @@ MAX_BOTS = 64
 SEATS_FILE = "computer-seats-{server}.json"
 """The file of one game server's computer seats in the state folder (`address_key`)."""
 FORMAT = "bergen-computer-seats/1"
+PLAYERS_FILE = "computer-players-{server}.json"
+"""The file of the computer's registered players on one game server, in the state folder."""
+PLAYERS_FORMAT = "bergen-computer-players/1"
+NAME_TRIES = 4
+"""Names tried for one computer player: its own, then with a few random letters when another
+player (of another gateway, say) has it."""
 STOP_S = 5.0
 """How long `close` waits for the bots to stop."""
 MATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
@@ -89,6 +101,26 @@ class ComputerSeat:
         return f"ComputerSeat({self.match_id!r}, seat={self.seat}, policy={self.policy!r})"
 
 
+@dataclass(frozen=True)
+class ComputerPlayer:
+    """A registered player (a bot) the computer plays rated seats as: the `number`-th seat of
+    `policy` in one match."""
+
+    policy: str
+    number: int
+    player_id: str
+    name: str
+    token: str
+
+    def __repr__(self) -> str:  # never the token
+        return f"ComputerPlayer({self.name!r}, {self.player_id})"
+
+
+def computer_player_name(policy: str, number: int) -> str:
+    """The name the computer registers its `number`-th player of `policy` under."""
+    return f"{policy} bot {number}"
+
+
 def computer_name(seat: int, policy: str) -> str:
     """A computer seat's display name, its seat counted from 1 as people read it."""
     return f"computer {seat + 1} ({policy})"
@@ -116,7 +148,10 @@ class ComputerSeats:
         self.max_bots = max_bots
         self.keys = keys
         self.settings = settings or Settings()
-        self.path = Path(state_dir) / SEATS_FILE.format(server=address_key(str(target)))
+        server = address_key(str(target))
+        self.path = Path(state_dir) / SEATS_FILE.format(server=server)
+        self.players_path = Path(state_dir) / PLAYERS_FILE.format(server=server)
+        self._players: dict[tuple[str, int], ComputerPlayer] | None = None
         self._client = Client(target)
         self._lock = threading.Lock()
         self._seats: dict[tuple[str, int], ComputerSeat] = {}
@@ -130,12 +165,14 @@ class ComputerSeats:
         with self._lock:
             return list(self._seats.values())
 
-    def fill(self, match_id: str, count: int, policy: str) -> list[int]:
+    def fill(self, match_id: str, count: int, policy: str, *, rated: bool = False) -> list[int]:
         """Take `count` free seats of `match_id` (the lowest first) with bots of `policy`,
-        and play them. Returns the seats taken (counted from 0).
+        and play them; in a `rated` match as the computer's registered players. Returns the
+        seats taken (counted from 0).
 
         Raises ValueError (an unknown policy, a count under 1, not a match id), TooManyBots,
-        NoFreeSeats (both before any seat is taken), grpc.RpcError (reading the match),
+        NoFreeSeats, ComputerSeatsError (no computer player for a rated seat: all three before
+        any seat is taken), grpc.RpcError (reading the match),
         SeatingFailed (a join refused after the check, say a person took the seat first:
         the seats taken before it are played all the same, never left idle)."""
         if policy not in POLICY_NAMES:
@@ -153,7 +190,15 @@ class ComputerSeats:
                     f"match {match_id} has {len(free) if view.phase == pb.PHASE_SEATING else 0}"
                     f" free seats, not {count}"
                 )
-            return self._take(match_id, [(seat, policy, None) for seat in free[:count]])
+            try:
+                players = [self._player(policy, n + 1) for n in range(count)] if rated else []
+            except (grpc.RpcError, OSError, ValueError) as e:
+                why = describe_error(e) if isinstance(e, grpc.RpcError) else str(e)
+                raise ComputerSeatsError(f"no computer player for rated seats: {why}") from e
+            planned: list[tuple[int, str, str | None]] = [
+                (seat, policy, None) for seat in free[:count]
+            ]
+            return self._take(match_id, planned, players)
 
     def rematch(self, match_id: str, seats: Mapping[int, tuple[str, str]]) -> list[int]:
         """Take `seats` of the rematch `match_id`: for each seat (from 0), the token the
@@ -183,17 +228,25 @@ class ComputerSeats:
                 f"{len(self._seats)}: {count} more is too many"
             )
 
-    def _take(self, match_id: str, planned: list[tuple[int, str, str | None]]) -> list[int]:
+    def _take(
+        self,
+        match_id: str,
+        planned: list[tuple[int, str, str | None]],
+        players: Sequence[ComputerPlayer] = (),
+    ) -> list[int]:
         """Join each (seat, policy, previous seat token) of `planned` and play it (under
-        `_lock`). Raises SeatingFailed."""
+        `_lock`), as the computer's registered `players` (one for each, in a rated match).
+        Raises SeatingFailed."""
         taken: list[int] = []
-        for seat, policy, previous in planned:
+        for n, (seat, policy, previous) in enumerate(planned):
             token = self.keys.computer(match_id, seat) if self.keys is not None else new_token()
-            bot = ComputerSeat(match_id, seat, token, policy, computer_name(seat, policy))
+            player = players[n] if players else None
+            name = player.name if player is not None else computer_name(seat, policy)
+            bot = ComputerSeat(match_id, seat, token, policy, name)
             self._seats[(match_id, seat)] = bot
             self._save()  # before the join: a gateway stopped meanwhile still knows it
             try:
-                self._join(bot, previous)
+                self._join(bot, previous, player)
             except grpc.RpcError as e:
                 del self._seats[(match_id, seat)]
                 self._save()
@@ -210,16 +263,77 @@ class ComputerSeats:
         log.info("match %s: the computer plays seats %s (%s)", match_id, seats, ", ".join(policies))
         return taken
 
-    def _join(self, bot: ComputerSeat, previous: str | None = None) -> None:
+    def _join(
+        self,
+        bot: ComputerSeat,
+        previous: str | None = None,
+        player: ComputerPlayer | None = None,
+    ) -> None:
         """Take the bot's seat with its token (sent again, with it, after a passing error);
-        of a rematch, with the token the computer held the seat with before. Raises
-        grpc.RpcError."""
+        of a rematch, with the token the computer held the seat with before; as `player`
+        when given. Raises grpc.RpcError."""
         request = pb.JoinMatchRequest(
             match_id=bot.match_id, seat=bot.seat, name=bot.name, seat_token=bot.token
         )
         if previous is not None:
             request.previous_seat_token = previous
+        if player is not None:
+            request.player_token = player.token
         self._client.call("JoinMatch", request)
+
+    # --- the computer's players ---------------------------------------------------------
+
+    def _player(self, policy: str, number: int) -> ComputerPlayer:
+        """The computer's `number`-th player of `policy` (under `_lock`), registered now
+        when it has none yet. Raises grpc.RpcError (the registration refused), OSError,
+        ValueError (a players' file that is not one)."""
+        if self._players is None:
+            self._players = self._load_players()
+        found = self._players.get((policy, number))
+        if found is not None:
+            return found
+        base = computer_player_name(policy, number)
+        name = base
+        for attempt in range(NAME_TRIES):
+            try:
+                # Never sent again by itself: a registration whose answer was lost has
+                # claimed the name, and its token with it. The next name is tried instead.
+                got: pb.RegisterPlayerResponse = self._client.call(
+                    "RegisterPlayer", pb.RegisterPlayerRequest(name=name, bot=True), retry=False
+                )
+            except grpc.RpcError as e:
+                code = e.code() if isinstance(e, grpc.Call) else None
+                if code != grpc.StatusCode.ALREADY_EXISTS or attempt == NAME_TRIES - 1:
+                    raise
+                name = f"{base} {secrets.token_hex(2)}"
+                continue
+            found = ComputerPlayer(policy, number, got.player_id, got.name, got.player_token)
+            self._players[(policy, number)] = found
+            self._save_players()
+            log.info("registered the computer's player %s (%s)", found.name, found.player_id)
+            return found
+        raise AssertionError("unreachable")
+
+    def _save_players(self) -> None:
+        """Write the computer's players (under `_lock`): owner-only, replaced at once."""
+        players = list((self._players or {}).values())
+        body = {"format": PLAYERS_FORMAT, "players": [asdict(p) for p in players]}
+        _write_private(self.players_path, json.dumps(body, indent=1).encode())
+
+    def _load_players(self) -> dict[tuple[str, int], ComputerPlayer]:
+        """The computer's players written in its file (none without one). Raises ValueError
+        for a file that is not one of these."""
+        try:
+            data: Any = json.loads(self.players_path.read_text())
+        except FileNotFoundError:
+            return {}
+        if not isinstance(data, dict) or data.get("format") != PLAYERS_FORMAT:
+            raise ValueError(f"{self.players_path} is not a file of computer players")
+        found = {}
+        for item in data.get("players", []):
+            player = ComputerPlayer(**item)
+            found[(player.policy, player.number)] = player
+        return found
 
     def resume(self) -> list[ComputerSeat]:
         """Play on every seat written by an earlier gateway on this state folder (after a
@@ -290,17 +404,8 @@ class ComputerSeats:
 
     def _save(self) -> None:
         """Write the seats (under `_lock`): owner-only, replaced at once."""
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         body = {"format": FORMAT, "seats": [asdict(s) for s in self._seats.values()]}
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, json.dumps(body, indent=1).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        _write_private(self.path, json.dumps(body, indent=1).encode())
 
     def _load(self) -> list[ComputerSeat]:
         """The seats written in the file (none without one). Raises ValueError for a file
@@ -320,3 +425,17 @@ class ComputerSeats:
                 raise ValueError(f"{self.path} names a seat it should not: {seat!r}")
             seats.append(seat)
         return seats
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` at once, readable by its owner alone (0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)

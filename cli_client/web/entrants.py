@@ -2,6 +2,9 @@
 tournament" (my entrant, my table now, a bye, the countdown to the next round, the
 standings), and withdraw.
 
+A browser signed in with a registered player enters as that player (RegisterEntrant's
+`registered_player_tokens`), which a rated tournament requires.
+
 The gateway makes the entrant's token itself (RegisterEntrant's `player_tokens`) and hands it
 to the browser only sealed, as the players' API holds a seat: an HttpOnly, SameSite=Strict
 cookie scoped to the tournament's API path, opened only by this gateway's keys. The token is
@@ -48,8 +51,10 @@ from .players import (
     open_sealed,
     read_body,
     refused_upstream,
+    seat_name,
     set_sealed,
     set_seat_cookie,
+    signed_in,
 )
 
 ENTRANT_PREFIX = "bergen_entrant_"
@@ -269,14 +274,14 @@ def _ends(request: Request) -> RoundEnds:
 # --- handlers ------------------------------------------------------------------------------
 
 
-def _names(body: dict[str, Any]) -> list[str]:
-    """The entrant's players' names: `name`, and `partner` at partnership tables. Raises
-    Refused (400)."""
-    name = checked_name(body)
+def _names(body: dict[str, Any], player: Held | None = None) -> list[str]:
+    """The entrant's players' names: `name` (none when a player is signed in: the server
+    names it), and `partner` at partnership tables. Raises Refused (400)."""
+    name = seat_name(body, player)
     if body.get("partner") is None:
         return [name]
     partner = checked_name(body, "partner")
-    if partner.casefold() == name.casefold():
+    if name and partner.casefold() == name.casefold():
         raise Refused(400, "partner is the other player's name, not yours again", "BAD_REQUEST")
     return [name, partner]
 
@@ -307,21 +312,21 @@ async def register(request: Request) -> Response:
             for player, one in held.items():
                 set_entry(request, response, tid, player, one)
             return response
-    names = _names(body)
+    me = signed_in(request)
+    names = _names(body, me)
     tokens = [new_token() for _ in names]
+    entry = pb.RegisterEntrantRequest(
+        tournament_id=tid,
+        players=names,
+        # Drawn here, for this entrant alone: the server learns it at once, as
+        # RegisterEntrant asks, and keeps only its commitment until the start.
+        client_seed=secrets.token_hex(16),
+        player_tokens=tokens,
+    )
+    if me is not None:  # the (first) player is the browser's registered player
+        entry.registered_player_tokens.extend([me.token] + [""] * (len(names) - 1))
     try:
-        got: pb.RegisterEntrantResponse = await call_upstream(
-            request,
-            "RegisterEntrant",
-            pb.RegisterEntrantRequest(
-                tournament_id=tid,
-                players=names,
-                # Drawn here, for this entrant alone: the server learns it at once, as
-                # RegisterEntrant asks, and keeps only its commitment until the start.
-                client_seed=secrets.token_hex(16),
-                player_tokens=tokens,
-            ),
-        )
+        got: pb.RegisterEntrantResponse = await call_upstream(request, "RegisterEntrant", entry)
     except grpc.aio.AioRpcError as e:
         refused = refused_upstream(e)
         if refused.code == "WRONG_PLAYER_COUNT":

@@ -1,5 +1,5 @@
 """What one client may take of the gateway: streams open at once, matches and tournaments
-followed at once, and creations and joins a minute.
+followed at once, and creations, joins and players registered (or signed in with) a minute.
 
 The gateway's own caps (`--max-streams`, `--max-matches`) bound what all clients take
 together; these bound each one, and are checked first, so that a client at its own limit is
@@ -31,6 +31,8 @@ CREATES_PER_MINUTE = 10
 """Matches or tournaments one client may create a minute (and at once, after a quiet spell)."""
 JOINS_PER_MINUTE = 30
 """Seats or registrations one client may take a minute (and at once, after a quiet spell)."""
+REGISTERS_PER_MINUTE = 5
+"""Players one client may register, or sign in with, a minute: a name is claimed for good."""
 STREAM_RETRY_S = 5
 """The `Retry-After` of a stream refused by its client's limit: until one of its own ends."""
 BUCKETS_KEPT = 65_536
@@ -54,7 +56,11 @@ class ClientLimits:
     streams: int = CLIENT_STREAMS
     followed: int = CLIENT_FOLLOWED
     per_minute: dict[str, int] = field(
-        default_factory=lambda: {"create": CREATES_PER_MINUTE, "join": JOINS_PER_MINUTE}
+        default_factory=lambda: {
+            "create": CREATES_PER_MINUTE,
+            "join": JOINS_PER_MINUTE,
+            "register": REGISTERS_PER_MINUTE,
+        }
     )
     trust_proxy: bool = False
     """Take the client from the last `X-Forwarded-For` address (a reverse proxy in front)."""
@@ -172,8 +178,9 @@ class Limiter:
         return 0 if holding is None else holding.streams
 
     def spend(self, client: str, kind: str) -> None:
-        """Count one `kind` ("create" or "join") of `client`. Raises Limited (Retry-After:
-        until its next one is allowed) when it has spent its rate; KeyError for another kind."""
+        """Count one `kind` ("create", "join" or "register") of `client`. Raises Limited
+        (Retry-After: until its next one is allowed) when it has spent its rate; KeyError for
+        another kind."""
         capacity = self.limits.per_minute[kind]
         now = self._clock()
         bucket = self._buckets.get((client, kind))
@@ -199,8 +206,8 @@ def limiter_of(request: Request) -> Limiter:
 
 
 def spend(kind: str) -> Callable[[Callable[[Request], Awaitable[Response]]], Any]:
-    """A handler's decorator: each request spends one `kind` ("create", "join") of its
-    client before the handler runs, which is refused (Limited: 429) once spent.
+    """A handler's decorator: each request spends one `kind` ("create", "join", "register")
+    of its client before the handler runs, which is refused (Limited: 429) once spent.
 
         @spend("create")
         async def create_match(request): ...

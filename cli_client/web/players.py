@@ -9,6 +9,10 @@ the browser cannot read it, another site cannot send it, and a gateway restarted
 gateway process holding the same key file, opens it again. Every POST is checked to come from
 this site (Sec-Fetch-Site, else Origin) and to carry a JSON body; nothing else a browser sends
 is passed upstream but checked values.
+
+A browser signed in with a registered player (accounts.py) holds that player's token sealed the
+same way, in a cookie sent to the players' API alone: each seat it takes then is the player's
+(JoinMatch's `player_token`), and a rated match is created only for a browser so signed in.
 """
 
 from __future__ import annotations
@@ -60,6 +64,16 @@ COOKIE_PREFIX = "bergen_seat_"
 MARK_PREFIX = "bergen_seated_"
 """A cookie the page's script may read (it holds no secret, only "1"): this browser holds a
 seat in the match, so the match page asks for the seat's view instead of being refused it."""
+PLAYER_COOKIE = "bergen_player"
+"""The sealed player token of the registered player this browser is signed in as, sent only to
+the players' API (PLAYER_PATH)."""
+PLAYER_MARK = "bergen_player_in"
+"""A cookie the pages' scripts may read (it holds no secret, only "1"): this browser is signed in
+with a player, so a page asks who (`GET /api/play/me`)."""
+PLAYER_PATH = "/api/play"
+SIGNED_IN_AS = "player:"
+"""A sealed player is a Held whose match id is this and the player's id: no match id has this
+form, so it never opens as a seat or an entrant."""
 COOKIE_MAX_AGE_S = 30 * 86400
 MAX_BODY_BYTES = 4096
 MAX_NAME = 64
@@ -86,6 +100,7 @@ STATUS_OF_REASON = {
     "MATCH_NOT_IN_PROGRESS": 409,
     "MATCH_NOT_SEATING": 409,
     "SEAT_TAKEN": 409,
+    "NAME_TAKEN": 409,  # ALREADY_EXISTS for a player's name
     "CLOCK_EXPIRED": 409,
     # A seat or an entrant with all the codes for other devices it may have.
     "TOO_MANY_HAND_OFFS": 429,
@@ -326,6 +341,13 @@ def _bad(message: str) -> Refused:
     return Refused(400, message, "BAD_REQUEST")
 
 
+def no_player(what: str) -> Refused:
+    """The refusal of `what` ("a rated match") to a browser signed in with no player."""
+    return Refused(
+        403, f"{what} is played by registered players: sign in with your player first", "NO_PLAYER"
+    )
+
+
 def checked_name(body: dict[str, Any], key: str = "name", limit: int = MAX_NAME) -> str:
     value = body.get(key)
     if not isinstance(value, str) or not value.strip():
@@ -440,6 +462,46 @@ def set_seat_cookie(request: Request, response: Response, held: Held) -> None:
     )  # fmt: skip
 
 
+def signed_in(request: Request) -> Held | None:
+    """The registered player this browser is signed in as (its id after SIGNED_IN_AS in
+    `match_id`, its player token as `token`), when this gateway's keys sealed it; else None."""
+    sealed = request.cookies.get(PLAYER_COOKIE)
+    if not sealed:
+        return None
+    held = players_of(request).sealer.open(sealed)
+    if held is None or not held.match_id.startswith(SIGNED_IN_AS):
+        return None
+    return held
+
+
+def player_id_of(held: Held) -> str:
+    """The player id of a signed-in player (`signed_in`)."""
+    return held.match_id.removeprefix(SIGNED_IN_AS)
+
+
+def set_player_cookie(request: Request, response: Response, player_id: str, token: str) -> None:
+    """Sign this browser in as the player `player_id` of `token` (checked upstream first)."""
+    held = Held(SIGNED_IN_AS + player_id, 0, token)
+    set_sealed(
+        request, response, held, name=PLAYER_COOKIE, path=PLAYER_PATH, mark=PLAYER_MARK, page="/"
+    )
+
+
+def clear_player_cookie(request: Request, response: Response) -> None:
+    """Sign this browser out: both of its player's cookies gone."""
+    secure = request.url.scheme == "https"
+    response.delete_cookie(
+        PLAYER_COOKIE, path=PLAYER_PATH, secure=secure, httponly=True, samesite="strict"
+    )
+    response.delete_cookie(PLAYER_MARK, path="/", secure=secure, samesite="strict")
+
+
+def seat_name(body: dict[str, Any], player: Held | None) -> str:
+    """The name a seat or an entrant is taken under: none when a player is signed in (the
+    server names it by the player's name), else the body's `name`."""
+    return "" if player is not None else checked_name(body)
+
+
 def match_link(request: Request, match_id: str) -> str:
     return f"{str(request.base_url).rstrip('/')}/match?id={match_id}"
 
@@ -497,7 +559,13 @@ async def create_match(request: Request) -> Response:
     """Create a match, seat its creator (this browser), and fill the seats asked of the
     computer."""
     body = await read_body(request)
-    name = checked_name(body)
+    player = signed_in(request)
+    rated = body.get("rated", False)
+    if not isinstance(rated, bool):
+        raise _bad("rated is true or false")
+    if rated and player is None:
+        raise no_player("a rated match")
+    name = seat_name(body, player)
     match_name = checked_name(body, "match_name", MAX_MATCH_NAME) if body.get("match_name") else ""
     seats = _int(body, "seats", 2, 4)
     partnerships = body.get("partnerships", False)
@@ -526,14 +594,16 @@ async def create_match(request: Request) -> Response:
                     preset=PRESETS[preset],
                     options=options,
                     name=match_name,
+                    rated=rated,
                 ),
             )
             token = new_token()
-            joined: pb.JoinMatchResponse = await call_upstream(
-                request,
-                "JoinMatch",
-                pb.JoinMatchRequest(match_id=created.match_id, seat=0, name=name, seat_token=token),
+            join = pb.JoinMatchRequest(
+                match_id=created.match_id, seat=0, name=name, seat_token=token
             )
+            if player is not None:
+                join.player_token = player.token
+            joined: pb.JoinMatchResponse = await call_upstream(request, "JoinMatch", join)
         except grpc.aio.AioRpcError as e:
             raise refused_upstream(e) from None
         held = Held(created.match_id, joined.seat, token)
@@ -541,11 +611,14 @@ async def create_match(request: Request) -> Response:
             "match_id": held.match_id,
             "seat": held.seat,
             "link": match_link(request, held.match_id),
+            "rated": rated,
         }
         if bots and computer is not None:
             try:
                 # Its gRPC calls may wait (retried while the server is away): off the loop.
-                filled = await asyncio.to_thread(computer.fill, held.match_id, bots, policy)
+                filled = await asyncio.to_thread(
+                    computer.fill, held.match_id, bots, policy, rated=rated
+                )
             except (ValueError, ComputerSeatsError, SeatingFailed) as e:
                 # The match stays open for people to take the seats the computer could not.
                 answer["computer_error"] = str(e)[:300]
@@ -573,8 +646,12 @@ async def join_match(request: Request) -> Response:
             )
             set_seat_cookie(request, response, held)
             return response
-    name = checked_name(body)
-    join = pb.JoinMatchRequest(match_id=match_id, name=name, seat_token=new_token())
+    player = signed_in(request)
+    join = pb.JoinMatchRequest(
+        match_id=match_id, name=seat_name(body, player), seat_token=new_token()
+    )
+    if player is not None:
+        join.player_token = player.token
     if body.get("seat") is not None:
         join.seat = _int(body, "seat", 0, 3)
 

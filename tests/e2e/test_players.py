@@ -345,6 +345,21 @@ def test_refusals_name_their_rule_and_tell_nothing_of_a_token(
         assert token not in message and wrong_secret not in message
         assert [s.taken for s in client.view(match_id).seats] == [True, False, False]
 
+        # A token checked alone (a sign-in): its player, else that same one answer.
+        def by_token(t: str) -> Any:
+            return client.stub.GetPlayer(pb.GetPlayerRequest(player_token=t), timeout=20)
+
+        assert by_token(token).player.player_id == ann.player_id
+        assert by_token(bob.player_token).player.name == "Bob"
+        checked = {
+            (g.code, g.reason, g.message, tuple(sorted(g.metadata.items())))
+            for g in (refused(lambda t=t: by_token(t)) for t in (wrong_secret, no_player, "x"))
+        }
+        assert len(checked) == 1
+        ((code, reason, message, _),) = checked
+        assert (code, reason) == (grpc.StatusCode.UNAUTHENTICATED, "PLAYER_TOKEN_INVALID")
+        assert token not in message and wrong_secret not in message
+
         got = refused(lambda: client.stub.ListLeaderboard(pb.ListLeaderboardRequest()))
         assert got.code is grpc.StatusCode.INVALID_ARGUMENT
         got = refused(

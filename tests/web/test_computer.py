@@ -1,7 +1,8 @@
 """Seats the computer plays for the gateway (`ComputerSeats`), against a real `bergen serve`
 on PostgreSQL: bots that join free seats with their own tokens, play the match to its end
-beside a person's seat, play on after a restart of the gateway, and are refused (with no seat
-taken) past the gateway's bound or the match's free seats."""
+beside a person's seat, play on after a restart of the gateway, are refused (with no seat
+taken) past the gateway's bound or the match's free seats, and in a rated match are the
+gateway's own registered players."""
 
 from __future__ import annotations
 
@@ -178,3 +179,57 @@ def test_bergen_web_plays_on_the_seats_another_gateway_left_in_its_state_folder(
         link.close()
         assert gw.stop() == 0, gw.log()
     assert "resumed 1 computer seats" in gw.log() and "Traceback" not in gw.log()
+
+
+def rated_with_person(client: Client, seats: int) -> str:
+    """A rated match of `seats` seats with a registered person in seat 1."""
+    person = client.stub.RegisterPlayer(
+        pb.RegisterPlayerRequest(name=f"person {random.randrange(10**6)}"), timeout=20
+    )
+    match_id = client.stub.CreateMatch(
+        pb.CreateMatchRequest(seats=seats, preset=pb.PRESET_STANDARD, rated=True), timeout=20
+    ).match_id
+    client.stub.JoinMatch(
+        pb.JoinMatchRequest(match_id=match_id, seat=0, player_token=person.player_token),
+        timeout=20,
+    )
+    return str(match_id)
+
+
+def test_rated_seats_are_the_computers_own_players_each_with_a_name_of_its_own(
+    client: Client, tmp_path: Path
+) -> None:
+    """In a rated match each computer seat is a registered bot of the gateway's, registered
+    once and kept (0600) for later matches; a name another gateway holds gets a suffix."""
+    first = ComputerSeats(client.target, tmp_path / "one")
+    second = ComputerSeats(client.target, tmp_path / "two")
+    try:
+        match_id = rated_with_person(client, 3)
+        assert first.fill(match_id, 2, "greedy", rated=True) == [1, 2]
+        seats = client.get_match(match_id).seats
+        assert all(s.bot and s.player_id for s in seats[1:])
+        names = [s.name for s in seats[1:]]
+        assert names[0].startswith("greedy bot 1") and names[1].startswith("greedy bot 2")
+        assert stat.S_IMODE(first.players_path.stat().st_mode) == 0o600
+        kept = json.loads(first.players_path.read_text())["players"]
+        assert [p["name"] for p in kept] == names
+        assert not any(p["token"] in repr(first.playing) for p in kept)
+        # Another match: the same players, registered once.
+        again = rated_with_person(client, 2)
+        assert first.fill(again, 1, "greedy", rated=True) == [1]
+        assert client.get_match(again).seats[1].player_id == seats[1].player_id
+        assert len(json.loads(first.players_path.read_text())["players"]) == 2
+        # Another gateway (another state folder): the names are taken, so its own differ.
+        other = rated_with_person(client, 2)
+        assert second.fill(other, 1, "greedy", rated=True) == [1]
+        theirs = client.get_match(other).seats[1]
+        assert theirs.bot and theirs.player_id != seats[1].player_id
+        assert theirs.name.startswith("greedy bot 1 ") and theirs.name not in names
+        # An unrated match's computer seats hold no player.
+        unrated = client.create(2, name="unrated").match_id
+        assert first.fill(unrated, 1, "greedy") == [0]
+        seat = client.get_match(unrated).seats[0]
+        assert (seat.name, seat.player_id) == (computer_name(0, "greedy"), "")
+    finally:
+        first.close()
+        second.close()

@@ -11,6 +11,7 @@
 // and remembers it; it may switch at any time (one browser holds one seat of a match at a
 // time, so switching moves this device to the other player's seat).
 import { $, h, param, num } from "/static/common.js";
+import { signedIn } from "/static/rating.js";
 
 const id = param("id");
 const api = (what = "") => `/api/play/tournaments/${encodeURIComponent(id)}${what}`;
@@ -62,12 +63,26 @@ function state(name) {
   document.body.dataset.myTournament = name;
 }
 
-// The registration form; at partnership tables it asks for both players' names.
-function registerForm(pairs) {
+// The registration form: a name (at partnership tables, both players' names), or, for a
+// browser signed in with a player, that player as the first (a rated tournament takes
+// registered players only).
+async function registerForm(t) {
+  const pairs = !!(t && t.settings && t.settings.partnerships);
+  const me = await signedIn();
+  if ($("#register-form") || $("#rated-needs-player")) return; // drawn meanwhile
+  if (t && t.settings && t.settings.rated && !me.signed_in) {
+    section().hidden = false;
+    section().replaceChildren(h("h2", { id: "me-h", text: "Play in this tournament" }),
+      h("p", { id: "rated-needs-player" }, "This tournament is rated: its entrants are registered players. ",
+        h("a", { href: "/sign-in", text: "Register a player, or sign in with yours" }), ", then come back to this page."));
+    state("register");
+    return;
+  }
   const message = h("p", { class: "status", role: "status", "aria-live": "polite" });
-  const form = h("form", { id: "register-form", class: "form", "data-pairs": pairs ? "1" : "0" },
-    h("label", { class: "field" }, h("span", { text: "Your name" }),
-      h("input", { name: "name", required: true, maxlength: 64, autocomplete: "nickname" })));
+  const name = me.signed_in ? h("p", { class: "field playing-as", text: `Entering as ${me.player.name}` })
+    : h("label", { class: "field" }, h("span", { text: "Your name" }),
+      h("input", { name: "name", required: true, maxlength: 64, autocomplete: "nickname" }));
+  const form = h("form", { id: "register-form", class: "form", "data-pairs": pairs ? "1" : "0" }, name);
   if (pairs) {
     form.append(h("label", { class: "field" }, h("span", { text: "Your partner's name" }),
       h("input", { name: "partner", required: true, maxlength: 64, autocomplete: "off" })));
@@ -293,9 +308,7 @@ async function ask() {
 function shown(t) {
   if (!t) return;
   if (t.phase === "TOURNAMENT_PHASE_REGISTRATION" && !t.cancelled) {
-    const pairs = !!(t.settings && t.settings.partnerships);
-    const form = $("#register-form");
-    if (!form || form.dataset.pairs !== (pairs ? "1" : "0")) registerForm(pairs);
+    if (!$("#register-form") && !$("#rated-needs-player")) registerForm(t);
   } else {
     section().hidden = true;
     state("watching");

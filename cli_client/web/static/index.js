@@ -3,6 +3,7 @@
 // and its table; and the tournaments. Times are the visitor's local time.
 import { $, h, getJson, word, num, endText, abandonNote, summaryView, sideName, timeNode } from "/static/common.js";
 import { createForm } from "/static/play.js";
+import { playerLink, post, ratingsLine, signedIn } from "/static/rating.js";
 
 const link = (path, id) => `${path}?id=${encodeURIComponent(id)}`;
 
@@ -97,6 +98,29 @@ function failed(e) {
   $("#status").textContent = `${why}; the lists are kept up to date again as soon as it does.`;
 }
 
+// Who this browser plays as, or how to get a player (and a rating); the leaderboard.
+async function mePanel() {
+  const me = await signedIn();
+  const board = h("a", { href: "/leaderboard", text: "the leaderboard" });
+  if (!me.signed_in) {
+    $("#me").replaceChildren(h("p", { id: "me-line" }, h("a", { href: "/sign-in", text: "Register a player, or sign in with yours" }),
+      " to play rated matches and get a rating. See ", board, "."));
+    return;
+  }
+  const out = h("button", { type: "button", id: "sign-out", text: "Sign out" });
+  out.addEventListener("click", async () => {
+    try {
+      await post("/api/play/me/sign-out", {});
+    } finally {
+      location.reload();
+    }
+  });
+  $("#me").replaceChildren(h("p", { id: "me-line" }, "You play as ", playerLink(me.player), `: ${ratingsLine(me.ratings)}. See `, board, ". "),
+    h("p", { class: "controls" }, out));
+  document.body.dataset.signedIn = me.player.player_id;
+}
+
+mePanel();
 createForm($("#create"));
 load().catch(failed);
 setInterval(() => load().catch(failed), 5000);

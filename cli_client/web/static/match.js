@@ -8,6 +8,7 @@ import {
 } from "/static/common.js";
 import { line, tile } from "/static/tiles.js";
 import { startPlayer } from "/static/play.js";
+import { botMark, playerHref } from "/static/rating.js";
 
 const id = param("id");
 const key = `bergen:match:${id}`;
@@ -40,7 +41,7 @@ function renderView(v) {
     const r = v.result;
     status = `Ended: ${endText(r, v)}, ${(r.scores || []).join(" to ")}${abandonNote(r)}`;
   }
-  $("#status").textContent = status;
+  $("#status").textContent = v.rated ? `${status} · a rated match` : status;
   $("#board").replaceChildren(line(v.line || []));
   $("#ends").textContent = v.ends ? `Open ends: ${v.ends.left} and ${v.ends.right}` : "";
   const clocks = {};
@@ -50,8 +51,10 @@ function renderView(v) {
     const seat = num(s.seat);
     const c = clocks[seat];
     const isTurn = v.turn !== undefined && num(v.turn) === seat;
+    // A registered player's name links to their page (ratings and rated matches).
+    const who = s.player_id ? [h("a", { href: playerHref(s.player_id), text: s.name }), ...(s.bot ? [" ", botMark()] : [])] : [s.name || (v.rematch_of ? "(kept for its player)" : "(free)")];
     body.append(h("tr", { "data-seat": seat },
-      h("td", { class: isTurn ? "turn" : "", text: `${seat + 1}. ${s.name || (v.rematch_of ? "(kept for its player)" : "(free)")}${isTurn ? " (to play)" : ""}` }),
+      h("td", { class: isTurn ? "turn" : "" }, `${seat + 1}. `, ...who, isTurn ? " (to play)" : ""),
       h("td", { class: "num", text: s.tile_count }),
       h("td", { class: "num", text: (v.scores || [])[num(s.side)] ?? 0 }),
       h("td", { class: `num clock${c && low(num(c.left_ms)) ? " low" : ""}`, "data-seat": seat, text: c ? clockText(c.left_ms) + (c.running ? " running" : "") + (low(num(c.left_ms)) ? ", low" : "") : "–" })));

@@ -5,6 +5,7 @@
 // HttpOnly cookie this script never sees; the view comes from the seat's own stream.
 import { $, h, num, word, seatName, sideName, describe } from "/static/common.js";
 import { tile } from "/static/tiles.js";
+import { signedIn } from "/static/rating.js";
 
 const api = (id, what = "") => `/api/play/matches/${encodeURIComponent(id)}${what}`;
 // A tournament's table (opened from "my tournament"): its players go back to the tournament,
@@ -73,11 +74,35 @@ function clockOf(f) {
   return out;
 }
 
+// The name a seat is taken under: a field, or the signed-in player's name (the seat is then
+// that player's, and the field is gone).
+function nameField(me) {
+  if (me && me.signed_in) {
+    return h("p", { class: "field playing-as", text: `Playing as ${me.player.name}` });
+  }
+  return field("Your name", h("input", { name: "name", required: true, maxlength: 64, autocomplete: "nickname" }));
+}
+
+// The lobby's "rated" choice: a rated match needs every seat held by a registered player.
+function ratedField(me) {
+  const box = h("input", { name: "rated", type: "checkbox", disabled: !(me && me.signed_in) });
+  const label = h("label", { class: "field check" }, box, h("span", { text: "Rated" }));
+  if (me && me.signed_in) return label;
+  return h("span", { class: "field" }, label, h("a", { class: "hint", href: "/sign-in", text: "sign in to play rated" }));
+}
+
 export function createForm(container) {
   const request = requestId();
   const message = h("p", { class: "status", role: "status", "aria-live": "polite" });
+  const name = h("span", { class: "name-slot" }, nameField(null));
+  const rated = h("span", { class: "rated-slot" }, ratedField(null));
+  signedIn().then((me) => {
+    name.replaceChildren(nameField(me));
+    rated.replaceChildren(ratedField(me));
+    container.dataset.signedIn = me.signed_in ? "1" : "";
+  });
   const form = h("form", { id: "create-form", class: "form" },
-    field("Your name", h("input", { name: "name", required: true, maxlength: 64, autocomplete: "nickname" })),
+    name,
     field("Match name", h("input", { name: "match_name", maxlength: 100 })),
     field("Seats", select("seats", [["2", "2"], ["3", "3"], ["4", "4"], ["p", "4 in partnerships"]], "2")),
     field("Rules", select("preset", [["standard", "standard"], ["american", "american"], ["pips", "pips"], ["eastern", "eastern"]], "standard")),
@@ -86,6 +111,7 @@ export function createForm(container) {
   form.append(onTimeout, inARow,
     field("Computer seats", h("input", { name: "bots", type: "number", min: 0, max: 3, value: 0 })),
     field("Computer strength", select("bot_policy", [["random", "random"], ["greedy", "greedy"], ["montecarlo", "monte carlo"]], "greedy")),
+    rated,
     h("button", { type: "submit", text: "Create and take seat 1" }), message);
   showTimeouts();
   form.addEventListener("submit", async (e) => {
@@ -103,6 +129,7 @@ export function createForm(container) {
         clock: clockOf(f),
         bots: Number(f.get("bots") || 0),
         bot_policy: f.get("bot_policy"),
+        rated: f.get("rated") === "on",
       });
       location.href = `/match?id=${encodeURIComponent(made.match_id)}`;
     } catch (err) {
@@ -130,11 +157,18 @@ async function joinForm(id) {
       ", who accept it there."));
     return;
   }
+  const me = await signedIn();
+  if (view.rated && !me.signed_in) {
+    $("#player").replaceChildren(h("h2", { text: "Play in this match" }),
+      h("p", { id: "rated-needs-player" }, "This match is rated: its seats are taken by registered players. ",
+        h("a", { href: "/sign-in", text: "Register a player, or sign in with yours" }), ", then come back to this page."));
+    return;
+  }
   const request = requestId();
   const free = (view.seats || []).filter((s) => !s.taken);
   const message = h("p", { class: "status", role: "status", "aria-live": "polite" });
   const form = h("form", { id: "join-form", class: "form" },
-    field("Your name", h("input", { name: "name", required: true, maxlength: 64, autocomplete: "nickname" })),
+    nameField(me),
     field("Seat", select("seat", [["", "any free seat"], ...free.map((s) => [String(num(s.seat)), `seat ${num(s.seat) + 1}`])], "")),
     h("button", { type: "submit", text: "Join this match" }), message);
   form.addEventListener("submit", async (e) => {

@@ -2,9 +2,55 @@
 // withdrawn entrant marked), the crosstable, each round's tables linking to their matches
 // with their live scores, every intervention, and the signed records. Entrants, rounds and
 // tables are numbered from 1 by the API itself; a table's sides are named, never numbered.
-import { $, h, param, word, num, diagnose, showProblem, clearProblem, endStream } from "/static/common.js";
+import { $, h, param, word, num, getJson, diagnose, showProblem, clearProblem, endStream } from "/static/common.js";
+import { playerHref, ratingText, poolName } from "/static/rating.js";
 
 const id = param("id");
+
+// A rated tournament's entrants' ratings in its pool (GET .../ratings), by entrant number; read
+// again when a table's result comes in, ratings moving only then.
+let ratings = null;
+let ratingsKey = "";
+let ratingsPool = "";
+
+function ratingCell(n) {
+  const cell = h("td", { class: "num rating", "data-entrant": n });
+  const players = ratings && ratings[num(n)];
+  if (!players) { cell.textContent = ratings ? "–" : "…"; return cell; }
+  players.forEach((p, i) => {
+    if (i) cell.append(" & ");
+    cell.append(h("a", { href: playerHref(p.player_id, ratingsPool), title: `${p.name}${p.bot ? " (a bot)" : ""}: ${ratingText(p.rating)} in the ${poolName(ratingsPool)} pool`, text: ratingText(p.rating) }));
+  });
+  if (!players.length) cell.textContent = "–";
+  return cell;
+}
+
+async function fetchRatings() {
+  try {
+    const got = await getJson(`/api/tournaments/${encodeURIComponent(id)}/ratings`);
+    ratingsPool = got.pool;
+    ratings = {};
+    for (const e of got.entrants || []) ratings[num(e.entrant)] = e.players || [];
+  } catch (_) {
+    return; // asked again on the next change
+  }
+  for (const cell of document.querySelectorAll("#standings-table td.rating")) cell.replaceWith(ratingCell(cell.dataset.entrant));
+}
+
+// Read when an entrant or a result comes in, and again a few seconds later: the gateway
+// answers from a copy a few seconds old, and a match's end reaches the ratings a moment after
+// it reaches the tournament. Every minute besides, the entrants playing elsewhere too.
+let ratingsLater = null;
+let ratingsEvery = null;
+function readRatings(t) {
+  const key = `${(t.entrants || []).length}:${(t.rounds || []).flatMap((r) => r.tables || []).filter((x) => x.result).length}`;
+  if (key === ratingsKey) return;
+  ratingsKey = key;
+  fetchRatings();
+  clearTimeout(ratingsLater);
+  ratingsLater = setTimeout(fetchRatings, 4000);
+  if (!ratingsEvery) ratingsEvery = setInterval(fetchRatings, 60_000);
+}
 
 const ACTOR = {
   ACTOR_ENTRANT: "the entrant",
@@ -36,18 +82,27 @@ function withdrawal(e) {
 }
 
 function standings(t) {
+  const rated = !!(t.settings && t.settings.rated);
   const body = h("tbody");
   for (const s of t.standings || []) {
     const gone = withdrawal(entrant(t, s.entrant));
     const who = h("td", {}, named(t, s.entrant));
     if (gone) who.append(" ", h("span", { class: "withdrawn-mark", text: `(${gone})` }));
     body.append(h("tr", { "data-entrant": s.entrant, class: gone ? "withdrawn" : "" },
-      h("td", { class: "num", text: s.rank }), who,
+      h("td", { class: "num", text: s.rank }), who, ...(rated ? [ratingCell(s.entrant)] : []),
       h("td", { class: "num", text: s.match_points }), h("td", { class: "num", text: s.margin }),
       h("td", { class: "num", text: s.buchholz }), h("td", { class: "num", text: s.wins })));
   }
-  return h("table", { id: "standings-table" }, h("caption", { class: "muted", text: "Ranked by match points, then margin, Buchholz, wins and seeding" }),
-    h("thead", {}, h("tr", {}, ...["Rank", "Entrant", "Match points", "Margin", "Buchholz", "Wins"].map((x, i) => h("th", { scope: "col", class: i === 1 ? "" : "num", text: x })))), body);
+  const heads = ["Rank", "Entrant", ...(rated ? ["Rating"] : []), "Match points", "Margin", "Buchholz", "Wins"];
+  const caption = "Ranked by match points, then margin, Buchholz, wins and seeding"
+    + (rated ? `. A rated tournament: each entrant's rating now, in the ${poolName(ratingsPool || poolOf(t))} pool (? while provisional)` : "");
+  return h("table", { id: "standings-table" }, h("caption", { class: "muted", text: caption }),
+    h("thead", {}, h("tr", {}, ...heads.map((x, i) => h("th", { scope: "col", class: i === 1 ? "" : "num", text: x })))), body);
+}
+
+function poolOf(t) {
+  const s = t.settings || {};
+  return s.partnerships ? "pairs" : String(num(s.seats) || 2);
 }
 
 const points = (s) => `${s.match_points} match point${s.match_points === "1" ? "" : "s"}`;
@@ -153,11 +208,12 @@ function render(t) {
   document.title = `${$("#title").textContent} · Bergen`;
   const s = t.settings || {};
   const phase = t.cancelled ? "cancelled before its start" : word(t.phase, "TOURNAMENT_PHASE_");
-  $("#status").textContent = `${phase}: ${word(s.format, "TOURNAMENT_FORMAT_")}, round ${t.round} of ${t.total_rounds}, ${(t.entrants || []).length} entrants, ${s.seats}-seat tables`;
+  $("#status").textContent = `${phase}: ${word(s.format, "TOURNAMENT_FORMAT_")}, round ${t.round} of ${t.total_rounds}, ${(t.entrants || []).length} entrants, ${s.seats}-seat tables${s.rated ? ", rated" : ""}`;
   const winner = winnerText(t);
   $("#winner").textContent = winner;
   $("#winner").hidden = !winner;
   $("#standings").replaceChildren(standings(t));
+  if (t.settings && t.settings.rated) readRatings(t);
   $("#crosstable").replaceChildren(crosstable(t));
   $("#rounds").replaceChildren(roundsList(t));
   const interventions = t.interventions || [];

@@ -1371,12 +1371,14 @@ class PoolRating(_message.Message):
     def __init__(self, pool: _Optional[_Union[RatingPool, str]] = ..., rating: _Optional[int] = ..., mu: _Optional[float] = ..., sigma: _Optional[float] = ..., provisional: _Optional[bool] = ..., rated_matches: _Optional[int] = ...) -> None: ...
 
 class GetPlayerRequest(_message.Message):
-    __slots__ = ("player_id", "name")
+    __slots__ = ("player_id", "name", "player_token")
     PLAYER_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    PLAYER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     player_id: str
     name: str
-    def __init__(self, player_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+    player_token: str
+    def __init__(self, player_id: _Optional[str] = ..., name: _Optional[str] = ..., player_token: _Optional[str] = ...) -> None: ...
 
 class GetPlayerResponse(_message.Message):
     __slots__ = ("player", "ratings")

@@ -415,7 +415,9 @@ class BergenServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetPlayer(self, request, context):
-        """A player, by id or by name, with its rating in every pool. NOT_FOUND (PLAYER_NOT_FOUND).
+        """A player, by id, by name or by its player token, with its rating in every pool. NOT_FOUND
+        (PLAYER_NOT_FOUND); by token, UNAUTHENTICATED (PLAYER_TOKEN_INVALID) for any token that is
+        not a player's, whether or not its player exists.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
