@@ -36,6 +36,9 @@ _CODES: dict[grpc.StatusCode, ExitStatus] = {
     grpc.StatusCode.FAILED_PRECONDITION: ExitStatus.REFUSED,
     grpc.StatusCode.UNAVAILABLE: ExitStatus.UNREACHABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED: ExitStatus.UNREACHABLE,
+    # The server refuses to serve what does not check (LOG_TAMPERED): the same fault as a
+    # record that `bergen verify` rejects.
+    grpc.StatusCode.DATA_LOSS: ExitStatus.INVALID,
 }
 
 

@@ -33,6 +33,7 @@ from bergen.api.helptext import HelpFormatter
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
+from . import known_keys
 from .connect import add_server_option, open_channel
 from .usage import error_line, examples
 from .verify import RPC_TIMEOUT_S, parse_json, rpc_problem, verify_record
@@ -144,6 +145,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"exported {len(written)} new record(s) to {args.out}; the manifest lists {listed}")
     return int(ExitStatus.INVALID if rejected else ExitStatus.SUCCESS)
+
+
+def trust(server: str, key: str) -> None:
+    """Check `server`'s key against the one known for it, or learn it on first use (the
+    known-keys file `bergen verify` trusts). Raises _Stop when it has changed."""
+    try:
+        learned = known_keys.vouch(server, key)
+    except known_keys.KeyChanged as e:
+        raise _Stop(ExitStatus.INVALID, str(e)) from None
+    except known_keys.KnownKeysError as e:
+        raise _Stop(ExitStatus.USAGE, str(e)) from None
+    except OSError as e:
+        raise _Stop(ExitStatus.ERROR, f"cannot write the known keys: {e.strerror or e}") from None
+    if learned is not None:
+        print(f"bergen export: {learned}", file=sys.stderr)
 
 
 def parse_since(text: str) -> datetime | None:
@@ -278,6 +294,8 @@ def export(
     manifest = read_manifest(out)
     info = _call(server, "its public key", stub.GetServerInfo, pb.GetServerInfoRequest())
     key = info.public_key.lower()
+    if key:
+        trust(server, key)
     if manifest is not None and manifest.get("public_key") not in (key, None):
         raise _Stop(
             ExitStatus.USAGE,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +36,7 @@ from bergen.domain.errors import InvalidOptions
 from bergen.domain.rules import PRESETS
 from bergen.v1 import bergen_pb2 as pb
 
-from . import usage
+from . import known_keys, usage
 from .client import Client
 from .clocks import add_clock_options, clock_options
 from .connect import Endpoint, add_server_option, bearer, failure_of
@@ -528,6 +529,25 @@ def watch(client: Client, args: argparse.Namespace) -> int:
 # ----- export ----------------------------------------------------------------------------
 
 
+def trust_served_key(args: argparse.Namespace, key: Any) -> None:
+    """The key that signed the served pack, checked against the one known for the server or
+    learned on first use (the known-keys file `bergen verify` trusts). Raises Failed."""
+    if not isinstance(key, str) or not key:
+        return
+    try:
+        learned = known_keys.vouch(str(args.endpoint), key.lower())
+    except known_keys.KeyChanged as e:
+        raise Failed(str(e), ExitStatus.INVALID, "KEY_CHANGED") from None
+    except known_keys.KnownKeysError as e:
+        raise Failed(str(e), ExitStatus.USAGE, "KNOWN_KEYS") from None
+    except OSError as e:
+        raise Failed(
+            f"cannot write the known keys: {e.strerror or e}", ExitStatus.ERROR, "CANNOT_WRITE"
+        ) from None
+    if learned is not None:
+        print(f"bergen tournament export: {learned}", file=sys.stderr)
+
+
 def export(client: Client, args: argparse.Namespace) -> int:
     """The audit pack of an ended tournament, as the server serves and signs it: the manifest
     of GetAuditManifest, the tournament record and every played table's match record, each
@@ -544,6 +564,7 @@ def export(client: Client, args: argparse.Namespace) -> int:
             pb.GetTournamentRecordRequest(tournament_id=tid), timeout=CALL_TIMEOUT_S
         ).record_json
     )
+    trust_served_key(args, manifest.get("public_key"))
     matches = [
         json.loads(
             stub.GetRecord(pb.GetRecordRequest(match_id=mid), timeout=CALL_TIMEOUT_S).record_json

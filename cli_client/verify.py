@@ -67,6 +67,7 @@ from bergen.domain.tournament_record import (
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
+from . import known_keys
 from .connect import Endpoint, add_server_option, code_of, error_info, exit_status_of, open_channel
 from .tournament_pack import (
     MANIFEST_FILE,
@@ -90,14 +91,18 @@ or `bergen-replay --record` write it), a tournament's audit pack when it is a fo
 (tournament.json, matches/, manifest.json, as `bergen tournament export` or `bergen
 simulate --tournament` write it), else a match id asked of the server.
 
-The signature: with --public-key (a file holding the key as 64 hex digits or a PEM public
-key, or the 64 hex digits themselves) the record must be signed by that key. Without it,
-a record file's signature is checked against the key the record names, and the verdict
-says so: that proves the record was not changed since that key signed it, not who holds
-the key, so get the server's key from a trusted place (the server logs it when it starts:
-"records signed by ...") and pass it. Through the server the record must be signed by the
-key the server publishes, unless --public-key is given. An unsigned record file passes without
---public-key (the verdict says "not signed") and is rejected with it.
+The signature: a record proves no more than who signed it, so the verdict says which key
+vouches for it. With --public-key (a file holding the key as 64 hex digits or a PEM public
+key, or the 64 hex digits themselves) the record must be signed by that key. Without it, the
+keys known so far are used, as ssh uses known_hosts: the first time a match is verified
+through a server, the key that server publishes is trusted and written to the known-keys file
+(--known-keys) beside its address; from then on that server's records must be signed by that
+key (another key is a rejection: the server's key has changed), and a record file or pack
+signed by any known key is trusted. A record file or pack that checks but is unsigned, or
+signed by a key neither given nor known, is UNTRUSTED (exit status 8): nothing in it was
+changed since that key signed it, but nothing says whose key it is. A key learned from a
+trusted place (the server logs it when it starts: "records signed by ...") can be written
+into the file by hand as "HOST:PORT KEY".
 
 A rejection (exit status 6) names the first wrong place, as "hand H, action A", a record
 field, or "seq N" of the stored log, and why; a record file that is not JSON or not a record
@@ -188,39 +193,120 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the trusted Ed25519 public key: a file with 64 hex digits or a PEM key, or the "
         "hex digits themselves",
     )
+    p.add_argument(
+        "--known-keys",
+        metavar="FILE",
+        help="the servers' keys trusted so far, one ADDRESS KEY a line (default: "
+        "known_keys in $BERGEN_CONFIG_DIR, else $XDG_CONFIG_HOME/bergen, else ~/.config/bergen)",
+    )
     p.add_argument("--json", action="store_true", help="print the verdict as a JSON object")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    outcome = verify_target(args.target, args.endpoint, args.public_key)
+    outcome = verify_target(
+        args.target,
+        args.endpoint,
+        args.public_key,
+        Path(args.known_keys) if args.known_keys else None,
+    )
     if args.json:
         print(json.dumps(outcome.as_json(), ensure_ascii=False))
-    elif outcome.status in (ExitStatus.SUCCESS, ExitStatus.INVALID):
+    elif outcome.status in (ExitStatus.SUCCESS, ExitStatus.INVALID, ExitStatus.UNTRUSTED):
         print(outcome.line)
     else:
         print(error_line("verify", outcome.line, outcome.status.name), file=sys.stderr)
     return int(outcome.status)
 
 
-def verify_target(target: str, server: Endpoint | str, public_key: str | None) -> Outcome:
-    """Verify a record file or a match id. Never raises: every failure is an Outcome."""
+def verify_target(
+    target: str,
+    server: Endpoint | str,
+    public_key: str | None,
+    known_keys_file: Path | None = None,
+) -> Outcome:
+    """Verify a record file, a pack or a match id, with the key given, else the keys known
+    (`known_keys`). Never raises: every failure is an Outcome."""
     trusted: str | None = None
     if public_key is not None:
         try:
             trusted = read_public_key(public_key)
         except ValueError as e:
             return _problem(ExitStatus.USAGE, f"public key {public_key}: {e}")
+    try:
+        known = known_keys.load(known_keys_file)
+    except known_keys.KnownKeysError as e:
+        return _problem(ExitStatus.USAGE, str(e))
     path = Path(target)
     if path.is_file():
-        return verify_file(path, trusted)
+        return _offline(verify_file(path, trusted), trusted, known)
     if path.is_dir():
-        return verify_pack(path, trusted)
+        return _offline(verify_pack(path, trusted), trusted, known)
     if path.exists():
         return _problem(ExitStatus.USAGE, f"{target} is neither a file nor a folder")
     if os.sep in target or target.lower().endswith(".json"):
         return _problem(ExitStatus.USAGE, f"no such file: {target}")
-    return verify_match(server, target, trusted)
+    if trusted is not None:
+        return verify_match(server, target, trusted)
+    return _through_server(server, target, known)
+
+
+_UNCHECKED = ", a key not checked against a trusted one (give --public-key)"
+
+
+def _offline(outcome: Outcome, trusted: str | None, known: known_keys.KnownKeys) -> Outcome:
+    """A file's or a pack's outcome judged by who signed it: a key given is trusted, else one
+    known for a server; anything else checks but is UNTRUSTED."""
+    if trusted is not None or outcome.status != ExitStatus.SUCCESS:
+        return outcome
+    key = outcome.facts.get("public_key")
+    holder = known.holder_of(key) if isinstance(key, str) else None
+    body = outcome.line.removeprefix("OK: ")
+    if holder is not None:
+        line = outcome.line.replace(_UNCHECKED, f", the key known for {holder}")
+        facts = {**outcome.facts, "key_checked": True, "key_from": "known_keys"}
+        return Outcome(ExitStatus.SUCCESS, line, facts)
+    why = (
+        "no key vouches for an unsigned record"
+        if key is None
+        else "no trusted key says who signed it: give --public-key, or verify one match "
+        f"through its server so that its key is known ({known.path})"
+    )
+    line = f"UNTRUSTED: {body.replace(_UNCHECKED, '')}: {why}"
+    return Outcome(ExitStatus.UNTRUSTED, line, {**outcome.facts, "why": why})
+
+
+def _through_server(server: Endpoint | str, match_id: str, known: known_keys.KnownKeys) -> Outcome:
+    """A match checked through its server against the key known for it; on first use, the
+    key the server publishes is trusted and written down (as ssh does with host keys)."""
+    address = str(server)
+    key = known.by_address.get(address)
+    if key is not None:
+        outcome = verify_match(server, match_id, key)
+        facts = {**outcome.facts, "key_from": "known_keys"}
+        if outcome.status == ExitStatus.INVALID and outcome.facts.get("where") == "signature":
+            why = (
+                f"the record is not signed by {key}, the key known for {address} in "
+                f"{known.path}: the server's key has changed. If the change is expected, "
+                "delete that line and verify again"
+            )
+            line = f"REJECTED: signature: {why}"
+            return Outcome(ExitStatus.INVALID, line, {**facts, "why": why})
+        return dataclasses.replace(outcome, facts=facts)
+    outcome = verify_match(server, match_id, None)
+    served = outcome.facts.get("public_key")
+    if outcome.status != ExitStatus.SUCCESS or not isinstance(served, str):
+        return outcome
+    try:
+        known_keys.remember(known, address, served)
+    except OSError as e:
+        why = f"cannot write {known.path}: {e.strerror or e}"
+        return _problem(ExitStatus.ERROR, why, **outcome.facts)
+    line = outcome.line.replace(
+        f"signed by {served}",
+        f"signed by {served}, trusted on first use (written to {known.path})",
+    )
+    return Outcome(ExitStatus.SUCCESS, line, {**outcome.facts, "key_from": "first_use"})
 
 
 def read_public_key(text: str) -> str:
@@ -328,7 +414,7 @@ def _check_signature(
     facts["public_key"] = key
     if trusted_key is not None:
         return None, f"signed by {key}"
-    return None, (f"signed by {key}, a key not checked against a trusted one (give --public-key)")
+    return None, f"signed by {key}{_UNCHECKED}"
 
 
 def _summary(record: dict[str, Any]) -> dict[str, Any]:
@@ -442,11 +528,7 @@ def _verify_pack(folder: Path, trusted_key: str | None, facts: dict[str, Any]) -
         if first
         else ""
     )
-    key_text = (
-        f"signed by {key}"
-        if trusted_key is not None
-        else f"signed by {key}, a key not checked against a trusted one (give --public-key)"
-    )
+    key_text = f"signed by {key}" if trusted_key is not None else f"signed by {key}{_UNCHECKED}"
     interventions = tournament.interventions or ()
     if interventions:
         facts["interventions"] = len(interventions)

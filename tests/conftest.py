@@ -17,6 +17,7 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -117,6 +118,17 @@ def module_pg_database(pg_admin_url: str, pg_template: str) -> Iterator[str]:
 
 
 @pytest.hookimpl(tryfirst=True)
+@pytest.fixture(autouse=True)
+def own_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test its own user configuration folder (the known servers' keys, player tokens),
+    so that no test reads or writes the user's, nor another test's."""
+    folder = tmp_path / "config" / "bergen"
+    monkeypatch.setenv("BERGEN_CONFIG_DIR", str(folder))
+    # The same folder for a command run with the BERGEN_ variables left out.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder.parent))
+    return folder
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `--dist loadfile` (`make test` runs pytest-xdist's workers so), hand out the files
     with a test marked `slow` first, so that none of them starts when the others are done.

@@ -183,14 +183,67 @@ def test_a_verified_match_reports_its_facts_as_json(sqlite_world: World) -> None
     assert facts["chain"] == "intact"
 
 
-def test_without_a_trusted_key_a_file_verifies_but_says_the_key_was_not_checked(
+def test_without_a_trusted_key_a_file_checks_but_is_untrusted(
     sqlite_world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "record.json"
     path.write_text(json.dumps(sqlite_world.records[sqlite_world.match_ids[1]]))
-    assert main(["verify", str(path)]) == ExitStatus.SUCCESS
+    assert main(["verify", str(path)]) == ExitStatus.UNTRUSTED
     line = verdict_line(capsys.readouterr().out)
-    assert "not checked against a trusted one" in line
+    assert line.startswith(f"UNTRUSTED: match {sqlite_world.match_ids[1]}, ")
+    assert f"signed by {sqlite_world.public_key}" in line and "no trusted key" in line
+    unsigned = dict(sqlite_world.records[sqlite_world.match_ids[1]])
+    del unsigned["signature"]
+    path.write_text(json.dumps(unsigned))
+    code, out, _ = verify_here(capsys, str(path), "--json")
+    assert code == ExitStatus.UNTRUSTED
+    assert json.loads(out)["status"] == "untrusted" and json.loads(out)["ok"] is False
+
+
+def test_a_servers_key_is_trusted_on_first_use_and_then_vouches_for_files(
+    sqlite_world: World, tmp_path: Path, own_config_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target, key = sqlite_world.server.target, sqlite_world.public_key
+    known = own_config_dir / "known_keys"
+    assert not known.exists()
+    code, out, _ = verify_here(capsys, sqlite_world.match_ids[0], "--server", target)
+    assert code == ExitStatus.SUCCESS, out
+    assert f"trusted on first use (written to {known})" in verdict_line(out)
+    assert known.read_text() == f"{target} {key}\n"
+    assert known.stat().st_mode & 0o777 == 0o600
+    # Offline, a record signed by the known key is trusted, and says by which server.
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(sqlite_world.records[sqlite_world.match_ids[1]]))
+    code, out, _ = verify_here(capsys, str(path))
+    assert code == ExitStatus.SUCCESS, out
+    assert verdict_line(out).endswith(f"signed by {key}, the key known for {target}")
+    # The second time through the server, the key is checked, not learned again.
+    code, out, _ = verify_here(capsys, sqlite_world.match_ids[1], "--server", target, "--json")
+    assert code == ExitStatus.SUCCESS and json.loads(out)["key_from"] == "known_keys"
+    assert known.read_text().count("\n") == 1
+
+
+def test_a_server_whose_key_changed_is_rejected(
+    sqlite_world: World, own_config_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = sqlite_world.server.target
+    own_config_dir.mkdir(parents=True)
+    (own_config_dir / "known_keys").write_text(f"# by hand\n{target} {'cd' * 32}\n")
+    code, out, _ = verify_here(capsys, sqlite_world.match_ids[0], "--server", target)
+    assert code == ExitStatus.INVALID
+    line = verdict_line(out)
+    assert line.startswith("REJECTED: signature: ") and "the server's key has changed" in line
+    assert f"{'cd' * 32}, the key known for {target}" in line
+
+
+def test_a_known_keys_file_that_is_not_address_and_key_is_bad_input(
+    sqlite_world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "keys"
+    bad.write_text("127.0.0.1:1 not-a-key\n")
+    code, _, err = verify_here(capsys, sqlite_world.match_ids[0], "--known-keys", str(bad))
+    assert code == ExitStatus.USAGE
+    assert f"{bad}, line 1: expected ADDRESS KEY" in err
 
 
 def test_a_record_signed_by_another_key_is_rejected(

@@ -19,6 +19,7 @@ class ExitStatus(IntEnum):
     UNREACHABLE = 5
     INVALID = 6
     NOT_READY = 7
+    UNTRUSTED = 8
     INTERRUPTED = 130
 
     @property
@@ -33,10 +34,17 @@ _MEANINGS: dict[ExitStatus, str] = {
     ExitStatus.NOT_FOUND: "the server has no such match",
     ExitStatus.REFUSED: "the server refused: the token, or the match is not in a state for it",
     ExitStatus.UNREACHABLE: "the server does not answer, or not in time",
-    ExitStatus.INVALID: "a record or an event log is rejected: it does not check",
+    ExitStatus.INVALID: (
+        "a record or an event log is rejected: it does not check, or a server's key is not "
+        "the one known for it"
+    ),
     ExitStatus.NOT_READY: (
         "the server cannot start: its database cannot be opened, its schema is behind, "
         "or it cannot listen"
+    ),
+    ExitStatus.UNTRUSTED: (
+        "a record checks, but no trusted key says who signed it: give --public-key, or "
+        "verify a match through its server once so that its key is known"
     ),
     ExitStatus.INTERRUPTED: "interrupted (Ctrl-C)",
 }
