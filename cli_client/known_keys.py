@@ -20,19 +20,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .userdir import config_dir
+
 FILE_NAME = "known_keys"
 _KEY = re.compile(r"[0-9a-f]{64}")
-
-
-def config_dir() -> Path:
-    """The user's folder for Bergen: $BERGEN_CONFIG_DIR, else $XDG_CONFIG_HOME/bergen, else
-    ~/.config/bergen."""
-    own = os.environ.get("BERGEN_CONFIG_DIR")
-    if own:
-        return Path(own)
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".config"
-    return base / "bergen"
 
 
 def default_path() -> Path:
