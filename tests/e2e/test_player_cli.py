@@ -19,6 +19,7 @@ from bergen.api.exit_status import ExitStatus
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client
+from .conftest import ORGANISER_TOKEN
 from .servers import ServerFarm, ServerProcess, bergen_command
 
 pexpect = pytest.importorskip("pexpect")
@@ -315,3 +316,24 @@ def test_a_rated_match_needs_a_player_and_refuses_a_wrong_token(
         assert newest.rated and newest.phase == pb.PHASE_ENDED
         reply = client.stub.GetPlayer(pb.GetPlayerRequest(name="hal"), timeout=20)
     assert reply.player.player_id == hal["player_id"]
+
+
+def test_a_rated_tournament_enters_the_players_kept_under_their_names(
+    farm: ServerFarm, sqlite_url: str, tmp_path: Path
+) -> None:
+    server = farm.start(sqlite_url, organiser_token=ORGANISER_TOKEN)
+    env = environment(server, tmp_path)
+    organiser = {**env, "BERGEN_ORGANISER_TOKEN": ORGANISER_TOKEN}
+    made = ok_json(bergen(organiser, "tournament", "create", "--rated", "--rounds", "1", "--json"))
+    tid = made["tournament_id"]
+    ivy = ok_json(bergen(env, "player", "register", "Ivy", "--json"))
+    done = bergen(env, "tournament", "register", tid, "--name", "Kim")  # not a player: refused
+    assert done.returncode == ExitStatus.REFUSED, done.stderr
+    one_error_line(done, "tournament register", "PLAYER_REQUIRED")
+    ok_json(bergen(env, "tournament", "register", tid, "--name", "ivy", "--json"))
+    with Client(server.target) as client:
+        view = client.stub.GetTournament(pb.GetTournamentRequest(tournament_id=tid)).tournament
+    assert view.settings.rated
+    assert [(list(e.players), list(e.player_ids)) for e in view.entrants] == [
+        (["Ivy"], [ivy["player_id"]])
+    ]
