@@ -3,8 +3,11 @@
 Each bot is an ordinary gRPC client holding only its seat token, one thread per seat, playing
 through `seat` (`SeatLink` and `run_seat`) with its policy's decision function: random,
 greedy or Monte Carlo, fitted to its time on a clock. With several policies the seats rotate
-every match. `bergen bots --tournament` enters bots in a tournament instead
-(`tournament_play.run_bots`).
+every match. Each bot is a registered bot player, kept in the user's configuration folder
+(`players.BotPlayers`: `bot-greedy-1`...), so that the same bots keep their ratings from one
+run to the next; a seat's bot is the first, second... of its policy in the match, and
+`--rated` makes every match rated. `bergen bots --tournament` enters bots in a tournament
+instead (`tournament_play.run_bots`).
 """
 
 from __future__ import annotations
@@ -25,15 +28,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bergen.api.exit_status import ExitStatus
-from bergen.api.helptext import HelpFormatter
+from bergen.api.helptext import HelpFormatter, at_least_one
+from bergen.domain.errors import InvalidOptions
 from bergen.domain.montecarlo import POLICY_NAMES, Settings
-from bergen.domain.rules import PRESETS
+from bergen.domain.rules import PRESETS, make_rules
 from bergen.domain.state import State
 from bergen.domain.tiles import side_of
 
 from .client import Client, Unreachable
 from .clocks import add_clock_options, clock_options, options_words
 from .connect import add_server_option, failure_of
+from .players import BotPlayers, KeptPlayer
 from .seat import (
     MATCH_TIMEOUT_S,
     BotFailed,
@@ -65,6 +70,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=examples(
             "bergen bots --matches 20 --policy montecarlo greedy --parallel 4",
             "bergen bots --matches 5 --players 3 --clock 60+2 --json",
+            "bergen bots --matches 50 --rated --policy greedy random   # rated: the bots' ratings",
             "bergen bots --tournament TOURNAMENT --entrants 6 --policy greedy random",
         ),
         formatter_class=HelpFormatter,
@@ -81,6 +87,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--preset", default="standard", choices=sorted(PRESETS), help="the rules (default standard)"
     )
     p.add_argument(
+        "--target",
+        type=at_least_one,
+        metavar="POINTS",
+        help="the score that ends a match (default: the preset's)",
+    )
+    p.add_argument(
         "--policy",
         nargs="+",
         choices=POLICY_NAMES,
@@ -95,6 +107,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"matches played at once, 1 to {MAX_PARALLEL} (default 1)",
     )
     p.add_argument("--seed", metavar="TEXT", help="seed of the bots' choices (default: random)")
+    p.add_argument(
+        "--rated",
+        action="store_true",
+        help="create rated matches: they count for the bot players' ratings",
+    )
     p.add_argument(
         "--json",
         action="store_true",
@@ -131,11 +148,28 @@ def seat_policies(policies: list[str], seats: int, partnerships: bool, match: in
     return [policies[(s + match) % seats] for s in range(seats)]
 
 
+def seat_bots(policies: list[str], bots: Mapping[str, list[KeptPlayer]]) -> list[KeptPlayer]:
+    """Each seat's bot player: the first seat of a policy takes its first bot, the second
+    its second..."""
+    seen: Counter[str] = Counter()
+    out = []
+    for policy in policies:
+        out.append(bots[policy][seen[policy]])
+        seen[policy] += 1
+    return out
+
+
+def bots_needed(policies: list[str]) -> Counter[str]:
+    """How many bot players of each policy one match seats."""
+    return Counter(policies)
+
+
 @dataclass
 class MatchOutcome:
     match_id: str
     policies: list[str]
     state: State
+    players: list[str]
 
 
 def play_match(
@@ -147,15 +181,20 @@ def play_match(
     settings: Settings,
     rng: random.Random,
     options: Mapping[str, object] | None = None,
+    players: list[KeptPlayer] | None = None,
+    rated: bool = False,
 ) -> MatchOutcome:
-    """Create a match (with the rule `options`: a clock's) and play it with one bot thread
-    per seat.
+    """Create a match (with the rule `options`: a clock's; `rated`) and play it with one bot
+    thread per seat, each seat taken by its bot player of `players` (by a name alone when
+    None).
 
     Raises grpc.RpcError (creating or joining) and BotFailed (a bot stopped early).
     """
     # Sent again after a passing error (`Client.again`): a creation whose answer was lost
     # leaves an empty match behind, which the server abandons after its seating timeout.
-    created = client.create(seats, partnerships, preset, name="bergen bots", options=options)
+    created = client.create(
+        seats, partnerships, preset, name="bergen bots", options=options, rated=rated
+    )
     match_id = created.match_id
     errors: list[BaseException] = []
     finals: dict[int, State] = {}
@@ -164,7 +203,11 @@ def play_match(
     def body(seat: int, seat_rng: random.Random) -> None:
         link: SeatLink | None = None
         try:
-            joined = client.join(match_id, f"{policies[seat]}{seat + 1}", seat=seat)
+            if players is None:
+                joined = client.join(match_id, f"{policies[seat]}{seat + 1}", seat=seat)
+            else:
+                bot = players[seat]
+                joined = client.join(match_id, bot.name, seat=seat, player_token=bot.token)
             link = SeatLink(client, match_id, seat, joined.seat_token)
             link.start()
             decide = seat_decider(policies[seat], settings, link.clock)
@@ -192,12 +235,19 @@ def play_match(
         if isinstance(e, BotFailed):
             raise e
         raise BotFailed(f"match {match_id}: a bot failed: {e!r}", ExitStatus.ERROR) from e
-    return MatchOutcome(match_id, policies, finals[0])
+    names = [p.name for p in players] if players is not None else list(policies)
+    return MatchOutcome(match_id, policies, finals[0], names)
 
 
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
     out = Console(highlight=False, soft_wrap=True)
+    if args.rated and args.tournament is not None:
+        return fail(
+            COMMAND,
+            "--rated is for the matches bots create: a tournament is rated when it is created",
+            ExitStatus.USAGE,
+        )
     if args.tournament is not None:
         return run_bots(args)
     if args.entrants is not None:
@@ -217,9 +267,16 @@ def run(args: argparse.Namespace) -> int:
             ExitStatus.USAGE,
         )
     try:
-        options = clock_options(args, args.players, args.partnerships, args.preset)
+        clock = clock_options(args, args.players, args.partnerships, args.preset)
     except ValueError as e:
         return fail(COMMAND, str(e), ExitStatus.USAGE)
+    options = dict(clock)
+    if args.target is not None:
+        options["target"] = args.target
+        try:
+            make_rules(args.players, args.partnerships, args.preset, options)
+        except InvalidOptions as e:
+            return fail(COMMAND, f"--target: {e}", ExitStatus.USAGE, e.reason)
     seed = args.seed if args.seed is not None else secrets.token_hex(8)
     rng = random.Random(seed)
     # One generator per match, drawn in match order, whatever order the matches end in.
@@ -265,6 +322,7 @@ def run(args: argparse.Namespace) -> int:
                 "reason": str(result.reason),
                 "forfeited_side": result.forfeited_side,
                 "cause": None if result.cause is None else str(result.cause),
+                "bots": list(outcome.players),
             }
         )
         if args.json:
@@ -284,6 +342,15 @@ def run(args: argparse.Namespace) -> int:
             client.wait_ready()
         except Unreachable as e:
             return fail(COMMAND, str(e), ExitStatus.UNREACHABLE)
+        # The bot players, registered now if they are not kept yet: before any thread.
+        needed = bots_needed(seat_policies(args.policy, args.players, args.partnerships, 0))
+        keeper = BotPlayers(client, args.server)
+        try:
+            bot_players = {policy: keeper.of(policy, n) for policy, n in needed.items()}
+        except (grpc.RpcError, Failed) as e:
+            return report(COMMAND, failure_of(e))
+        except OSError as e:
+            return fail(COMMAND, f"cannot keep a bot player's token: {e}", ExitStatus.ERROR)
         # The bar only on a terminal, drawn below the lines printed: on a terminal the lines
         # go through the bar's own console (which draws them above it), else to stdout.
         progress = Progress(
@@ -314,6 +381,8 @@ def run(args: argparse.Namespace) -> int:
                         settings,
                         match_rng,
                         options,
+                        seat_bots(policies, bot_players),
+                        args.rated,
                     )
                 )
             except BaseException as e:  # reported by the main thread
@@ -360,7 +429,9 @@ def run(args: argparse.Namespace) -> int:
             "players": args.players,
             "partnerships": args.partnerships,
             "preset": args.preset,
-            "clock": options_words(options) or None,
+            "clock": options_words(clock) or None,
+            "target": args.target,
+            "rated": args.rated,
             "matches": reports,
             "policies": {n: {"won": wins[n], "played": played[n]} for n in sorted(played)},
             "hands": hands,
@@ -370,7 +441,9 @@ def run(args: argparse.Namespace) -> int:
     out.print(
         f"{args.matches} match(es), {args.players} seats"
         f"{' in partnerships' if args.partnerships else ''}, preset {args.preset}, "
-        f"{f'clock {options_words(options)}, ' if options else ''}"
+        f"{f'clock {options_words(clock)}, ' if clock else ''}"
+        f"{f'target {args.target}, ' if args.target else ''}"
+        f"{'rated, ' if args.rated else ''}"
         f"server {args.server}, seed {seed}",
         markup=False,
     )

@@ -188,9 +188,11 @@ class Client:
         name: str = "",
         options: Mapping[str, object] | None = None,
         creator_token: str | None = None,
+        rated: bool = False,
     ) -> pb.CreateMatchResponse:
         """Create a match with `preset` and the rule `options` (by name, as `make_rules`
-        takes them: the clock's among them); `creator_token` may abandon it while it seats.
+        takes them: the clock's among them); `creator_token` may abandon it while it seats;
+        `rated`: its seats are registered players', and its end counts for their ratings.
         Raises grpc.RpcError, InvalidOptions."""
         request = pb.CreateMatchRequest(
             seats=seats,
@@ -198,6 +200,7 @@ class Client:
             preset=PRESET.out(preset),
             name=name,
             options=options_out(options or {}),
+            rated=rated,
         )
         if creator_token is not None:
             request.creator_token = creator_token
@@ -205,16 +208,24 @@ class Client:
         return reply
 
     def join(
-        self, match_id: str, name: str, seat: int | None = None, client_seed: str = ""
+        self,
+        match_id: str,
+        name: str,
+        seat: int | None = None,
+        client_seed: str = "",
+        player_token: str | None = None,
     ) -> pb.JoinMatchResponse:
-        """Take a seat with a token made here; a join whose answer was lost is sent again
-        with the same token, which the server answers with the seat the first one took.
-        Raises grpc.RpcError."""
+        """Take a seat with a token made here, as the registered player of `player_token`
+        when given (`name` then empty or the player's); a join whose answer was lost is sent
+        again with the same token, which the server answers with the seat the first one
+        took. Raises grpc.RpcError."""
         req = pb.JoinMatchRequest(
             match_id=match_id, name=name, client_seed=client_seed, seat_token=new_token()
         )
         if seat is not None:
             req.seat = seat
+        if player_token is not None:
+            req.player_token = player_token
         reply: pb.JoinMatchResponse = self.call("JoinMatch", req)
         return reply
 

@@ -34,6 +34,8 @@ _CODES: dict[grpc.StatusCode, ExitStatus] = {
     grpc.StatusCode.UNAUTHENTICATED: ExitStatus.REFUSED,
     grpc.StatusCode.PERMISSION_DENIED: ExitStatus.REFUSED,
     grpc.StatusCode.FAILED_PRECONDITION: ExitStatus.REFUSED,
+    # A player's name someone holds already (NAME_TAKEN).
+    grpc.StatusCode.ALREADY_EXISTS: ExitStatus.REFUSED,
     grpc.StatusCode.UNAVAILABLE: ExitStatus.UNREACHABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED: ExitStatus.UNREACHABLE,
     # The server refuses to serve what does not check (LOG_TAMPERED): the same fault as a

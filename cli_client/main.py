@@ -17,7 +17,19 @@ from typing import TypeAlias
 from bergen.api.exit_status import ExitStatus, help_text
 from bergen.api.helptext import HelpFormatter
 
-from . import bots, endings, export, health, play, simulate, tournament, verify, watch
+from . import (
+    bots,
+    endings,
+    export,
+    health,
+    play,
+    player,
+    ratings,
+    simulate,
+    tournament,
+    verify,
+    watch,
+)
 from .connect import BadConnectionOption, endpoint_of
 from .usage import examples, fail
 
@@ -75,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
             "bergen watch MATCH               # follow a match live",
             "bergen-replay MATCH              # a match, hand by hand",
             "bergen verify MATCH              # check a finished match through the rules",
+            "bergen player register NAME      # a player, rated in rated matches",
             "bergen COMMAND --help            # each command's options and examples",
         ),
         formatter_class=HelpFormatter,
@@ -92,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         "export",
         "tournament",
         "health",
+        "player",
+        "leaderboard",
+        "ratings",
     }
     simulate.add_parser(sub)
     play.add_parser(sub)
@@ -101,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_parser(sub)
     export.add_parser(sub)
     tournament.add_parser(sub)
+    player.add_parsers(sub)
+    ratings.add_parser(sub)
     health.add_parser(sub)
     for name, add in contributed():
         if name in own:

@@ -9,6 +9,11 @@ On a clock (`--create --clock 60+2`) every seat's time left is shown counting do
 under the match, rewritten in place with your prompt while you choose; under 10 s of your own
 time you are warned, and a timeout that played for you, or a forfeit, is said.
 
+You sit as the player you registered (`bergen player register`) when you keep one for the
+server: the one named by `--player NAME`, else your only one (unless `--name` names someone
+else). A rated match (`--create --rated`, or one created so) seats registered players only;
+the bots started here are bot players of their own (`bot-greedy-1`...).
+
 Your seat is saved, so that `bergen play --match ID` after a disconnect or a crash takes it
 again (and restarts the bots started with it); a server or replica that goes away is waited
 for, and the match resumes where it was.
@@ -41,6 +46,7 @@ from .client import Client, Unreachable, new_token
 from .clocks import add_clock_options, clock_options
 from .connect import add_server_option, describe_error, exit_status_of, failure_of
 from .narrate import Narrator
+from .players import BotPlayers, KeptPlayer, choose, must_choose
 from .render import result_json
 from .seat import (
     BotSeat,
@@ -68,6 +74,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "bergen play --create --players 2 --bots 1 --name ann   # you against the computer",
             "bergen play --create --players 4 --partnerships --clock 300+5   # wait for friends",
             "bergen play --match MATCH --name bob   # take a free seat of a match",
+            "bergen play --create --rated --bots 1 --player ann   # a rated match, as ann",
             "bergen play --match MATCH              # take your seat again after a disconnect",
             "bergen play --tournament TOURNAMENT --register --name ann",
         ),
@@ -96,11 +103,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="with --tournament: your entrant, when several were registered from here",
     )
     p.add_argument(
-        "--player",
+        "--entrant-player",
         type=int,
         default=1,
         metavar="N",
         help="with --tournament: which of the entrant's players you are, 1 or 2 (default 1)",
+    )
+    p.add_argument(
+        "--player",
+        metavar="NAME",
+        help="sit as this registered player of yours (default: your only one, if you keep "
+        "one for the server and --name names nobody else)",
+    )
+    p.add_argument(
+        "--rated",
+        action="store_true",
+        help="with --create: a rated match, its seats registered players, its end counting "
+        "for their ratings",
     )
     p.add_argument("--players", type=int, choices=(2, 3, 4), default=2, help="with --create")
     p.add_argument("--partnerships", action="store_true", help="with --create: 4 seats, 2 sides")
@@ -192,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             saved = _seat(client, args, name, console, seating)
             match_id, seat, token = saved["match_id"], saved["seat"], saved["token"]
+            name = str(saved.get("name", name))
             bot_errors: list[BaseException] = []
             settings = settings_from(args)
             for b in saved.get("bots", []):
@@ -256,6 +276,11 @@ def _check(args: argparse.Namespace) -> None:
         raise Failed(
             "--clock is for a match you --create; a joined match has its own", ExitStatus.USAGE
         )
+    if args.rated and not args.create:
+        raise Failed(
+            "--rated is for a match you --create; a joined match is rated or not as created",
+            ExitStatus.USAGE,
+        )
 
 
 def _resume_hint(link: SeatLink | None) -> str:
@@ -310,19 +335,26 @@ def _seat(
         match_id = args.match
         view = client.get_match(match_id)
         _check_free(view, args.bots, mine=1)
+        me = _player(args, view.rated)
     else:
+        me = _player(args, args.rated)
         seating.creator_token = new_token()
         created = client.create(
             args.players,
             args.partnerships,
             args.preset,
-            name=f"{name}'s",
+            name=f"{me.name if me else name}'s",
             options=args.options,
             creator_token=seating.creator_token,
+            rated=args.rated,
         )
         match_id = seating.match_id = created.match_id
-        console.print(f"created match [bold]{escape(match_id)}[/]")
-    joined = client.join(match_id, name, seat=seat)
+        console.print(f"created {'rated ' if args.rated else ''}match [bold]{escape(match_id)}[/]")
+    if me is not None:
+        name = me.name
+        joined = client.join(match_id, name, seat=seat, player_token=me.token)
+    else:
+        joined = client.join(match_id, name, seat=seat)
     data: dict[str, Any] = {
         "server": args.server,
         "match_id": match_id,
@@ -331,12 +363,13 @@ def _seat(
         "token": joined.seat_token,
         "bots": [],
     }
+    if me is not None:
+        data["player_id"] = me.player_id
     if seating.creator_token is not None:
         data["creator_token"] = seating.creator_token
     path = save_state(data)
-    console.print(
-        f"you are {seat_label(joined.seat)} ({escape(name)}); seat saved in {escape(str(path))}"
-    )
+    who = f"player {escape(name)}" if me is not None else escape(name)
+    console.print(f"you are {seat_label(joined.seat)} ({who}); seat saved in {escape(str(path))}")
     if args.bots:
         data = _add_bots(client, data, args, console)
     return data
@@ -357,12 +390,31 @@ def _check_free(view: Any, bots: int, mine: int) -> None:
         )
 
 
+def _player(args: argparse.Namespace, rated: bool) -> KeptPlayer | None:
+    """The registered player you sit as (`players.choose`); one is required in a rated
+    match. Raises Failed."""
+    named = args.name or os.environ.get("BERGEN_NAME") or None
+    if rated:
+        return must_choose(args.server, args.player, named)
+    return choose(args.server, args.player, named)
+
+
 def _add_bots(
     client: Client, data: dict[str, Any], args: argparse.Namespace, console: Console
 ) -> dict[str, Any]:
-    for i in range(args.bots):
-        bot_name = f"{args.bot_policy}-bot{i + 1}"
-        joined = client.join(str(data["match_id"]), bot_name)
+    # The match's own seats hold players already: a bot player seated there is passed over.
+    seated = {s.player_id for s in client.get_match(str(data["match_id"])).seats}
+    keeper = BotPlayers(client, args.server)
+    for _ in range(args.bots):
+        try:
+            player = keeper.take(args.bot_policy)
+            while player.player_id in seated:
+                player = keeper.take(args.bot_policy)
+        except OSError as e:
+            raise Failed(f"cannot keep a bot player's token: {e}", ExitStatus.ERROR) from None
+        seated.add(player.player_id)
+        bot_name = player.name
+        joined = client.join(str(data["match_id"]), bot_name, player_token=player.token)
         bot = BotSeat(joined.seat, joined.seat_token, args.bot_policy, bot_name)
         data["bots"] = [*data.get("bots", []), asdict(bot)]
         save_state(data)

@@ -36,7 +36,7 @@ from bergen.domain.errors import InvalidOptions
 from bergen.domain.rules import PRESETS
 from bergen.v1 import bergen_pb2 as pb
 
-from . import known_keys, usage
+from . import known_keys, players, usage
 from .client import Client
 from .clocks import add_clock_options, clock_options
 from .connect import Endpoint, add_server_option, bearer, failure_of
@@ -127,10 +127,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument(
         "--rounds-by-hand", action="store_true", help="rounds after the first start by `round`"
     )
+    c.add_argument(
+        "--rated",
+        action="store_true",
+        help="its matches are rated: every entrant's players are registered players",
+    )
 
     r = command(
         "register",
-        "register an entrant; keeps its players' tokens in the state folder",
+        "register an entrant; keeps its players' tokens in the state folder; a name that is "
+        "a registered player you keep for the server enters as that player",
         register,
         f"bergen tournament register {T} --name ann",
         f"bergen tournament register {T} --name ann --name bob   # a pair",
@@ -335,6 +341,7 @@ def create(client: Client, args: argparse.Namespace) -> int:
         round_delay=args.round_delay,
         max_entrants=args.max_entrants,
         rounds_by_hand=args.rounds_by_hand,
+        rated=args.rated,
     )
     reply = client.stub.CreateTournament(
         pb.CreateTournamentRequest(name=args.name, settings=settings),
@@ -357,8 +364,18 @@ def saved_token(tournament_id: str, entrant: int) -> str | None:
 
 
 def register(client: Client, args: argparse.Namespace) -> int:
-    names: list[str] = args.name
-    entrant, tokens = register_entrant(client, args.tournament_id, names, args.client_seed)
+    server: str = args.server
+    kept = [players.find(server, n) for n in args.name]
+    # A name that is a player kept here enters as that player, under its registered name.
+    names = [p.name if p is not None else n for p, n in zip(kept, args.name, strict=True)]
+    registered = [p.token if p is not None else "" for p in kept]
+    entrant, tokens = register_entrant(
+        client,
+        args.tournament_id,
+        names,
+        args.client_seed,
+        registered if any(registered) else None,
+    )
     path = save_registration(
         {
             "tournament_id": args.tournament_id,

@@ -12,6 +12,10 @@ that a registration whose answer was lost is sent again with the same tokens and
 the same entrant. `bergen play --tournament ID --register` keeps the player's token in
 `$BERGEN_STATE_DIR/tournament-<id>.json` (mode 0600), and `bergen play --tournament ID`
 finds it there.
+
+A player kept in the user's configuration folder (`players`) enters as that registered player
+(its token sent as a `registered_player_tokens`), as a rated tournament requires; `bergen bots
+--tournament` enters its bots as bot players (`players.BotPlayers`), each entrant its own.
 """
 
 from __future__ import annotations
@@ -38,9 +42,11 @@ from bergen.api.state import state_dir
 from bergen.domain.montecarlo import Settings
 from bergen.v1 import bergen_pb2 as pb
 
+from . import players as kept_players
 from . import terminal
 from .client import Client, Unreachable, new_token, passing, pause_s
-from .connect import bearer, describe_error, error_info, exit_status_of, failure_of
+from .connect import bearer, describe_error, exit_status_of, failure_of
+from .players import BotPlayers, refused_for
 from .seat import (
     MATCH_TIMEOUT_S,
     RECONNECT_S,
@@ -169,15 +175,24 @@ def get_tournament(
 
 
 def register(
-    client: Client, tournament_id: str, names: list[str], client_seed: str = ""
+    client: Client,
+    tournament_id: str,
+    names: list[str],
+    client_seed: str = "",
+    registered: list[str] | None = None,
 ) -> tuple[int, list[str]]:
     """Register an entrant of `names` (one player, or two at partnership tables) with tokens
-    made here; returns its number and each player's token. A registration whose answer was
-    lost is sent again with the same tokens, which the server answers with the entrant the
-    first one made. Raises grpc.RpcError."""
+    made here, each name's registered player's token in `registered` ("" for a name alone);
+    returns its number and each player's token. A registration whose answer was lost is
+    sent again with the same tokens, which the server answers with the entrant the first
+    one made. Raises grpc.RpcError."""
     tokens = [new_token() for _ in names]
     req = pb.RegisterEntrantRequest(
-        tournament_id=tournament_id, players=names, client_seed=client_seed, player_tokens=tokens
+        tournament_id=tournament_id,
+        players=names,
+        client_seed=client_seed,
+        player_tokens=tokens,
+        registered_player_tokens=registered or [],
     )
     reply: pb.RegisterEntrantResponse = client.call("RegisterEntrant", req)
     return reply.entrant, tokens
@@ -235,14 +250,11 @@ def bot_match(client: Client, settings: Settings, rng: random.Random) -> PlayMat
 # --- `bergen bots --tournament` ----------------------------------------------------------
 
 
-NAME_ATTEMPTS = 100_000
-"""Bot numbers tried before `bergen bots` gives up finding names nobody registered."""
-
-
-def bot_names(entrant: int, policy: str, partnerships: bool) -> list[str]:
-    """An entrant's players' names: its policy and number (`greedy3`; `greedy3a`, `greedy3b`
-    at partnership tables)."""
-    return [f"{policy}{entrant}{s}" for s in "ab"] if partnerships else [f"{policy}{entrant}"]
+ENTRY_ATTEMPTS = 1000
+"""Bot players tried for one entrant before `bergen bots` gives up entering it."""
+PASSED_OVER = frozenset({"NAME_TAKEN", "PLAYER_ALREADY_ENTERED"})
+"""Why a bot is not entered that the next bot may be: its name is an entrant's already (by a
+name alone), or it entered already (from another `bergen bots` sharing its folder)."""
 
 
 def standings_rows(
@@ -295,25 +307,25 @@ def run_bots(args: argparse.Namespace) -> int:
             partnerships = view.settings.partnerships
             players: list[TournamentPlayer] = []
             policy_of: dict[int, str] = {}
-            number = 0
+            keeper = BotPlayers(client, args.server)
             for i in range(args.entrants):
                 policy = args.policy[i % len(args.policy)]
-                # Names another process's bots (or anyone) took are skipped: bots from several
-                # machines can fill one tournament.
-                while True:
-                    number += 1
-                    names = bot_names(number, policy, partnerships)
+                # A bot another process entered (or whose name an entrant took) is passed
+                # over for the next: bots from several machines can fill one tournament.
+                for attempt in range(ENTRY_ATTEMPTS):
+                    bots = [keeper.take(policy) for _ in range(2 if partnerships else 1)]
+                    names = [b.name for b in bots]
                     try:
                         entrant, tokens = register(
-                            client, tid, names, client_seed=f"{seed}-{i + 1}"
+                            client,
+                            tid,
+                            names,
+                            client_seed=f"{seed}-{i + 1}",
+                            registered=[b.token for b in bots],
                         )
                         break
                     except grpc.RpcError as e:
-                        if (
-                            (info := error_info(e)) is None
-                            or info.reason != "NAME_TAKEN"
-                            or number >= NAME_ATTEMPTS
-                        ):
+                        if refused_for(e) not in PASSED_OVER or attempt + 1 == ENTRY_ATTEMPTS:
                             raise
                 policy_of[entrant] = policy
                 for p, (name, token) in enumerate(zip(names, tokens, strict=True)):
@@ -421,13 +433,30 @@ def load_registrations(tournament_id: str) -> list[dict[str, Any]]:
     return sorted(found, key=lambda d: int(d["entrant"]))
 
 
+def entrant_players(args: argparse.Namespace) -> tuple[list[str], list[str] | None]:
+    """The names `bergen play --tournament --register` enters, and their registered players'
+    tokens (None when no name is a player kept for the server): you as the player you keep
+    (`kept_players.choose`: --player NAME, else your one player unless --name names another),
+    else by --name; and --partner, as the player of that name you keep, if any. Raises
+    Failed (a --player not kept)."""
+    server: str = args.server
+    me = kept_players.choose(server, args.player, args.name)
+    names = [me.name if me else args.name or os.environ.get("BERGEN_NAME") or login_name()]
+    tokens = [me.token if me else ""]
+    if args.partner:
+        partner = kept_players.find(server, args.partner)
+        names.append(partner.name if partner else args.partner)
+        tokens.append(partner.token if partner else "")
+    return names, tokens if any(tokens) else None
+
+
 def run_player(args: argparse.Namespace) -> int:
     """`bergen play --tournament ID`: play the player's matches one after another as the
     server seats it, showing the standings between rounds, until the tournament ends."""
     console = Console(highlight=False, soft_wrap=True)
     tid: str = args.tournament
-    if args.player not in (1, 2):
-        return fail("play", "--player is 1 or 2", ExitStatus.USAGE)
+    if args.entrant_player not in (1, 2):
+        return fail("play", "--entrant-player is 1 or 2", ExitStatus.USAGE)
     live = terminal.LiveLine(console, terminal.is_interactive())
     with Client(args.endpoint) as client:
         try:
@@ -438,10 +467,8 @@ def run_player(args: argparse.Namespace) -> int:
         try:
             saved: dict[str, Any] | None = None
             if args.register:
-                names = [args.name or os.environ.get("BERGEN_NAME") or login_name()]
-                if args.partner:
-                    names.append(args.partner)
-                entrant, tokens = register(client, tid, names)
+                names, registered = entrant_players(args)
+                entrant, tokens = register(client, tid, names, registered=registered)
                 saved = {
                     "tournament_id": tid,
                     "entrant": entrant,
@@ -482,11 +509,17 @@ def run_player(args: argparse.Namespace) -> int:
                     )
                 saved = mine[0]
             players = saved["players"]
-            if args.player > len(players):
-                return fail("play", "this entrant has one player: --player 1", ExitStatus.USAGE)
-            me = players[args.player - 1]
+            if args.entrant_player > len(players):
+                return fail(
+                    "play", "this entrant has one player: --entrant-player 1", ExitStatus.USAGE
+                )
+            me = players[args.entrant_player - 1]
             player = TournamentPlayer(
-                tid, int(saved["entrant"]), args.player - 1, str(me["name"]), str(me["token"])
+                tid,
+                int(saved["entrant"]),
+                args.entrant_player - 1,
+                str(me["name"]),
+                str(me["token"]),
             )
             feed = TournamentFeed(client, tid, player.token).start()
 
@@ -544,7 +577,6 @@ def run_player(args: argparse.Namespace) -> int:
 __all__ = [
     "TournamentFeed",
     "TournamentPlayer",
-    "bot_names",
     "get_tournament",
     "load_registrations",
     "play_tournament",

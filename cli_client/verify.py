@@ -239,9 +239,9 @@ def verify_target(
         return _problem(ExitStatus.USAGE, str(e))
     path = Path(target)
     if path.is_file():
-        return _offline(verify_file(path, trusted), trusted, known)
+        return vouched(verify_file(path, trusted), trusted, known)
     if path.is_dir():
-        return _offline(verify_pack(path, trusted), trusted, known)
+        return vouched(verify_pack(path, trusted), trusted, known)
     if path.exists():
         return _problem(ExitStatus.USAGE, f"{target} is neither a file nor a folder")
     if os.sep in target or target.lower().endswith(".json"):
@@ -254,9 +254,10 @@ def verify_target(
 _UNCHECKED = ", a key not checked against a trusted one (give --public-key)"
 
 
-def _offline(outcome: Outcome, trusted: str | None, known: known_keys.KnownKeys) -> Outcome:
-    """A file's or a pack's outcome judged by who signed it: a key given is trusted, else one
-    known for a server; anything else checks but is UNTRUSTED."""
+def vouched(outcome: Outcome, trusted: str | None, known: known_keys.KnownKeys) -> Outcome:
+    """A file's or a pack's outcome judged by who signed it: a key given (`trusted`, which
+    the outcome was checked against) is trusted, else one known for a server; anything else
+    checks but is UNTRUSTED."""
     if trusted is not None or outcome.status != ExitStatus.SUCCESS:
         return outcome
     key = outcome.facts.get("public_key")
@@ -359,20 +360,28 @@ def parse_json(text: str) -> Any:
 
 def verify_file(path: Path, trusted_key: str | None) -> Outcome:
     """Verify the record in `path`. Never raises."""
+    record, facts, failed = read_record(path)
+    return failed if failed is not None else verify_record(record, trusted_key, facts)
+
+
+def read_record(path: Path) -> tuple[Any, dict[str, Any], Outcome | None]:
+    """The JSON value in record file `path`, the facts of its check so far, and the Outcome
+    that stops the check when it cannot be read (USAGE) or is not JSON (rejected). Never
+    raises."""
     facts: dict[str, Any] = {"source": "file", "file": str(path)}
     try:
         data = path.read_bytes()
     except OSError as e:
-        return _problem(ExitStatus.USAGE, f"cannot read {path}: {e.strerror or e}", **facts)
+        why = f"cannot read {path}: {e.strerror or e}"
+        return None, facts, _problem(ExitStatus.USAGE, why, **facts)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        return _rejected("", f"{path} is not UTF-8 text (byte {e.start})", **facts)
+        return None, facts, _rejected("", f"{path} is not UTF-8 text (byte {e.start})", **facts)
     try:
-        record = parse_json(text.removeprefix("\ufeff"))
+        return parse_json(text.removeprefix("\ufeff")), facts, None
     except ValueError as e:
-        return _rejected("", f"{path} is not JSON: {e}", **facts)
-    return verify_record(record, trusted_key, facts)
+        return None, facts, _rejected("", f"{path} is not JSON: {e}", **facts)
 
 
 def verify_record(

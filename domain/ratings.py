@@ -10,7 +10,7 @@ the shared test vectors hold it to 1e-9.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,12 +165,13 @@ def rated_match_of_record(record: Mapping[str, Any]) -> tuple[int, RatedMatch] |
     return int(rated["order"]), RatedMatch(str(rated["pool"]), sides, places)
 
 
-def recompute(
+def rating_steps(
     matches: Iterable[RatedMatch],
-) -> dict[str, dict[str, Rating]]:
-    """Every player's rating in every pool after `matches`, applied one at a time in the
-    order given (their `rated.order`). Raises InvalidArgument for a match of an unknown pool
-    or with a player on two seats."""
+) -> Iterator[tuple[RatedMatch, dict[str, tuple[Rating, Rating]]]]:
+    """Each of `matches`, applied one at a time in the order given (their `rated.order`),
+    with its players' ratings in its pool before and after it: a player's history as
+    ListPlayerMatches shows it. Raises InvalidArgument for a match of an unknown pool or
+    with a player on two seats."""
     pools: dict[str, dict[str, Rating]] = {pool: {} for pool in POOLS}
     for m in matches:
         if m.pool not in pools:
@@ -180,9 +181,23 @@ def recompute(
             raise InvalidArgument("a rated match has no player on two seats")
         ratings = pools[m.pool]
         teams = [[ratings.get(p, NEWCOMER) for p in side] for side in m.sides]
-        for side, rated in zip(m.sides, rate(teams, m.places), strict=True):
-            for player, rating in zip(side, rated, strict=True):
-                ratings[player] = rating
+        step: dict[str, tuple[Rating, Rating]] = {}
+        for side, team, rated in zip(m.sides, teams, rate(teams, m.places), strict=True):
+            for player, before, after in zip(side, team, rated, strict=True):
+                ratings[player] = after
+                step[player] = (before, after)
+        yield m, step
+
+
+def recompute(
+    matches: Iterable[RatedMatch],
+) -> dict[str, dict[str, Rating]]:
+    """Every player's rating in every pool after `matches`, applied one at a time in the
+    order given (their `rated.order`). Raises InvalidArgument for a match of an unknown pool
+    or with a player on two seats."""
+    pools: dict[str, dict[str, Rating]] = {pool: {} for pool in POOLS}
+    for m, step in rating_steps(matches):
+        pools[m.pool].update((player, after) for player, (_, after) in step.items())
     return pools
 
 

@@ -109,7 +109,14 @@ class RatingsProjection:
                 batches += 1
                 folded += self._fold(batch, upto)
                 passed_over = not batch or batch[-1].position != upto
-                if len(batch) < self._batch and not passed_over and self._position == upto:
+                # A batch the feed offered was read before this call, maybe before the end
+                # its caller just wrote: only a short read of the store says all is folded.
+                if (
+                    offered is None
+                    and len(batch) < self._batch
+                    and not passed_over
+                    and self._position == upto
+                ):
                     return folded
         return folded
 

@@ -94,10 +94,16 @@ def play_out(
         got = client.stub.GetTournament(pb.GetTournamentRequest(tournament_id=tid)).tournament
         assert got.phase == pb.TOURNAMENT_PHASE_ENDED
         assert got.round == rounds
-        names = [f"{('greedy', 'random')[i % 2]}{i + 1}" for i in range(entrants)]
-        assert [e.players for e in got.entrants] == [
-            [f"{n}a", f"{n}b"] if partnerships else [n] for n in names
-        ]
+        # Each entrant's players are bot players of its policy, numbered in turn.
+        size = 2 if partnerships else 1
+        numbers = {"greedy": 0, "random": 0}
+        names = []
+        for i in range(entrants):
+            policy = ("greedy", "random")[i % 2]
+            names.append([f"bot-{policy}-{numbers[policy] + k + 1}" for k in range(size)])
+            numbers[policy] += size
+        assert [list(e.players) for e in got.entrants] == names
+        assert all(all(e.bots) and len(e.player_ids) == size for e in got.entrants)
         # The bots report the server's final standings, and every match it paired them in.
         assert [(s["entrant"], s["match_points"]) for s in report["standings"]] == [
             (s.entrant, s.match_points) for s in got.standings
@@ -157,8 +163,9 @@ def test_a_tournament_not_open_for_registration_is_refused(
 def test_two_bot_processes_fill_one_tournament_under_names_of_their_own(
     farm: ServerFarm, sqlite_url: str
 ) -> None:
-    """Both processes start at `greedy1`: the one that finds a name taken goes on to the next
-    number, so neither is refused and the four entrants' names are all different."""
+    """Both processes start at `bot-greedy-1`, kept in one configuration folder: the one that
+    finds a bot entered already goes on to the next, so neither is refused and the four
+    entrants are four different bot players."""
     server = farm.start(sqlite_url, organiser_token=ORGANISER_TOKEN)
     with Client(server.target) as client:
         tid = create(client, 2, 1)
@@ -173,9 +180,9 @@ def test_two_bot_processes_fill_one_tournament_under_names_of_their_own(
             assert proc.returncode == 0, err + out
         got = client.stub.GetTournament(pb.GetTournamentRequest(tournament_id=tid)).tournament
         assert got.phase == pb.TOURNAMENT_PHASE_ENDED
-        assert sorted(p for e in got.entrants for p in e.players) == [
-            f"greedy{n}" for n in range(1, 5)
-        ]
+        entered = [p for e in got.entrants for p in e.players]
+        assert len(set(entered)) == 4, entered
+        assert all(p.startswith("bot-greedy-") for p in entered), entered
         reported = [json.loads(out)["matches"] for out, _ in outs]
         paired = {t.match_id for r in got.rounds for t in r.tables if t.match_id}
         assert set(reported[0]) | set(reported[1]) == paired

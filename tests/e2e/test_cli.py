@@ -58,6 +58,7 @@ EXPECTED = {
     grpc.StatusCode.UNAUTHENTICATED: ExitStatus.REFUSED,
     grpc.StatusCode.PERMISSION_DENIED: ExitStatus.REFUSED,
     grpc.StatusCode.FAILED_PRECONDITION: ExitStatus.REFUSED,
+    grpc.StatusCode.ALREADY_EXISTS: ExitStatus.REFUSED,
     grpc.StatusCode.UNAVAILABLE: ExitStatus.UNREACHABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED: ExitStatus.UNREACHABLE,
     grpc.StatusCode.ABORTED: ExitStatus.ERROR,

@@ -210,7 +210,7 @@ def test_play_counts_the_clock_down_and_says_a_timeout_played_for_you(
     child.expect(r"created match ([0-9a-f-]{36})")
     # The player never answers. Every clock is shown at the turn, under 10 s a warning, and
     # the player's clock counts down on the prompt's line until the server's timeout.
-    child.expect(r"clocks: (▶ )?you \d\.\d s[^\n]* · (▶ )?greedy-bot1 \d\.\d s")
+    child.expect(r"clocks: (▶ )?you \d\.\d s[^\n]* · (▶ )?bot-greedy-\d+ \d\.\d s")
     child.expect(r"under 10 s left on your clock \(\d\.\d s\): choose now")
     child.expect(r"your clock ▶ 2\.\d s · choose \[1-\d+\] \(r resigns, q leaves\): ")
     child.expect(r"your clock ▶ 1\.\d s · choose \[1-\d+\] \(r resigns, q leaves\): ")
@@ -220,7 +220,7 @@ def test_play_counts_the_clock_down_and_says_a_timeout_played_for_you(
     # With no time left, the next turn of the player times out at once: its second in a row.
     child.expect(
         r"match over: you forfeit: seat 1 \(ann, you\) forfeits \(out of time\); "
-        r"seat 2 \(greedy-bot1\) wins; final scores"
+        r"seat 2 \(bot-greedy-\d+\) wins; final scores"
     )
     child.expect(pexpect.EOF)
     child.close()

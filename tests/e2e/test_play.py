@@ -71,7 +71,7 @@ def test_a_whole_match_against_a_bot_from_the_terminal(server: ServerProcess, tm
     child.expect(r"created match ([0-9a-f-]{36})")
     match_id = child.match.group(1)
     child.expect(r"you are seat 1 \(ann\)")
-    child.expect(r"seat 2: greedy-bot1")
+    child.expect(r"seat 2: bot-greedy-\d+")
     # The other seat's plays are shown as they happen.
     child.expect(r"hand 1[^\n]* dealt; your tiles")
     made = play_on(child)
@@ -139,7 +139,8 @@ def test_a_killed_client_resumes_as_the_same_seat(server: ServerProcess, tmp_pat
     assert view.phase == pb.PHASE_ENDED
     # bob kept seat 1: only two seats were ever taken, and seat 1 went on playing.
     taken = [e.seat_taken for e in replay.events if e.WhichOneof("body") == "seat_taken"]
-    assert [(t.seat, t.name) for t in taken] == [(1, "bob"), (0, "random-bot1")]
+    assert [t.seat for t in taken] == [1, 0] and taken[0].name == "bob"
+    assert re.fullmatch(r"bot-random-\d+", taken[1].name) and taken[1].bot
     plays_by_1 = [
         e.seq
         for e in replay.events
@@ -193,7 +194,7 @@ def test_r_resigns_after_a_confirmation_and_the_other_side_wins(
     child.sendline("r")
     child.expect(r"resign\? your side forfeits the match \[y/N\]: ")
     child.sendline("y")
-    child.expect(r"match over: you forfeit: [^\n]*seat 2 \(greedy-bot1\) wins")
+    child.expect(r"match over: you forfeit: [^\n]*seat 2 \(bot-greedy-\d+\) wins")
     child.expect(rf"match {match_id} over: ")
     child.expect(pexpect.EOF)
     child.close()

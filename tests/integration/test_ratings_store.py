@@ -6,6 +6,7 @@ empties them."""
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from conftest import Backend
 
+from bergen.domain import codec
+from bergen.domain.commands import CreateMatch
+from bergen.domain.engine import execute
 from bergen.domain.ratings import (
     NEWCOMER,
     POOLS,
@@ -21,9 +25,11 @@ from bergen.domain.ratings import (
     places_of,
     recompute,
 )
+from bergen.domain.rules import make_rules
 from bergen.domain.tiles import sides_of
-from bergen.server.ratings import apply_end
-from bergen.server.store import EventStore, open_store
+from bergen.server.projections import PAGE_CATCH_UP_BATCHES
+from bergen.server.ratings import RatingsProjection, apply_end
+from bergen.server.store import Append, EventStore, NewEvent, StoredEvent, open_store
 from bergen.server.store.ratings import RATINGS, Holder, RatedEnd, board_key
 
 PLAYERS = [str(uuid.uuid5(uuid.NAMESPACE_OID, f"player {i}")) for i in range(12)]
@@ -216,3 +222,40 @@ def test_a_reset_empties_the_ratings_and_their_position(store: EventStore) -> No
     assert store.ratings().position(RATINGS) == 0
     assert held(store) == {pool: {} for pool in POOLS}
     assert store.ratings().history(PLAYERS[0], None, None, 10) == []
+
+
+def _created(store: EventStore) -> StoredEvent:
+    """A match created (not rated) in a stream of its own: a row of the global order."""
+    match_id = str(uuid.uuid4())
+    rules = make_rules(2, False)
+    (created,) = execute(None, CreateMatch(match_id, 2, False, rules, bytes(32), ""))[0]
+    (stored,) = store.append(Append(match_id, 0, [NewEvent(*codec.encode(created))])).events
+    return stored
+
+
+def _visible(store: EventStore, after: int, last: StoredEvent) -> list[StoredEvent]:
+    """The global order after `after` once it reaches `last` (on PostgreSQL a transaction
+    elsewhere in the cluster may hold it back for a moment: a bound, not a timing check)."""
+    deadline = time.monotonic() + 60
+    while True:
+        batch = list(store.read_all(after, 1000))
+        if batch and batch[-1].position == last.position:
+            return batch
+        assert time.monotonic() < deadline, f"the order never reached {last.position}"
+        time.sleep(0.01)
+
+
+def test_a_call_after_a_batch_the_feed_offered_folds_what_was_written_since(
+    store: EventStore,
+) -> None:
+    projection = RatingsProjection(store)
+    projection.catch_up()
+    start = store.ratings().position(RATINGS)
+    first = _created(store)
+    offered = _visible(store, start, first)
+    # The feed read the order up to `first`; then a caller wrote, and asks.
+    projection.offer(start, offered, first.position)
+    second = _created(store)
+    _visible(store, first.position, second)
+    projection.catch_up(PAGE_CATCH_UP_BATCHES)
+    assert store.ratings().position(RATINGS) == second.position

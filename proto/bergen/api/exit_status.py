@@ -31,12 +31,14 @@ _MEANINGS: dict[ExitStatus, str] = {
     ExitStatus.SUCCESS: "done",
     ExitStatus.ERROR: "any other error",
     ExitStatus.USAGE: "bad arguments or input, or a request the server calls malformed",
-    ExitStatus.NOT_FOUND: "the server has no such match",
-    ExitStatus.REFUSED: "the server refused: the token, or the match is not in a state for it",
+    ExitStatus.NOT_FOUND: "the server has no such match, tournament or player",
+    ExitStatus.REFUSED: (
+        "the server refused: the token, a name taken, or the match is not in a state for it"
+    ),
     ExitStatus.UNREACHABLE: "the server does not answer, or not in time",
     ExitStatus.INVALID: (
-        "a record or an event log is rejected: it does not check, or a server's key is not "
-        "the one known for it"
+        "a record or an event log is rejected: it does not check, a server's key is not "
+        "the one known for it, or a server's ratings are not what its records give"
     ),
     ExitStatus.NOT_READY: (
         "the server cannot start: its database cannot be opened, its schema is behind, "
