@@ -58,6 +58,8 @@ from .players import (
 )
 
 COMPUTER_NAME = re.compile(r"computer (\d) \(([a-z]+)\)")
+COMPUTER_PLAYER_NAME = re.compile(r"([a-z]+) bot \d+(?: [0-9a-f]{4})?")
+"""The name of one of the computer's registered players (`computer.computer_player_name`)."""
 """The name the gateway gives a computer seat (`computer.computer_name`): its strength."""
 REFUSED_TOKEN = (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
 
@@ -200,6 +202,19 @@ async def propose_or_accept(request: Request) -> Response:
     return response
 
 
+def _computer_policy(s: pb.SeatInfo) -> str | None:
+    """The policy the computer played seat `s` with, by its name: `computer 2 (greedy)`, or,
+    in a rated match, one of the computer's own bot players (`greedy bot 1`); None for a seat
+    no such name says the computer held."""
+    named = COMPUTER_NAME.fullmatch(s.name)
+    if named is not None and int(named[1]) == s.seat + 1 and named[2] in POLICY_NAMES:
+        return named[2]
+    player = COMPUTER_PLAYER_NAME.fullmatch(s.name)
+    if player is not None and s.bot and player[1] in POLICY_NAMES:
+        return player[1]
+    return None
+
+
 async def _computer_again(request: Request, new_id: str, old: pb.MatchView, held: Held) -> str:
     """Have this gateway's computer take, in the rematch `new_id`, the seats it played in the
     ended match `old`. Returns why it took none (empty: it took them, or there were none)."""
@@ -207,10 +222,8 @@ async def _computer_again(request: Request, new_id: str, old: pb.MatchView, held
     played: dict[int, tuple[str, str]] = {}
     unknown: list[int] = []
     for s in old.seats:
-        named = COMPUTER_NAME.fullmatch(s.name)
-        if s.seat == held.seat or named is None or int(named[1]) != s.seat + 1:
-            continue
-        if named[2] not in POLICY_NAMES:
+        policy = _computer_policy(s)
+        if s.seat == held.seat or policy is None:
             continue
         for token in keys.computer_candidates(old.match_id, s.seat):
             try:
@@ -218,7 +231,7 @@ async def _computer_again(request: Request, new_id: str, old: pb.MatchView, held
             except grpc.aio.AioRpcError:
                 continue  # not the token the computer held this seat with
             if seen is not None and seen.HasField("viewer_seat") and seen.viewer_seat == s.seat:
-                played[s.seat] = (token, named[2])
+                played[s.seat] = (token, policy)
                 break
         else:
             unknown.append(s.seat)
