@@ -165,9 +165,9 @@ def _history_row(db: Db, r: tuple[Any, ...]) -> HistoryRow:
     )
 
 
-def _chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(values), _CHUNK):
-        yield values[i : i + _CHUNK]
+def _chunks(values: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(values), size):
+        yield values[i : i + size]
 
 
 def _among(db: Db, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
@@ -234,17 +234,25 @@ class RatingsFold:
     def ratings_in(
         self, wanted: Collection[tuple[str, str]]
     ) -> dict[tuple[str, str], PlayerRating]:
-        """The ratings of those of `wanted` (pool, player) who have one, by (pool, player),
-        in one statement for every pool."""
+        """The ratings of those of `wanted` (pool, player) who have one, by (pool, player):
+        one statement for every pool, a lookup of the primary key each (where a list of
+        player ids alone would have PostgreSQL scan the table, whose updated rows a rebuild
+        leaves many dead ones in)."""
         found: dict[tuple[str, str], PlayerRating] = {}
-        players = sorted({p for _, p in wanted})
-        for chunk in _chunks(players):
-            where, params = _among(self._db, "player_id", chunk)
+        pairs = sorted(wanted)
+        p = self._p
+        size = len(pairs) if self._db.dialect.any_list else _CHUNK // 2  # two values a pair
+        for chunk in _chunks(pairs, max(size, 1)):
+            if self._db.dialect.any_list:
+                where = f"(player_id, pool) IN (SELECT unnest({p}::text[]), unnest({p}::text[]))"
+                params: list[Any] = [[player for _, player in chunk], [pool for pool, _ in chunk]]
+            else:
+                where = f"(player_id, pool) IN (VALUES {', '.join([f'({p}, {p})'] * len(chunk))})"
+                params = [v for pool, player in chunk for v in (player, pool)]
             for r in self._db.rows(
                 f"SELECT {_RATING_COLUMNS} FROM player_ratings WHERE {where}", params
             ):
-                if (r[1], r[0]) in wanted:
-                    found[r[1], r[0]] = _rating_row(r)
+                found[r[1], r[0]] = _rating_row(r)
         return found
 
     def save_ratings(self, ratings: Sequence[PlayerRating]) -> None:
