@@ -99,6 +99,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         True,
     ),
     Benchmark(
+        "ratings",
+        "bench.ratings_bench",
+        "ratings rebuilt vs openskill, leaderboard pages, end to new rating",
+        postgres_reachable,
+        True,
+    ),
+    Benchmark(
         "web",
         "bench.web_bench",
         "500 SSE spectators, then 200 players, through bergen web",

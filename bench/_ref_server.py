@@ -2,6 +2,7 @@
 
     python -m bench._ref_server --kind insert|eventsourcing --database URL --port-file FILE
         [--processes N]
+    python -m bench._ref_server --kind echo --answer FILE --port-file FILE
 
 It serves `bergen.v1.BergenService/Play` (so the benchmark's client is the same for every server)
 with the thread pool, message limits and channel options of `bergen.server.main`, and a
@@ -15,6 +16,10 @@ handler that does nothing but:
 
 The request's `expected_version` is the client's count of earlier calls, so the row's seq is
 `expected_version + 1`. The answer is an empty PlayResponse.
+
+- `echo` (for `bench.ratings_bench`): `ListLeaderboard` answered with the bytes of the file
+  `--answer` (a real page, as `bergen serve` answered it), whatever the request: gRPC's own
+  cost of a call of that size, with no work behind it.
 
 With `--processes N` (to compare with `bergen serve --workers N`), N forked processes serve one
 port with SO_REUSEPORT, each with its own pool (and its own aggregates: a client keeps its one
@@ -157,8 +162,15 @@ def eventsourcing_handler(url: str) -> Callable[[bytes], bytes]:
     return handle
 
 
-def serve(kind: str, url: str, port_file: str, port: int = 0) -> int:
-    work = insert_handler(url) if kind == "insert" else eventsourcing_handler(url)
+def serve(kind: str, url: str, port_file: str, port: int = 0, answer: bytes = b"") -> int:
+    method = "ListLeaderboard" if kind == "echo" else "Play"
+    if kind == "echo":
+
+        def work(data: bytes) -> bytes:
+            return answer
+
+    else:
+        work = insert_handler(url) if kind == "insert" else eventsourcing_handler(url)
 
     def play(data: bytes, context: grpc.ServicerContext) -> bytes:
         try:
@@ -178,7 +190,7 @@ def serve(kind: str, url: str, port_file: str, port: int = 0) -> int:
         play, request_deserializer=None, response_serializer=None
     )
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE, {"Play": handler}),)
+        (grpc.method_handlers_generic_handler(SERVICE, {method: handler}),)
     )
     port = server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
@@ -231,11 +243,19 @@ def serve_processes(kind: str, url: str, port_file: str, processes: int) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench._ref_server", description=__doc__)
-    parser.add_argument("--kind", choices=["insert", "eventsourcing"], required=True)
-    parser.add_argument("--database", required=True)
+    parser.add_argument("--kind", choices=["insert", "eventsourcing", "echo"], required=True)
+    parser.add_argument("--database", help="the PostgreSQL URL (insert, eventsourcing)")
+    parser.add_argument("--answer", help="the file of the answer's bytes (echo)")
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--processes", type=int, default=1)
     args = parser.parse_args()
+    if args.kind == "echo":
+        if args.answer is None:
+            parser.error("--kind echo needs --answer")
+        with open(args.answer, "rb") as f:
+            return serve(args.kind, "", args.port_file, answer=f.read())
+    if args.database is None:
+        parser.error(f"--kind {args.kind} needs --database")
     if args.processes > 1:
         return serve_processes(args.kind, args.database, args.port_file, args.processes)
     return serve(args.kind, args.database, args.port_file)

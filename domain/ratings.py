@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidArgument
-from .tournament_standings import TableResult, score_result
+from .tournament_standings import TableResult, result_places
 
 MU = 25.0
 """A newcomer's mean."""
@@ -145,7 +145,7 @@ def places_of(
     for another reason or a forfeited side that is not one."""
     if reason not in ("target", "forfeit"):
         raise InvalidArgument(f"a rated match ends by its target or a forfeit, not {reason!r}")
-    return score_result(TableResult(reason, tuple(scores), forfeited_side)).places
+    return result_places(TableResult(reason, tuple(scores), forfeited_side))
 
 
 def rated_match_of_record(record: Mapping[str, Any]) -> tuple[int, RatedMatch] | None:

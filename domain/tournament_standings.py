@@ -66,6 +66,39 @@ def score_result(result: TableResult) -> ScoredResult:
     that is not one of them (or given with another reason than forfeit).
     """
     sides = len(result.scores)
+    places = result_places(result)
+    if result.reason == ABANDONED:
+        return ScoredResult(
+            result.reason,
+            result.scores,
+            None,
+            places,
+            (Fraction(sides - 1, 2),) * sides,
+            (0,) * sides,
+        )
+    forfeited = result.forfeited_side
+    keys = [(i != forfeited, s) for i, s in enumerate(result.scores)]
+    points = tuple(
+        Fraction(
+            2 * sum(other < key for other in keys) + sum(other == key for other in keys) - 1, 2
+        )
+        for key in keys
+    )
+    margins = tuple(
+        s - max(o for j, o in enumerate(result.scores) if j != i)
+        for i, s in enumerate(result.scores)
+    )
+    return ScoredResult(result.reason, result.scores, forfeited, places, points, margins)
+
+
+def result_places(result: TableResult) -> tuple[int, ...]:
+    """Each side's place in a table's result (section 5), `score_result`'s places without
+    its match points and margins: higher scores first, the forfeiting side below every
+    other, equal ones sharing a place; an abandoned match's sides all first.
+
+    Raises InvalidArgument as `score_result` does.
+    """
+    sides = len(result.scores)
     if result.reason not in RESULT_REASONS:
         raise InvalidArgument(
             f"a table result's reason is one of {sorted(RESULT_REASONS)}, got {result.reason!r}",
@@ -84,27 +117,9 @@ def score_result(result: TableResult) -> ScoredResult:
             reason="INVALID_RESULT",
         )
     if result.reason == ABANDONED:
-        return ScoredResult(
-            result.reason,
-            result.scores,
-            None,
-            (1,) * sides,
-            (Fraction(sides - 1, 2),) * sides,
-            (0,) * sides,
-        )
+        return (1,) * sides
     keys = [(i != forfeited, s) for i, s in enumerate(result.scores)]
-    places = tuple(1 + sum(other > key for other in keys) for key in keys)
-    points = tuple(
-        Fraction(
-            2 * sum(other < key for other in keys) + sum(other == key for other in keys) - 1, 2
-        )
-        for key in keys
-    )
-    margins = tuple(
-        s - max(o for j, o in enumerate(result.scores) if j != i)
-        for i, s in enumerate(result.scores)
-    )
-    return ScoredResult(result.reason, result.scores, forfeited, places, points, margins)
+    return tuple(1 + sum(other > key for other in keys) for key in keys)
 
 
 def walkover(sides: int, withdrawn: Sequence[int]) -> ScoredResult:

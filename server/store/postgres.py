@@ -715,10 +715,25 @@ class _PostgresDb:
     def run(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._conn.execute(sql, list(params))
 
-    def many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
-        if params:
-            with self._conn.cursor() as cur:
-                cur.executemany(sql, [list(p) for p in params])
+    def insert(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], conflict: str = ""
+    ) -> None:
+        if not rows:
+            return
+        names = ", ".join(columns)
+        with self._conn.cursor() as cur:
+            if conflict:
+                marks = ", ".join(["%s"] * len(columns))
+                cur.executemany(
+                    f"INSERT INTO {table} ({names}) VALUES ({marks}) {conflict}",
+                    [list(r) for r in rows],
+                )
+                return
+            # COPY: each value written by psycopg's C code, where executemany costs some
+            # 15 microseconds of Python a row.
+            with cur.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for r in rows:
+                    copy.write_row(r)
 
     def time_in(self, at: datetime) -> Any:
         return at

@@ -13,7 +13,7 @@ player id), and a page token names the last key given.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -108,7 +108,13 @@ class Db(Protocol):
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> None: ...
 
-    def many(self, sql: str, params: Sequence[Sequence[Any]]) -> None: ...
+    def insert(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], conflict: str = ""
+    ) -> None:
+        """Insert `rows` into `table`'s `columns`, with `conflict` (an ON CONFLICT clause) or
+        none, as the backend writes many rows fastest (PostgreSQL: COPY when there is no
+        conflict clause)."""
+        ...
 
     def time_in(self, at: datetime) -> Any: ...
 
@@ -159,9 +165,9 @@ def _history_row(db: Db, r: tuple[Any, ...]) -> HistoryRow:
     )
 
 
-def _chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(values), _CHUNK):
-        yield values[i : i + _CHUNK]
+def _chunks(values: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(values), size):
+        yield values[i : i + size]
 
 
 def _among(db: Db, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
@@ -199,11 +205,11 @@ class RatingsFold:
 
     def keep_pending(self, matches: Sequence[PendingMatch]) -> None:
         """Write `matches` (new, or with more seats taken)."""
-        p = self._p
-        self._db.many(
-            f"INSERT INTO rated_pending (match_id, pool, seats, sides) VALUES ({p}, {p}, {p}, {p})"
-            " ON CONFLICT (match_id) DO UPDATE SET seats = excluded.seats",
+        self._db.insert(
+            "rated_pending",
+            ("match_id", "pool", "seats", "sides"),
             [(m.match_id, m.pool, _holders_json(m.seats), _sides_json(m.sides)) for m in matches],
+            "ON CONFLICT (match_id) DO UPDATE SET seats = excluded.seats",
         )
 
     def drop_pending(self, match_ids: Sequence[str]) -> None:
@@ -225,15 +231,35 @@ class RatingsFold:
                 found[r[0]] = _rating_row(r)
         return found
 
-    def save_ratings(self, ratings: Sequence[PlayerRating]) -> None:
+    def ratings_in(
+        self, wanted: Collection[tuple[str, str]]
+    ) -> dict[tuple[str, str], PlayerRating]:
+        """The ratings of those of `wanted` (pool, player) who have one, by (pool, player):
+        one statement for every pool, a lookup of the primary key each (where a list of
+        player ids alone would have PostgreSQL scan the table, whose updated rows a rebuild
+        leaves many dead ones in)."""
+        found: dict[tuple[str, str], PlayerRating] = {}
+        pairs = sorted(wanted)
         p = self._p
-        self._db.many(
-            "INSERT INTO player_ratings (player_id, pool, name, bot, mu, sigma, matches, shown,"
-            f" rank_rating, rank_conservative) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p},"
-            f" {p}, {p}) ON CONFLICT (player_id, pool) DO UPDATE SET name = excluded.name,"
-            " bot = excluded.bot, mu = excluded.mu, sigma = excluded.sigma,"
-            " matches = excluded.matches, shown = excluded.shown,"
-            " rank_rating = excluded.rank_rating, rank_conservative = excluded.rank_conservative",
+        size = len(pairs) if self._db.dialect.any_list else _CHUNK // 2  # two values a pair
+        for chunk in _chunks(pairs, max(size, 1)):
+            if self._db.dialect.any_list:
+                where = f"(player_id, pool) IN (SELECT unnest({p}::text[]), unnest({p}::text[]))"
+                params: list[Any] = [[player for _, player in chunk], [pool for pool, _ in chunk]]
+            else:
+                where = f"(player_id, pool) IN (VALUES {', '.join([f'({p}, {p})'] * len(chunk))})"
+                params = [v for pool, player in chunk for v in (player, pool)]
+            for r in self._db.rows(
+                f"SELECT {_RATING_COLUMNS} FROM player_ratings WHERE {where}", params
+            ):
+                found[r[1], r[0]] = _rating_row(r)
+        return found
+
+    def save_ratings(self, ratings: Sequence[PlayerRating]) -> None:
+        """Write `ratings`, new or changed: at most one a player and pool."""
+        self._db.insert(
+            "player_ratings",
+            (*_RATING_COLUMNS.split(", "), "shown", "rank_rating", "rank_conservative"),
             [
                 (
                     r.player_id,
@@ -249,16 +275,28 @@ class RatingsFold:
                 )
                 for r in ratings
             ],
+            "ON CONFLICT (player_id, pool) DO UPDATE SET name = excluded.name,"
+            " bot = excluded.bot, mu = excluded.mu, sigma = excluded.sigma,"
+            " matches = excluded.matches, shown = excluded.shown,"
+            " rank_rating = excluded.rank_rating, rank_conservative = excluded.rank_conservative",
         )
 
     # the rated matches applied ----------------------------------------------------------------
 
     def last_order(self, pool: str) -> int:
         """The order of the latest match applied in `pool` (0: none yet)."""
-        rows = self._db.rows(
-            f"SELECT max(rated_order) FROM rated_matches WHERE pool = {self._p}", [pool]
+        return self.last_orders([pool])[pool]
+
+    def last_orders(self, pools: Sequence[str]) -> dict[str, int]:
+        """The order of the latest match applied in each of `pools` (0: none yet), in one
+        statement: a lookup of the index on (pool, rated_order) each."""
+        if not pools:
+            return {}
+        latest = ", ".join(
+            f"(SELECT max(rated_order) FROM rated_matches WHERE pool = {self._p})" for _ in pools
         )
-        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+        row = self._db.rows(f"SELECT {latest}", list(pools))[0]
+        return {pool: 0 if v is None else int(v) for pool, v in zip(pools, row, strict=True)}
 
     def matches_after(self, pool: str, order: int) -> list[RatedEnd]:
         """The matches applied in `pool` after `order`, in order."""
@@ -299,24 +337,37 @@ class RatingsFold:
 
     def add_match(self, end: RatedEnd, history: Sequence[HistoryRow]) -> None:
         """Record `end` as applied (unless it is already), with its players' history."""
-        p, big, db = self._p, self._big, self._db
-        db.run(
-            "INSERT INTO rated_matches (match_id, pool, rated_order, seats, sides, places,"
-            f" ended_at) VALUES ({p}, {p}, {big}, {p}, {p}, {p}, {p})"
-            " ON CONFLICT (match_id) DO NOTHING",
-            (
-                end.match_id,
-                end.pool,
-                end.order,
-                _holders_json(end.seats),
-                _sides_json(end.sides),
-                json.dumps(list(end.places)),
-                db.time_in(end.ended_at),
-            ),
+        self.add_matches([(end, history)])
+
+    def add_matches(
+        self, applied: Sequence[tuple[RatedEnd, Sequence[HistoryRow]]], fresh: bool = False
+    ) -> None:
+        """Record each end as applied (unless it is already: `fresh` says none is, as of an
+        end after its pool's latest), with its players' history (none written yet), each
+        table's rows in one bulk write."""
+        if not applied:
+            return
+        db = self._db
+        db.insert(
+            "rated_matches",
+            ("match_id", "pool", "rated_order", "seats", "sides", "places", "ended_at"),
+            [
+                (
+                    end.match_id,
+                    end.pool,
+                    end.order,
+                    _holders_json(end.seats),
+                    _sides_json(end.sides),
+                    json.dumps(list(end.places)),
+                    db.time_in(end.ended_at),
+                )
+                for end, _ in applied
+            ],
+            "" if fresh else "ON CONFLICT (match_id) DO NOTHING",
         )
-        db.many(
-            f"INSERT INTO rating_history ({_HISTORY_COLUMNS}) VALUES ({p}, {p}, {p}, {big}, {p},"
-            f" {p}, {p}, {p}, {p}, {p}, {p}, {p})",
+        db.insert(
+            "rating_history",
+            _HISTORY_COLUMNS.split(", "),
             [
                 (
                     h.player_id,
@@ -332,6 +383,7 @@ class RatingsFold:
                     h.after.matches,
                     db.time_in(h.ended_at),
                 )
+                for _, history in applied
                 for h in history
             ],
         )

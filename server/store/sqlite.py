@@ -489,9 +489,15 @@ class _SQLiteDb:
     def run(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._conn.execute(sql, tuple(params))
 
-    def many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
-        if params:
-            self._conn.executemany(sql, [tuple(p) for p in params])
+    def insert(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], conflict: str = ""
+    ) -> None:
+        if rows:
+            marks = ", ".join(["?"] * len(columns))
+            self._conn.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) {conflict}",
+                [tuple(r) for r in rows],
+            )
 
     def time_in(self, at: datetime) -> Any:
         return _time_text(at)

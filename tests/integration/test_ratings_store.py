@@ -28,7 +28,7 @@ from bergen.domain.ratings import (
 from bergen.domain.rules import make_rules
 from bergen.domain.tiles import sides_of
 from bergen.server.projections import PAGE_CATCH_UP_BATCHES
-from bergen.server.ratings import RatingsProjection, apply_end
+from bergen.server.ratings import RatingsProjection, apply_end, apply_ends
 from bergen.server.store import Append, EventStore, NewEvent, StoredEvent, open_store
 from bergen.server.store.ratings import RATINGS, Holder, RatedEnd, board_key
 
@@ -134,6 +134,36 @@ def test_ends_folded_out_of_position_order_are_put_in_their_place(store: EventSt
             before = last.get(r.pool, (NEWCOMER.mu, NEWCOMER.sigma, 0))
             assert (r.before.mu, r.before.sigma, r.before.matches) == pytest.approx(before)
             last[r.pool] = (r.after.mu, r.after.sigma, r.after.matches)
+
+
+def fold_batches(store: EventStore, ends: list[RatedEnd], size: int) -> None:
+    for i in range(0, len(ends), size):
+        with store.ratings().folding(RATINGS) as tx:
+            apply_ends(tx, ends[i : i + size])
+
+
+def test_ends_applied_a_batch_at_a_time_give_the_recomputed_ratings(store: EventStore) -> None:
+    """A batch's ends are rated together (the ratings read once, the rows written in bulk:
+    through a temporary table on PostgreSQL past a few dozen), and an end of a batch folded
+    after a later one of its pool, in the same batch or an earlier one, still goes in its
+    place."""
+    rng = random.Random(7)
+    ends = random_ends(rng, 240)
+    folded = list(ends)
+    for i in range(0, len(folded) - 3, 7):
+        folded[i], folded[i + 2] = folded[i + 2], folded[i]
+    folded.insert(100, folded.pop(170))  # into an earlier batch than its own
+    fold_batches(store, folded, 60)
+    assert_same(held(store), expected(ends))
+    # Each history row is what the match made, in the ends' order.
+    for p in PLAYERS[:3]:
+        rows = store.ratings().history(p, None, None, 1000)
+        mine = [e for e in ends if any(h.player == p for h in e.seats)]
+        assert [r.match_id for r in rows] == [e.match_id for e in reversed(mine)]
+        last: dict[str, float] = {}
+        for r in reversed(rows):
+            assert r.before.mu == pytest.approx(last.get(r.pool, NEWCOMER.mu), abs=1e-12)
+            last[r.pool] = r.after.mu
 
 
 def test_an_end_folded_twice_counts_once(store: EventStore) -> None:
