@@ -160,8 +160,14 @@ def test_a_record_whose_result_was_changed_is_named_and_its_matches_differ(
 ) -> None:
     records = tmp_path / "records"
     shutil.copytree(played.records, records)
-    victim = sorted(p for p in records.glob("*.json") if p.name != "manifest.json")[7]
-    record = json.loads(victim.read_text())
+    # A record whose scores read backwards are other scores (not [0, 3, 0], say).
+    victim, record = next(
+        (p, r)
+        for p in sorted(records.glob("*.json"))
+        if p.name != "manifest.json"
+        and (r := json.loads(p.read_text()))["result"]["scores"]
+        != list(reversed(r["result"]["scores"]))
+    )
     record["result"]["scores"] = list(reversed(record["result"]["scores"]))
     victim.write_text(json.dumps(record, indent=2))
     done = verify(played, records)
