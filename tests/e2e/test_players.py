@@ -33,7 +33,7 @@ from bergen.v1 import bergen_pb2 as pb
 from .client import Client, Table, bearer, play_to_end, rule_options
 from .conftest import ORGANISER_TOKEN
 from .refusals import refusal
-from .servers import ServerFarm, bergen_command
+from .servers import ServerFarm, ServerProcess, bergen_command
 from .test_tournaments import verify_pack
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -370,6 +370,17 @@ def ratings_sql(database: str, sql: str, params: tuple[Any, ...]) -> list[tuple[
         return cursor.fetchall() if cursor.description else []
 
 
+def logged(server: ServerProcess, text: str, timeout: float = 30.0) -> bool:
+    """Whether the server's log says `text` within `timeout` seconds: its lines are written
+    by a thread of their own, a moment after what they tell of."""
+    deadline = time.monotonic() + timeout
+    while text not in server.log():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_a_restart_resumes_the_ratings_and_a_rebuild_folds_them_again(
     farm: ServerFarm, database: str
 ) -> None:
@@ -405,7 +416,7 @@ def test_a_restart_resumes_the_ratings_and_a_rebuild_folds_them_again(
         want = recomputed(records(client, match_ids))
         await_ratings(client, [ann.player_id, bob.player_id], want)
         assert shown(client, cy.player_id)["2"].mu == 40.0
-    assert f"ratings: folded up to position {position}" in server.log()
+    assert logged(server, f"ratings: folded up to position {position}"), server.log_tail()
     assert server.terminate() == 0
 
     rebuilt = subprocess.run(
@@ -419,7 +430,7 @@ def test_a_restart_resumes_the_ratings_and_a_rebuild_folds_them_again(
     server = farm.start(database)
     with Client(server.target) as client:
         await_ratings(client, [p.player_id for p in (ann, bob, cy)], want)
-        assert "ratings: folded up to position 0" in server.log()
+        assert logged(server, "ratings: folded up to position 0"), server.log_tail()
 
 
 def test_a_rated_tournament_enters_registered_players_and_rates_its_matches(
