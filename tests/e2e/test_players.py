@@ -33,7 +33,7 @@ from bergen.v1 import bergen_pb2 as pb
 from .client import Client, Table, bearer, play_to_end, rule_options
 from .conftest import ORGANISER_TOKEN
 from .refusals import refusal
-from .servers import ServerFarm, bergen_command
+from .servers import ServerFarm, ServerProcess, bergen_command
 from .test_tournaments import verify_pack
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -384,6 +384,17 @@ def ratings_sql(database: str, sql: str, params: tuple[Any, ...]) -> list[tuple[
     with psycopg.connect(database, autocommit=True) as pg:
         cursor = pg.execute(sql, params)
         return cursor.fetchall() if cursor.description else []
+
+
+def logged(server: ServerProcess, text: str, timeout: float = 30.0) -> bool:
+    """Whether the server's log says `text` within `timeout` seconds: its lines are written
+    by a thread of their own, a moment after what they tell of."""
+    deadline = time.monotonic() + timeout
+    while text not in server.log():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_a_restart_resumes_the_ratings_and_a_rebuild_folds_them_again(
