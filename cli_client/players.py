@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from bergen.domain.players import name_key
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client
-from .connect import error_info
+from .connect import error_info, reason_of
 from .usage import Failed
 from .userdir import config_dir
 
@@ -201,11 +202,24 @@ def must_choose(server: str, wanted: str | None, name: str | None = None) -> Kep
 
 def register(client: Client, name: str, bot: bool) -> pb.RegisterPlayerResponse:
     """RegisterPlayer, sent once: a registration sent again after its answer was lost would
-    find the name taken by the first, whose token nobody holds. Raises grpc.RpcError."""
-    reply: pb.RegisterPlayerResponse = client.call(
-        "RegisterPlayer", pb.RegisterPlayerRequest(name=name, bot=bot), retry=False
-    )
-    return reply
+    find the name taken by the first, whose token nobody holds. Sent again only when the
+    server said its store wrote nothing (STORAGE_UNAVAILABLE: a database failing over, say),
+    for up to REGISTER_PATIENCE_S. Raises grpc.RpcError."""
+    deadline = time.monotonic() + REGISTER_PATIENCE_S
+    while True:
+        try:
+            reply: pb.RegisterPlayerResponse = client.call(
+                "RegisterPlayer", pb.RegisterPlayerRequest(name=name, bot=bot), retry=False
+            )
+            return reply
+        except grpc.RpcError as e:
+            if reason_of(e) != "STORAGE_UNAVAILABLE" or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+
+
+REGISTER_PATIENCE_S = 60.0
+"""How long a registration waits for a store that wrote nothing to come back."""
 
 
 def register_and_keep(client: Client, server: str, name: str, bot: bool) -> KeptPlayer:
