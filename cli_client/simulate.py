@@ -328,7 +328,7 @@ def simulate_tournament(
         policy = TOURNAMENT_POLICIES[(n - 1) % len(TOURNAMENT_POLICIES)]
         players = (f"{policy}{n}a", f"{policy}{n}b") if settings.partnerships else (f"{policy}{n}",)
         people.append(Entrant(n, _derived(seed, f"entrant {n}").hex()[:16], players))
-    client_seeds = [e.client_seed for e in people]
+    client_seeds = [e.seed for e in people]
     t = Tournament(
         tournament_id=tid,
         settings=settings,
@@ -382,7 +382,7 @@ def _play_table(
         policies,
         random.Random(server_seed),
         names=names,
-        client_seeds=[e.client_seed for e in entrants],
+        client_seeds=[e.seed for e in entrants],
     )
     record = build_record(events)
     record["tournament"] = {

@@ -1,12 +1,13 @@
-"""`bergen tournament create | register | withdraw | start | round | settle | cancel | show |
-watch | export`.
+"""`bergen tournament create | register | reveal | withdraw | start | round | settle | cancel
+| show | watch | export`.
 
 The organiser's commands (create, start, round, settle, cancel, and withdraw for any
 entrant) find the organiser token as `organiser.organiser_token` says. `register` makes its
 players' tokens here and sends them, so that a registration whose answer was lost is sent
-again and answered with the same entrant; it saves them (owner-only) in the state folder
-(`tournament_play.save_registration`), where `withdraw` finds an entrant's token and
-`bergen play --tournament ID` its player's.
+again and answered with the same entrant; it makes the entrant's client seed too (unless
+given) and sends only its commitment. It saves them (owner-only) in the state folder
+(`tournament_play.save_registration`), where `withdraw` finds an entrant's token, `reveal`
+its seed, and `bergen play --tournament ID` both (and reveals the seed on its own).
 
 `show` and `watch` draw what the server answers (`tournament_view`); `export --out DIR`
 writes the audit pack of TOURNAMENT.md section 6 from the records as the server signed
@@ -20,6 +21,7 @@ import argparse
 import json
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,8 +44,9 @@ from .clocks import add_clock_options, clock_options
 from .connect import Endpoint, add_server_option, bearer, failure_of
 from .organiser import ORGANISER_ENV, add_organiser_option, organiser_token
 from .tournament_pack import served_pack, write_files
-from .tournament_play import load_registrations, save_registration
+from .tournament_play import load_registrations, new_client_seed, save_registration
 from .tournament_play import register as register_entrant
+from .tournament_play import reveal as reveal_seed
 from .tournament_view import changes, label, names_of, render, result_text
 from .usage import Failed, side_label
 
@@ -63,8 +66,11 @@ The organiser's commands (create, start, round, settle, cancel, and withdraw for
 entrant) need the organiser token, looked for in this order: --organiser-token-file FILE,
 ${ORGANISER_ENV}, the token the server on this machine made on its first start (found
 from any folder), ./bergen-organiser-token. `register` keeps its players' tokens in the
-state folder ($BERGEN_STATE_DIR, else ~/.local/state/bergen), where `withdraw` and
-`bergen play --tournament` find them. Sides are numbered from 1."""
+state folder ($BERGEN_STATE_DIR, else ~/.local/state/bergen) with the entrant's client
+seed, where `reveal`, `withdraw` and `bergen play --tournament` find them. After the start
+each entrant reveals its seed (`bergen play --tournament` and `bergen bots --tournament` do
+it on their own); one that has not when the reveal window closes is withdrawn before round
+1. Sides are numbered from 1."""
 
 T = "3f2a9c1e-0b7d-4c55-9a1e-6d2f8b0c4e17"
 """The tournament id the examples show."""
@@ -123,6 +129,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     add_clock_options(c, "the tables' matches")
     c.add_argument("--round-delay", type=int, default=0, metavar="SECONDS")
+    c.add_argument(
+        "--reveal-window",
+        type=at_least_one,
+        default=60,
+        metavar="SECONDS",
+        help="from the start to round 1, for the entrants to reveal their seeds",
+    )
     c.add_argument("--max-entrants", type=int, default=0, metavar="N", help="0: no cap")
     c.add_argument(
         "--rounds-by-hand", action="store_true", help="rounds after the first start by `round`"
@@ -147,9 +160,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     r.add_argument(
         "--client-seed",
-        default="",
+        default=None,
         metavar="SEED",
-        help="the entrant's own part of every deal of its matches (see fair dealing in the rules)",
+        help="the entrant's own part of every deal of its matches (see fair dealing in the "
+        "rules); default: a random one. Only its SHA-256 is sent now: the seed is revealed "
+        "after the start",
+    )
+
+    v_ = command(
+        "reveal",
+        "reveal an entrant's client seed, kept here at registration, once the tournament has "
+        "started",
+        reveal,
+        f"bergen tournament reveal {T} 3",
+    )
+    v_.add_argument("tournament_id", metavar="TOURNAMENT")
+    v_.add_argument("entrant", type=at_least_one)
+    v_.add_argument(
+        "--client-seed",
+        default=None,
+        metavar="SEED",
+        help="the seed given at registration, when it is not kept here",
     )
 
     w = command(
@@ -165,7 +196,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     s = command(
         "start",
-        "close registration and pair the first round (organiser)",
+        "close registration (organiser): the entrants reveal their seeds, then round 1 is paired",
         start,
         f"bergen tournament start {T}",
     )
@@ -206,7 +237,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     x = command(
         "cancel",
-        "end a tournament still open for registration (organiser)",
+        "end a tournament whose round 1 is not paired yet (organiser)",
         cancel,
         f"bergen tournament cancel {T} --note 'too few entrants'",
     )
@@ -242,7 +273,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     for q in (c, w, s, n, t, x):
         add_organiser_option(q)
-    for q in (c, r, w, s, n, t, x, g, v, e):
+    for q in (c, r, v_, w, s, n, t, x, g, v, e):
         q.add_argument(
             "--json",
             action="store_true",
@@ -339,6 +370,7 @@ def create(client: Client, args: argparse.Namespace) -> int:
         rounds=args.rounds,
         double_round_robin=double,
         round_delay=args.round_delay,
+        reveal_window=args.reveal_window,
         max_entrants=args.max_entrants,
         rounds_by_hand=args.rounds_by_hand,
         rated=args.rated,
@@ -369,11 +401,12 @@ def register(client: Client, args: argparse.Namespace) -> int:
     # A name that is a player kept here enters as that player, under its registered name.
     names = [p.name if p is not None else n for p, n in zip(kept, args.name, strict=True)]
     registered = [p.token if p is not None else "" for p in kept]
+    client_seed: str = new_client_seed() if args.client_seed is None else args.client_seed
     entrant, tokens = register_entrant(
         client,
         args.tournament_id,
         names,
-        args.client_seed,
+        client_seed,
         registered if any(registered) else None,
     )
     path = save_registration(
@@ -381,7 +414,7 @@ def register(client: Client, args: argparse.Namespace) -> int:
             "tournament_id": args.tournament_id,
             "entrant": entrant,
             "server": str(args.endpoint),
-            "client_seed": args.client_seed,
+            "client_seed": client_seed,
             "players": [
                 {"player": i, "name": n, "token": t}
                 for i, (n, t) in enumerate(zip(names, tokens, strict=True))
@@ -392,6 +425,34 @@ def register(client: Client, args: argparse.Namespace) -> int:
         args,
         f"entrant {entrant}\ntokens saved in {path}",
         {"tournament_id": args.tournament_id, "entrant": entrant, "tokens_saved_in": str(path)},
+    )
+
+
+def reveal(client: Client, args: argparse.Namespace) -> int:
+    kept = next(
+        (d for d in load_registrations(args.tournament_id) if int(d["entrant"]) == args.entrant),
+        None,
+    )
+    if kept is None:
+        raise Failed(
+            f"entrant {args.entrant} of tournament {args.tournament_id} was not registered "
+            "here: its token is not kept here",
+            ExitStatus.USAGE,
+            "NOT_REGISTERED_HERE",
+        )
+    client_seed = args.client_seed if args.client_seed is not None else kept.get("client_seed")
+    if not isinstance(client_seed, str):
+        raise Failed(
+            f"entrant {args.entrant}'s client seed is not kept here: give --client-seed SEED",
+            ExitStatus.USAGE,
+            "NO_CLIENT_SEED",
+        )
+    token = str(kept["players"][0]["token"])
+    reply = reveal_seed(client, args.tournament_id, args.entrant, client_seed, token)
+    return emit(
+        args,
+        f"entrant {args.entrant}: seed revealed; {reply.unrevealed} entrant(s) still to reveal",
+        {"entrant": args.entrant, "unrevealed": reply.unrevealed},
     )
 
 
@@ -434,10 +495,18 @@ def start(client: Client, args: argparse.Namespace) -> int:
         metadata=_organiser(args),
         timeout=CALL_TIMEOUT_S,
     )
+    if reply.reveal_deadline_ms:
+        left = max(0, (reply.reveal_deadline_ms - int(time.time() * 1000) + 999) // 1000)
+        text = (
+            f"registration closed; the entrants reveal their seeds: round 1 when all have, "
+            f"or in {left} s at the latest"
+        )
+    else:
+        text = "started; seeding " + " ".join(str(e) for e in reply.seeding)
     return emit(
         args,
-        "started; seeding " + " ".join(str(e) for e in reply.seeding),
-        {"seeding": list(reply.seeding)},
+        text,
+        {"seeding": list(reply.seeding), "reveal_deadline_ms": reply.reveal_deadline_ms},
     )
 
 

@@ -16,6 +16,14 @@ finds it there.
 A player kept in the user's configuration folder (`players`) enters as that registered player
 (its token sent as a `registered_player_tokens`), as a rated tournament requires; `bergen bots
 --tournament` enters its bots as bot players (`players.BotPlayers`), each entrant its own.
+`$BERGEN_STATE_DIR/tournament-<id>-<entrant>.json` (mode 0600), and `bergen play
+--tournament ID` finds it there.
+
+An entrant's client seed is made here too (`new_client_seed`), and only its commitment is
+sent with the registration (TOURNAMENT.md section 3); the seed is kept beside the tokens.
+Once the organiser has started the tournament, each player reveals its entrant's seed on its
+own as soon as it sees the reveal phase (`play_tournament`): an entrant whose seed is not
+revealed when the window closes is withdrawn before round 1.
 """
 
 from __future__ import annotations
@@ -40,12 +48,13 @@ from rich.markup import escape
 from bergen.api.exit_status import ExitStatus
 from bergen.api.state import state_dir
 from bergen.domain.montecarlo import Settings
+from bergen.domain.tournament_fairness import commitment
 from bergen.v1 import bergen_pb2 as pb
 
 from . import players as kept_players
 from . import terminal
 from .client import Client, Unreachable, new_token, passing, pause_s
-from .connect import bearer, describe_error, exit_status_of, failure_of
+from .connect import bearer, describe_error, error_info, exit_status_of, failure_of
 from .players import BotPlayers, refused_for
 from .seat import (
     MATCH_TIMEOUT_S,
@@ -60,7 +69,7 @@ from .seat import (
     seat_decider,
     settings_from,
 )
-from .tournament_view import standings_lines, winner_line
+from .tournament_view import reveal_line, standings_lines, winner_line
 from .usage import Failed, fail, report, seat_label
 
 
@@ -152,7 +161,8 @@ class TournamentFeed:
 
 @dataclass
 class TournamentPlayer:
-    """One player of an entrant: its token, and the matches it has played."""
+    """One player of an entrant: its token, its entrant's client seed (None when it was
+    not kept: it cannot be revealed), and the matches it has played."""
 
     tournament_id: str
     entrant: int
@@ -161,6 +171,7 @@ class TournamentPlayer:
     token: str
     policy: str = ""
     played: list[str] = field(default_factory=list)
+    client_seed: str | None = None
 
 
 def get_tournament(
@@ -174,29 +185,60 @@ def get_tournament(
     return reply
 
 
+def new_client_seed() -> str:
+    """A fresh client seed for an entrant: 128 random bits, as hex."""
+    return secrets.token_hex(16)
+
+
 def register(
     client: Client,
     tournament_id: str,
     names: list[str],
-    client_seed: str = "",
+    client_seed: str,
     registered: list[str] | None = None,
 ) -> tuple[int, list[str]]:
     """Register an entrant of `names` (one player, or two at partnership tables) with tokens
-    made here, each name's registered player's token in `registered` ("" for a name alone);
-    returns its number and each player's token. A registration whose answer was lost is
-    sent again with the same tokens, which the server answers with the entrant the first
+    made here, the commitment to `client_seed` (the seed itself is revealed after the start:
+    `reveal`) and each name's registered player's token in `registered` ("" for a name
+    alone); returns its number and each player's token. A registration whose answer was lost
+    is sent again with the same tokens, which the server answers with the entrant the first
     one made. Raises grpc.RpcError."""
     tokens = [new_token() for _ in names]
     req = pb.RegisterEntrantRequest(
         tournament_id=tournament_id,
         players=names,
-        client_seed=client_seed,
+        client_seed_commitment=commitment(client_seed.encode("utf-8")),
         player_tokens=tokens,
         registered_player_tokens=registered or [],
     )
     reply: pb.RegisterEntrantResponse = client.call("RegisterEntrant", req)
     return reply.entrant, tokens
 
+
+def reveal(
+    client: Client, tournament_id: str, entrant: int, client_seed: str, token: str
+) -> pb.RevealEntrantSeedResponse:
+    """Reveal the entrant's client seed with one of its players' tokens (sent again on a
+    passing error: a seed revealed before is answered as such). Raises grpc.RpcError."""
+    req = pb.RevealEntrantSeedRequest(
+        tournament_id=tournament_id, entrant=entrant, client_seed=client_seed
+    )
+    reply: pb.RevealEntrantSeedResponse = client.call("RevealEntrantSeed", req, token)
+    return reply
+
+
+def needs_reveal(view: pb.TournamentView, entrant: int) -> bool:
+    """Whether the entrant is to reveal its seed now: the tournament is in its reveal phase
+    and the entrant, still in, has not revealed."""
+    if view.phase != pb.TOURNAMENT_PHASE_REVEAL:
+        return False
+    me = next((e for e in view.entrants if e.entrant == entrant), None)
+    return me is not None and not me.revealed and not me.HasField("withdrawn_after_round")
+
+
+TOO_LATE = frozenset({"REVEAL_CLOSED", "ALREADY_WITHDRAWN"})
+"""A reveal's refusals that the tournament answers by itself: the window closed (round 1
+was paired meanwhile, and the entrant withdrawn), or the entrant withdrawn."""
 
 PlayMatch = Callable[[TournamentPlayer, pb.TournamentAssignment], None]
 """Plays one match of a player to its end (raises BotFailed, grpc.RpcError)."""
@@ -210,8 +252,9 @@ def play_tournament(
     between: Callable[[pb.TournamentView], None] | None = None,
 ) -> pb.TournamentView:
     """Play each match the server seats `player` in, one after another, until the tournament
-    ends; returns it as it ended. `between` is told of the tournament each time the player
-    has no match to play (before the start, between rounds, a bye).
+    ends; returns it as it ended. Once registration has closed it reveals the entrant's seed
+    (when the player keeps it). `between` is told of the tournament each time the player has
+    no match to play (before the start, while seeds are revealed, between rounds, a bye).
 
     Raises BotFailed, grpc.RpcError."""
     told: int | None = None
@@ -221,6 +264,16 @@ def play_tournament(
         view, where = got.tournament, got.assignment
         if view.phase == pb.TOURNAMENT_PHASE_ENDED:
             return view
+        if player.client_seed is not None and needs_reveal(view, player.entrant):
+            try:
+                reveal(
+                    client, player.tournament_id, player.entrant, player.client_seed, player.token
+                )
+            except grpc.RpcError as e:
+                info = error_info(e)
+                if info is None or info.reason not in TOO_LATE:
+                    raise
+            continue
         if where.match_id and where.match_id not in player.played:
             play_match(player, where)
             player.played.append(where.match_id)
@@ -315,12 +368,13 @@ def run_bots(args: argparse.Namespace) -> int:
                 for attempt in range(ENTRY_ATTEMPTS):
                     bots = [keeper.take(policy) for _ in range(2 if partnerships else 1)]
                     names = [b.name for b in bots]
+                    client_seed = f"{seed}-{i + 1}"
                     try:
                         entrant, tokens = register(
                             client,
                             tid,
                             names,
-                            client_seed=f"{seed}-{i + 1}",
+                            client_seed,
                             registered=[b.token for b in bots],
                         )
                         break
@@ -329,7 +383,11 @@ def run_bots(args: argparse.Namespace) -> int:
                             raise
                 policy_of[entrant] = policy
                 for p, (name, token) in enumerate(zip(names, tokens, strict=True)):
-                    players.append(TournamentPlayer(tid, entrant, p, name, token, policy))
+                    players.append(
+                        TournamentPlayer(
+                            tid, entrant, p, name, token, policy, client_seed=client_seed
+                        )
+                    )
                 if not args.json:
                     out.print(f"entrant {entrant}: {', '.join(names)} ({policy})", markup=False)
             feed.start()
@@ -468,12 +526,13 @@ def run_player(args: argparse.Namespace) -> int:
             saved: dict[str, Any] | None = None
             if args.register:
                 names, registered = entrant_players(args)
-                entrant, tokens = register(client, tid, names, registered=registered)
+                client_seed = new_client_seed()
+                entrant, tokens = register(client, tid, names, client_seed, registered=registered)
                 saved = {
                     "tournament_id": tid,
                     "entrant": entrant,
                     "server": args.server,
-                    "client_seed": "",
+                    "client_seed": client_seed,
                     "players": [
                         {"player": i, "name": n, "token": t}
                         for i, (n, t) in enumerate(zip(names, tokens, strict=True))
@@ -514,12 +573,14 @@ def run_player(args: argparse.Namespace) -> int:
                     "play", "this entrant has one player: --entrant-player 1", ExitStatus.USAGE
                 )
             me = players[args.entrant_player - 1]
+            kept = saved.get("client_seed")
             player = TournamentPlayer(
                 tid,
                 int(saved["entrant"]),
                 args.entrant_player - 1,
                 str(me["name"]),
                 str(me["token"]),
+                client_seed=kept if isinstance(kept, str) else None,
             )
             feed = TournamentFeed(client, tid, player.token).start()
 
@@ -529,6 +590,15 @@ def run_player(args: argparse.Namespace) -> int:
                         f"waiting for the tournament to start ({len(view.entrants)} entrant(s) "
                         "registered)"
                     )
+                    return
+                if view.phase == pb.TOURNAMENT_PHASE_REVEAL:
+                    if player.client_seed is None and needs_reveal(view, player.entrant):
+                        console.print(
+                            "your entrant's client seed is not kept here, so it cannot be "
+                            "revealed: unless it is revealed elsewhere, the entrant is "
+                            "withdrawn before round 1"
+                        )
+                    console.print(reveal_line(view) or "", markup=False)
                     return
                 console.print(
                     f"round {view.round} of {view.total_rounds}: waiting for your next match"
@@ -579,8 +649,11 @@ __all__ = [
     "TournamentPlayer",
     "get_tournament",
     "load_registrations",
+    "needs_reveal",
+    "new_client_seed",
     "play_tournament",
     "register",
+    "reveal",
     "run_bots",
     "run_player",
     "save_registration",

@@ -10,6 +10,7 @@ entrant included, are in `show --json`. Sides are numbered from 1.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 
 from bergen.v1 import bergen_pb2 as pb
@@ -18,6 +19,7 @@ from .usage import side_label
 
 PHASES = {
     pb.TOURNAMENT_PHASE_REGISTRATION: "registration",
+    pb.TOURNAMENT_PHASE_REVEAL: "revealing seeds",
     pb.TOURNAMENT_PHASE_RUNNING: "running",
     pb.TOURNAMENT_PHASE_ENDED: "ended",
 }
@@ -55,15 +57,30 @@ def withdrawn(view: pb.TournamentView) -> dict[int, pb.TournamentEntrant]:
 
 
 def withdrawal_text(e: pb.TournamentEntrant) -> str:
-    """`withdrawn after round 2 by the organiser`, `withdrew before the start`."""
+    """`withdrawn after round 2 by the organiser`, `withdrew before round 1`."""
     after = e.withdrawn_after_round
-    when = "before the start" if after == 0 else f"after round {after}"
+    when = "before round 1" if after == 0 else f"after round {after}"
     by = WHO.get(e.withdrawn_by)
     if e.withdrawn_by == pb.ACTOR_ENTRANT:
         return f"withdrew {when}"
     if by is None:
         return f"withdrawn {when}"
     return f"withdrawn {when} by {by}" + (" (no seed revealed)" if by == "the server" else "")
+
+
+def reveal_line(view: pb.TournamentView, now_ms: int | None = None) -> str | None:
+    """While the entrants reveal their seeds: how many have, and when round 1 is paired at
+    the latest (`revealed 3 of 4 seeds; round 1 at the latest in 42 s`); None otherwise."""
+    if view.phase != pb.TOURNAMENT_PHASE_REVEAL:
+        return None
+    still = [e for e in view.entrants if not e.HasField("withdrawn_after_round")]
+    shown = sum(e.revealed for e in still)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    left = max(0, (view.reveal_deadline_ms - now + 999) // 1000)
+    return (
+        f"revealed {shown} of {len(still)} seeds; round 1 when all have, or in {left} s at the "
+        "latest (entrants still silent then are withdrawn)"
+    )
 
 
 def _quoted(note: str) -> str:
@@ -74,7 +91,7 @@ def intervention_text(view: pb.TournamentView, i: pb.TournamentIntervention) -> 
     """One intervention as a sentence: who did what, where, and why."""
     by = WHO.get(i.by, "someone")
     names = names_of(view)
-    where = f"round {i.round}" if i.round else "before the start"
+    where = f"round {i.round}" if i.round else "before round 1"
     if i.action == pb.INTERVENTION_ACTION_WITHDRAW and i.round:
         where = f"after round {i.round}"
     if i.HasField("table"):
@@ -313,6 +330,9 @@ def render(view: pb.TournamentView) -> str:
     ]
     if view.tournament_seed:
         out.append(f"  seed {view.tournament_seed}")
+    revealing = reveal_line(view)
+    if revealing is not None:
+        out.append(f"  {revealing}")
     ending = winner_line(view)
     if ending is not None:
         out.append(f"  {ending[0].upper()}{ending[1:]}")
@@ -321,9 +341,12 @@ def render(view: pb.TournamentView) -> str:
     elif view.entrants:
         names = names_of(view)
         gone = withdrawn(view)
+        revealed = {e.entrant: e.revealed for e in view.entrants}
         out += ["", "Entrants"]
         for e in sorted(names):
             mark = f"  {withdrawal_text(gone[e])}" if e in gone else ""
+            if view.phase == pb.TOURNAMENT_PHASE_REVEAL and e not in gone:
+                mark = "  revealed" if revealed.get(e) else "  not revealed yet"
             out.append(f"  {e} {names[e]}{mark}")
     if view.interventions:
         out += ["", "Interventions"]
@@ -357,7 +380,12 @@ def changes(before: pb.TournamentView | None, after: pb.TournamentView) -> Itera
             f"tournament {after.tournament_id}: {PHASES.get(after.phase, '?')}, "
             f"round {after.round} of {after.total_rounds}, {len(after.entrants)} entrants"
         )
+    if after.phase == pb.TOURNAMENT_PHASE_REVEAL and (
+        before is None or before.phase != pb.TOURNAMENT_PHASE_REVEAL
+    ):
+        yield "registration closed: the entrants reveal their seeds"
     known = set() if before is None else {e.entrant for e in before.entrants}
+    was_shown = set() if before is None else {e.entrant for e in before.entrants if e.revealed}
     was_gone = set() if before is None else set(withdrawn(before))
     for e in after.entrants:
         if before is not None and e.entrant not in known:
@@ -368,6 +396,13 @@ def changes(before: pb.TournamentView | None, after: pb.TournamentView) -> Itera
             and e.withdrawn_by == pb.ACTOR_ENTRANT
         ):
             yield f"{label(after, e.entrant, names)} {withdrawal_text(e)}"
+        if (
+            before is not None
+            and pb.TOURNAMENT_PHASE_REVEAL in (before.phase, after.phase)
+            and e.revealed
+            and e.entrant not in was_shown
+        ):
+            yield f"{label(after, e.entrant, names)} revealed its seed"
     told = 0 if before is None else len(before.interventions)
     for i in after.interventions[told:]:
         if i.action != pb.INTERVENTION_ACTION_CANCEL:
@@ -407,6 +442,7 @@ __all__ = [
     "label",
     "names_of",
     "render",
+    "reveal_line",
     "standings_lines",
     "winner_line",
     "withdrawal_text",

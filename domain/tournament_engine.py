@@ -9,6 +9,13 @@ running `Tally`, so a result costs no recount.
 The tournament seed is the server's secret until the end: the commands that need it carry
 it, and only its commitment is recorded until `End` (or `Cancel`) reveals it.
 
+Entrants register with a commitment to their client seeds and reveal them after the close
+(TOURNAMENT.md section 3): `Start` closes registration and opens the reveal window (phase
+REVEAL), `RevealSeed` takes each seed, and `CloseReveal` (the server's, once every entrant
+has revealed or the window has passed) withdraws those that did not and fixes the seeding
+from the others. An entrant registered with its seed itself (an older client) counts as
+revealed, so a tournament whose entrants all did starts at once, as before.
+
 What the organiser or the server does that play does not is an intervention of the state
 (TOURNAMENT.md section 3): a withdrawal by another than the entrant, a round started by hand,
 a table settled (its match abandoned, or forfeited for a side that never played), a
@@ -32,7 +39,9 @@ from .state import PLAYING, SEATING
 from .state import State as MatchState
 from .tournament_events import (
     EntrantRegistered,
+    EntrantSeedRevealed,
     EntrantWithdrew,
+    RegistrationClosed,
     ResultRecorded,
     RoundPaired,
     RoundTable,
@@ -42,6 +51,7 @@ from .tournament_events import (
     TournamentEnded,
     TournamentEvent,
     TournamentStarted,
+    is_commitment,
 )
 from .tournament_fairness import commitment, seeding_order
 from .tournament_pairing import Settings, active, pair_round
@@ -74,11 +84,15 @@ from .tournament_standings import (
 from .vocabulary import ForfeitCause, MatchEndReason
 
 REGISTRATION = "registration"
+REVEAL = "reveal"
+"""Registration closed; entrants reveal their client seeds before round 1 is paired."""
 RUNNING = "running"
 ENDED = "ended"
 
 MAX_NAME_CHARS = 100
 MAX_CLIENT_SEED_CHARS = 256
+NO_REVEAL_NOTE = "did not reveal its client seed in the reveal window"
+"""The reason the server's withdrawal of an entrant that did not reveal gives."""
 
 
 # Commands
@@ -94,12 +108,16 @@ class CreateTournament:
 
 @dataclass(frozen=True, slots=True)
 class Register:
-    """Register an entrant: one player, or two at partnership tables. `player_ids` names
+    """Register an entrant: one player, or two at partnership tables, with the commitment
+    to its client seed (SHA-256, lowercase hex), revealed after the close by `RevealSeed`.
+    Without a commitment, `client_seed` is the seed itself (an older client's way): its
+    commitment is recorded, and the seed counts as revealed at the close. `player_ids` names
     each player's registered player ("" for one entered by name alone; empty for none) and
     `bots` whether each is a program."""
 
     players: tuple[str, ...]
     client_seed: str = ""
+    client_seed_commitment: str = ""
     player_ids: tuple[str, ...] = ()
     bots: tuple[bool, ...] = ()
 
@@ -115,7 +133,28 @@ class Withdraw:
 
 @dataclass(frozen=True, slots=True)
 class Start:
+    """Close registration (the organiser), at `at_ms` (Unix ms): the reveal window runs
+    from then; when every entrant has its seed already, the seeding is fixed at once."""
+
     tournament_seed: bytes
+    at_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RevealSeed:
+    """Entrant `entrant` reveals its client seed, which must hash to its commitment."""
+
+    entrant: int
+    client_seed: str
+
+
+@dataclass(frozen=True, slots=True)
+class CloseReveal:
+    """Close the reveal window (the server), at `at_ms` (Unix ms): once every entrant still
+    in has revealed, or the window has passed."""
+
+    tournament_seed: bytes
+    at_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +194,16 @@ class Cancel:
 
 
 TournamentCommand = (
-    CreateTournament | Register | Withdraw | Start | PairRound | RecordResult | End | Cancel
+    CreateTournament
+    | Register
+    | Withdraw
+    | Start
+    | RevealSeed
+    | CloseReveal
+    | PairRound
+    | RecordResult
+    | End
+    | Cancel
 )
 
 
@@ -182,6 +230,8 @@ class TournamentState:
     records_interventions: bool = True
     """False for a tournament created before interventions were recorded: its record keeps
     the shape it had then (see `TournamentCreated`)."""
+    reveal_deadline_ms: int | None = None
+    """When the reveal window closes (Unix ms), once registration has closed."""
 
     @property
     def round(self) -> int:
@@ -203,7 +253,17 @@ class TournamentState:
 
     @property
     def total_rounds(self) -> int:
-        return self.settings.total_rounds(len(self.entrants))
+        """The rounds it has: with the entrants seeded once started, else all registered."""
+        seeded = self.seeding if self.seeding is not None else self.entrants
+        return self.settings.total_rounds(len(seeded))
+
+    def unrevealed(self) -> list[int]:
+        """The entrants still in (not withdrawn) that have not revealed their seeds."""
+        return [
+            e.entrant
+            for e in self.entrants
+            if e.withdrawn_after_round is None and e.client_seed is None
+        ]
 
     @property
     def over(self) -> bool:
@@ -214,11 +274,16 @@ class TournamentState:
         return self.round >= self.total_rounds or len(self.active_entrants(self.round + 1)) < 2
 
     def as_tournament(self) -> Tournament:
+        """The tournament as its record shows it: no client seed before the close (one
+        given at registration is shown from then, with those revealed)."""
+        entrants = self.entrants
+        if self.phase == REGISTRATION:
+            entrants = tuple(replace(e, client_seed=None) for e in entrants)
         return Tournament(
             tournament_id=self.tournament_id,
             settings=self.settings,
             commitment=self.commitment,
-            entrants=self.entrants,
+            entrants=entrants,
             seeding=self.seeding,
             rounds=self.rounds,
             tournament_seed=self.tournament_seed,
@@ -269,8 +334,30 @@ def _existing(state: TournamentState | None) -> TournamentState:
 @_apply.register
 def _(e: EntrantRegistered, state: TournamentState | None) -> TournamentState:
     s = _existing(state)
-    entrant = Entrant(e.entrant, e.client_seed, e.players, player_ids=e.player_ids, bots=e.bots)
+    entrant = Entrant(
+        e.entrant,
+        e.client_seed,
+        e.players,
+        client_seed_commitment=e.client_seed_commitment,
+        player_ids=e.player_ids,
+        bots=e.bots,
+    )
     return replace(s, entrants=(*s.entrants, entrant))
+
+
+@_apply.register
+def _(e: RegistrationClosed, state: TournamentState | None) -> TournamentState:
+    s = _existing(state)
+    return replace(s, phase=REVEAL, reveal_deadline_ms=e.reveal_deadline_ms)
+
+
+@_apply.register
+def _(e: EntrantSeedRevealed, state: TournamentState | None) -> TournamentState:
+    s = _existing(state)
+    entrants = tuple(
+        replace(x, client_seed=e.client_seed) if x.entrant == e.entrant else x for x in s.entrants
+    )
+    return replace(s, entrants=entrants)
 
 
 @_apply.register
@@ -295,7 +382,8 @@ def _intervened(s: TournamentState, i: Intervention) -> TournamentState:
 @_apply.register
 def _(e: TournamentStarted, state: TournamentState | None) -> TournamentState:
     s = _existing(state)
-    return replace(s, phase=RUNNING, seeding=e.seeding, tally=Tally.start(e.seeding))
+    tally = Tally.start(e.seeding, len(s.entrants))
+    return replace(s, phase=RUNNING, seeding=e.seeding, tally=tally)
 
 
 @_apply.register
@@ -418,9 +506,22 @@ def _running(state: TournamentState | None) -> TournamentState:
             reason="TOURNAMENT_NOT_STARTED",
             **_tid(state),
         )
+    if state.phase == REVEAL:
+        raise _revealing(state)
     if state.phase == ENDED:
         raise _ended(state)
     return state
+
+
+def _revealing(state: TournamentState) -> RuleViolation:
+    """The refusal of a step of play while the entrants reveal their seeds."""
+    return RuleViolation(
+        f"tournament {state.tournament_id} is in its reveal window: round 1 is paired once "
+        "every entrant has revealed its client seed, or the window has passed",
+        reason="REVEAL_WINDOW_OPEN",
+        reveal_deadline_ms=state.reveal_deadline_ms or 0,
+        **_tid(state),
+    )
 
 
 def _actor(value: object, allowed: tuple[str, ...]) -> str:
@@ -454,6 +555,10 @@ def decide_tournament(
             return _withdraw(state, command)
         case Start():
             return _start(state, command)
+        case RevealSeed():
+            return _reveal(state, command)
+        case CloseReveal():
+            return _close_reveal(state, command)
         case PairRound():
             return _pair(_running(state), command)
         case RecordResult():
@@ -510,7 +615,24 @@ def _register(state: TournamentState | None, c: Register) -> tuple[TournamentEve
             reason="NAME_TAKEN",
             **_tid(state),
         )
-    seed = _text(c.client_seed, "a client seed", MAX_CLIENT_SEED_CHARS, empty=True)
+    said = c.client_seed_commitment
+    seed: str | None = None
+    if said:
+        if not is_commitment(said):
+            raise InvalidArgument(
+                "client_seed_commitment is the SHA-256 of the client seed: 64 lowercase hex digits",
+                reason="BAD_SEED_COMMITMENT",
+                **_tid(state),
+            )
+        if c.client_seed:
+            raise InvalidArgument(
+                "give the client seed's commitment alone: the seed is revealed after the close",
+                reason="SEED_AND_COMMITMENT",
+                **_tid(state),
+            )
+    else:
+        seed = _text(c.client_seed, "a client seed", MAX_CLIENT_SEED_CHARS, empty=True)
+        said = commitment(seed.encode("utf-8"))
     cap = state.settings.max_entrants
     if cap is not None and len(state.active_entrants(1)) >= cap:
         raise RuleViolation(
@@ -518,7 +640,7 @@ def _register(state: TournamentState | None, c: Register) -> tuple[TournamentEve
             reason="REGISTRATION_FULL",
             **_tid(state),
         )
-    return (EntrantRegistered(len(state.entrants) + 1, players, seed, player_ids, bots),)
+    return (EntrantRegistered(len(state.entrants) + 1, players, seed, said, player_ids, bots),)
 
 
 def _registered(
@@ -615,10 +737,88 @@ def _start(state: TournamentState | None, c: Start) -> tuple[TournamentEvent, ..
         state.settings.check_entrants(len(state.active_entrants(1)))
     except InvalidArgument as error:
         raise RuleViolation(error.message, reason=error.reason, **_tid(state)) from None
+    if not state.unrevealed():
+        # Every entrant gave its seed at registration: nothing to wait for.
+        return (_seeded(state, c.tournament_seed),)
+    if isinstance(c.at_ms, bool) or not isinstance(c.at_ms, int) or c.at_ms < 0:
+        raise InvalidArgument("the close's time is Unix ms", **_tid(state))
+    return (RegistrationClosed(c.at_ms + state.settings.reveal_window * 1000),)
+
+
+def _seeded(state: TournamentState, tournament_seed: bytes) -> TournamentStarted:
+    """The seeding of the entrants that have their seeds (section 3), in registration
+    order: those withdrawn before revealing take no part."""
+    part = [e for e in state.entrants if e.client_seed is not None]
     order = seeding_order(
-        c.tournament_seed, state.tournament_id, [e.client_seed for e in state.entrants]
+        tournament_seed,
+        state.tournament_id,
+        [e.seed for e in part],
+        [e.entrant for e in part],
     )
-    return (TournamentStarted(order),)
+    return TournamentStarted(order)
+
+
+def _reveal(state: TournamentState | None, c: RevealSeed) -> tuple[TournamentEvent, ...]:
+    if state is None:
+        raise NotFound("no such tournament", reason="TOURNAMENT_NOT_FOUND")
+    if state.phase == REGISTRATION:
+        raise RuleViolation(
+            f"tournament {state.tournament_id} is open for registration: seeds are revealed "
+            "once the organiser has started it",
+            reason="REVEAL_NOT_OPEN",
+            **_tid(state),
+        )
+    entrant = _entrant(state, c.entrant)
+    seed = _text(c.client_seed, "a client seed", MAX_CLIENT_SEED_CHARS, empty=True)
+    if commitment(seed.encode("utf-8")) != entrant.client_seed_commitment:
+        raise InvalidArgument(
+            f"tournament {state.tournament_id}: this seed does not hash to entrant "
+            f"{c.entrant}'s commitment",
+            reason="SEED_DOES_NOT_MATCH",
+            entrant=c.entrant,
+            **_tid(state),
+        )
+    if entrant.client_seed is not None:
+        raise RuleViolation(
+            f"tournament {state.tournament_id}: entrant {c.entrant} has revealed its seed already",
+            reason="ALREADY_REVEALED",
+            entrant=c.entrant,
+            **_tid(state),
+        )
+    if state.phase != REVEAL:
+        raise RuleViolation(
+            f"tournament {state.tournament_id}: the reveal window has closed",
+            reason="REVEAL_CLOSED",
+            entrant=c.entrant,
+            **_tid(state),
+        )
+    if entrant.withdrawn_after_round is not None:
+        raise RuleViolation(
+            f"tournament {state.tournament_id}: entrant {c.entrant} has withdrawn",
+            reason="ALREADY_WITHDRAWN",
+            entrant=c.entrant,
+            **_tid(state),
+        )
+    return (EntrantSeedRevealed(c.entrant, seed),)
+
+
+def _close_reveal(state: TournamentState | None, c: CloseReveal) -> tuple[TournamentEvent, ...]:
+    if state is None:
+        raise NotFound("no such tournament", reason="TOURNAMENT_NOT_FOUND")
+    if state.phase != REVEAL:
+        raise RuleViolation(
+            f"tournament {state.tournament_id} has no reveal window open",
+            reason="REVEAL_NOT_OPEN",
+            **_tid(state),
+        )
+    _check_seed(state, c.tournament_seed)
+    silent = state.unrevealed()
+    assert state.reveal_deadline_ms is not None
+    if silent and c.at_ms < state.reveal_deadline_ms:
+        raise _revealing(state)
+    withdrawn = tuple(EntrantWithdrew(e, 0, SERVER, NO_REVEAL_NOTE) for e in silent)
+    after = fold_tournament(withdrawn, state)
+    return (*withdrawn, _seeded(after, c.tournament_seed))
 
 
 def _pair(state: TournamentState, c: PairRound) -> tuple[TournamentEvent, ...]:
@@ -722,11 +922,12 @@ def _end(state: TournamentState, c: End) -> tuple[TournamentEvent, ...]:
 
 
 def _cancel(state: TournamentState | None, c: Cancel) -> tuple[TournamentEvent, ...]:
-    state = _registering(
-        state,
-        "has started: only a tournament still open for registration can be cancelled "
-        "(withdraw its entrants, or settle its tables)",
-    )
+    if state is None or state.phase != REVEAL:
+        state = _registering(
+            state,
+            "has started: only a tournament whose round 1 is not paired yet can be "
+            "cancelled (withdraw its entrants, or settle its tables)",
+        )
     _check_seed(state, c.tournament_seed)
     return (TournamentCancelled(_note(c.note)), TournamentEnded(c.tournament_seed.hex()))
 
@@ -852,15 +1053,19 @@ def settlement_of(ended: MatchEnded, by_server: bool = False) -> tuple[str, str]
 
 __all__ = [
     "ENDED",
+    "NO_REVEAL_NOTE",
     "ORGANISER_FORFEIT",
     "REGISTRATION",
+    "REVEAL",
     "RUNNING",
     "Cancel",
+    "CloseReveal",
     "CreateTournament",
     "End",
     "PairRound",
     "RecordResult",
     "Register",
+    "RevealSeed",
     "Start",
     "TournamentCommand",
     "TournamentState",

@@ -11,6 +11,13 @@ read, who acted taken from the actor its row was written by (the server recorded
 for the organiser's withdrawals and rounds started by hand; anyone else's withdrawal was the
 entrant's own, and anyone else's pairing the server's), and a tournament created at version 1
 keeps the record it had (`TournamentCreated.records_interventions`).
+
+Entrants commit to their client seeds at registration and reveal them after the close
+(TOURNAMENT.md section 3): `EntrantRegistered` carries `client_seed_commitment`, and its
+`client_seed` only when the client gave the seed itself (null otherwise, until
+`EntrantSeedRevealed`); `RegistrationClosed` opens the reveal window. These were added to
+version 2 as fields and types that older payloads lack: an `EntrantRegistered` without a
+commitment is one whose seed was given at registration, its commitment computed when read.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import CorruptRecord
+from .tournament_fairness import commitment
 from .tournament_pairing import Settings
 from .tournament_record import (
     ABANDON,
@@ -53,15 +61,39 @@ class TournamentCreated:
 
 @dataclass(frozen=True, slots=True)
 class EntrantRegistered:
-    """Entrant number `entrant` (1-based, registration order) and its players' names; for
-    players registered as such (RATINGS.md), their ids ("" for one entered by name alone)
-    and whether each is a program, both empty when none is."""
+    """Entrant number `entrant` (1-based, registration order), its players' names and its
+    client seed's commitment; `client_seed` when the client gave the seed itself (counted
+    as revealed at the close), else None until `EntrantSeedRevealed`. For players registered
+    as such (RATINGS.md), their ids ("" for one entered by name alone) and whether each is a
+    program, both empty when none is."""
 
     entrant: int
     players: tuple[str, ...]
-    client_seed: str
+    client_seed: str | None
+    client_seed_commitment: str = ""
     player_ids: tuple[str, ...] = ()
     bots: tuple[bool, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.client_seed_commitment and self.client_seed is not None:
+            seeded = commitment(self.client_seed.encode("utf-8"))
+            object.__setattr__(self, "client_seed_commitment", seeded)
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationClosed:
+    """The start closed registration: entrants reveal their seeds until `reveal_deadline_ms`
+    (Unix ms, the close plus the reveal window), or until every one has."""
+
+    reveal_deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class EntrantSeedRevealed:
+    """Entrant `entrant` revealed its client seed, which hashes to its commitment."""
+
+    entrant: int
+    client_seed: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +171,8 @@ class TournamentEnded:
 TournamentEvent = (
     TournamentCreated
     | EntrantRegistered
+    | RegistrationClosed
+    | EntrantSeedRevealed
     | EntrantWithdrew
     | TournamentStarted
     | RoundPaired
@@ -151,6 +185,8 @@ TournamentEvent = (
 TOURNAMENT_EVENT_TYPES: tuple[type[TournamentEvent], ...] = (
     TournamentCreated,
     EntrantRegistered,
+    RegistrationClosed,
+    EntrantSeedRevealed,
     EntrantWithdrew,
     TournamentStarted,
     RoundPaired,
@@ -177,11 +213,16 @@ def encode_tournament_event(event: TournamentEvent) -> tuple[str, int, dict[str,
                 "entrant": event.entrant,
                 "players": list(event.players),
                 "client_seed": event.client_seed,
+                "client_seed_commitment": event.client_seed_commitment,
             }
             if event.player_ids:
                 # Only when a registered player entered: other payloads keep their bytes.
                 payload["player_ids"] = list(event.player_ids)
                 payload["bots"] = list(event.bots)
+        case RegistrationClosed():
+            payload = {"reveal_deadline_ms": event.reveal_deadline_ms}
+        case EntrantSeedRevealed():
+            payload = {"entrant": event.entrant, "client_seed": event.client_seed}
         case EntrantWithdrew():
             payload = {
                 "entrant": event.entrant,
@@ -225,6 +266,13 @@ def encode_tournament_event(event: TournamentEvent) -> tuple[str, int, dict[str,
     return type(event).__name__, TOURNAMENT_SCHEMA_VERSION, payload
 
 
+def is_commitment(value: object) -> bool:
+    """Whether `value` is a SHA-256 as commitments are written: 64 lowercase hex digits."""
+    return (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    )
+
+
 def _bad(type_name: str, why: str) -> CorruptRecord:
     return CorruptRecord(f"{type_name} payload: {why}", event_type=type_name)
 
@@ -244,6 +292,7 @@ def _field(type_name: str, payload: Mapping[str, Any], key: str, kind: str) -> A
         "bools": isinstance(v, list) and all(isinstance(x, bool) for x in v),
         "list": isinstance(v, list),
         "actor": isinstance(v, str) and v in ACTORS,
+        "commitment": is_commitment(v),
         "settle_action": v in (ABANDON, FORFEIT_TABLE),
     }[kind]
     if not ok:
@@ -253,7 +302,16 @@ def _field(type_name: str, payload: Mapping[str, Any], key: str, kind: str) -> A
 
 _FIELDS: dict[str, tuple[str, ...]] = {
     "TournamentCreated": ("tournament_id", "name", "settings", "commitment"),
-    "EntrantRegistered": ("entrant", "players", "client_seed", "player_ids", "bots"),
+    "EntrantRegistered": (
+        "entrant",
+        "players",
+        "client_seed",
+        "client_seed_commitment",
+        "player_ids",
+        "bots",
+    ),
+    "RegistrationClosed": ("reveal_deadline_ms",),
+    "EntrantSeedRevealed": ("entrant", "client_seed"),
     "EntrantWithdrew": ("entrant", "after_round", "by", "note"),
     "TournamentStarted": ("seeding",),
     "RoundPaired": ("round", "byes", "tables", "by"),
@@ -262,7 +320,9 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "TournamentCancelled": ("note",),
     "TournamentEnded": ("tournament_seed",),
 }
-_NEW_IN_2 = frozenset({"TableSettled", "TournamentCancelled"})
+_NEW_IN_2 = frozenset(
+    {"TableSettled", "TournamentCancelled", "RegistrationClosed", "EntrantSeedRevealed"}
+)
 
 
 def _upcast_1(type_name: str, payload: Mapping[str, Any], actor: str) -> Mapping[str, Any]:
@@ -309,13 +369,28 @@ def decode_tournament_event(
             )
         case "EntrantRegistered":
             registered = "player_ids" in payload or "bots" in payload
+            player_ids = f("player_ids", "strs") if registered else ()
+            bots = f("bots", "bools") if registered else ()
+            if "client_seed_commitment" not in payload:
+                # Registered before commitments: the seed was given, and is the commitment's.
+                return EntrantRegistered(
+                    f("entrant", "int"),
+                    f("players", "strs"),
+                    f("client_seed", "str"),
+                    player_ids=player_ids,
+                    bots=bots,
+                )
+            seed = f("client_seed", "str?")
+            said = f("client_seed_commitment", "commitment")
+            if seed is not None and commitment(seed.encode("utf-8")) != said:
+                raise _bad(type_name, "client_seed does not hash to client_seed_commitment")
             return EntrantRegistered(
-                f("entrant", "int"),
-                f("players", "strs"),
-                f("client_seed", "str"),
-                f("player_ids", "strs") if registered else (),
-                f("bots", "bools") if registered else (),
+                f("entrant", "int"), f("players", "strs"), seed, said, player_ids, bots
             )
+        case "RegistrationClosed":
+            return RegistrationClosed(f("reveal_deadline_ms", "int"))
+        case "EntrantSeedRevealed":
+            return EntrantSeedRevealed(f("entrant", "int"), f("client_seed", "str"))
         case "EntrantWithdrew":
             return EntrantWithdrew(
                 f("entrant", "int"), f("after_round", "int"), f("by", "actor"), f("note", "str")

@@ -25,6 +25,10 @@ ROUND_ROBIN = "round_robin"
 SWISS = "swiss"
 FORMATS = frozenset({ROUND_ROBIN, SWISS})
 MAX_SWISS_ROUNDS = 50
+REVEAL_WINDOW = 60
+"""Seconds from the close of registration to round 1 by default: the entrants' time to reveal
+their client seeds (TOURNAMENT.md section 3)."""
+MAX_REVEAL_WINDOW = 86_400
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,8 @@ class Settings:
     rated: bool = False
     """Its matches are rated (RATINGS.md section 2): every entrant's players are registered
     players."""
+    reveal_window: int = REVEAL_WINDOW
+    """Seconds after the close of registration that entrants have to reveal their seeds."""
 
     @property
     def two_sided(self) -> bool:
@@ -83,6 +89,8 @@ class Settings:
             raise bad("max_entrants is at least 2")
         if not isinstance(self.rated, bool):
             raise bad("rated is true or false")
+        if not 1 <= self.reveal_window <= MAX_REVEAL_WINDOW:
+            raise bad(f"reveal_window is 1 to {MAX_REVEAL_WINDOW} seconds")
 
     def check_entrants(self, entrants: int) -> None:
         """Raises InvalidArgument (reason TOO_FEW_ENTRANTS) unless `entrants` may start:

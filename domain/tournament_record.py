@@ -21,6 +21,7 @@ from .tournament_fairness import (
 )
 from .tournament_pairing import (
     FORMATS,
+    REVEAL_WINDOW,
     ROUND_ROBIN,
     Pairing,
     Settings,
@@ -85,20 +86,36 @@ def unplayable_tables(interventions: Sequence[Mapping[str, Any]]) -> frozenset[t
 @dataclass(frozen=True, slots=True)
 class Entrant:
     """An entrant: its 1-based registration number, its players' names (two in
-    partnerships), its client seed, and the round after which it withdrew (0: before the
-    start) and who withdrew it (ENTRANT, ORGANISER, SERVER; None when unknown, as in a
-    record written before it was recorded), if it did; and its registered players."""
+    partnerships), its client seed (None until revealed, and for good when it never was),
+    and the round after which it withdrew (0: before the start) and who withdrew it
+    (ENTRANT, ORGANISER, SERVER; None when unknown, as in a record written before it was
+    recorded), if it did; its seed's commitment, and its registered players."""
 
     entrant: int
-    client_seed: str
+    client_seed: str | None
     players: tuple[str, ...] | None = None
     withdrawn_after_round: int | None = None
     withdrawn_by: str | None = None
+    client_seed_commitment: str | None = None
+    """SHA-256 of the client seed (lowercase hex), given at registration; None in a record
+    written before entrants committed to their seeds."""
     player_ids: tuple[str, ...] = ()
     """Each player's registered player id ("" for a player entered by name alone), or
     empty when none is registered (RATINGS.md)."""
     bots: tuple[bool, ...] = ()
     """Whether each registered player is a program (not in the record, which names ids)."""
+
+    @property
+    def revealed(self) -> bool:
+        return self.client_seed is not None
+
+    @property
+    def seed(self) -> str:
+        """The client seed of an entrant that has revealed it (every entrant that is seeded
+        or seated has). Raises ValueError for one that has not."""
+        if self.client_seed is None:
+            raise ValueError(f"entrant {self.entrant} has not revealed its client seed")
+        return self.client_seed
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,11 +180,12 @@ class Tournament:
 
     def taking_part(self) -> tuple[Entrant, ...]:
         """The entrants that take part in the seeding: all but those withdrawn before round 1
-        for not revealing their seeds (section 3)."""
+        for not revealing their seeds (section 3), and those that withdrew before revealing
+        theirs (no seed, so no part in the seeding key)."""
         return tuple(
             e
             for e in self.entrants
-            if not (e.withdrawn_after_round == 0 and e.withdrawn_by == SERVER)
+            if e.revealed and not (e.withdrawn_after_round == 0 and e.withdrawn_by == SERVER)
         )
 
     def withdrawn_after(self) -> tuple[int | None, ...]:
@@ -259,20 +277,24 @@ def table_matches(tournament: Tournament) -> tuple[TableMatch, ...]:
 # Writing
 
 
-def settings_json(s: Settings) -> dict[str, Any]:
+def settings_json(s: Settings, every: bool = True) -> dict[str, Any]:
+    """The settings as the record and the events write them: every one, defaults included
+    (section 6); with `every` false, the round delay, the reveal window, the entrant cap and
+    `rated` only when they are not the defaults, as records made before section 6 asked for every
+    one (the test vectors) have them."""
     out: dict[str, Any] = {"format": s.format}
     if s.format == ROUND_ROBIN:
         out["double_round_robin"] = s.double_round_robin
     else:
         out["rounds"] = s.rounds
-    if s.round_delay:
+    if every or s.round_delay:
         out["round_delay"] = s.round_delay
-    if s.max_entrants is not None:
+    if every or s.reveal_window != REVEAL_WINDOW:
+        out["reveal_window"] = s.reveal_window
+    if every or s.max_entrants is not None:
         out["max_entrants"] = s.max_entrants
-    if s.rated:
-        # Written when set only, as round_delay: the payloads and records of tournaments
-        # made before ratings keep their bytes.
-        out["rated"] = True
+    if every or s.rated:
+        out["rated"] = s.rated
     out["table"] = {"seats": s.seats, "partnerships": s.partnerships, "rules": dict(s.rules)}
     return out
 
@@ -317,15 +339,17 @@ def intervention_json(i: Intervention) -> dict[str, Any]:
 
 def build_tournament_record(t: Tournament, tally: Tally | None = None) -> dict[str, Any]:
     """The section 6 record of `t` (without `signature`), standings from every result
-    recorded. `name` and the players' names are written when known, the settings' round
-    delay and entrant cap when not the defaults, the interventions and each entrant's
-    `withdrawn_by` when `t` knows them (a record made before they were recorded, as the test
-    vectors are, has neither). `tally`, when given, is the tally of `t`'s byes and results
-    already counted (the aggregate keeps one), so they are not counted again."""
+    recorded. `name` and the players' names are written when known, each entrant's seed
+    commitment when known, and its client seed as null until it is revealed. When `t` knows
+    its interventions, the record has them, each entrant's `withdrawn_by`, and every setting,
+    defaults included; a record made before they were recorded (as the test vectors are) has
+    neither, and the settings' round delay, reveal window and entrant cap only when they are
+    not the defaults. `tally`, when given, is the tally of `t`'s byes and results already
+    counted (the aggregate keeps one), so they are not counted again."""
     record: dict[str, Any] = {"format": TOURNAMENT_RECORD_FORMAT, "tournament_id": t.tournament_id}
     if t.name is not None:
         record["name"] = t.name
-    record["settings"] = settings_json(t.settings)
+    record["settings"] = settings_json(t.settings, every=t.interventions is not None)
     record["commitment"] = t.commitment
     if t.tournament_seed is not None:
         record["tournament_seed"] = t.tournament_seed
@@ -338,6 +362,8 @@ def build_tournament_record(t: Tournament, tally: Tally | None = None) -> dict[s
             # TOURNAMENT.md section 6: the players also name each registered player's id,
             # in the order of `players` (null for one entered by name alone).
             item["player_ids"] = [p or None for p in e.player_ids]
+        if e.client_seed_commitment is not None:
+            item["client_seed_commitment"] = e.client_seed_commitment
         item["client_seed"] = e.client_seed
         item["withdrawn_after_round"] = e.withdrawn_after_round
         if t.interventions is not None:
@@ -474,6 +500,7 @@ def settings_from_json(value: Any, place: str = "settings") -> Settings:
         double_round_robin=_bool(s.get("double_round_robin", False), f"{place}.double_round_robin"),
         round_delay=_int(s.get("round_delay", 0), f"{place}.round_delay"),
         max_entrants=_int(s.get("max_entrants"), f"{place}.max_entrants", optional=True),
+        reveal_window=_int(s.get("reveal_window", REVEAL_WINDOW), f"{place}.reveal_window"),
         rated=_bool(s.get("rated", False), f"{place}.rated"),
     )
     try:
@@ -519,7 +546,7 @@ def parse_tournament_record(record: Any) -> Tournament:
         entrants.append(
             Entrant(
                 number,
-                _str(_get(e, "client_seed", place), f"{place}.client_seed"),
+                _str(_get(e, "client_seed", place), f"{place}.client_seed", optional=True),
                 players,
                 _int(
                     e.get("withdrawn_after_round"), f"{place}.withdrawn_after_round", optional=True
@@ -528,6 +555,11 @@ def parse_tournament_record(record: Any) -> Tournament:
                 _withdrawn_by(_get(e, "withdrawn_by", place), f"{place}.withdrawn_by")
                 if known or "withdrawn_by" in e
                 else None,
+                _str(
+                    e.get("client_seed_commitment"),
+                    f"{place}.client_seed_commitment",
+                    optional=True,
+                ),
                 player_ids,
             )
         )
@@ -650,13 +682,11 @@ def check_tournament_record(record: Any) -> Tournament:
         _check_interventions(t)
         return t
     part = t.taking_part()
-    taking_part = {e.entrant for e in part}
-    for i, raw in enumerate(_list(_get(r, "entrants", "record"), "entrants")):
-        said = raw.get("client_seed_commitment") if isinstance(raw, Mapping) else None
-        entrant = t.entrants[i]
+    for i, entrant in enumerate(t.entrants):
+        said = entrant.client_seed_commitment
         if (
             said is not None
-            and entrant.entrant in taking_part
+            and entrant.client_seed is not None
             and said != commitment(entrant.client_seed.encode("utf-8"))
         ):
             raise _bad(
@@ -664,14 +694,17 @@ def check_tournament_record(record: Any) -> Tournament:
             )
     if seed is not None:
         want = seeding_order(
-            seed, t.tournament_id, [e.client_seed for e in part], [e.entrant for e in part]
+            seed, t.tournament_id, [e.seed for e in part], [e.entrant for e in part]
         )
         if t.seeding != want:
             raise _differ("seeding", list(t.seeding), list(want))
     elif sorted(t.seeding) != [e.entrant for e in part]:
         raise _bad("seeding", "does not order the entrants that take part once each")
     try:
-        t.settings.check_entrants(len(part))
+        if len(part) == n:
+            # Fewer may be left once the reveal window closes (section 3): the tournament
+            # then plays on with them, or ends at once when fewer than two are left.
+            t.settings.check_entrants(len(part))
         total = t.settings.total_rounds(len(part))
     except InvalidArgument as error:
         raise _bad("entrants", error.message) from None

@@ -81,6 +81,7 @@ def build_application(
         feed,
         wakes,
         commands,
+        clock,
     )
     return Application(
         commands,

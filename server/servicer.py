@@ -396,6 +396,7 @@ class BergenServicer:
             tuple(req.players),
             req.client_seed,
             tuple(req.player_tokens),
+            req.client_seed_commitment,
             registered,
         )
         return pb.RegisterEntrantResponse(entrant=entrant, player_tokens=tokens)
@@ -412,7 +413,9 @@ class BergenServicer:
         self, req: pb.StartTournamentRequest, context: grpc.ServicerContext
     ) -> pb.StartTournamentResponse:
         t = self._tournaments.start(_caller(context), check_tournament_id(req.tournament_id))
-        return pb.StartTournamentResponse(seeding=t.state.seeding or ())
+        return pb.StartTournamentResponse(
+            seeding=t.state.seeding or (), reveal_deadline_ms=t.state.reveal_deadline_ms or 0
+        )
 
     def StartNextRound(
         self, req: pb.StartNextRoundRequest, context: grpc.ServicerContext
@@ -500,6 +503,17 @@ class BergenServicer:
     ) -> pb.CancelTournamentResponse:
         self._tournaments.cancel(_caller(context), check_tournament_id(req.tournament_id), req.note)
         return pb.CancelTournamentResponse()
+
+    def RevealEntrantSeed(
+        self, req: pb.RevealEntrantSeedRequest, context: grpc.ServicerContext
+    ) -> pb.RevealEntrantSeedResponse:
+        t = self._tournaments.reveal(
+            _caller(context), check_tournament_id(req.tournament_id), req.entrant, req.client_seed
+        )
+        return pb.RevealEntrantSeedResponse(
+            unrevealed=len(t.state.unrevealed()) if t.state.seeding is None else 0,
+            reveal_deadline_ms=t.state.reveal_deadline_ms or 0,
+        )
 
     # Hand-offs ------------------------------------------------------------------------------
 
@@ -651,6 +665,7 @@ def _tournament_view(v: TournamentView) -> pb.TournamentView:
             total_rounds=t.state.total_rounds,
             version=t.version,
             by_hand=t.by_hand,
+            reveal_deadline_ms=t.state.reveal_deadline_ms,
             bots=[e.bots for e in t.state.entrants],
         )
         with _VIEWS_LOCK:

@@ -1,20 +1,25 @@
 """The tournaments' process manager: each replica runs one, driven by the store's global order.
 
-When a round is paired it creates the round's matches (their ids and server seeds derived as
-TOURNAMENT.md section 3 says, the table's rules) and seats each entrant's players with their
-tournament tokens, without JoinMatch; when a tournament's match ends it records the result;
-when every table of a round has its result it pairs the next round (after `round_delay`,
-unless the organiser starts rounds by hand) or ends the tournament. A match the organiser
-settled (abandoned, or forfeited for a side) or the server abandoned is recorded with that
-intervention, read from the match's end, whoever gets there first.
+When the entrants of a started tournament have all revealed their client seeds, or its reveal
+window has passed, it closes the window: the silent ones withdrawn, the seeding fixed. The
+deadline is in the tournament's events, so a restart keeps it, and whichever replica is up
+when it falls closes the window. When a round is paired it creates the round's matches
+(their ids and server seeds derived as TOURNAMENT.md section 3 says, the table's rules) and
+seats each entrant's players with their tournament tokens, without JoinMatch; when a
+tournament's match ends it records the result; when every table of a round has its result it
+pairs the next round (after `round_delay`, unless the organiser starts rounds by hand) or
+ends the tournament. A match the organiser settled (abandoned, or forfeited for a side) or
+the server abandoned is recorded with that intervention, read from the match's end, whoever
+gets there first.
 
 Every step is idempotent, so a crash anywhere, or two replicas doing the same step at once,
-neither loses nor doubles one: a round is paired under the command id `pair-round-R`, a
-result recorded under `result-round-R-table-T`, the end under `end`, a match's creation is
-the first event of a stream whose id is derived (a second one loses the race), and each seat
-is taken under the command id `tournament-seat-S`. A step is decided from the tournament's
-stored state alone, so whichever replica gets there does the same thing. On start the manager
-looks at every tournament, so what a replica killed midway left undone is done.
+neither loses nor doubles one: the reveal window is closed under the command id
+`close-reveal`, a round is paired under `pair-round-R`, a result recorded under
+`result-round-R-table-T`, the end under `end`, a match's creation is the first event of a
+stream whose id is derived (a second one loses the race), and each seat is taken under the
+command id `tournament-seat-S`. A step is decided from the tournament's stored state alone,
+so whichever replica gets there does the same thing. On start the manager looks at every
+tournament, so what a replica killed midway left undone is done.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from dataclasses import replace
 from bergen.domain.commands import CreateMatch, TakeSeat
 from bergen.domain.errors import BergenError, ConcurrencyConflict, LogTampered, NotFound
 from bergen.domain.state import ENDED, SEATING
-from bergen.domain.tournament_engine import RUNNING
+from bergen.domain.tournament_engine import REVEAL, RUNNING
 from bergen.domain.tournament_fairness import table_server_seed
 from bergen.domain.tournament_pairing import seats_of
 from bergen.domain.tournament_record import MAX_NOTE_CHARS, SERVER, UNPLAYABLE, PlayedTable
@@ -83,7 +88,8 @@ class TournamentManager(Worker):
         not read every table of its round from the store again."""
         self._dirty: set[str] = set()
         self._due: dict[str, int] = {}
-        """Tournaments to look at again at a time (Unix ms): a round delay, a retry."""
+        """Tournaments to look at again at a time (Unix ms): a round delay, the end of a reveal
+        window, a retry."""
         self._lock = threading.Lock()
         self.steps = 0
         """Steps this replica wrote (for tests)."""
@@ -169,6 +175,15 @@ class TournamentManager(Worker):
         while True:
             t = self._tournaments.repository.load(tournament_id)
             state = t.state
+            if state.phase == REVEAL:
+                deadline = state.reveal_deadline_ms
+                assert deadline is not None
+                now = self._clock()
+                if state.unrevealed() and now < deadline:
+                    return deadline
+                self._count(self._tournaments.close_reveal(tournament_id, now).replayed)
+                log.info("tournament %s: reveal window closed", tournament_id)
+                continue
             if state.phase != RUNNING:
                 return None
             if state.rounds:
@@ -352,7 +367,7 @@ class TournamentManager(Worker):
             e = state.entrants[entrant - 1]
             assert e.players is not None
             sealed = t.tokens[entrant][player]
-            take = TakeSeat(e.players[player], e.client_seed, seat)
+            take = TakeSeat(e.players[player], e.seed, seat)
             if e.player_ids and e.player_ids[player]:
                 take = replace(take, player=e.player_ids[player], bot=e.bots[player])
             intent = self._seat_intent(take, token_metadata(sealed))

@@ -12,6 +12,13 @@ the entrant's seat token in every match of the tournament, so when a round seats
 the gateway also sets that match's seat cookie (the players' API's own), and the match page
 opens as that seat's. No answer, page, URL or log line holds the token.
 
+The entrant's client seed is drawn here too, and only its commitment is sent with the
+registration (TOURNAMENT.md section 3): the seed is sealed in the entrant's cookies beside the
+token. Once the organiser has started the tournament, "my tournament" asked during the reveal
+phase reveals it (the entrant's page asks as soon as its stream shows the phase), then
+answers. A browser that has lost its cookies cannot reveal: its entrant is withdrawn before
+round 1, as the rules say.
+
 At partnership tables an entrant is two players with a token each (RegisterEntrant's
 `players` and `player_tokens`, as `bergen play --tournament --register --partner` sends them),
 each seated in its own seat of the entrant's side. The browser that registers holds both, each
@@ -34,7 +41,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bergen.cli_client.tournament_play import standings_rows
+from bergen.cli_client.tournament_play import TOO_LATE, needs_reveal, standings_rows
+from bergen.domain.tournament_fairness import commitment
 from bergen.v1 import bergen_pb2 as pb
 
 from .app import checked_id
@@ -74,6 +82,7 @@ PLAYER_WORD = ("first", "second")
 ROUND_ENDS_KEPT = 10_000
 PHASE_WORD = {
     pb.TOURNAMENT_PHASE_REGISTRATION: "registration",
+    pb.TOURNAMENT_PHASE_REVEAL: "reveal",
     pb.TOURNAMENT_PHASE_RUNNING: "running",
     pb.TOURNAMENT_PHASE_ENDED: "ended",
 }
@@ -147,7 +156,8 @@ def set_entry(
     """Hand `player` of the entrant (its number in `held.seat`, its token in `held.token`) to
     this browser: its sealed cookie, and the page's mark that the browser holds an entrant."""
     set_sealed(
-        request, response, Held(sealed_as(tournament_id, player), held.seat, held.token),
+        request, response,
+        Held(sealed_as(tournament_id, player), held.seat, held.token, held.client_seed),
         name=_cookie_name(tournament_id, player), path=f"/api/play/tournaments/{tournament_id}",
         mark=ENTERED_PREFIX + tournament_id, page="/tournament",
     )  # fmt: skip
@@ -244,6 +254,16 @@ def mine(
     standings = standings_rows(view)
     placed = next((row for row in standings if row["entrant"] == entrant), None)
     withdrawn = me is not None and me.HasField("withdrawn_after_round")
+    reveal: JSON | None = None
+    if view.phase == pb.TOURNAMENT_PHASE_REVEAL:
+        still = [e for e in view.entrants if not e.HasField("withdrawn_after_round")]
+        left = max(0.0, view.reveal_deadline_ms / 1000 - time.time())
+        reveal = {
+            "revealed": me is not None and me.revealed,
+            "entrants_revealed": sum(e.revealed for e in still),
+            "entrants": len(still),
+            "closes_in_s": round(left, 1),
+        }
     return {
         "tournament_id": view.tournament_id,
         "name": view.name,
@@ -261,6 +281,7 @@ def mine(
         "table": table,
         "bye": bye,
         "next_round": _next_round(view, ends),
+        "reveal": reveal,
         "rank": placed["rank"] if placed is not None else None,
         "standings": standings,
     }
@@ -315,12 +336,13 @@ async def register(request: Request) -> Response:
     me = signed_in(request)
     names = _names(body, me)
     tokens = [new_token() for _ in names]
+    # Drawn here, for this entrant alone: the server learns only its commitment until the
+    # start, and the seed itself when the page reveals it (`my_tournament`).
+    client_seed = secrets.token_hex(16)
     entry = pb.RegisterEntrantRequest(
         tournament_id=tid,
         players=names,
-        # Drawn here, for this entrant alone: the server learns it at once, as
-        # RegisterEntrant asks, and keeps only its commitment until the start.
-        client_seed=secrets.token_hex(16),
+        client_seed_commitment=commitment(client_seed.encode("utf-8")),
         player_tokens=tokens,
     )
     if me is not None:  # the (first) player is the browser's registered player
@@ -341,7 +363,7 @@ async def register(request: Request) -> Response:
         raise refused from None
     response = json_answer({"tournament_id": tid, "entrant": got.entrant}, 201)
     for player, token in enumerate(tokens):
-        set_entry(request, response, tid, player, Held("", got.entrant, token))
+        set_entry(request, response, tid, player, Held("", got.entrant, token, client_seed))
     return response
 
 
@@ -357,12 +379,35 @@ async def my_tournament(request: Request) -> Response:
     where = reply.assignment
     if not reply.HasField("assignment") or (where.entrant, where.player) != (me.seat, player):
         raise Refused(403, "this browser's entrant is not known to the tournament", "NO_ENTRANT")
+    if me.client_seed is not None and needs_reveal(reply.tournament, me.seat):
+        await _reveal(request, tid, me)
+        reply = await _tournament(request, tid, me.token)
+        where = reply.assignment
     body = mine(reply, me.seat, _ends(request), player, tuple(sorted(held)))
     response = json_answer(body)
     table = body["table"]
     if isinstance(table, dict) and table["playing"]:
         set_seat_cookie(request, response, Held(where.match_id, where.seat, me.token))
     return response
+
+
+async def _reveal(request: Request, tid: str, me: Held) -> None:
+    """Reveal the entrant's sealed seed. A window closed meanwhile, or an entrant withdrawn,
+    is what the tournament then shows; any other refusal is the answer's."""
+    assert me.client_seed is not None
+    try:
+        await call_upstream(
+            request,
+            "RevealEntrantSeed",
+            pb.RevealEntrantSeedRequest(
+                tournament_id=tid, entrant=me.seat, client_seed=me.client_seed
+            ),
+            me.token,
+        )
+    except grpc.aio.AioRpcError as e:
+        refused = refused_upstream(e)
+        if refused.code not in TOO_LATE:
+            raise refused from None
 
 
 async def withdraw(request: Request) -> Response:

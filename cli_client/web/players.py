@@ -127,11 +127,13 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class Held:
-    """A seat as the browser's cookie holds it, once opened."""
+    """A seat as the browser's cookie holds it, once opened; for a tournament's entrant,
+    also its client seed, which the gateway reveals after the start (`client_seed`)."""
 
     match_id: str
     seat: int
     token: str
+    client_seed: str | None = None
 
 
 def new_token() -> str:
@@ -172,15 +174,20 @@ class Sealer:
         return cls(keys)
 
     def seal(self, held: Held) -> str:
-        data = json.dumps({"m": held.match_id, "s": held.seat, "t": held.token})
-        return self._fernet.encrypt(data.encode()).decode()
+        fields: dict[str, object] = {"m": held.match_id, "s": held.seat, "t": held.token}
+        if held.client_seed is not None:
+            fields["c"] = held.client_seed
+        return self._fernet.encrypt(json.dumps(fields).encode()).decode()
 
     def open(self, sealed: str) -> Held | None:
         """The seat a cookie holds; None for one this gateway's keys did not seal."""
         try:
             data = json.loads(self._fernet.decrypt(sealed.encode()))
-            return Held(str(data["m"]), int(data["s"]), str(data["t"]))
-        except (InvalidToken, ValueError, KeyError, TypeError):
+            seed = data.get("c")
+            if seed is not None and not isinstance(seed, str):
+                return None
+            return Held(str(data["m"]), int(data["s"]), str(data["t"]), seed)
+        except (InvalidToken, ValueError, KeyError, TypeError, AttributeError):
             return None
 
 

@@ -5,6 +5,11 @@ Each player's token is sealed at registration like a seat token; the process man
 the player with that sealed token in each of the entrant's matches, so the token is the
 player's seat token everywhere in the tournament. Nobody joins a tournament's match
 (`refuse_join`).
+
+An entrant registers with the commitment to its client seed and reveals the seed, with one
+of its players' tokens, between the start and round 1 (`reveal`); the process manager closes
+the reveal window (`close_reveal`) once every entrant has revealed or its deadline, recorded
+when the start closed registration, has passed.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ from bergen.domain.players import Player
 from bergen.domain.tournament_engine import (
     MAX_NAME_CHARS,
     Cancel,
+    CloseReveal,
     CreateTournament,
     End,
     PairRound,
     RecordResult,
     Register,
+    RevealSeed,
     Start,
     Withdraw,
     check_settle,
@@ -42,7 +49,14 @@ from bergen.domain.tournament_standings import ScoredResult
 
 from .. import auth
 from ..auth import JOIN_PREFIX
-from ..commands import SEATING_TIMEOUT_COMMAND, MatchCommands, check_client_token, players_name
+from ..commands import (
+    SEATING_TIMEOUT_COMMAND,
+    Clock,
+    MatchCommands,
+    check_client_token,
+    players_name,
+    wall_ms,
+)
 from ..feed import EventFeed
 from ..identity import Caller, Identity
 from ..matches import TOKEN_KEY_ID, Match, MatchRepository
@@ -66,6 +80,7 @@ log = logging.getLogger("bergen.server.tournaments")
 REGISTER_PREFIX = "register-"
 """A registration's command id when the client made the tokens: keyed like a join's."""
 END_COMMAND_ID = "end"
+CLOSE_REVEAL_COMMAND_ID = "close-reveal"
 
 
 def pair_command_id(round_number: int) -> str:
@@ -91,8 +106,11 @@ class TournamentCommands(TournamentQueries):
         feed: EventFeed | None = None,
         wakes: TableWakes | None = None,
         match_commands: MatchCommands | None = None,
+        clock: Clock = wall_ms,
     ) -> None:
         super().__init__(repository, matches, identity, signer, feed, wakes)
+        self._clock = clock
+        """The servers' clock (Unix ms): when the start closes registration."""
         self._match_commands = match_commands
         """How a table's match is ended when the organiser settles it (`settle`)."""
         self._work = work
@@ -164,18 +182,21 @@ class TournamentCommands(TournamentQueries):
         self,
         tournament_id: str,
         players: tuple[str, ...],
-        client_seed: str,
+        client_seed: str = "",
         tokens: tuple[str, ...] = (),
+        client_seed_commitment: str = "",
         registered: tuple[Player | None, ...] = (),
     ) -> tuple[int, tuple[str, ...]]:
-        """Register an entrant, each player holding its token of `tokens` (made here when
-        none is given); `registered` names the registered player each one is (None for one
-        entering by name alone; empty for none), under its own name. Returns its number and
-        the players' tokens. A registration sent again with the tokens it was made with is
-        answered with its entrant and writes nothing. Raises NotFound, RuleViolation
+        """Register an entrant with the commitment to its client seed (or, an older
+        client's way, the seed itself), each player holding its token of `tokens` (made here
+        when none is given); `registered` names the registered player each one is (None for
+        one entering by name alone; empty for none), under its own name. Returns its number
+        and the players' tokens. A registration sent again with the tokens it was made with
+        is answered with its entrant and writes nothing. Raises NotFound, RuleViolation
         (REGISTRATION_CLOSED, REGISTRATION_FULL, NAME_TAKEN, PLAYER_REQUIRED in a rated
         tournament, PLAYER_ALREADY_ENTERED), InvalidArgument (WRONG_PLAYER_COUNT,
-        BAD_SEAT_TOKEN, WEAK_SEAT_TOKEN, WRONG_TOKEN_COUNT, NAME_NOT_PLAYERS, ...)."""
+        BAD_SEAT_TOKEN, WEAK_SEAT_TOKEN, WRONG_TOKEN_COUNT, NAME_NOT_PLAYERS,
+        BAD_SEED_COMMITMENT, SEED_AND_COMMITMENT, ...)."""
         player_ids: tuple[str, ...] = ()
         bots: tuple[bool, ...] = ()
         if registered:
@@ -220,8 +241,9 @@ class TournamentCommands(TournamentQueries):
             else:
                 extra[PLAYER_TOKEN.format(i)] = sealed.digest
                 extra[TOKEN_KEY_ID] = sealed.key_id
-        command = Register(tuple(players), client_seed, player_ids, bots)
-        fingerprint = f"register {list(players)!r} {client_seed!r}"[:200]
+        command = Register(tuple(players), client_seed, client_seed_commitment, player_ids, bots)
+        said = client_seed_commitment or client_seed
+        fingerprint = f"register {list(players)!r} {said!r}"[:200]
         written = self._work.run(
             tournament_id,
             lambda _: TournamentIntent(command, "anonymous", fingerprint, extra),
@@ -268,16 +290,58 @@ class TournamentCommands(TournamentQueries):
         return written.aggregate.state.entrants[entrant - 1].withdrawn_after_round or 0
 
     def start(self, caller: Caller, tournament_id: str) -> Tournament:
-        """Close registration and fix the seeding (organiser). Raises Unauthenticated,
+        """Close registration (organiser): the reveal window opens, or, when every entrant's
+        seed is known already, the seeding is fixed at once. Raises Unauthenticated,
         PermissionDenied, NotFound, RuleViolation (ALREADY_STARTED, TOO_FEW_ENTRANTS)."""
         self._identity.require_organiser(caller, "starting a tournament")
 
         def authorise(t: Tournament | None) -> TournamentIntent:
             assert t is not None
-            return TournamentIntent(Start(self.seed_of(t)), "organiser", "start")
+            return TournamentIntent(Start(self.seed_of(t), self._clock()), "organiser", "start")
 
         written = self._work.run(tournament_id, authorise)
         log.info("tournament %s started", tournament_id)
+        return written.aggregate
+
+    def reveal(
+        self, caller: Caller, tournament_id: str, entrant: int, client_seed: str
+    ) -> Tournament:
+        """Reveal an entrant's client seed (one of its players' tokens), which must hash to
+        its commitment; the same seed sent again once revealed is answered with the
+        tournament and writes nothing. Raises Unauthenticated, PermissionDenied
+        (NOT_THIS_ENTRANT), NotFound, InvalidArgument (SEED_DOES_NOT_MATCH, a seed the
+        tables' matches would refuse), RuleViolation (REVEAL_NOT_OPEN, REVEAL_CLOSED,
+        ALREADY_WITHDRAWN)."""
+        if caller.token is None:
+            raise Unauthenticated(
+                "revealing a seed needs one of the entrant's players' tokens",
+                reason="TOKEN_REQUIRED",
+            )
+        # A seed its matches would refuse is refused here, as at a registration with the seed.
+        check_match_text("", ("entrant",), client_seed)
+
+        def authorise(t: Tournament | None) -> TournamentIntent:
+            assert t is not None
+            mine = self.entrant_of(t, caller)
+            if mine is None or mine[0] != entrant:
+                raise PermissionDenied(
+                    f"tournament {tournament_id}: this token is not entrant {entrant}'s",
+                    reason="NOT_THIS_ENTRANT",
+                    tournament_id=tournament_id,
+                    entrant=entrant,
+                )
+            command = RevealSeed(entrant, client_seed)
+            return TournamentIntent(command, f"entrant:{entrant}", f"reveal {entrant}")
+
+        try:
+            written = self._work.run(tournament_id, authorise)
+        except RuleViolation as e:
+            if e.reason != "ALREADY_REVEALED":
+                raise
+            # Decided on the stored state: the seed matched its commitment, so it is the
+            # one revealed before (a reveal whose answer was lost, sent again).
+            return self._repo.load(tournament_id)
+        log.info("tournament %s: entrant %d revealed its seed", tournament_id, entrant)
         return written.aggregate
 
     def start_next_round(self, caller: Caller, tournament_id: str) -> int:
@@ -349,7 +413,7 @@ class TournamentCommands(TournamentQueries):
         return result
 
     def cancel(self, caller: Caller, tournament_id: str, note: str) -> Tournament:
-        """End a tournament still open for registration (organiser): no round is played, its
+        """End a tournament whose round 1 is not paired (organiser): no round is played, its
         seed is revealed, its watchers see it end. Raises Unauthenticated, PermissionDenied,
         NotFound, RuleViolation (ALREADY_STARTED, TOURNAMENT_ENDED, TOURNAMENT_CANCELLED),
         InvalidArgument (a note too long or unreadable)."""
@@ -364,6 +428,18 @@ class TournamentCommands(TournamentQueries):
         return written.aggregate
 
     # the process manager's steps ------------------------------------------------------------
+
+    def close_reveal(self, tournament_id: str, at_ms: int) -> TournamentWritten:
+        """Close the reveal window (once: its command id is fixed) at `at_ms`: withdraw the
+        entrants that have not revealed and fix the seeding from the others. Raises
+        RuleViolation (REVEAL_WINDOW_OPEN before the deadline while an entrant has not
+        revealed)."""
+
+        def authorise(t: Tournament | None) -> TournamentIntent:
+            assert t is not None
+            return TournamentIntent(CloseReveal(self.seed_of(t), at_ms), "server", "close reveal")
+
+        return self._work.run(tournament_id, authorise, command_id=CLOSE_REVEAL_COMMAND_ID)
 
     def pair(self, tournament_id: str, number: int, actor: str = SERVER) -> TournamentWritten:
         """Pair round `number` (once: its command id is the round's), by the server or by

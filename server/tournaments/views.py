@@ -23,7 +23,7 @@ from bergen.domain.errors import (
     PermissionDenied,
     RuleViolation,
 )
-from bergen.domain.tournament_engine import ENDED, REGISTRATION, RUNNING
+from bergen.domain.tournament_engine import ENDED, REGISTRATION, REVEAL, RUNNING
 from bergen.domain.tournament_pairing import seats_of
 
 from ..feed import EventFeed, Subscription
@@ -282,7 +282,7 @@ class TournamentQueries:
     def list(self, phase: str | None, size: int, token: str) -> tuple[list[Tournament], str]:
         """A page of tournaments in id order (`phase` None: any). Returns the page and the
         next page's token ("" after the last). Raises InvalidArgument (BAD_PAGE_TOKEN)."""
-        if phase not in (None, REGISTRATION, RUNNING, ENDED):
+        if phase not in (None, REGISTRATION, REVEAL, RUNNING, ENDED):
             raise InvalidArgument(f"no tournament phase {phase!r}", reason="INVALID_PHASE")
         size = PAGE if size <= 0 else min(size, MAX_PAGE)
         after = _parse_page_token(token) if token else ""

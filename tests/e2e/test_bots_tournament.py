@@ -1,7 +1,8 @@
 """`bergen bots --tournament` against a real server: bots register as entrants with tokens of
 their own and play every match the server seats them in, round after round, with no
-organiser action after the start, until the tournament ends; the standings they report are
-the server's, and its signed record and audit pack check."""
+organiser action after the start (they reveal their seeds on their own), until the
+tournament ends; the standings they report are the server's, and its signed record and audit
+pack check."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from bergen.domain.tournament_fairness import commitment
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client, bearer, rule_options
@@ -115,7 +117,13 @@ def play_out(
             for t in r.tables:
                 assert t.HasField("result")
                 assert t.result.reason == pb.MATCH_END_REASON_TARGET
+        # Each bot committed to its seed at registration and revealed it after the start,
+        # on its own: nobody was withdrawn for not revealing.
+        for e in got.entrants:
+            assert e.revealed and not e.HasField("withdrawn_after_round"), e
+            assert e.client_seed_commitment == commitment(e.client_seed.encode())
         record = check_record(client, tid)
+        assert record["settings"]["reveal_window"] == 60  # type: ignore[index]
         verify_pack(client, record, farm.workdir)
     return report
 

@@ -129,7 +129,14 @@ def test_a_swiss_is_run_shown_watched_and_exported_from_the_command_line(
         # Its first line says the stream is open: the start is then seen as a change.
         first = watcher.stdout.readline()
         out = ok(bergen(env, "tournament", "start", tid))
-        assert sorted(int(e) for e in out.split("seeding")[1].split()) == [1, 2, 3, 4]
+        assert out.startswith("registration closed; the entrants reveal their seeds"), out
+        # Each entrant reveals the seed `register` made and kept beside its token.
+        for entrant in sorted(tokens):
+            out = ok(bergen(anonymous, "tournament", "reveal", tid, str(entrant)))
+            assert (
+                out
+                == f"entrant {entrant}: seed revealed; {4 - entrant} entrant(s) still to reveal\n"
+            )
         with Client(server.target) as client:
             play_until(client, tid, tokens, ended(client, tid), 120)
             record: dict[str, Any] = json.loads(
@@ -148,6 +155,11 @@ def test_a_swiss_is_run_shown_watched_and_exported_from_the_command_line(
     assert [x for x in lines if x.startswith("round") and "started" in x] == [
         f"round {r} started: 2 tables" for r in (1, 2)
     ]
+    # The close, each entrant's seed revealed, then round 1.
+    closed = lines.index("registration closed: the entrants reveal their seeds")
+    revealed = [x for x in lines if x.endswith("revealed its seed")]
+    assert revealed == [f"p{i} (#{i + 1}) revealed its seed" for i in range(ENTRANTS)]
+    assert closed < lines.index(revealed[0]) < lines.index("round 1 started: 2 tables")
     tables = [x for x in lines if re.match(r"round \d table \d ended", x)]
     assert len(tables) == ROUNDS * ENTRANTS // 2
     assert lines.index("round 2 started: 2 tables") > lines.index(tables[1])

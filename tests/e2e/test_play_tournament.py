@@ -5,6 +5,7 @@ entrant's tokens are kept where `bergen play --tournament ID` finds them again."
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bergen.domain.tournament_fairness import commitment
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client
@@ -88,6 +90,13 @@ def test_a_player_registers_and_plays_every_round_to_the_end(
     assert len(mine) == 1 and " ann " in mine[0] and f" {entrant} " in mine[0]
     saved = tmp_path / f"tournament-{tid}-{entrant}.json"
     assert stat.S_IMODE(saved.stat().st_mode) == 0o600
+    # The seed it made is kept beside the token; only its commitment was sent at
+    # registration, and the player revealed it on its own once the tournament started.
+    kept = json.loads(saved.read_text())["client_seed"]
+    me = final.entrants[entrant - 1]
+    assert me.client_seed_commitment == commitment(kept.encode())
+    assert me.revealed and me.client_seed == kept
+    assert not any(e.HasField("withdrawn_after_round") for e in final.entrants)
     # Run again, the saved token finds the player's entrant: the tournament has ended.
     again = spawn(["--server", server.target, "--tournament", tid], tmp_path)
     again.expect(rf"tournament {tid} ended after 2 round\(s\)")

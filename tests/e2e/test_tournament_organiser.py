@@ -110,6 +110,9 @@ def test_a_no_show_settled_by_the_organiser_lets_an_unclocked_tournament_end(
         ):
             _wait_for(lambda: len(_view(client, tid).entrants) == 3)
             ok(bergen(env, "tournament", "start", tid))
+            # The no-show reveals its seed (from here, where `register` kept it), so it is
+            # paired, but it never comes to its tables.
+            ok(bergen(anonymous, "tournament", "reveal", tid, "1"))
             settled = _settle_the_no_show(env, client, tid, 1, how)
             out, err = proc.communicate(timeout=WAIT_S)
         assert proc.returncode == 0, err + out

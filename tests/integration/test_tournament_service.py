@@ -4,7 +4,8 @@ one database standing for two replicas, each with its own manager. The organiser
 interventions: a stuck table settled (its no-show forfeited, or its match abandoned) and the
 tournament going on as usual, even when a settlement stops between the match's end and its
 result; a tournament cancelled before its start; withdrawals and rounds started by hand
-shown with who did them."""
+shown with who did them. The reveal window: seeds committed, revealed, and the window closed
+at its deadline by whichever replica's manager is up."""
 
 from __future__ import annotations
 
@@ -836,3 +837,110 @@ def test_a_cancelled_tournaments_audit_pack_is_made_and_verifies(
         assert "cancelled" in outcome.line
     finally:
         store.close()
+
+
+def test_an_abandoned_table_keeps_its_scores_and_places_every_side_first(
+    replicas: list[Replica],
+) -> None:
+    (a, _, _), _ = replicas
+    long = Settings(format=SWISS, seats=2, rules={"preset": "standard", "target": 500}, rounds=2)
+    tid, tokens = registered(a, 4, long)
+    mid, sides = _seated(a, tid)
+    seats = {}
+    for entrant in sides:
+        where = a.tournaments.get(Caller(tokens[entrant]), tid).assignment
+        assert where is not None and where.seat is not None
+        seats[where.seat] = tokens[entrant]
+    # Played until a hand has scored, the match far from its end.
+    while not any(a.queries.get_view(Caller(), mid).scores):
+        v = a.queries.get_view(Caller(), mid)
+        assert v.phase == PLAYING and v.turn is not None
+        caller = Caller(seats[v.turn])
+        tile, end = a.queries.get_view(caller, mid).legal_plays[0]
+        a.commands.play(caller, mid, tile, end, None, None)
+    scores = tuple(a.queries.get_view(Caller(), mid).scores)
+    result = a.tournaments.settle(ORG, tid, 1, 1, ABANDON, None, "the hall closed")
+    assert (result.scores, result.places, result.margins) == (scores, (1, 1), (0, 0))
+    record = a.tournaments.record(tid)
+    table = record["rounds"][0]["tables"][0]
+    assert table["result"]["scores"] == list(scores) and table["result"]["places"] == [1, 1]
+    assert record["interventions"] == [
+        {
+            "round": 1,
+            "table": 1,
+            "action": "abandon",
+            "by": "organiser",
+            "entrant": None,
+            "reason": "the hall closed",
+        }
+    ]
+    check_tournament_record(record)
+
+
+class Clock:
+    """A clock of the test's own (Unix ms), moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def test_the_reveal_window_closes_at_its_deadline_on_any_replica(
+    backend: Backend, keys: LogKeys
+) -> None:
+    clock = Clock()
+    stores = [open_store(backend.url, log_keys=keys) for _ in range(2)]
+    try:
+        feeds = [EventFeed(s) for s in stores]
+        a, b = (
+            build_application(s, f, AppSettings(organiser_token=ORGANISER), keys, clock)
+            for s, f in zip(stores, feeds, strict=True)
+        )
+        t = a.tournaments.create(ORG, swiss(reveal_window=30), "reveal cup")
+        tid = t.state.tournament_id
+        tokens = {}
+        for i in range(1, 5):
+            said = commitment(f"seed {i}".encode())
+            entrant, (token,) = a.tournaments.register(
+                tid, (f"p{i}",), tokens=(), client_seed_commitment=said
+            )
+            tokens[entrant] = token
+        _refused("BAD_SEED_COMMITMENT", a.tournaments.register, tid, ("x",), "", (), "A" * 64)
+        _refused("REVEAL_NOT_OPEN", a.tournaments.reveal, Caller(tokens[1]), tid, 1, "seed 1")
+        started = a.tournaments.start(ORG, tid).state
+        assert started.reveal_deadline_ms == clock.now + 30_000
+        first = TournamentManager(a.tournaments, a.work, a.repository, clock)
+        assert first.advance(tid) == clock.now + 30_000  # nothing to do before the deadline
+        _refused("SEED_DOES_NOT_MATCH", a.tournaments.reveal, Caller(tokens[1]), tid, 1, "x")
+        _refused("NOT_THIS_ENTRANT", a.tournaments.reveal, Caller(tokens[2]), tid, 1, "seed 1")
+        _refused("TOKEN_REQUIRED", a.tournaments.reveal, Caller(), tid, 1, "seed 1")
+        _refused("CONTROL_CHARACTER", a.tournaments.reveal, Caller(tokens[1]), tid, 1, "a\x07")
+        for i in (1, 2, 3):
+            a.tournaments.reveal(Caller(tokens[i]), tid, i, f"seed {i}")
+        # Sent again through the other replica: answered, nothing written.
+        version = a.tournaments.repository.load(tid).version
+        b.tournaments.reveal(Caller(tokens[2]), tid, 2, "seed 2")
+        assert b.tournaments.repository.load(tid).version == version
+        clock.now += 29_999
+        assert first.advance(tid) == clock.now + 1
+        # The first replica is gone; the other, started afresh, closes the window on time.
+        clock.now += 1
+        second = TournamentManager(b.tournaments, b.work, b.repository, clock)
+        assert second.advance(tid) is None
+        state = b.tournaments.repository.load(tid).state
+        assert state.round == 1 and sorted(state.seeding or ()) == [1, 2, 3]
+        assert state.entrants[3].withdrawn_by == "server"
+        assert state.entrants[3].withdrawn_after_round == 0
+        assert first.advance(tid) is None  # its own step again: the window is closed once
+        types = [e.type for e in stores[0].read_stream(tournament_stream(tid))]
+        assert types.count("EntrantWithdrew") == 1 and types.count("TournamentStarted") == 1
+        assert types.count("RoundPaired") == 1
+        _refused("REVEAL_CLOSED", a.tournaments.reveal, Caller(tokens[4]), tid, 4, "seed 4")
+        record = a.tournaments.record(tid)
+        assert record["entrants"][3]["withdrawn_by"] == "no_reveal"
+        check_tournament_record(record)
+    finally:
+        for s in stores:
+            s.close()

@@ -17,11 +17,13 @@ from bergen.domain.tournament_engine import (
     REGISTRATION,
     RUNNING,
     Cancel,
+    CloseReveal,
     CreateTournament,
     End,
     PairRound,
     RecordResult,
     Register,
+    RevealSeed,
     Start,
     TournamentCommand,
     TournamentState,
@@ -37,6 +39,7 @@ from bergen.domain.tournament_events import (
     decode_tournament_event,
     encode_tournament_event,
 )
+from bergen.domain.tournament_fairness import commitment
 from bergen.domain.tournament_pairing import Settings
 from bergen.domain.tournament_record import (
     ORGANISER,
@@ -78,12 +81,17 @@ class Run:
 
 def _without_names(record: dict[str, Any]) -> dict[str, Any]:
     """The record as the vectors write it: no names, and (made before they were recorded)
-    neither interventions nor who withdrew an entrant."""
+    neither interventions, nor who withdrew an entrant, nor seed commitments, nor the
+    settings left at their defaults."""
     out = copy.deepcopy(record)
     out.pop("name", None)
     assert out.pop("interventions") == []
+    defaults = {"round_delay": 0, "reveal_window": 60, "max_entrants": None, "rated": False}
+    for key, value in defaults.items():
+        assert out["settings"].pop(key) == value
     for e in out["entrants"]:
         e.pop("players", None)
+        assert e.pop("client_seed_commitment") == commitment(e["client_seed"].encode())
         assert e.pop("withdrawn_by") == (None if e["withdrawn_after_round"] is None else "entrant")
     return out
 
@@ -171,12 +179,21 @@ def test_every_event_type_is_folded_and_round_trips():
     run.do(End(SEED))
     cancelled = registered_run(2)
     cancelled.do(Cancel(SEED, "nobody came"))
-    events = {type(e) for e in (*run.events, *cancelled.events)}
+    # Seeds committed at registration, revealed after the close; one never is.
+    revealed = Run()
+    revealed.do(CreateTournament(TID, Settings("swiss", 2, rounds=1), SEED, "reveal"))
+    for i in range(1, 4):
+        revealed.do(Register((f"p{i}",), client_seed_commitment=commitment(f"c{i}".encode())))
+    revealed.do(Start(SEED, at_ms=1_000))
+    revealed.do(RevealSeed(1, "c1"))
+    revealed.do(RevealSeed(3, "c3"))
+    revealed.do(CloseReveal(SEED, at_ms=61_000))
+    runs = (run, cancelled, revealed)
+    events = {type(e) for r in runs for e in r.events}
     assert events == set(TOURNAMENT_EVENT_TYPES)
-    assert fold_tournament(run.events) == run.s
-    assert fold_tournament(cancelled.events) == cancelled.s
-    check_tournament_record(run.s.record())
-    check_tournament_record(cancelled.s.record())
+    for r in runs:
+        assert fold_tournament(r.events) == r.s
+        check_tournament_record(r.s.record())
 
 
 def test_a_round_robin_table_of_a_withdrawn_entrant_is_listed_without_a_match_as_its_forfeit():

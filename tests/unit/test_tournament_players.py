@@ -61,22 +61,24 @@ def test_a_rated_tournament_enters_registered_players_only() -> None:
     state = tournament(RATED)
     error = refused(state, Register(("ann",), "s"))
     assert (error.status, error.reason) == ("FAILED_PRECONDITION", "PLAYER_REQUIRED")
-    state = register(state, Register(("ann",), "s", (ANN,), (False,)))
+    state = register(state, Register(("ann",), "s", player_ids=(ANN,), bots=(False,)))
     assert state.entrants[0].player_ids == (ANN,)
 
 
 def test_a_registered_player_enters_once() -> None:
-    state = register(tournament(RATED), Register(("ann",), "s", (ANN,), (False,)))
-    error = refused(state, Register(("ann 2",), "s", (ANN,), (False,)))
+    state = register(tournament(RATED), Register(("ann",), "s", player_ids=(ANN,), bots=(False,)))
+    error = refused(state, Register(("ann 2",), "s", player_ids=(ANN,), bots=(False,)))
     assert error.reason == "PLAYER_ALREADY_ENTERED"
     pairs = tournament(PAIRS)
-    assert refused(pairs, Register(("a", "b"), "", (ANN, ANN), (False, False))).reason == (
-        "PLAYER_ALREADY_ENTERED"
-    )
+    assert refused(
+        pairs, Register(("a", "b"), "", player_ids=(ANN, ANN), bots=(False, False))
+    ).reason == ("PLAYER_ALREADY_ENTERED")
 
 
 def test_a_pair_may_hold_one_registered_player_in_an_unrated_tournament() -> None:
-    state = register(tournament(PAIRS), Register(("a", "b"), "", ("", BOB), (False, True)))
+    state = register(
+        tournament(PAIRS), Register(("a", "b"), "", player_ids=("", BOB), bots=(False, True))
+    )
     assert (state.entrants[0].player_ids, state.entrants[0].bots) == (("", BOB), (False, True))
     record = state.record()
     assert record["entrants"][0]["player_ids"] == [None, BOB]
@@ -86,10 +88,10 @@ def test_a_pair_may_hold_one_registered_player_in_an_unrated_tournament() -> Non
 @pytest.mark.parametrize(
     "command",
     [
-        Register(("a",), "", (ANN, BOB), (False, False)),
-        Register(("a",), "", (ANN,), ()),
-        Register(("a",), "", ("ann",), (False,)),
-        Register(("a",), "", ("",), (True,)),
+        Register(("a",), "", player_ids=(ANN, BOB), bots=(False, False)),
+        Register(("a",), "", player_ids=(ANN,), bots=()),
+        Register(("a",), "", player_ids=("ann",), bots=(False,)),
+        Register(("a",), "", player_ids=("",), bots=(True,)),
     ],
 )
 def test_registered_players_that_do_not_match_the_players_are_refused(command: Register) -> None:
@@ -101,12 +103,19 @@ def test_entrants_without_registered_players_keep_their_payload_and_record() -> 
     state = tournament(Settings("swiss", 2, rounds=1))
     (event,) = decide_tournament(state, Register(("ann",), "s"))
     assert isinstance(event, EntrantRegistered) and event.player_ids == ()
-    assert set(encode_tournament_event(event)[2]) == {"entrant", "players", "client_seed"}
+    payload = encode_tournament_event(event)[2]
+    assert set(payload) == {"entrant", "players", "client_seed", "client_seed_commitment"}
     assert "player_ids" not in evolve_tournament(state, event).record()["entrants"][0]
 
 
-def test_rated_is_a_setting_written_when_set() -> None:
+def test_rated_is_a_setting_written_always_and_read_when_absent() -> None:
     assert settings_json(RATED)["rated"] is True
-    assert "rated" not in settings_json(Settings("swiss", 2, rounds=1))
-    record = register(tournament(RATED), Register(("ann",), "s", (ANN,), (False,))).record()
+    unrated = Settings("swiss", 2, rounds=1)
+    assert settings_json(unrated)["rated"] is False
+    # A record made before section 6 asked for every setting writes it only when set.
+    assert "rated" not in settings_json(unrated, every=False)
+    assert settings_json(RATED, every=False)["rated"] is True
+    record = register(
+        tournament(RATED), Register(("ann",), "s", player_ids=(ANN,), bots=(False,))
+    ).record()
     assert parse_tournament_record(record).settings.rated is True

@@ -13,22 +13,26 @@ import pytest
 
 from bergen.api import convert
 from bergen.cli_client.main import build_parser
-from bergen.cli_client.tournament_view import changes, render, winner_line
+from bergen.cli_client.tournament_view import changes, render, reveal_line, winner_line
 from bergen.domain.tournament_engine import (
     Cancel,
+    CloseReveal,
+    CreateTournament,
     End,
     PairRound,
     RecordResult,
     Register,
+    RevealSeed,
     Start,
     TournamentState,
     Withdraw,
 )
+from bergen.domain.tournament_fairness import commitment
 from bergen.domain.tournament_pairing import Settings
 from bergen.domain.tournament_record import ORGANISER
 from bergen.v1 import bergen_pb2 as pb
 
-from .test_tournament_engine import SEED, Run, registered_run
+from .test_tournament_engine import SEED, TID, Run, registered_run
 
 
 def view_of(state: TournamentState) -> pb.TournamentView:
@@ -138,7 +142,7 @@ def test_watch_says_who_registered_withdrew_and_settled_as_it_happens() -> None:
     run.do(Withdraw(2))
     after = view_of(run.s)
     assert list(changes(before, after)) == [
-        "p2 (#2) withdrew before the start",
+        "p2 (#2) withdrew before round 1",
         "late (#5) registered",
     ]
     run.do(Start(SEED))
@@ -177,3 +181,49 @@ def test_every_tournament_help_ends_with_examples_and_names_nothing_of_the_code(
     assert not [w for w in words if w.endswith(".py")]
     constants = [w for w in re.findall(r"(?<![$\w])[A-Z][A-Z0-9]*_[A-Z0-9_]+", text)]
     assert constants == [], constants
+
+
+def test_the_reveal_phase_shows_who_has_revealed_and_the_latest_start_of_round_1() -> None:
+    run = Run()
+    run.do(CreateTournament(TID, Settings("swiss", 2, rounds=1), SEED, "cup"))
+    for i in (1, 2, 3):
+        run.do(Register((f"p{i}",), client_seed_commitment=commitment(f"s{i}".encode())))
+    before = reveal_view(run)
+    run.do(Start(SEED, at_ms=1_000_000))
+    closed = reveal_view(run)
+    assert closed.phase == pb.TOURNAMENT_PHASE_REVEAL and closed.reveal_deadline_ms == 1_060_000
+    run.do(RevealSeed(2, "s2"))
+    one = reveal_view(run)
+    assert reveal_line(one, now_ms=1_018_500) == (
+        "revealed 1 of 3 seeds; round 1 when all have, or in 42 s at the latest (entrants "
+        "still silent then are withdrawn)"
+    )
+    shown = render(one).splitlines()
+    entrants = shown[shown.index("Entrants") + 1 :]
+    assert entrants == ["  1 p1  not revealed yet", "  2 p2  revealed", "  3 p3  not revealed yet"]
+    assert list(changes(before, closed)) == ["registration closed: the entrants reveal their seeds"]
+    assert list(changes(closed, one)) == ["p2 (#2) revealed its seed"]
+    # The last reveal and the close seen at once: the reveal is still told, then the
+    # withdrawal of the one that never revealed.
+    run.do(RevealSeed(1, "s1"))
+    run.do(CloseReveal(SEED, at_ms=1_060_000))
+    paired = reveal_view(run)
+    assert list(changes(one, paired)) == [
+        "p1 (#1) revealed its seed",
+        'before round 1: the server withdrew p3 (#3): "did not reveal its client seed in the '
+        'reveal window"',
+        "standings: 1. p2 (#2) 0 MP, 2. p1 (#1) 0 MP",
+    ]
+    assert reveal_line(paired) is None
+
+
+def reveal_view(run: Run) -> pb.TournamentView:
+    state = run.s
+    return convert.tournament_view_out(
+        state.record(),
+        state.settings,
+        phase=state.phase,
+        total_rounds=state.total_rounds,
+        version=len(run.events),
+        reveal_deadline_ms=state.reveal_deadline_ms,
+    )

@@ -20,6 +20,7 @@ from e2e.servers import ServerFarm, ServerProcess
 
 from bergen.cli_client.connect import bearer
 from bergen.cli_client.web.players import Sealer
+from bergen.domain.tournament_fairness import commitment
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc
 
@@ -123,6 +124,11 @@ def test_a_round_hands_the_browser_its_tables_seat(
     for p, name in ((ann, "Ann"), (bo, "Bo")):
         assert p.post(f"/api/play/tournaments/{tid}/register", {"name": name})[0] == 201
     stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=ORG)
+    # Each entrant's page asks for "my tournament" when its stream shows the reveal phase:
+    # the gateway reveals the seed sealed in its cookie before it answers.
+    status, mine, _ = bo.request("GET", f"/api/play/tournaments/{tid}")
+    assert status == 200 and mine["table"] is None, mine
+    assert mine["phase"] == "reveal" and mine["reveal"]["revealed"], mine
     deadline = time.monotonic() + 30
     while True:
         status, mine, _ = ann.request("GET", f"/api/play/tournaments/{tid}")
@@ -147,6 +153,54 @@ def test_a_round_hands_the_browser_its_tables_seat(
     # Bo, who did not ask yet, holds no seat of the match.
     status, body, _ = bo.request("GET", f"/api/play/matches/{match}")
     assert (status, body["code"]) == (403, "NO_SEAT")
+
+
+def test_the_gateway_reveals_the_sealed_seed_and_a_browser_that_lost_it_is_withdrawn(
+    entrants_gateway: Gateway, stub: Any, key_file: Path
+) -> None:
+    created = stub.CreateTournament(
+        pb.CreateTournamentRequest(
+            name="reveal cup",
+            settings=pb.TournamentSettings(
+                format=pb.TOURNAMENT_FORMAT_SWISS,
+                seats=2,
+                preset=pb.PRESET_STANDARD,
+                options=rule_options(target=3),
+                rounds=1,
+                reveal_window=8,
+            ),
+        ),
+        metadata=ORG,
+    )
+    tid = created.tournament_id
+    path = f"/api/play/tournaments/{tid}"
+    ann, bo, cy = (Player(entrants_gateway) for _ in range(3))
+    for p, name in ((ann, "Ann"), (bo, "Bo"), (cy, "Cy")):
+        assert p.post(f"{path}/register", {"name": name})[0] == 201
+    # Only the seed's commitment went to the server; the seed is sealed in the cookie.
+    sealer = Sealer.from_file(key_file)
+    held = sealer.open(ann.cookies[f"bergen_entrant_{tid}"][0])
+    assert held is not None and held.client_seed is not None
+    listed = entrants(stub, tid)
+    assert listed[0].client_seed_commitment == commitment(held.client_seed.encode())
+    assert not listed[0].revealed and listed[0].client_seed == ""
+    assert not any(held.client_seed.encode() in raw for raw in ann.seen)
+    cy.cookies.clear()  # Cy's browser loses its cookies: nobody can reveal Cy's seed
+    stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=ORG)
+    for p in (ann, bo):
+        status, mine, _ = p.request("GET", path)
+        assert status == 200 and mine["phase"] == "reveal", mine
+        assert mine["reveal"]["revealed"] and mine["reveal"]["entrants"] == 3, mine
+        assert 0 < mine["reveal"]["closes_in_s"] <= 8
+    assert [e.revealed for e in entrants(stub, tid)] == [True, True, False]
+    assert entrants(stub, tid)[0].client_seed == held.client_seed
+    deadline = time.monotonic() + 30
+    while (mine := ann.request("GET", path)[1])["table"] is None:
+        assert time.monotonic() < deadline, mine
+        time.sleep(0.1)
+    assert sorted(mine["table"]["sides"]) == [1, 2]
+    gone = entrants(stub, tid)[2]
+    assert (gone.withdrawn_after_round, gone.withdrawn_by) == (0, pb.ACTOR_SERVER)
 
 
 def test_refusals_say_why_and_change_nothing(entrants_gateway: Gateway, stub: Any) -> None:
@@ -249,6 +303,8 @@ def test_a_pair_registers_from_one_browser_and_each_partner_plays_their_own_seat
     assert mine["players"] == ["Ann", "Bo"] and mine["table"] is None
     assert as_player(ann, tid, 1)["player"] == 1
     stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=ORG)
+    # Cy's page, told of the reveal phase, asks: the gateway reveals the pair's seed.
+    assert as_player(cy, tid, 1)["reveal"]["revealed"]
     deadline = time.monotonic() + 30
     while as_player(ann, tid, 0)["table"] is None:
         assert time.monotonic() < deadline, "round 1 was not paired"

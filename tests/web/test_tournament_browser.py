@@ -196,6 +196,9 @@ def test_two_browser_players_and_bots_play_a_tournament_to_its_final_standings(
     final = stub.GetTournament(pb.GetTournamentRequest(tournament_id=tid)).tournament
     channel.close()
     assert final.phase == pb.TOURNAMENT_PHASE_ENDED and final.round == ROUNDS
+    # Each page had its entrant's seed revealed as soon as it saw the reveal phase: nobody
+    # was withdrawn for not revealing.
+    assert all(e.revealed and not e.HasField("withdrawn_after_round") for e in final.entrants)
     numbers = {e.players[0]: e.entrant for e in final.entrants}
     byes_seen = 0
     for p in (ada, bo):

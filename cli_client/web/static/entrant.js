@@ -4,7 +4,10 @@
 // the match page opens as the player's seat, and comes back here when the match ends), a bye,
 // the countdown to the next round, its place in the standings, one-time links that carry a
 // player to another device, and a withdrawal with its confirmation. The players' tokens are
-// in HttpOnly cookies this script never sees.
+// in HttpOnly cookies this script never sees, and so is the entrant's client seed: once the
+// organiser starts the tournament, the page asks for "my tournament" as soon as its stream
+// shows the reveal phase, and the gateway reveals the seed before it answers; round 1 follows
+// when every entrant has revealed, or the window closes.
 //
 // At partnership tables the entrant is two players, each with a seat of their own at the
 // table. A browser holding both asks who plays on this device ("Play as Ann" / "Play as Bo")
@@ -22,6 +25,7 @@ const CHOSEN = `bergen:tournament-player:${id}`; // who plays on this device, at
 let latest = null; // the tournament as the page's stream showed it last
 let me = null; // "my tournament" as the gateway answered it last
 let countdown = null; // { round, at: the time the next round starts, in ms }
+let revealEnds = null; // while seeds are revealed: when the window closes, in ms
 let asking = false;
 let again = false;
 let goNow = false; // a player was just chosen: to their table at once, if they have one
@@ -114,8 +118,13 @@ function clockText(seconds) {
 
 function tick() {
   const line = $("#countdown");
-  if (!line || !countdown) return;
-  line.textContent = `Round ${countdown.round} starts in ${clockText((countdown.at - Date.now()) / 1000)}.`;
+  if (line && countdown) {
+    line.textContent = `Round ${countdown.round} starts in ${clockText((countdown.at - Date.now()) / 1000)}.`;
+  }
+  const closes = $("#reveal-countdown");
+  if (closes && revealEnds !== null) {
+    closes.textContent = `Round 1 starts when every entrant has revealed their seed, or in ${clockText((revealEnds - Date.now()) / 1000)} at the latest.`;
+  }
 }
 
 // The player this device plays as: the one chosen, else the only one it holds; null while a
@@ -137,6 +146,11 @@ function now(m) {
   }
   if (m.withdrawn) return ["withdrawn", "You have withdrawn: you are paired no more."];
   if (m.phase === "registration") return ["waiting", "You are registered. The organiser starts the tournament."];
+  if (m.phase === "reveal") {
+    const r = m.reveal || {};
+    if (!r.revealed) return ["reveal", "Registration has closed, but your entrant's seed could not be revealed from this browser: unless it is revealed elsewhere, you are withdrawn before round 1."];
+    return ["reveal", `Registration has closed and your seed is revealed (${r.entrants_revealed} of ${r.entrants} entrants have revealed theirs).`];
+  }
   if (t && t.playing && as === null) return ["choose", `Round ${t.round}: your pair plays at table ${t.table}. Choose who plays on this device.`];
   if (t && t.playing) {
     const whose = m.partnerships ? `${m.players[as]}'s` : "your";
@@ -254,6 +268,11 @@ function render(m) {
     parts.push(h("p", { id: "my-standing", text: `Standing: rank ${mine.rank} of ${m.standings.length}, ${mine.match_points} match points, margin ${mine.margin}.` }));
   }
   countdown = null;
+  revealEnds = null;
+  if (m.phase === "reveal" && m.reveal && !m.withdrawn) {
+    revealEnds = Date.now() + m.reveal.closes_in_s * 1000;
+    parts.push(h("p", { id: "reveal-countdown" }));
+  }
   const next = m.next_round;
   if (next && m.phase === "running" && !m.withdrawn && !(m.table && m.table.playing)) {
     if (next.by_hand) parts.push(h("p", { id: "countdown", text: `The organiser starts round ${next.round}.` }));
@@ -328,5 +347,5 @@ if (id) {
   }, 1000);
   // Between the stream's changes, the table's result may be recorded a moment after its
   // match ends: asked again now and then while the entrant waits for a table.
-  setInterval(() => { if (entered() && me && !(me.table && me.table.playing) && me.phase === "running") ask(); }, 5000);
+  setInterval(() => { if (entered() && me && !(me.table && me.table.playing) && (me.phase === "running" || me.phase === "reveal")) ask(); }, 5000);
 }

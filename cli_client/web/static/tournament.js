@@ -207,7 +207,12 @@ function render(t) {
   $("#title").textContent = `Tournament: ${t.name || t.tournament_id.slice(0, 8)}`;
   document.title = `${$("#title").textContent} · Bergen`;
   const s = t.settings || {};
-  const phase = t.cancelled ? "cancelled before its start" : word(t.phase, "TOURNAMENT_PHASE_");
+  let phase = t.cancelled ? "cancelled before its start" : word(t.phase, "TOURNAMENT_PHASE_");
+  if (t.phase === "TOURNAMENT_PHASE_REVEAL") {
+    // Registration closed: each entrant reveals the seed it committed to; round 1 follows.
+    const still = (t.entrants || []).filter((e) => e.withdrawn_after_round === undefined);
+    phase = `revealing seeds (${still.filter((e) => e.revealed).length} of ${still.length} revealed)`;
+  }
   $("#status").textContent = `${phase}: ${word(s.format, "TOURNAMENT_FORMAT_")}, round ${t.round} of ${t.total_rounds}, ${(t.entrants || []).length} entrants, ${s.seats}-seat tables${s.rated ? ", rated" : ""}`;
   const winner = winnerText(t);
   $("#winner").textContent = winner;

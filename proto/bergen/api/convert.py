@@ -21,7 +21,7 @@ from bergen.domain.errors import CorruptRecord, InvalidArgument, InvalidOptions
 from bergen.domain.ratings import Rating
 from bergen.domain.rules import Rules
 from bergen.domain.tiles import ALL_TILES, End, Tile
-from bergen.domain.tournament_pairing import Settings
+from bergen.domain.tournament_pairing import REVEAL_WINDOW, Settings
 from bergen.domain.views import View
 from bergen.domain.vocabulary import (
     ForfeitCause,
@@ -644,6 +644,7 @@ TOURNAMENT_PHASE: Words[str, pb.TournamentPhase] = Words(
     "phase",
     {
         "registration": pb.TOURNAMENT_PHASE_REGISTRATION,
+        "reveal": pb.TOURNAMENT_PHASE_REVEAL,
         "running": pb.TOURNAMENT_PHASE_RUNNING,
         "ended": pb.TOURNAMENT_PHASE_ENDED,
     },
@@ -697,6 +698,7 @@ def tournament_settings_in(msg: pb.TournamentSettings) -> tuple[Settings, bool]:
         round_delay=msg.round_delay,
         max_entrants=msg.max_entrants or None,
         rated=msg.rated,
+        reveal_window=msg.reveal_window or REVEAL_WINDOW,
     )
     return settings, msg.rounds_by_hand
 
@@ -715,6 +717,7 @@ def tournament_settings_out(s: Settings, by_hand: bool = False) -> pb.Tournament
         max_entrants=s.max_entrants or 0,
         rounds_by_hand=by_hand,
         rated=s.rated,
+        reveal_window=s.reveal_window,
     )
 
 
@@ -742,11 +745,12 @@ def tournament_view_out(
     by_hand: bool = False,
     live_scores: Mapping[str, Sequence[int]] | None = None,
     bots: Sequence[Sequence[bool]] = (),
+    reveal_deadline_ms: int | None = None,
 ) -> pb.TournamentView:
     """A tournament's view from its record so far (TOURNAMENT.md section 6) and what the
     record does not hold: its phase, its rounds in all, its version, the live scores of its
-    tables in play (by match id), and whether each entrant's registered players are programs
-    (in registration order)."""
+    tables in play (by match id), whether each entrant's registered players are programs (in
+    registration order), and while its entrants reveal their seeds, when that ends."""
     live = live_scores or {}
     msg = pb.TournamentView(
         tournament_id=record["tournament_id"],
@@ -760,11 +764,16 @@ def tournament_view_out(
         tournament_seed=record.get("tournament_seed") or "",
         version=version,
     )
+    if phase == "reveal" and reveal_deadline_ms is not None:
+        msg.reveal_deadline_ms = reveal_deadline_ms
     for k, e in enumerate(record["entrants"]):
+        seed = e["client_seed"]
         entrant = msg.entrants.add(
             entrant=e["entrant"],
             players=e.get("players") or [],
-            client_seed=e["client_seed"],
+            client_seed=seed or "",
+            client_seed_commitment=e.get("client_seed_commitment") or "",
+            revealed=seed is not None,
             player_ids=[p or "" for p in e.get("player_ids") or ()],
             bots=bots[k] if k < len(bots) and e.get("player_ids") else (),
         )

@@ -118,6 +118,7 @@ class TournamentPhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOURNAMENT_PHASE_REGISTRATION: _ClassVar[TournamentPhase]
     TOURNAMENT_PHASE_RUNNING: _ClassVar[TournamentPhase]
     TOURNAMENT_PHASE_ENDED: _ClassVar[TournamentPhase]
+    TOURNAMENT_PHASE_REVEAL: _ClassVar[TournamentPhase]
 
 class Actor(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -209,6 +210,7 @@ TOURNAMENT_PHASE_UNSPECIFIED: TournamentPhase
 TOURNAMENT_PHASE_REGISTRATION: TournamentPhase
 TOURNAMENT_PHASE_RUNNING: TournamentPhase
 TOURNAMENT_PHASE_ENDED: TournamentPhase
+TOURNAMENT_PHASE_REVEAL: TournamentPhase
 ACTOR_UNSPECIFIED: Actor
 ACTOR_ENTRANT: Actor
 ACTOR_ORGANISER: Actor
@@ -909,7 +911,7 @@ class SeedRevealed(_message.Message):
     def __init__(self, server_seed: _Optional[str] = ...) -> None: ...
 
 class TournamentSettings(_message.Message):
-    __slots__ = ("format", "seats", "partnerships", "preset", "options", "rounds", "double_round_robin", "round_delay", "max_entrants", "rounds_by_hand", "rated")
+    __slots__ = ("format", "seats", "partnerships", "preset", "options", "rounds", "double_round_robin", "round_delay", "max_entrants", "rounds_by_hand", "rated", "reveal_window")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     SEATS_FIELD_NUMBER: _ClassVar[int]
     PARTNERSHIPS_FIELD_NUMBER: _ClassVar[int]
@@ -921,6 +923,7 @@ class TournamentSettings(_message.Message):
     MAX_ENTRANTS_FIELD_NUMBER: _ClassVar[int]
     ROUNDS_BY_HAND_FIELD_NUMBER: _ClassVar[int]
     RATED_FIELD_NUMBER: _ClassVar[int]
+    REVEAL_WINDOW_FIELD_NUMBER: _ClassVar[int]
     format: TournamentFormat
     seats: int
     partnerships: bool
@@ -932,7 +935,8 @@ class TournamentSettings(_message.Message):
     max_entrants: int
     rounds_by_hand: bool
     rated: bool
-    def __init__(self, format: _Optional[_Union[TournamentFormat, str]] = ..., seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., rounds: _Optional[int] = ..., double_round_robin: _Optional[bool] = ..., round_delay: _Optional[int] = ..., max_entrants: _Optional[int] = ..., rounds_by_hand: _Optional[bool] = ..., rated: _Optional[bool] = ...) -> None: ...
+    reveal_window: int
+    def __init__(self, format: _Optional[_Union[TournamentFormat, str]] = ..., seats: _Optional[int] = ..., partnerships: _Optional[bool] = ..., preset: _Optional[_Union[Preset, str]] = ..., options: _Optional[_Union[RuleOptions, _Mapping]] = ..., rounds: _Optional[int] = ..., double_round_robin: _Optional[bool] = ..., round_delay: _Optional[int] = ..., max_entrants: _Optional[int] = ..., rounds_by_hand: _Optional[bool] = ..., rated: _Optional[bool] = ..., reveal_window: _Optional[int] = ...) -> None: ...
 
 class CreateTournamentRequest(_message.Message):
     __slots__ = ("name", "settings")
@@ -951,18 +955,20 @@ class CreateTournamentResponse(_message.Message):
     def __init__(self, tournament_id: _Optional[str] = ..., commitment: _Optional[str] = ...) -> None: ...
 
 class RegisterEntrantRequest(_message.Message):
-    __slots__ = ("tournament_id", "players", "client_seed", "player_tokens", "registered_player_tokens")
+    __slots__ = ("tournament_id", "players", "client_seed", "player_tokens", "registered_player_tokens", "client_seed_commitment")
     TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
     PLAYERS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
     PLAYER_TOKENS_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_PLAYER_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SEED_COMMITMENT_FIELD_NUMBER: _ClassVar[int]
     tournament_id: str
     players: _containers.RepeatedScalarFieldContainer[str]
     client_seed: str
     player_tokens: _containers.RepeatedScalarFieldContainer[str]
     registered_player_tokens: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, tournament_id: _Optional[str] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ..., player_tokens: _Optional[_Iterable[str]] = ..., registered_player_tokens: _Optional[_Iterable[str]] = ...) -> None: ...
+    client_seed_commitment: str
+    def __init__(self, tournament_id: _Optional[str] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ..., player_tokens: _Optional[_Iterable[str]] = ..., registered_player_tokens: _Optional[_Iterable[str]] = ..., client_seed_commitment: _Optional[str] = ...) -> None: ...
 
 class RegisterEntrantResponse(_message.Message):
     __slots__ = ("entrant", "player_tokens")
@@ -995,10 +1001,12 @@ class StartTournamentRequest(_message.Message):
     def __init__(self, tournament_id: _Optional[str] = ...) -> None: ...
 
 class StartTournamentResponse(_message.Message):
-    __slots__ = ("seeding",)
+    __slots__ = ("seeding", "reveal_deadline_ms")
     SEEDING_FIELD_NUMBER: _ClassVar[int]
+    REVEAL_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     seeding: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, seeding: _Optional[_Iterable[int]] = ...) -> None: ...
+    reveal_deadline_ms: int
+    def __init__(self, seeding: _Optional[_Iterable[int]] = ..., reveal_deadline_ms: _Optional[int] = ...) -> None: ...
 
 class StartNextRoundRequest(_message.Message):
     __slots__ = ("tournament_id",)
@@ -1019,7 +1027,7 @@ class GetTournamentRequest(_message.Message):
     def __init__(self, tournament_id: _Optional[str] = ...) -> None: ...
 
 class TournamentEntrant(_message.Message):
-    __slots__ = ("entrant", "players", "client_seed", "withdrawn_after_round", "withdrawn_by", "player_ids", "bots")
+    __slots__ = ("entrant", "players", "client_seed", "withdrawn_after_round", "withdrawn_by", "player_ids", "bots", "client_seed_commitment", "revealed")
     ENTRANT_FIELD_NUMBER: _ClassVar[int]
     PLAYERS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
@@ -1027,6 +1035,8 @@ class TournamentEntrant(_message.Message):
     WITHDRAWN_BY_FIELD_NUMBER: _ClassVar[int]
     PLAYER_IDS_FIELD_NUMBER: _ClassVar[int]
     BOTS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SEED_COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    REVEALED_FIELD_NUMBER: _ClassVar[int]
     entrant: int
     players: _containers.RepeatedScalarFieldContainer[str]
     client_seed: str
@@ -1034,7 +1044,9 @@ class TournamentEntrant(_message.Message):
     withdrawn_by: Actor
     player_ids: _containers.RepeatedScalarFieldContainer[str]
     bots: _containers.RepeatedScalarFieldContainer[bool]
-    def __init__(self, entrant: _Optional[int] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ..., withdrawn_after_round: _Optional[int] = ..., withdrawn_by: _Optional[_Union[Actor, str]] = ..., player_ids: _Optional[_Iterable[str]] = ..., bots: _Optional[_Iterable[bool]] = ...) -> None: ...
+    client_seed_commitment: str
+    revealed: bool
+    def __init__(self, entrant: _Optional[int] = ..., players: _Optional[_Iterable[str]] = ..., client_seed: _Optional[str] = ..., withdrawn_after_round: _Optional[int] = ..., withdrawn_by: _Optional[_Union[Actor, str]] = ..., player_ids: _Optional[_Iterable[str]] = ..., bots: _Optional[_Iterable[bool]] = ..., client_seed_commitment: _Optional[str] = ..., revealed: _Optional[bool] = ...) -> None: ...
 
 class TableResult(_message.Message):
     __slots__ = ("reason", "scores", "places", "match_points", "margins", "forfeited_side")
@@ -1109,7 +1121,7 @@ class TournamentAssignment(_message.Message):
     def __init__(self, entrant: _Optional[int] = ..., player: _Optional[int] = ..., match_id: _Optional[str] = ..., seat: _Optional[int] = ..., round: _Optional[int] = ..., table: _Optional[int] = ...) -> None: ...
 
 class TournamentView(_message.Message):
-    __slots__ = ("tournament_id", "name", "settings", "commitment", "phase", "round", "total_rounds", "entrants", "seeding", "rounds", "standings", "tournament_seed", "version", "interventions", "cancelled")
+    __slots__ = ("tournament_id", "name", "settings", "commitment", "phase", "round", "total_rounds", "entrants", "seeding", "rounds", "standings", "tournament_seed", "version", "interventions", "cancelled", "reveal_deadline_ms")
     TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
@@ -1125,6 +1137,7 @@ class TournamentView(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     INTERVENTIONS_FIELD_NUMBER: _ClassVar[int]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    REVEAL_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     tournament_id: str
     name: str
     settings: TournamentSettings
@@ -1140,7 +1153,8 @@ class TournamentView(_message.Message):
     version: int
     interventions: _containers.RepeatedCompositeFieldContainer[TournamentIntervention]
     cancelled: bool
-    def __init__(self, tournament_id: _Optional[str] = ..., name: _Optional[str] = ..., settings: _Optional[_Union[TournamentSettings, _Mapping]] = ..., commitment: _Optional[str] = ..., phase: _Optional[_Union[TournamentPhase, str]] = ..., round: _Optional[int] = ..., total_rounds: _Optional[int] = ..., entrants: _Optional[_Iterable[_Union[TournamentEntrant, _Mapping]]] = ..., seeding: _Optional[_Iterable[int]] = ..., rounds: _Optional[_Iterable[_Union[TournamentRound, _Mapping]]] = ..., standings: _Optional[_Iterable[_Union[TournamentStanding, _Mapping]]] = ..., tournament_seed: _Optional[str] = ..., version: _Optional[int] = ..., interventions: _Optional[_Iterable[_Union[TournamentIntervention, _Mapping]]] = ..., cancelled: _Optional[bool] = ...) -> None: ...
+    reveal_deadline_ms: int
+    def __init__(self, tournament_id: _Optional[str] = ..., name: _Optional[str] = ..., settings: _Optional[_Union[TournamentSettings, _Mapping]] = ..., commitment: _Optional[str] = ..., phase: _Optional[_Union[TournamentPhase, str]] = ..., round: _Optional[int] = ..., total_rounds: _Optional[int] = ..., entrants: _Optional[_Iterable[_Union[TournamentEntrant, _Mapping]]] = ..., seeding: _Optional[_Iterable[int]] = ..., rounds: _Optional[_Iterable[_Union[TournamentRound, _Mapping]]] = ..., standings: _Optional[_Iterable[_Union[TournamentStanding, _Mapping]]] = ..., tournament_seed: _Optional[str] = ..., version: _Optional[int] = ..., interventions: _Optional[_Iterable[_Union[TournamentIntervention, _Mapping]]] = ..., cancelled: _Optional[bool] = ..., reveal_deadline_ms: _Optional[int] = ...) -> None: ...
 
 class GetTournamentResponse(_message.Message):
     __slots__ = ("tournament", "assignment")
@@ -1459,3 +1473,21 @@ class ListPlayerMatchesResponse(_message.Message):
     matches: _containers.RepeatedCompositeFieldContainer[PlayerMatch]
     next_page_token: str
     def __init__(self, player: _Optional[_Union[Player, _Mapping]] = ..., matches: _Optional[_Iterable[_Union[PlayerMatch, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class RevealEntrantSeedRequest(_message.Message):
+    __slots__ = ("tournament_id", "entrant", "client_seed")
+    TOURNAMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRANT_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SEED_FIELD_NUMBER: _ClassVar[int]
+    tournament_id: str
+    entrant: int
+    client_seed: str
+    def __init__(self, tournament_id: _Optional[str] = ..., entrant: _Optional[int] = ..., client_seed: _Optional[str] = ...) -> None: ...
+
+class RevealEntrantSeedResponse(_message.Message):
+    __slots__ = ("unrevealed", "reveal_deadline_ms")
+    UNREVEALED_FIELD_NUMBER: _ClassVar[int]
+    REVEAL_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    unrevealed: int
+    reveal_deadline_ms: int
+    def __init__(self, unrevealed: _Optional[int] = ..., reveal_deadline_ms: _Optional[int] = ...) -> None: ...

@@ -185,6 +185,11 @@ class BergenServiceStub:
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.ListPlayerMatchesRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.ListPlayerMatchesResponse.FromString,
                 _registered_method=True)
+        self.RevealEntrantSeed = channel.unary_unary(
+                '/bergen.v1.BergenService/RevealEntrantSeed',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.RevealEntrantSeedRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.RevealEntrantSeedResponse.FromString,
+                _registered_method=True)
 
 
 class BergenServiceServicer:
@@ -290,9 +295,9 @@ class BergenServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RegisterEntrant(self, request, context):
-        """Register an entrant while registration is open (until the start). Returns its number and
-        each of its players' secret tokens: a player's seat token in every match of the
-        tournament, where the server seats it (no JoinMatch).
+        """Register an entrant while registration is open (until the start), with the commitment to
+        its client seed. Returns its number and each of its players' secret tokens: a player's
+        seat token in every match of the tournament, where the server seats it (no JoinMatch).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -306,8 +311,10 @@ class BergenServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StartTournament(self, request, context):
-        """Close registration and fix the seeding. Needs the organiser token. The server then pairs
-        each round, creates and seats its matches, records their results and ends the tournament.
+        """Close registration. Needs the organiser token. The entrants then reveal their client seeds
+        (RevealEntrantSeed) until every one has or the reveal window has passed; the server then
+        fixes the seeding, pairs each round, creates and seats its matches, records their results
+        and ends the tournament.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -373,8 +380,8 @@ class BergenServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CancelTournament(self, request, context):
-        """End a tournament that has not started (still open for registration). Needs the organiser
-        token; recorded as an intervention of the tournament.
+        """End a tournament that has not started (open for registration, or in its reveal window).
+        Needs the organiser token; recorded as an intervention of the tournament.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -433,6 +440,16 @@ class BergenServiceServicer:
 
     def ListPlayerMatches(self, request, context):
         """A player's rated matches, newest first, with the rating before and after each.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevealEntrantSeed(self, request, context):
+        """--- The reveal window (TOURNAMENT.md section 3) ---
+        Reveal an entrant's client seed, between the start and round 1; it must hash to the
+        commitment given at registration. Needs one of the entrant's players' tokens. Sent again
+        with the same seed once revealed, it is answered as before and writes nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -590,6 +607,11 @@ def add_BergenServiceServicer_to_server(servicer, server):
                     servicer.ListPlayerMatches,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.ListPlayerMatchesRequest.FromString,
                     response_serializer=bergen_dot_v1_dot_bergen__pb2.ListPlayerMatchesResponse.SerializeToString,
+            ),
+            'RevealEntrantSeed': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevealEntrantSeed,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.RevealEntrantSeedRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.RevealEntrantSeedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1403,6 +1425,33 @@ class BergenService:
             '/bergen.v1.BergenService/ListPlayerMatches',
             bergen_dot_v1_dot_bergen__pb2.ListPlayerMatchesRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.ListPlayerMatchesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevealEntrantSeed(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/RevealEntrantSeed',
+            bergen_dot_v1_dot_bergen__pb2.RevealEntrantSeedRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.RevealEntrantSeedResponse.FromString,
             options,
             channel_credentials,
             insecure,
