@@ -195,11 +195,15 @@ function deviceControls(m) {
   if (m.phase === "ended" || m.cancelled) return row;
   const held = (m.held || [num(m.player)]).map(num);
   for (const p of held) {
-    const shown = h("p", { id: held.length > 1 ? `device-url-${p}` : "device-url", class: "device-url" });
+    const id = held.length > 1 ? `device-url-${p}` : "device-url";
+    const shown = h("p", { id, class: "device-url" });
+    // The section may be drawn again while a link is being made: the link goes to whichever
+    // paragraph is on the page by then, not only to the one this button was drawn beside.
+    const here = () => document.getElementById(id) || shown;
     const show = () => {
       const link = links[p];
       if (!link || Date.now() >= link.until) return;
-      shown.replaceChildren(`Open this once, within ${link.minutes} minutes, on ${held.length > 1 ? `${m.players[p]}'s` : "the other"} device: `,
+      here().replaceChildren(`Open this once, within ${link.minutes} minutes, on ${held.length > 1 ? `${m.players[p]}'s` : "the other"} device: `,
         h("code", { text: link.url }));
     };
     const text = held.length > 1 ? `Link for ${m.players[p]}'s device` : "Link for another device";
@@ -210,7 +214,7 @@ function deviceControls(m) {
         links[p] = { url: made.url, minutes: Math.round(made.expires_in_s / 60), until: Date.now() + made.expires_in_s * 1000 };
         show();
       } catch (err) {
-        shown.replaceChildren(h("span", { class: "problem", text: `No link: ${err.message}` }));
+        here().replaceChildren(h("span", { class: "problem", text: `No link: ${err.message}` }));
       }
     });
     show();
