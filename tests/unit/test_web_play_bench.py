@@ -59,12 +59,15 @@ def test_the_table_gives_each_goal_its_verdict() -> None:
     assert lines[3].ours == "80"
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_a_quick_run_plays_through_the_gateway_and_prints_both_figures(
     pg_admin_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv(harness.QUICK_ENV, "1")
-    assert bench.main(["--database-url", pg_admin_url]) == ExitStatus.OK
+    # Windows long enough that a machine busy with other work still lands Plays in each: the
+    # quick defaults (1.5 s after 0.5 s) can pass without one when the processes start slowly.
+    args = ["--database-url", pg_admin_url, "--players", "8", "--warmup", "2", "--seconds", "4"]
+    assert bench.main(args) == ExitStatus.OK
     out = capsys.readouterr().out
     number = r"(\d+(?:\.\d+)?)"
     for p in ("p50", "p99"):
@@ -75,7 +78,7 @@ def test_a_quick_run_plays_through_the_gateway_and_prints_both_figures(
         assert float(found[1]) > 0 and float(found[2]) > 0
     assert re.search(r"p99 \(ms\), 0.5 s thinking .*< 150\s+(PASS|MISSED)", out), out
     found = re.search(
-        rf"Play/s, 20 players flat out \(median\)\s+(\d+)\s+(\d+)\s+{number}\s+>= 0.75\s+(\w+)", out
+        rf"Play/s, 8 players flat out \(median\)\s+(\d+)\s+(\d+)\s+{number}\s+>= 0.75\s+(\w+)", out
     )
     assert found, out
     web, grpc, ratio = int(found[1]), int(found[2]), float(found[3])

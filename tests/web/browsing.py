@@ -28,6 +28,7 @@ FLAGS = [
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
+ACTION_TIMEOUT_MS = 90_000
 
 
 def _unavailable() -> str | None:
@@ -51,6 +52,16 @@ def browser() -> Iterator[Any]:
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        new_context = b.new_context
+
+        def roomy_context(*args: Any, **kwargs: Any) -> Any:
+            # On a machine busy with other tests, a click or a selector can take longer than
+            # Playwright's 30 s default to settle; a wait that never ends still fails.
+            context = new_context(*args, **kwargs)
+            context.set_default_timeout(ACTION_TIMEOUT_MS)
+            return context
+
+        b.new_context = roomy_context
         try:
             yield b
         finally:
