@@ -56,7 +56,7 @@ from bergen.domain.audit import replay_record
 from bergen.domain.describe import describe
 from bergen.domain.errors import BergenError, CorruptRecord, MatchNotInProgress
 from bergen.domain.events import Event, MatchCreated, MatchEnded, SeatTaken, SeedRevealed
-from bergen.domain.record import build_record
+from bergen.domain.record import NO_ONE_SEATED, build_record
 from bergen.domain.state import State, evolve
 from bergen.domain.tournament_record import (
     TableMatch,
@@ -696,11 +696,14 @@ def _check_table_match(folder: Path, t: Tournament, m: TableMatch, key: str) -> 
     seats = record.get("seats")
     if not isinstance(seats, list) or len(seats) != len(m.seats):
         raise wrong("seats", f"the table seats {len(m.seats)} players")
+    abandoned = result_reason(record) == "abandoned"
     for i, (entrant_number, player) in enumerate(m.seats):
         entrant = t.entrants[entrant_number - 1]
         seat = seats[i]
         if not isinstance(seat, dict):
             raise wrong(f"seats[{i}]", "not an object")
+        if abandoned and seat == NO_ONE_SEATED:
+            continue  # abandoned before its entrant took the seat: no deal was made
         if seat.get("client_seed") != entrant.client_seed:
             raise wrong(
                 f"seats[{i}].client_seed",

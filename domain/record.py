@@ -73,10 +73,14 @@ def build_record(
     return record
 
 
+NO_ONE_SEATED: dict[str, Any] = {"name": "", "client_seed": ""}
+"""A seat of the record that no one took (a match abandoned while seating)."""
+
+
 def seat_json(player: Any) -> dict[str, Any]:
     """A seat of the record: its name and client seed, and its registered player if one."""
     if player is None:
-        return {"name": "", "client_seed": ""}
+        return dict(NO_ONE_SEATED)
     seat = {"name": player.name, "client_seed": player.client_seed}
     if player.player_id:
         seat["player"] = player.player_id

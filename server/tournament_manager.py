@@ -30,7 +30,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from bergen.domain.commands import CreateMatch, TakeSeat
-from bergen.domain.errors import BergenError, ConcurrencyConflict, LogTampered, NotFound
+from bergen.domain.errors import (
+    BergenError,
+    ConcurrencyConflict,
+    LogTampered,
+    MatchNotInProgress,
+    NotFound,
+)
 from bergen.domain.state import ENDED, SEATING
 from bergen.domain.tournament_engine import REVEAL, RUNNING
 from bergen.domain.tournament_fairness import table_server_seed
@@ -371,7 +377,11 @@ class TournamentManager(Worker):
             if e.player_ids and e.player_ids[player]:
                 take = replace(take, player=e.player_ids[player], bot=e.bots[player])
             intent = self._seat_intent(take, token_metadata(sealed))
-            written = self._work.run(match_id, intent, command_id=seat_command_id(seat))
+            try:
+                written = self._work.run(match_id, intent, command_id=seat_command_id(seat))
+            except MatchNotInProgress:
+                # The organiser abandoned it while it was being seated: its result stands.
+                return self._matches.load(match_id)
             self._count(written.replayed)
             match = self._written(match_id, written)
         return match
