@@ -48,7 +48,21 @@ from .url import live_conninfo
 
 _SQL = Statements(POSTGRES)
 _COLUMNS = _SQL.event_columns
-_VISIBLE = "tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+# The global order shows a row once no transaction that could still write one before it is
+# running: its horizon is the oldest transaction of this snapshot still in progress. A running
+# transaction of another database of the cluster cannot write these events (a session works in
+# one database), so it is left out: a long transaction elsewhere (a bulk load, another
+# application's job) must not hold back every feed here. What cannot be told apart (a prepared
+# transaction, one that ended since the snapshot) still counts, so the horizon errs early,
+# never late. pg_stat_activity's backend_xid is the 32-bit id, so it is compared with the low
+# bits of the snapshot's 64-bit ones; ids running at once never share them.
+_HORIZON = (
+    "coalesce((SELECT min(x::text::bigint) FROM pg_snapshot_xip(pg_current_snapshot()) x"
+    " WHERE mod(x::text::bigint, 4294967296) NOT IN (SELECT backend_xid::text::bigint"
+    " FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND datname <> current_database())),"
+    " pg_snapshot_xmax(pg_current_snapshot())::text::bigint)"
+)
+_VISIBLE = f"tx_id < (SELECT {_HORIZON})"
 
 _READ_AFTER = (
     "SELECT e.* FROM (SELECT tx_id, position FROM events WHERE position = %s::bigint) c"

@@ -136,3 +136,31 @@ def test_a_reader_of_the_global_order_never_skips_an_event_that_commits_late(
         early.close()
         late.close()
         store.close()
+
+
+def test_a_transaction_running_in_another_database_holds_back_nothing(
+    pg_database: str, pg_admin_url: str
+) -> None:
+    """A long transaction of another database of the cluster (another application's, a bulk
+    load) cannot write these events, so the global order does not wait for it; one of this
+    database still holds back what comes after it."""
+    store = PostgresEventStore(pg_database)
+    elsewhere = psycopg.connect(pg_admin_url)  # another database of the same cluster
+    here = psycopg.connect(pg_database)
+    try:
+        elsewhere.execute("SELECT pg_current_xact_id()")  # older than every write below
+        store.append(Append("a", 0, [NewEvent("A", 1, {"n": 1})]))
+        # Shown while the other database's transaction is still open (it stays open throughout).
+        (a,) = read_all_until(store, 1)
+        assert a.stream_id == "a"
+        assert store.head_position() == a.position
+
+        here.execute("SELECT pg_current_xact_id()")  # this database's: it may still write
+        store.append(Append("b", 0, [NewEvent("B", 1, {"n": 2})]))
+        assert [e.stream_id for e in store.read_all()] == ["a"]
+        here.rollback()
+        assert [e.stream_id for e in read_all_until(store, 2)] == ["a", "b"]
+    finally:
+        elsewhere.close()
+        here.close()
+        store.close()
