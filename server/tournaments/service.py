@@ -274,20 +274,26 @@ class TournamentCommands(TournamentQueries):
                 )
             actor, by = ORGANISER_ACTOR, ORGANISER
             if not self._identity.is_organiser(caller):
-                mine = self.entrant_of(t, caller)
-                if mine is None or mine[0] != entrant:
-                    raise PermissionDenied(
-                        f"tournament {tournament_id}: this token is not entrant {entrant}'s",
-                        reason="NOT_THIS_ENTRANT",
-                        tournament_id=tournament_id,
-                        entrant=entrant,
-                    )
+                self._require_entrant(t, caller, entrant)
                 actor, by = f"entrant:{entrant}", ENTRANT
             return TournamentIntent(Withdraw(entrant, by, note), actor, f"withdraw {entrant}")
 
         written = self._work.run(tournament_id, authorise)
         log.info("tournament %s: entrant %d withdrawn", tournament_id, entrant)
         return written.aggregate.state.entrants[entrant - 1].withdrawn_after_round or 0
+
+    def _require_entrant(self, t: Tournament, caller: Caller, entrant: int) -> None:
+        """Raises PermissionDenied (NOT_THIS_ENTRANT) unless `caller` holds a token of
+        `entrant`'s players."""
+        mine = self.entrant_of(t, caller)
+        if mine is None or mine[0] != entrant:
+            tournament_id = t.state.tournament_id
+            raise PermissionDenied(
+                f"tournament {tournament_id}: this token is not entrant {entrant}'s",
+                reason="NOT_THIS_ENTRANT",
+                tournament_id=tournament_id,
+                entrant=entrant,
+            )
 
     def start(self, caller: Caller, tournament_id: str) -> Tournament:
         """Close registration (organiser): the reveal window opens, or, when every entrant's
@@ -322,14 +328,7 @@ class TournamentCommands(TournamentQueries):
 
         def authorise(t: Tournament | None) -> TournamentIntent:
             assert t is not None
-            mine = self.entrant_of(t, caller)
-            if mine is None or mine[0] != entrant:
-                raise PermissionDenied(
-                    f"tournament {tournament_id}: this token is not entrant {entrant}'s",
-                    reason="NOT_THIS_ENTRANT",
-                    tournament_id=tournament_id,
-                    entrant=entrant,
-                )
+            self._require_entrant(t, caller, entrant)
             command = RevealSeed(entrant, client_seed)
             return TournamentIntent(command, f"entrant:{entrant}", f"reveal {entrant}")
 
