@@ -88,6 +88,10 @@ projection_positions = sa.Table(
     # in the same transaction as the projection's rows; its row lock lets one replica fold a
     # batch at a time.
     sa.Column("position", sa.BigInteger(), nullable=False),
+    # The authenticator of the row (bergen.server.store.sealed): the key id and the HMAC of
+    # the projection's name and position. NULL: written by no server holding the log keys.
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("name"),
 )
 
@@ -128,6 +132,12 @@ match_list = sa.Table(
     sa.Column("player_ids", sa.Text(), nullable=True),
     sa.Column("bots", sa.Text(), nullable=True),
     sa.Column("rated", sa.Boolean(), nullable=False, server_default=sa.false()),
+    # The authenticator of the row (bergen.server.store.sealed): the key id and the HMAC of
+    # every column above, the match id and its last seq folded among them; a row whose
+    # authenticator does not verify is rebuilt from the events before it is served. A
+    # player's row below is checked against its match's.
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("match_id"),
     sa.UniqueConstraint("listed"),
     sa.Index("ix_match_list_phase_listed", "phase", "listed"),
