@@ -325,8 +325,9 @@ def _measure(
         "and rebuilt from the events, by table.",
         ("table",),
     )
-    for table in tuple(feed.listing.repairs):
-        repairs.add((table,), functools.partial(feed.listing.repairs.__getitem__, table))
+    for kept in (feed.listing.repairs, feed.ratings.repairs):
+        for table in tuple(kept):
+            repairs.add((table,), functools.partial(kept.__getitem__, table))
     repo, tournaments = app.repository, app.tournaments
     caches.add(("matches", "hit"), lambda: repo.hits)
     caches.add(("matches", "miss"), lambda: repo.misses)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from .sealed import Seals
+from .sealed import Seals, sealing
 
 
 @dataclass
@@ -195,12 +195,7 @@ def position_fault(
 
 def sealed_position(seals: Seals | None, projection: str, position: int) -> tuple[Any, ...]:
     """(position, key_id, mac) to write for a projection's position."""
-    key_id, mac = (
-        (None, None)
-        if seals is None
-        else seals.seal(POSITIONS_TABLE, position_values(projection, position))
-    )
-    return position, key_id, mac
+    return (position, *sealing(seals, POSITIONS_TABLE, position_values(projection, position)))
 
 
 def _summary_of(row: Sequence[Any], time_of: Callable[[Any], datetime]) -> MatchSummary:

@@ -360,7 +360,7 @@ class PostgresEventStore:
         self._match_list = PostgresMatchList(
             self._pool, seals_of(log_keys), flushed_folds=flushed_folds
         )
-        self._ratings = SqlRatings(self._reading, self._match_list.locked)
+        self._ratings = SqlRatings(self._reading, self._match_list.locked, seals_of(log_keys))
 
     @_guarded
     def _check(self) -> None:
@@ -804,11 +804,11 @@ class PostgresMatchList:
             )
 
     @contextmanager
-    def locked(self, projection: str) -> Iterator[tuple[Db, int]]:
+    def locked(self, projection: str) -> Iterator[tuple[Db, tuple[Any, ...]]]:
         """`folding`'s transaction for another projection (the ratings'): the connection
-        and the position it had folded up to. Raises StorageUnavailable."""
+        and its position row as read (position, key_id, mac). Raises StorageUnavailable."""
         with self._holding(projection) as (conn, row):
-            yield _PostgresDb(conn), int(row[0])
+            yield _PostgresDb(conn), row
 
     @contextmanager
     def _holding(

@@ -165,6 +165,8 @@ match_list_players = sa.Table(
 
 
 # --- the ratings (RATINGS.md): folded from rated matches' ends, in global order ------------
+# Each row ends with its authenticator (key_id, mac: bergen.server.store.sealed) over its
+# columns as written; a row read that does not verify has the ratings folded again.
 
 
 def _id() -> sa.types.TypeEngine[str]:
@@ -193,6 +195,8 @@ player_ratings = sa.Table(
     sa.Column("shown", sa.Boolean(), nullable=False),
     sa.Column("rank_rating", sa.Integer(), nullable=False),
     sa.Column("rank_conservative", sa.Double(), nullable=False),
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("player_id", "pool"),
     sa.Index(
         "ix_player_ratings_board",
@@ -223,6 +227,8 @@ rating_history = sa.Table(
     # The rated matches after this one.
     sa.Column("matches", sa.Integer(), nullable=False),
     sa.Column("ended_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("player_id", "pool", "match_id"),
     sa.Index("ix_rating_history_player_id_rated_order", "player_id", "rated_order"),
     sa.Index("ix_rating_history_player_id_pool_rated_order", "player_id", "pool", "rated_order"),
@@ -242,6 +248,8 @@ rated_matches = sa.Table(
     sa.Column("sides", sa.Text(), nullable=False),
     sa.Column("places", sa.Text(), nullable=False),
     sa.Column("ended_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("match_id"),
     sa.UniqueConstraint("rated_order"),
     sa.Index("ix_rated_matches_pool_rated_order", "pool", "rated_order"),
@@ -255,5 +263,7 @@ rated_pending = sa.Table(
     sa.Column("pool", sa.String(8), nullable=False),
     sa.Column("seats", sa.Text(), nullable=False),
     sa.Column("sides", sa.Text(), nullable=False),
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("match_id"),
 )

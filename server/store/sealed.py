@@ -79,3 +79,36 @@ class Seals:
 def seals_of(keys: LogKeys | None) -> Seals | None:
     """The Seals of `keys`; None without keys (rows neither sealed nor checked)."""
     return None if keys is None else Seals(keys)
+
+
+class ReadModelTampered(Exception):
+    """A read-model row that must not be used as is: `table`, the row's `key`, and `why`."""
+
+    def __init__(self, table: str, key: str, why: str) -> None:
+        super().__init__(f"table {table} row {key}: {why}")
+        self.table = table
+        self.key = key
+        self.why = why
+
+
+def check_row(
+    seals: Seals | None,
+    table: str,
+    key: str,
+    values: Sequence[Any],
+    key_id: str | None,
+    mac: bytes | None,
+) -> None:
+    """Raises ReadModelTampered when the row of `table` named `key` holding `values` does not
+    verify under `seals` (nothing is checked without them)."""
+    if seals is None:
+        return
+    why = seals.fault(table, values, key_id, mac)
+    if why is not None:
+        raise ReadModelTampered(table, key, why)
+
+
+def sealing(seals: Seals | None, table: str, values: Sequence[Any]) -> tuple[Any, Any]:
+    """(key_id, mac) to write with the row of `table` holding `values` (NULLs without
+    `seals`)."""
+    return (None, None) if seals is None else seals.seal(table, values)

@@ -142,8 +142,9 @@ class SQLiteEventStore:
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
-        self._match_list = SQLiteMatchList(self._conn, seals_of(log_keys))
-        self._ratings = SqlRatings(self._reading, self._locked)
+        seals = seals_of(log_keys)
+        self._match_list = SQLiteMatchList(self._conn, seals)
+        self._ratings = SqlRatings(self._reading, self._locked, seals)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -428,7 +429,7 @@ class SQLiteEventStore:
             raise unavailable(what) from e
 
     @contextmanager
-    def _locked(self, projection: str) -> Iterator[tuple[Db, int]]:
+    def _locked(self, projection: str) -> Iterator[tuple[Db, tuple[Any, ...]]]:
         """A transaction under the database's write lock, with `projection`'s position.
         Raises StorageUnavailable."""
         try:
@@ -436,8 +437,8 @@ class SQLiteEventStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.execute(_SQL.new_position, (projection,))
-                position = conn.execute(_SQL.position, (projection,)).fetchone()[0]
-                yield _SQLiteDb(conn), int(position)
+                row = conn.execute(_SQL.position, (projection,)).fetchone()
+                yield _SQLiteDb(conn), tuple(row)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

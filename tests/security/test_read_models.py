@@ -20,6 +20,7 @@ from typing import Any
 from e2e.client import Client, seat_everyone
 from e2e.servers import ServerFarm, ServerProcess, bergen_command
 from e2e.test_metrics import metrics_url, scrape, value
+from e2e.test_players import rated_table, register, resign, shown
 
 from bergen.api.exit_status import ExitStatus
 from bergen.v1 import bergen_pb2 as pb
@@ -215,3 +216,25 @@ def test_a_position_past_the_log_is_folded_again_and_export_works(
         timeout=60,
     )
     assert out.returncode == ExitStatus.SUCCESS, out.stderr
+
+
+def test_a_forged_rating_is_not_shown_and_the_ratings_are_folded_again(
+    farm: ServerFarm, database: Database
+) -> None:
+    server = farm.start(database.server_url)
+    with Client(server.target) as client:
+        ann, bob = register(client, "ann"), register(client, "bob")
+        resign(client, rated_table(client, [ann, bob]), 0)
+        deadline = time.monotonic() + WAIT_S
+        while shown(client, ann.player_id)["2"].rated_matches != 1:
+            assert time.monotonic() < deadline, "the rated match was never rated"
+            time.sleep(0.1)
+        before = {p.player_id: shown(client, p.player_id) for p in (ann, bob)}
+        run(
+            database,
+            "UPDATE player_ratings SET name = 'FREE MONEY http://evil', mu = 60, sigma = 1,"
+            " matches = 500 WHERE player_id = ?",
+            (ann.player_id,),
+        )
+        assert {p.player_id: shown(client, p.player_id) for p in (ann, bob)} == before
+    assert tampered_logged(server, "player_ratings", f"{ann.player_id} 2")
