@@ -16,7 +16,10 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import psycopg
+import pytest
 from e2e.client import Client, seat_everyone
 from e2e.servers import ServerFarm, ServerProcess, bergen_command
 from e2e.test_metrics import metrics_url, scrape, value
@@ -238,3 +241,47 @@ def test_a_forged_rating_is_not_shown_and_the_ratings_are_folded_again(
         )
         assert {p.player_id: shown(client, p.player_id) for p in (ann, bob)} == before
     assert tampered_logged(server, "player_ratings", f"{ann.player_id} 2")
+
+
+GRANTED = {
+    "events": {"SELECT", "INSERT"},
+    "alembic_version": {"SELECT"},
+    "match_list": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+    "match_list_players": {"SELECT", "INSERT", "DELETE"},
+    "projection_positions": {"SELECT", "INSERT", "UPDATE"},
+    "player_ratings": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+    "rated_pending": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+    "rating_history": {"SELECT", "INSERT", "DELETE"},
+    "rated_matches": {"SELECT", "INSERT", "DELETE"},
+}
+"""What the server's role of deploy/grants.sql may do to each table, as docs/security.md
+says."""
+
+
+@pytest.mark.postgres
+def test_the_server_role_holds_exactly_what_docs_security_says(deployed_pg: Database) -> None:
+    role = urlsplit(deployed_pg.server_url).username
+    privileges = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
+    with psycopg.connect(deployed_pg.owner_url, autocommit=True) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchall()
+        ]
+        held = {
+            t: {
+                p
+                for p in privileges
+                if conn.execute("SELECT has_table_privilege(%s, %s, %s)", (role, t, p)).fetchone()[
+                    0
+                ]
+            }
+            for t in tables
+        }
+    assert sorted(tables) == sorted(GRANTED), "a table docs/security.md does not name"
+    assert held == GRANTED
+    with psycopg.connect(deployed_pg.server_url, autocommit=True) as conn:
+        for table in ("match_list_players", "rating_history", "rated_matches"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(f"UPDATE {table} SET match_id = match_id")
