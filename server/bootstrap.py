@@ -4,6 +4,7 @@ the application, the gRPC server with its edge, and the background workers, star
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 import uuid
@@ -318,6 +319,15 @@ def _measure(
         "events may still be read) or miss (read and folded from the store).",
         ("cache", "result"),
     )
+    repairs = metrics.count(
+        "bergen_read_model_repairs",
+        "Read-model rows found tampered with (not what the events give, or not authentic) "
+        "and rebuilt from the events, by table.",
+        ("table",),
+    )
+    for kept in (feed.listing.repairs, feed.ratings.repairs):
+        for table in tuple(kept):
+            repairs.add((table,), functools.partial(kept.__getitem__, table))
     repo, tournaments = app.repository, app.tournaments
     caches.add(("matches", "hit"), lambda: repo.hits)
     caches.add(("matches", "miss"), lambda: repo.misses)

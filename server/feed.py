@@ -320,6 +320,7 @@ class EventFeed:
         while not self._stop.is_set():
             try:
                 self.listing.catch_up()
+                self.listing.audit()
             except Exception:  # keep folding: a passing database error must not end it
                 log.exception("match list: folding failed; retrying")
                 self._stop.wait(1.0)

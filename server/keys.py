@@ -33,6 +33,9 @@ HAND_OFF_CODE_PURPOSE = b"bergen hand-off code v1"
 PLAYER_TOKEN_PURPOSE = b"bergen player token v1"
 """What the keys that seal registered players' tokens are derived for
 (`bergen.server.players`)."""
+READ_MODEL_PURPOSE = b"bergen read model v1"
+"""What the keys that authenticate the read models' rows are derived for
+(`bergen.server.store.sealed`)."""
 
 
 def derive_key(key: bytes, purpose: bytes) -> bytes:

@@ -23,6 +23,7 @@ integers of their own, read only when Prometheus scrapes (`_Counts`).
 | `bergen_clock_timeouts_total` | counter | |
 | `bergen_wrong_secrets_total` | counter | outcome: counted, held |
 | `bergen_cache_lookups_total` | counter | cache, result: hit, miss |
+| `bergen_read_model_repairs_total` | counter | table |
 """
 
 from __future__ import annotations

@@ -30,13 +30,13 @@ import logging
 import re
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from bergen.api.chain import canonical_json, metadata_json, micros
 from bergen.api.stored import GENESIS_HASH, EventMetadata
-from bergen.domain.errors import CorruptRecord, InvalidArgument
+from bergen.domain.errors import CorruptRecord, InvalidArgument, NotFound
 from bergen.domain.events import (
     Dealt,
     Event,
@@ -53,6 +53,7 @@ from .keys import LogKeys
 from .matches import REMATCH_KEY, decode_stored
 from .store import EventStore, MatchSummary, StoredEvent
 from .store.authenticity import Keyed, ReadEvent
+from .store.listing import FoldTransaction
 
 log = logging.getLogger("bergen.server.projections")
 
@@ -95,6 +96,12 @@ HEADS_KEPT = 10_000
 REFUSED_KEPT = 10_000
 """Refused matches remembered, so their later rows are passed over without a log line each
 (the listed version stops them anyway)."""
+ACCEPTED_KEPT = 10_000
+"""Rows found equal to their rebuild from the events although their match's next event is
+folded (it was refused), remembered by version so that pages do not rebuild them again."""
+AUDIT_EVERY_S = 300.0
+"""How often the follower looks for matches missing from the listing (rows deleted): once
+when it starts, then this often."""
 
 # The event types the listing reads; any other event (a play, a draw...) only moves the
 # version on, and is not decoded.
@@ -353,6 +360,22 @@ def read_past_unreadable(
         after = got[0].position
 
 
+def rebuilt(store: EventStore, match_id: str) -> MatchSummary | None:
+    """The listing of `match_id` folded afresh from its stream, each row checked as the
+    listing checks it (None: its MatchCreated is not listed). Raises StorageUnavailable."""
+    try:
+        events: Sequence[StoredEvent] = store.read_stream(match_id)
+    except CorruptRecord as err:
+        # Up to the row that does not decode, as the listing folds it.
+        seq = int(err.metadata.get("seq", "0"))
+        if seq <= 1:
+            return None
+        events = store.read_stream(match_id, 1, seq - 1)
+    summaries: dict[str, MatchSummary] = {}
+    fold_into(summaries, events, RowCheck(store.log_keys), OrderedDict())
+    return summaries.get(match_id)
+
+
 # --- page tokens ----------------------------------------------------------------------------
 
 _TOKEN_MAX = 40
@@ -402,6 +425,10 @@ class MatchListProjection:
         position the batch reaches (`offer`)."""
         self.events_read = 0
         """Events this process has read from the global order to fold (for tests)."""
+        self.repairs: Counter[str] = Counter(match_list=0, projection_positions=0)
+        """Rows found tampered with and rebuilt from the events, by table (for the metrics)."""
+        self._accepted: OrderedDict[str, int] = OrderedDict()
+        self._audited_at: float | None = None
 
     def catch_up(self, max_batches: int | None = None) -> int:
         """Fold what was written since the stored position (up to `max_batches` batches), up
@@ -411,7 +438,11 @@ class MatchListProjection:
         batches = 0
         with self._lock:
             if self._position is None:
-                self._position = self._list.position(MATCH_LIST)
+                position, fault = self._list.checked_position(MATCH_LIST)
+                if fault is not None:
+                    self._reported("projection_positions", MATCH_LIST, fault, "from position 0")
+                    position = self._reset(0)
+                self._position = position
             while max_batches is None or batches < max_batches:
                 offered = self._offered.pop(self._position, None)
                 if offered is not None:
@@ -423,9 +454,20 @@ class MatchListProjection:
                             break
                         batch, upto = [*batch, *more[0]], more[1]
                 else:
-                    batch, upto = read_past_unreadable(
-                        self._store, self._position, self._batch, "match list"
-                    )
+                    try:
+                        batch, upto = read_past_unreadable(
+                            self._store, self._position, self._batch, "match list"
+                        )
+                    except NotFound:
+                        self._reported(
+                            "projection_positions",
+                            MATCH_LIST,
+                            f"its position {self._position} names no event of the log",
+                            "from position 0",
+                        )
+                        self._position = self._reset(0)
+                        self._accepted.clear()
+                        continue
                     self.events_read += len(batch)
                 if upto == self._position:
                     return folded
@@ -456,10 +498,29 @@ class MatchListProjection:
         replica did first; then only move self._position to where it stopped. Returns the
         events folded here."""
         with self._list.folding(MATCH_LIST) as tx:
+            if tx.fault is not None:
+                # Another replica's position would be sealed: carry on from this one's own.
+                self._reported("projection_positions", MATCH_LIST, tx.fault, "where it was")
+                tx.position = self._position or 0
             if tx.position != self._position:
                 self._position = tx.position
                 return 0
-            summaries = tx.load({e.stream_id for e in batch if is_match_stream(e.stream_id)})
+            first: dict[str, int] = {}
+            for e in batch:
+                if is_match_stream(e.stream_id):
+                    first.setdefault(e.stream_id, e.seq)
+            summaries = tx.load(first)
+            # A row that does not verify, or that stops short of its match's events in this
+            # batch (an older copy put back), is rebuilt before anything is folded into it.
+            bad = {
+                m: s.fault
+                if s.fault is not None
+                else f"it stops at seq {s.version}, short of seq {first[m]} to fold"
+                for m, s in summaries.items()
+                if s.fault is not None or (first[m] > s.version + 1 and m not in self._refused)
+            }
+            if bad:
+                summaries.update(self._repaired(tx, bad, summaries))
             changed = fold_into(summaries, batch, self._check, self._refused)
             tx.save([summaries[m] for m in changed], upto)
         self._position = upto
@@ -518,8 +579,106 @@ class MatchListProjection:
         before = parse_page_token(token) if token else None
         self.catch_up(PAGE_CATCH_UP_BATCHES)
         self._await_own_writes()
-        rows = self._list.page(phase, player, before, size + 1)
+        rows = self._checked_page(phase, player, before, size + 1)
         if len(rows) <= size:
             return rows, ""
         rows = rows[:size]
         return rows, page_token(rows[-1].order)
+
+    # tampering ---------------------------------------------------------------------------------
+
+    def _checked_page(
+        self, phase: str | None, player: str, before: int | None, limit: int
+    ) -> list[MatchSummary]:
+        """The listing's page, every row's authenticator checked and each row older than the
+        events folded found out (in the page's one query): such rows are rebuilt from the
+        events, and the page read again; one still bad is left out."""
+        folded = self._position or 0
+        rows = self._list.page(phase, player, before, limit, folded)
+        bad = {s.match_id: why for s in rows if (why := self._fault(s)) is not None}
+        if not bad:
+            return rows
+        with self._lock, self._list.folding(MATCH_LIST) as tx:
+            if tx.fault is None:
+                self._repaired(tx, bad, tx.load(bad))
+        rows = self._list.page(phase, player, before, limit, self._position or 0)
+        return [s for s in rows if self._fault(s) is None]
+
+    def _fault(self, s: MatchSummary) -> str | None:
+        """Why a page's row must not be served as is (None: it may)."""
+        if s.fault is not None:
+            return s.fault
+        if not s.stale or self._accepted.get(s.match_id) == s.version:
+            return None
+        if self._refused.get(s.match_id) == s.version + 1:
+            return None  # its next event was refused here: the row stops before it
+        return f"it stops at seq {s.version}, older than the events folded"
+
+    def _repaired(
+        self, tx: FoldTransaction, bad: dict[str, str], loaded: dict[str, MatchSummary]
+    ) -> dict[str, MatchSummary]:
+        """Rebuild the rows of `bad` (match id -> why each is suspect; `loaded`: as they are
+        now) from the events, in the listing's transaction `tx`: written again, or deleted
+        for a match the events do not list. Each row that was not what its events give is
+        reported. Returns the rows rebuilt."""
+        fresh: dict[str, MatchSummary] = {}
+        gone: list[str] = []
+        for match_id, why in bad.items():
+            now = loaded.get(match_id)
+            again = rebuilt(self._store, match_id)
+            if again is None:
+                if now is not None:
+                    gone.append(match_id)
+                    self._reported("match_list", match_id, why, "it is no match of the log")
+                continue
+            fresh[match_id] = again
+            if now is not None and now.fault is None and now == again:
+                # As its events give it: their next row was refused, here or elsewhere.
+                self._accept(match_id, again.version)
+                continue
+            self._reported("match_list", match_id, "missing" if now is None else why, "")
+        tx.drop(gone)
+        if fresh:
+            tx.save(list(fresh.values()), tx.position, reseat=True)
+        return fresh
+
+    def _accept(self, match_id: str, version: int) -> None:
+        self._accepted[match_id] = version
+        self._accepted.move_to_end(match_id)
+        while len(self._accepted) > ACCEPTED_KEPT:
+            self._accepted.popitem(last=False)
+
+    def _reset(self, position: int) -> int:
+        """Write `position` as the listing's, sealed. Returns it."""
+        with self._list.folding(MATCH_LIST) as tx:
+            tx.save([], position)
+        return position
+
+    def _reported(self, table: str, key: str, why: str, rebuilt_from: str) -> None:
+        self.repairs[table] += 1
+        log.warning(
+            "READ MODEL TAMPERED: table %s row %s is not served as is (%s): rebuilt from the"
+            " events%s", table, key, why, f" ({rebuilt_from})" if rebuilt_from else "",
+        )  # fmt: skip
+
+    def audit(self) -> int:
+        """Look for matches missing from the listing (rows deleted) up to where it has
+        folded, and rebuild them from the events: when the follower starts, then every
+        AUDIT_EVERY_S. Returns how many were rebuilt. Raises StorageUnavailable."""
+        now = time.monotonic()
+        if self._audited_at is not None and now - self._audited_at < AUDIT_EVERY_S:
+            return 0
+        with self._lock:
+            if self._position is None:
+                return 0
+            missing = [m for m in self._list.missing(self._position) if m not in self._refused]
+            self._audited_at = now
+            if not missing:
+                return 0
+            with self._list.folding(MATCH_LIST) as tx:
+                if tx.fault is not None:
+                    return 0
+                fresh = self._repaired(tx, dict.fromkeys(missing, "missing"), tx.load(missing))
+            for m in set(missing) - set(fresh):
+                self._refused[m] = 1  # not listed by its events either: not looked for again
+            return len(fresh)

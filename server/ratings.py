@@ -23,10 +23,12 @@ import binascii
 import json
 import logging
 import threading
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
-from bergen.domain.errors import BergenError, CorruptRecord, InvalidArgument
+from bergen.domain.errors import BergenError, CorruptRecord, InvalidArgument, NotFound
 from bergen.domain.events import MatchEnded, SeatTaken
 from bergen.domain.ratings import NEWCOMER, POOLS, Rating, places_of, pool_of, rate
 from bergen.domain.tiles import sides_of
@@ -55,8 +57,11 @@ from .store.ratings import (
     RatingsFold,
     board_key,
 )
+from .store.sealed import ReadModelTampered
 
 log = logging.getLogger("bergen.server.ratings")
+
+T = TypeVar("T")
 
 BATCH = 1000
 """Events read and folded per transaction."""
@@ -78,16 +83,46 @@ class RatingsProjection:
         """Events this process has read from the global order to fold (for tests)."""
         self.started_at: int | None = None
         """The position this process found the ratings folded up to, when it first looked."""
+        self.repairs: Counter[str] = Counter(
+            player_ratings=0, rating_history=0, rated_matches=0, rated_pending=0
+        )
+        """Times a row was found tampered with and the ratings rebuilt, by table (for the
+        metrics; the positions' row counts with the listing's)."""
+
+    def rebuild(self, tampered: ReadModelTampered) -> None:
+        """Report a row found tampered with, and fold the ratings again from the events:
+        they are folded from every rated match in order, so one row cannot be rebuilt alone.
+        Raises StorageUnavailable."""
+        self.repairs[tampered.table] += 1
+        log.warning(
+            "READ MODEL TAMPERED: table %s row %s is not served as is (%s): rebuilt from the"
+            " events (the ratings, from position 0)", tampered.table, tampered.key,
+            tampered.why,
+        )  # fmt: skip
+        self._tables.reset(RATINGS)
+        with self._lock:
+            self._position = 0
+            self._offered.clear()
 
     def catch_up(self, max_batches: int | None = None) -> int:
         """Fold what was written since the stored position (up to `max_batches` batches),
         up to the first batch read that is not full. Returns how many events this process
         folded. Raises StorageUnavailable."""
+        try:
+            return self._catch_up(max_batches)
+        except ReadModelTampered as tampered:
+            self.rebuild(tampered)
+            return self._catch_up(max_batches)
+
+    def _catch_up(self, max_batches: int | None) -> int:
         folded = 0
         batches = 0
         with self._lock:
             if self._position is None:
-                self._position = self._tables.position(RATINGS)
+                position, fault = self._tables.checked_position(RATINGS)
+                if fault is not None or position < 0:
+                    raise ReadModelTampered("projection_positions", RATINGS, str(fault))
+                self._position = position
                 self.started_at = self._position
                 log.info("ratings: folded up to position %d", self._position)
             while max_batches is None or batches < max_batches:
@@ -100,9 +135,16 @@ class RatingsProjection:
                             break
                         batch, upto = [*batch, *more[0]], more[1]
                 else:
-                    batch, upto = read_past_unreadable(
-                        self._store, self._position, self._batch, "ratings"
-                    )
+                    try:
+                        batch, upto = read_past_unreadable(
+                            self._store, self._position, self._batch, "ratings"
+                        )
+                    except NotFound:
+                        raise ReadModelTampered(
+                            "projection_positions",
+                            RATINGS,
+                            f"its position {self._position} names no event of the log",
+                        ) from None
                     self.events_read += len(batch)
                 if upto == self._position:
                     return folded
@@ -131,6 +173,8 @@ class RatingsProjection:
 
     def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
         with self._tables.folding(RATINGS) as tx:
+            if tx.fault is not None:
+                raise ReadModelTampered("projection_positions", RATINGS, tx.fault)
             if tx.position != self._position:
                 self._position = tx.position  # another replica folded it
                 return 0
@@ -406,10 +450,22 @@ class RatingQueries:
         self._tables = store.ratings()
         self._projection = projection
 
+    def _checked(self, read: Callable[[], list[T]]) -> list[T]:
+        """`read()`'s rows; when one of them does not verify, after the ratings are rebuilt
+        from the events (and caught up as far as a page catches up)."""
+        try:
+            return read()
+        except ReadModelTampered as tampered:
+            self._projection.rebuild(tampered)
+        self._projection.catch_up(PAGE_CATCH_UP_BATCHES)
+        return read()
+
     def ratings_of(self, player_id: str) -> dict[str, Rating]:
         """The player's rating in every pool (a newcomer's where it has none)."""
         self._projection.catch_up(PAGE_CATCH_UP_BATCHES)
-        held = {r.pool: r.rating for r in self._tables.player_ratings(player_id)}
+        held = {
+            r.pool: r.rating for r in self._checked(lambda: self._tables.player_ratings(player_id))
+        }
         return {pool: held.get(pool, NEWCOMER) for pool in POOLS}
 
     def leaderboard(self, pool: str, size: int, token: str) -> BoardPage:
@@ -419,7 +475,7 @@ class RatingQueries:
         size = _size(size)
         rank, after = parse_board_token(token) if token else (0, None)
         self._projection.catch_up(PAGE_CATCH_UP_BATCHES)
-        rows = self._tables.leaderboard(pool, after, size + 1)
+        rows = self._checked(lambda: self._tables.leaderboard(pool, after, size + 1))
         entries = [(rank + 1 + i, r) for i, r in enumerate(rows[:size])]
         if len(rows) <= size:
             return BoardPage(entries, "")
@@ -436,7 +492,7 @@ class RatingQueries:
         size = _size(size)
         before = parse_page_token(token) if token else None
         self._projection.catch_up(PAGE_CATCH_UP_BATCHES)
-        rows = self._tables.history(player_id, pool, before, size + 1)
+        rows = self._checked(lambda: self._tables.history(player_id, pool, before, size + 1))
         if len(rows) <= size:
             return rows, ""
         rows = rows[:size]

@@ -37,12 +37,16 @@ from .faults import guard, unavailable
 from .listing import (
     FoldTransaction,
     MatchSummary,
+    page_summary,
     player_rows,
+    position_fault,
+    sealed_position,
     summary_of,
     summary_params,
 )
 from .model import Append, AppendResult, StreamInfo
 from .ratings import Db, SqlRatings
+from .sealed import Seals, seals_of
 from .statements import NO_LIMIT, POSTGRES, Dialect, Statements
 from .url import live_conninfo
 
@@ -367,8 +371,10 @@ class PostgresEventStore:
         self._pool = Pool(live_conninfo(url), max_connections)
         self._check()
         self._heads = Heads(head_cache_size)
-        self._match_list = PostgresMatchList(self._pool, flushed_folds=flushed_folds)
-        self._ratings = SqlRatings(self._reading, self._match_list.locked)
+        self._match_list = PostgresMatchList(
+            self._pool, seals_of(log_keys), flushed_folds=flushed_folds
+        )
+        self._ratings = SqlRatings(self._reading, self._match_list.locked, seals_of(log_keys))
 
     @_guarded
     def _check(self) -> None:
@@ -669,10 +675,17 @@ class PostgresEventStore:
 class _PostgresFold:
     """A projection's transaction on one connection, its position row locked."""
 
-    def __init__(self, conn: psycopg.Connection[Any], projection: str, position: int) -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        projection: str,
+        position: tuple[int, str | None],
+        seals: Seals | None,
+    ) -> None:
         self._conn = conn
         self._projection = projection
-        self.position = position
+        self.position, self.fault = position
+        self._seals = seals
         self._seated: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     def load(self, match_ids: Collection[str]) -> dict[str, MatchSummary]:
@@ -682,19 +695,24 @@ class _PostgresFold:
             _SQL.summaries(len(match_ids)),
             (list(match_ids),),
         ).fetchall()
-        found = {r[0]: summary_of(r) for r in rows}
+        found = {r[0]: summary_of(r, seals=self._seals) for r in rows}
         for s in found.values():
             self._seated[s.match_id] = (s.phase, tuple(s.players))
         return found
 
-    def save(self, changed: Sequence[MatchSummary], position: int) -> None:
+    def save(self, changed: Sequence[MatchSummary], position: int, reseat: bool = False) -> None:
         # A player's rows change only with the seats or the phase: most events leave them be.
         reseated = [
-            s for s in changed if self._seated.get(s.match_id) != (s.phase, tuple(s.players))
+            s
+            for s in changed
+            if reseat or self._seated.get(s.match_id) != (s.phase, tuple(s.players))
         ]
         with self._conn.cursor() as cur:
             if changed:
-                cur.executemany(_SQL.upsert_summary, [summary_params(s) for s in changed])
+                cur.executemany(
+                    _SQL.upsert_summary,
+                    [summary_params(s, seals=self._seals) for s in changed],
+                )
             if reseated:
                 cur.execute(
                     _SQL.drop_players(len(reseated)),
@@ -708,11 +726,20 @@ class _PostgresFold:
                     )
             cur.execute(
                 _SQL.set_position,
-                (position, self._projection),
+                (*sealed_position(self._seals, self._projection, position), self._projection),
             )
         for s in changed:
             self._seated[s.match_id] = (s.phase, tuple(s.players))
-        self.position = position
+        self.position, self.fault = position, None
+
+    def drop(self, match_ids: Collection[str]) -> None:
+        if not match_ids:
+            return
+        ids = list(match_ids)
+        self._conn.execute(_SQL.drop_summaries(len(ids)), (ids,))
+        self._conn.execute(_SQL.drop_players(len(ids)), (ids,))
+        for match_id in ids:
+            self._seated.pop(match_id, None)
 
 
 class _PostgresDb:
@@ -760,38 +787,47 @@ class _PostgresDb:
 class PostgresMatchList:
     """The match listing in PostgreSQL; shares the event store's connections."""
 
-    def __init__(self, pool: Pool, *, flushed_folds: bool = False) -> None:
+    def __init__(self, pool: Pool, seals: Seals | None, *, flushed_folds: bool = False) -> None:
         self._pool = pool
+        self._seals = seals
         self._locked = (
-            "SELECT position FROM projection_positions WHERE name = %s FOR UPDATE"
+            "SELECT position, key_id, mac FROM projection_positions WHERE name = %s FOR UPDATE"
             if flushed_folds
-            else "SELECT position, set_config('synchronous_commit', 'off', true)"
+            else "SELECT position, key_id, mac, set_config('synchronous_commit', 'off', true)"
             " FROM projection_positions WHERE name = %s FOR UPDATE"
         )
 
     @_guarded
     def position(self, projection: str) -> int:
+        return self.checked_position(projection)[0]
+
+    @_guarded
+    def checked_position(self, projection: str) -> tuple[int, str | None]:
         with self._pool.connection() as conn:
             row = conn.execute(_SQL.position, (projection,)).fetchone()
-        return 0 if row is None else int(row[0])
+        return position_fault(self._seals, projection, row)
 
     @contextmanager
     def folding(self, projection: str) -> Iterator[FoldTransaction]:
         """A transaction holding `projection`'s position row (FOR UPDATE: another replica
         folding waits here, then sees the position this one wrote). Raises
         StorageUnavailable."""
-        with self._holding(projection) as (conn, position):
-            yield _PostgresFold(conn, projection, position)
+        with self._holding(projection) as (conn, row):
+            yield _PostgresFold(
+                conn, projection, position_fault(self._seals, projection, row), self._seals
+            )
 
     @contextmanager
-    def locked(self, projection: str) -> Iterator[tuple[Db, int]]:
+    def locked(self, projection: str) -> Iterator[tuple[Db, tuple[Any, ...]]]:
         """`folding`'s transaction for another projection (the ratings'): the connection
-        and the position it had folded up to. Raises StorageUnavailable."""
-        with self._holding(projection) as (conn, position):
-            yield _PostgresDb(conn), position
+        and its position row as read (position, key_id, mac). Raises StorageUnavailable."""
+        with self._holding(projection) as (conn, row):
+            yield _PostgresDb(conn), row
 
     @contextmanager
-    def _holding(self, projection: str) -> Iterator[tuple[psycopg.Connection[Any], int]]:
+    def _holding(
+        self, projection: str
+    ) -> Iterator[tuple[psycopg.Connection[Any], tuple[Any, ...]]]:
         try:
             with self._pool.connection() as conn, conn.transaction():
                 # Unless flushed_folds, the fold commits without waiting for its WAL to reach
@@ -807,7 +843,7 @@ class PostgresMatchList:
                     conn.execute(_SQL.new_position, (projection,))
                     row = conn.execute(self._locked, (projection,)).fetchone()
                     assert row is not None
-                yield conn, int(row[0])
+                yield conn, tuple(row)
         except Exception as e:
             what = _fault(e)
             if what is None:
@@ -816,15 +852,22 @@ class PostgresMatchList:
 
     @_guarded
     def page(
-        self, phase: str | None, player: str, before: int | None, limit: int
+        self, phase: str | None, player: str, before: int | None, limit: int, folded: int = 0
     ) -> list[MatchSummary]:
-        params: list[Any] = [player] if player else []
+        params: list[Any] = [folded]
+        if player:
+            params.append(player)
         if phase is not None:
             params.append(phase)
         params += (NO_LIMIT if before is None else before, limit)
         with self._pool.connection() as conn:
             rows = conn.execute(_SQL.pages[phase is not None, bool(player)], params).fetchall()
-        return [summary_of(r) for r in rows]
+        return [page_summary(r, _as_time, self._seals, player) for r in rows]
+
+    @_guarded
+    def missing(self, folded: int) -> list[str]:
+        with self._pool.connection() as conn:
+            return [r[0] for r in conn.execute(_SQL.missing, (folded,)).fetchall()]
 
     @_guarded
     def versions(self, match_ids: Collection[str]) -> dict[str, int]:
@@ -836,3 +879,8 @@ class PostgresMatchList:
                 (list(match_ids),),
             ).fetchall()
         return {r[0]: int(r[1]) for r in rows}
+
+
+def _as_time(value: Any) -> datetime:
+    assert isinstance(value, datetime)
+    return value

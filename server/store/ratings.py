@@ -21,6 +21,8 @@ from typing import Any, Protocol
 
 from bergen.domain.ratings import Rating
 
+from .listing import POSITIONS_TABLE, position_fault, sealed_position
+from .sealed import Seals, check_row, sealing
 from .statements import Dialect
 
 RATINGS = "ratings"
@@ -140,17 +142,56 @@ def _sides(text: str) -> tuple[tuple[int, ...], ...]:
 
 
 _RATING_COLUMNS = "player_id, pool, name, bot, mu, sigma, matches"
+_RATING_WRITTEN = (*_RATING_COLUMNS.split(", "), "shown", "rank_rating", "rank_conservative")
+_RATING_READ = ", ".join((*_RATING_WRITTEN, "key_id", "mac"))
 _HISTORY_COLUMNS = (
     "player_id, pool, match_id, rated_order, seat, place, mu_before, sigma_before, mu_after,"
     " sigma_after, matches, ended_at"
 )
+_HISTORY_READ = _HISTORY_COLUMNS + ", key_id, mac"
+_PENDING_COLUMNS = ("match_id", "pool", "seats", "sides")
+_RATED_COLUMNS = ("match_id", "pool", "rated_order", "seats", "sides", "places", "ended_at")
+
+# Each row carries an authenticator (bergen.server.store.sealed) of its columns as written,
+# among them what binds it to the log: its player and pool, its match, the order of the
+# match's end. A row read that does not verify raises ReadModelTampered.
 
 
-def _rating_row(r: tuple[Any, ...]) -> PlayerRating:
-    return PlayerRating(r[0], r[1], r[2], bool(r[3]), Rating(float(r[4]), float(r[5]), int(r[6])))
+def _rating_values(r: PlayerRating) -> tuple[Any, ...]:
+    """A rating's columns as written (_RATING_WRITTEN)."""
+    g = r.rating
+    return (
+        r.player_id, r.pool, r.name, bool(r.bot), float(g.mu), float(g.sigma), int(g.matches),
+        not g.provisional, -int(g.display), -float(g.conservative),
+    )  # fmt: skip
 
 
-def _history_row(db: Db, r: tuple[Any, ...]) -> HistoryRow:
+def _rating_row(r: tuple[Any, ...], seals: Seals | None = None) -> PlayerRating:
+    """The PlayerRating of a row selected as _RATING_READ, checked under `seals`."""
+    rating = PlayerRating(r[0], r[1], r[2], bool(r[3]), Rating(float(r[4]), float(r[5]), int(r[6])))
+    values = (*_rating_values(rating)[:7], bool(r[7]), int(r[8]), float(r[9]))
+    check_row(seals, "player_ratings", f"{r[0]} {r[1]}", values, r[10], r[11])
+    return rating
+
+
+def _history_values(h: HistoryRow) -> tuple[Any, ...]:
+    return (
+        h.player_id, h.pool, h.match_id, int(h.order), int(h.seat), int(h.place),
+        float(h.before.mu), float(h.before.sigma), float(h.after.mu), float(h.after.sigma),
+        int(h.after.matches), h.ended_at,
+    )  # fmt: skip
+
+
+def _history_row(db: Db, r: tuple[Any, ...], seals: Seals | None = None) -> HistoryRow:
+    h = _history_of(db, r)
+    check_row(
+        seals, "rating_history", f"{h.player_id} {h.pool} {h.match_id}", _history_values(h),
+        r[12], r[13],
+    )  # fmt: skip
+    return h
+
+
+def _history_of(db: Db, r: tuple[Any, ...]) -> HistoryRow:
     matches = int(r[10])
     return HistoryRow(
         player_id=r[0],
@@ -181,11 +222,19 @@ def _among(db: Db, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
 class RatingsFold:
     """The ratings' transaction: the projection's position row is locked until it ends."""
 
-    def __init__(self, db: Db, projection: str, position: int) -> None:
+    def __init__(
+        self,
+        db: Db,
+        projection: str,
+        position: tuple[int, str | None],
+        seals: Seals | None = None,
+    ) -> None:
         self._db = db
         self._projection = projection
-        self.position = position
-        """What the projection had folded up to when the lock was taken."""
+        self._seals = seals
+        self.position, self.fault = position
+        """What the projection had folded up to when the lock was taken, and why that must
+        not be trusted (None: it may)."""
         p = db.dialect.param
         self._p = p
         self._big = p + db.dialect.int8
@@ -198,18 +247,23 @@ class RatingsFold:
         for chunk in _chunks(list(match_ids)):
             where, params = _among(self._db, "match_id", chunk)
             for r in self._db.rows(
-                f"SELECT match_id, pool, seats, sides FROM rated_pending WHERE {where}", params
+                f"SELECT match_id, pool, seats, sides, key_id, mac FROM rated_pending"
+                f" WHERE {where}",
+                params,
             ):
+                check_row(self._seals, "rated_pending", r[0], r[:4], r[4], r[5])
                 found[r[0]] = PendingMatch(r[0], r[1], _holders(r[2]), _sides(r[3]))
         return found
 
     def keep_pending(self, matches: Sequence[PendingMatch]) -> None:
         """Write `matches` (new, or with more seats taken)."""
+        rows = [(m.match_id, m.pool, _holders_json(m.seats), _sides_json(m.sides)) for m in matches]
         self._db.insert(
             "rated_pending",
-            ("match_id", "pool", "seats", "sides"),
-            [(m.match_id, m.pool, _holders_json(m.seats), _sides_json(m.sides)) for m in matches],
-            "ON CONFLICT (match_id) DO UPDATE SET seats = excluded.seats",
+            (*_PENDING_COLUMNS, "key_id", "mac"),
+            [(*r, *sealing(self._seals, "rated_pending", r)) for r in rows],
+            "ON CONFLICT (match_id) DO UPDATE SET pool = excluded.pool, seats = excluded.seats,"
+            " sides = excluded.sides, key_id = excluded.key_id, mac = excluded.mac",
         )
 
     def drop_pending(self, match_ids: Sequence[str]) -> None:
@@ -225,10 +279,10 @@ class RatingsFold:
         for chunk in _chunks(list(player_ids)):
             where, params = _among(self._db, "player_id", chunk)
             for r in self._db.rows(
-                f"SELECT {_RATING_COLUMNS} FROM player_ratings WHERE pool = {self._p} AND {where}",
+                f"SELECT {_RATING_READ} FROM player_ratings WHERE pool = {self._p} AND {where}",
                 [pool, *params],
             ):
-                found[r[0]] = _rating_row(r)
+                found[r[0]] = _rating_row(r, self._seals)
         return found
 
     def ratings_in(
@@ -250,35 +304,23 @@ class RatingsFold:
                 where = f"(player_id, pool) IN (VALUES {', '.join([f'({p}, {p})'] * len(chunk))})"
                 params = [v for pool, player in chunk for v in (player, pool)]
             for r in self._db.rows(
-                f"SELECT {_RATING_COLUMNS} FROM player_ratings WHERE {where}", params
+                f"SELECT {_RATING_READ} FROM player_ratings WHERE {where}", params
             ):
-                found[r[1], r[0]] = _rating_row(r)
+                found[r[1], r[0]] = _rating_row(r, self._seals)
         return found
 
     def save_ratings(self, ratings: Sequence[PlayerRating]) -> None:
         """Write `ratings`, new or changed: at most one a player and pool."""
+        rows = [_rating_values(r) for r in ratings]
         self._db.insert(
             "player_ratings",
-            (*_RATING_COLUMNS.split(", "), "shown", "rank_rating", "rank_conservative"),
-            [
-                (
-                    r.player_id,
-                    r.pool,
-                    r.name,
-                    r.bot,
-                    r.rating.mu,
-                    r.rating.sigma,
-                    r.rating.matches,
-                    not r.rating.provisional,
-                    -r.rating.display,
-                    -r.rating.conservative,
-                )
-                for r in ratings
-            ],
+            (*_RATING_WRITTEN, "key_id", "mac"),
+            [(*v, *sealing(self._seals, "player_ratings", v)) for v in rows],
             "ON CONFLICT (player_id, pool) DO UPDATE SET name = excluded.name,"
             " bot = excluded.bot, mu = excluded.mu, sigma = excluded.sigma,"
             " matches = excluded.matches, shown = excluded.shown,"
-            " rank_rating = excluded.rank_rating, rank_conservative = excluded.rank_conservative",
+            " rank_rating = excluded.rank_rating, rank_conservative = excluded.rank_conservative,"
+            " key_id = excluded.key_id, mac = excluded.mac",
         )
 
     # the rated matches applied ----------------------------------------------------------------
@@ -300,32 +342,37 @@ class RatingsFold:
 
     def matches_after(self, pool: str, order: int) -> list[RatedEnd]:
         """The matches applied in `pool` after `order`, in order."""
-        return [
-            RatedEnd(
-                r[0],
-                r[1],
-                int(r[2]),
-                tuple(h for h in _holders(r[3]) if h is not None),
-                _sides(r[4]),
-                tuple(json.loads(r[5])),
-                self._db.time_of(r[6]),
+        out: list[RatedEnd] = []
+        for r in self._db.rows(
+            f"SELECT {', '.join(_RATED_COLUMNS)}, key_id, mac"
+            f" FROM rated_matches WHERE pool = {self._p} AND rated_order > {self._big}"
+            " ORDER BY rated_order",
+            [pool, order],
+        ):
+            ended_at = self._db.time_of(r[6])
+            values = (r[0], r[1], int(r[2]), r[3], r[4], r[5], ended_at)
+            check_row(self._seals, "rated_matches", r[0], values, r[7], r[8])
+            out.append(
+                RatedEnd(
+                    r[0],
+                    r[1],
+                    int(r[2]),
+                    tuple(h for h in _holders(r[3]) if h is not None),
+                    _sides(r[4]),
+                    tuple(json.loads(r[5])),
+                    ended_at,
+                )
             )
-            for r in self._db.rows(
-                "SELECT match_id, pool, rated_order, seats, sides, places, ended_at"
-                f" FROM rated_matches WHERE pool = {self._p} AND rated_order > {self._big}"
-                " ORDER BY rated_order",
-                [pool, order],
-            )
-        ]
+        return out
 
     def history_of(self, match_ids: Sequence[str]) -> list[HistoryRow]:
         out: list[HistoryRow] = []
         for chunk in _chunks(list(match_ids)):
             where, params = _among(self._db, "match_id", chunk)
             out += [
-                _history_row(self._db, r)
+                _history_row(self._db, r, self._seals)
                 for r in self._db.rows(
-                    f"SELECT {_HISTORY_COLUMNS} FROM rating_history WHERE {where}", params
+                    f"SELECT {_HISTORY_READ} FROM rating_history WHERE {where}", params
                 )
             ]
         return out
@@ -347,53 +394,39 @@ class RatingsFold:
         table's rows in one bulk write."""
         if not applied:
             return
-        db = self._db
+        db, seals = self._db, self._seals
+        ends = [
+            (
+                end.match_id,
+                end.pool,
+                end.order,
+                _holders_json(end.seats),
+                _sides_json(end.sides),
+                json.dumps(list(end.places)),
+                end.ended_at,
+            )
+            for end, _ in applied
+        ]
         db.insert(
             "rated_matches",
-            ("match_id", "pool", "rated_order", "seats", "sides", "places", "ended_at"),
-            [
-                (
-                    end.match_id,
-                    end.pool,
-                    end.order,
-                    _holders_json(end.seats),
-                    _sides_json(end.sides),
-                    json.dumps(list(end.places)),
-                    db.time_in(end.ended_at),
-                )
-                for end, _ in applied
-            ],
+            (*_RATED_COLUMNS, "key_id", "mac"),
+            [(*e[:6], db.time_in(e[6]), *sealing(seals, "rated_matches", e)) for e in ends],
             "" if fresh else "ON CONFLICT (match_id) DO NOTHING",
         )
+        histories = [_history_values(h) for _, history in applied for h in history]
         db.insert(
             "rating_history",
-            _HISTORY_COLUMNS.split(", "),
-            [
-                (
-                    h.player_id,
-                    h.pool,
-                    h.match_id,
-                    h.order,
-                    h.seat,
-                    h.place,
-                    h.before.mu,
-                    h.before.sigma,
-                    h.after.mu,
-                    h.after.sigma,
-                    h.after.matches,
-                    db.time_in(h.ended_at),
-                )
-                for _, history in applied
-                for h in history
-            ],
+            _HISTORY_READ.split(", "),
+            [(*v[:11], db.time_in(v[11]), *sealing(seals, "rating_history", v)) for v in histories],
         )
 
     def save_position(self, position: int) -> None:
         self._db.run(
-            f"UPDATE projection_positions SET position = {self._big} WHERE name = {self._p}",
-            (position, self._projection),
+            f"UPDATE projection_positions SET position = {self._big}, key_id = {self._p},"
+            f" mac = {self._p} WHERE name = {self._p}",
+            (*sealed_position(self._seals, self._projection, position), self._projection),
         )
-        self.position = position
+        self.position, self.fault = position, None
 
 
 class RatingsTables(Protocol):
@@ -401,7 +434,12 @@ class RatingsTables(Protocol):
     database cannot be reached or written."""
 
     def position(self, projection: str) -> int:
-        """What `projection` has folded up to (0: nothing yet)."""
+        """What `projection` has folded up to (0: nothing yet), as stored (unchecked)."""
+        ...
+
+    def checked_position(self, projection: str) -> tuple[int, str | None]:
+        """What `projection` has folded up to, and why that must not be trusted (None: it
+        may)."""
         ...
 
     def folding(self, projection: str) -> AbstractContextManager[RatingsFold]:
@@ -438,32 +476,40 @@ class SqlRatings:
     def __init__(
         self,
         reading: Callable[[], AbstractContextManager[Db]],
-        locked: Callable[[str], AbstractContextManager[tuple[Db, int]]],
+        locked: Callable[[str], AbstractContextManager[tuple[Db, tuple[Any, ...]]]],
+        seals: Seals | None = None,
     ) -> None:
+        """`locked` gives the projection's position row as read: (position, key_id, mac)."""
         self._reading = reading
         self._locked = locked
+        self._seals = seals
 
     def position(self, projection: str) -> int:
+        return self.checked_position(projection)[0]
+
+    def checked_position(self, projection: str) -> tuple[int, str | None]:
         with self._reading() as db:
             rows = db.rows(
-                f"SELECT position FROM projection_positions WHERE name = {db.dialect.param}",
+                f"SELECT position, key_id, mac FROM {POSITIONS_TABLE}"
+                f" WHERE name = {db.dialect.param}",
                 [projection],
             )
-        return int(rows[0][0]) if rows else 0
+        return position_fault(self._seals, projection, rows[0] if rows else None)
 
     @contextmanager
     def folding(self, projection: str) -> Iterator[RatingsFold]:
-        with self._locked(projection) as (db, position):
-            yield RatingsFold(db, projection, position)
+        with self._locked(projection) as (db, row):
+            yield RatingsFold(
+                db, projection, position_fault(self._seals, projection, row), self._seals
+            )
 
     def player_ratings(self, player_id: str) -> list[PlayerRating]:
         with self._reading() as db:
             rows = db.rows(
-                f"SELECT {_RATING_COLUMNS} FROM player_ratings WHERE player_id = "
-                f"{db.dialect.param}",
+                f"SELECT {_RATING_READ} FROM player_ratings WHERE player_id = {db.dialect.param}",
                 [player_id],
             )
-        return [_rating_row(r) for r in rows]
+        return [_rating_row(r, self._seals) for r in rows]
 
     def leaderboard(self, pool: str, after: BoardKey | None, limit: int) -> list[PlayerRating]:
         with self._reading() as db:
@@ -478,11 +524,10 @@ class SqlRatings:
                 )
                 params += list(after)
             rows = db.rows(
-                f"SELECT {_RATING_COLUMNS} FROM player_ratings WHERE {where}{order}"
-                f" LIMIT {p}{d.int8}",
+                f"SELECT {_RATING_READ} FROM player_ratings WHERE {where}{order} LIMIT {p}{d.int8}",
                 [*params, limit],
             )
-        return [_rating_row(r) for r in rows]
+        return [_rating_row(r, self._seals) for r in rows]
 
     def history(
         self, player_id: str, pool: str | None, before: int | None, limit: int
@@ -498,18 +543,19 @@ class SqlRatings:
                 where += f" AND rated_order < {p}{d.int8}"
                 params.append(before)
             rows = db.rows(
-                f"SELECT {_HISTORY_COLUMNS} FROM rating_history WHERE {where}"
+                f"SELECT {_HISTORY_READ} FROM rating_history WHERE {where}"
                 f" ORDER BY rated_order DESC LIMIT {p}{d.int8}",
                 [*params, limit],
             )
-            return [_history_row(db, r) for r in rows]
+            return [_history_row(db, r, self._seals) for r in rows]
 
     def reset(self, projection: str) -> None:
         with self._locked(projection) as (db, _):
             for table in ("player_ratings", "rating_history", "rated_matches", "rated_pending"):
                 db.run(f"DELETE FROM {table}")
             db.run(
-                f"UPDATE projection_positions SET position = 0 WHERE name = {db.dialect.param}",
+                f"UPDATE projection_positions SET position = 0, key_id = NULL, mac = NULL"
+                f" WHERE name = {db.dialect.param}",
                 [projection],
             )
 

@@ -326,6 +326,9 @@ class RoutedMatchList:
     def position(self, projection: str) -> int:
         return self._primary.position(projection)
 
+    def checked_position(self, projection: str) -> tuple[int, str | None]:
+        return self._primary.checked_position(projection)
+
     @contextmanager
     def folding(self, projection: str) -> Iterator[FoldTransaction]:
         with self._primary.folding(projection) as tx:
@@ -334,13 +337,16 @@ class RoutedMatchList:
     def versions(self, match_ids: Collection[str]) -> dict[str, int]:
         return self._primary.versions(match_ids)
 
+    def missing(self, folded: int) -> list[str]:
+        return self._primary.missing(folded)
+
     def page(
-        self, phase: str | None, player: str, before: int | None, limit: int
+        self, phase: str | None, player: str, before: int | None, limit: int, folded: int = 0
     ) -> list[MatchSummary]:
         query = _lagging.get()
         if query is not None and self.standby_ready(query):
             try:
-                rows = self._standby.page(phase, player, before, limit)
+                rows = self._standby.page(phase, player, before, limit, folded)
             except Exception as e:
                 self._stats.add("failed")
                 log.warning("standby listing page failed, read on the primary instead: %s", e)
@@ -349,7 +355,7 @@ class RoutedMatchList:
                 return rows
         elif query is not None:
             self._stats.add("primary_pages")
-        return self._primary.page(phase, player, before, limit)
+        return self._primary.page(phase, player, before, limit, folded)
 
     def standby_ready(self, query: _Query) -> bool:
         """Whether the standby has replayed up to where the primary stood at the query's

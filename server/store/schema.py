@@ -88,6 +88,10 @@ projection_positions = sa.Table(
     # in the same transaction as the projection's rows; its row lock lets one replica fold a
     # batch at a time.
     sa.Column("position", sa.BigInteger(), nullable=False),
+    # The authenticator of the row (bergen.server.store.sealed): the key id and the HMAC of
+    # the projection's name and position. NULL: written by no server holding the log keys.
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("name"),
 )
 
@@ -128,6 +132,12 @@ match_list = sa.Table(
     sa.Column("player_ids", sa.Text(), nullable=True),
     sa.Column("bots", sa.Text(), nullable=True),
     sa.Column("rated", sa.Boolean(), nullable=False, server_default=sa.false()),
+    # The authenticator of the row (bergen.server.store.sealed): the key id and the HMAC of
+    # every column above, the match id and its last seq folded among them; a row whose
+    # authenticator does not verify is rebuilt from the events before it is served. A
+    # player's row below is checked against its match's.
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("match_id"),
     sa.UniqueConstraint("listed"),
     sa.Index("ix_match_list_phase_listed", "phase", "listed"),
@@ -155,6 +165,8 @@ match_list_players = sa.Table(
 
 
 # --- the ratings (RATINGS.md): folded from rated matches' ends, in global order ------------
+# Each row ends with its authenticator (key_id, mac: bergen.server.store.sealed) over its
+# columns as written; a row read that does not verify has the ratings folded again.
 
 
 def _id() -> sa.types.TypeEngine[str]:
@@ -183,6 +195,8 @@ player_ratings = sa.Table(
     sa.Column("shown", sa.Boolean(), nullable=False),
     sa.Column("rank_rating", sa.Integer(), nullable=False),
     sa.Column("rank_conservative", sa.Double(), nullable=False),
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("player_id", "pool"),
     sa.Index(
         "ix_player_ratings_board",
@@ -213,6 +227,8 @@ rating_history = sa.Table(
     # The rated matches after this one.
     sa.Column("matches", sa.Integer(), nullable=False),
     sa.Column("ended_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("player_id", "pool", "match_id"),
     sa.Index("ix_rating_history_player_id_rated_order", "player_id", "rated_order"),
     sa.Index("ix_rating_history_player_id_pool_rated_order", "player_id", "pool", "rated_order"),
@@ -232,6 +248,8 @@ rated_matches = sa.Table(
     sa.Column("sides", sa.Text(), nullable=False),
     sa.Column("places", sa.Text(), nullable=False),
     sa.Column("ended_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("match_id"),
     sa.UniqueConstraint("rated_order"),
     sa.Index("ix_rated_matches_pool_rated_order", "pool", "rated_order"),
@@ -245,5 +263,7 @@ rated_pending = sa.Table(
     sa.Column("pool", sa.String(8), nullable=False),
     sa.Column("seats", sa.Text(), nullable=False),
     sa.Column("sides", sa.Text(), nullable=False),
+    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
+    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("match_id"),
 )

@@ -27,12 +27,16 @@ from .faults import guard, unavailable
 from .listing import (
     FoldTransaction,
     MatchSummary,
+    page_summary,
     player_rows,
+    position_fault,
+    sealed_position,
     summary_of,
     summary_params,
 )
 from .model import Append, AppendResult, StreamInfo
 from .ratings import Db, SqlRatings
+from .sealed import Seals, seals_of
 from .statements import NO_LIMIT, SQLITE, Dialect, Statements
 from .url import sqlite_path
 
@@ -138,8 +142,9 @@ class SQLiteEventStore:
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
-        self._match_list = SQLiteMatchList(self._conn)
-        self._ratings = SqlRatings(self._reading, self._locked)
+        seals = seals_of(log_keys)
+        self._match_list = SQLiteMatchList(self._conn, seals)
+        self._ratings = SqlRatings(self._reading, self._locked, seals)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -424,7 +429,7 @@ class SQLiteEventStore:
             raise unavailable(what) from e
 
     @contextmanager
-    def _locked(self, projection: str) -> Iterator[tuple[Db, int]]:
+    def _locked(self, projection: str) -> Iterator[tuple[Db, tuple[Any, ...]]]:
         """A transaction under the database's write lock, with `projection`'s position.
         Raises StorageUnavailable."""
         try:
@@ -432,8 +437,8 @@ class SQLiteEventStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.execute(_SQL.new_position, (projection,))
-                (position,) = conn.execute(_SQL.position, (projection,)).fetchone()
-                yield _SQLiteDb(conn), int(position)
+                row = conn.execute(_SQL.position, (projection,)).fetchone()
+                yield _SQLiteDb(conn), tuple(row)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -511,8 +516,8 @@ def _time_text(at: datetime) -> str:
     return at.isoformat(sep=" ")
 
 
-def _summary_of(row: Sequence[Any]) -> MatchSummary:
-    return summary_of(row, datetime.fromisoformat)
+def _summary_of(row: Sequence[Any], seals: Seals | None) -> MatchSummary:
+    return summary_of(row, datetime.fromisoformat, seals)
 
 
 def _chunks(ids: Collection[str]) -> Iterator[list[str]]:
@@ -524,10 +529,17 @@ def _chunks(ids: Collection[str]) -> Iterator[list[str]]:
 class _SQLiteFold:
     """A projection's transaction, under the database's write lock."""
 
-    def __init__(self, conn: sqlite3.Connection, projection: str, position: int) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        projection: str,
+        position: tuple[int, str | None],
+        seals: Seals | None,
+    ) -> None:
         self._conn = conn
         self._projection = projection
-        self.position = position
+        self.position, self.fault = position
+        self._seals = seals
         self._seated: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     def load(self, match_ids: Collection[str]) -> dict[str, MatchSummary]:
@@ -537,19 +549,23 @@ class _SQLiteFold:
                 _SQL.summaries(len(chunk)),
                 chunk,
             ):
-                s = _summary_of(r)
+                s = _summary_of(r, self._seals)
                 found[s.match_id] = s
                 self._seated[s.match_id] = (s.phase, tuple(s.players))
         return found
 
-    def save(self, changed: Sequence[MatchSummary], position: int) -> None:
+    def save(self, changed: Sequence[MatchSummary], position: int, reseat: bool = False) -> None:
         # A player's rows change only with the seats or the phase: most events leave them be.
         reseated = [
-            s for s in changed if self._seated.get(s.match_id) != (s.phase, tuple(s.players))
+            s
+            for s in changed
+            if reseat or self._seated.get(s.match_id) != (s.phase, tuple(s.players))
         ]
         conn = self._conn
         if changed:
-            conn.executemany(_SQL.upsert_summary, [summary_params(s, _time_text) for s in changed])
+            conn.executemany(
+                _SQL.upsert_summary, [summary_params(s, _time_text, self._seals) for s in changed]
+            )
         for chunk in _chunks([s.match_id for s in reseated]):
             conn.execute(_SQL.drop_players(len(chunk)), chunk)
         conn.executemany(
@@ -558,23 +574,35 @@ class _SQLiteFold:
         )
         conn.execute(
             _SQL.set_position,
-            (position, self._projection),
+            (*sealed_position(self._seals, self._projection, position), self._projection),
         )
         for s in changed:
             self._seated[s.match_id] = (s.phase, tuple(s.players))
-        self.position = position
+        self.position, self.fault = position, None
+
+    def drop(self, match_ids: Collection[str]) -> None:
+        for chunk in _chunks(match_ids):
+            self._conn.execute(_SQL.drop_summaries(len(chunk)), chunk)
+            self._conn.execute(_SQL.drop_players(len(chunk)), chunk)
+        for match_id in match_ids:
+            self._seated.pop(match_id, None)
 
 
 class SQLiteMatchList:
     """The match listing in the SQLite file; uses the event store's connections."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+    def __init__(self, connect: Callable[[], sqlite3.Connection], seals: Seals | None) -> None:
         self._connect = connect
+        self._seals = seals
 
     @_guarded
     def position(self, projection: str) -> int:
+        return self.checked_position(projection)[0]
+
+    @_guarded
+    def checked_position(self, projection: str) -> tuple[int, str | None]:
         row = self._connect().execute(_SQL.position, (projection,)).fetchone()
-        return 0 if row is None else int(row[0])
+        return position_fault(self._seals, projection, row)
 
     @contextmanager
     def folding(self, projection: str) -> Iterator[FoldTransaction]:
@@ -585,8 +613,10 @@ class SQLiteMatchList:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.execute(_SQL.new_position, (projection,))
-                (position,) = conn.execute(_SQL.position, (projection,)).fetchone()
-                yield _SQLiteFold(conn, projection, int(position))
+                row = conn.execute(_SQL.position, (projection,)).fetchone()
+                yield _SQLiteFold(
+                    conn, projection, position_fault(self._seals, projection, row), self._seals
+                )
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -600,16 +630,22 @@ class SQLiteMatchList:
 
     @_guarded
     def page(
-        self, phase: str | None, player: str, before: int | None, limit: int
+        self, phase: str | None, player: str, before: int | None, limit: int, folded: int = 0
     ) -> list[MatchSummary]:
-        params: list[Any] = [player] if player else []
+        params: list[Any] = [folded]
+        if player:
+            params.append(player)
         if phase is not None:
             params.append(phase)
         params += (NO_LIMIT if before is None else before, limit)
         rows = (
             self._connect().execute(_SQL.pages[phase is not None, bool(player)], params).fetchall()
         )
-        return [_summary_of(r) for r in rows]
+        return [page_summary(r, datetime.fromisoformat, self._seals, player) for r in rows]
+
+    @_guarded
+    def missing(self, folded: int) -> list[str]:
+        return [r[0] for r in self._connect().execute(_SQL.missing, (folded,)).fetchall()]
 
     @_guarded
     def versions(self, match_ids: Collection[str]) -> dict[str, int]:

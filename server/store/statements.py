@@ -39,7 +39,7 @@ SQLITE = Dialect("?")
 POSTGRES = Dialect("%s", int8="::bigint", int4="::int", json_text="::text", any_list=True)
 
 _SUMMARY_CASTS = (
-    "", "bigint", "", "", "int", "", "", "", "", "bigint", "", "", "int", "", "", "", "",
+    "", "bigint", "", "", "int", "", "", "", "", "bigint", "", "", "int", "", "", "", "", "", "",
 )  # fmt: skip
 """The cast of each of `SUMMARY_COLUMNS`' parameters (none, or a dialect's bigint or int)."""
 
@@ -75,22 +75,37 @@ class Statements:
         values = ", ".join(p + casts[c] for c in _SUMMARY_CASTS)
         self.upsert_summary = (
             f"INSERT INTO match_list ({SUMMARY_COLUMNS}) VALUES ({values})"
-            " ON CONFLICT (match_id) DO UPDATE SET phase = excluded.phase,"
-            " players = excluded.players, scores = excluded.scores, version = excluded.version,"
-            " started_at = excluded.started_at, hand = excluded.hand,"
-            " player_ids = excluded.player_ids, bots = excluded.bots"
+            " ON CONFLICT (match_id) DO UPDATE SET "
+            + ", ".join(
+                f"{c} = excluded.{c}"
+                for c in (c.strip() for c in SUMMARY_COLUMNS.split(","))
+                if c != "match_id"
+            )
         )
         m_columns = ", ".join(f"m.{c.strip()}" for c in SUMMARY_COLUMNS.split(","))
-        by_player = (
-            f"SELECT {m_columns} FROM match_list_players p"
-            " JOIN match_list m ON m.match_id = p.match_id"
+        # Whether the match's next event lies at or before the listing's position in the
+        # global order (SQLite: by position; PostgreSQL: by transaction, then position): a
+        # row listed at an older version than the listing has folded.
+        at = (
+            f"(n.tx_id, n.position) <= (SELECT c.tx_id, c.position FROM events c"
+            f" WHERE c.position = {big})"
+            if d.any_list
+            else f"n.position <= {big}"
         )
-        page = f" ORDER BY listed DESC LIMIT {big}"
+        stale = (
+            "EXISTS (SELECT 1 FROM events n WHERE n.stream_id = m.match_id"
+            f" AND n.seq = m.version + 1 AND {at})"
+        )
+        listed = f"SELECT {m_columns}, {stale}, false FROM match_list m"
+        by_player = (
+            f"SELECT {m_columns}, {stale}, (p.phase <> m.phase OR p.listed <> m.listed)"
+            " FROM match_list_players p JOIN match_list m ON m.match_id = p.match_id"
+        )
+        page = f" ORDER BY m.listed DESC LIMIT {big}"
         player_page = f" ORDER BY p.listed DESC LIMIT {big}"
         self.pages = {
-            (False, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list WHERE listed < {big}" + page,
-            (True, False): f"SELECT {SUMMARY_COLUMNS} FROM match_list"
-            f" WHERE phase = {p} AND listed < {big}" + page,
+            (False, False): f"{listed} WHERE m.listed < {big}" + page,
+            (True, False): f"{listed} WHERE m.phase = {p} AND m.listed < {big}" + page,
             (False, True): f"{by_player} WHERE p.name = {p} AND p.listed < {big}" + player_page,
             (True, True): f"{by_player} WHERE p.name = {p} AND p.phase = {p}"
             f" AND p.listed < {big}" + player_page,
@@ -100,8 +115,24 @@ class Statements:
             "INSERT INTO match_list_players (match_id, name, phase, listed)"
             f" VALUES ({p}, {p}, {p}, {big})"
         )
-        self.position = f"SELECT position FROM projection_positions WHERE name = {p}"
-        self.set_position = f"UPDATE projection_positions SET position = {big} WHERE name = {p}"
+        self.position = f"SELECT position, key_id, mac FROM projection_positions WHERE name = {p}"
+        self.set_position = (
+            f"UPDATE projection_positions SET position = {big}, key_id = {p}, mac = {p}"
+            f" WHERE name = {p}"
+        )
+        # The matches opened at or before the listing's position (as `at` above) and not
+        # listed: rows deleted from the listing.
+        opened_at = (
+            f"(e.tx_id, e.position) <= (SELECT c.tx_id, c.position FROM events c"
+            f" WHERE c.position = {big})"
+            if d.any_list
+            else f"e.position <= {big}"
+        )
+        self.missing = (
+            "SELECT e.stream_id FROM events e WHERE e.seq = 1 AND e.type = 'MatchCreated'"
+            f" AND {opened_at} AND NOT EXISTS"
+            " (SELECT 1 FROM match_list m WHERE m.match_id = e.stream_id)"
+        )
         self.new_position = (
             f"INSERT INTO projection_positions (name, position) VALUES ({p}, 0)"
             " ON CONFLICT (name) DO NOTHING"
@@ -114,6 +145,10 @@ class Statements:
     def versions(self, n: int) -> str:
         """The listed versions of `n` matches."""
         return f"SELECT match_id, version FROM match_list WHERE {self.dialect.among('match_id', n)}"
+
+    def drop_summaries(self, n: int) -> str:
+        """Delete the listing's rows of `n` matches."""
+        return f"DELETE FROM match_list WHERE {self.dialect.among('match_id', n)}"
 
     def drop_players(self, n: int) -> str:
         """Delete the player rows of `n` matches."""

@@ -416,24 +416,19 @@ def test_a_restart_resumes_the_ratings_and_a_rebuild_folds_them_again(
         database, "SELECT position FROM projection_positions WHERE name = %s", ("ratings",)
     )
     assert position > 0
-    # A mark a fold from the start would wipe out: Cy's row, changed behind the server.
-    ratings_sql(
-        database,
-        "UPDATE player_ratings SET mu = %s WHERE player_id = %s AND pool = %s",
-        (40.0, cy.player_id, "2"),
-    )
+    # (A row changed behind the server is no mark of a resumed fold: it is not served, and
+    # the ratings are folded again; tests/security/test_read_models.py.)
 
     server = farm.start(database)
     with Client(server.target) as client:
-        assert shown(client, cy.player_id)["2"].mu == 40.0
         table = rated_table(client, [ann, bob])
         resign(client, table, 1)
         match_ids.append(table.match_id)
         want = recomputed(records(client, match_ids))
-        await_ratings(client, [ann.player_id, bob.player_id], want)
-        assert shown(client, cy.player_id)["2"].mu == 40.0
+        await_ratings(client, [p.player_id for p in (ann, bob, cy)], want)
     assert server.terminate() == 0  # its log is then written whole
     assert f"ratings: folded up to position {position}" in server.log()
+    assert "ratings: folded up to position 0" not in server.log()
 
     rebuilt = subprocess.run(
         [*bergen_command(), "migrate", "--rebuild-ratings", "--database", database],

@@ -1,8 +1,9 @@
 """`bergen ratings verify` on 500 rated matches that `bergen bots` played against a real
 server (on SQLite, then PostgreSQL), across the four pools, exported with `bergen export`:
 every rating the records give is the server's; a record changed after it was signed is
-named; a rating changed in the server's table, as the database's owner may, is named with
-its player and its pool, and so is a leaderboard put in another order."""
+named; a rating changed in the server's table, as someone holding the database and the log
+keys may (without the keys, the server folds its ratings again: security/test_read_models.py),
+is named with its player and its pool, and so is a leaderboard put in another order."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import pytest
 
 from bergen.api.exit_status import ExitStatus
 from bergen.domain.ratings import POOLS
+from bergen.server.keys import DEFAULT_LOG_KEY_FILE, LogKeys
+from bergen.server.store.sealed import Seals
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client
@@ -184,6 +187,31 @@ def test_a_record_whose_result_was_changed_is_named_and_its_matches_differ(
     assert lines[-1].startswith("REJECTED: 1 record(s) rejected, ")
 
 
+def set_rating(played: Played, player: str, pool: str, **columns: Any) -> None:
+    """Change `columns` of the player's rating in `pool`, sealed again under the server's log
+    keys (beside its signing key) so that the server serves it as is."""
+    written = (
+        "player_id, pool, name, bot, mu, sigma, matches, shown, rank_rating, rank_conservative"
+    )
+    ((*row,),) = ratings_sql(
+        played.database,
+        f"SELECT {written} FROM player_ratings WHERE player_id = %s AND pool = %s",
+        (player, pool),
+    )
+    values = dict(zip(written.split(", "), row, strict=True)) | columns
+    kinds = (str, str, str, bool, float, float, int, bool, int, float)
+    typed = [kind(v) for kind, v in zip(kinds, values.values(), strict=True)]
+    keys = LogKeys.load_or_create(played.server.log_path.parent / DEFAULT_LOG_KEY_FILE)
+    key_id, mac = Seals(keys).seal("player_ratings", typed)
+    changed = ", ".join(f"{c} = %s" for c in columns)
+    ratings_sql(
+        played.database,
+        f"UPDATE player_ratings SET {changed}, key_id = %s, mac = %s"
+        " WHERE player_id = %s AND pool = %s",
+        (*columns.values(), key_id, mac, player, pool),
+    )
+
+
 @pytest.fixture
 def leader(played: Played) -> Iterator[tuple[str, str, float, int]]:
     """The first of pool 2's leaderboard: its id, name, mu and rank_rating, put back as they
@@ -199,22 +227,14 @@ def leader(played: Played) -> Iterator[tuple[str, str, float, int]]:
         (player, "2"),
     )
     yield player, first.player.name, mu, rank_rating
-    ratings_sql(
-        played.database,
-        "UPDATE player_ratings SET mu = %s, rank_rating = %s WHERE player_id = %s AND pool = %s",
-        (mu, rank_rating, player, "2"),
-    )
+    set_rating(played, player, "2", mu=mu, rank_rating=rank_rating)
 
 
 def test_a_rating_changed_in_the_servers_table_is_named_with_its_player_and_pool(
     played: Played, leader: tuple[str, str, float, int]
 ) -> None:
     player, name, mu, _ = leader
-    ratings_sql(
-        played.database,
-        "UPDATE player_ratings SET mu = %s WHERE player_id = %s AND pool = %s",
-        (mu + 0.25, player, "2"),
-    )
+    set_rating(played, player, "2", mu=mu + 0.25)
     done = verify(played, played.records, "--json")
     assert done.returncode == ExitStatus.INVALID, done.stdout + done.stderr
     report = json.loads(done.stdout)
@@ -234,11 +254,7 @@ def test_a_leaderboard_put_in_another_order_is_named_at_its_rank(
 ) -> None:
     player, name, _, _ = leader
     # Its rating stays; its place is last (the leaderboard's key is the negated rating).
-    ratings_sql(
-        played.database,
-        "UPDATE player_ratings SET rank_rating = %s WHERE player_id = %s AND pool = %s",
-        (0, player, "2"),
-    )
+    set_rating(played, player, "2", rank_rating=0)
     done = verify(played, played.records)
     assert done.returncode == ExitStatus.INVALID, done.stdout + done.stderr
     lines = done.stdout.splitlines()

@@ -1,0 +1,114 @@
+"""Authenticators of the read models' rows: what the server's database role cannot make.
+
+The read models (the listing, the projections' positions, the ratings) are folded from the
+events and written by the server's role, which may also UPDATE and DELETE them: a row it
+edits, moves to another match or puts back from an older copy must not be served as is. Each
+row therefore carries an authenticator, like the events' (`bergen.api.chain.row_mac`): an
+HMAC-SHA256, under a key derived from the log key of the id it names for this purpose alone
+(`READ_MODEL_PURPOSE`), of the row's table and its columns, among them what binds it to the
+log (its match and the last seq folded into it, or the position a projection reached). A
+reader checks it (`Seals.fault`) and rebuilds a row that fails from the events.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from bergen.api.chain import micros
+from bergen.domain.dealing import hmac_on, hmac_pads
+
+from ..keys import READ_MODEL_PURPOSE, LogKeys
+
+_encode = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
+).encode
+
+
+def canonical_row(table: str, values: Sequence[Any]) -> bytes:
+    """The bytes a row's authenticator covers: its table and its values, as a JSON array
+    (str, int, float, bool, None and lists of them; a datetime as whole microseconds since
+    1970 UTC), the same whatever the backend read them as. Raises ValueError for a value of
+    another kind."""
+    out: list[Any] = [table]
+    for v in values:
+        if isinstance(v, datetime):
+            out.append(micros(v))
+        elif v is None or isinstance(v, (str, int, float, list, tuple)):
+            out.append(v)
+        else:
+            raise ValueError(f"{table}: a {type(v).__name__} cannot be sealed")
+    return _encode(out).encode()
+
+
+class Seals:
+    """The authenticators of read-model rows under the keys derived from a LogKeys."""
+
+    def __init__(self, keys: LogKeys) -> None:
+        derived = keys.derive(READ_MODEL_PURPOSE)
+        self.writing = derived.writing
+        self._pads = {i: hmac_pads(k) for i in derived.ids if (k := derived.key(i)) is not None}
+
+    def seal(self, table: str, values: Sequence[Any]) -> tuple[str, bytes]:
+        """The writing key's id and the authenticator of the row of `table` holding
+        `values`."""
+        return self.writing, hmac_on(self._pads[self.writing], canonical_row(table, values))
+
+    def fault(
+        self, table: str, values: Sequence[Any], key_id: str | None, mac: bytes | None
+    ) -> str | None:
+        """Why the row of `table` holding `values`, read with `key_id` and `mac`, must not be
+        served as is; None when its authenticator verifies."""
+        if key_id is None or mac is None:
+            return "it has no authenticator"
+        pads = self._pads.get(key_id)
+        if pads is None:
+            return f"it names an unknown log key {key_id!r}"
+        try:
+            expected = hmac_on(pads, canonical_row(table, values))
+        except ValueError as e:
+            return str(e)
+        if not hmac.compare_digest(expected, bytes(mac)):
+            return f"its authenticator under key {key_id!r} does not verify"
+        return None
+
+
+def seals_of(keys: LogKeys | None) -> Seals | None:
+    """The Seals of `keys`; None without keys (rows neither sealed nor checked)."""
+    return None if keys is None else Seals(keys)
+
+
+class ReadModelTampered(Exception):
+    """A read-model row that must not be used as is: `table`, the row's `key`, and `why`."""
+
+    def __init__(self, table: str, key: str, why: str) -> None:
+        super().__init__(f"table {table} row {key}: {why}")
+        self.table = table
+        self.key = key
+        self.why = why
+
+
+def check_row(
+    seals: Seals | None,
+    table: str,
+    key: str,
+    values: Sequence[Any],
+    key_id: str | None,
+    mac: bytes | None,
+) -> None:
+    """Raises ReadModelTampered when the row of `table` named `key` holding `values` does not
+    verify under `seals` (nothing is checked without them)."""
+    if seals is None:
+        return
+    why = seals.fault(table, values, key_id, mac)
+    if why is not None:
+        raise ReadModelTampered(table, key, why)
+
+
+def sealing(seals: Seals | None, table: str, values: Sequence[Any]) -> tuple[Any, Any]:
+    """(key_id, mac) to write with the row of `table` holding `values` (NULLs without
+    `seals`)."""
+    return (None, None) if seals is None else seals.seal(table, values)
