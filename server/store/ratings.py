@@ -255,8 +255,9 @@ class RatingsFold:
                 found[r[1], r[0]] = _rating_row(r)
         return found
 
-    def save_ratings(self, ratings: Sequence[PlayerRating]) -> None:
-        """Write `ratings`, new or changed: at most one a player and pool."""
+    def save_ratings(self, ratings: Sequence[PlayerRating], fresh: bool = False) -> None:
+        """Write `ratings`, new or changed: at most one a player and pool (`fresh`: none of
+        them in the table yet, as in a rebuild's tables, which then takes one bulk write)."""
         self._db.insert(
             "player_ratings",
             (*_RATING_COLUMNS.split(", "), "shown", "rank_rating", "rank_conservative"),
@@ -275,7 +276,9 @@ class RatingsFold:
                 )
                 for r in ratings
             ],
-            "ON CONFLICT (player_id, pool) DO UPDATE SET name = excluded.name,"
+            ""
+            if fresh
+            else "ON CONFLICT (player_id, pool) DO UPDATE SET name = excluded.name,"
             " bot = excluded.bot, mu = excluded.mu, sigma = excluded.sigma,"
             " matches = excluded.matches, shown = excluded.shown,"
             " rank_rating = excluded.rank_rating, rank_conservative = excluded.rank_conservative",
@@ -409,6 +412,12 @@ class RatingsTables(Protocol):
         block ends, rolled back if it raises."""
         ...
 
+    def looking(self, projection: str) -> AbstractContextManager[RatingsFold]:
+        """The tables as they stand, to read with a `RatingsFold`'s reads and no lock (its
+        position: what `projection` had folded up to when it was read): where a fold held
+        in memory starts from, before `folding` writes it."""
+        ...
+
     def player_ratings(self, player_id: str) -> list[PlayerRating]:
         """The player's rating in each pool it has one in."""
         ...
@@ -454,6 +463,12 @@ class SqlRatings:
     @contextmanager
     def folding(self, projection: str) -> Iterator[RatingsFold]:
         with self._locked(projection) as (db, position):
+            yield RatingsFold(db, projection, position)
+
+    @contextmanager
+    def looking(self, projection: str) -> Iterator[RatingsFold]:
+        position = self.position(projection)
+        with self._reading() as db:
             yield RatingsFold(db, projection, position)
 
     def player_ratings(self, player_id: str) -> list[PlayerRating]:
