@@ -31,7 +31,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 
 from bergen.api.chain import canonical_json, metadata_json, micros
@@ -325,14 +325,25 @@ def fold_into(
 
 
 def read_past_unreadable(
-    store: EventStore, after: int, limit: int, reader: str
+    store: EventStore,
+    after: int,
+    limit: int,
+    reader: str,
+    types: Collection[str] | None = None,
 ) -> tuple[Sequence[StoredEvent], int]:
-    """Up to `limit` events after the position `after`, and the position they reach. A row
-    that does not decode (no server wrote it) ends them: logged at CRITICAL, naming
-    `reader`, and passed over, so that it holds up no other match. Raises
-    StorageUnavailable, NotFound, CorruptRecord for a row the store cannot place."""
+    """Up to `limit` events after the position `after` (`types`: of those types, as
+    `EventStore.read_all` reads them), and the position they reach. A row that does not
+    decode (no server wrote it) ends them: logged at CRITICAL, naming `reader`, and passed
+    over, so that it holds up no other match. Raises StorageUnavailable, NotFound,
+    CorruptRecord for a row the store cannot place."""
+
+    def read_all(after: int, limit: int) -> Sequence[StoredEvent]:
+        if types is None:
+            return store.read_all(after, limit)
+        return store.read_all(after, limit, types)
+
     try:
-        batch = store.read_all(after, limit)
+        batch = read_all(after, limit)
     except CorruptRecord as err:
         if "position" not in err.metadata:
             raise
@@ -341,7 +352,7 @@ def read_past_unreadable(
     readable: list[StoredEvent] = []
     while True:  # one at a time, up to the row that does not decode
         try:
-            got = store.read_all(after, 1)
+            got = read_all(after, 1)
         except CorruptRecord as err:
             if "position" not in err.metadata:
                 raise
@@ -392,6 +403,9 @@ class FoldLoop:
 
     reader = "read model"
     """Named in the log line about a row passed over (`read_past_unreadable`)."""
+    types: frozenset[str] | None = None
+    """The event types the model folds, when it passes over every other (None: it folds
+    them all): the store reads only those."""
 
     def __init__(self, store: EventStore, batch: int = BATCH) -> None:
         self._store = store
@@ -459,7 +473,9 @@ class FoldLoop:
                         break
                     batch, upto = [*batch, *more[0]], more[1]
             else:
-                batch, upto = read_past_unreadable(self._store, self._position, page, self.reader)
+                batch, upto = read_past_unreadable(
+                    self._store, self._position, page, self.reader, self.types
+                )
                 self.events_read += len(batch)
             if upto == self._position:
                 return folded

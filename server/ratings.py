@@ -80,6 +80,7 @@ class RatingsProjection(FoldLoop):
     writes what they made once, in one transaction, with the position reached."""
 
     reader = "ratings"
+    types = frozenset({"MatchCreated", "SeatTaken", "MatchEnded"})
 
     def __init__(self, store: EventStore, batch: int = BATCH) -> None:
         super().__init__(store, batch)
@@ -345,7 +346,7 @@ def fold_batch(tx: FoldTarget, batch: Sequence[StoredEvent], check: RowCheck | N
     ends: list[RatedEnd] = []
     for e in batch:
         kind = e.type
-        if kind not in ("MatchCreated", "SeatTaken", "MatchEnded"):
+        if kind not in RatingsProjection.types:
             continue
         match_id = e.stream_id
         if not is_match_stream(match_id):

@@ -388,6 +388,18 @@ def append_all(store: EventStore, stream_id: str, version: int, events: list[Eve
     return version + len(events)
 
 
+def visible_head(store: EventStore) -> int:
+    """The position of the last event written, once the global order shows it (on
+    PostgreSQL a transaction elsewhere in the cluster may hold it back for a moment: a
+    bound, not a timing check)."""
+    last = store.append(Append(f"other-{uuid.uuid4()}", 0, [NewEvent("Noted", 1, {})]))
+    deadline = time.monotonic() + 60
+    while store.head_position() != last.events[-1].position:
+        assert time.monotonic() < deadline, "the order never showed the last event"
+        time.sleep(0.01)
+    return last.events[-1].position
+
+
 def rated_log(store: EventStore, rng: random.Random, count: int) -> None:
     """`count` rated matches across the pools, each written in one append, and one more
     created and seated but not ended."""
@@ -408,7 +420,7 @@ def test_a_rebuild_folds_in_memory_and_writes_once_what_batches_would(
     open_match = rated_match(rng, "3", ended=False)
     open_id = open_match[0].match_id  # type: ignore[union-attr]
     version = append_all(store, open_id, 0, open_match)
-    head = store.head_position()
+    head = visible_head(store)
     # Batch by batch, as while keeping up: a page's catch-up, a few batches at a time.
     batched = RatingsProjection(store, batch=7)
     while store.ratings().position(RATINGS) != head:
@@ -437,7 +449,7 @@ def test_a_rebuild_folds_in_memory_and_writes_once_what_batches_would(
     rated_log(store, rng, 12)
     end = MatchEnded(MatchEndReason.TARGET, 0, (150, 0, 0), None, "")
     append_all(store, open_id, version, [end])
-    head = store.head_position()
+    head = visible_head(store)
     assert rebuilt.catch_up() > 7
     assert writes == 2
     assert store.ratings().position(RATINGS) == head
