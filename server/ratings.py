@@ -24,7 +24,7 @@ import bisect
 import json
 import logging
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from bergen.domain.errors import BergenError, CorruptRecord, InvalidArgument
@@ -371,7 +371,9 @@ def fold_batch(tx: FoldTarget, batch: Sequence[StoredEvent], check: RowCheck | N
                 continue  # the rules refuse either in a rated match
             seats = list(m.seats)
             seats[event.seat] = Holder(event.player, event.name, event.bot)
-            pending[match_id] = changed[match_id] = replace(m, seats=tuple(seats))
+            pending[match_id] = changed[match_id] = PendingMatch(
+                match_id, m.pool, tuple(seats), m.sides
+            )
         elif isinstance(event, MatchEnded):
             del pending[match_id]
             changed.pop(match_id, None)
