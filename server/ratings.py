@@ -63,9 +63,10 @@ BATCH = 1000
 """Events read and folded per transaction, as the ratings keep up with live play."""
 HELD_PAGE = 20_000
 """Events read at a time by a fold held in memory (`HeldRatings`)."""
-HELD_MAX = 2_000_000
+HELD_MAX = 1_000_000
 """At most this many events are folded in memory before what they made is written: a
-rebuild's memory stays bounded (a few hundred bytes a rated match held)."""
+rebuild's memory stays bounded (about a kilobyte a rated match held), and so does its
+writing transaction, during which PostgreSQL's commit-safe order waits for it."""
 _RATED_ENDS = ("target", "forfeit")
 T = TypeVar("T")
 

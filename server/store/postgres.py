@@ -47,6 +47,9 @@ from .statements import NO_LIMIT, POSTGRES, Dialect, Statements
 from .url import live_conninfo
 
 _SQL = Statements(POSTGRES)
+COPY_ROWS = 20_000
+"""Rows a COPY statement writes at most (`_PostgresDb.insert`): a few seconds on a loaded
+machine, well inside the server's statement_timeout (30 s)."""
 _COLUMNS = _SQL.event_columns
 _VISIBLE = "tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
@@ -743,10 +746,13 @@ class _PostgresDb:
                 )
                 return
             # COPY: each value written by psycopg's C code, where executemany costs some
-            # 15 microseconds of Python a row.
-            with cur.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                for r in rows:
-                    copy.write_row(r)
+            # 15 microseconds of Python a row. A statement a chunk: a rebuild's rows, written
+            # in one transaction, would hold one statement past statement_timeout on a busy
+            # database server.
+            for i in range(0, len(rows), COPY_ROWS):
+                with cur.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                    for r in rows[i : i + COPY_ROWS]:
+                        copy.write_row(r)
 
     def time_in(self, at: datetime) -> Any:
         return at

@@ -31,7 +31,7 @@ from bergen.domain.tiles import sides_of
 from bergen.domain.vocabulary import ForfeitCause, MatchEndReason
 from bergen.server.projections import PAGE_CATCH_UP_BATCHES
 from bergen.server.ratings import HeldRatings, RatingsProjection, apply_end, apply_ends
-from bergen.server.store import Append, EventStore, NewEvent, StoredEvent, open_store
+from bergen.server.store import Append, EventStore, NewEvent, StoredEvent, open_store, postgres
 from bergen.server.store.ratings import RATINGS, HistoryRow, Holder, RatedEnd, board_key
 
 PLAYERS = [str(uuid.uuid5(uuid.NAMESPACE_OID, f"player {i}")) for i in range(12)]
@@ -413,8 +413,9 @@ def tables_of(store: EventStore) -> tuple[object, list[HistoryRow]]:
 
 
 def test_a_rebuild_folds_in_memory_and_writes_once_what_batches_would(
-    store: EventStore,
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(postgres, "COPY_ROWS", 5)  # PostgreSQL: the rows in many COPYs
     rng = random.Random(9)
     rated_log(store, rng, 30)
     open_match = rated_match(rng, "3", ended=False)
