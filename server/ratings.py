@@ -133,16 +133,27 @@ class RatingsProjection(FoldLoop):
         return self._finish() if self._held_events >= HELD_MAX else 0
 
     def _finish(self) -> int:
-        held, self._held = self._held, None
+        held = self._held
         if held is None:
             return 0
-        with self._tables.folding(RATINGS) as tx:
-            if tx.position != held.start:
-                # Another replica wrote first: what was held here is dropped, and the
-                # ratings go on from where that one stopped.
-                self._position = tx.position
-                return 0
-            held.write(tx)
+        try:
+            with self._tables.folding(RATINGS) as tx:
+                if tx.position != held.start:
+                    # Another replica wrote first: what was held here is dropped, and the
+                    # ratings go on from where that one stopped.
+                    self._position = tx.position
+                    return 0
+                held.write(tx)
+        except BaseException:
+            self._position = held.start  # nothing written: fold it again
+            raise
+        finally:
+            self._held = None
+        log.info(
+            "ratings: %d events folded in memory, written up to position %d",
+            self._held_events,
+            held.position,
+        )
         return self._held_events
 
     def _abandon(self) -> None:
@@ -197,7 +208,8 @@ class HeldRatings:
         self.start = start
         self.position = start
         self._pending: dict[str, PendingMatch | None] = {}
-        """By match: a rated match not ended yet, or None (ended, or not in the tables)."""
+        """By match: a rated match not ended yet, or None (ended, or not in the tables: kept
+        only where the tables are read)."""
         self._pending_kept: set[str] = set()
         self._pending_listed: set[str] = set()
         """The matches the tables list as pending."""
@@ -223,12 +235,12 @@ class HeldRatings:
 
     def pending(self, match_ids: Sequence[str]) -> dict[str, PendingMatch]:
         missing = [m for m in match_ids if m not in self._pending]
-        if missing:
-            found = {} if self._tables is None else self._look(lambda t: t.pending(missing))
+        if missing and self._tables is not None:
+            found = self._look(lambda t: t.pending(missing))
             self._pending_listed.update(found)
             for m in missing:
                 self._pending[m] = found.get(m)
-        return {m: p for m in match_ids if (p := self._pending[m]) is not None}
+        return {m: p for m in match_ids if (p := self._pending.get(m)) is not None}
 
     def keep_pending(self, matches: Sequence[PendingMatch]) -> None:
         for m in matches:
@@ -237,7 +249,10 @@ class HeldRatings:
 
     def drop_pending(self, match_ids: Sequence[str]) -> None:
         for m in match_ids:
-            self._pending[m] = None
+            if self._tables is None:
+                self._pending.pop(m, None)  # the tables list none
+            else:
+                self._pending[m] = None
             self._pending_kept.discard(m)
 
     def ratings(self, pool: str, player_ids: Sequence[str]) -> dict[str, PlayerRating]:
@@ -247,11 +262,11 @@ class HeldRatings:
         self, wanted: Collection[tuple[str, str]]
     ) -> dict[tuple[str, str], PlayerRating]:
         missing = [k for k in wanted if k not in self._ratings]
-        if missing:
-            found = {} if self._tables is None else self._look(lambda t: t.ratings_in(missing))
+        if missing and self._tables is not None:
+            found = self._look(lambda t: t.ratings_in(missing))
             for k in missing:
                 self._ratings[k] = found.get(k)
-        return {k: r for k in wanted if (r := self._ratings[k]) is not None}
+        return {k: r for k in wanted if (r := self._ratings.get(k)) is not None}
 
     def save_ratings(self, ratings: Sequence[PlayerRating]) -> None:
         for r in ratings:

@@ -17,6 +17,7 @@ from conftest import Backend
 from bergen.domain import codec
 from bergen.domain.commands import CreateMatch
 from bergen.domain.engine import execute
+from bergen.domain.errors import StorageUnavailable
 from bergen.domain.events import Event, MatchCreated, MatchEnded, SeatTaken, SeedRevealed
 from bergen.domain.ratings import (
     NEWCOMER,
@@ -460,3 +461,28 @@ def test_a_rebuild_folds_in_memory_and_writes_once_what_batches_would(
     while store.ratings().position(RATINGS) != head:
         batched.catch_up(PAGE_CATCH_UP_BATCHES)
     assert tables_of(store) == again
+
+
+def test_a_rebuild_whose_write_fails_is_folded_again_from_where_the_tables_stand(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rated_log(store, random.Random(10), 12)
+    head = visible_head(store)
+    batched = RatingsProjection(store, batch=7)
+    while store.ratings().position(RATINGS) != head:
+        batched.catch_up(PAGE_CATCH_UP_BATCHES)
+    want = tables_of(store)
+    store.ratings().reset(RATINGS)
+
+    def fails(self: HeldRatings, tx: object) -> None:
+        raise StorageUnavailable("the database did not answer in time")
+
+    projection = RatingsProjection(store, batch=7)
+    monkeypatch.setattr(HeldRatings, "write", fails)
+    with pytest.raises(StorageUnavailable):
+        projection.catch_up()
+    assert store.ratings().position(RATINGS) == 0
+    monkeypatch.undo()
+    assert projection.catch_up() > 7
+    assert store.ratings().position(RATINGS) == head
+    assert tables_of(store) == want
