@@ -15,16 +15,17 @@ postgresql://postgres@127.0.0.1:5432/postgres), dropped afterwards.
   interleave, written with one COPY. Timed: the ratings projection's rebuild from position 0
   in this process (`RatingsProjection.catch_up`, what a server does on its first start or
   after `bergen migrate --rebuild-ratings`), the tables emptied before each: reading the rows
-  in global order, each folded row's link and authenticator, decoding, the update, and
-  writing the ratings' tables, a transaction a batch of 1,000 events. The reference:
+  of the types the ratings fold in global order, each folded row's link and authenticator,
+  decoding, the update, all folded in memory, and writing the ratings' tables once, in one
+  transaction. The reference:
   `openskill` 6.2.0's `PlackettLuce().rate` with its defaults (RATINGS.md section 3) called in
   a bare loop over the same matches in the same order, its ratings kept in a dict. The two
   take turns for `--rounds` rounds; each figure is the median. Goals: >= 5,000 matches/s,
   and the rebuild's time <= 1.3x the loop's. Every player's `mu` and `sigma` in the tables
   must be openskill's within 1e-9, and its count of rated matches right (else the run
   fails). Then each stage is timed alone over the same log (reading, checking, decoding, the
-  update), and the rest is what is left of the rebuild's time: the tables' reads and writes
-  and the fold's own work.
+  update), and the rest is what is left of the rebuild's time: the fold's own work (the
+  pending matches, the places, the history rows) and writing the tables.
 - board: `--board-players` (100,000) players' ratings in pool 2, a fifth of them provisional,
   written straight into the ratings' table (one COPY), then ListLeaderboard pages of 20
   through `bergen serve`'s gRPC port: the first page, and the page after `--deep-rank` by a
@@ -86,7 +87,7 @@ from bergen.domain.vocabulary import ForfeitCause, MatchEndReason
 from bergen.server.keys import LogKeys
 from bergen.server.matches import decode_stored
 from bergen.server.projections import RowCheck
-from bergen.server.ratings import BATCH, RatingQueries, RatingsProjection, board_token
+from bergen.server.ratings import HELD_PAGE, RatingQueries, RatingsProjection, board_token
 from bergen.server.store import NewEvent, open_store
 from bergen.server.store.batch import build_rows
 from bergen.server.store.ratings import RATINGS, BoardKey, PlayerRating, board_key
@@ -321,7 +322,7 @@ def openskill_loop(ends: Sequence[EndKey]) -> dict[str, dict[str, Any]]:
 def rebuild(url: str, keys: LogKeys) -> harness.Timing:
     """The ratings emptied (TRUNCATE, untimed), then the projection's rebuild from position 0
     in this process, timed: reading the rows, checking, decoding, folding and writing the
-    ratings' tables, a transaction a batch."""
+    ratings' tables once."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"TRUNCATE {', '.join(RATING_TABLES)}")
         conn.execute("UPDATE projection_positions SET position = 0 WHERE name = %s", [RATINGS])
@@ -386,7 +387,8 @@ class Stage:
 
 def stages(url: str, keys: LogKeys, ends: Sequence[EndKey]) -> list[Stage]:
     """Each stage of the rebuild alone, over the same log: reading the rows in global order
-    (the store's read, a batch at a time), checking the rows the fold checks (link and
+    (the store's read of the types the ratings fold, a page at a time, as the rebuild reads
+    them), checking the rows the fold checks (link and
     authenticator), decoding them, and the update itself (`bergen.domain.ratings.rate`, the
     ratings in a dict)."""
     store = open_store(url, log_keys=keys)
@@ -405,7 +407,7 @@ def stages(url: str, keys: LogKeys, ends: Sequence[EndKey]) -> list[Stage]:
         gc.collect()
         while True:
             t = now()
-            batch = store.read_all(after, BATCH)
+            batch = store.read_all(after, HELD_PAGE, RatingsProjection.types)
             timed("read", t)
             if not batch:
                 break
@@ -485,7 +487,7 @@ def fold_lines(
     rest = fold - sum(s.took.wall for s in parts)
     lines.append(
         Line(
-            "  the rest: the tables' reads and writes, the fold itself",
+            "  the rest: the fold's own work, writing the tables",
             f"{rest / matches * 1e6:,.0f} µs",
             f"CPU {(cpu - sum(s.took.cpu for s in parts)) / matches * 1e6:,.0f} µs",
         )

@@ -9,7 +9,7 @@ wrap its store at all.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -95,10 +95,12 @@ class ObservedStore:
             "bergen.from_seq": from_seq,
         }
 
-    def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:
+    def read_all(
+        self, after_position: int = 0, limit: int = 1000, types: Collection[str] | None = None
+    ) -> tuple[StoredEvent, ...]:
         attributes = {"db.system": self._system, "bergen.after_position": after_position}
         with self._span("bergen.store.read_all", attributes):
-            return self._store.read_all(after_position, limit)
+            return self._store.read_all(after_position, limit, types)
 
     def head_position(self) -> int:
         return self._store.head_position()

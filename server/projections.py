@@ -31,7 +31,7 @@ import re
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 
 from bergen.api.chain import canonical_json, metadata_json, micros
@@ -332,14 +332,25 @@ def fold_into(
 
 
 def read_past_unreadable(
-    store: EventStore, after: int, limit: int, reader: str
+    store: EventStore,
+    after: int,
+    limit: int,
+    reader: str,
+    types: Collection[str] | None = None,
 ) -> tuple[Sequence[StoredEvent], int]:
-    """Up to `limit` events after the position `after`, and the position they reach. A row
-    that does not decode (no server wrote it) ends them: logged at CRITICAL, naming
-    `reader`, and passed over, so that it holds up no other match. Raises
-    StorageUnavailable, NotFound, CorruptRecord for a row the store cannot place."""
+    """Up to `limit` events after the position `after` (`types`: of those types, as
+    `EventStore.read_all` reads them), and the position they reach. A row that does not
+    decode (no server wrote it) ends them: logged at CRITICAL, naming `reader`, and passed
+    over, so that it holds up no other match. Raises StorageUnavailable, NotFound,
+    CorruptRecord for a row the store cannot place."""
+
+    def read_all(after: int, limit: int) -> Sequence[StoredEvent]:
+        if types is None:
+            return store.read_all(after, limit)
+        return store.read_all(after, limit, types)
+
     try:
-        batch = store.read_all(after, limit)
+        batch = read_all(after, limit)
     except CorruptRecord as err:
         if "position" not in err.metadata:
             raise
@@ -348,7 +359,7 @@ def read_past_unreadable(
     readable: list[StoredEvent] = []
     while True:  # one at a time, up to the row that does not decode
         try:
-            got = store.read_all(after, 1)
+            got = read_all(after, 1)
         except CorruptRecord as err:
             if "position" not in err.metadata:
                 raise
@@ -407,80 +418,111 @@ def parse_page_token(token: str) -> int:
 # --- the projection -------------------------------------------------------------------------
 
 
-class MatchListProjection:
-    """The match listing: folded from the store's global order into the store's tables."""
+class FoldLoop:
+    """How a read model follows the store's global order, shared by the listing and the
+    ratings: from the position its tables were folded up to, a batch at a time (or the
+    batches the event feed read and offered), each folded by the model's `_fold` in a
+    transaction of its own, which another replica's fold of the same batch makes a no-op."""
+
+    reader = "read model"
+    """Named in the log line about a row passed over (`read_past_unreadable`)."""
+    types: frozenset[str] | None = None
+    """The event types the model folds, when it passes over every other (None: it folds
+    them all): the store reads only those."""
 
     def __init__(self, store: EventStore, batch: int = BATCH) -> None:
         self._store = store
-        self._list = store.match_list()
         self._batch = batch
-        self._check = RowCheck(store.log_keys)
-        self._refused: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
         self._position: int | None = None
-        self._own: OrderedDict[str, int] = OrderedDict()
-        self._own_lock = threading.Lock()
         self._offered: dict[int, tuple[Sequence[StoredEvent], int]] = {}
         """Position -> a batch of the global order read after it by the event feed, and the
         position the batch reaches (`offer`)."""
+        self._bounded = False
+        """Whether the catch-up under way folds a few batches at most (a page's)."""
         self.events_read = 0
         """Events this process has read from the global order to fold (for tests)."""
-        self.repairs: Counter[str] = Counter(match_list=0, projection_positions=0)
-        """Rows found tampered with and rebuilt from the events, by table (for the metrics)."""
-        self._accepted: OrderedDict[str, int] = OrderedDict()
-        self._audited_at: float | None = None
+
+    def _stored_position(self) -> int:
+        """What the tables were folded up to. Raises StorageUnavailable."""
+        raise NotImplementedError
+
+    def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
+        """Fold `batch`, read after self._position up to the position `upto`, unless another
+        replica did first; then only move self._position to where it stopped. Returns the
+        events folded here."""
+        raise NotImplementedError
+
+    def _page(self) -> int:
+        """Events to read at a time."""
+        return self._batch
+
+    def _finish(self) -> int:
+        """Called when a catch-up has read all it will: writes what a model holds back.
+        Returns the events it wrote."""
+        return 0
+
+    def _abandon(self) -> None:
+        """Called when a catch-up fails: drops what a model holds back."""
+
+    def _lost_position(self) -> None:
+        """Called when the position the model follows from names no event of the log (its
+        saved position was tampered with): start again from a position that does, or raise.
+        """
+        raise NotFound(f"{self.reader}: no event at global position {self._position}")
 
     def catch_up(self, max_batches: int | None = None) -> int:
         """Fold what was written since the stored position (up to `max_batches` batches), up
         to the first batch read that is not full: at least everything visible when it was
         called. Returns how many events this process folded. Raises StorageUnavailable."""
-        folded = 0
-        batches = 0
         with self._lock:
             if self._position is None:
-                position, fault = self._list.checked_position(MATCH_LIST)
-                if fault is not None:
-                    self._reported("projection_positions", MATCH_LIST, fault, "from position 0")
-                    position = self._reset(0)
-                self._position = position
-            while max_batches is None or batches < max_batches:
-                offered = self._offered.pop(self._position, None)
-                if offered is not None:
-                    batch, upto = offered
-                    # The batches offered after it, one after another: one transaction.
-                    while len(batch) < self._batch:
-                        more = self._offered.pop(upto, None)
-                        if more is None:
-                            break
-                        batch, upto = [*batch, *more[0]], more[1]
-                else:
-                    try:
-                        batch, upto = read_past_unreadable(
-                            self._store, self._position, self._batch, "match list"
-                        )
-                    except NotFound:
-                        self._reported(
-                            "projection_positions",
-                            MATCH_LIST,
-                            f"its position {self._position} names no event of the log",
-                            "from position 0",
-                        )
-                        self._position = self._reset(0)
-                        self._accepted.clear()
-                        continue
-                    self.events_read += len(batch)
-                if upto == self._position:
-                    return folded
-                batches += 1
-                folded += self._fold(batch, upto)
-                passed_over = not batch or batch[-1].position != upto  # a row that did not decode
-                if len(batch) < self._batch and not passed_over and self._position == upto:
-                    # All that was visible when read is folded (here, not by another replica
-                    # that stopped short of it). Reading again at once would chase a busy
-                    # writer one transaction of a few rows at a time (one read and one fold
-                    # transaction each); what was written since is folded by the next call:
-                    # a page's, or the follower's next turn.
-                    return folded
+                self._position = self._stored_position()
+            self._bounded = max_batches is not None
+            try:
+                folded = self._follow(max_batches)
+                return folded + self._finish()
+            except BaseException:
+                self._abandon()
+                raise
+
+    def _follow(self, max_batches: int | None) -> int:
+        assert self._position is not None
+        folded = 0
+        batches = 0
+        while max_batches is None or batches < max_batches:
+            page = self._page()
+            offered = self._offered.pop(self._position, None)
+            if offered is not None:
+                batch, upto = offered
+                # The batches offered after it, one after another: one transaction.
+                while len(batch) < page:
+                    more = self._offered.pop(upto, None)
+                    if more is None:
+                        break
+                    batch, upto = [*batch, *more[0]], more[1]
+            else:
+                try:
+                    batch, upto = read_past_unreadable(
+                        self._store, self._position, page, self.reader, self.types
+                    )
+                except NotFound:
+                    self._lost_position()
+                    continue
+                self.events_read += len(batch)
+            if upto == self._position:
+                return folded
+            batches += 1
+            folded += self._fold(batch, upto)
+            passed_over = not batch or batch[-1].position != upto  # a row that did not decode
+            # All that was visible when read is folded (here, not by another replica that
+            # stopped short of it). Reading again at once would chase a busy writer one
+            # transaction of a few rows at a time (one read and one fold transaction each);
+            # what was written since is folded by the next call: a page's, or the follower's
+            # next turn. A batch the feed offered was read before this call, maybe before the
+            # write its caller just made: only a short read of the store says all is folded.
+            if offered is None and len(batch) < page and not passed_over and self._position == upto:
+                return folded
         return folded
 
     def offer(self, after: int, batch: Sequence[StoredEvent], upto: int) -> None:
@@ -490,13 +532,46 @@ class MatchListProjection:
         if upto == after:
             return
         if len(self._offered) >= OFFERS_KEPT:
-            self._offered.clear()  # the listing is elsewhere (ahead, or behind): it reads
+            self._offered.clear()  # the model is elsewhere (ahead, or behind): it reads
         self._offered[after] = (batch, upto)
 
+
+class MatchListProjection(FoldLoop):
+    """The match listing: folded from the store's global order into the store's tables."""
+
+    reader = "match list"
+
+    def __init__(self, store: EventStore, batch: int = BATCH) -> None:
+        super().__init__(store, batch)
+        self._list = store.match_list()
+        self._check = RowCheck(store.log_keys)
+        self._refused: OrderedDict[str, int] = OrderedDict()
+        self._own: OrderedDict[str, int] = OrderedDict()
+        self._own_lock = threading.Lock()
+        self.repairs: Counter[str] = Counter(match_list=0, projection_positions=0)
+        """Rows found tampered with and rebuilt from the events, by table (for the metrics)."""
+        self._accepted: OrderedDict[str, int] = OrderedDict()
+        self._audited_at: float | None = None
+
+    def _stored_position(self) -> int:
+        position, fault = self._list.checked_position(MATCH_LIST)
+        if fault is not None:
+            self._reported("projection_positions", MATCH_LIST, fault, "from position 0")
+            position = self._reset(0)
+        return position
+
+    def _lost_position(self) -> None:
+        assert self._position is not None
+        self._reported(
+            "projection_positions",
+            MATCH_LIST,
+            f"its position {self._position} names no event of the log",
+            "from position 0",
+        )
+        self._position = self._reset(0)
+        self._accepted.clear()
+
     def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
-        """Fold `batch`, read after self._position up to the position `upto`, unless another
-        replica did first; then only move self._position to where it stopped. Returns the
-        events folded here."""
         with self._list.folding(MATCH_LIST) as tx:
             if tx.fault is not None:
                 # Another replica's position would be sealed: carry on from this one's own.

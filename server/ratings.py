@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import json
 import logging
-import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import TypeVar
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
-from bergen.domain.errors import BergenError, CorruptRecord, InvalidArgument, NotFound
+from bergen.domain.errors import BergenError, CorruptRecord, InvalidArgument
 from bergen.domain.events import MatchEnded, SeatTaken
 from bergen.domain.ratings import NEWCOMER, POOLS, Rating, places_of, pool_of, rate
 from bergen.domain.tiles import sides_of
@@ -37,13 +37,12 @@ from .matches import decode_stored
 from .projections import (
     DEFAULT_PAGE,
     MAX_PAGE,
-    OFFERS_KEPT,
     PAGE_CATCH_UP_BATCHES,
+    FoldLoop,
     RowCheck,
     is_match_stream,
     page_token,
     parse_page_token,
-    read_past_unreadable,
 )
 from .store import EventStore, StoredEvent
 from .store.ratings import (
@@ -55,6 +54,7 @@ from .store.ratings import (
     PlayerRating,
     RatedEnd,
     RatingsFold,
+    RatingsTables,
     board_key,
 )
 from .store.sealed import ReadModelTampered
@@ -64,23 +64,34 @@ log = logging.getLogger("bergen.server.ratings")
 T = TypeVar("T")
 
 BATCH = 1000
-"""Events read and folded per transaction."""
+"""Events read and folded per transaction, as the ratings keep up with live play."""
+HELD_PAGE = 20_000
+"""Events read at a time by a fold held in memory (`HeldRatings`)."""
+HELD_MAX = 1_000_000
+"""At most this many events are folded in memory before what they made is written: a
+rebuild's memory stays bounded (about a kilobyte a rated match held), and so does its
+writing transaction, during which PostgreSQL's commit-safe order waits for it."""
 _RATED_ENDS = ("target", "forfeit")
 
 
-class RatingsProjection:
-    """The ratings: folded from the store's global order into the store's tables."""
+class RatingsProjection(FoldLoop):
+    """The ratings: folded from the store's global order into the store's tables.
+
+    Keeping up (a few events at a time, a match's end) folds each batch in a transaction of
+    its own. A catch-up over many events (a full batch read, or the tables empty at position
+    0: a server's first start, `bergen migrate --rebuild-ratings`) folds them in memory
+    instead (`HeldRatings`), reading the tables only for what it has not folded itself, and
+    writes what they made once, in one transaction, with the position reached."""
+
+    reader = "ratings"
+    types = frozenset({"MatchCreated", "SeatTaken", "MatchEnded"})
 
     def __init__(self, store: EventStore, batch: int = BATCH) -> None:
-        self._store = store
+        super().__init__(store, batch)
         self._tables = store.ratings()
-        self._batch = batch
         self._check = RowCheck(store.log_keys)
-        self._lock = threading.Lock()
-        self._position: int | None = None
-        self._offered: dict[int, tuple[Sequence[StoredEvent], int]] = {}
-        self.events_read = 0
-        """Events this process has read from the global order to fold (for tests)."""
+        self._held: HeldRatings | None = None
+        self._held_events = 0
         self.started_at: int | None = None
         """The position this process found the ratings folded up to, when it first looked."""
         self.repairs: Counter[str] = Counter(
@@ -106,72 +117,40 @@ class RatingsProjection:
 
     def catch_up(self, max_batches: int | None = None) -> int:
         """Fold what was written since the stored position (up to `max_batches` batches),
-        up to the first batch read that is not full. Returns how many events this process
+        up to the first batch read that is not full; from position 0 again when the saved
+        position or a row is found tampered with. Returns how many events this process
         folded. Raises StorageUnavailable."""
         try:
-            return self._catch_up(max_batches)
+            return super().catch_up(max_batches)
         except ReadModelTampered as tampered:
             self.rebuild(tampered)
-            return self._catch_up(max_batches)
+            return super().catch_up(max_batches)
 
-    def _catch_up(self, max_batches: int | None) -> int:
-        folded = 0
-        batches = 0
-        with self._lock:
-            if self._position is None:
-                position, fault = self._tables.checked_position(RATINGS)
-                if fault is not None or position < 0:
-                    raise ReadModelTampered("projection_positions", RATINGS, str(fault))
-                self._position = position
-                self.started_at = self._position
-                log.info("ratings: folded up to position %d", self._position)
-            while max_batches is None or batches < max_batches:
-                offered = self._offered.pop(self._position, None)
-                if offered is not None:
-                    batch, upto = offered
-                    while len(batch) < self._batch:
-                        more = self._offered.pop(upto, None)
-                        if more is None:
-                            break
-                        batch, upto = [*batch, *more[0]], more[1]
-                else:
-                    try:
-                        batch, upto = read_past_unreadable(
-                            self._store, self._position, self._batch, "ratings"
-                        )
-                    except NotFound:
-                        raise ReadModelTampered(
-                            "projection_positions",
-                            RATINGS,
-                            f"its position {self._position} names no event of the log",
-                        ) from None
-                    self.events_read += len(batch)
-                if upto == self._position:
-                    return folded
-                batches += 1
-                folded += self._fold(batch, upto)
-                passed_over = not batch or batch[-1].position != upto
-                # A batch the feed offered was read before this call, maybe before the end
-                # its caller just wrote: only a short read of the store says all is folded.
-                if (
-                    offered is None
-                    and len(batch) < self._batch
-                    and not passed_over
-                    and self._position == upto
-                ):
-                    return folded
-        return folded
+    def _stored_position(self) -> int:
+        position, fault = self._tables.checked_position(RATINGS)
+        if fault is not None or position < 0:
+            raise ReadModelTampered("projection_positions", RATINGS, str(fault))
+        self.started_at = position
+        log.info("ratings: folded up to position %d", position)
+        return position
 
-    def offer(self, after: int, batch: Sequence[StoredEvent], upto: int) -> None:
-        """A batch of the global order after `after`, up to `upto`, as the event feed read
-        it: a fold from `after` takes it instead of reading the same rows again."""
-        if upto == after:
-            return
-        if len(self._offered) >= OFFERS_KEPT:
-            self._offered.clear()
-        self._offered[after] = (batch, upto)
+    def _lost_position(self) -> None:
+        raise ReadModelTampered(
+            "projection_positions",
+            RATINGS,
+            f"its position {self._position} names no event of the log",
+        )
+
+    def _page(self) -> int:
+        if self._held is not None or (not self._bounded and self._position == 0):
+            return HELD_PAGE
+        return self._batch
 
     def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
+        if self._held is not None or (
+            not self._bounded and (self._position == 0 or len(batch) >= self._batch)
+        ):
+            return self._fold_held(batch, upto)
         with self._tables.folding(RATINGS) as tx:
             if tx.fault is not None:
                 raise ReadModelTampered("projection_positions", RATINGS, tx.fault)
@@ -183,8 +162,238 @@ class RatingsProjection:
         self._position = upto
         return len(batch)
 
+    def _fold_held(self, batch: Sequence[StoredEvent], upto: int) -> int:
+        held = self._held
+        if held is None:
+            with self._tables.looking(RATINGS) as tables:
+                if tables.position != self._position:
+                    self._position = tables.position  # another replica folded it
+                    return 0
+            held = self._held = HeldRatings(self._tables, self._position or 0)
+            self._held_events = 0
+        fold_batch(held, batch, self._check)
+        held.save_position(upto)
+        self._position = upto
+        self._held_events += len(batch)
+        return self._finish() if self._held_events >= HELD_MAX else 0
 
-def fold_batch(tx: RatingsFold, batch: Sequence[StoredEvent], check: RowCheck | None) -> None:
+    def _finish(self) -> int:
+        held = self._held
+        if held is None:
+            return 0
+        try:
+            with self._tables.folding(RATINGS) as tx:
+                if tx.position != held.start:
+                    # Another replica wrote first: what was held here is dropped, and the
+                    # ratings go on from where that one stopped.
+                    self._position = tx.position
+                    return 0
+                held.write(tx)
+        except BaseException:
+            self._position = held.start  # nothing written: fold it again
+            raise
+        finally:
+            self._held = None
+        log.info(
+            "ratings: %d events folded in memory, written up to position %d",
+            self._held_events,
+            held.position,
+        )
+        return self._held_events
+
+    def _abandon(self) -> None:
+        if self._held is not None:
+            self._position = self._held.start
+        self._held = None
+
+
+class FoldTarget(Protocol):
+    """What `fold_batch` folds into: the tables inside their transaction (`RatingsFold`),
+    or the ratings held in memory (`HeldRatings`)."""
+
+    def pending(self, match_ids: Sequence[str]) -> dict[str, PendingMatch]: ...
+
+    def keep_pending(self, matches: Sequence[PendingMatch]) -> None: ...
+
+    def drop_pending(self, match_ids: Sequence[str]) -> None: ...
+
+    def ratings(self, pool: str, player_ids: Sequence[str]) -> dict[str, PlayerRating]: ...
+
+    def ratings_in(
+        self, wanted: Collection[tuple[str, str]]
+    ) -> dict[tuple[str, str], PlayerRating]: ...
+
+    def save_ratings(self, ratings: Sequence[PlayerRating]) -> None: ...
+
+    def last_order(self, pool: str) -> int: ...
+
+    def last_orders(self, pools: Sequence[str]) -> dict[str, int]: ...
+
+    def matches_after(self, pool: str, order: int) -> list[RatedEnd]: ...
+
+    def history_of(self, match_ids: Sequence[str]) -> list[HistoryRow]: ...
+
+    def drop_history(self, match_ids: Sequence[str]) -> None: ...
+
+    def add_match(self, end: RatedEnd, history: Sequence[HistoryRow]) -> None: ...
+
+    def add_matches(
+        self, applied: Sequence[tuple[RatedEnd, Sequence[HistoryRow]]], fresh: bool = False
+    ) -> None: ...
+
+
+class HeldRatings:
+    """The ratings folded in memory from the position `start` on: what the fold reads, it
+    finds here, or (once) in the tables as they stood at `start`, read without a lock; what
+    it writes stays here until `write` writes it all in one transaction. At position 0 the
+    tables are empty: nothing is read from them, and `write` fills them in bulk."""
+
+    def __init__(self, tables: RatingsTables, start: int) -> None:
+        self._tables = None if start == 0 else tables
+        self.start = start
+        self.position = start
+        self._pending: dict[str, PendingMatch | None] = {}
+        """By match: a rated match not ended yet, or None (ended, or not in the tables: kept
+        only where the tables are read)."""
+        self._pending_kept: set[str] = set()
+        self._pending_listed: set[str] = set()
+        """The matches the tables list as pending."""
+        self._ratings: dict[tuple[str, str], PlayerRating | None] = {}
+        """By (pool, player): a rating, or None (the tables have none)."""
+        self._ratings_saved: set[tuple[str, str]] = set()
+        self._last: dict[str, int] = {}
+        self._ends: dict[str, RatedEnd] = {}
+        """By match: the ends applied here, and those of the tables read here."""
+        self._made: set[str] = set()
+        """The matches whose ends were applied here."""
+        self._new_ends: dict[str, list[tuple[int, str]]] = {}
+        """By pool: (order, match) of the ends applied here, in order."""
+        self._history: dict[str, list[HistoryRow]] = {}
+        """By match: the history rows made here (for a match of the tables, anew)."""
+        self._history_dropped: set[str] = set()
+        """Matches of the tables whose history rows are made again here."""
+
+    def _look(self, read: Callable[[RatingsFold], T]) -> T:
+        assert self._tables is not None
+        with self._tables.looking(RATINGS) as tables:
+            return read(tables)
+
+    def pending(self, match_ids: Sequence[str]) -> dict[str, PendingMatch]:
+        missing = [m for m in match_ids if m not in self._pending]
+        if missing and self._tables is not None:
+            found = self._look(lambda t: t.pending(missing))
+            self._pending_listed.update(found)
+            for m in missing:
+                self._pending[m] = found.get(m)
+        return {m: p for m in match_ids if (p := self._pending.get(m)) is not None}
+
+    def keep_pending(self, matches: Sequence[PendingMatch]) -> None:
+        for m in matches:
+            self._pending[m.match_id] = m
+            self._pending_kept.add(m.match_id)
+
+    def drop_pending(self, match_ids: Sequence[str]) -> None:
+        for m in match_ids:
+            if self._tables is None:
+                self._pending.pop(m, None)  # the tables list none
+            else:
+                self._pending[m] = None
+            self._pending_kept.discard(m)
+
+    def ratings(self, pool: str, player_ids: Sequence[str]) -> dict[str, PlayerRating]:
+        return {p: r for (_, p), r in self.ratings_in({(pool, p) for p in player_ids}).items()}
+
+    def ratings_in(
+        self, wanted: Collection[tuple[str, str]]
+    ) -> dict[tuple[str, str], PlayerRating]:
+        missing = [k for k in wanted if k not in self._ratings]
+        if missing and self._tables is not None:
+            found = self._look(lambda t: t.ratings_in(missing))
+            for k in missing:
+                self._ratings[k] = found.get(k)
+        return {k: r for k in wanted if (r := self._ratings.get(k)) is not None}
+
+    def save_ratings(self, ratings: Sequence[PlayerRating]) -> None:
+        for r in ratings:
+            key = (r.pool, r.player_id)
+            self._ratings[key] = r
+            self._ratings_saved.add(key)
+
+    def last_order(self, pool: str) -> int:
+        return self.last_orders([pool])[pool]
+
+    def last_orders(self, pools: Sequence[str]) -> dict[str, int]:
+        missing = [p for p in pools if p not in self._last]
+        if missing:
+            found = (
+                {p: 0 for p in missing}
+                if self._tables is None
+                else self._look(lambda t: t.last_orders(missing))
+            )
+            self._last.update(found)
+        return {p: self._last[p] for p in pools}
+
+    def matches_after(self, pool: str, order: int) -> list[RatedEnd]:
+        here = self._new_ends.get(pool, [])
+        later = here[bisect.bisect_right(here, order, key=lambda e: e[0]) :]
+        found = {m: self._ends[m] for _, m in later}
+        if self._tables is not None:
+            for end in self._look(lambda t: t.matches_after(pool, order)):
+                found[end.match_id] = self._ends.setdefault(end.match_id, end)
+        return sorted(found.values(), key=lambda e: e.order)
+
+    def history_of(self, match_ids: Sequence[str]) -> list[HistoryRow]:
+        here = [m for m in match_ids if m in self._history]
+        out = [h for m in here for h in self._history[m]]
+        there = [m for m in match_ids if m not in self._history]
+        if there and self._tables is not None:
+            out += self._look(lambda t: t.history_of(there))
+        return out
+
+    def drop_history(self, match_ids: Sequence[str]) -> None:
+        for m in match_ids:
+            if m not in self._made:
+                self._history_dropped.add(m)
+            self._history[m] = []
+
+    def add_match(self, end: RatedEnd, history: Sequence[HistoryRow]) -> None:
+        self.add_matches([(end, history)])
+
+    def add_matches(
+        self, applied: Sequence[tuple[RatedEnd, Sequence[HistoryRow]]], fresh: bool = False
+    ) -> None:
+        for end, history in applied:
+            m = end.match_id
+            if m not in self._ends:
+                self._ends[m] = end
+                self._made.add(m)
+                bisect.insort(self._new_ends.setdefault(end.pool, []), (end.order, m))
+                if end.order > self.last_order(end.pool):
+                    self._last[end.pool] = end.order
+            self._history.setdefault(m, []).extend(history)
+
+    def save_position(self, position: int) -> None:
+        self.position = position
+
+    def write(self, tx: RatingsFold) -> None:
+        """Write what was folded here into the tables, in `tx` (at `start`), with the
+        position reached: one bulk write a table."""
+        fresh = self._tables is None
+        tx.drop_history(sorted(self._history_dropped))
+        tx.drop_pending(sorted(self._pending_listed - self._pending_kept))
+        kept = [self._pending[m] for m in sorted(self._pending_kept)]
+        tx.keep_pending([m for m in kept if m is not None])
+        saved = [self._ratings[k] for k in self._ratings_saved]
+        tx.save_ratings([r for r in saved if r is not None], fresh=fresh)
+        made = [m for ends in self._new_ends.values() for _, m in ends]
+        again = sorted(self._history_dropped)  # none of them made here
+        tx.add_matches(
+            [(self._ends[m], self._history.get(m, [])) for m in [*made, *again]], fresh=fresh
+        )
+        tx.save_position(self.position)
+
+
+def fold_batch(tx: FoldTarget, batch: Sequence[StoredEvent], check: RowCheck | None) -> None:
     """Fold `batch` (in global order) into the ratings: note the seats of rated matches,
     and rate each that ends by its target or a forfeit."""
     wanted = [
@@ -198,7 +407,7 @@ def fold_batch(tx: RatingsFold, batch: Sequence[StoredEvent], check: RowCheck | 
     ends: list[RatedEnd] = []
     for e in batch:
         kind = e.type
-        if kind not in ("MatchCreated", "SeatTaken", "MatchEnded"):
+        if kind not in RatingsProjection.types:
             continue
         match_id = e.stream_id
         if not is_match_stream(match_id):
@@ -223,7 +432,9 @@ def fold_batch(tx: RatingsFold, batch: Sequence[StoredEvent], check: RowCheck | 
                 continue  # the rules refuse either in a rated match
             seats = list(m.seats)
             seats[event.seat] = Holder(event.player, event.name, event.bot)
-            pending[match_id] = changed[match_id] = replace(m, seats=tuple(seats))
+            pending[match_id] = changed[match_id] = PendingMatch(
+                match_id, m.pool, tuple(seats), m.sides
+            )
         elif isinstance(event, MatchEnded):
             del pending[match_id]
             changed.pop(match_id, None)
@@ -282,7 +493,7 @@ def _decoded(e: StoredEvent) -> object:
         return None
 
 
-def apply_ends(tx: RatingsFold, ends: Sequence[RatedEnd]) -> None:
+def apply_ends(tx: FoldTarget, ends: Sequence[RatedEnd]) -> None:
     """Rate `ends`, in the order folded, as `apply_end` one at a time would, with a batch's
     reads and writes made together: each pool's latest order and its players' ratings read
     once, the matches, their history and the ratings written once. An end folded after a
@@ -323,7 +534,7 @@ def apply_ends(tx: RatingsFold, ends: Sequence[RatedEnd]) -> None:
     write()
 
 
-def apply_end(tx: RatingsFold, end: RatedEnd) -> None:
+def apply_end(tx: FoldTarget, end: RatedEnd) -> None:
     """Rate `end` in its pool: after the latest end applied, on the ratings as they stand;
     before it (an end folded late), where it belongs, the later ends applied again. An end
     applied already is passed over."""
@@ -501,6 +712,8 @@ class RatingQueries:
 
 __all__ = [
     "BoardPage",
+    "FoldTarget",
+    "HeldRatings",
     "RatingQueries",
     "RatingsProjection",
     "apply_end",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -102,9 +102,13 @@ class EventStore(Protocol):
         """What `read_stream` gives, less the chain fields, for folding (faster)."""
         ...
 
-    def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:
+    def read_all(
+        self, after_position: int = 0, limit: int = 1000, types: Collection[str] | None = None
+    ) -> tuple[StoredEvent, ...]:
         """Up to `limit` events of every stream in global order, after the event at
-        `after_position` (0: from the start).
+        `after_position` (0: from the start). With `types`, only the events of those types,
+        and the last event of the order so far whatever its type, which says how far the
+        read went: a reader that passes over the other types reads only what it folds.
 
         The global order is commit-safe: an event that commits late is never skipped by a reader
         that passes back the position of the last event it got. On PostgreSQL it is ordered by

@@ -51,6 +51,9 @@ from .statements import NO_LIMIT, POSTGRES, Dialect, Statements
 from .url import live_conninfo
 
 _SQL = Statements(POSTGRES)
+COPY_ROWS = 20_000
+"""Rows a COPY statement writes at most (`_PostgresDb.insert`): a few seconds on a loaded
+machine, well inside the server's statement_timeout (30 s)."""
 _COLUMNS = _SQL.event_columns
 # The global order shows a row once no transaction that could still write one before it is
 # running: its horizon is the oldest transaction of this snapshot still in progress. A running
@@ -74,8 +77,14 @@ _READ_AFTER = (
     " payload::text AS payload, metadata::text AS metadata, recorded_at, prev_hash, hash, salt,"
     " key_id, mac"
     " FROM events WHERE (tx_id, position) > (c.tx_id, c.position)"
-    f" AND {_VISIBLE} ORDER BY tx_id, position LIMIT %s::bigint) e ON true"
+    f" AND {_VISIBLE}{{types}} ORDER BY tx_id, position LIMIT %s::bigint) e ON true"
 )
+_OF_TYPES = (
+    " AND (type = ANY(%s::text[]) OR (tx_id, position) = (SELECT tx_id, position FROM events"
+    f" WHERE {_VISIBLE} ORDER BY tx_id DESC, position DESC LIMIT 1))"
+)
+"""Of the types asked for, or the last row visible: where a read that passes over the
+other types reached."""
 
 
 def _fault(e: BaseException) -> str | None:
@@ -577,24 +586,31 @@ class PostgresEventStore:
         return events
 
     @_guarded
-    def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:
-        """Up to `limit` events after the one at `after_position`, in commit-safe global order.
+    def read_all(
+        self, after_position: int = 0, limit: int = 1000, types: Collection[str] | None = None
+    ) -> tuple[StoredEvent, ...]:
+        """Up to `limit` events after the one at `after_position`, in commit-safe global order
+        (`types`: only those of these types, and the last one visible).
 
         Only rows written by transactions older than every transaction still running are
         shown, ordered by (transaction, position): a transaction that commits late cannot add
         an event before the reader's cursor. Raises NotFound for an unknown `after_position`.
         """
+        of_types = "" if types is None else _OF_TYPES
+        wanted: tuple[Any, ...] = () if types is None else (sorted(types),)
         with self._pool.connection() as conn:
             if after_position == 0:
                 rows = conn.execute(
-                    f"SELECT {_COLUMNS} FROM events WHERE {_VISIBLE}"
+                    f"SELECT {_COLUMNS} FROM events WHERE {_VISIBLE}{of_types}"
                     " ORDER BY tx_id, position LIMIT %s::bigint",
-                    (limit,),
+                    (*wanted, limit),
                 ).fetchall()
             else:
                 # One query, also when nothing is new: no row at all means no such cursor,
                 # one row of NULLs means nothing after it yet.
-                rows = conn.execute(_READ_AFTER, (after_position, limit)).fetchall()
+                rows = conn.execute(
+                    _READ_AFTER.format(types=of_types), (after_position, *wanted, limit)
+                ).fetchall()
                 if not rows:
                     raise NotFound(f"no event at global position {after_position}")
                 if rows[0][0] is None:
@@ -771,10 +787,13 @@ class _PostgresDb:
                 )
                 return
             # COPY: each value written by psycopg's C code, where executemany costs some
-            # 15 microseconds of Python a row.
-            with cur.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                for r in rows:
-                    copy.write_row(r)
+            # 15 microseconds of Python a row. A statement a chunk: a rebuild's rows, written
+            # in one transaction, would hold one statement past statement_timeout on a busy
+            # database server.
+            for i in range(0, len(rows), COPY_ROWS):
+                with cur.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                    for r in rows[i : i + COPY_ROWS]:
+                        copy.write_row(r)
 
     def time_in(self, at: datetime) -> Any:
         return at

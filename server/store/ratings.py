@@ -309,14 +309,17 @@ class RatingsFold:
                 found[r[1], r[0]] = _rating_row(r, self._seals)
         return found
 
-    def save_ratings(self, ratings: Sequence[PlayerRating]) -> None:
-        """Write `ratings`, new or changed: at most one a player and pool."""
+    def save_ratings(self, ratings: Sequence[PlayerRating], fresh: bool = False) -> None:
+        """Write `ratings`, new or changed: at most one a player and pool (`fresh`: none of
+        them in the table yet, as in a rebuild's tables, which then takes one bulk write)."""
         rows = [_rating_values(r) for r in ratings]
         self._db.insert(
             "player_ratings",
             (*_RATING_WRITTEN, "key_id", "mac"),
             [(*v, *sealing(self._seals, "player_ratings", v)) for v in rows],
-            "ON CONFLICT (player_id, pool) DO UPDATE SET name = excluded.name,"
+            ""
+            if fresh
+            else "ON CONFLICT (player_id, pool) DO UPDATE SET name = excluded.name,"
             " bot = excluded.bot, mu = excluded.mu, sigma = excluded.sigma,"
             " matches = excluded.matches, shown = excluded.shown,"
             " rank_rating = excluded.rank_rating, rank_conservative = excluded.rank_conservative,"
@@ -447,6 +450,12 @@ class RatingsTables(Protocol):
         block ends, rolled back if it raises."""
         ...
 
+    def looking(self, projection: str) -> AbstractContextManager[RatingsFold]:
+        """The tables as they stand, to read with a `RatingsFold`'s reads and no lock (its
+        position: what `projection` had folded up to when it was read): where a fold held
+        in memory starts from, before `folding` writes it."""
+        ...
+
     def player_ratings(self, player_id: str) -> list[PlayerRating]:
         """The player's rating in each pool it has one in."""
         ...
@@ -502,6 +511,12 @@ class SqlRatings:
             yield RatingsFold(
                 db, projection, position_fault(self._seals, projection, row), self._seals
             )
+
+    @contextmanager
+    def looking(self, projection: str) -> Iterator[RatingsFold]:
+        position = self.position(projection)
+        with self._reading() as db:
+            yield RatingsFold(db, projection, (position, None), self._seals)
 
     def player_ratings(self, player_id: str) -> list[PlayerRating]:
         with self._reading() as db:

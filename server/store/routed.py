@@ -196,9 +196,11 @@ class RoutedStore:
         self._known.learn(batch.stream_id, result.last_seq)
         return result
 
-    def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:
+    def read_all(
+        self, after_position: int = 0, limit: int = 1000, types: Collection[str] | None = None
+    ) -> tuple[StoredEvent, ...]:
         """On the primary: the feed follows it, and what it reads sets the standby's floor."""
-        events = self._primary.read_all(after_position, limit)
+        events = self._primary.read_all(after_position, limit, types)
         self._known.learn_all(events)
         return events
 

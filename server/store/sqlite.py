@@ -374,16 +374,27 @@ class SQLiteEventStore:
         return event_rows(stream_id, rows)
 
     @_guarded
-    def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:
-        """Up to `limit` events after the one at `after_position`, in global order.
+    def read_all(
+        self, after_position: int = 0, limit: int = 1000, types: Collection[str] | None = None
+    ) -> tuple[StoredEvent, ...]:
+        """Up to `limit` events after the one at `after_position`, in global order (`types`:
+        only those of these types, and the last one).
 
         Positions are assigned under the write lock, so they follow commit order. Raises
         NotFound for an unknown `after_position`.
         """
         conn = self._conn()
+        of_types = ""
+        wanted: list[str] = []
+        if types is not None:
+            wanted = sorted(types)
+            of_types = (
+                f" AND (type IN ({', '.join('?' * len(wanted))})"
+                " OR position = (SELECT max(position) FROM events))"
+            )
         rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
-            (after_position, limit),
+            f"SELECT {_COLUMNS} FROM events WHERE position > ?{of_types} ORDER BY position LIMIT ?",
+            (after_position, *wanted, limit),
         ).fetchall()
         if (
             not rows

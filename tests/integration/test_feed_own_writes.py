@@ -27,8 +27,8 @@ class CountingStore:
         self._store = store
         self.read = 0
 
-    def read_all(self, after_position: int = 0, limit: int = 1000) -> Any:
-        batch = self._store.read_all(after_position, limit)
+    def read_all(self, after_position: int = 0, limit: int = 1000, types: Any = None) -> Any:
+        batch = self._store.read_all(after_position, limit, types)
         self.read += len(batch)
         return batch
 
@@ -105,13 +105,13 @@ class AlwaysAheadStore(CountingStore):
         self.follower_reads = 0
         self._version = 0
 
-    def read_all(self, after_position: int = 0, limit: int = 1000) -> Any:
+    def read_all(self, after_position: int = 0, limit: int = 1000, types: Any = None) -> Any:
         if threading.current_thread().name == "bergen-feed" and self.feed is not None:
             self.follower_reads += 1
             written = self._store.append(Append("busy", self._version, [NewEvent("Noted", 1, {})]))
             self._version = written.last_seq
             self.feed.observe(written.events)
-        return super().read_all(after_position, limit)
+        return super().read_all(after_position, limit, types)
 
 
 def test_the_follower_reads_once_a_poll_while_this_process_keeps_writing(

@@ -194,8 +194,10 @@ class Busy:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def read_all(self, after_position: int = 0, limit: int = 1000) -> tuple[StoredEvent, ...]:
-        got = self._store.read_all(after_position, limit)
+    def read_all(
+        self, after_position: int = 0, limit: int = 1000, types: Any = None
+    ) -> tuple[StoredEvent, ...]:
+        got = self._store.read_all(after_position, limit, types)
         self.reads += 1
         if self.reads <= self._writes:
             write(self._store, f"later-{self.reads}", real_match(1))

@@ -17,6 +17,8 @@ from conftest import Backend
 from bergen.domain import codec
 from bergen.domain.commands import CreateMatch
 from bergen.domain.engine import execute
+from bergen.domain.errors import StorageUnavailable
+from bergen.domain.events import Event, MatchCreated, MatchEnded, SeatTaken, SeedRevealed
 from bergen.domain.ratings import (
     NEWCOMER,
     POOLS,
@@ -27,10 +29,11 @@ from bergen.domain.ratings import (
 )
 from bergen.domain.rules import make_rules
 from bergen.domain.tiles import sides_of
+from bergen.domain.vocabulary import ForfeitCause, MatchEndReason
 from bergen.server.projections import PAGE_CATCH_UP_BATCHES
-from bergen.server.ratings import RatingsProjection, apply_end, apply_ends
-from bergen.server.store import Append, EventStore, NewEvent, StoredEvent, open_store
-from bergen.server.store.ratings import RATINGS, Holder, RatedEnd, board_key
+from bergen.server.ratings import HeldRatings, RatingsProjection, apply_end, apply_ends
+from bergen.server.store import Append, EventStore, NewEvent, StoredEvent, open_store, postgres
+from bergen.server.store.ratings import RATINGS, HistoryRow, Holder, RatedEnd, board_key
 
 PLAYERS = [str(uuid.uuid5(uuid.NAMESPACE_OID, f"player {i}")) for i in range(12)]
 TABLES = {"2": (2, False), "3": (3, False), "4": (4, False), "pairs": (4, True)}
@@ -289,3 +292,197 @@ def test_a_call_after_a_batch_the_feed_offered_folds_what_was_written_since(
     _visible(store, first.position, second)
     projection.catch_up(PAGE_CATCH_UP_BATCHES)
     assert store.ratings().position(RATINGS) == second.position
+
+
+def fold_held(store: EventStore, ends: list[RatedEnd], start: int, upto: int) -> None:
+    """Apply `ends` (as folded) to ratings held in memory from the position `start`, then
+    write them in one transaction at position `upto`."""
+    held_ratings = HeldRatings(store.ratings(), start)
+    apply_ends(held_ratings, ends)
+    held_ratings.save_position(upto)
+    with store.ratings().folding(RATINGS) as tx:
+        assert tx.position == start
+        held_ratings.write(tx)
+
+
+def every_history(store: EventStore) -> list[HistoryRow]:
+    return sorted(
+        (r for p in PLAYERS for r in store.ratings().history(p, None, None, 10_000)),
+        key=lambda r: (r.order, r.player_id),
+    )
+
+
+def shuffled(ends: list[RatedEnd]) -> list[RatedEnd]:
+    """`ends` as PostgreSQL's commit order may fold them: neighbours swapped, one far back."""
+    folded = list(ends)
+    for i in range(0, len(folded) - 3, 4):
+        folded[i], folded[i + 1] = folded[i + 1], folded[i]
+    folded.insert(5, folded.pop(len(folded) - 3))
+    return folded
+
+
+def test_ends_held_in_memory_are_written_as_the_tables_fold_them(store: EventStore) -> None:
+    """Folded in memory and written once, ends in any order give what the tables' own fold
+    of them gives: the same ratings and the same history, row for row."""
+    ends = random_ends(random.Random(7), 70)
+    folded = shuffled(ends)
+    fold_in(store, folded)
+    want, want_history = held(store), every_history(store)
+    assert_same(want, expected(ends))
+    store.ratings().reset(RATINGS)
+    fold_held(store, folded, 0, 99)
+    assert store.ratings().position(RATINGS) == 99
+    assert held(store) == want
+    assert every_history(store) == want_history
+
+
+def test_ends_held_in_memory_after_the_tables_read_what_they_have_not_folded(
+    store: EventStore,
+) -> None:
+    """Held from a position the tables have reached, the fold reads their ratings and
+    latest orders, and puts an end before one of theirs in its place (their history rows
+    of the later ends made again)."""
+    ends = random_ends(random.Random(8), 70)
+    folded = shuffled(ends)
+    first, rest = folded[:40], folded[40:]
+    rest.insert(3, first.pop(30))  # an end folded after later ones the tables have
+    fold_in(store, folded)
+    want_history = every_history(store)
+    store.ratings().reset(RATINGS)
+    fold_in(store, first)
+    with store.ratings().folding(RATINGS) as tx:
+        tx.save_position(40)
+    fold_held(store, rest, 40, 99)
+    assert_same(held(store), expected(ends))
+    assert every_history(store) == want_history
+
+
+def rated_match(rng: random.Random, pool: str, ended: bool = True) -> list[Event]:
+    """A rated match's events but its hands: created, each seat taken by a player, then
+    (`ended`) its end by target or by a forfeit, and the revealed seed."""
+    seats, partnerships = TABLES[pool]
+    sides = sides_of(seats, partnerships)
+    match_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    rules = make_rules(seats, partnerships)
+    out: list[Event] = [
+        MatchCreated(match_id, seats, partnerships, rules, "0" * 64, "", "ab" * 32, rated=True)
+    ]
+    for seat, p in enumerate(rng.sample(PLAYERS, seats)):
+        out.append(SeatTaken(seat, f"name {PLAYERS.index(p)}", "", player=p))
+    if not ended:
+        return out
+    scores = tuple(rng.choice((0, 50, 100)) for _ in sides)
+    if rng.random() < 0.2:
+        end = MatchEnded(
+            MatchEndReason.FORFEIT, None, scores, None, "", rng.randrange(len(sides)),
+            ForfeitCause.RESIGNED,
+        )  # fmt: skip
+    else:
+        winner = rng.randrange(len(sides))
+        scores = tuple(150 if i == winner else s for i, s in enumerate(scores))
+        end = MatchEnded(MatchEndReason.TARGET, winner, scores, None, "")
+    return [*out, end, SeedRevealed("ab" * 32)]
+
+
+def append_all(store: EventStore, stream_id: str, version: int, events: list[Event]) -> int:
+    store.append(Append(stream_id, version, [NewEvent(*codec.encode(e)) for e in events]))
+    return version + len(events)
+
+
+def visible_head(store: EventStore) -> int:
+    """The position of the last event written, once the global order shows it (on
+    PostgreSQL a transaction elsewhere in the cluster may hold it back for a moment: a
+    bound, not a timing check)."""
+    last = store.append(Append(f"other-{uuid.uuid4()}", 0, [NewEvent("Noted", 1, {})]))
+    deadline = time.monotonic() + 60
+    while store.head_position() != last.events[-1].position:
+        assert time.monotonic() < deadline, "the order never showed the last event"
+        time.sleep(0.01)
+    return last.events[-1].position
+
+
+def rated_log(store: EventStore, rng: random.Random, count: int) -> None:
+    """`count` rated matches across the pools, each written in one append, and one more
+    created and seated but not ended."""
+    for i in range(count):
+        match = rated_match(rng, rng.choice(POOLS) if i % 3 else "2")
+        append_all(store, match[0].match_id, 0, match)  # type: ignore[union-attr]
+
+
+def tables_of(store: EventStore) -> tuple[object, list[HistoryRow]]:
+    return held(store), every_history(store)
+
+
+def test_a_rebuild_folds_in_memory_and_writes_once_what_batches_would(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres, "COPY_ROWS", 5)  # PostgreSQL: the rows in many COPYs
+    rng = random.Random(9)
+    rated_log(store, rng, 30)
+    open_match = rated_match(rng, "3", ended=False)
+    open_id = open_match[0].match_id  # type: ignore[union-attr]
+    version = append_all(store, open_id, 0, open_match)
+    head = visible_head(store)
+    # Batch by batch, as while keeping up: a page's catch-up, a few batches at a time.
+    batched = RatingsProjection(store, batch=7)
+    while store.ratings().position(RATINGS) != head:
+        batched.catch_up(PAGE_CATCH_UP_BATCHES)
+    want = tables_of(store)
+    assert sum(len(h) for h in want[0].values()) > 10  # type: ignore[attr-defined]
+
+    store.ratings().reset(RATINGS)
+    rebuilt = RatingsProjection(store, batch=7)
+    writes = 0
+    folding = rebuilt._tables.folding
+
+    def counted(name: str) -> object:
+        nonlocal writes
+        writes += 1
+        return folding(name)
+
+    rebuilt._tables.folding = counted  # type: ignore[method-assign]
+    assert rebuilt.catch_up() == rebuilt.events_read > 7
+    assert writes == 1
+    assert store.ratings().position(RATINGS) == head
+    assert tables_of(store) == want
+
+    # Far behind again (more than a batch): folded in memory from where the tables
+    # stand, the open match ended among them.
+    rated_log(store, rng, 12)
+    end = MatchEnded(MatchEndReason.TARGET, 0, (150, 0, 0), None, "")
+    append_all(store, open_id, version, [end])
+    head = visible_head(store)
+    assert rebuilt.catch_up() > 7
+    assert writes == 2
+    assert store.ratings().position(RATINGS) == head
+    again = tables_of(store)
+    store.ratings().reset(RATINGS)
+    batched = RatingsProjection(store, batch=7)
+    while store.ratings().position(RATINGS) != head:
+        batched.catch_up(PAGE_CATCH_UP_BATCHES)
+    assert tables_of(store) == again
+
+
+def test_a_rebuild_whose_write_fails_is_folded_again_from_where_the_tables_stand(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rated_log(store, random.Random(10), 12)
+    head = visible_head(store)
+    batched = RatingsProjection(store, batch=7)
+    while store.ratings().position(RATINGS) != head:
+        batched.catch_up(PAGE_CATCH_UP_BATCHES)
+    want = tables_of(store)
+    store.ratings().reset(RATINGS)
+
+    def fails(self: HeldRatings, tx: object) -> None:
+        raise StorageUnavailable("the database did not answer in time")
+
+    projection = RatingsProjection(store, batch=7)
+    monkeypatch.setattr(HeldRatings, "write", fails)
+    with pytest.raises(StorageUnavailable):
+        projection.catch_up()
+    assert store.ratings().position(RATINGS) == 0
+    monkeypatch.undo()
+    assert projection.catch_up() > 7
+    assert store.ratings().position(RATINGS) == head
+    assert tables_of(store) == want

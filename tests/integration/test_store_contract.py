@@ -308,6 +308,21 @@ def test_read_all_honours_its_limit(store: EventStore) -> None:
     assert [e.seq for e in store.read_all(page[-1].position, limit=3)] == [4, 5, 6]
 
 
+def test_read_all_of_some_types_passes_over_the_others_but_the_last(store: EventStore) -> None:
+    """Read by type, the order gives the events of those types, and its last event whatever
+    its type: how far the read went, for a reader to resume from."""
+    store.append(Append("a", 0, [NewEvent("SeatTaken", 1, {"n": 1}), ev(2)]))
+    store.append(Append("b", 0, [ev(3), NewEvent("MatchEnded", 1, {"n": 4}), ev(5), ev(6)]))
+    every = read_all_until(store, 6)
+    types = {"SeatTaken", "MatchEnded"}
+    got = store.read_all(0, 1000, types)
+    assert [e.payload["n"] for e in got] == [1, 4, 6]
+    assert got[-1] == every[-1]
+    assert [e.payload["n"] for e in store.read_all(0, 2, types)] == [1, 4]
+    assert [e.payload["n"] for e in store.read_all(every[0].position, 1000, types)] == [4, 6]
+    assert store.read_all(every[-1].position, 1000, types) == ()
+
+
 def test_read_all_after_a_position_that_names_no_event_raises_not_found(
     store: EventStore,
 ) -> None:

@@ -26,11 +26,11 @@ class HidingStore:
         self.hiding = threading.Event()
         self.reads_while_hidden = 0
 
-    def read_all(self, after_position: int = 0, limit: int = 1000) -> Any:
+    def read_all(self, after_position: int = 0, limit: int = 1000, types: Any = None) -> Any:
         if self.hiding.is_set():
             self.reads_while_hidden += 1
             return ()
-        return self._store.read_all(after_position, limit)
+        return self._store.read_all(after_position, limit, types)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
