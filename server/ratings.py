@@ -67,10 +67,11 @@ BATCH = 1000
 """Events read and folded per transaction, as the ratings keep up with live play."""
 HELD_PAGE = 20_000
 """Events read at a time by a fold held in memory (`HeldRatings`)."""
-HELD_MAX = 1_000_000
+HELD_MAX = 600_000
 """At most this many events are folded in memory before what they made is written: a
-rebuild's memory stays bounded (about a kilobyte a rated match held), and so does its
-writing transaction, during which PostgreSQL's commit-safe order waits for it."""
+rebuild's memory stays bounded (about 2.4 kB a rated match held: some 250 MB at the bound,
+a rated match being five or six of the events read), and so does its writing transaction,
+during which PostgreSQL's commit-safe order waits for it."""
 _RATED_ENDS = ("target", "forfeit")
 
 
