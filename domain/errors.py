@@ -107,6 +107,21 @@ class LogTampered(CorruptRecord):
     default_reason = "LOG_TAMPERED"
 
 
+class LogRolledBack(CorruptRecord):
+    """The log is not a consistent extension of the newest checkpoint this server signed:
+    events it committed to are gone or changed (the database was rolled back or edited).
+    The server serves nothing of it; the metadata names the sizes."""
+
+    default_reason = "LOG_ROLLED_BACK"
+
+
+class OutOfRange(BergenError):
+    """A size or position past what exists yet (a tree size larger than any signed)."""
+
+    status = "OUT_OF_RANGE"
+    default_reason = "OUT_OF_RANGE"
+
+
 class NotFound(BergenError):
     """The thing named does not exist."""
 
@@ -216,6 +231,7 @@ STATUSES = frozenset(
         "UNAVAILABLE",
         "RESOURCE_EXHAUSTED",
         "DEADLINE_EXCEEDED",
+        "OUT_OF_RANGE",
         "DATA_LOSS",
         "INTERNAL",
     }

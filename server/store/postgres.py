@@ -44,6 +44,7 @@ from .listing import (
 from .model import Append, AppendResult, StreamInfo
 from .ratings import Db, SqlRatings
 from .statements import NO_LIMIT, POSTGRES, Dialect, Statements
+from .tlog import SqlTlog
 from .url import live_conninfo
 
 _SQL = Statements(POSTGRES)
@@ -355,6 +356,7 @@ class PostgresEventStore:
         self._heads = Heads(head_cache_size)
         self._match_list = PostgresMatchList(self._pool, flushed_folds=flushed_folds)
         self._ratings = SqlRatings(self._reading, self._match_list.locked)
+        self._tlog = SqlTlog(self._reading, self._match_list.locked)
 
     @_guarded
     def _check(self) -> None:
@@ -600,6 +602,10 @@ class PostgresEventStore:
     def ratings(self) -> SqlRatings:
         """The ratings' tables in this database."""
         return self._ratings
+
+    def tlog(self) -> SqlTlog:
+        """The transparency log's tree in this database."""
+        return self._tlog
 
     @contextmanager
     def _reading(self) -> Iterator[Db]:

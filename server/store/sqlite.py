@@ -34,6 +34,7 @@ from .listing import (
 from .model import Append, AppendResult, StreamInfo
 from .ratings import Db, SqlRatings
 from .statements import NO_LIMIT, SQLITE, Dialect, Statements
+from .tlog import SqlTlog
 from .url import sqlite_path
 
 _SQL = Statements(SQLITE)
@@ -140,6 +141,7 @@ class SQLiteEventStore:
         self._closed = False
         self._match_list = SQLiteMatchList(self._conn)
         self._ratings = SqlRatings(self._reading, self._locked)
+        self._tlog = SqlTlog(self._reading, self._locked)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -411,6 +413,10 @@ class SQLiteEventStore:
     def ratings(self) -> SqlRatings:
         """The ratings' tables in this file."""
         return self._ratings
+
+    def tlog(self) -> SqlTlog:
+        """The transparency log's tree in this file."""
+        return self._tlog
 
     @contextmanager
     def _reading(self) -> Iterator[Db]:

@@ -13,17 +13,22 @@ from bergen.api.checkpoints import (
     NoteError,
     add_signature,
     cosign,
+    event_leaf,
     key_id,
+    log_origin,
     parse_checkpoint,
     parse_note,
     parse_verifier_key,
     raw_public_key,
     sign_note,
+    transparency_field,
     verifier_key,
     verify_checkpoint,
     verify_cosignature,
     verify_note,
+    verify_transparency,
 )
+from bergen.domain.merkle import Frontier, inclusion_proof
 
 # golang.org/x/mod/sumdb/note's documented example (the C2SP signed-note reference).
 GO_SKEY = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"
@@ -126,3 +131,36 @@ def test_a_witness_cosignature_verifies_with_its_time() -> None:
     moved = note + f"\u2014 {name} {base64.b64encode(bytes(raw)).decode()}\n"
     with pytest.raises(NoteError, match="does not verify"):
         verify_cosignature(moved, "witness.example", raw_public_key(witness))
+
+
+def test_a_records_transparency_proves_its_last_event_in_a_signed_checkpoint() -> None:
+    key = Ed25519PrivateKey.generate()
+    public = raw_public_key(key).hex()
+    origin = log_origin(public)
+    events = [(f"m{i % 3}", i // 3 + 1, 10 + i, 1_700_000_000_000_000 + i, bytes([i]) * 32)
+              for i in range(11)]  # fmt: skip
+    frontier, nodes = Frontier(), {}
+    for e in events:
+        for level, index, h in frontier.append(event_leaf(*e)):
+            nodes[(level, index)] = h
+
+    class Store:
+        def nodes(self, wanted: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+            return {n: nodes[n] for n in wanted}
+
+    note = sign_note(Checkpoint(origin, 11, frontier.root()).text(), origin, key)
+    stream, seq, position, recorded_us, head = events[7]
+    proof = inclusion_proof(Store(), 7, 11)
+    field = transparency_field(note, 7, 11, position, recorded_us, proof)
+    assert verify_transparency(field, public, stream, seq, head).size == 11
+    with pytest.raises(NoteError, match="not in the checkpoint's tree"):
+        verify_transparency(field, public, stream, seq + 1, head)
+    with pytest.raises(NoteError, match="not in the checkpoint's tree"):
+        verify_transparency({**field, "proof": field["proof"][::-1]}, public, stream, seq, head)
+    with pytest.raises(NoteError, match="tree of 12"):
+        verify_transparency({**field, "tree_size": 12}, public, stream, seq, head)
+    other = raw_public_key(Ed25519PrivateKey.generate()).hex()
+    with pytest.raises(NoteError, match="not signed by"):
+        verify_transparency(field, other, stream, seq, head)
+    with pytest.raises(NoteError, match="malformed"):
+        verify_transparency({**field, "leaf_index": "7"}, public, stream, seq, head)

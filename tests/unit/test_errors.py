@@ -234,6 +234,8 @@ STATUS_AND_REASON = {
     errors.InvalidOptions: ("INVALID_ARGUMENT", "INVALID_OPTIONS"),
     errors.CorruptRecord: ("DATA_LOSS", "CORRUPT_RECORD"),
     errors.LogTampered: ("DATA_LOSS", "LOG_TAMPERED"),
+    errors.LogRolledBack: ("DATA_LOSS", "LOG_ROLLED_BACK"),
+    errors.OutOfRange: ("OUT_OF_RANGE", "OUT_OF_RANGE"),
     errors.NotFound: ("NOT_FOUND", "NOT_FOUND"),
     errors.AlreadyExists: ("ALREADY_EXISTS", "ALREADY_EXISTS"),
     errors.Unauthenticated: ("UNAUTHENTICATED", "UNAUTHENTICATED"),

@@ -29,6 +29,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from bergen.domain.merkle import leaf_hash
+
 NOTE_ED25519 = 0x01
 COSIGNATURE_V1 = 0x04
 COSIGNATURE_PREFIX = "cosignature/v1\n"
@@ -74,6 +76,33 @@ def _good_name(name: str) -> bool:
 def raw_public_key(key: Ed25519PrivateKey | Ed25519PublicKey) -> bytes:
     public = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
     return public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def log_origin(public_key_hex: str) -> str:
+    """The name of the log whose checkpoints the records' key `public_key_hex` signs: the
+    same on every replica holding the key (a checkpoint's origin line, and its signer's)."""
+    return f"bergen/{public_key_hex[:16].lower()}"
+
+
+# --- the log's leaves -----------------------------------------------------------------------
+
+LEAF_PREFIX = "bergen/event/v1"
+
+
+def event_leaf_data(
+    stream_id: str, seq: int, position: int, recorded_us: int, digest: bytes
+) -> bytes:
+    """What the leaf of a stored event hashes: its stream, seq and global position, when it
+    was recorded (Unix microseconds) and its chain hash (which covers its content, salt and
+    predecessor), one a line."""
+    return (
+        f"{LEAF_PREFIX}\n{stream_id}\n{seq}\n{position}\n{recorded_us}\n{digest.hex()}\n".encode()
+    )
+
+
+def event_leaf(stream_id: str, seq: int, position: int, recorded_us: int, digest: bytes) -> bytes:
+    """The leaf hash of a stored event (RFC 9162: SHA-256(0x00 || data))."""
+    return leaf_hash(event_leaf_data(stream_id, seq, position, recorded_us, digest))
 
 
 # --- checkpoints ----------------------------------------------------------------------------
@@ -233,3 +262,57 @@ def verify_cosignature(note: str, name: str, public_key: bytes) -> int:
                 raise NoteError(f"the cosignature by {name} does not verify") from None
             return int(timestamp)
     raise NoteError(f"the note is not cosigned by {name} with that key")
+
+
+# --- the transparency field of records and packs ---------------------------------------------
+
+
+def transparency_field(
+    note: str, leaf_index: int, tree_size: int, position: int, recorded_us: int, proof: list[bytes]
+) -> dict[str, object]:
+    """A record's (or a pack's) `transparency`: the checkpoint note, where the last event of
+    the record's log is in the tree of that checkpoint, and its inclusion proof."""
+    return {
+        "checkpoint": note,
+        "leaf_index": leaf_index,
+        "tree_size": tree_size,
+        "position": position,
+        "recorded_us": recorded_us,
+        "proof": [base64.b64encode(h).decode() for h in proof],
+    }
+
+
+def verify_transparency(
+    field: object, public_key_hex: str, stream_id: str, seq: int, head: bytes
+) -> Checkpoint:
+    """Check a `transparency` field: its checkpoint signed by the records' key under the
+    log's origin, and the inclusion of the event (`stream_id`, `seq`, chain hash `head`) as
+    its leaf in the tree of that checkpoint. Returns the checkpoint. Raises NoteError."""
+    from bergen.domain.merkle import ProofError, verify_inclusion
+
+    if not isinstance(field, dict):
+        raise NoteError("transparency is not an object")
+    try:
+        note = field["checkpoint"]
+        index, size = field["leaf_index"], field["tree_size"]
+        position, recorded_us = field["position"], field["recorded_us"]
+        proof = [base64.b64decode(h, validate=True) for h in field["proof"]]
+    except (KeyError, TypeError, binascii.Error):
+        raise NoteError("transparency is malformed") from None
+    if not isinstance(note, str) or not all(
+        type(v) is int for v in (index, size, position, recorded_us)
+    ):
+        raise NoteError("transparency is malformed")
+    try:
+        public = bytes.fromhex(public_key_hex)
+    except ValueError:
+        raise NoteError("the public key is not hex") from None
+    checkpoint = verify_checkpoint(note, log_origin(public_key_hex), public)
+    if checkpoint.size != size:
+        raise NoteError(f"the proof is of a tree of {size}, the checkpoint of {checkpoint.size}")
+    leaf = event_leaf(stream_id, seq, position, recorded_us, head)
+    try:
+        verify_inclusion(index, size, leaf, proof, checkpoint.root)
+    except ProofError as e:
+        raise NoteError(f"the last event is not in the checkpoint's tree: {e}") from None
+    return checkpoint
