@@ -122,6 +122,13 @@ class OutOfRange(BergenError):
     default_reason = "OUT_OF_RANGE"
 
 
+class Unimplemented(BergenError):
+    """What this server was configured not to offer (a transparency log, say)."""
+
+    status = "UNIMPLEMENTED"
+    default_reason = "UNIMPLEMENTED"
+
+
 class NotFound(BergenError):
     """The thing named does not exist."""
 
@@ -232,6 +239,7 @@ STATUSES = frozenset(
         "RESOURCE_EXHAUSTED",
         "DEADLINE_EXCEEDED",
         "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
         "DATA_LOSS",
         "INTERNAL",
     }

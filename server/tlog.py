@@ -73,6 +73,8 @@ CHECKPOINT_EVERY_S = 2.0
 BATCH = 1000
 """Events read and folded per transaction."""
 MATCH_END = "MatchEnded"
+MAX_POSITION = 2**63 - 1
+"""No global position is larger (a 64-bit signed column)."""
 
 
 def checkpoint_file(signing_key: str, database_url: str) -> Path:
@@ -429,6 +431,10 @@ class TransparencyLog:
         if position < 1:
             raise InvalidArgument(
                 f"no event at global position {position}", reason="BAD_POSITION", position=position
+            )
+        if position > MAX_POSITION:
+            raise NotFound(
+                f"no event at global position {position}", reason="NOT_IN_LOG", position=position
             )
         deadline = time.monotonic() + wait_s
         leaf = self._tree.leaf_at(position)

@@ -236,6 +236,7 @@ STATUS_AND_REASON = {
     errors.LogTampered: ("DATA_LOSS", "LOG_TAMPERED"),
     errors.LogRolledBack: ("DATA_LOSS", "LOG_ROLLED_BACK"),
     errors.OutOfRange: ("OUT_OF_RANGE", "OUT_OF_RANGE"),
+    errors.Unimplemented: ("UNIMPLEMENTED", "UNIMPLEMENTED"),
     errors.NotFound: ("NOT_FOUND", "NOT_FOUND"),
     errors.AlreadyExists: ("ALREADY_EXISTS", "ALREADY_EXISTS"),
     errors.Unauthenticated: ("UNAUTHENTICATED", "UNAUTHENTICATED"),
