@@ -82,29 +82,37 @@ def play_rate(admin_url: str, tlog: bool, clients: int, seconds: float, seed: in
         return run.rate
 
 
+BUILD_CHUNK = 200_000
+"""Rows a transaction writes while the tree is built: a long transaction would hold back
+every reader of the commit-safe global order in the whole cluster."""
+
+
 def build_tree(url: str, events: int) -> None:
-    """Leaves 0..events-1 and every complete node above them, by SQL, level by level."""
+    """Leaves 0..events-1 and every complete node above them, by SQL, level by level, a
+    chunk of BUILD_CHUNK rows a transaction."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO tlog_leaves (idx, position, stream_id, seq, hash)"
-            " SELECT i, i + 1, 'bench-' || (i / 100), i %% 100 + 1,"
-            " sha256('\\x00'::bytea || int8send(i)) FROM generate_series(0, %s - 1) AS i",
-            (events,),
-        )
-        conn.execute(
-            "INSERT INTO tlog_nodes (level, idx, hash)"
-            " SELECT 1, a.idx / 2, sha256('\\x01'::bytea || a.hash || b.hash)"
-            " FROM tlog_leaves a JOIN tlog_leaves b ON b.idx = a.idx + 1 WHERE a.idx % 2 = 0"
-        )
-        level, width = 1, events // 2
-        while width >= 2:
+        for start in range(0, events, BUILD_CHUNK):
             conn.execute(
-                "INSERT INTO tlog_nodes (level, idx, hash)"
-                " SELECT %s + 1, a.idx / 2, sha256('\\x01'::bytea || a.hash || b.hash)"
-                " FROM tlog_nodes a JOIN tlog_nodes b ON b.level = a.level AND b.idx = a.idx + 1"
-                " WHERE a.level = %s AND a.idx %% 2 = 0",
-                (level, level),
+                "INSERT INTO tlog_leaves (idx, position, stream_id, seq, hash)"
+                " SELECT i, i + 1, 'bench-' || (i / 100), i %% 100 + 1,"
+                " sha256('\\x00'::bytea || int8send(i)) FROM generate_series(%s, %s) AS i",
+                (start, min(events, start + BUILD_CHUNK) - 1),
             )
+        level, width = 0, events
+        while width >= 2:
+            below = (
+                "tlog_leaves a JOIN tlog_leaves b ON b.idx = a.idx + 1 WHERE"
+                if level == 0
+                else "tlog_nodes a JOIN tlog_nodes b ON b.level = a.level AND b.idx = a.idx + 1"
+                f" WHERE a.level = {level} AND"
+            )
+            for start in range(0, width, 2 * BUILD_CHUNK):
+                conn.execute(
+                    "INSERT INTO tlog_nodes (level, idx, hash)"
+                    f" SELECT {level + 1}, a.idx / 2, sha256('\\x01'::bytea || a.hash || b.hash)"
+                    f" FROM {below} a.idx %% 2 = 0 AND a.idx >= %s AND a.idx < %s",
+                    (start, start + 2 * BUILD_CHUNK),
+                )
             level, width = level + 1, width // 2
         conn.execute("ANALYZE tlog_leaves")
         conn.execute("ANALYZE tlog_nodes")
