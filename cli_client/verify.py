@@ -46,6 +46,7 @@ from bergen.api.chain import (
     parse_metadata,
     verify_events,
 )
+from bergen.api.checkpoints import NoteError, verify_transparency
 from bergen.api.convert import timestamp_in
 from bergen.api.exit_status import ExitStatus, help_text
 from bergen.api.helptext import HelpFormatter
@@ -398,10 +399,13 @@ def verify_record(
     signed, key_text = _check_signature(record, trusted_key, facts)
     if signed is not None:
         return signed
+    logged = _check_transparency(record, facts.get("public_key") or "", facts)
+    if isinstance(logged, Outcome):
+        return logged
     return Outcome(
         ExitStatus.SUCCESS,
-        f"OK: match {record['match_id']}, {_hands(record)}, {_result(record['result'])}, "
-        f"{key_text}",
+        f"OK: match {record['match_id']}, {_hands(record)}{logged}, "
+        f"{_result(record['result'])}, {key_text}",
         facts,
     )
 
@@ -424,6 +428,24 @@ def _check_signature(
     if trusted_key is not None:
         return None, f"signed by {key}"
     return None, f"signed by {key}{_UNCHECKED}"
+
+
+def _check_transparency(record: dict[str, Any], key: str, facts: dict[str, Any]) -> Outcome | str:
+    """A record's `transparency` (when it has one, and is signed): its checkpoint signed by
+    the record's key, and the record's last event in the checkpoint's tree. A rejection, or
+    the words for the OK line ("" without one)."""
+    if "transparency" not in record or not key:
+        return ""
+    log = record["log"]
+    try:
+        head = bytes.fromhex(log["head"])
+        checkpoint = verify_transparency(
+            record["transparency"], key, record["match_id"], log["events"], head
+        )
+    except (NoteError, ValueError) as e:
+        return _rejected("transparency", str(e), **facts)
+    facts["checkpoint_size"] = checkpoint.size
+    return f", logged in a checkpoint of {checkpoint.size} events"
 
 
 def _summary(record: dict[str, Any]) -> dict[str, Any]:
@@ -900,10 +922,13 @@ def _check_match(stub: Any, server: str, match_id: str, trusted_key: str | None)
     _tie(served, stored, facts)
     _take_rated_order(rebuilt, served)
     _compare(served, rebuilt, events, verdict.events, facts)
+    logged = _check_transparency(served, facts.get("public_key") or "", facts)
+    if isinstance(logged, Outcome):
+        return logged
     return Outcome(
         ExitStatus.SUCCESS,
-        f"OK: match {match_id}, {_hands(served)}, {len(stored)} events, {_result(served['result'])}"
-        f", {key_text}, chain intact",
+        f"OK: match {match_id}, {_hands(served)}, {len(stored)} events{logged}, "
+        f"{_result(served['result'])}, {key_text}, chain intact",
         facts,
     )
 
@@ -1125,7 +1150,9 @@ def _compare(
     facts: dict[str, Any],
 ) -> None:
     """The signed record must be the record rebuilt from the log. Raises _Stop."""
-    body = {k: v for k, v in served.items() if k != "signature"}
+    # The signature and the transparency proof are checked on their own: a record rebuilt
+    # from the log has neither.
+    body = {k: v for k, v in served.items() if k not in ("signature", "transparency")}
     if body == rebuilt:
         return
     seq = _first_difference(events, served_events)

@@ -142,7 +142,7 @@ def _shape(record: Any) -> None:
             "hands",
             "result",
         },
-        frozenset({"log", "signature", "tournament", "rated"}),
+        frozenset({"log", "signature", "tournament", "rated", "transparency"}),
     )
     if r["format"] != RECORD_FORMAT:
         raise _Reject("format", f"expected {RECORD_FORMAT!r}, got {r['format']!r}")
@@ -263,6 +263,21 @@ def _shape(record: Any) -> None:
         lg = _obj(r["log"], "log", {"events", "head"})
         _int(lg["events"], "log.events")
         _hex(lg["head"], "log.head")
+    if "transparency" in r:
+        if "log" not in r:
+            raise _Reject("transparency", "a transparency proof needs the record's log")
+        tr = _obj(
+            r["transparency"],
+            "transparency",
+            {"checkpoint", "leaf_index", "tree_size", "position", "recorded_us", "proof"},
+        )
+        _str(tr["checkpoint"], "transparency.checkpoint")
+        for k in ("leaf_index", "tree_size", "position", "recorded_us"):
+            _int(tr[k], f"transparency.{k}")
+        if not isinstance(tr["proof"], list):
+            raise _Reject("transparency.proof", f"expected a list, got {_kind(tr['proof'])}")
+        for i, h in enumerate(tr["proof"]):
+            _str(h, f"transparency.proof[{i}]")
     if "signature" in r:
         sg = _obj(r["signature"], "signature", {"algorithm", "public_key", "value"})
         for k in ("algorithm", "public_key", "value"):

@@ -107,6 +107,28 @@ class LogTampered(CorruptRecord):
     default_reason = "LOG_TAMPERED"
 
 
+class LogRolledBack(CorruptRecord):
+    """The log is not a consistent extension of the newest checkpoint this server signed:
+    events it committed to are gone or changed (the database was rolled back or edited).
+    The server serves nothing of it; the metadata names the sizes."""
+
+    default_reason = "LOG_ROLLED_BACK"
+
+
+class OutOfRange(BergenError):
+    """A size or position past what exists yet (a tree size larger than any signed)."""
+
+    status = "OUT_OF_RANGE"
+    default_reason = "OUT_OF_RANGE"
+
+
+class Unimplemented(BergenError):
+    """What this server was configured not to offer (a transparency log, say)."""
+
+    status = "UNIMPLEMENTED"
+    default_reason = "UNIMPLEMENTED"
+
+
 class NotFound(BergenError):
     """The thing named does not exist."""
 
@@ -216,6 +238,8 @@ STATUSES = frozenset(
         "UNAVAILABLE",
         "RESOURCE_EXHAUSTED",
         "DEADLINE_EXCEEDED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
         "DATA_LOSS",
         "INTERNAL",
     }

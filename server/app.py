@@ -22,6 +22,7 @@ from .players import Players
 from .queries import MatchQueries
 from .ratings import RatingQueries
 from .store import EventStore
+from .tlog import TransparencyLog
 from .tournaments import (
     TableWakes,
     TournamentCommands,
@@ -37,6 +38,8 @@ class Settings:
     restrict_create: bool = False
     signer: RecordSigner | None = None
     """Signs finished matches' records; unsigned records when None."""
+    tlog: TransparencyLog | None = None
+    """The transparency log: checkpoints, proofs, and records that carry them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,7 @@ class Application:
     hand_offs: HandOffCommands
     players: Players
     ratings: RatingQueries
+    tlog: TransparencyLog | None = None
 
 
 def build_application(
@@ -85,13 +89,14 @@ def build_application(
     )
     return Application(
         commands,
-        MatchQueries(store, repository, feed, identity, settings.signer),
+        MatchQueries(store, repository, feed, identity, settings.signer, settings.tlog),
         repository,
         tournament_commands,
         work,
         HandOffCommands(store, repository, tournament_commands, identity, log_keys, clock),
         Players(store, feed, log_keys),
         RatingQueries(store, feed.ratings),
+        settings.tlog,
     )
 
 

@@ -37,6 +37,7 @@ from .servicer import SERVICE, SERVICE_DESCRIPTOR, generic_handler
 from .store import backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import live_conninfo, redact, sqlite_path
 from .threads import pool_thread_named
+from .tlog import TransparencyLog, checkpoint_file
 from .tls import ServerTls
 from .tournament_manager import TournamentManager
 
@@ -205,8 +206,21 @@ def create_server(
         )
         notifier = PostgresNotifier(live_conninfo(database_url), replica)
         poll = 0.1
-    feed = EventFeed(store, poll_interval=poll, listen=listen_fn, notifier=notifier)
-    settings = Settings(secrets.organiser_token, config.restrict_create, secrets.signer)
+    tlog = None
+    if secrets.signer is not None and config.transparency_log:
+        tlog = TransparencyLog(
+            store,
+            secrets.signer,
+            checkpoint_file(config.signing_key, database_url),
+            config.checkpoint_every_s,
+        )
+        try:
+            tlog.open()  # a log rolled back is refused: every call answers DATA_LOSS
+        except BaseException:
+            store.close()
+            raise
+    feed = EventFeed(store, poll_interval=poll, listen=listen_fn, notifier=notifier, tlog=tlog)
+    settings = Settings(secrets.organiser_token, config.restrict_create, secrets.signer, tlog)
     app = build_application(store, feed, settings, secrets.log_keys)
     organiser = Identity(secrets.organiser_token)
     client_limits = ClientLimits(
@@ -219,7 +233,12 @@ def create_server(
             initializer=pool_thread_named,
         ),
         options=server_options(config.keepalive_s, config.reuse_port),
-        interceptors=interceptors(MAX_REQUEST_BYTES, observers, guard=client_limits.secrets),
+        interceptors=interceptors(
+            MAX_REQUEST_BYTES,
+            observers,
+            guard=client_limits.secrets,
+            gate=None if tlog is None else tlog.check,
+        ),
     )
     server.add_generic_rpc_handlers((generic_handler(app, config.max_watchers, client_limits),))
     health_servicer = health.HealthServicer()

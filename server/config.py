@@ -33,6 +33,7 @@ from .limits import (
 from .logs import FORMATS
 from .metrics import parse_address
 from .store.url import DATABASE_URL_ENV, DEFAULT_DATABASE_URL
+from .tlog import CHECKPOINT_EVERY_S
 from .tracing import EXPORTER_ENV
 
 DEFAULT_LISTEN = "127.0.0.1:50051"
@@ -70,6 +71,11 @@ class Config:
     keepalive_s: float = KEEPALIVE_SECONDS
     limits: Limits = field(default_factory=Limits)
     seating_timeout_s: float = SEATING_TIMEOUT_S
+    checkpoint_every_s: float = CHECKPOINT_EVERY_S
+    """The transparency log's checkpoints are signed at most this often while it grows
+    (and at every match end)."""
+    transparency_log: bool = True
+    """Keep the transparency log (bergen.server.tlog); off only to measure what it costs."""
     port_file: str | None = None
     workers: int = 1
     tls_cert: str | None = None
@@ -134,6 +140,8 @@ class Config:
                 registrations_per_minute=args.register_rate,
             ),
             seating_timeout_s=args.seating_timeout,
+            checkpoint_every_s=args.checkpoint_every,
+            transparency_log=not args.no_transparency_log,
             port_file=args.port_file,
             workers=args.workers,
             tls_cert=args.tls_cert,
@@ -303,6 +311,20 @@ def add_serve_arguments(p: argparse.ArgumentParser, environ: Mapping[str, str]) 
         metavar="SECONDS",
         help="abandon a match still seating this long after it was created, so that nobody "
         f"can hold seats for ever (default {SEATING_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=_positive_seconds,
+        default=CHECKPOINT_EVERY_S,
+        metavar="SECONDS",
+        help="sign a checkpoint of the transparency log at most this often while events are "
+        f"appended, and at every match end (default {CHECKPOINT_EVERY_S:g})",
+    )
+    p.add_argument(
+        "--no-transparency-log",
+        action="store_true",
+        help="keep no transparency log: no checkpoints, no proofs, records without them "
+        "(to measure what it costs)",
     )
     p.add_argument(
         "--port-file", metavar="FILE", help="write the bound port to this file once serving"

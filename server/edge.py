@@ -244,16 +244,24 @@ def _address(peer: str) -> str:
 _SERIOUS = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.DATA_LOSS})
 
 
+GATED = "/bergen."
+"""The calls a gate holds: the product's own, not health checks or reflection (a server that
+refuses every call stays up, saying why to each)."""
+
+
 def interceptors(
     max_request_bytes: int,
     observers: Sequence[CallObserver] = (),
     domain: str = DOMAIN,
     guard: SecretGuard | None = None,
+    gate: Callable[[], None] | None = None,
 ) -> list[grpc.ServerInterceptor]:
     """The edge's chain, outermost first, for `grpc.server(interceptors=...)`. A call's
-    log line is written unless `observers` is given without a `CallLog`."""
+    log line is written unless `observers` is given without a `CallLog`. With `gate`, every
+    call is first let through by it (it raises the error every call is answered with: a
+    log rolled back, say)."""
     return [
-        StatusInterceptor(observers or (CallLog(),), domain, guard),
+        StatusInterceptor(observers or (CallLog(),), domain, guard, gate),
         RequestInterceptor(max_request_bytes),
     ]
 
@@ -336,10 +344,12 @@ class StatusInterceptor(grpc.ServerInterceptor):
         observers: Sequence[CallObserver],
         domain: str = DOMAIN,
         guard: SecretGuard | None = None,
+        gate: Callable[[], None] | None = None,
     ) -> None:
         self._observers = tuple(observers)
         self._domain = domain
         self._guard = guard
+        self._gate = gate
         self._wrapped = _Wrapped()
 
     def intercept_service(
@@ -363,6 +373,8 @@ class StatusInterceptor(grpc.ServerInterceptor):
         def behavior(request: Any, context: grpc.ServicerContext) -> Any:
             call = self._start(method, context)
             try:
+                if self._gate is not None and method.startswith(GATED):
+                    self._gate()
                 if self._guard is not None:
                     self._guard.check(call.peer, context.invocation_metadata())
                 response = fn(request, context)
@@ -379,6 +391,8 @@ class StatusInterceptor(grpc.ServerInterceptor):
         def behavior(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             call = self._start(method, context, streaming=True)
             try:
+                if self._gate is not None and method.startswith(GATED):
+                    self._gate()
                 if self._guard is not None:
                     self._guard.check(call.peer, context.invocation_metadata())
                 yield from fn(request, context)

@@ -19,10 +19,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from bergen.domain.errors import LogRolledBack
+
 from .projections import FOLD_EVERY_S, MatchListProjection, RowCheck, read_past_unreadable
 from .ratings import RatingsProjection
 from .store import EventStore, StoredEvent
 from .threads import STOP_WAIT_S, Thread, join_until
+from .tlog import TransparencyLog
 
 log = logging.getLogger("bergen.server.feed")
 
@@ -94,6 +97,7 @@ class EventFeed:
         poll_interval: float = 0.25,
         listen: Callable[[Callable[[], None], threading.Event], None] | None = None,
         notifier: PostgresNotifier | None = None,
+        tlog: TransparencyLog | None = None,
     ) -> None:
         self._store = store
         self._poll = poll_interval
@@ -101,6 +105,8 @@ class EventFeed:
         self._notifier = notifier
         self.listing = MatchListProjection(store)
         self.ratings = RatingsProjection(store)
+        self.tlog = tlog
+        """The transparency log, folded with the listing (None: none kept)."""
         self._check = RowCheck(store.log_keys)
         self._own: dict[tuple[str, int], bytes] = {}
         """(stream, seq) -> hash of each event this process wrote and delivered itself
@@ -238,6 +244,8 @@ class EventFeed:
             # The listing folds the same order: it takes what was read here, and is woken to.
             self.listing.offer(self._position, batch, upto)
             self.ratings.offer(self._position, batch, upto)
+            if self.tlog is not None:
+                self.tlog.offer(self._position, batch, upto)
             self._wake_index.set()
             authentic, refused = self._authentic(batch)
             self._deliver(authentic)
@@ -329,6 +337,14 @@ class EventFeed:
             except Exception:
                 log.exception("ratings: folding failed; retrying")
                 self._stop.wait(1.0)
+            if self.tlog is not None and self.tlog.refusal is None:
+                try:
+                    self.tlog.catch_up()
+                except LogRolledBack:
+                    pass  # logged at CRITICAL once; every call is refused from now on
+                except Exception:
+                    log.exception("transparency log: folding failed; retrying")
+                    self._stop.wait(1.0)
             if self._stop.wait(FOLD_EVERY_S):
                 return
             self._wake_index.wait(max(0.0, self._poll * 4 - FOLD_EVERY_S))

@@ -25,6 +25,7 @@ from .store import (
     EventStore,
     MatchList,
     RatingsTables,
+    SqlTlog,
     StoredEvent,
     StreamInfo,
 )
@@ -110,6 +111,9 @@ class ObservedStore:
 
     def ratings(self) -> RatingsTables:
         return self._store.ratings()
+
+    def tlog(self) -> SqlTlog:
+        return self._store.tlog()
 
     @property
     def log_keys(self) -> LogKeys | None:

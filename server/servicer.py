@@ -20,7 +20,12 @@ import grpc
 from bergen.api import convert
 from bergen.api.chain import canonical_json, metadata_json
 from bergen.api.signing import ALGORITHM
-from bergen.domain.errors import DeadlineExceeded, InvalidArgument, ResourceExhausted
+from bergen.domain.errors import (
+    DeadlineExceeded,
+    InvalidArgument,
+    ResourceExhausted,
+    Unimplemented,
+)
 from bergen.domain.events import Event
 from bergen.domain.handoff import SEAT
 from bergen.domain.players import Player
@@ -35,6 +40,7 @@ from .app import Application
 from .edge import service_handler
 from .identity import Caller
 from .limits import ClientLimits, Limits
+from .tlog import TransparencyLog
 from .tournaments import TournamentView, check_tournament_id
 
 SERVICE_DESCRIPTOR = pb.DESCRIPTOR.services_by_name["BergenService"]
@@ -99,6 +105,7 @@ class BergenServicer:
         self._hand_offs = app.hand_offs
         self._players = app.players
         self._ratings = app.ratings
+        self._tlog = app.tlog
         self._max_watchers = max_watchers
         self._watch_slots = threading.BoundedSemaphore(max_watchers)
 
@@ -317,6 +324,7 @@ class BergenServicer:
                     salt=e.salt.hex(),
                     hash=e.hash.hex(),
                     recorded_at=convert.timestamp_out(e.recorded_at),
+                    position=e.position,
                 )
                 for e in stored
             ],
@@ -620,6 +628,37 @@ class BergenServicer:
         if which == "player_token" and isinstance(req, pb.GetPlayerRequest):
             return self._players.authenticate(req.player_token)
         return self._players.get(name=req.name if which == "name" else "")
+
+    # --- the transparency log -----------------------------------------------------------------
+
+    def _log(self) -> TransparencyLog:
+        if self._tlog is None:
+            raise Unimplemented("this server keeps no transparency log", reason="NO_TLOG")
+        return self._tlog
+
+    def GetCheckpoint(
+        self, req: pb.GetCheckpointRequest, context: grpc.ServicerContext
+    ) -> pb.GetCheckpointResponse:
+        signed = self._log().latest()
+        return pb.GetCheckpointResponse(checkpoint=signed.note, tree_size=signed.size)
+
+    def GetConsistencyProof(
+        self, req: pb.GetConsistencyProofRequest, context: grpc.ServicerContext
+    ) -> pb.GetConsistencyProofResponse:
+        proof, signed = self._log().consistency(req.old_size, req.new_size)
+        return pb.GetConsistencyProofResponse(proof=proof, checkpoint=signed.note)
+
+    def GetInclusionProof(
+        self, req: pb.GetInclusionProofRequest, context: grpc.ServicerContext
+    ) -> pb.GetInclusionProofResponse:
+        proved = self._log().inclusion(req.position)
+        return pb.GetInclusionProofResponse(
+            leaf_index=proved.leaf.index,
+            leaf_hash=proved.leaf.hash,
+            tree_size=proved.signed.size,
+            proof=proved.proof,
+            checkpoint=proved.signed.note,
+        )
 
 
 def _player_out(player_id: str, name: str, bot: bool) -> pb.Player:

@@ -16,6 +16,7 @@ from .listing import MatchList, MatchSummary
 from .model import Append, AppendResult, EventStore, NewEvent, StreamInfo
 from .ratings import RatingsTables
 from .routed import lagging, lagging_reads
+from .tlog import Leaf, SqlTlog, TlogFold
 from .url import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, backend_of, database_url
 
 __all__ = [
@@ -28,12 +29,15 @@ __all__ = [
     "EventMetadata",
     "EventRow",
     "EventStore",
+    "Leaf",
     "MatchList",
     "MatchSummary",
     "NewEvent",
     "RatingsTables",
+    "SqlTlog",
     "StoredEvent",
     "StreamInfo",
+    "TlogFold",
     "backend_of",
     "database_url",
     "lagging",

@@ -12,6 +12,7 @@ from bergen.domain.rules import RULES_VERSION
 from ..keys import LogKeys
 from .listing import MatchList
 from .ratings import RatingsTables
+from .tlog import SqlTlog
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +130,11 @@ class EventStore(Protocol):
 
     def ratings(self) -> RatingsTables:
         """The ratings' tables in the same database (a read model)."""
+        ...
+
+    def tlog(self) -> SqlTlog:
+        """The transparency log's tree in the same database (folded from the log, checked
+        against the checkpoints signed)."""
         ...
 
     @property

@@ -48,6 +48,7 @@ from .model import Append, AppendResult, StreamInfo
 from .ratings import Db, SqlRatings
 from .sealed import Seals, seals_of
 from .statements import NO_LIMIT, POSTGRES, Dialect, Statements
+from .tlog import SqlTlog
 from .url import live_conninfo
 
 _SQL = Statements(POSTGRES)
@@ -384,6 +385,7 @@ class PostgresEventStore:
             self._pool, seals_of(log_keys), flushed_folds=flushed_folds
         )
         self._ratings = SqlRatings(self._reading, self._match_list.locked, seals_of(log_keys))
+        self._tlog = SqlTlog(self._reading, self._match_list.locked)
 
     @_guarded
     def _check(self) -> None:
@@ -636,6 +638,10 @@ class PostgresEventStore:
     def ratings(self) -> SqlRatings:
         """The ratings' tables in this database."""
         return self._ratings
+
+    def tlog(self) -> SqlTlog:
+        """The transparency log's tree in this database."""
+        return self._tlog
 
     @contextmanager
     def _reading(self) -> Iterator[Db]:

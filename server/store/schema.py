@@ -267,3 +267,32 @@ rated_pending = sa.Table(
     sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("match_id"),
 )
+
+# --- the transparency log: a Merkle tree over the global order (bergen.server.tlog) -------
+
+tlog_leaves = sa.Table(
+    "tlog_leaves",
+    metadata,
+    # Leaf `idx` of the tree: the event at global `position` (its stream and seq: a seq is
+    # a leaf once only, so a log rolled back and written again cannot enter the tree twice),
+    # and the leaf's hash (bergen.api.checkpoints.event_leaf).
+    sa.Column("idx", sa.BigInteger(), nullable=False),
+    sa.Column("position", sa.BigInteger(), nullable=False),
+    sa.Column("stream_id", _id(), nullable=False),
+    sa.Column("seq", sa.BigInteger(), nullable=False),
+    sa.Column("hash", sa.LargeBinary(HASH_SIZE), nullable=False),
+    sa.PrimaryKeyConstraint("idx"),
+    sa.UniqueConstraint("position"),
+    sa.UniqueConstraint("stream_id", "seq"),
+)
+
+tlog_nodes = sa.Table(
+    "tlog_nodes",
+    metadata,
+    # The hash of the complete subtree of `level` (1 and up) and index `idx`: the leaves
+    # idx * 2**level up to (idx + 1) * 2**level, not included.
+    sa.Column("level", sa.SmallInteger(), nullable=False),
+    sa.Column("idx", sa.BigInteger(), nullable=False),
+    sa.Column("hash", sa.LargeBinary(HASH_SIZE), nullable=False),
+    sa.PrimaryKeyConstraint("level", "idx"),
+)

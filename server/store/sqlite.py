@@ -38,6 +38,7 @@ from .model import Append, AppendResult, StreamInfo
 from .ratings import Db, SqlRatings
 from .sealed import Seals, seals_of
 from .statements import NO_LIMIT, SQLITE, Dialect, Statements
+from .tlog import SqlTlog
 from .url import sqlite_path
 
 _SQL = Statements(SQLITE)
@@ -145,6 +146,7 @@ class SQLiteEventStore:
         seals = seals_of(log_keys)
         self._match_list = SQLiteMatchList(self._conn, seals)
         self._ratings = SqlRatings(self._reading, self._locked, seals)
+        self._tlog = SqlTlog(self._reading, self._locked)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -427,6 +429,10 @@ class SQLiteEventStore:
     def ratings(self) -> SqlRatings:
         """The ratings' tables in this file."""
         return self._ratings
+
+    def tlog(self) -> SqlTlog:
+        """The transparency log's tree in this file."""
+        return self._tlog
 
     @contextmanager
     def _reading(self) -> Iterator[Db]:

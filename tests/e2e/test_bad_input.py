@@ -42,6 +42,7 @@ CLIENT_ERRORS = {
     Code.UNAUTHENTICATED,
     Code.PERMISSION_DENIED,
     Code.FAILED_PRECONDITION,
+    Code.OUT_OF_RANGE,  # a tree size past the newest checkpoint (GetConsistencyProof)
 }
 EXAMPLES = 200
 CALL_TIMEOUT_S = 10.0

@@ -43,6 +43,7 @@ CLIENT_ERRORS = {
     Code.UNAUTHENTICATED,
     Code.PERMISSION_DENIED,
     Code.FAILED_PRECONDITION,
+    Code.OUT_OF_RANGE,  # a tree size past the newest checkpoint (GetConsistencyProof)
 }
 
 

@@ -322,6 +322,28 @@ def test_chained_points_are_not_folded_and_the_match_is_not_ended_or_signed(
 def test_a_player_renamed_with_the_chain_recomputed_is_found_after_a_restart(
     farm: ServerFarm, database: Database
 ) -> None:
+    server = farm.start(database.server_url, extra_args=["--no-transparency-log"])
+    with Client(server.target) as client:
+        table = seat_everyone(client, 2)
+        play_to_end([client], random.Random(2), table)
+        code, out, _ = run_verify(table.match_id, "--server", server.target)
+        assert code == ExitStatus.SUCCESS, out
+    access = Access(database.owner_url)
+    seat = next(r for r in access.rows(table.match_id) if r.type == "SeatTaken")
+    access.rewrite(table.match_id, seat.seq, {**seat.payload, "name": "someone else"})
+    assert server.terminate() == 0
+    server = farm.start(database.server_url, extra_args=["--no-transparency-log"])
+    with Client(server.target) as client:
+        refused_as_tampered(lambda: client.record(table.match_id), seat.seq, "the record")
+    verify_names(server, table.match_id, seat.seq)
+    still_serves_others(server)
+
+
+def test_a_signed_match_rewritten_with_the_chain_recomputed_stops_the_server(
+    farm: ServerFarm, database: Database
+) -> None:
+    # Its record carries a checkpoint of the transparency log that covers its last event:
+    # the rewritten log is no extension of it, and the server serves none of it.
     server = farm.start(database.server_url)
     with Client(server.target) as client:
         table = seat_everyone(client, 2)
@@ -332,10 +354,10 @@ def test_a_player_renamed_with_the_chain_recomputed_is_found_after_a_restart(
     seat = next(r for r in access.rows(table.match_id) if r.type == "SeatTaken")
     access.rewrite(table.match_id, seat.seq, {**seat.payload, "name": "someone else"})
     server = restart(farm, server, database)
-    with Client(server.target) as client:
-        refused_as_tampered(lambda: client.record(table.match_id), seat.seq, "the record")
-    verify_names(server, table.match_id, seat.seq)
-    still_serves_others(server)
+    with Client(server.target) as client, pytest.raises(grpc.RpcError) as caught:
+        client.record(table.match_id)
+    got = refusal(caught.value, "the record")
+    assert (got.code, got.reason) == (grpc.StatusCode.DATA_LOSS, "LOG_ROLLED_BACK"), got
 
 
 # ----- a holder of the log key ----------------------------------------------------------------

@@ -19,6 +19,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from .checkpoints import sign_note
+
 ALGORITHM = "ed25519"
 DEFAULT_KEY_FILE = "bergen-signing-key.pem"
 
@@ -76,6 +78,14 @@ class RecordSigner:
             return cls.load_or_create(p)
         tmp.unlink()
         return cls(key)
+
+    @property
+    def raw_public_key(self) -> bytes:
+        return bytes.fromhex(self.public_key)
+
+    def sign_note(self, text: str, name: str) -> str:
+        """`text` as a C2SP signed note signed under `name` (bergen.api.checkpoints)."""
+        return sign_note(text, name, self._key)
 
     def sign(self, record: dict[str, Any]) -> dict[str, Any]:
         """The record with its `signature` field."""

@@ -627,7 +627,7 @@ class GetAuditLogRequest(_message.Message):
     def __init__(self, match_id: _Optional[str] = ...) -> None: ...
 
 class AuditEvent(_message.Message):
-    __slots__ = ("seq", "type", "schema_version", "payload_json", "metadata_json", "prev_hash", "salt", "hash", "recorded_at")
+    __slots__ = ("seq", "type", "schema_version", "payload_json", "metadata_json", "prev_hash", "salt", "hash", "recorded_at", "position")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -637,6 +637,7 @@ class AuditEvent(_message.Message):
     SALT_FIELD_NUMBER: _ClassVar[int]
     HASH_FIELD_NUMBER: _ClassVar[int]
     RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
     seq: int
     type: str
     schema_version: int
@@ -646,7 +647,8 @@ class AuditEvent(_message.Message):
     salt: str
     hash: str
     recorded_at: _timestamp_pb2.Timestamp
-    def __init__(self, seq: _Optional[int] = ..., type: _Optional[str] = ..., schema_version: _Optional[int] = ..., payload_json: _Optional[str] = ..., metadata_json: _Optional[str] = ..., prev_hash: _Optional[str] = ..., salt: _Optional[str] = ..., hash: _Optional[str] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    position: int
+    def __init__(self, seq: _Optional[int] = ..., type: _Optional[str] = ..., schema_version: _Optional[int] = ..., payload_json: _Optional[str] = ..., metadata_json: _Optional[str] = ..., prev_hash: _Optional[str] = ..., salt: _Optional[str] = ..., hash: _Optional[str] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., position: _Optional[int] = ...) -> None: ...
 
 class GetAuditLogResponse(_message.Message):
     __slots__ = ("match_id", "events")
@@ -1491,3 +1493,51 @@ class RevealEntrantSeedResponse(_message.Message):
     unrevealed: int
     reveal_deadline_ms: int
     def __init__(self, unrevealed: _Optional[int] = ..., reveal_deadline_ms: _Optional[int] = ...) -> None: ...
+
+class GetCheckpointRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetCheckpointResponse(_message.Message):
+    __slots__ = ("checkpoint", "tree_size")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    TREE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: str
+    tree_size: int
+    def __init__(self, checkpoint: _Optional[str] = ..., tree_size: _Optional[int] = ...) -> None: ...
+
+class GetConsistencyProofRequest(_message.Message):
+    __slots__ = ("old_size", "new_size")
+    OLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    NEW_SIZE_FIELD_NUMBER: _ClassVar[int]
+    old_size: int
+    new_size: int
+    def __init__(self, old_size: _Optional[int] = ..., new_size: _Optional[int] = ...) -> None: ...
+
+class GetConsistencyProofResponse(_message.Message):
+    __slots__ = ("proof", "checkpoint")
+    PROOF_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    proof: _containers.RepeatedScalarFieldContainer[bytes]
+    checkpoint: str
+    def __init__(self, proof: _Optional[_Iterable[bytes]] = ..., checkpoint: _Optional[str] = ...) -> None: ...
+
+class GetInclusionProofRequest(_message.Message):
+    __slots__ = ("position",)
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    position: int
+    def __init__(self, position: _Optional[int] = ...) -> None: ...
+
+class GetInclusionProofResponse(_message.Message):
+    __slots__ = ("leaf_index", "leaf_hash", "tree_size", "proof", "checkpoint")
+    LEAF_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LEAF_HASH_FIELD_NUMBER: _ClassVar[int]
+    TREE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PROOF_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    leaf_index: int
+    leaf_hash: bytes
+    tree_size: int
+    proof: _containers.RepeatedScalarFieldContainer[bytes]
+    checkpoint: str
+    def __init__(self, leaf_index: _Optional[int] = ..., leaf_hash: _Optional[bytes] = ..., tree_size: _Optional[int] = ..., proof: _Optional[_Iterable[bytes]] = ..., checkpoint: _Optional[str] = ...) -> None: ...

@@ -190,6 +190,21 @@ class BergenServiceStub:
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.RevealEntrantSeedRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.RevealEntrantSeedResponse.FromString,
                 _registered_method=True)
+        self.GetCheckpoint = channel.unary_unary(
+                '/bergen.v1.BergenService/GetCheckpoint',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.GetCheckpointRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetCheckpointResponse.FromString,
+                _registered_method=True)
+        self.GetConsistencyProof = channel.unary_unary(
+                '/bergen.v1.BergenService/GetConsistencyProof',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.GetConsistencyProofRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetConsistencyProofResponse.FromString,
+                _registered_method=True)
+        self.GetInclusionProof = channel.unary_unary(
+                '/bergen.v1.BergenService/GetInclusionProof',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.GetInclusionProofRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetInclusionProofResponse.FromString,
+                _registered_method=True)
 
 
 class BergenServiceServicer:
@@ -455,6 +470,33 @@ class BergenServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCheckpoint(self, request, context):
+        """--- The transparency log (docs/security.md) ---
+        The newest signed checkpoint of the Merkle tree over every event of the log, in the
+        global order. UNIMPLEMENTED when the server keeps no transparency log.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConsistencyProof(self, request, context):
+        """A proof that the tree of new_size events extends the tree of old_size (RFC 9162
+        section 2.1.4). INVALID_ARGUMENT (BAD_TREE_SIZE) unless old_size <= new_size;
+        OUT_OF_RANGE (TREE_SIZE_UNSIGNED) for a new_size past the newest checkpoint.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetInclusionProof(self, request, context):
+        """The leaf of the event at a global position and its inclusion proof (RFC 9162 section
+        2.1.3) in the tree of a checkpoint that covers it. INVALID_ARGUMENT (BAD_POSITION) for a
+        position below 1; NOT_FOUND (NOT_IN_LOG) for one that is no event of the tree yet.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BergenServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -612,6 +654,21 @@ def add_BergenServiceServicer_to_server(servicer, server):
                     servicer.RevealEntrantSeed,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.RevealEntrantSeedRequest.FromString,
                     response_serializer=bergen_dot_v1_dot_bergen__pb2.RevealEntrantSeedResponse.SerializeToString,
+            ),
+            'GetCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCheckpoint,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetCheckpointRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.GetCheckpointResponse.SerializeToString,
+            ),
+            'GetConsistencyProof': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConsistencyProof,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetConsistencyProofRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.GetConsistencyProofResponse.SerializeToString,
+            ),
+            'GetInclusionProof': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetInclusionProof,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetInclusionProofRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.GetInclusionProofResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1452,6 +1509,87 @@ class BergenService:
             '/bergen.v1.BergenService/RevealEntrantSeed',
             bergen_dot_v1_dot_bergen__pb2.RevealEntrantSeedRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.RevealEntrantSeedResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/GetCheckpoint',
+            bergen_dot_v1_dot_bergen__pb2.GetCheckpointRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.GetCheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConsistencyProof(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/GetConsistencyProof',
+            bergen_dot_v1_dot_bergen__pb2.GetConsistencyProofRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.GetConsistencyProofResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetInclusionProof(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/GetInclusionProof',
+            bergen_dot_v1_dot_bergen__pb2.GetInclusionProofRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.GetInclusionProofResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,510 @@
+"""The transparency log: a Merkle tree over the global order, and signed checkpoints of it.
+
+Every event the store's commit-safe global order delivers is a leaf (`event_leaf`: its
+stream, seq, position, time and chain hash), in that order: every replica folds the same
+tree, and two replicas' checkpoints of one size are the same note byte for byte (the note
+holds nothing of the replica; Ed25519 is deterministic). The tree's leaves and complete
+subtrees are kept in the database (bergen.server.store.tlog), folded like the listing under
+a position row that replicas take turns on; each replica keeps the tree's right edge in
+memory to compute roots.
+
+Checkpoints (C2SP tlog-checkpoint, signed with the records' key under the log's origin) are
+signed at most every `every_s` seconds while the tree grows, at once when a batch holds a
+match's end, and whenever a proof is asked for a leaf the newest one does not cover. The
+newest one signed is kept in a file beside the keys (written atomically), with its last
+leaf. On start, and whenever another replica has folded, the stored tree must extend it:
+its root of the checkpoint's size computed from the stored nodes, the consistency of the
+stored tree with it, and the checkpoint's last leaf read back from the events. Otherwise
+the log was rolled back or edited, and the server answers every call DATA_LOSS
+(LOG_ROLLED_BACK), naming the sizes, rather than let a match that ended go on again. A
+(stream, seq) is a leaf once only: a rolled-back event written again stops the tree too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bergen.api.chain import micros
+from bergen.api.checkpoints import (
+    Checkpoint,
+    NoteError,
+    event_leaf,
+    log_origin,
+    parse_checkpoint,
+    parse_note,
+)
+from bergen.api.signing import RecordSigner
+from bergen.domain.errors import (
+    CorruptRecord,
+    InvalidArgument,
+    LogRolledBack,
+    LogTampered,
+    NotFound,
+    OutOfRange,
+    StorageUnavailable,
+)
+from bergen.domain.merkle import (
+    Frontier,
+    ProofError,
+    consistency_proof,
+    inclusion_proof,
+    root,
+    verify_consistency,
+    verify_inclusion,
+)
+
+from .projections import OFFERS_KEPT, read_past_unreadable
+from .store import EventStore, Leaf, SqlTlog, StoredEvent, TlogFold, backend_of
+
+log = logging.getLogger("bergen.server.tlog")
+
+CHECKPOINT_FILE = "bergen-checkpoint"
+"""Begins the name of the file of the newest checkpoint this server signed of a database's
+log, beside its signing key (`checkpoint_file`)."""
+CHECKPOINT_EVERY_S = 2.0
+BATCH = 1000
+"""Events read and folded per transaction."""
+MATCH_END = "MatchEnded"
+MAX_POSITION = 2**63 - 1
+"""No global position is larger (a 64-bit signed column)."""
+
+
+def checkpoint_file(signing_key: str, database_url: str) -> Path:
+    """Where the newest checkpoint of the log in `database_url` is kept: beside the signing
+    key, named after the database (its name on PostgreSQL, whatever hosts serve it; its
+    file's absolute path on SQLite), so that one key directory may serve several databases
+    (each its own log) and a database's log is checked against its own checkpoint."""
+    if backend_of(database_url) == "sqlite":
+        name = "sqlite:" + str(Path(database_url.removeprefix("sqlite:///")).absolute())
+    else:
+        authority = database_url.split("://", 1)[1].split("?", 1)[0].rpartition("@")[2]
+        name = "postgresql:" + (authority.split("/", 1)[1] if "/" in authority else "")
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return Path(signing_key).with_name(f"{CHECKPOINT_FILE}-{digest}")
+
+
+@dataclass(frozen=True, slots=True)
+class Signed:
+    """A checkpoint as signed: the note, its body, the leaf it ends with (None: empty)."""
+
+    note: str
+    checkpoint: Checkpoint
+    last: Leaf | None
+
+    @property
+    def size(self) -> int:
+        return self.checkpoint.size
+
+
+@dataclass(frozen=True, slots=True)
+class Inclusion:
+    """A leaf, the tree size its proof is of, the proof, and the checkpoint of that size."""
+
+    leaf: Leaf
+    proof: list[bytes]
+    signed: Signed
+
+
+def load_signed(path: Path) -> Signed | None:
+    """The checkpoint kept in `path` (None: no file). Raises ValueError for one malformed."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    try:
+        note = data["note"]
+        checkpoint = parse_checkpoint(parse_note(note)[0])
+        raw = data.get("last")
+        last = None
+        if raw is not None:
+            last = Leaf(
+                int(raw["index"]),
+                int(raw["position"]),
+                str(raw["stream_id"]),
+                int(raw["seq"]),
+                bytes.fromhex(raw["hash"]),
+            )
+    except (KeyError, TypeError, ValueError, NoteError) as e:
+        raise ValueError(f"{path} does not hold a checkpoint: {e}") from None
+    return Signed(note, checkpoint, last)
+
+
+def save_signed(path: Path, signed: Signed) -> None:
+    """Write `signed` to `path` atomically (a file beside it, synced, then renamed)."""
+    last = signed.last
+    data = {
+        "note": signed.note,
+        "last": None
+        if last is None
+        else {
+            "index": last.index,
+            "position": last.position,
+            "stream_id": last.stream_id,
+            "seq": last.seq,
+            "hash": last.hash.hex(),
+        },
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(data, indent=1) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def leaf_of(e: StoredEvent, index: int) -> Leaf:
+    """The leaf `index` of stored event `e`."""
+    return Leaf(
+        index,
+        e.position,
+        e.stream_id,
+        e.seq,
+        event_leaf(e.stream_id, e.seq, e.position, micros(e.recorded_at), e.hash),
+    )
+
+
+class TransparencyLog:
+    """The tree folded from the global order, its checkpoints and proofs."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        signer: RecordSigner,
+        state_file: Path,
+        every_s: float = CHECKPOINT_EVERY_S,
+        batch: int = BATCH,
+    ) -> None:
+        self._store = store
+        self._tree: SqlTlog = store.tlog()
+        self._signer = signer
+        self.origin = log_origin(signer.public_key)
+        self._file = state_file
+        self._every = every_s
+        self._batch = batch
+        self._lock = threading.RLock()
+        self._position: int | None = None
+        self._frontier = Frontier()
+        self._last: Leaf | None = None
+        self._signed: Signed | None = None
+        self._signed_at = 0.0
+        self._offered: dict[int, tuple[Sequence[StoredEvent], int]] = {}
+        self.refusal: LogRolledBack | None = None
+        """Set once the log is found rolled back: every call is answered with it."""
+
+    # --- start and checks ---------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Read the newest checkpoint signed here and the stored tree, and check that the
+        tree extends it (else `refusal` is set, and logged at CRITICAL). Raises
+        StorageUnavailable, ValueError for a checkpoint file that is not one."""
+        with self._lock:
+            self._signed = load_signed(self._file)
+            if self._signed is not None and self._signed.checkpoint.origin != self.origin:
+                raise ValueError(
+                    f"{self._file} holds a checkpoint of {self._signed.checkpoint.origin},"
+                    f" not of this key's log {self.origin}"
+                )
+            try:
+                with self._tree.folding() as tx:
+                    self._reload(tx.size(), tx.position, tx)
+            except LogRolledBack:
+                pass  # logged, and kept in `refusal`
+
+    def check(self) -> None:
+        """Raises LogRolledBack when the log was found rolled back."""
+        if self.refusal is not None:
+            raise self.refusal
+
+    def _refuse(self, why: str, signed: int, stored: int) -> LogRolledBack:
+        if self.refusal is None:
+            log.critical(
+                "LOG ROLLED BACK: %s (checkpoint signed of %d leaves, %d in the log);"
+                " serving nothing", why, signed, stored,
+            )  # fmt: skip
+            self.refusal = LogRolledBack(
+                f"the log is not an extension of the checkpoint signed of {signed} events: {why}",
+                signed_size=signed,
+                log_size=stored,
+            )
+        return self.refusal
+
+    def _reload(self, size: int, position: int, tx: TlogFold) -> None:
+        """Take the stored tree of `size` (folded up to `position`) as this process's, once
+        it extends the newest checkpoint signed here."""
+        signed = self._signed
+        try:
+            frontier = Frontier.read(tx, size)
+            if signed is not None:
+                self._extends(signed, tx, size, frontier.root())
+        except KeyError:
+            raise self._refuse(
+                "nodes of the stored tree are missing", _size(signed), size
+            ) from None
+        self._frontier = frontier
+        self._position = position
+        self._last = None
+
+    def _extends(self, signed: Signed, tx: TlogFold, size: int, new_root: bytes) -> None:
+        old = signed.size
+        if size < old:
+            raise self._refuse("events it holds are gone", old, size)
+        if root(tx, old) != signed.checkpoint.root:
+            raise self._refuse("the stored tree is not the one signed", old, size)
+        try:
+            verify_consistency(
+                old, size, signed.checkpoint.root, new_root, consistency_proof(tx, old, size)
+            )
+        except ProofError as e:
+            raise self._refuse(f"the stored tree does not extend it: {e}", old, size) from None
+        last = signed.last
+        if last is None:
+            return
+        found = self._store.read_stream(last.stream_id, last.seq, 1)
+        if not found or leaf_of(found[0], last.index).hash != last.hash:
+            raise self._refuse(
+                f"its last event (stream {last.stream_id} seq {last.seq}) is gone or changed",
+                old,
+                size,
+            )
+
+    # --- folding ------------------------------------------------------------------------------
+
+    def offer(self, after: int, batch: Sequence[StoredEvent], upto: int) -> None:
+        """A batch of the global order after `after`, up to `upto`, as the event feed read
+        it: a fold from `after` takes it instead of reading the same rows again."""
+        if upto == after:
+            return
+        if len(self._offered) >= OFFERS_KEPT:
+            self._offered.clear()
+        self._offered[after] = (batch, upto)
+
+    def catch_up(self, max_batches: int | None = None) -> int:
+        """Fold what the global order holds past the tree (up to `max_batches` batches),
+        then sign a checkpoint when one is due. Returns the events folded here. Raises
+        StorageUnavailable, LogRolledBack."""
+        self.check()
+        folded = 0
+        batches = 0
+        ended = False
+        with self._lock:
+            if self._position is None:
+                self.open()
+                self.check()
+            while max_batches is None or batches < max_batches:
+                assert self._position is not None
+                offered = self._offered.pop(self._position, None)
+                if offered is not None:
+                    batch, upto = offered
+                else:
+                    batch, upto = read_past_unreadable(
+                        self._store, self._position, self._batch, "transparency log"
+                    )
+                if upto == self._position:
+                    break
+                batches += 1
+                n = self._fold(batch, upto)
+                folded += n
+                ended = ended or (n > 0 and any(e.type == MATCH_END for e in batch))
+                if offered is None and len(batch) < self._batch and self._position == upto:
+                    break
+            self._sign_if_due(force=ended)
+        return folded
+
+    def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
+        with self._tree.folding() as tx:
+            if tx.position != self._position:
+                self._reload(tx.size(), tx.position, tx)  # another replica folded
+                return 0
+            frontier = self._frontier.copy()
+            leaves = []
+            nodes: list[tuple[int, int, bytes]] = []
+            for e in batch:
+                leaf = leaf_of(e, frontier.size)
+                leaves.append(leaf)
+                nodes += frontier.append(leaf.hash)
+            try:
+                tx.save(leaves, nodes, upto)
+            except StorageUnavailable:
+                raise
+            except Exception as e:  # the driver's integrity error: a seq already a leaf
+                if not _duplicate(e):
+                    raise
+                raise self._refuse(
+                    "an event of a stream's seq already in the tree was written again",
+                    _size(self._signed),
+                    frontier.size,
+                ) from e
+        self._frontier = frontier
+        self._position = upto
+        if leaves:
+            self._last = leaves[-1]
+        return len(batch)
+
+    # --- checkpoints --------------------------------------------------------------------------
+
+    def _sign_if_due(self, force: bool = False) -> None:
+        signed = self._signed
+        size = self._frontier.size
+        if signed is not None and size <= signed.size:
+            return
+        if not force and time.monotonic() - self._signed_at < self._every:
+            return
+        self._sign()
+
+    def _sign(self) -> Signed:
+        size = self._frontier.size
+        last = self._last
+        if last is None or last.index != size - 1:
+            last = None if size == 0 else self._tree.leaf(size - 1)
+        body = Checkpoint(self.origin, size, self._frontier.root())
+        signed = Signed(self._signer.sign_note(body.text(), self.origin), body, last)
+        current = load_signed(self._file)  # another process may share the directory
+        if current is None or current.size < size:
+            save_signed(self._file, signed)
+        self._signed = signed
+        self._signed_at = time.monotonic()
+        return signed
+
+    def latest(self) -> Signed:
+        """The newest checkpoint, signed now if the tree has grown since. Raises
+        LogRolledBack, StorageUnavailable."""
+        self.catch_up()
+        with self._lock:
+            self.check()
+            signed = self._signed
+            if signed is None or signed.size < self._frontier.size:
+                signed = self._sign()
+            return signed
+
+    # --- proofs -------------------------------------------------------------------------------
+
+    def consistency(self, old: int, new: int) -> tuple[list[bytes], Signed]:
+        """The consistency proof from the tree of `old` leaves to that of `new`, and the
+        newest checkpoint. Raises InvalidArgument (BAD_TREE_SIZE) for sizes not 0 <= old <=
+        new, OutOfRange (TREE_SIZE_UNSIGNED) for `new` past the newest checkpoint,
+        LogRolledBack, CorruptRecord (LOG_TAMPERED) for stored nodes that do not prove."""
+        if old < 0 or new < 0 or old > new:
+            raise InvalidArgument(
+                f"no consistency proof from a tree of {old} to one of {new}",
+                reason="BAD_TREE_SIZE",
+                old_size=old,
+                new_size=new,
+            )
+        signed = self.latest()
+        if new > signed.size:
+            raise OutOfRange(
+                f"no checkpoint of {new} events yet: the newest is of {signed.size}",
+                reason="TREE_SIZE_UNSIGNED",
+                new_size=new,
+                signed_size=signed.size,
+            )
+        proof = self._proved(lambda: consistency_proof(self._tree, old, new))
+        if new == signed.size and old > 0:
+            # The old root is not known here: check the proof leads to the signed root.
+            try:
+                verify_consistency(old, new, root(self._tree, old), signed.checkpoint.root, proof)
+            except (ProofError, KeyError):
+                raise _tampered() from None
+        return proof, signed
+
+    def inclusion(self, position: int, wait_s: float = 0.0) -> Inclusion:
+        """The leaf of the event at global `position`, its inclusion proof in the tree of
+        the newest checkpoint (signed now if it does not cover it yet), and that checkpoint.
+        Raises InvalidArgument (BAD_POSITION) for a position below 1, NotFound for one not
+        in the tree (after waiting up to `wait_s` for it to be folded: on PostgreSQL an event
+        joins the order only once older transactions end), LogRolledBack,
+        StorageUnavailable."""
+        if position < 1:
+            raise InvalidArgument(
+                f"no event at global position {position}", reason="BAD_POSITION", position=position
+            )
+        if position > MAX_POSITION:
+            raise NotFound(
+                f"no event at global position {position}", reason="NOT_IN_LOG", position=position
+            )
+        deadline = time.monotonic() + wait_s
+        leaf = self._tree.leaf_at(position)
+        while leaf is None:
+            self.catch_up()
+            leaf = self._tree.leaf_at(position)
+            if leaf is not None or time.monotonic() >= deadline:
+                break
+            time.sleep(0.005)
+        if leaf is None:
+            raise NotFound(
+                f"no event at global position {position} in the log yet",
+                reason="NOT_IN_LOG",
+                position=position,
+            )
+        signed = self.latest()
+        if signed.size <= leaf.index:
+            with self._lock:
+                signed = self._sign()
+        proof = self._proved(lambda: inclusion_proof(self._tree, leaf.index, signed.size))
+        try:
+            verify_inclusion(leaf.index, signed.size, leaf.hash, proof, signed.checkpoint.root)
+        except ProofError:
+            raise _tampered() from None
+        return Inclusion(leaf, proof, signed)
+
+    def inclusion_at(self, position: int, wait_s: float = 0.0) -> Inclusion:
+        """`inclusion`, against the checkpoint of the tree that ends with the event at
+        `position` (signed now: one key signs one note for one size, so the answer is the
+        same on every replica and every time, and a record that carries it stays the same).
+        Its root, computed from the stored nodes, is checked to be one the newest checkpoint
+        extends. Raises as `inclusion`."""
+        newest = self.inclusion(position, wait_s)
+        leaf, size = newest.leaf, newest.leaf.index + 1
+        latest = newest.signed
+        try:
+            at = root(self._tree, size)
+            verify_consistency(
+                size,
+                latest.size,
+                at,
+                latest.checkpoint.root,
+                consistency_proof(self._tree, size, latest.size),
+            )
+        except (KeyError, ProofError):
+            raise _tampered() from None
+        body = Checkpoint(self.origin, size, at)
+        signed = Signed(self._signer.sign_note(body.text(), self.origin), body, leaf)
+        proof = self._proved(lambda: inclusion_proof(self._tree, leaf.index, size))
+        try:
+            verify_inclusion(leaf.index, size, leaf.hash, proof, at)
+        except ProofError:
+            raise _tampered() from None
+        return Inclusion(leaf, proof, signed)
+
+    def _proved(self, make: Callable[[], list[bytes]]) -> list[bytes]:
+        try:
+            return make()
+        except KeyError:
+            raise _tampered() from None
+
+
+def _tampered() -> CorruptRecord:
+    return LogTampered("the stored tree does not prove what was signed")
+
+
+def _size(signed: Signed | None) -> int:
+    return 0 if signed is None else signed.size
+
+
+def _duplicate(e: Exception) -> bool:
+    name = type(e).__name__
+    return name in ("UniqueViolation", "IntegrityError")
