@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -67,17 +68,27 @@ def put_row(database: Database, match_id: str, values: dict[str, Any]) -> None:
     )
 
 
-def listed_until(
-    server: ServerProcess, match_id: str, expected: Listed, wait_s: float = WAIT_S
+def listed_when(
+    server: ServerProcess, ok: Callable[[dict[str, Listed]], bool]
 ) -> dict[str, Listed]:
-    """The listing once it shows `match_id` as `expected`; fails after `wait_s`."""
-    deadline = time.monotonic() + wait_s
+    """The listing once `ok` says it is as expected; fails after WAIT_S (PostgreSQL's global
+    order waits out every older transaction of the cluster)."""
+    deadline = time.monotonic() + WAIT_S
     while True:
         now = listed(server)
-        if now.get(match_id) == expected:
+        if ok(now):
             return now
-        assert time.monotonic() < deadline, (match_id, now.get(match_id), expected)
+        assert time.monotonic() < deadline, now
         time.sleep(0.2)
+
+
+def listed_until(server: ServerProcess, match_id: str, expected: Listed) -> dict[str, Listed]:
+    """The listing once it shows `match_id` as `expected`."""
+    return listed_when(server, lambda now: now.get(match_id) == expected)
+
+
+def players_of(now: dict[str, Listed], match_id: str) -> tuple[str, ...]:
+    return now[match_id][2] if match_id in now else ()
 
 
 def tampered_logged(server: ServerProcess, table: str, key: str) -> bool:
@@ -85,11 +96,17 @@ def tampered_logged(server: ServerProcess, table: str, key: str) -> bool:
 
 
 def two_matches(server: ServerProcess) -> tuple[str, str]:
-    """A match being played and one seating, both listed."""
+    """A match being played and one seating, both listed (their rows written)."""
     with Client(server.target) as client:
         playing = seat_everyone(client, 2, name="playing").match_id
         seating = client.create(2, name="seating").match_id
         client.join(seating, "ada")
+    listed_when(
+        server,
+        lambda now: (
+            all(players_of(now, playing) or ("",)) and players_of(now, seating) == ("ada", "")
+        ),
+    )
     return playing, seating
 
 
@@ -175,12 +192,10 @@ def test_an_older_authentic_row_put_back_is_not_listed(
 ) -> None:
     server = farm.start(database.server_url)
     _, seating = two_matches(server)
-    assert listed(server)[seating][2] == ("ada", "")  # folded: its row is written
     older = listing_row(database, seating)
     with Client(server.target) as client:
         client.join(seating, "bo")
-    before = listed(server)
-    assert before[seating][2] == ("ada", "bo")
+    before = listed_when(server, lambda now: players_of(now, seating) == ("ada", "bo"))
     put_row(database, seating, older)
 
     assert listed(server) == before
