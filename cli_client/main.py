@@ -29,6 +29,7 @@ from . import (
     tournament,
     verify,
     watch,
+    witness,
 )
 from .connect import BadConnectionOption, endpoint_of
 from .usage import examples, fail
@@ -108,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         "player",
         "leaderboard",
         "ratings",
+        "witness",
     }
     simulate.add_parser(sub)
     play.add_parser(sub)
@@ -120,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     player.add_parsers(sub)
     ratings.add_parser(sub)
     health.add_parser(sub)
+    witness.add_parser(sub)
     for name, add in contributed():
         if name in own:
             continue  # a contributed command never shadows one of the client's

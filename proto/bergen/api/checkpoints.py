@@ -48,23 +48,25 @@ def key_id(name: str, public_key: bytes, kind: int = NOTE_ED25519) -> bytes:
     return hashlib.sha256(name.encode() + b"\n" + bytes([kind]) + public_key).digest()[:4]
 
 
-def verifier_key(name: str, public_key: bytes) -> str:
-    """The note verifier key string `<name>+<hex key id>+<base64(0x01 || key)>`."""
-    blob = base64.b64encode(bytes([NOTE_ED25519]) + public_key).decode()
-    return f"{name}+{key_id(name, public_key).hex()}+{blob}"
+def verifier_key(name: str, public_key: bytes, kind: int = NOTE_ED25519) -> str:
+    """The verifier key string `<name>+<hex key id>+<base64(kind || key)>`: of a note
+    signer (NOTE_ED25519), or of a witness's cosignatures (COSIGNATURE_V1)."""
+    blob = base64.b64encode(bytes([kind]) + public_key).decode()
+    return f"{name}+{key_id(name, public_key, kind).hex()}+{blob}"
 
 
-def parse_verifier_key(vkey: str) -> tuple[str, bytes]:
-    """(name, Ed25519 public key) of a verifier key string. Raises NoteError."""
-    name, _, rest = vkey.partition("+")
+def parse_verifier_key(vkey: str, kind: int = NOTE_ED25519) -> tuple[str, bytes]:
+    """(name, Ed25519 public key) of a verifier key string of `kind`. Raises NoteError."""
+    name, _, rest = vkey.strip().partition("+")
     hex_id, _, blob = rest.partition("+")
     try:
         raw = base64.b64decode(blob, validate=True)
     except binascii.Error:
         raise NoteError("the verifier key's key is not base64") from None
-    if not _good_name(name) or len(raw) != 33 or raw[0] != NOTE_ED25519:
-        raise NoteError("not an Ed25519 verifier key")
-    if key_id(name, raw[1:]).hex() != hex_id:
+    what = "an Ed25519 verifier key" if kind == NOTE_ED25519 else "a witness's verifier key"
+    if not _good_name(name) or len(raw) != 33 or raw[0] != kind:
+        raise NoteError(f"not {what}")
+    if key_id(name, raw[1:], kind).hex() != hex_id:
         raise NoteError("the verifier key's id does not match its key")
     return name, raw[1:]
 

@@ -20,6 +20,7 @@ class ExitStatus(IntEnum):
     INVALID = 6
     NOT_READY = 7
     UNTRUSTED = 8
+    INCONSISTENT = 9
     INTERRUPTED = 130
 
     @property
@@ -47,6 +48,10 @@ _MEANINGS: dict[ExitStatus, str] = {
     ExitStatus.UNTRUSTED: (
         "a record checks, but no trusted key says who signed it: give --public-key, or "
         "verify a match through its server once so that its key is known"
+    ),
+    ExitStatus.INCONSISTENT: (
+        "a log's checkpoints conflict: a consistency proof that does not verify, a tree "
+        "smaller than one seen, or two roots for one size (both checkpoints are printed)"
     ),
     ExitStatus.INTERRUPTED: "interrupted (Ctrl-C)",
 }

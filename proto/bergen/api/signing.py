@@ -38,6 +38,37 @@ def signing_bytes(record: dict[str, Any]) -> bytes:
         raise ValueError(f"the record is not canonical JSON: {e}") from e
 
 
+def load_or_create_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
+    """The Ed25519 key in `path` (PEM, PKCS#8), made and stored there (mode 0600) when the
+    file does not exist; of two processes making it at once, both get the first. Raises
+    ValueError for a file that holds no Ed25519 private key, OSError."""
+    p = Path(path)
+    if p.exists():
+        key = serialization.load_pem_private_key(p.read_bytes(), password=None)
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ValueError(f"{p} does not hold an Ed25519 private key")
+        return key
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(pem)
+    try:
+        # Another replica may have made it at the same moment: keep the first.
+        os.link(tmp, p)
+    except FileExistsError:
+        tmp.unlink()
+        return load_or_create_key(p)
+    tmp.unlink()
+    return key
+
+
 class RecordSigner:
     """The server's signing key."""
 
@@ -53,31 +84,7 @@ class RecordSigner:
     def load_or_create(cls, path: str | os.PathLike[str]) -> RecordSigner:
         """The key in `path` (PEM, PKCS#8), made and stored there (mode 0600) when the file
         does not exist. Raises ValueError for a file that holds no Ed25519 private key."""
-        p = Path(path)
-        if p.exists():
-            key = serialization.load_pem_private_key(p.read_bytes(), password=None)
-            if not isinstance(key, Ed25519PrivateKey):
-                raise ValueError(f"{p} does not hold an Ed25519 private key")
-            return cls(key)
-        key = Ed25519PrivateKey.generate()
-        pem = key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(p.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(pem)
-        try:
-            # Another replica may have made it at the same moment: keep the first.
-            os.link(tmp, p)
-        except FileExistsError:
-            tmp.unlink()
-            return cls.load_or_create(p)
-        tmp.unlink()
-        return cls(key)
+        return cls(load_or_create_key(path))
 
     @property
     def raw_public_key(self) -> bytes:

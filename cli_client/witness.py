@@ -1,0 +1,577 @@
+"""`bergen witness`: watch a server's transparency log from outside, and cosign what checks.
+
+The witness polls the server's newest checkpoint (a C2SP signed note, signed with the
+server's records key under the log's origin). Each one larger than the last it verified must
+be proved to extend it (an RFC 9162 consistency proof the server gives); then the witness
+cosigns it (a C2SP `tlog-cosignature` with its own Ed25519 key) and serves the cosigned note
+over HTTP (`GET /checkpoint`). A proof that does not verify, a tree smaller than one it
+verified, or a second root for a size it verified is a conflict: the witness prints both
+checkpoints and stops with exit status 9 (INCONSISTENT), cosigning nothing more.
+
+What it keeps, in its state folder: its key (`witness-key.pem`, made on the first run) and
+the last checkpoint it verified, with the log's key and origin it learned (`witness.json`,
+written atomically), so that a restart goes on from there. The log's key is given with
+`--log-key`, or learned from the server on the first run (trust on first use) and pinned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+import grpc
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from bergen.api.checkpoints import (
+    COSIGNATURE_V1,
+    Checkpoint,
+    NoteError,
+    add_signature,
+    cosign,
+    parse_checkpoint,
+    parse_note,
+    raw_public_key,
+    verifier_key,
+    verify_checkpoint,
+)
+from bergen.api.exit_status import ExitStatus
+from bergen.api.helptext import HelpFormatter
+from bergen.api.signing import load_or_create_key, load_public_key
+from bergen.domain.merkle import ProofError, verify_consistency
+from bergen.v1 import bergen_pb2 as pb
+
+from .client import Client
+from .client import passing as client_passing
+from .connect import add_server_option, fail_call
+from .usage import Failed, examples, report
+
+COMMAND = "witness"
+KEY_FILE = "witness-key.pem"
+STATE_FILE = "witness.json"
+STATE_FORMAT = "bergen-witness/1"
+DEFAULT_INTERVAL_S = 5.0
+
+log = logging.getLogger("bergen.witness")
+
+
+class CheckpointSource(Protocol):
+    """Where the witness reads a log: its newest checkpoint, and consistency proofs."""
+
+    def checkpoint(self) -> str:
+        """The newest checkpoint note."""
+        ...
+
+    def consistency(self, old: int, new: int) -> list[bytes]:
+        """The consistency proof from the tree of `old` leaves to that of `new`."""
+        ...
+
+
+class Inconsistent(Exception):
+    """Two checkpoints of one log that cannot both be true: `last` (verified before) and
+    `served`. `reason` names the fault: TREE_SHRANK, EQUIVOCATION or PROOF_FAILS."""
+
+    def __init__(self, why: str, reason: str, last: str, served: str) -> None:
+        super().__init__(why)
+        self.why = why
+        self.reason = reason
+        self.last = last
+        self.served = served
+
+    def evidence(self) -> str:
+        """Both checkpoints, as a person (or a log's auditor) reads them."""
+        return (
+            f"the checkpoint verified before:\n{_indent(self.last)}\n"
+            f"the checkpoint served now:\n{_indent(self.served)}"
+        )
+
+
+def _indent(note: str) -> str:
+    return "".join(f"    {line}\n" for line in note.splitlines())
+
+
+class StateNotKept(Exception):
+    """The witness's state cannot be written: what it verified last is not cosigned."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """The last checkpoint a witness verified: the note the log signed, and the same note
+    with the witness's cosignature added."""
+
+    note: str
+    cosigned: str
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        return parse_checkpoint(parse_note(self.note)[0])
+
+
+@dataclass(frozen=True, slots=True)
+class WitnessState:
+    """What a witness keeps between runs: the log it follows (its key as hex and its
+    origin, None before the first checkpoint), the last checkpoint it verified (None before
+    the first), and the witness's own name in its cosignatures."""
+
+    log_key: str
+    origin: str | None
+    last: Verified | None
+    name: str
+
+
+def load_state(folder: Path) -> WitnessState | None:
+    """The state kept in `folder`, None before the first run. Raises Failed (USAGE) for a file
+    that is not a witness's state."""
+    path = folder / STATE_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise Failed(f"cannot read {path}: {e}", ExitStatus.USAGE, "BAD_STATE") from None
+    try:
+        if data["format"] != STATE_FORMAT:
+            raise ValueError(f"format {data['format']!r}")
+        last = data["last"]
+        return WitnessState(
+            str(data["log_key"]),
+            None if data["origin"] is None else str(data["origin"]),
+            None if last is None else Verified(str(last["note"]), str(last["cosigned"])),
+            str(data["name"]),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise Failed(
+            f"{path} is not a witness's state ({e})", ExitStatus.USAGE, "BAD_STATE"
+        ) from None
+
+
+def save_state(folder: Path, state: WitnessState) -> None:
+    """Write `state` to `folder` at once: a reader, or the next run after a crash, finds the
+    old state or the new one. Raises OSError."""
+    last = state.last
+    data: dict[str, Any] = {
+        "format": STATE_FORMAT,
+        "name": state.name,
+        "log_key": state.log_key,
+        "origin": state.origin,
+        "last": None if last is None else {"note": last.note, "cosigned": last.cosigned},
+    }
+    path = folder / STATE_FILE
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{STATE_FILE}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Witness:
+    """The checks of one witness of one log, and its cosignatures. `save(state)` is called
+    with every state to keep, before the cosigned note it holds is served."""
+
+    def __init__(
+        self,
+        key: Ed25519PrivateKey,
+        state: WitnessState,
+        save: Callable[[WitnessState], None] = lambda _: None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._key = key
+        self.state = state
+        self._save = save
+        self._clock = clock
+        self._log_public = bytes.fromhex(state.log_key)
+
+    @property
+    def verifier_key(self) -> str:
+        """This witness's verifier key (`name+id+base64(0x04 || key)`), for whoever checks
+        its cosignatures."""
+        return verifier_key(self.state.name, raw_public_key(self._key), COSIGNATURE_V1)
+
+    @property
+    def cosigned(self) -> str | None:
+        """The last checkpoint verified, cosigned; None before the first."""
+        return None if self.state.last is None else self.state.last.cosigned
+
+    def observe(self, note: str, source: CheckpointSource) -> bool:
+        """Check the served checkpoint `note` against the last one verified and cosign it when
+        it extends it. Returns whether a new checkpoint was cosigned.
+
+        Raises NoteError for a note the log's key did not sign under the log's origin,
+        Inconsistent for a conflict with the last one verified, StateNotKept when the new
+        state cannot be saved, and what `source` raises."""
+        checkpoint = self._verify(note)
+        last = self.state.last
+        if last is not None:
+            seen = last.checkpoint
+            if checkpoint.size < seen.size:
+                raise Inconsistent(
+                    f"the log's tree shrank from {seen.size} leaves to {checkpoint.size}",
+                    "TREE_SHRANK",
+                    last.note,
+                    note,
+                )
+            if checkpoint.size == seen.size:
+                if checkpoint.root != seen.root:
+                    raise Inconsistent(
+                        f"the log signed two different roots for its tree of {seen.size} leaves",
+                        "EQUIVOCATION",
+                        last.note,
+                        note,
+                    )
+                return False
+            proof = source.consistency(seen.size, checkpoint.size)
+            try:
+                verify_consistency(seen.size, checkpoint.size, seen.root, checkpoint.root, proof)
+            except ProofError as e:
+                raise Inconsistent(
+                    f"the log's tree of {checkpoint.size} leaves is not proved to extend "
+                    f"its tree of {seen.size}: {e}",
+                    "PROOF_FAILS",
+                    last.note,
+                    note,
+                ) from None
+        line = cosign(checkpoint.text(), self.state.name, self._key, int(self._clock()))
+        state = WitnessState(
+            self.state.log_key,
+            checkpoint.origin,
+            Verified(note, add_signature(note, line)),
+            self.state.name,
+        )
+        try:
+            self._save(state)
+        except OSError as e:
+            raise StateNotKept(str(e)) from e
+        self.state = state
+        return True
+
+    def _verify(self, note: str) -> Checkpoint:
+        origin = self.state.origin
+        if origin is None:  # the first checkpoint names the log's origin, its key vouches
+            text, _ = parse_note(note)
+            origin = text.split("\n", 1)[0]
+        return verify_checkpoint(note, origin, self._log_public)
+
+
+# --- serving the cosigned checkpoint --------------------------------------------------------
+
+
+class CheckpointServer:
+    """A small HTTP server in a thread: `GET /checkpoint` answers the witness's newest
+    cosigned checkpoint (503 before the first)."""
+
+    PATH = "/checkpoint"
+
+    def __init__(self, host: str, port: int, cosigned: Callable[[], str | None]) -> None:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.split("?", 1)[0] != outer.PATH:
+                    self._answer(404, "not found: GET /checkpoint\n")
+                    return
+                note = cosigned()
+                if note is None:
+                    self._answer(503, "no checkpoint verified yet\n")
+                else:
+                    self._answer(200, note)
+
+            def _answer(self, status: int, body: str) -> None:
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("%s " + format, self.address_string(), *args)
+
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        server_class = type(
+            "WitnessHTTPServer",
+            (ThreadingHTTPServer,),
+            {"address_family": family, "daemon_threads": True},
+        )
+        self._server: ThreadingHTTPServer = server_class((host, port), Handler)
+        self.port: int = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="witness-http", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+# --- the loop -------------------------------------------------------------------------------
+
+
+def follow(
+    witness: Witness,
+    source: CheckpointSource,
+    stop: threading.Event,
+    interval_s: float = DEFAULT_INTERVAL_S,
+    once: bool = False,
+    passing: Callable[[Exception], bool] = lambda _: False,
+    out: TextIO | None = None,
+) -> ExitStatus:
+    """Poll `source` every `interval_s` until `stop` is set (or once), each checkpoint through
+    `witness.observe`. A passing failure of the source (`passing(error)`) is logged and
+    tried again at the next poll (not with `once`). Returns SUCCESS when stopped.
+
+    Raises Failed for a conflict (INCONSISTENT, once both checkpoints are printed on `out`,
+    default standard error), a checkpoint the log's key did not sign (INVALID) or a state
+    that cannot be written (ERROR), and what the source raises that is not passing."""
+    while not stop.is_set():
+        try:
+            note = source.checkpoint()
+            if witness.observe(note, source):
+                seen = witness.state.last
+                assert seen is not None
+                log.info("cosigned the checkpoint of %d leaves", seen.checkpoint.size)
+        except Inconsistent as e:
+            print(e.evidence(), end="", file=out or sys.stderr, flush=True)
+            raise Failed(e.why, ExitStatus.INCONSISTENT, e.reason) from None
+        except NoteError as e:
+            raise Failed(
+                f"the server's checkpoint is not the log's: {e}",
+                ExitStatus.INVALID,
+                "BAD_CHECKPOINT",
+            ) from None
+        except StateNotKept as e:
+            raise Failed(
+                f"cannot keep the witness's state: {e}", ExitStatus.ERROR, "STATE_NOT_WRITTEN"
+            ) from None
+        except Exception as e:
+            if once or not passing(e):
+                raise
+            log.warning("the log cannot be read now, trying again: %s", e)
+        if once:
+            break
+        stop.wait(interval_s)
+    return ExitStatus.SUCCESS
+
+
+# --- the server as a source -----------------------------------------------------------------
+
+
+class ServerSource:
+    """A server's transparency log, read through its gRPC service. Each call is tried once:
+    the witness polls again anyway."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def checkpoint(self) -> str:
+        reply = self._client.call("GetCheckpoint", pb.GetCheckpointRequest(), retry=False)
+        return str(reply.checkpoint)
+
+    def consistency(self, old: int, new: int) -> list[bytes]:
+        request = pb.GetConsistencyProofRequest(old_size=old, new_size=new)
+        reply = self._client.call("GetConsistencyProof", request, retry=False)
+        return [bytes(h) for h in reply.proof]
+
+    def public_key(self) -> str:
+        """The records' key the server publishes (hex), which signs its checkpoints."""
+        reply = self._client.call("GetServerInfo", pb.GetServerInfoRequest())
+        return str(reply.public_key).lower()
+
+
+# --- `bergen witness` -----------------------------------------------------------------------
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """(host, port) of HOST:PORT, port 0 for any free one. Raises argparse.ArgumentTypeError."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "witness",
+        help="check a server's transparency log from outside, cosigning what checks",
+        description=(__doc__ or "").split("\n\n", 1)[1],
+        epilog=examples(
+            "bergen witness --server log.example:50051 --state ~/witness --listen 0.0.0.0:8081",
+            "bergen witness --state ~/witness --log-key KEY_HEX --once   # one check, from cron",
+            "curl http://witness.example:8081/checkpoint   # the newest checkpoint cosigned",
+        ),
+        formatter_class=HelpFormatter,
+    )
+    add_server_option(p)
+    p.add_argument(
+        "--state",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="the witness's folder: its key and the last checkpoint it verified",
+    )
+    p.add_argument(
+        "--listen",
+        type=listen_address,
+        metavar="HOST:PORT",
+        help="serve the newest cosigned checkpoint at http://HOST:PORT/checkpoint (port 0: "
+        "any free port, printed)",
+    )
+    p.add_argument(
+        "--log-key",
+        metavar="KEY",
+        help="the server's records key (64 hex digits, or a file holding it) that signs its "
+        "checkpoints (default: the one kept in DIR, else the one the server publishes, kept "
+        "from then on)",
+    )
+    p.add_argument(
+        "--name",
+        metavar="NAME",
+        help="the witness's name in its cosignatures (default: the one kept in DIR, else "
+        "HOSTNAME/witness)",
+    )
+    p.add_argument(
+        "--interval",
+        type=positive_seconds,
+        default=DEFAULT_INTERVAL_S,
+        metavar="SECONDS",
+        help=f"how often to ask for the newest checkpoint (default {DEFAULT_INTERVAL_S:g})",
+    )
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="check the newest checkpoint once, print it cosigned and exit",
+    )
+    p.set_defaults(func=run)
+
+
+def _given_key(text: str) -> str:
+    """The log's key of --log-key: hex, or a file of it. Raises Failed (USAGE)."""
+    if len(text) == 64:
+        try:
+            return bytes.fromhex(text).hex()
+        except ValueError:
+            pass
+    try:
+        return load_public_key(text)
+    except (OSError, ValueError) as e:
+        raise Failed(
+            f"--log-key {text}: not a key nor a file of one ({e})", ExitStatus.USAGE
+        ) from None
+
+
+def _name(given: str | None, kept: str | None) -> str:
+    """The witness's name. Raises Failed (USAGE) for one a note cannot hold."""
+    name = given or kept or f"{socket.gethostname()}/witness"
+    if not name or any(c.isspace() or c == "+" for c in name):
+        raise Failed(f"--name {name!r}: no spaces or '+' in a witness's name", ExitStatus.USAGE)
+    return name
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=os.environ.get("BERGEN_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with Client(args.endpoint) as client:
+        try:
+            return _run(args, ServerSource(client), stop)
+        except Failed as e:
+            return report(COMMAND, e)
+        except grpc.RpcError as e:
+            return fail_call(COMMAND, e)
+
+
+def _run(args: argparse.Namespace, source: ServerSource, stop: threading.Event) -> int:
+    folder: Path = args.state
+    # With --once, standard output is the cosigned note alone.
+    say = sys.stderr if args.once else sys.stdout
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        key = load_or_create_key(folder / KEY_FILE)
+    except (OSError, ValueError) as e:
+        raise Failed(f"cannot keep the witness's key in {folder}: {e}", ExitStatus.USAGE) from None
+    kept = load_state(folder)
+    given = None if args.log_key is None else _given_key(args.log_key)
+    if kept is not None and given is not None and given != kept.log_key:
+        raise Failed(
+            f"--log-key {given} is not the key this witness follows ({kept.log_key}, kept in "
+            f"{folder / STATE_FILE}): give another --state for another log",
+            ExitStatus.USAGE,
+            "ANOTHER_LOG",
+        )
+    if kept is None:
+        log_key = given or source.public_key()
+        if given is None:
+            print(
+                f"bergen witness: trusting the server's key {log_key} on first use",
+                file=say,
+                flush=True,
+            )
+        kept = WitnessState(log_key, None, None, _name(args.name, None))
+        save_state(folder, kept)
+    elif args.name is not None and args.name != kept.name:
+        kept = WitnessState(kept.log_key, kept.origin, kept.last, _name(args.name, None))
+        save_state(folder, kept)
+    witness = Witness(key, kept, save=lambda state: save_state(folder, state))
+    print(f"bergen witness: verifier key {witness.verifier_key}", file=say, flush=True)
+    http = None
+    if args.listen is not None:
+        host, port = args.listen
+        try:
+            http = CheckpointServer(host, port, lambda: witness.cosigned)
+        except OSError as e:
+            raise Failed(
+                f"cannot listen on {host}:{port}: {e.strerror or e}", ExitStatus.ERROR
+            ) from None
+        http.start()
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{http.port}{CheckpointServer.PATH}"
+        print(f"bergen witness: serving {url}", file=say, flush=True)
+    try:
+        status = follow(
+            witness, source, stop, args.interval, once=args.once, passing=client_passing
+        )
+    finally:
+        if http is not None:
+            http.close()
+    if args.once and witness.cosigned is not None:
+        print(witness.cosigned, end="")
+    return status

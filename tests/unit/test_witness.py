@@ -1,0 +1,317 @@
+"""The witness's checks on a fake log: a tree that grows consistently is cosigned, and the
+cosignature verifies; a proof that does not verify, a tree that shrinks and a second root for
+one size each stop it with both checkpoints printed and exit status INCONSISTENT; its state
+survives a restart and is written whole; its HTTP endpoint serves what it cosigned."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from bergen.api.checkpoints import (
+    COSIGNATURE_V1,
+    Checkpoint,
+    NoteError,
+    log_origin,
+    parse_verifier_key,
+    raw_public_key,
+    sign_note,
+    verify_checkpoint,
+    verify_cosignature,
+)
+from bergen.api.exit_status import ExitStatus
+from bergen.cli_client import witness as w
+from bergen.cli_client.usage import Failed
+from bergen.domain.merkle import Frontier, Node, consistency_proof, leaf_hash, root
+
+NOW = 1_780_000_000
+
+
+class FakeLog:
+    """A log's tree, grown a leaf at a time, and its checkpoints signed by `key`."""
+
+    def __init__(self, key: Ed25519PrivateKey, salt: str = "") -> None:
+        self.key = key
+        self.origin = log_origin(raw_public_key(key).hex())
+        self.salt = salt
+        self.frontier = Frontier()
+        self.known: dict[Node, bytes] = {}
+
+    def nodes(self, wanted: list[Node]) -> dict[Node, bytes]:
+        return {n: self.known[n] for n in wanted}
+
+    def grow(self, n: int) -> FakeLog:
+        for _ in range(n):
+            data = f"{self.salt}event {self.frontier.size}".encode()
+            for level, index, h in self.frontier.append(leaf_hash(data)):
+                self.known[(level, index)] = h
+        return self
+
+    def note(self, size: int | None = None) -> str:
+        size = self.frontier.size if size is None else size
+        body = Checkpoint(self.origin, size, root(self, size)).text()
+        return sign_note(body, self.origin, self.key)
+
+
+class FakeSource:
+    """Serves one log's checkpoint (`served`, default its newest) and its proofs; `bad_proof`
+    serves a proof with one hash changed."""
+
+    def __init__(self, log: FakeLog) -> None:
+        self.log = log
+        self.served: str | None = None
+        self.bad_proof = False
+        self.asked: list[tuple[int, int]] = []
+
+    def checkpoint(self) -> str:
+        return self.served or self.log.note()
+
+    def consistency(self, old: int, new: int) -> list[bytes]:
+        self.asked.append((old, new))
+        proof = consistency_proof(self.log, old, new)
+        if self.bad_proof:
+            proof[0] = bytes(32)
+        return proof
+
+
+LOG_KEY = Ed25519PrivateKey.generate()
+WITNESS_KEY = Ed25519PrivateKey.generate()
+
+
+def new_witness(saved: list[w.WitnessState] | None = None) -> w.Witness:
+    state = w.WitnessState(raw_public_key(LOG_KEY).hex(), None, None, "example.org/witness")
+    return w.Witness(
+        WITNESS_KEY,
+        state,
+        save=(saved.append if saved is not None else lambda _: None),
+        clock=lambda: NOW,
+    )
+
+
+def cosigned_size(witness: w.Witness) -> int:
+    assert witness.state.last is not None
+    return witness.state.last.checkpoint.size
+
+
+def test_a_tree_growing_consistently_is_cosigned_and_the_cosignature_verifies() -> None:
+    log = FakeLog(LOG_KEY).grow(5)
+    source = FakeSource(log)
+    saved: list[w.WitnessState] = []
+    witness = new_witness(saved)
+    assert witness.cosigned is None
+    assert witness.observe(source.checkpoint(), source)
+    for n in (1, 3, 8, 0, 17):
+        log.grow(n)
+        assert witness.observe(source.checkpoint(), source) == (n > 0)
+    assert cosigned_size(witness) == 34
+    assert source.asked == [(5, 6), (6, 9), (9, 17), (17, 34)]
+    assert [s.last.checkpoint.size for s in saved if s.last] == [5, 6, 9, 17, 34]
+
+    note = witness.cosigned
+    assert note is not None and note.startswith(log.note())
+    name, public = parse_verifier_key(witness.verifier_key, COSIGNATURE_V1)
+    assert (name, public) == ("example.org/witness", raw_public_key(WITNESS_KEY))
+    assert verify_cosignature(note, name, public) == NOW
+    # The log's own signature still verifies on the cosigned note.
+    assert verify_checkpoint(note, log.origin, raw_public_key(LOG_KEY)).size == 34
+
+
+def test_the_empty_tree_is_witnessed_and_then_extended() -> None:
+    log = FakeLog(LOG_KEY)
+    source = FakeSource(log)
+    witness = new_witness()
+    assert witness.observe(source.checkpoint(), source)
+    log.grow(3)
+    assert witness.observe(source.checkpoint(), source)
+    assert cosigned_size(witness) == 3
+
+
+def test_a_witness_verifier_key_is_not_a_note_signers() -> None:
+    witness = new_witness()
+    with pytest.raises(NoteError):
+        parse_verifier_key(witness.verifier_key)
+
+
+def stopped(witness: w.Witness, source: FakeSource) -> tuple[Failed, str]:
+    out = io.StringIO()
+    with pytest.raises(Failed) as caught:
+        w.follow(witness, source, threading.Event(), once=True, out=out)
+    return caught.value, out.getvalue()
+
+
+def test_a_proof_that_does_not_verify_stops_the_witness_with_both_checkpoints() -> None:
+    log = FakeLog(LOG_KEY).grow(6)
+    source = FakeSource(log)
+    saved: list[w.WitnessState] = []
+    witness = new_witness(saved)
+    witness.observe(source.checkpoint(), source)
+    before = log.note()
+    log.grow(5)
+    source.bad_proof = True
+    failure, printed = stopped(witness, source)
+    assert failure.status == ExitStatus.INCONSISTENT == 9
+    assert failure.reason == "PROOF_FAILS"
+    assert "11 leaves is not proved to extend its tree of 6" in failure.sentence
+    assert all(f"    {line}" in printed for line in before.splitlines())
+    assert all(f"    {line}" in printed for line in log.note().splitlines())
+    assert printed.index("verified before") < printed.index("served now")
+    assert cosigned_size(witness) == 6 and len(saved) == 1  # nothing more cosigned
+
+
+def test_a_tree_smaller_than_one_verified_stops_the_witness() -> None:
+    log = FakeLog(LOG_KEY).grow(9)
+    source = FakeSource(log)
+    witness = new_witness()
+    witness.observe(source.checkpoint(), source)
+    source.served = log.note(4)  # a checkpoint the log did sign, once
+    failure, printed = stopped(witness, source)
+    assert (failure.status, failure.reason) == (ExitStatus.INCONSISTENT, "TREE_SHRANK")
+    assert "from 9 leaves to 4" in failure.sentence
+    assert log.note(9).splitlines()[2] in printed and log.note(4).splitlines()[2] in printed
+
+
+def test_a_second_root_for_one_size_stops_the_witness() -> None:
+    log = FakeLog(LOG_KEY).grow(7)
+    fork = FakeLog(LOG_KEY, salt="forked ").grow(7)
+    source = FakeSource(log)
+    witness = new_witness()
+    witness.observe(source.checkpoint(), source)
+    source.served = fork.note()
+    failure, printed = stopped(witness, source)
+    assert (failure.status, failure.reason) == (ExitStatus.INCONSISTENT, "EQUIVOCATION")
+    assert "two different roots for its tree of 7 leaves" in failure.sentence
+    assert log.note() in printed.replace("    ", "") and fork.note() in printed.replace("    ", "")
+
+
+def test_a_fork_that_grew_past_the_verified_tree_fails_its_proof() -> None:
+    log = FakeLog(LOG_KEY).grow(7)
+    witness = new_witness()
+    witness.observe(log.note(), FakeSource(log))
+    fork = FakeLog(LOG_KEY, salt="forked ").grow(12)
+    failure, _ = stopped(witness, FakeSource(fork))
+    assert (failure.status, failure.reason) == (ExitStatus.INCONSISTENT, "PROOF_FAILS")
+
+
+def test_a_checkpoint_signed_by_another_key_is_not_cosigned() -> None:
+    log = FakeLog(LOG_KEY).grow(3)
+    witness = new_witness()
+    witness.observe(log.note(), FakeSource(log))
+    impostor = FakeLog(Ed25519PrivateKey.generate()).grow(5)
+    failure, printed = stopped(witness, FakeSource(impostor))
+    assert (failure.status, failure.reason) == (ExitStatus.INVALID, "BAD_CHECKPOINT")
+    assert printed == "" and cosigned_size(witness) == 3
+
+
+def test_a_passing_failure_of_the_source_is_tried_again() -> None:
+    log = FakeLog(LOG_KEY).grow(2)
+    stop = threading.Event()
+    failures = [ConnectionError("down")]
+
+    class Flaky(FakeSource):
+        def checkpoint(self) -> str:
+            if failures:
+                raise failures.pop()
+            stop.set()
+            return super().checkpoint()
+
+    witness = new_witness()
+    status = w.follow(
+        witness, Flaky(log), stop, 0.01, passing=lambda e: isinstance(e, ConnectionError)
+    )
+    assert status == ExitStatus.SUCCESS and not failures and cosigned_size(witness) == 2
+    failures.append(ConnectionError("down"))
+    with pytest.raises(ConnectionError):  # not passing: it stops the witness
+        w.follow(new_witness(), Flaky(log), threading.Event(), 0.01)
+
+
+def test_a_restart_resumes_from_the_state_kept(tmp_path: Path) -> None:
+    log = FakeLog(LOG_KEY).grow(10)
+    source = FakeSource(log)
+    state = w.WitnessState(raw_public_key(LOG_KEY).hex(), None, None, "example.org/witness")
+    first = w.Witness(WITNESS_KEY, state, save=lambda s: w.save_state(tmp_path, s))
+    first.observe(source.checkpoint(), source)
+    kept = w.load_state(tmp_path)
+    assert kept == first.state and kept.origin == log.origin
+    assert sorted(p.name for p in tmp_path.iterdir()) == [w.STATE_FILE]  # no temporary left
+
+    # A new process: the next checkpoint is proved against the one kept...
+    again = w.Witness(WITNESS_KEY, kept, save=lambda s: w.save_state(tmp_path, s))
+    log.grow(6)
+    assert again.observe(source.checkpoint(), source)
+    assert source.asked == [(10, 16)]
+    # ...and an equivocation about the size kept is caught after a restart too.
+    third = w.Witness(WITNESS_KEY, w.load_state(tmp_path) or kept)
+    source.served = FakeLog(LOG_KEY, salt="x").grow(16).note()
+    failure, _ = stopped(third, source)
+    assert failure.reason == "EQUIVOCATION"
+
+
+def test_the_state_is_replaced_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = FakeLog(LOG_KEY).grow(4)
+    witness = new_witness()
+    witness.observe(log.note(), FakeSource(log))
+    w.save_state(tmp_path, witness.state)
+    before = (tmp_path / w.STATE_FILE).read_bytes()
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(w.json, "dump", broken)
+    with pytest.raises(OSError):
+        w.save_state(tmp_path, w.WitnessState("00" * 32, None, None, "other"))
+    assert (tmp_path / w.STATE_FILE).read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [w.STATE_FILE]
+
+
+def test_a_state_that_cannot_be_saved_stops_the_witness_and_cosigns_nothing() -> None:
+    log = FakeLog(LOG_KEY).grow(4)
+
+    def full(_: w.WitnessState) -> None:
+        raise OSError(28, "No space left on device")
+
+    state = w.WitnessState(raw_public_key(LOG_KEY).hex(), None, None, "example.org/witness")
+    witness = w.Witness(WITNESS_KEY, state, save=full)
+    failure, _ = stopped(witness, FakeSource(log))
+    assert (failure.status, failure.reason) == (ExitStatus.ERROR, "STATE_NOT_WRITTEN")
+    assert witness.cosigned is None
+
+
+def test_a_file_that_is_no_witness_state_is_refused(tmp_path: Path) -> None:
+    (tmp_path / w.STATE_FILE).write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(Failed) as caught:
+        w.load_state(tmp_path)
+    assert caught.value.status == ExitStatus.USAGE
+    assert w.load_state(tmp_path / "nothing-yet") is None
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_the_http_endpoint_serves_the_newest_cosigned_checkpoint() -> None:
+    log = FakeLog(LOG_KEY).grow(3)
+    witness = new_witness()
+    http = w.CheckpointServer("127.0.0.1", 0, lambda: witness.cosigned)
+    http.start()
+    try:
+        base = f"http://127.0.0.1:{http.port}"
+        assert get(base + "/checkpoint")[0] == 503
+        witness.observe(log.note(), FakeSource(log))
+        status, body = get(base + "/checkpoint")
+        assert (status, body) == (200, witness.cosigned)
+        assert get(base + "/other")[0] == 404
+    finally:
+        http.close()
