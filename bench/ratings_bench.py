@@ -84,13 +84,14 @@ from bergen.domain.ratings import POOLS, SIGMA, RatedMatch, Rating, places_of, r
 from bergen.domain.rules import make_rules
 from bergen.domain.tiles import sides_of
 from bergen.domain.vocabulary import ForfeitCause, MatchEndReason
-from bergen.server.keys import LogKeys
+from bergen.server.keys import DEFAULT_LOG_KEY_FILE, LogKeys
 from bergen.server.matches import decode_stored
 from bergen.server.projections import RowCheck
 from bergen.server.ratings import HELD_PAGE, RatingQueries, RatingsProjection, board_token
 from bergen.server.store import NewEvent, open_store
 from bergen.server.store.batch import build_rows
 from bergen.server.store.ratings import RATINGS, BoardKey, PlayerRating, board_key
+from bergen.server.store.sealed import Seals
 from bergen.v1 import bergen_pb2 as pb
 
 FOLD, BOARD, FRESH = "fold", "board", "fresh"
@@ -559,19 +560,22 @@ def board_ratings(players: int, seed: int = 7) -> list[PlayerRating]:
     return out
 
 
-def fill_board(url: str, ratings: Sequence[PlayerRating]) -> None:
-    """Write `ratings` straight into the ratings' table with one COPY."""
+def fill_board(url: str, ratings: Sequence[PlayerRating], keys: LogKeys) -> None:
+    """Write `ratings` straight into the ratings' table with one COPY, each row sealed under
+    `keys` as the server seals it (a row that is not would be found tampered with)."""
+    seals = Seals(keys)
     with psycopg.connect(url) as conn, conn.cursor() as cur:
         with cur.copy(
             "COPY player_ratings (player_id, pool, name, bot, mu, sigma, matches, shown,"
-            " rank_rating, rank_conservative) FROM STDIN"
+            " rank_rating, rank_conservative, key_id, mac) FROM STDIN"
         ) as copy:
             for r in ratings:
                 g = r.rating
-                copy.write_row(
-                    (r.player_id, r.pool, r.name, r.bot, g.mu, g.sigma, g.matches,
-                     not g.provisional, -g.display, -g.conservative)
+                values = (
+                    r.player_id, r.pool, r.name, bool(r.bot), float(g.mu), float(g.sigma),
+                    int(g.matches), not g.provisional, -int(g.display), -float(g.conservative),
                 )  # fmt: skip
+                copy.write_row((*values, *seals.seal("player_ratings", values)))
         conn.commit()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE player_ratings")
@@ -611,7 +615,8 @@ def run_board(admin_url: str, players: int, deep_rank: int, calls: int, rounds: 
         tempfile.TemporaryDirectory() as folder,
         ExitStack() as stack,
     ):
-        fill_board(url, ratings)
+        # The server runs in `folder`, where it finds the log key made here.
+        fill_board(url, ratings, LogKeys.load_or_create(Path(folder) / DEFAULT_LOG_KEY_FILE))
         running = stack.enter_context(servers(url, Path(folder), [OURS]))
         board = leaderboard_stub(stack.enter_context(open_channel(running[OURS].target)))
         first = board(board_request(FIRST, token), timeout=CALL_TIMEOUT)
