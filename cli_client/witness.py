@@ -190,6 +190,12 @@ def save_state(folder: Path, state: WitnessState) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    # The rename itself is kept only once the folder is written.
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 class Witness:
@@ -596,6 +602,18 @@ def _name(given: str | None, kept: str | None) -> str:
     return name
 
 
+def _keep(folder: Path, state: WitnessState) -> None:
+    """save_state, a failure reported. Raises Failed."""
+    try:
+        save_state(folder, state)
+    except OSError as e:
+        raise Failed(
+            f"cannot keep the witness's state in {folder}: {e.strerror or e}",
+            ExitStatus.ERROR,
+            "STATE_NOT_WRITTEN",
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=os.environ.get("BERGEN_LOG_LEVEL", "INFO").upper(),
@@ -610,14 +628,16 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     with Client(args.endpoint) as client:
         try:
-            return _run(args, ServerSource(client), stop)
+            return run_with(args, ServerSource(client), stop)
         except Failed as e:
             return report(COMMAND, e)
         except grpc.RpcError as e:
             return fail_call(COMMAND, e)
 
 
-def _run(args: argparse.Namespace, source: ServerSource, stop: threading.Event) -> int:
+def run_with(args: argparse.Namespace, source: ServerSource, stop: threading.Event) -> int:
+    """`bergen witness` with its options `args`, reading `source` until `stop` is set (or
+    once). Raises Failed, and grpc.RpcError from the source."""
     folder: Path = args.state
     # With --once, standard output is the cosigned note alone.
     say = sys.stderr if args.once else sys.stdout
@@ -644,10 +664,10 @@ def _run(args: argparse.Namespace, source: ServerSource, stop: threading.Event) 
                 flush=True,
             )
         kept = WitnessState(log_key, None, None, _name(args.name, None))
-        save_state(folder, kept)
+        _keep(folder, kept)
     elif args.name is not None and args.name != kept.name:
         kept = WitnessState(kept.log_key, kept.origin, kept.last, _name(args.name, None))
-        save_state(folder, kept)
+        _keep(folder, kept)
     witness = Witness(key, kept, save=lambda state: save_state(folder, state))
     print(f"bergen witness: verifier key {witness.verifier_key}", file=say, flush=True)
     http = None

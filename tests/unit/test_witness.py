@@ -5,6 +5,7 @@ survives a restart and is written whole; its HTTP endpoint serves what it cosign
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import threading
@@ -424,3 +425,34 @@ def test_a_packs_match_records_are_each_held_against_the_witnessed_checkpoint(
     assert got.status == ExitStatus.INCONSISTENT, got.line
     assert "two different roots" in got.line
     assert forked.note(6).split("\n\n")[0].splitlines()[2] in capsys.readouterr().err
+
+
+class KeyedSource(FakeSource):
+    def public_key(self) -> str:
+        return raw_public_key(self.log.key).hex()
+
+
+def options(state: Path, **given: object) -> argparse.Namespace:
+    values: dict[str, object] = {"state": state, "log_key": None, "name": None, "listen": None}
+    return argparse.Namespace(**{**values, "interval": 0.01, "once": True, **given})
+
+
+def test_the_command_learns_the_logs_key_once_and_keeps_to_that_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = FakeLog(LOG_KEY).grow(3)
+    state = tmp_path / "witness"
+    status = w.run_with(options(state, name="a.example/w"), KeyedSource(log), threading.Event())
+    out, err = capsys.readouterr()
+    assert status == ExitStatus.SUCCESS
+    assert out.startswith(log.note()) and "trusting the server's key" in err
+    assert (state / w.KEY_FILE).stat().st_mode & 0o777 == 0o600
+    log.grow(2)
+    assert w.run_with(options(state), KeyedSource(log), threading.Event()) == ExitStatus.SUCCESS
+    out, err = capsys.readouterr()
+    assert "trusting" not in err and "a.example/w+" in err  # the name kept too
+    assert out.splitlines()[1] == "5"
+    other = raw_public_key(Ed25519PrivateKey.generate()).hex()
+    with pytest.raises(Failed) as caught:
+        w.run_with(options(state, log_key=other), KeyedSource(log), threading.Event())
+    assert (caught.value.status, caught.value.reason) == (ExitStatus.USAGE, "ANOTHER_LOG")
