@@ -106,6 +106,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         True,
     ),
     Benchmark(
+        "tlog",
+        "bench.tlog_bench",
+        "Play/s with the transparency log vs without; proofs at 10 million events",
+        postgres_reachable,
+        True,
+    ),
+    Benchmark(
         "web",
         "bench.web_bench",
         "500 SSE spectators, then 200 players, through bergen web",

@@ -17,7 +17,13 @@ from bergen.api.chain import micros
 from bergen.api.checkpoints import transparency_field
 from bergen.api.signing import RecordSigner
 from bergen.api.stored import StoredEvent
-from bergen.domain.errors import CorruptRecord, LogTampered, MatchNotInProgress, NotFound
+from bergen.domain.errors import (
+    CorruptRecord,
+    LogTampered,
+    MatchNotInProgress,
+    NotFound,
+    StorageUnavailable,
+)
 from bergen.domain.events import Event, MatchEnded
 from bergen.domain.record import build_record, rated_pool
 from bergen.domain.state import ENDED
@@ -33,7 +39,7 @@ from .tournaments import tournament_table
 
 _T = TypeVar("_T")
 log = logging.getLogger("bergen.server.queries")
-IN_TREE_WAIT_S = 5.0
+IN_TREE_WAIT_S = 10.0
 """How long a record waits for its last event to be in the transparency log."""
 _WHOLE = "whole"
 """The audience of an ended match's events: everyone sees them whole."""
@@ -124,25 +130,31 @@ class MatchQueries:
         if table is not None:
             record["tournament"] = table  # a tournament's match (RECORD.md)
         if self._tlog is not None and head:
-            transparency = self.transparency(head[-1])
-            if transparency is not None:
-                record["transparency"] = transparency
+            record["transparency"] = self.transparency(head[-1])
         return self._signer.sign(record) if self._signer is not None else record
 
-    def transparency(self, last: StoredEvent) -> dict[str, object] | None:
-        """The `transparency` field of a record or pack whose log ends with `last`: a
-        checkpoint that covers it, and its inclusion proof; None when the event is not in
-        the tree within IN_TREE_WAIT_S (logged). Raises LogRolledBack, StorageUnavailable."""
-        if self._tlog is None:
-            return None
+    def transparency(self, last: StoredEvent) -> dict[str, object]:
+        """The `transparency` field of a record or pack whose log ends with `last`: the
+        checkpoint of the tree that ends with it (the same every time it is asked: a pack's
+        manifest hashes the record), and its inclusion proof. Raises LogRolledBack,
+        StorageUnavailable (LOG_LAGGING: to be asked again) when the event is not in the tree
+        within IN_TREE_WAIT_S (on PostgreSQL it joins the global order once the cluster's
+        older transactions end): a record is never served without it, so that it is the
+        same record every time."""
+        assert self._tlog is not None
         try:
-            proved = self._tlog.inclusion(last.position, IN_TREE_WAIT_S)
+            proved = self._tlog.inclusion_at(last.position, IN_TREE_WAIT_S)
         except NotFound:
             log.warning(
-                "stream %s seq %d is not in the transparency log yet: its record goes"
-                " without a checkpoint", last.stream_id, last.seq,
+                "stream %s seq %d is not in the transparency log yet: its record is refused"
+                " for now", last.stream_id, last.seq,
             )  # fmt: skip
-            return None
+            raise StorageUnavailable(
+                f"match {last.stream_id}: its last event is not in the transparency log yet;"
+                " ask again",
+                reason="LOG_LAGGING",
+                match_id=last.stream_id,
+            ) from None
         if proved.leaf.hash != leaf_of(last, proved.leaf.index).hash:
             raise LogTampered(
                 f"the tree's leaf of stream {last.stream_id} seq {last.seq} is not its event's",

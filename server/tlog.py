@@ -461,6 +461,35 @@ class TransparencyLog:
             raise _tampered() from None
         return Inclusion(leaf, proof, signed)
 
+    def inclusion_at(self, position: int, wait_s: float = 0.0) -> Inclusion:
+        """`inclusion`, against the checkpoint of the tree that ends with the event at
+        `position` (signed now: one key signs one note for one size, so the answer is the
+        same on every replica and every time, and a record that carries it stays the same).
+        Its root, computed from the stored nodes, is checked to be one the newest checkpoint
+        extends. Raises as `inclusion`."""
+        newest = self.inclusion(position, wait_s)
+        leaf, size = newest.leaf, newest.leaf.index + 1
+        latest = newest.signed
+        try:
+            at = root(self._tree, size)
+            verify_consistency(
+                size,
+                latest.size,
+                at,
+                latest.checkpoint.root,
+                consistency_proof(self._tree, size, latest.size),
+            )
+        except (KeyError, ProofError):
+            raise _tampered() from None
+        body = Checkpoint(self.origin, size, at)
+        signed = Signed(self._signer.sign_note(body.text(), self.origin), body, leaf)
+        proof = self._proved(lambda: inclusion_proof(self._tree, leaf.index, size))
+        try:
+            verify_inclusion(leaf.index, size, leaf.hash, proof, at)
+        except ProofError:
+            raise _tampered() from None
+        return Inclusion(leaf, proof, signed)
+
     def _proved(self, make: Callable[[], list[bytes]]) -> list[bytes]:
         try:
             return make()

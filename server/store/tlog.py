@@ -84,6 +84,15 @@ def _nodes(db: Db, wanted: Sequence[Node]) -> dict[Node, bytes]:
     found: dict[Node, bytes] = {}
     leaves = [i for level, i in wanted if level == 0]
     inner = [(level, i) for level, i in wanted if level > 0]
+    if d.any_list:
+        # PostgreSQL: one round trip, each side of it one index scan a key.
+        rows = db.rows(
+            "SELECT 0, idx, hash FROM tlog_leaves WHERE idx = ANY(%s::bigint[])"
+            " UNION ALL SELECT level, idx, hash FROM tlog_nodes WHERE (level, idx) IN"
+            " (SELECT * FROM unnest(%s::smallint[], %s::bigint[]))",
+            [leaves, [n[0] for n in inner], [n[1] for n in inner]],
+        )
+        return {(int(level), int(idx)): bytes(h) for level, idx, h in rows}
     for k in range(0, len(leaves), _CHUNK):
         part = leaves[k : k + _CHUNK]
         params: list[object] = [part] if d.any_list else list(part)
