@@ -19,7 +19,10 @@ table's match: its id and server seed derived from the tournament seed, its seat
 the entrants its table names (names and client seeds), the table's rules, the record checked
 by the rules as above and signed by the manifest's key, and its result the table's.
 
-The verdict is one line: `OK: ...` or `REJECTED: <where>: <why>`.
+Against a witness (`--witness-checkpoint`, `--witness-key`): the record's checkpoint (each of
+a pack's match records') held against one a witness cosigned (`witness.relate`).
+
+The verdict is one line: `OK: ...`, `REJECTED: <where>: <why>` or `INCONSISTENT: <why>`.
 """
 
 from __future__ import annotations
@@ -46,7 +49,14 @@ from bergen.api.chain import (
     parse_metadata,
     verify_events,
 )
-from bergen.api.checkpoints import NoteError, verify_transparency
+from bergen.api.checkpoints import (
+    COSIGNATURE_V1,
+    NoteError,
+    parse_checkpoint,
+    parse_note,
+    parse_verifier_key,
+    verify_transparency,
+)
 from bergen.api.convert import timestamp_in
 from bergen.api.exit_status import ExitStatus, help_text
 from bergen.api.helptext import HelpFormatter
@@ -69,10 +79,12 @@ from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
 from . import known_keys
+from .client import Client, Unreachable
 from .connect import Endpoint, add_server_option, code_of, error_info, exit_status_of, open_channel
 from .tournament_pack import (
     MANIFEST_FILE,
     MANIFEST_FORMAT,
+    MATCHES_DIR,
     PACK_PATH,
     TOURNAMENT_FILE,
     match_path,
@@ -80,8 +92,11 @@ from .tournament_pack import (
     table_rules,
 )
 from .usage import error_line, examples
+from .witness import Inconsistent, ServerSource, check_witnessed, read_note, relate
 
 RPC_TIMEOUT_S = 30.0
+SERVER_WAIT_S = 3.0
+"""How long a record file's check waits for a server to ask a consistency proof of."""
 
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 
@@ -130,6 +145,7 @@ for a pack.
         "bergen verify records/MATCH.json --public-key KEY   # a record file, offline",
         "bergen verify pack/ --public-key KEY      # a tournament's audit pack",
         "bergen verify MATCH --json",
+        "bergen verify MATCH --witness-key VKEY --witness-checkpoint http://w.example:8081/checkpoint",
     )
 )
 
@@ -200,20 +216,38 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the servers' keys trusted so far, one ADDRESS KEY a line (default: "
         "known_keys in $BERGEN_CONFIG_DIR, else $XDG_CONFIG_HOME/bergen, else ~/.config/bergen)",
     )
+    p.add_argument(
+        "--witness-checkpoint",
+        metavar="FILE|URL",
+        help="a checkpoint a witness cosigned (a file, or the witness's "
+        "http://HOST:PORT/checkpoint): the record's own checkpoint must be the same, or be "
+        "proved consistent with it by the log's server (--server), or at least not be "
+        "another root for its size; needs --witness-key",
+    )
+    p.add_argument(
+        "--witness-key",
+        metavar="VKEY",
+        help="the witness's verifier key (NAME+ID+KEY, as `bergen witness` prints it)",
+    )
     p.add_argument("--json", action="store_true", help="print the verdict as a JSON object")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    outcome = verify_target(
-        args.target,
-        args.endpoint,
-        args.public_key,
-        Path(args.known_keys) if args.known_keys else None,
-    )
+    if (args.witness_key is None) != (args.witness_checkpoint is None):
+        outcome = _problem(ExitStatus.USAGE, "--witness-key and --witness-checkpoint go together")
+    else:
+        outcome = verify_target(
+            args.target,
+            args.endpoint,
+            args.public_key,
+            Path(args.known_keys) if args.known_keys else None,
+        )
+    if args.witness_checkpoint is not None and outcome.status in _CHECKED:
+        outcome = against_witness(outcome, args.witness_key, args.witness_checkpoint, args.endpoint)
     if args.json:
         print(json.dumps(outcome.as_json(), ensure_ascii=False))
-    elif outcome.status in (ExitStatus.SUCCESS, ExitStatus.INVALID, ExitStatus.UNTRUSTED):
+    elif outcome.status in (*_CHECKED, ExitStatus.INVALID, ExitStatus.INCONSISTENT):
         print(outcome.line)
     else:
         print(error_line("verify", outcome.line, outcome.status.name), file=sys.stderr)
@@ -445,6 +479,7 @@ def _check_transparency(record: dict[str, Any], key: str, facts: dict[str, Any])
     except (NoteError, ValueError) as e:
         return _rejected("transparency", str(e), **facts)
     facts["checkpoint_size"] = checkpoint.size
+    facts["checkpoint"] = record["transparency"]["checkpoint"]
     return f", logged in a checkpoint of {checkpoint.size} events"
 
 
@@ -1232,3 +1267,126 @@ def _first_difference(logged: Sequence[Event], given: Sequence[Event]) -> int | 
 
 def _said(e: Event) -> str:
     return describe(e, with_hand=True)
+
+
+# ----- against a witness ------------------------------------------------------------------
+
+_CHECKED = (ExitStatus.SUCCESS, ExitStatus.UNTRUSTED)
+
+
+def against_witness(outcome: Outcome, vkey: str, where: str, server: Endpoint | str) -> Outcome:
+    """A record's or a pack's outcome (one that checks) held against a witness's cosigned
+    checkpoint (a file or URL `where`, cosigned by the witness of verifier key `vkey`): the
+    witness's note must be signed by the record's key, and the record's checkpoint (each of
+    a pack's match records') the same as the witness's, or proved consistent with it by
+    `server` when it serves the record's log, or at least not another root for its size.
+    Never raises."""
+    facts = outcome.facts
+    key = facts.get("public_key")
+    notes = _checkpoints_of(facts)
+    if isinstance(notes, Outcome):
+        return notes
+    if not notes or not isinstance(key, str):
+        why = "the record carries no checkpoint of the log to hold against the witness's"
+        return _rejected("transparency", why, **facts)
+    try:
+        parse_verifier_key(vkey, COSIGNATURE_V1)
+    except NoteError as e:
+        return _problem(ExitStatus.USAGE, f"--witness-key {vkey}: {e}", **facts)
+    try:
+        text = read_note(where)
+    except (OSError, ValueError) as e:
+        why = f"cannot read the witness's checkpoint {where}: {getattr(e, 'strerror', None) or e}"
+        return _problem(ExitStatus.USAGE, why, **facts)
+    try:
+        witnessed = check_witnessed(text, vkey, key)
+    except NoteError as e:
+        return _rejected("witness checkpoint", str(e), **facts)
+    size = witnessed.checkpoint.size
+    facts = {**facts, "witnessed_size": size, "witness": witnessed.witness}
+    found: list[tuple[str, str]] = []
+    with _LogServer(server, key) as server_source:
+        for place, note in notes:
+            try:
+                source = server_source.source(size, note)
+                how, words = relate(note, witnessed, source)
+            except Inconsistent as e:
+                print(e.evidence(), end="", file=sys.stderr)
+                why = f"{place}: {e.why}" if len(notes) > 1 else e.why
+                return Outcome(
+                    ExitStatus.INCONSISTENT, f"INCONSISTENT: {why}", {**facts, "why": why}
+                )
+            except grpc.RpcError as e:
+                if code_of(e) != grpc.StatusCode.OUT_OF_RANGE:
+                    return rpc_problem(e, str(server), "a consistency proof")
+                # The server has signed no tree as large: nothing to prove with.
+                how, words = relate(note, witnessed, None)
+                words += f"; {server} has signed no tree of {size} events"
+            found.append((how, words))
+    order = ("not_proved", "proved", "same")
+    how, words = min(found, key=lambda f: order.index(f[0]))  # the weakest says it
+    if len(notes) > 1:
+        words = f"the {len(notes)} checkpoints of its matches: {how.replace('_', ' ')}, {words}"
+    facts["witnessed"] = how
+    return dataclasses.replace(outcome, line=f"{outcome.line}; {words}", facts=facts)
+
+
+def _checkpoints_of(facts: dict[str, Any]) -> list[tuple[str, str]] | Outcome:
+    """(where, note) of each checkpoint a checked record or pack carries: a record's own, or
+    each distinct one of a pack's match records (each checked as a record's). A rejection
+    for a match record whose checkpoint does not check."""
+    note = facts.get("checkpoint")
+    if isinstance(note, str):
+        return [("the record", note)]
+    if facts.get("source") != "pack":
+        return []
+    key = str(facts.get("public_key") or "")
+    seen: dict[str, str] = {}
+    for path in sorted((Path(facts["dir"]) / MATCHES_DIR).glob("*.json")):
+        place = f"{MATCHES_DIR}/{path.name}"
+        try:
+            record = _read_json(path, place)
+        except _Stop as stop:  # changed since it was checked
+            return stop.outcome
+        mine: dict[str, Any] = {}
+        logged = _check_transparency(record, key, mine)
+        if isinstance(logged, Outcome):
+            return _rejected(f"{place}, transparency", str(logged.facts.get("why")), **facts)
+        if "checkpoint" in mine:
+            seen.setdefault(mine["checkpoint"], place)
+    return [(place, note) for note, place in seen.items()]
+
+
+class _LogServer:
+    """The server to ask for a consistency proof: `server`, when it answers and publishes the
+    log's key `key` (another log's proof proves nothing of this one)."""
+
+    def __init__(self, server: Endpoint | str, key: str) -> None:
+        self._server = server
+        self._key = key
+        self._client: Client | None = None
+        self._source: ServerSource | None = None
+        self._asked = False
+
+    def source(self, witnessed_size: int, note: str) -> ServerSource | None:
+        """The server as a source of proofs, when one is needed for `note` and it serves
+        the log; asked once."""
+        if parse_checkpoint(parse_note(note)[0]).size == witnessed_size:
+            return None  # no proof needed
+        if not self._asked:
+            self._asked = True
+            client = self._client = Client(self._server, retry_s=0.0)
+            try:
+                client.wait_ready(timeout=SERVER_WAIT_S)
+                source = ServerSource(client)
+                self._source = source if source.public_key() == self._key else None
+            except (Unreachable, grpc.RpcError):
+                self._source = None
+        return self._source
+
+    def __enter__(self) -> _LogServer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._client is not None:
+            self._client.close()

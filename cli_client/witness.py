@@ -26,8 +26,10 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -41,11 +43,14 @@ from bergen.api.checkpoints import (
     NoteError,
     add_signature,
     cosign,
+    log_origin,
     parse_checkpoint,
     parse_note,
+    parse_verifier_key,
     raw_public_key,
     verifier_key,
     verify_checkpoint,
+    verify_cosignature,
 )
 from bergen.api.exit_status import ExitStatus
 from bergen.api.helptext import HelpFormatter
@@ -83,19 +88,24 @@ class Inconsistent(Exception):
     """Two checkpoints of one log that cannot both be true: `last` (verified before) and
     `served`. `reason` names the fault: TREE_SHRANK, EQUIVOCATION or PROOF_FAILS."""
 
-    def __init__(self, why: str, reason: str, last: str, served: str) -> None:
+    def __init__(
+        self,
+        why: str,
+        reason: str,
+        last: str,
+        served: str,
+        labels: tuple[str, str] = ("the checkpoint verified before", "the checkpoint served now"),
+    ) -> None:
         super().__init__(why)
         self.why = why
         self.reason = reason
         self.last = last
         self.served = served
+        self.labels = labels
 
     def evidence(self) -> str:
         """Both checkpoints, as a person (or a log's auditor) reads them."""
-        return (
-            f"the checkpoint verified before:\n{_indent(self.last)}\n"
-            f"the checkpoint served now:\n{_indent(self.served)}"
-        )
+        return f"{self.labels[0]}:\n{_indent(self.last)}\n{self.labels[1]}:\n{_indent(self.served)}"
 
 
 def _indent(note: str) -> str:
@@ -180,6 +190,12 @@ def save_state(folder: Path, state: WitnessState) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    # The rename itself is kept only once the folder is written.
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 class Witness:
@@ -374,6 +390,94 @@ def follow(
     return ExitStatus.SUCCESS
 
 
+# --- records against a witnessed checkpoint -------------------------------------------------
+
+MAX_NOTE_BYTES = 1 << 16
+WITNESSED_LABELS = ("the checkpoint the witness cosigned", "the record's checkpoint")
+
+
+@dataclass(frozen=True, slots=True)
+class Witnessed:
+    """A checkpoint a witness cosigned: the note, its checkpoint, the witness's name and the
+    time it cosigned (Unix seconds)."""
+
+    note: str
+    checkpoint: Checkpoint
+    witness: str
+    timestamp: int
+
+
+def read_note(where: str) -> str:
+    """The note in file `where`, or at `where` when it is an http:// or https:// URL (a
+    witness's GET /checkpoint). Raises OSError (urllib's errors among them), ValueError."""
+    if where.startswith(("http://", "https://")):
+        with urllib.request.urlopen(where, timeout=10) as reply:
+            data: bytes = reply.read(MAX_NOTE_BYTES + 1)
+    else:
+        with open(where, "rb") as f:
+            data = f.read(MAX_NOTE_BYTES + 1)
+    if len(data) > MAX_NOTE_BYTES:
+        raise ValueError("longer than a note may be")
+    return data.decode("utf-8")
+
+
+def check_witnessed(note: str, vkey: str, log_key: str) -> Witnessed:
+    """The checkpoint of `note` once it verifies twice: cosigned by the witness of verifier
+    key `vkey`, and signed by the log's key `log_key` (hex) under the log's origin. Raises
+    NoteError."""
+    name, public = parse_verifier_key(vkey, COSIGNATURE_V1)
+    timestamp = verify_cosignature(note, name, public)
+    try:
+        log_public = bytes.fromhex(log_key)
+    except ValueError:
+        raise NoteError("the log's key is not hex") from None
+    checkpoint = verify_checkpoint(note, log_origin(log_key), log_public)
+    return Witnessed(note, checkpoint, name, timestamp)
+
+
+def relate(note: str, witnessed: Witnessed, source: CheckpointSource | None) -> tuple[str, str]:
+    """How checkpoint `note` (verified already) stands to the witnessed one, as a word and
+    words for a verdict: `same`, `proved` consistent by `source` (the log's server), or,
+    with no source, `not_proved` (not in conflict as far as can be told offline).
+
+    Raises Inconsistent (labelled with WITNESSED_LABELS) for another root at one size or a
+    proof that does not verify, and what `source` raises."""
+    mine = parse_checkpoint(parse_note(note)[0])
+    seen = witnessed.checkpoint
+    when = datetime.fromtimestamp(witnessed.timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    by = f"witness {witnessed.witness} (cosigned {when})"
+    if mine.size == seen.size:
+        if mine.root != seen.root:
+            raise Inconsistent(
+                f"the record's checkpoint and the one {by} cosigned are two different roots "
+                f"for the log's tree of {seen.size} events",
+                "EQUIVOCATION",
+                witnessed.note,
+                note,
+                WITNESSED_LABELS,
+            )
+        return "same", f"the checkpoint {by} cosigned"
+    if source is None:
+        return "not_proved", (
+            f"not in conflict with the checkpoint of {seen.size} events {by} cosigned "
+            "(not proved: no server of this log to ask for a consistency proof)"
+        )
+    (old, old_root), (new, new_root) = sorted([(mine.size, mine.root), (seen.size, seen.root)])
+    proof = source.consistency(old, new)
+    try:
+        verify_consistency(old, new, old_root, new_root, proof)
+    except ProofError as e:
+        raise Inconsistent(
+            f"the record's checkpoint of {mine.size} events is not proved consistent with "
+            f"the one of {seen.size} {by} cosigned: {e}",
+            "PROOF_FAILS",
+            witnessed.note,
+            note,
+            WITNESSED_LABELS,
+        ) from None
+    return "proved", f"proved consistent with the checkpoint of {seen.size} events {by} cosigned"
+
+
 # --- the server as a source -----------------------------------------------------------------
 
 
@@ -498,6 +602,18 @@ def _name(given: str | None, kept: str | None) -> str:
     return name
 
 
+def _keep(folder: Path, state: WitnessState) -> None:
+    """save_state, a failure reported. Raises Failed."""
+    try:
+        save_state(folder, state)
+    except OSError as e:
+        raise Failed(
+            f"cannot keep the witness's state in {folder}: {e.strerror or e}",
+            ExitStatus.ERROR,
+            "STATE_NOT_WRITTEN",
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=os.environ.get("BERGEN_LOG_LEVEL", "INFO").upper(),
@@ -512,14 +628,16 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     with Client(args.endpoint) as client:
         try:
-            return _run(args, ServerSource(client), stop)
+            return run_with(args, ServerSource(client), stop)
         except Failed as e:
             return report(COMMAND, e)
         except grpc.RpcError as e:
             return fail_call(COMMAND, e)
 
 
-def _run(args: argparse.Namespace, source: ServerSource, stop: threading.Event) -> int:
+def run_with(args: argparse.Namespace, source: ServerSource, stop: threading.Event) -> int:
+    """`bergen witness` with its options `args`, reading `source` until `stop` is set (or
+    once). Raises Failed, and grpc.RpcError from the source."""
     folder: Path = args.state
     # With --once, standard output is the cosigned note alone.
     say = sys.stderr if args.once else sys.stdout
@@ -546,10 +664,10 @@ def _run(args: argparse.Namespace, source: ServerSource, stop: threading.Event) 
                 flush=True,
             )
         kept = WitnessState(log_key, None, None, _name(args.name, None))
-        save_state(folder, kept)
+        _keep(folder, kept)
     elif args.name is not None and args.name != kept.name:
         kept = WitnessState(kept.log_key, kept.origin, kept.last, _name(args.name, None))
-        save_state(folder, kept)
+        _keep(folder, kept)
     witness = Witness(key, kept, save=lambda state: save_state(folder, state))
     print(f"bergen witness: verifier key {witness.verifier_key}", file=say, flush=True)
     http = None

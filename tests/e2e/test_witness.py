@@ -4,6 +4,7 @@ back smaller under the same key stops it with exit status 9 and both checkpoints
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -130,11 +131,14 @@ def newest_size(client: Client) -> int:
     return int(client.stub.GetCheckpoint(pb.GetCheckpointRequest()).tree_size)
 
 
-def play_a_match(client: Client, seed: int) -> int:
+def play_a_match(client: Client, seed: int, record: Path | None = None) -> int:
     """Play a match to its end; the size of a checkpoint that covers its last event (on
     PostgreSQL an event joins the tree once older transactions of the cluster end)."""
     table = seat_everyone(client, 2)
     play_to_end([client], random.Random(seed), table)
+    if record is not None:
+        reply = client.stub.GetRecord(pb.GetRecordRequest(match_id=table.match_id))
+        record.write_text(reply.record_json)
     events = client.stub.GetAuditLog(pb.GetAuditLogRequest(match_id=table.match_id)).events
     request = pb.GetInclusionProofRequest(position=events[-1].position)
     sizes: list[int] = []
@@ -223,3 +227,64 @@ def test_a_log_that_comes_back_smaller_stops_the_witness_with_both_checkpoints(
     body = verified.split("\n\n", 1)[0]
     assert all(f"    {line}\n" in done.stderr for line in body.splitlines())
     assert done.stderr.index("verified before") < done.stderr.index("served now")
+
+
+def verify(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*bergen_command(), "verify", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment(),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_a_record_is_checked_against_a_witnessed_checkpoint(
+    farm: ServerFarm, tmp_path: Path
+) -> None:
+    server = farm.start(f"sqlite:///{tmp_path / 'first.db'}")
+    state, record, witnessed = tmp_path / "witness", tmp_path / "record.json", tmp_path / "w.txt"
+    with Client(server.target) as client:
+        key = client.stub.GetServerInfo(pb.GetServerInfoRequest()).public_key
+        size = play_a_match(client, 5, record)
+        until(lambda: newest_size(client) >= size, "the record's checkpoint")
+        done = once(server, state)
+        assert done.returncode == ExitStatus.SUCCESS, done.stderr
+        witnessed.write_text(done.stdout)
+        vkey = done.stderr.split("bergen witness: verifier key ", 1)[1].split("\n", 1)[0]
+        # A later match: the witness cosigns a larger tree, which the record's is proved in.
+        size = play_a_match(client, 6)
+        until(lambda: newest_size(client) >= size, "the second match's checkpoint")
+    later = tmp_path / "later.txt"
+    done = once(server, state)
+    later.write_text(done.stdout)
+    assert int(done.stdout.splitlines()[1]) > int(witnessed.read_text().splitlines()[1])
+
+    held = ("--public-key", key, "--witness-key", vkey, "--witness-checkpoint")
+    checked = verify(str(record), *held, str(later), "--server", server.target, "--json")
+    assert checked.returncode == ExitStatus.SUCCESS, checked.stdout + checked.stderr
+    assert json.loads(checked.stdout)["witnessed"] == "proved"
+    # Offline (no server of this log answers): not proved, but not in conflict.
+    offline = verify(str(record), *held, str(later), "--server", "127.0.0.1:9", "--json")
+    assert offline.returncode == ExitStatus.SUCCESS, offline.stdout + offline.stderr
+    assert json.loads(offline.stdout)["witnessed"] == "not_proved"
+    # Another witness's key: its cosignature is not there.
+    other = tmp_path / "other"
+    stranger = once(server, other).stderr.split("verifier key ", 1)[1].split("\n", 1)[0]
+    forged = verify(str(record), "--public-key", key, "--witness-key", stranger,
+                    "--witness-checkpoint", str(later))  # fmt: skip
+    assert forged.returncode == ExitStatus.INVALID, forged.stdout + forged.stderr
+    assert "not cosigned" in forged.stdout
+    server.terminate()
+
+    # The same key, another history: its record conflicts with what the witness cosigned.
+    fork = farm.start(f"sqlite:///{tmp_path / 'fork.db'}")
+    forked = tmp_path / "forked.json"
+    with Client(fork.target) as client:
+        for seed in (7, 8, 9):
+            play_a_match(client, seed, forked)
+    done = verify(str(forked), *held, str(later), "--server", fork.target)
+    assert done.returncode == ExitStatus.INCONSISTENT, done.stdout + done.stderr
+    assert done.stdout.startswith("INCONSISTENT: ")
+    assert "the checkpoint the witness cosigned:" in done.stderr

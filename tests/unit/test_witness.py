@@ -5,6 +5,7 @@ survives a restart and is written whole; its HTTP endpoint serves what it cosign
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import threading
@@ -19,17 +20,27 @@ from bergen.api.checkpoints import (
     COSIGNATURE_V1,
     Checkpoint,
     NoteError,
+    event_leaf,
     log_origin,
     parse_verifier_key,
     raw_public_key,
     sign_note,
+    transparency_field,
     verify_checkpoint,
     verify_cosignature,
 )
 from bergen.api.exit_status import ExitStatus
 from bergen.cli_client import witness as w
 from bergen.cli_client.usage import Failed
-from bergen.domain.merkle import Frontier, Node, consistency_proof, leaf_hash, root
+from bergen.cli_client.verify import Outcome, against_witness
+from bergen.domain.merkle import (
+    Frontier,
+    Node,
+    consistency_proof,
+    inclusion_proof,
+    leaf_hash,
+    root,
+)
 
 NOW = 1_780_000_000
 
@@ -315,3 +326,133 @@ def test_the_http_endpoint_serves_the_newest_cosigned_checkpoint() -> None:
         assert get(base + "/other")[0] == 404
     finally:
         http.close()
+
+
+# --- a record's checkpoint against a witnessed one ------------------------------------------
+
+
+def witnessed_of(log: FakeLog, size: int) -> w.Witnessed:
+    witness = new_witness()
+    note = log.note(size)
+    witness.observe(note, FakeSource(log))
+    assert witness.cosigned is not None
+    return w.check_witnessed(witness.cosigned, witness.verifier_key, raw_public_key(LOG_KEY).hex())
+
+
+def test_a_witnessed_checkpoint_must_be_cosigned_by_that_witness_and_signed_by_the_log() -> None:
+    log = FakeLog(LOG_KEY).grow(5)
+    witness = new_witness()
+    witness.observe(log.note(), FakeSource(log))
+    assert witness.cosigned is not None
+    got = w.check_witnessed(witness.cosigned, witness.verifier_key, raw_public_key(LOG_KEY).hex())
+    assert (got.checkpoint.size, got.witness, got.timestamp) == (5, "example.org/witness", NOW)
+    other = w.Witness(Ed25519PrivateKey.generate(), witness.state)
+    with pytest.raises(NoteError, match="not cosigned"):
+        w.check_witnessed(witness.cosigned, other.verifier_key, raw_public_key(LOG_KEY).hex())
+    another_log = raw_public_key(Ed25519PrivateKey.generate()).hex()
+    with pytest.raises(NoteError):
+        w.check_witnessed(witness.cosigned, witness.verifier_key, another_log)
+
+
+def test_a_records_checkpoint_is_the_witnessed_one_or_proved_consistent_with_it() -> None:
+    log = FakeLog(LOG_KEY).grow(20)
+    witnessed = witnessed_of(log, 12)
+    source = FakeSource(log)
+    assert w.relate(log.note(12), witnessed, None)[0] == "same"
+    assert w.relate(log.note(7), witnessed, source)[0] == "proved"  # older than the witness's
+    assert w.relate(log.note(20), witnessed, source)[0] == "proved"  # newer
+    assert source.asked == [(7, 12), (12, 20)]
+    how, words = w.relate(log.note(20), witnessed, None)
+    assert how == "not_proved" and "not proved" in words
+
+
+def test_a_records_checkpoint_in_conflict_with_the_witnessed_one_is_inconsistent() -> None:
+    log = FakeLog(LOG_KEY).grow(12)
+    fork = FakeLog(LOG_KEY, salt="forked ").grow(15)
+    witnessed = witnessed_of(log, 12)
+    with pytest.raises(w.Inconsistent) as caught:
+        w.relate(fork.note(12), witnessed, None)  # offline too: one size, two roots
+    assert caught.value.reason == "EQUIVOCATION"
+    assert caught.value.evidence().startswith("the checkpoint the witness cosigned:\n")
+    with pytest.raises(w.Inconsistent) as caught:
+        w.relate(fork.note(15), witnessed, FakeSource(fork))  # the fork's own server
+    assert caught.value.reason == "PROOF_FAILS"
+
+
+def pack_of(folder: Path, log_key: Ed25519PrivateKey, salt: str, sizes: dict[str, int]) -> FakeLog:
+    """A pack's `matches/` folder of records (only what the witness check reads: match id,
+    log and transparency) whose last events are leaves of one log, each proved in a
+    checkpoint of the size `sizes` gives it."""
+    log = FakeLog(log_key)
+    made: list[tuple[str, bytes, int]] = []
+    for i, match_id in enumerate(sizes):
+        head = leaf_hash(f"{salt}{match_id}".encode())
+        leaf = event_leaf(match_id, 9, 100 + i, NOW * 10**6, head)
+        for level, index, h in log.frontier.append(leaf):
+            log.known[(level, index)] = h
+        made.append((match_id, head, i))
+    log.grow(max(sizes.values()) - log.frontier.size)
+    (folder / "matches").mkdir(parents=True)
+    for match_id, head, index in made:
+        size = sizes[match_id]
+        proof = inclusion_proof(log, index, size)
+        field = transparency_field(log.note(size), index, size, 100 + index, NOW * 10**6, proof)
+        record = {"match_id": match_id, "log": {"events": 9, "head": head.hex()}}
+        record["transparency"] = field
+        (folder / "matches" / f"{match_id}.json").write_text(json.dumps(record))
+    return log
+
+
+def test_a_packs_match_records_are_each_held_against_the_witnessed_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = raw_public_key(LOG_KEY).hex()
+    log = pack_of(tmp_path / "pack", LOG_KEY, "", {"m-1": 6, "m-2": 6})
+    witness = new_witness()
+    witness.observe(log.note(6), FakeSource(log))
+    assert witness.cosigned is not None
+    (tmp_path / "w.txt").write_text(witness.cosigned)
+    facts = {"source": "pack", "dir": str(tmp_path / "pack"), "public_key": key}
+    ok = Outcome(ExitStatus.SUCCESS, "OK: tournament t", facts)
+    got = against_witness(ok, witness.verifier_key, str(tmp_path / "w.txt"), "127.0.0.1:9")
+    assert got.status == ExitStatus.SUCCESS, got.line
+    assert got.facts["witnessed"] == "same" and got.line.startswith("OK: tournament t; ")
+
+    forked = pack_of(tmp_path / "forked", LOG_KEY, "forked ", {"m-1": 6, "m-3": 6})
+    facts = {**facts, "dir": str(tmp_path / "forked")}
+    bad = Outcome(ExitStatus.SUCCESS, "OK: tournament t", facts)
+    got = against_witness(bad, witness.verifier_key, str(tmp_path / "w.txt"), "127.0.0.1:9")
+    assert got.status == ExitStatus.INCONSISTENT, got.line
+    assert "two different roots" in got.line
+    assert forked.note(6).split("\n\n")[0].splitlines()[2] in capsys.readouterr().err
+
+
+class KeyedSource(FakeSource):
+    def public_key(self) -> str:
+        return raw_public_key(self.log.key).hex()
+
+
+def options(state: Path, **given: object) -> argparse.Namespace:
+    values: dict[str, object] = {"state": state, "log_key": None, "name": None, "listen": None}
+    return argparse.Namespace(**{**values, "interval": 0.01, "once": True, **given})
+
+
+def test_the_command_learns_the_logs_key_once_and_keeps_to_that_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = FakeLog(LOG_KEY).grow(3)
+    state = tmp_path / "witness"
+    status = w.run_with(options(state, name="a.example/w"), KeyedSource(log), threading.Event())
+    out, err = capsys.readouterr()
+    assert status == ExitStatus.SUCCESS
+    assert out.startswith(log.note()) and "trusting the server's key" in err
+    assert (state / w.KEY_FILE).stat().st_mode & 0o777 == 0o600
+    log.grow(2)
+    assert w.run_with(options(state), KeyedSource(log), threading.Event()) == ExitStatus.SUCCESS
+    out, err = capsys.readouterr()
+    assert "trusting" not in err and "a.example/w+" in err  # the name kept too
+    assert out.splitlines()[1] == "5"
+    other = raw_public_key(Ed25519PrivateKey.generate()).hex()
+    with pytest.raises(Failed) as caught:
+        w.run_with(options(state, log_key=other), KeyedSource(log), threading.Event())
+    assert (caught.value.status, caught.value.reason) == (ExitStatus.USAGE, "ANOTHER_LOG")
