@@ -20,11 +20,7 @@ import random
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
@@ -37,6 +33,7 @@ from bench.grpc_bench import (
     stop_server,
     wait_for_port,
 )
+from bench.store_bench import bench_database
 from bergen.domain.merkle import (
     Frontier,
     consistency_proof,
@@ -44,30 +41,14 @@ from bergen.domain.merkle import (
     verify_consistency,
     verify_inclusion,
 )
-from bergen.server.store import open_store, upgrade_to_head
+from bergen.server.store import open_store
 
 WITH, WITHOUT = "with the log", "without"
 
 
-@contextmanager
-def fresh_database(admin_url: str) -> Iterator[str]:
-    """A migrated PostgreSQL database made for one run, dropped afterwards."""
-    name = f"bergen_tlog_{uuid.uuid4().hex[:10]}"
-    admin = "postgresql://" + admin_url.split("://", 1)[1]
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
-    try:
-        upgrade_to_head(url)
-        yield url
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
 def play_rate(admin_url: str, tlog: bool, clients: int, seconds: float, seed: int) -> float:
     """Play/s of one server on a fresh database, with or without the log."""
-    with fresh_database(admin_url) as url, tempfile.TemporaryDirectory() as tmp:
+    with bench_database(admin_url) as url, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         port_file = folder / "server.port"
         command = bergen_command(url, port_file)
@@ -95,7 +76,8 @@ def build_tree(url: str, events: int) -> None:
             conn.execute(
                 "INSERT INTO tlog_leaves (idx, position, stream_id, seq, hash)"
                 " SELECT i, i + 1, 'bench-' || (i / 100), i %% 100 + 1,"
-                " sha256('\\x00'::bytea || int8send(i)) FROM generate_series(%s, %s) AS i",
+                " sha256('\\x00'::bytea || int8send(i))"
+                " FROM generate_series(%s::bigint, %s::bigint) AS i",
                 (start, min(events, start + BUILD_CHUNK) - 1),
             )
         level, width = 0, events
@@ -185,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             f" {harness.verdict(ratio >= 0.95)}"
         )
     if "proofs" in args.parts:
-        with fresh_database(args.database_url) as url:
+        with bench_database(args.database_url) as url:
             start = time.perf_counter()
             build_tree(url, args.events)
             harness.say(
