@@ -531,8 +531,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=(__doc__ or "").split("\n\n", 1)[1],
         epilog=examples(
             "bergen witness --server log.example:50051 --state ~/witness --listen 0.0.0.0:8081",
-            "bergen witness --state ~/witness --log-key KEY_HEX --once   # one check, from cron",
-            "curl http://witness.example:8081/checkpoint   # the newest checkpoint cosigned",
+            "bergen witness --state ~/witness --log-key 3b6a27bc... --once  # from cron",
         ),
         formatter_class=HelpFormatter,
     )

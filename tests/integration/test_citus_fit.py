@@ -8,9 +8,11 @@ must be one of:
 - an INSERT (its rows carry their stream id: routed to one shard);
 - a read naming one stream (`stream_id = %s` in its WHERE: one shard);
 - the global reader (`read_all` / `head_position`: by transaction and position, every shard);
-- the listing of stream ids (`list_streams`: grouped by the distribution column, every shard).
+- the listing of stream ids (`list_streams`: grouped by the distribution column, every shard);
+- the listing's audit for rows deleted behind the server's back (the matches opened that it
+  does not list: every shard, at start and every five minutes).
 
-The last two are what a distributed table would change (docs/operations.md, "Past one
+The last three are what a distributed table would change (docs/operations.md, "Past one
 PostgreSQL primary").
 """
 
@@ -48,6 +50,11 @@ _KINDS = (
     ("global reader", re.compile(r"\bFROM events\b.*\bORDER BY (tx_id|e\.tx_id)\b", re.I)),
     ("global reader", re.compile(r"\bFROM events WHERE position = %s", re.IGNORECASE)),
     ("stream listing", re.compile(r"\bFROM events WHERE stream_id > %s GROUP BY stream_id\b")),
+    # A listing page's check that each row is not older than its events: correlated on the
+    # row's match id, the distribution column (one shard a row, co-located).
+    ("one stream", re.compile(r"\bFROM events n WHERE n\.stream_id = m\.match_id\b")),
+    # The listing's audit for deleted rows (at start and every five minutes): every shard.
+    ("listing audit", re.compile(r"\bFROM events e WHERE e\.seq = 1 AND e\.type = ")),
 )
 
 
