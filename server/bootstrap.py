@@ -211,7 +211,7 @@ def create_server(
         tlog = TransparencyLog(
             store,
             secrets.signer,
-            checkpoint_file(config.signing_key, database_url),
+            checkpoint_file(config.signing_key, database_url, config.checkpoint_dir),
             config.checkpoint_every_s,
         )
         try:

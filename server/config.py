@@ -72,6 +72,8 @@ class Config:
     limits: Limits = field(default_factory=Limits)
     seating_timeout_s: float = SEATING_TIMEOUT_S
     checkpoint_every_s: float = CHECKPOINT_EVERY_S
+    checkpoint_dir: str | None = None
+    """Where the newest signed checkpoint is kept; None: beside the signing key."""
     """The transparency log's checkpoints are signed at most this often while it grows
     (and at every match end)."""
     transparency_log: bool = True
@@ -141,6 +143,7 @@ class Config:
             ),
             seating_timeout_s=args.seating_timeout,
             checkpoint_every_s=args.checkpoint_every,
+            checkpoint_dir=args.checkpoint_dir,
             transparency_log=not args.no_transparency_log,
             port_file=args.port_file,
             workers=args.workers,
@@ -319,6 +322,14 @@ def add_serve_arguments(p: argparse.ArgumentParser, environ: Mapping[str, str]) 
         metavar="SECONDS",
         help="sign a checkpoint of the transparency log at most this often while events are "
         f"appended, and at every match end (default {CHECKPOINT_EVERY_S:g})",
+    )
+    p.add_argument(
+        "--checkpoint-dir",
+        default=environ.get("BERGEN_CHECKPOINT_DIR") or None,
+        metavar="DIR",
+        help="a writable folder, kept across restarts, for the newest checkpoint this server "
+        "signed, against which it checks the log on start (default: $BERGEN_CHECKPOINT_DIR, "
+        "else beside the signing key)",
     )
     p.add_argument(
         "--no-transparency-log",

@@ -77,18 +77,20 @@ MAX_POSITION = 2**63 - 1
 """No global position is larger (a 64-bit signed column)."""
 
 
-def checkpoint_file(signing_key: str, database_url: str) -> Path:
+def checkpoint_file(signing_key: str, database_url: str, folder: str | None = None) -> Path:
     """Where the newest checkpoint of the log in `database_url` is kept: beside the signing
     key, named after the database (its name on PostgreSQL, whatever hosts serve it; its
     file's absolute path on SQLite), so that one key directory may serve several databases
-    (each its own log) and a database's log is checked against its own checkpoint."""
+    (each its own log) and a database's log is checked against its own checkpoint. In
+    `folder` instead when given (the signing key's may be read-only, a mounted secret)."""
     if backend_of(database_url) == "sqlite":
         name = "sqlite:" + str(Path(database_url.removeprefix("sqlite:///")).absolute())
     else:
         authority = database_url.split("://", 1)[1].split("?", 1)[0].rpartition("@")[2]
         name = "postgresql:" + (authority.split("/", 1)[1] if "/" in authority else "")
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-    return Path(signing_key).with_name(f"{CHECKPOINT_FILE}-{digest}")
+    name = f"{CHECKPOINT_FILE}-{digest}"
+    return Path(folder) / name if folder else Path(signing_key).with_name(name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from bergen.domain.errors import InvalidArgument, LogRolledBack, NotFound, OutOf
 from bergen.domain.merkle import verify_consistency, verify_inclusion
 from bergen.server.keys import LogKeys
 from bergen.server.store import Append, EventStore, NewEvent, open_store
-from bergen.server.tlog import CHECKPOINT_FILE, Signed, TransparencyLog, leaf_of
+from bergen.server.tlog import CHECKPOINT_FILE, Signed, TransparencyLog, checkpoint_file, leaf_of
 
 SIGNER = RecordSigner(Ed25519PrivateKey.generate())
 KEYS = LogKeys.generate()
@@ -157,3 +157,16 @@ def test_an_event_written_again_after_a_rollback_stops_the_tree(
             time.sleep(0.05)
     with pytest.raises(LogRolledBack):
         log.check()
+
+
+def test_the_checkpoint_is_kept_beside_the_key_or_in_the_folder_given(tmp_path: Path) -> None:
+    """Each database's log has a file of its own; `--checkpoint-dir` moves them all out of a
+    read-only key folder (a mounted secret)."""
+    key = str(tmp_path / "keys" / "signing-key")
+    a = checkpoint_file(key, "postgresql://u@db1.example/bergen")
+    assert a.parent == tmp_path / "keys" and a.name.startswith(CHECKPOINT_FILE + "-")
+    # The same database through another host or user: the same log, the same file.
+    assert checkpoint_file(key, "postgresql://v@db2.example:5433/bergen") == a
+    assert checkpoint_file(key, "postgresql://u@db1.example/other") != a
+    moved = checkpoint_file(key, "postgresql://u@db1.example/bergen", str(tmp_path / "state"))
+    assert moved == tmp_path / "state" / a.name
