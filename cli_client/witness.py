@@ -23,7 +23,6 @@ import os
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -52,6 +51,7 @@ from bergen.api.checkpoints import (
     verify_checkpoint,
     verify_cosignature,
 )
+from bergen.api.durable import write_durably
 from bergen.api.exit_status import ExitStatus
 from bergen.api.helptext import HelpFormatter
 from bergen.api.signing import load_or_create_key, load_public_key
@@ -178,24 +178,7 @@ def save_state(folder: Path, state: WitnessState) -> None:
         "origin": state.origin,
         "last": None if last is None else {"note": last.note, "cosigned": last.cosigned},
     }
-    path = folder / STATE_FILE
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{STATE_FILE}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    # The rename itself is kept only once the folder is written.
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_durably(folder / STATE_FILE, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
 
 class Witness:

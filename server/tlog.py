@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -41,6 +40,7 @@ from bergen.api.checkpoints import (
     parse_checkpoint,
     parse_note,
 )
+from bergen.api.durable import write_durably
 from bergen.api.signing import RecordSigner
 from bergen.domain.errors import (
     CorruptRecord,
@@ -140,7 +140,7 @@ def load_signed(path: Path) -> Signed | None:
 
 
 def save_signed(path: Path, signed: Signed) -> None:
-    """Write `signed` to `path` atomically (a file beside it, synced, then renamed)."""
+    """Write `signed` to `path`, whole or not at all (replicas sharing a folder included)."""
     last = signed.last
     data = {
         "note": signed.note,
@@ -154,18 +154,7 @@ def save_signed(path: Path, signed: Signed) -> None:
             "hash": last.hash.hex(),
         },
     }
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(data, indent=1) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_durably(path, json.dumps(data, indent=1) + "\n")
 
 
 def leaf_of(e: StoredEvent, index: int) -> Leaf:

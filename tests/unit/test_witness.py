@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from bergen.api import durable
 from bergen.api.checkpoints import (
     COSIGNATURE_V1,
     Checkpoint,
@@ -276,7 +277,7 @@ def test_the_state_is_replaced_whole_or_not_at_all(
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(w.json, "dump", broken)
+    monkeypatch.setattr(durable.os, "fsync", broken)  # the disk fills as the state is written
     with pytest.raises(OSError):
         w.save_state(tmp_path, w.WitnessState("00" * 32, None, None, "other"))
     assert (tmp_path / w.STATE_FILE).read_bytes() == before
