@@ -433,7 +433,7 @@ class FoldLoop:
     def __init__(self, store: EventStore, batch: int = BATCH) -> None:
         self._store = store
         self._batch = batch
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._position: int | None = None
         self._offered: dict[int, tuple[Sequence[StoredEvent], int]] = {}
         """Position -> a batch of the global order read after it by the event feed, and the

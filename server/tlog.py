@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -61,7 +60,7 @@ from bergen.domain.merkle import (
     verify_inclusion,
 )
 
-from .projections import OFFERS_KEPT, read_past_unreadable
+from .projections import FoldLoop
 from .store import EventStore, Leaf, SqlTlog, StoredEvent, TlogFold, backend_of
 
 log = logging.getLogger("bergen.server.tlog")
@@ -168,8 +167,10 @@ def leaf_of(e: StoredEvent, index: int) -> Leaf:
     )
 
 
-class TransparencyLog:
+class TransparencyLog(FoldLoop):
     """The tree folded from the global order, its checkpoints and proofs."""
+
+    reader = "transparency log"
 
     def __init__(
         self,
@@ -179,20 +180,18 @@ class TransparencyLog:
         every_s: float = CHECKPOINT_EVERY_S,
         batch: int = BATCH,
     ) -> None:
-        self._store = store
+        super().__init__(store, batch)
         self._tree: SqlTlog = store.tlog()
         self._signer = signer
         self.origin = log_origin(signer.public_key)
         self._file = state_file
         self._every = every_s
-        self._batch = batch
-        self._lock = threading.RLock()
-        self._position: int | None = None
         self._frontier = Frontier()
         self._last: Leaf | None = None
         self._signed: Signed | None = None
         self._signed_at = 0.0
-        self._offered: dict[int, tuple[Sequence[StoredEvent], int]] = {}
+        self._ended = False
+        """Whether the catch-up under way folded a match's end (a checkpoint is due then)."""
         self.refusal: LogRolledBack | None = None
         """Set once the log is found rolled back: every call is answered with it."""
 
@@ -274,46 +273,24 @@ class TransparencyLog:
 
     # --- folding ------------------------------------------------------------------------------
 
-    def offer(self, after: int, batch: Sequence[StoredEvent], upto: int) -> None:
-        """A batch of the global order after `after`, up to `upto`, as the event feed read
-        it: a fold from `after` takes it instead of reading the same rows again."""
-        if upto == after:
-            return
-        if len(self._offered) >= OFFERS_KEPT:
-            self._offered.clear()
-        self._offered[after] = (batch, upto)
-
     def catch_up(self, max_batches: int | None = None) -> int:
         """Fold what the global order holds past the tree (up to `max_batches` batches),
         then sign a checkpoint when one is due. Returns the events folded here. Raises
         StorageUnavailable, LogRolledBack."""
         self.check()
-        folded = 0
-        batches = 0
-        ended = False
         with self._lock:
-            if self._position is None:
-                self.open()
-                self.check()
-            while max_batches is None or batches < max_batches:
-                assert self._position is not None
-                offered = self._offered.pop(self._position, None)
-                if offered is not None:
-                    batch, upto = offered
-                else:
-                    batch, upto = read_past_unreadable(
-                        self._store, self._position, self._batch, "transparency log"
-                    )
-                if upto == self._position:
-                    break
-                batches += 1
-                n = self._fold(batch, upto)
-                folded += n
-                ended = ended or (n > 0 and any(e.type == MATCH_END for e in batch))
-                if offered is None and len(batch) < self._batch and self._position == upto:
-                    break
-            self._sign_if_due(force=ended)
-        return folded
+            self._ended = False
+            return super().catch_up(max_batches)
+
+    def _stored_position(self) -> int:
+        self.open()
+        self.check()
+        assert self._position is not None
+        return self._position
+
+    def _finish(self) -> int:
+        self._sign_if_due(force=self._ended)
+        return 0
 
     def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
         with self._tree.folding() as tx:
@@ -343,6 +320,7 @@ class TransparencyLog:
         self._position = upto
         if leaves:
             self._last = leaves[-1]
+        self._ended = self._ended or any(e.type == MATCH_END for e in batch)
         return len(batch)
 
     # --- checkpoints --------------------------------------------------------------------------
