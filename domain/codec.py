@@ -26,8 +26,10 @@ from .events import (
     Dealt,
     Event,
     HandEnded,
+    MatchEnded,
     Passed,
     PointsScored,
+    SeatTaken,
     TileDrawn,
     TilePlayed,
     drawn,
@@ -294,8 +296,10 @@ def decode(type_name: str, version: int, payload: Mapping[str, Any]) -> Event:
         raise CorruptRecord(f"unknown event type {type_name!r}")
     fast = _FAST_BY_NAME.get(type_name)
     if fast is not None and type(payload) is dict and type(version) is int:
-        read, size = fast
-        if len(payload) == size and BASE_VERSION <= version <= SCHEMA_VERSION:
+        read, size, extended = fast
+        if (len(payload) == size and BASE_VERSION <= version <= SCHEMA_VERSION) or (
+            extended and version == SCHEMA_VERSION
+        ):
             # The most common events: a payload with as many keys as the type's fields of
             # version 1, each of which the reader looks up (a KeyError when one is missing).
             try:
@@ -449,6 +453,57 @@ def _hand_ended(p: dict[str, Any]) -> Event | None:
     return None
 
 
+def _seat_taken(p: dict[str, Any]) -> Event | None:
+    seat = p["seat"]
+    name = p["name"]
+    client_seed = p["client_seed"]
+    player = p.get("player", "")
+    bot = p.get("bot", False)
+    if (
+        type(seat) is int
+        and type(name) is str
+        and type(client_seed) is str
+        and type(player) is str
+        and type(bot) is bool
+        and len(p) == 3 + ("player" in p) + ("bot" in p)
+    ):
+        return SeatTaken(seat, name, client_seed, player, bot)
+    return None
+
+
+_MATCH_END_REASONS: dict[str, MatchEndReason] = {m.value: m for m in MatchEndReason}
+_FORFEIT_CAUSES: dict[str, ForfeitCause] = {m.value: m for m in ForfeitCause}
+
+
+def _match_ended(p: dict[str, Any]) -> Event | None:
+    reason = p["reason"]
+    winner = p["winner_side"]
+    scores = p["scores"]
+    resigned = p["resigned_seat"]
+    note = p["note"]
+    side = p.get("forfeited_side")
+    cause = p.get("cause")
+    at_ms = p.get("at_ms")
+    if (
+        type(reason) is str
+        and (reason := _MATCH_END_REASONS.get(reason)) is not None
+        and (winner is None or type(winner) is int)
+        and type(scores) is list
+        and all(type(x) is int for x in scores)
+        and (resigned is None or type(resigned) is int)
+        and type(note) is str
+        and (side is None or type(side) is int)
+        and (at_ms is None or type(at_ms) is int)
+        and (cause is None or (type(cause) is str and (cause := _FORFEIT_CAUSES.get(cause))))
+        and len(p) == 5 + ("forfeited_side" in p) + ("cause" in p) + ("at_ms" in p)
+        and (side is not None or "forfeited_side" not in p)
+        and (cause is not None or "cause" not in p)
+        and (at_ms is not None or "at_ms" not in p)
+    ):
+        return MatchEnded(reason, winner, tuple(scores), resigned, note, side, cause, at_ms)
+    return None
+
+
 _FAST: dict[type[Event], Callable[[dict[str, Any]], Event | None]] = {
     TilePlayed: _tile_played,
     TileDrawn: _tile_drawn,
@@ -456,12 +511,17 @@ _FAST: dict[type[Event], Callable[[dict[str, Any]], Event | None]] = {
     PointsScored: _points_scored,
     Dealt: _dealt,
     HandEnded: _hand_ended,
+    SeatTaken: _seat_taken,
+    MatchEnded: _match_ended,
 }
 """The events most of a stream is made of, read without the generic checks: each gives
 None for anything but a plain payload of its version 1 (the generic path then says why)."""
-_FAST_BY_NAME: dict[str, tuple[Callable[[dict[str, Any]], Event | None], int]] = {
-    cls.__name__: (read, len(_FIELDS[cls])) for cls, read in _FAST.items()
+_FAST_BY_NAME: dict[str, tuple[Callable[[dict[str, Any]], Event | None], int, bool]] = {
+    cls.__name__: (read, len(_FIELDS[cls]), cls in (SeatTaken, MatchEnded))
+    for cls, read in _FAST.items()
 }
+"""By type: its fast reader, its count of version 1 fields, and whether the reader also
+reads the fields of version 2 (and checks the payload has no others)."""
 
 
 def _build(cls: type[Event], type_name: str, data: Mapping[str, Any]) -> Event:

@@ -223,3 +223,126 @@ def test_evolve_of_a_play_from_a_hand_without_the_tile_is_corrupt(crafted_deals)
     g = Game().start()
     with pytest.raises(CorruptRecord):
         evolve(g.s, TilePlayed(1, 1, T("3-3"), End.LEFT))
+
+
+_SEATS_AND_ENDS = [
+    (1, {"seat": 1, "name": "ann", "client_seed": "s"}),
+    (2, {"seat": 0, "name": "ann", "client_seed": "s", "player": "p1", "bot": True}),
+    (2, {"seat": 0, "name": "ann", "client_seed": "s", "player": "p1"}),
+    (2, {"seat": 0, "name": "ann", "client_seed": "s", "bot": True}),
+    (1, {"seat": 0, "name": "ann", "client_seed": "s", "player": "p1"}),
+    (2, {"seat": 0, "name": "ann", "client_seed": "s", "player": "p1", "extra": 1}),
+    (2, {"seat": True, "name": "ann", "client_seed": "s"}),
+    (2, {"seat": 0, "name": "ann", "client_seed": "s", "player": None}),
+    (2, {"seat": 0, "name": "ann", "client_seed": "s", "bot": 1}),
+    (2, {"seat": 0, "name": "ann"}),
+    (
+        1,
+        {
+            "reason": "target",
+            "winner_side": 0,
+            "scores": [100, 3],
+            "resigned_seat": None,
+            "note": "",
+        },
+    ),
+    (
+        2,
+        {
+            "reason": "forfeit",
+            "winner_side": 1,
+            "scores": [4, 3],
+            "resigned_seat": 0,
+            "note": "",
+            "forfeited_side": 0,
+            "cause": "resigned",
+            "at_ms": 12,
+        },
+    ),
+    (
+        2,
+        {
+            "reason": "forfeit",
+            "winner_side": None,
+            "scores": [4, 3, 4],
+            "resigned_seat": None,
+            "note": "",
+            "forfeited_side": 1,
+            "cause": "timeout",
+        },
+    ),
+    (
+        1,
+        {
+            "reason": "forfeit",
+            "winner_side": 1,
+            "scores": [4, 3],
+            "resigned_seat": 0,
+            "note": "",
+            "forfeited_side": 0,
+        },
+    ),
+    (
+        2,
+        {
+            "reason": "forfeit",
+            "winner_side": 1,
+            "scores": [4, 3],
+            "resigned_seat": 0,
+            "note": "",
+            "cause": "lost",
+        },
+    ),
+    (
+        2,
+        {
+            "reason": "forfeit",
+            "winner_side": 1,
+            "scores": [4, 3],
+            "resigned_seat": 0,
+            "note": "",
+            "cause": None,
+        },
+    ),
+    (
+        2,
+        {
+            "reason": "forfeit",
+            "winner_side": 1,
+            "scores": [4, True],
+            "resigned_seat": 0,
+            "note": "",
+        },
+    ),
+    (2, {"reason": "won", "winner_side": 1, "scores": [4, 3], "resigned_seat": 0, "note": ""}),
+    (
+        2,
+        {
+            "reason": "target",
+            "winner_side": 1,
+            "scores": [4, 3],
+            "resigned_seat": 0,
+            "note": "",
+            "at_ms": None,
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("version", "payload"), _SEATS_AND_ENDS)
+def test_seats_and_ends_decode_as_the_generic_path_does(
+    version: int, payload: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SeatTaken and MatchEnded have readers of their own (a ratings rebuild decodes millions):
+    # each gives what the generic checks give, or leaves the refusal to them.
+    kind = "SeatTaken" if "seat" in payload else "MatchEnded"
+
+    def decoded() -> object:
+        try:
+            return codec.decode(kind, version, dict(payload))
+        except CorruptRecord as e:
+            return ("refused", e.message)
+
+    fast = decoded()
+    monkeypatch.setattr(codec, "_FAST_BY_NAME", {})
+    assert fast == decoded()
