@@ -211,15 +211,13 @@ class RowCheck:
             texts = e.texts if isinstance(e, ReadEvent) else None
             if texts is not None and type(texts[0]) is str and type(texts[1]) is str:
                 # As read: the payload and metadata text the authenticator covers, as stored.
-                expected = keyed.mac(
-                    key_id, e.stream_id, e.seq, e.type, e.schema_version, texts[0], texts[1],
-                    recorded, e.prev_hash, e.salt, e.hash,
+                ok = keyed.verifies(
+                    key_id, mac, e.stream_id, e.seq, e.type, e.schema_version, texts[0],
+                    texts[1], recorded, e.prev_hash, e.salt, e.hash,
                 )  # fmt: skip
-                if expected is None:
+                if ok is None:
                     return f"seq {e.seq} names an unknown log key {key_id!r}"
-                if hmac.compare_digest(expected, mac):
-                    return None
-                return _NOT_OURS.format(e.seq)
+                return None if ok else _NOT_OURS.format(e.seq)
             metadata = self._metadata_text(e.metadata)
 
             def verifies(payload: str) -> bool | None:

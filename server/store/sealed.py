@@ -13,9 +13,9 @@ reader checks it (`Seals.fault`) and rebuilds a row that fails from the events.
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Sequence
 from datetime import datetime
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from bergen.api.chain import micros
@@ -23,9 +23,14 @@ from bergen.domain.dealing import hmac_on, hmac_pads
 
 from ..keys import READ_MODEL_PURPOSE, LogKeys
 
-_encode = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
-).encode
+
+def _refuse(value: Any) -> Any:
+    raise ValueError(f"a {type(value).__name__} cannot be sealed")
+
+
+# json's C encoder, made once: `json.JSONEncoder.encode` makes one for every call, a third of
+# the time it takes to encode a row (ensure_ascii=False, compact, no NaN, no cycle check).
+_encoder = c_make_encoder(None, _refuse, encode_basestring, None, ":", ",", False, False, False)
 
 
 def canonical_row(table: str, values: Sequence[Any]) -> bytes:
@@ -33,15 +38,18 @@ def canonical_row(table: str, values: Sequence[Any]) -> bytes:
     (str, int, float, bool, None and lists of them; a datetime as whole microseconds since
     1970 UTC), the same whatever the backend read them as. Raises ValueError for a value of
     another kind."""
-    out: list[Any] = [table]
-    for v in values:
+    out: list[Any] = [table, *values]
+    for i, v in enumerate(values, 1):
+        if type(v) in _PLAIN:
+            continue  # the common case, without the checks below (a rebuild seals millions)
         if isinstance(v, datetime):
-            out.append(micros(v))
-        elif v is None or isinstance(v, (str, int, float, list, tuple)):
-            out.append(v)
-        else:
+            out[i] = micros(v)
+        elif not isinstance(v, (str, int, float, list, tuple)):
             raise ValueError(f"{table}: a {type(v).__name__} cannot be sealed")
-    return _encode(out).encode()
+    return "".join(_encoder(out, 0)).encode()
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None), list, tuple})
 
 
 class Seals:
