@@ -1232,7 +1232,8 @@ def _comparable(e: Event) -> Event:
     if isinstance(e, MatchCreated):
         return dataclasses.replace(e, name="", rated=False)
     if isinstance(e, MatchEnded):
-        return dataclasses.replace(e, note="", resigned_seat=None)
+        holders = tuple((player, name, False) for player, name, _ in e.holders)
+        return dataclasses.replace(e, note="", resigned_seat=None, holders=holders)
     if isinstance(e, SeatTaken) and e.bot:
         return dataclasses.replace(e, bot=False)
     return e
@@ -1260,9 +1261,17 @@ def _first_difference(logged: Sequence[Event], given: Sequence[Event]) -> int | 
     for i in range(start, max(len(logged), len(given))):
         if i >= len(logged) or i >= len(given):
             return i + 1
-        if _comparable(logged[i]) != _comparable(given[i]):
+        if _comparable(logged[i]) != _comparable(_as_then(logged[i], given[i])):
             return i + 1
     return None
+
+
+def _as_then(logged: Event, given: Event) -> Event:
+    """`given` as the server wrote it when `logged` was: a rated match's end without its
+    holders when the logged one has none (it was written before ends named them)."""
+    if type(logged) is MatchEnded and not logged.holders and type(given) is MatchEnded:
+        return dataclasses.replace(given, holders=())
+    return given
 
 
 def _said(e: Event) -> str:

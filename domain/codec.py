@@ -77,6 +77,7 @@ _KINDS: dict[str, str] = {
     "rated": "bool",
     "player": "str",
     "bot": "bool",
+    "holders": "holders",
 }
 _OPTIONAL_SEAT = {"PointsScored"}
 _OPTIONAL_TILE = {"TileDrawn"}
@@ -128,6 +129,8 @@ def _encode_value(kind: str, v: Any) -> Any:
         return str(v)  # the word itself, never the enum: payloads stay plain JSON
     if kind == "ints":
         return list(v)
+    if kind == "holders":
+        return [list(h) for h in v]
     return v
 
 
@@ -197,6 +200,21 @@ def _ints(v: Any) -> tuple[int, ...]:
     return tuple([_int(i) for i in _list(v)])
 
 
+def _holders(v: Any) -> tuple[tuple[str, str, bool], ...]:
+    out = []
+    for h in _list(v):
+        if not (
+            type(h) is list
+            and len(h) == 3
+            and type(h[0]) is str
+            and type(h[1]) is str
+            and type(h[2]) is bool
+        ):
+            raise CorruptRecord(f"expected a seat holder [player, name, bot], got {h!r:.60}")
+        out.append((h[0], h[1], h[2]))
+    return tuple(out)
+
+
 def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def optional(v: Any) -> Any:
         return None if v is None else check(v)
@@ -228,6 +246,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "tiles": _tiles,
     "hands": _hands,
     "ints": _ints,
+    "holders": _holders,
     "points_reason": _words(PointsReason),
     "hand_end_reason": _words(HandEndReason),
     "match_end_reason": _words(MatchEndReason),
@@ -475,6 +494,13 @@ _MATCH_END_REASONS: dict[str, MatchEndReason] = {m.value: m for m in MatchEndRea
 _FORFEIT_CAUSES: dict[str, ForfeitCause] = {m.value: m for m in ForfeitCause}
 
 
+def _holders_or_none(v: Any) -> tuple[tuple[str, str, bool], ...] | None:
+    try:
+        return _holders(v) or None
+    except CorruptRecord:
+        return None
+
+
 def _match_ended(p: dict[str, Any]) -> Event | None:
     reason = p["reason"]
     winner = p["winner_side"]
@@ -484,6 +510,7 @@ def _match_ended(p: dict[str, Any]) -> Event | None:
     side = p.get("forfeited_side")
     cause = p.get("cause")
     at_ms = p.get("at_ms")
+    holders = p.get("holders")
     if (
         type(reason) is str
         and (reason := _MATCH_END_REASONS.get(reason)) is not None
@@ -495,12 +522,16 @@ def _match_ended(p: dict[str, Any]) -> Event | None:
         and (side is None or type(side) is int)
         and (at_ms is None or type(at_ms) is int)
         and (cause is None or (type(cause) is str and (cause := _FORFEIT_CAUSES.get(cause))))
-        and len(p) == 5 + ("forfeited_side" in p) + ("cause" in p) + ("at_ms" in p)
+        and (holders is None or (holders := _holders_or_none(holders)))
+        and len(p)
+        == 5 + ("forfeited_side" in p) + ("cause" in p) + ("at_ms" in p) + ("holders" in p)
         and (side is not None or "forfeited_side" not in p)
         and (cause is not None or "cause" not in p)
         and (at_ms is not None or "at_ms" not in p)
     ):
-        return MatchEnded(reason, winner, tuple(scores), resigned, note, side, cause, at_ms)
+        return MatchEnded(
+            reason, winner, tuple(scores), resigned, note, side, cause, at_ms, holders or ()
+        )
     return None
 
 

@@ -140,7 +140,8 @@ class MatchEnded:
     """`resigned_seat` is set when a seat resigned.
 
     A forfeit (RULES.md section 11) names the `forfeited_side` and its `cause`, and in a
-    clocked match `at_ms`; those three are unset for any other end.
+    clocked match `at_ms`; those three are unset for any other end. `holders` is set at the
+    end of a rated match by its target or a forfeit.
     """
 
     reason: MatchEndReason
@@ -151,6 +152,11 @@ class MatchEnded:
     forfeited_side: int | None = None
     cause: ForfeitCause | None = None
     at_ms: int | None = None
+    holders: tuple[tuple[str, str, bool], ...] = ()
+    """A rated match's seat holders, seat by seat: each one's player id, name and bot flag
+    as its SeatTaken gave them, at an end that rates it (by its target or a forfeit; empty
+    at any other end, and in a match not rated).
+    The end of a rated match thus says on its own who it rates: the ratings read it alone."""
 
 
 @dataclass(frozen=True, slots=True)

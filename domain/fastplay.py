@@ -20,6 +20,7 @@ or `play_checked` of any play a client could send, refused with the rules' error
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from operator import attrgetter
 
 from . import dealing
@@ -796,6 +797,15 @@ class Board:
         """The match's end, `ended`, and the seed's reveal."""
         info = self.info
         assert info.server_seed is not None
+        if (
+            info.rated
+            and ended.reason != MatchEndReason.ABANDONED
+            and all(p is not None for p in info.players)
+        ):
+            ended = replace(
+                ended,
+                holders=tuple((p.player_id, p.name, p.bot) for p in info.players if p is not None),
+            )
         self.events.append(ended)
         if ended.at_ms is not None:
             self.at_ms = ended.at_ms

@@ -319,6 +319,72 @@ _SEATS_AND_ENDS = [
         2,
         {
             "reason": "target",
+            "winner_side": 0,
+            "scores": [100, 3],
+            "resigned_seat": None,
+            "note": "",
+            "holders": [["p1", "ann", False], ["p2", "bob", True]],
+        },
+    ),
+    (
+        2,
+        {
+            "reason": "target",
+            "winner_side": 0,
+            "scores": [100, 3],
+            "resigned_seat": None,
+            "note": "",
+            "holders": [],
+        },
+    ),
+    (
+        2,
+        {
+            "reason": "target",
+            "winner_side": 0,
+            "scores": [100, 3],
+            "resigned_seat": None,
+            "note": "",
+            "holders": [["p1", "ann"]],
+        },
+    ),
+    (
+        2,
+        {
+            "reason": "target",
+            "winner_side": 0,
+            "scores": [100, 3],
+            "resigned_seat": None,
+            "note": "",
+            "holders": [["p1", "ann", 0]],
+        },
+    ),
+    (
+        2,
+        {
+            "reason": "target",
+            "winner_side": 0,
+            "scores": [100, 3],
+            "resigned_seat": None,
+            "note": "",
+            "holders": "p1",
+        },
+    ),
+    (
+        1,
+        {
+            "reason": "target",
+            "winner_side": 0,
+            "scores": [100, 3],
+            "resigned_seat": None,
+            "note": "",
+            "holders": [["p1", "ann", False]],
+        },
+    ),
+    (
+        2,
+        {
+            "reason": "target",
             "winner_side": 1,
             "scores": [4, 3],
             "resigned_seat": 0,
