@@ -27,6 +27,8 @@ TAU = 25.0 / 300.0
 """The dynamics: added (in quadrature) to each sigma before a match."""
 KAPPA = 0.0001
 """The floor of a sigma's shrink factor, squared."""
+_TAU2 = TAU * TAU
+_BETA2 = BETA * BETA
 PROVISIONAL_ABOVE = 6.0
 """A rating is provisional while its sigma is above this (RATINGS.md section 4)."""
 
@@ -87,33 +89,60 @@ def rate(teams: Sequence[Sequence[Rating]], places: Sequence[int]) -> list[list[
         isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in places
     ):
         raise InvalidArgument("one place (1 or more) for each side")
+    # Written out with loops rather than generators and sum() (a rebuild rates every rated
+    # match: this is most of its arithmetic), each sum in the same order as openskill's.
+    n = len(teams)
     # The dynamics first: each sigma grows by tau before the match (no limit on sigma).
-    sigmas = [[math.sqrt(r.sigma * r.sigma + TAU * TAU) for r in team] for team in teams]
-    mus = [sum(r.mu for r in team) for team in teams]
-    variances = [sum(s * s for s in team) for team in sigmas]
-    c = math.sqrt(sum(v + BETA * BETA for v in variances))
+    sigmas: list[list[float]] = []
+    mus: list[float] = []
+    variances: list[float] = []
+    spread = 0.0
+    for team in teams:
+        grown = []
+        mu = variance = 0.0
+        for r in team:
+            sigma = math.sqrt(r.sigma * r.sigma + _TAU2)
+            grown.append(sigma)
+            mu += r.mu
+            variance += sigma * sigma
+        sigmas.append(grown)
+        mus.append(mu)
+        variances.append(variance)
+        spread += variance + _BETA2
+    c = math.sqrt(spread)
+    c2 = c * c
     strengths = [math.exp(mu / c) for mu in mus]
     # For each side q: the strengths of the sides placed at q or below it, and how many share
     # its place.
-    sum_q = [
-        sum(s for s, p in zip(strengths, places, strict=True) if p >= place) for place in places
-    ]
-    shared = [places.count(place) for place in places]
+    sum_q = []
+    shared = []
+    for place in places:
+        total = 0.0
+        ties = 0
+        for k in range(n):
+            if places[k] >= place:
+                total += strengths[k]
+            if places[k] == place:
+                ties += 1
+        sum_q.append(total)
+        shared.append(ties)
     after: list[list[Rating]] = []
-    for i, team in enumerate(teams):
+    for i in range(n):
         omega = delta = 0.0
-        for q in range(len(teams)):
-            if places[q] > places[i]:
+        mine = places[i]
+        strength = strengths[i]
+        for q in range(n):
+            if places[q] > mine:
                 continue
-            share = strengths[i] / sum_q[q]
+            share = strength / sum_q[q]
             delta += share * (1 - share) / shared[q]
             omega += ((1 - share) if q == i else -share) / shared[q]
         variance = variances[i]
         omega *= variance / c
-        delta *= variance / (c * c)
+        delta *= variance / c2
         delta *= math.sqrt(variance) / c  # gamma, openskill's default
         rated = []
-        for rating, sigma in zip(team, sigmas[i], strict=True):
+        for rating, sigma in zip(teams[i], sigmas[i], strict=True):
             part = sigma * sigma / variance
             rated.append(
                 Rating(
