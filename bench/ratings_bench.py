@@ -10,14 +10,14 @@ postgresql://postgres@127.0.0.1:5432/postgres), dropped afterwards.
   registered players, a tenth of them bots; the four pools, two seats 40 %, three, four and
   pairs 20 % each; 8 % of the ends by target a tie for first, 7 % forfeits) are stored as the
   server stores them: each match's events but its hands (the rated MatchCreated, a SeatTaken
-  a seat by its player, MatchEnded, SeedRevealed), chained and authenticated under the log
-  key the fold is then given, `--open` matches in play at once so that their events
-  interleave, written with one COPY. Timed: the ratings projection's rebuild from position 0
-  in this process (`RatingsProjection.catch_up`, what a server does on its first start or
-  after `bergen migrate --rebuild-ratings`), the tables emptied before each: reading the rows
-  of the types the ratings fold in global order, each folded row's link and authenticator,
-  decoding, the update, all folded in memory, and writing the ratings' tables once, in one
-  transaction. The reference:
+  a seat by its player, the MatchEnded naming its holders, SeedRevealed), chained and
+  authenticated under the log key the fold is then given, `--open` matches in play at once
+  so that their events interleave, written with one COPY. Timed: the ratings projection's
+  rebuild from position 0 in this process (`RatingsProjection.catch_up`, what a server does
+  on its first start or after `bergen migrate --rebuild-ratings`), the tables emptied before
+  each: reading the rows of the type the ratings fold (the ends) in global order, each
+  folded row's link and authenticator, decoding, the update, all folded in memory, and
+  writing the ratings' tables once, in one transaction. The reference:
   `openskill` 6.2.0's `PlackettLuce().rate` with its defaults (RATINGS.md section 3) called in
   a bare loop over the same matches in the same order, its ratings kept in a dict. The two
   take turns for `--rounds` rounds; each figure is the median. Goals: >= 5,000 matches/s,
@@ -112,15 +112,15 @@ TARGET = 100
 TIE_SHARE = 0.08
 """Of the matches ended by their target: two sides on the same final score."""
 FORFEIT_SHARE = 0.07
-RATING_TABLES = ("player_ratings", "rating_history", "rated_matches", "rated_pending")
-FOLDED_TYPES = frozenset({"MatchCreated", "SeatTaken", "MatchEnded"})
+RATING_TABLES = ("player_ratings", "rating_history", "rated_matches")
+FOLDED_TYPES = frozenset({"MatchEnded"})
 """The events the ratings' fold checks."""
-DECODED_TYPES = frozenset({"SeatTaken", "MatchEnded"})
-"""The events it decodes (of a MatchCreated it reads the table from the payload)."""
+DECODED_TYPES = frozenset({"MatchEnded"})
+"""The events it decodes: a rated match's end names its holders, so it is read alone."""
 STAGE_NAMES = {
     "read": "reading the rows",
     "check": "each row's link and authenticator",
-    "decode": "decoding SeatTaken and MatchEnded",
+    "decode": "decoding MatchEnded",
     "update": "the update (RATINGS.md section 3)",
 }
 
@@ -241,19 +241,24 @@ def match_events(m: Played, players: Sequence[Registered]) -> list[Event]:
             m.match_id, seed, rated=True,
         )
     ]  # fmt: skip
+    holders = []
     for seat, p in enumerate(m.seats):
         who = players[p]
         out.append(SeatTaken(seat, who.name, "", player=who.player_id, bot=who.bot))
+        holders.append((who.player_id, who.name, who.bot))
+    # As the rules end a rated match: the end names its seat holders.
     if m.reason == "forfeit":
         out.append(
             MatchEnded(
                 MatchEndReason.FORFEIT, None, m.scores, None, "", m.forfeited_side,
-                ForfeitCause.RESIGNED,
+                ForfeitCause.RESIGNED, holders=tuple(holders),
             )
         )  # fmt: skip
     else:
         winner = m.places.index(1)
-        out.append(MatchEnded(MatchEndReason.TARGET, winner, m.scores, None, ""))
+        out.append(
+            MatchEnded(MatchEndReason.TARGET, winner, m.scores, None, "", holders=tuple(holders))
+        )
     out.append(SeedRevealed(seed))
     return out
 

@@ -1,9 +1,12 @@
 """The ratings (RATINGS.md): a read model folded from rated matches' ends, and its queries.
 
 The projection follows the global order as the listing does (`bergen.server.projections`):
-it folds the rows that concern rated matches (a rated MatchCreated, the SeatTaken and the
-MatchEnded of such a match), each checked as the listing checks a row, and writes what it
-made with the position it reached in one transaction; a server resumes from that position,
+it reads the matches' ends alone (MatchEnded), each checked as the listing checks a row. A
+rated match's end names its seat holders (`MatchEnded.holders`), so it is rated from that
+one row; an end without them (a match not rated, or one that ended before ends named their
+holders) is looked up in its own stream: its MatchCreated says whether it is rated, and its
+SeatTaken rows who held the seats. It writes what it made with the position it reached in
+one transaction; a server resumes from that position,
 and replicas sharing a database take turns on the position's row lock. `bergen migrate
 --rebuild-ratings` empties the tables and sets the position back to 0, and the servers then
 fold every rated match again.
@@ -50,7 +53,6 @@ from .store.ratings import (
     BoardKey,
     HistoryRow,
     Holder,
-    PendingMatch,
     PlayerRating,
     RatedEnd,
     RatingsFold,
@@ -67,11 +69,11 @@ BATCH = 1000
 """Events read and folded per transaction, as the ratings keep up with live play."""
 HELD_PAGE = 20_000
 """Events read at a time by a fold held in memory (`HeldRatings`)."""
-HELD_MAX = 600_000
+HELD_MAX = 100_000
 """At most this many events are folded in memory before what they made is written: a
 rebuild's memory stays bounded (about 2.4 kB a rated match held: some 250 MB at the bound,
-a rated match being five or six of the events read), and so does its writing transaction,
-during which PostgreSQL's commit-safe order waits for it."""
+the events read being the matches' ends), and so does its writing transaction, during
+which PostgreSQL's commit-safe order waits for it."""
 _RATED_ENDS = ("target", "forfeit")
 
 
@@ -85,19 +87,18 @@ class RatingsProjection(FoldLoop):
     writes what they made once, in one transaction, with the position reached."""
 
     reader = "ratings"
-    types = frozenset({"MatchCreated", "SeatTaken", "MatchEnded"})
+    types = frozenset({"MatchEnded"})
 
     def __init__(self, store: EventStore, batch: int = BATCH) -> None:
         super().__init__(store, batch)
         self._tables = store.ratings()
         self._check = RowCheck(store.log_keys)
+        self._seated = SeatedBefore(store, self._check)
         self._held: HeldRatings | None = None
         self._held_events = 0
         self.started_at: int | None = None
         """The position this process found the ratings folded up to, when it first looked."""
-        self.repairs: Counter[str] = Counter(
-            player_ratings=0, rating_history=0, rated_matches=0, rated_pending=0
-        )
+        self.repairs: Counter[str] = Counter(player_ratings=0, rating_history=0, rated_matches=0)
         """Times a row was found tampered with and the ratings rebuilt, by table (for the
         metrics; the positions' row counts with the listing's)."""
 
@@ -158,7 +159,7 @@ class RatingsProjection(FoldLoop):
             if tx.position != self._position:
                 self._position = tx.position  # another replica folded it
                 return 0
-            fold_batch(tx, batch, self._check)
+            fold_batch(tx, batch, self._check, self._seated)
             tx.save_position(upto)
         self._position = upto
         return len(batch)
@@ -172,7 +173,7 @@ class RatingsProjection(FoldLoop):
                     return 0
             held = self._held = HeldRatings(self._tables, self._position or 0)
             self._held_events = 0
-        fold_batch(held, batch, self._check)
+        fold_batch(held, batch, self._check, self._seated)
         held.save_position(upto)
         self._position = upto
         self._held_events += len(batch)
@@ -212,12 +213,6 @@ class FoldTarget(Protocol):
     """What `fold_batch` folds into: the tables inside their transaction (`RatingsFold`),
     or the ratings held in memory (`HeldRatings`)."""
 
-    def pending(self, match_ids: Sequence[str]) -> dict[str, PendingMatch]: ...
-
-    def keep_pending(self, matches: Sequence[PendingMatch]) -> None: ...
-
-    def drop_pending(self, match_ids: Sequence[str]) -> None: ...
-
     def ratings(self, pool: str, player_ids: Sequence[str]) -> dict[str, PlayerRating]: ...
 
     def ratings_in(
@@ -253,12 +248,6 @@ class HeldRatings:
         self._tables = None if start == 0 else tables
         self.start = start
         self.position = start
-        self._pending: dict[str, PendingMatch | None] = {}
-        """By match: a rated match not ended yet, or None (ended, or not in the tables: kept
-        only where the tables are read)."""
-        self._pending_kept: set[str] = set()
-        self._pending_listed: set[str] = set()
-        """The matches the tables list as pending."""
         self._ratings: dict[tuple[str, str], PlayerRating | None] = {}
         """By (pool, player): a rating, or None (the tables have none)."""
         self._ratings_saved: set[tuple[str, str]] = set()
@@ -278,28 +267,6 @@ class HeldRatings:
         assert self._tables is not None
         with self._tables.looking(RATINGS) as tables:
             return read(tables)
-
-    def pending(self, match_ids: Sequence[str]) -> dict[str, PendingMatch]:
-        missing = [m for m in match_ids if m not in self._pending]
-        if missing and self._tables is not None:
-            found = self._look(lambda t: t.pending(missing))
-            self._pending_listed.update(found)
-            for m in missing:
-                self._pending[m] = found.get(m)
-        return {m: p for m in match_ids if (p := self._pending.get(m)) is not None}
-
-    def keep_pending(self, matches: Sequence[PendingMatch]) -> None:
-        for m in matches:
-            self._pending[m.match_id] = m
-            self._pending_kept.add(m.match_id)
-
-    def drop_pending(self, match_ids: Sequence[str]) -> None:
-        for m in match_ids:
-            if self._tables is None:
-                self._pending.pop(m, None)  # the tables list none
-            else:
-                self._pending[m] = None
-            self._pending_kept.discard(m)
 
     def ratings(self, pool: str, player_ids: Sequence[str]) -> dict[str, PlayerRating]:
         return {p: r for (_, p), r in self.ratings_in({(pool, p) for p in player_ids}).items()}
@@ -381,9 +348,6 @@ class HeldRatings:
         position reached: one bulk write a table."""
         fresh = self._tables is None
         tx.drop_history(sorted(self._history_dropped))
-        tx.drop_pending(sorted(self._pending_listed - self._pending_kept))
-        kept = [self._pending[m] for m in sorted(self._pending_kept)]
-        tx.keep_pending([m for m in kept if m is not None])
         saved = [self._ratings[k] for k in self._ratings_saved]
         tx.save_ratings([r for r in saved if r is not None], fresh=fresh)
         made = [m for ends in self._new_ends.values() for _, m in ends]
@@ -394,70 +358,117 @@ class HeldRatings:
         tx.save_position(self.position)
 
 
-def fold_batch(tx: FoldTarget, batch: Sequence[StoredEvent], check: RowCheck | None) -> None:
-    """Fold `batch` (in global order) into the ratings: note the seats of rated matches,
-    and rate each that ends by its target or a forfeit."""
-    wanted = [
-        e.stream_id
-        for e in batch
-        if e.type in ("SeatTaken", "MatchEnded") and is_match_stream(e.stream_id)
-    ]
-    pending = tx.pending(list(dict.fromkeys(wanted))) if wanted else {}
-    changed: dict[str, PendingMatch] = {}
-    ended: list[str] = []
+def fold_batch(
+    tx: FoldTarget,
+    batch: Sequence[StoredEvent],
+    check: RowCheck | None,
+    seated: SeatedBefore | None = None,
+) -> None:
+    """Fold `batch` (in global order) into the ratings: rate each match end by its target or
+    a forfeit of a rated match, whose holders the end names or (`seated`, for an end that
+    names none) its stream gives."""
     ends: list[RatedEnd] = []
     for e in batch:
-        kind = e.type
-        if kind not in RatingsProjection.types:
+        if e.type != "MatchEnded":
             continue
         match_id = e.stream_id
-        if not is_match_stream(match_id):
-            continue
-        if kind == "MatchCreated":
-            if e.seq != 1 or e.payload.get("rated") is not True or _refused(check, e):
-                continue
-            table = _table_of(e)
-            if table is None:
-                continue
-            count, sides, pool = table
-            pending[match_id] = changed[match_id] = PendingMatch(
-                match_id, pool, (None,) * count, sides
-            )
-            continue
-        m = pending.get(match_id)
-        if m is None or _refused(check, e):
+        if not is_match_stream(match_id) or _refused(check, e):
             continue
         event = _decoded(e)
-        if isinstance(event, SeatTaken):
-            if not event.player or not 0 <= event.seat < len(m.seats):
-                continue  # the rules refuse either in a rated match
-            seats = list(m.seats)
-            seats[event.seat] = Holder(event.player, event.name, event.bot)
-            pending[match_id] = changed[match_id] = PendingMatch(
-                match_id, m.pool, tuple(seats), m.sides
-            )
-        elif isinstance(event, MatchEnded):
-            del pending[match_id]
-            changed.pop(match_id, None)
-            ended.append(match_id)
-            holders = [h for h in m.seats if h is not None]
-            if str(event.reason) not in _RATED_ENDS or len(holders) != len(m.seats):
-                continue  # abandoned: not rated
-            try:
-                places = places_of(str(event.reason), event.scores, event.forfeited_side)
-            except BergenError as err:
-                log.error("ratings: match %s is not rated: %s", match_id, err)
-                continue
-            ends.append(
-                RatedEnd(
-                    match_id, m.pool, e.position, tuple(holders), m.sides, places, e.recorded_at
-                )
-            )
-    if changed:
-        tx.keep_pending(list(changed.values()))
-    if ended:
-        tx.drop_pending(ended)
+        if not isinstance(event, MatchEnded) or str(event.reason) not in _RATED_ENDS:
+            continue  # abandoned: not rated
+        if event.holders:
+            table = _table_of_end(match_id, event)
+        else:
+            table = None if seated is None else seated.table(match_id, e.seq)
+        if table is None:
+            continue
+        holders, sides, pool = table
+        try:
+            places = places_of(str(event.reason), event.scores, event.forfeited_side)
+        except BergenError as err:
+            log.error("ratings: match %s is not rated: %s", match_id, err)
+            continue
+        ends.append(RatedEnd(match_id, pool, e.position, holders, sides, places, e.recorded_at))
     apply_ends(tx, ends)
+
+
+Table = tuple[tuple[Holder, ...], tuple[tuple[int, ...], ...], str]
+"""A rated match's seat holders, each side's seats and its pool."""
+
+
+def _table_of_end(match_id: str, end: MatchEnded) -> Table | None:
+    """The table of a rated match from its end alone: as many seats as holders, partnerships
+    where four seats make two sides. None (logged) for holders the rules would not seat."""
+    holders = tuple(Holder(*h) for h in end.holders)
+    seats, partnerships = len(holders), len(holders) == 4 and len(end.scores) == 2
+    players = [h.player for h in holders]
+    try:
+        pool = pool_of(seats, partnerships)
+        sides = sides_of(seats, partnerships)
+        if len(sides) != len(end.scores):
+            raise InvalidArgument(f"{len(end.scores)} scores for {len(sides)} sides")
+        if not all(players) or len(set(players)) != len(players):
+            raise InvalidArgument("a seat without a player, or a player in two seats")
+    except InvalidArgument as err:
+        log.error("ratings: match %s is not rated: %s", match_id, err)
+        return None
+    return holders, sides, pool
+
+
+SEATING_PAGE = 16
+"""Events read at a time from the start of a match's stream, looking for its seat holders."""
+
+
+class SeatedBefore:
+    """The table of a match whose end names no holders, from the start of its stream: its
+    MatchCreated (rated or not) and the SeatTaken rows up to its first deal (a rated match's
+    seats do not change hands once dealt), each row checked. A match not rated costs one
+    row read."""
+
+    def __init__(self, store: EventStore, check: RowCheck | None) -> None:
+        self._store = store
+        self._check = check
+
+    def table(self, match_id: str, end_seq: int) -> Table | None:
+        events = self._store.read_stream(match_id, 1, 1)
+        if not events or events[0].type != "MatchCreated" or _refused(self._check, events[0]):
+            return None
+        created = events[0]
+        if created.payload.get("rated") is not True:
+            return None
+        table = _table_of(created)
+        if table is None:
+            return None
+        count, sides, pool = table
+        seats: list[Holder | None] = [None] * count
+        after = 1
+        while after < end_seq:
+            page = self._store.read_stream(match_id, after + 1, SEATING_PAGE)
+            if not page:
+                break
+            for e in page:
+                if e.type == "Dealt" or e.seq >= end_seq:
+                    return _held(match_id, seats, sides, pool)
+                if _refused(self._check, e):
+                    return None
+                if e.type != "SeatTaken":
+                    continue
+                seat = _decoded(e)
+                if isinstance(seat, SeatTaken) and seat.player and 0 <= seat.seat < count:
+                    seats[seat.seat] = Holder(seat.player, seat.name, seat.bot)
+            after = page[-1].seq
+        return _held(match_id, seats, sides, pool)
+
+
+def _held(
+    match_id: str, seats: Sequence[Holder | None], sides: tuple[tuple[int, ...], ...], pool: str
+) -> Table | None:
+    holders = tuple(h for h in seats if h is not None)
+    if len(holders) != len(seats):
+        log.error("ratings: match %s is not rated: a seat was never taken", match_id)
+        return None
+    return holders, sides, pool
 
 
 def _refused(check: RowCheck | None, e: StoredEvent) -> bool:
@@ -717,6 +728,7 @@ __all__ = [
     "HeldRatings",
     "RatingQueries",
     "RatingsProjection",
+    "SeatedBefore",
     "apply_end",
     "apply_ends",
     "fold_batch",

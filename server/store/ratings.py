@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Protocol
 
 from bergen.domain.ratings import Rating
@@ -67,17 +68,6 @@ class HistoryRow:
 
 
 @dataclass(frozen=True, slots=True)
-class PendingMatch:
-    """A rated match not yet ended: its pool, the holder of each seat taken (None: free),
-    and each side's seats."""
-
-    match_id: str
-    pool: str
-    seats: tuple[Holder | None, ...]
-    sides: tuple[tuple[int, ...], ...]
-
-
-@dataclass(frozen=True, slots=True)
 class RatedEnd:
     """A rated match's end as applied: its pool, the global position of its end, every
     seat's holder, each side's seats and place, and when it ended."""
@@ -123,10 +113,21 @@ class Db(Protocol):
     def time_of(self, value: Any) -> datetime: ...
 
 
+# json.dumps(value, ensure_ascii=False)'s text, from json's C encoder made once (json.dumps
+# makes one a call): a rebuild writes these for every rated match.
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"a {type(value).__name__} is not JSON")
+
+
+_encoder = c_make_encoder(None, _not_json, encode_basestring, None, ": ", ", ", False, False, True)
+
+
+def _dumps(value: list[Any]) -> str:
+    return "".join(_encoder(value, 0))
+
+
 def _holders_json(seats: Sequence[Holder | None]) -> str:
-    return json.dumps(
-        [None if h is None else [h.player, h.name, h.bot] for h in seats], ensure_ascii=False
-    )
+    return _dumps([None if h is None else [h.player, h.name, h.bot] for h in seats])
 
 
 def _holders(text: str) -> tuple[Holder | None, ...]:
@@ -134,7 +135,7 @@ def _holders(text: str) -> tuple[Holder | None, ...]:
 
 
 def _sides_json(sides: Sequence[Sequence[int]]) -> str:
-    return json.dumps([list(s) for s in sides])
+    return _dumps([list(s) for s in sides])
 
 
 def _sides(text: str) -> tuple[tuple[int, ...], ...]:
@@ -149,7 +150,6 @@ _HISTORY_COLUMNS = (
     " sigma_after, matches, ended_at"
 )
 _HISTORY_READ = _HISTORY_COLUMNS + ", key_id, mac"
-_PENDING_COLUMNS = ("match_id", "pool", "seats", "sides")
 _RATED_COLUMNS = ("match_id", "pool", "rated_order", "seats", "sides", "places", "ended_at")
 
 # Each row carries an authenticator (bergen.server.store.sealed) of its columns as written,
@@ -238,38 +238,6 @@ class RatingsFold:
         p = db.dialect.param
         self._p = p
         self._big = p + db.dialect.int8
-
-    # pending rated matches ------------------------------------------------------------------
-
-    def pending(self, match_ids: Sequence[str]) -> dict[str, PendingMatch]:
-        """The rated matches not yet ended among `match_ids`."""
-        found: dict[str, PendingMatch] = {}
-        for chunk in _chunks(list(match_ids)):
-            where, params = _among(self._db, "match_id", chunk)
-            for r in self._db.rows(
-                f"SELECT match_id, pool, seats, sides, key_id, mac FROM rated_pending"
-                f" WHERE {where}",
-                params,
-            ):
-                check_row(self._seals, "rated_pending", r[0], r[:4], r[4], r[5])
-                found[r[0]] = PendingMatch(r[0], r[1], _holders(r[2]), _sides(r[3]))
-        return found
-
-    def keep_pending(self, matches: Sequence[PendingMatch]) -> None:
-        """Write `matches` (new, or with more seats taken)."""
-        rows = [(m.match_id, m.pool, _holders_json(m.seats), _sides_json(m.sides)) for m in matches]
-        self._db.insert(
-            "rated_pending",
-            (*_PENDING_COLUMNS, "key_id", "mac"),
-            [(*r, *sealing(self._seals, "rated_pending", r)) for r in rows],
-            "ON CONFLICT (match_id) DO UPDATE SET pool = excluded.pool, seats = excluded.seats,"
-            " sides = excluded.sides, key_id = excluded.key_id, mac = excluded.mac",
-        )
-
-    def drop_pending(self, match_ids: Sequence[str]) -> None:
-        for chunk in _chunks(list(match_ids)):
-            where, params = _among(self._db, "match_id", chunk)
-            self._db.run(f"DELETE FROM rated_pending WHERE {where}", params)
 
     # ratings --------------------------------------------------------------------------------
 
@@ -405,7 +373,7 @@ class RatingsFold:
                 end.order,
                 _holders_json(end.seats),
                 _sides_json(end.sides),
-                json.dumps(list(end.places)),
+                _dumps(list(end.places)),
                 end.ended_at,
             )
             for end, _ in applied
@@ -566,7 +534,7 @@ class SqlRatings:
 
     def reset(self, projection: str) -> None:
         with self._locked(projection) as (db, _):
-            for table in ("player_ratings", "rating_history", "rated_matches", "rated_pending"):
+            for table in ("player_ratings", "rating_history", "rated_matches"):
                 db.run(f"DELETE FROM {table}")
             db.run(
                 f"UPDATE projection_positions SET position = 0, key_id = NULL, mac = NULL"
@@ -581,7 +549,6 @@ __all__ = [
     "Db",
     "HistoryRow",
     "Holder",
-    "PendingMatch",
     "PlayerRating",
     "RatedEnd",
     "RatingsFold",

@@ -255,19 +255,6 @@ rated_matches = sa.Table(
     sa.Index("ix_rated_matches_pool_rated_order", "pool", "rated_order"),
 )
 
-rated_pending = sa.Table(
-    "rated_pending",
-    metadata,
-    # A rated match not yet ended: its pool and the holder of each seat taken so far (JSON).
-    sa.Column("match_id", _id(), nullable=False),
-    sa.Column("pool", sa.String(8), nullable=False),
-    sa.Column("seats", sa.Text(), nullable=False),
-    sa.Column("sides", sa.Text(), nullable=False),
-    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
-    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
-    sa.PrimaryKeyConstraint("match_id"),
-)
-
 # --- the transparency log: a Merkle tree over the global order (bergen.server.tlog) -------
 
 tlog_leaves = sa.Table(

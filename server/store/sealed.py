@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
@@ -43,13 +43,26 @@ def canonical_row(table: str, values: Sequence[Any]) -> bytes:
         if type(v) in _PLAIN:
             continue  # the common case, without the checks below (a rebuild seals millions)
         if isinstance(v, datetime):
-            out[i] = micros(v)
+            last = _last_time
+            if last[0] is v:
+                out[i] = last[1]  # the rows of one match share its end's time
+            else:
+                out[i] = micros(v)
+                _remember_time(v, out[i])
         elif not isinstance(v, (str, int, float, list, tuple)):
             raise ValueError(f"{table}: a {type(v).__name__} cannot be sealed")
     return "".join(_encoder(out, 0)).encode()
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None), list, tuple})
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_last_time: tuple[datetime, int] = (_EPOCH, 0)
+"""The last datetime sealed and its microseconds (one tuple: replaced whole, never torn)."""
+
+
+def _remember_time(at: datetime, us: int) -> None:
+    global _last_time
+    _last_time = (at, us)
 
 
 class Seals:

@@ -5,9 +5,11 @@ empties them."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -359,7 +361,9 @@ def test_ends_held_in_memory_after_the_tables_read_what_they_have_not_folded(
 
 def rated_match(rng: random.Random, pool: str, ended: bool = True) -> list[Event]:
     """A rated match's events but its hands: created, each seat taken by a player, then
-    (`ended`) its end by target or by a forfeit, and the revealed seed."""
+    (`ended`) its end by target or by a forfeit, and the revealed seed. Half the ends name
+    their holders, as the rules now end a rated match; the others are as ends were written
+    before (the ratings look their holders up in the stream)."""
     seats, partnerships = TABLES[pool]
     sides = sides_of(seats, partnerships)
     match_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
@@ -367,20 +371,23 @@ def rated_match(rng: random.Random, pool: str, ended: bool = True) -> list[Event
     out: list[Event] = [
         MatchCreated(match_id, seats, partnerships, rules, "0" * 64, "", "ab" * 32, rated=True)
     ]
+    holders = []
     for seat, p in enumerate(rng.sample(PLAYERS, seats)):
         out.append(SeatTaken(seat, f"name {PLAYERS.index(p)}", "", player=p))
+        holders.append((p, f"name {PLAYERS.index(p)}", False))
     if not ended:
         return out
+    named = tuple(holders) if rng.random() < 0.5 else ()
     scores = tuple(rng.choice((0, 50, 100)) for _ in sides)
     if rng.random() < 0.2:
         end = MatchEnded(
             MatchEndReason.FORFEIT, None, scores, None, "", rng.randrange(len(sides)),
-            ForfeitCause.RESIGNED,
+            ForfeitCause.RESIGNED, holders=named,
         )  # fmt: skip
     else:
         winner = rng.randrange(len(sides))
         scores = tuple(150 if i == winner else s for i, s in enumerate(scores))
-        end = MatchEnded(MatchEndReason.TARGET, winner, scores, None, "")
+        end = MatchEnded(MatchEndReason.TARGET, winner, scores, None, "", holders=named)
     return [*out, end, SeedRevealed("ab" * 32)]
 
 
@@ -486,3 +493,63 @@ def test_a_rebuild_whose_write_fails_is_folded_again_from_where_the_tables_stand
     assert projection.catch_up() > 7
     assert store.ratings().position(RATINGS) == head
     assert tables_of(store) == want
+
+
+def test_an_end_naming_its_holders_is_rated_alone_and_one_naming_none_from_its_stream(
+    store: EventStore,
+) -> None:
+    # The same matches twice, between players of their own: once with every end naming its
+    # holders (as the rules end a rated match now), once with none (as ends were written
+    # before). The same ratings; the first without reading a match's stream, the second
+    # reading each match's start and seats; a match not rated costs its MatchCreated alone.
+    rng = random.Random(11)
+    matches = [rated_match(rng, rng.choice(POOLS)) for _ in range(16)]
+    again = {p: f"{p}-again" for p in PLAYERS}
+
+    def copy(match: list[Event], named: bool) -> tuple[str, list[Event]]:
+        match_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        seats = [e for e in match if isinstance(e, SeatTaken)]
+        out: list[Event] = []
+        for e in match:
+            if isinstance(e, MatchCreated):
+                e = dataclasses.replace(e, match_id=match_id)
+            elif isinstance(e, SeatTaken) and not named:
+                e = dataclasses.replace(e, player=again[e.player])
+            elif isinstance(e, MatchEnded):
+                holders = tuple((s.player, s.name, s.bot) for s in seats)
+                e = dataclasses.replace(e, holders=holders if named else ())
+            out.append(e)
+        return match_id, out
+
+    named_ids, unnamed_ids = set(), set()
+    for match in matches:
+        for named, ids in ((True, named_ids), (False, unnamed_ids)):
+            match_id, events = copy(match, named)
+            append_all(store, match_id, 0, events)
+            ids.add(match_id)
+    unrated_id, unrated = copy(rated_match(rng, "2"), False)
+    unrated[0] = dataclasses.replace(unrated[0], rated=False)  # type: ignore[type-var]
+    append_all(store, unrated_id, 0, unrated)
+    head = visible_head(store)
+
+    reads: Counter[str] = Counter()
+    read_stream = store.read_stream
+
+    def counted(stream_id: str, from_seq: int = 1, limit: int | None = None) -> object:
+        reads[stream_id] += 1
+        return read_stream(stream_id, from_seq, limit)
+
+    store.read_stream = counted  # type: ignore[method-assign]
+    projection = RatingsProjection(store)
+    while store.ratings().position(RATINGS) != head:
+        projection.catch_up()
+    assert not reads.keys() & named_ids
+    assert all(reads[m] >= 2 for m in unnamed_ids)
+    assert reads[unrated_id] == 1
+    rated = 0
+    for p in PLAYERS:
+        mine = {r.pool: r.rating for r in store.ratings().player_ratings(p)}
+        theirs = {r.pool: r.rating for r in store.ratings().player_ratings(again[p])}
+        assert mine == theirs
+        rated += sum(r.matches for r in mine.values())
+    assert rated == sum(len([e for e in m if isinstance(e, SeatTaken)]) for m in matches)
