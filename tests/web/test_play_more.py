@@ -162,9 +162,9 @@ def test_a_clock_running_out_is_shown_and_forfeits_on_the_timeout_asked_for(
     ada.page.goto(f"{gateway.base}/match?id={match}")
     wait_js(ada.page, "() => !!document.body && document.body.dataset.player === '1'")
     wait_js(ada.page, MY_TURN)
-    # Under 10 s is low time: the running clock says so.
+    # Under 10 s is low time: the running clock says so (the wait fails if it never does; read
+    # again afterwards, the clock may have fallen and started a fresh 10 s on her next turn).
     wait_js(ada.page, "() => !!document.querySelector('td.clock.low[data-seat=\"0\"]')")
-    assert "low" in clock_cells(ada)[0]
     # Ada never plays: her clock falls, the server plays for her, and the second fall in a row
     # forfeits her side (timeouts_to_forfeit 2, as asked).
     assert "a timeout plays for the seat, 2 in a row forfeit" in ada.page.inner_text("#seats")
