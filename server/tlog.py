@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -194,6 +195,8 @@ class TransparencyLog(FoldLoop):
         """Whether the catch-up under way folded a match's end (a checkpoint is due then)."""
         self.refusal: LogRolledBack | None = None
         """Set once the log is found rolled back: every call is answered with it."""
+        self._refusal_lock = threading.Lock()
+        self._on_refusal: list[Callable[[LogRolledBack], None]] = []
 
     # --- start and checks ---------------------------------------------------------------------
 
@@ -219,18 +222,39 @@ class TransparencyLog(FoldLoop):
         if self.refusal is not None:
             raise self.refusal
 
+    def on_refusal(self, listener: Callable[[LogRolledBack], None]) -> None:
+        """Call `listener` once the log is found rolled back: at once if it already was (at
+        start), else from the thread that finds it (a fold, later). The health service
+        follows it, so that a server that serves nothing does not say it serves."""
+        with self._refusal_lock:
+            refusal = self.refusal
+            if refusal is None:
+                self._on_refusal.append(listener)
+        if refusal is not None:
+            listener(refusal)
+
     def _refuse(self, why: str, signed: int, stored: int) -> LogRolledBack:
-        if self.refusal is None:
-            log.critical(
-                "LOG ROLLED BACK: %s (checkpoint signed of %d leaves, %d in the log);"
-                " serving nothing", why, signed, stored,
-            )  # fmt: skip
-            self.refusal = LogRolledBack(
-                f"the log is not an extension of the checkpoint signed of {signed} events: {why}",
-                signed_size=signed,
-                log_size=stored,
-            )
-        return self.refusal
+        with self._refusal_lock:
+            refusal = self.refusal
+            listeners: list[Callable[[LogRolledBack], None]] = []
+            if refusal is None:
+                log.critical(
+                    "LOG ROLLED BACK: %s (checkpoint signed of %d leaves, %d in the log);"
+                    " serving nothing", why, signed, stored,
+                )  # fmt: skip
+                refusal = self.refusal = LogRolledBack(
+                    f"the log is not an extension of the checkpoint signed of {signed} events:"
+                    f" {why}",
+                    signed_size=signed,
+                    log_size=stored,
+                )
+                listeners, self._on_refusal = self._on_refusal, []
+        for listener in listeners:
+            try:
+                listener(refusal)
+            except Exception:  # one listener's failure must not keep the refusal from the rest
+                log.exception("a listener of the log's refusal failed")
+        return refusal
 
     def _reload(self, size: int, position: int, tx: TlogFold) -> None:
         """Take the stored tree of `size` (folded up to `position`) as this process's, once
