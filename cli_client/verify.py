@@ -17,10 +17,12 @@ commitment against the revealed seed, the seeding order, every round's pairing r
 from the results before it and the standings (`bergen.domain.tournament_record`), then every
 table's match: its id and server seed derived from the tournament seed, its seats holding
 the entrants its table names (names and client seeds), the table's rules, the record checked
-by the rules as above and signed by the manifest's key, and its result the table's.
+by the rules as above and signed by the manifest's key, and its result the table's. Every
+record's checkpoint of the transparency log and inclusion proof, the tournament record's
+included, under the manifest's key, and held against each other as one log's (`PackLog`).
 
 Against a witness (`--witness-checkpoint`, `--witness-key`): the record's checkpoint (each of
-a pack's match records') held against one a witness cosigned (`witness.relate`).
+a pack's records') held against one a witness cosigned (`witness.relate`).
 
 The verdict is one line: `OK: ...`, `REJECTED: <where>: <why>` or `INCONSISTENT: <why>`.
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import re
@@ -51,6 +54,7 @@ from bergen.api.chain import (
 )
 from bergen.api.checkpoints import (
     COSIGNATURE_V1,
+    Checkpoint,
     NoteError,
     parse_checkpoint,
     parse_note,
@@ -74,6 +78,7 @@ from bergen.domain.tournament_record import (
     Tournament,
     check_tournament_record,
     table_matches,
+    tournament_stream,
 )
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
@@ -128,14 +133,17 @@ A pack is checked whole: the manifest's signature (by --public-key when given), 
 file's SHA-256, no file missing or extra, the tournament record (signature, commitment,
 seeding, every round's pairing and match ids, the standings), and every match (its id and
 server seed derived from the tournament seed, its seats the entrants its table names, its
-rules, its record by the rules, its signature, its result the table's). A rejection names
-the file and the place in it, with the round and table.
+rules, its record by the rules, its signature, its result the table's), and every record's
+checkpoint of the transparency log (the tournament record's too): signed by the pack's key,
+the record's last event proved in it, and one log's with the others (no two roots for one
+size, no two last events at one leaf). A rejection names the file and the place in it, with
+the round and table.
 
 --json prints one object: ok, status (the exit status's name, lowercase), exit_status,
 verdict (the line), and the facts found: source ("file", "pack" or "server"), match_id,
 hands, result, public_key, key_checked, where and why for a rejection, events, head and
-chain for a match checked through the server; tournament_id, entrants, rounds and matches
-for a pack.
+chain for a match checked through the server; tournament_id, entrants, rounds, matches,
+logged, checkpoints and checkpoint_size for a pack.
 
 """
     + help_text()
@@ -566,6 +574,8 @@ def _verify_pack(folder: Path, trusted_key: str | None, facts: dict[str, Any]) -
                 "be checked",
             )
         )
+    logged = PackLog(key)
+    logged.add(record, tournament_stream(tournament.tournament_id), TOURNAMENT_FILE)
     matches = table_matches(tournament)
     wanted = {match_path(m.match_id): m for m in matches}
     for path in sorted(files):
@@ -580,10 +590,12 @@ def _verify_pack(folder: Path, trusted_key: str | None, facts: dict[str, Any]) -
                     "missing: the manifest does not list this table's match",
                 )
             )
-        _check_table_match(folder, tournament, m, key)
+        _check_table_match(folder, tournament, m, key, logged)
+    logged.finish()
     facts.update(
         entrants=len(tournament.entrants), rounds=len(tournament.rounds), matches=len(matches)
     )
+    facts.update(logged.facts())
     settings = tournament.settings
     fmt = "double round robin" if settings.double_round_robin else settings.format
     fmt = fmt.replace("_", " ")
@@ -612,7 +624,7 @@ def _verify_pack(folder: Path, trusted_key: str | None, facts: dict[str, Any]) -
     return Outcome(
         ExitStatus.SUCCESS,
         f"OK: tournament {tournament.tournament_id}, {fmt} at {table}, "
-        f"{len(tournament.entrants)} entrants, {done}{settled}, {key_text}",
+        f"{len(tournament.entrants)} entrants, {done}{settled}{logged.words()}, {key_text}",
         facts,
     )
 
@@ -722,9 +734,12 @@ def _check_files(folder: Path, files: dict[str, str]) -> dict[str, str]:
     return files
 
 
-def _check_table_match(folder: Path, t: Tournament, m: TableMatch, key: str) -> None:
+def _check_table_match(
+    folder: Path, t: Tournament, m: TableMatch, key: str, logged: PackLog
+) -> None:
     """A table's match record: what the tournament fixes of it, the rules, its signature,
-    and its result the table's. Raises _Stop."""
+    its checkpoint and proof (held against the pack's others in `logged`), and its result
+    the table's. Raises _Stop."""
     name = match_path(m.match_id)
     where = f"{name} (round {m.round}, table {m.table})"
     record = _read_json(folder / name, where)
@@ -807,6 +822,7 @@ def _check_table_match(folder: Path, t: Tournament, m: TableMatch, key: str) -> 
     if not verdict.ok:
         raise wrong(verdict.where, verdict.why)
     _signed_by(record, key, where)
+    logged.add(record, m.match_id, where)
     table = t.rounds[m.round - 1].tables[m.table - 1]
     result = record["result"]
     assert table.result is not None  # an ended tournament's every table has its result
@@ -837,6 +853,118 @@ def _scores(scores: Sequence[int]) -> str:
 
 def _forfeit(side: int | None) -> str:
     return "" if side is None else f" (side {side + 1} forfeited)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Logged:
+    """Where a record of a pack puts its last event in the log, as its proof showed."""
+
+    place: str
+    note: str
+    checkpoint: Checkpoint
+    leaf_index: int
+    position: int
+
+
+class PackLog:
+    """The checkpoints and inclusion proofs the records of a pack carry (the tournament's
+    and every match's `transparency`), each checked under the pack's key, and held against
+    each other: one log has one root for one size, one event for one leaf and one global
+    position, and its leaves in the order of the global positions. A record without one (a
+    server that keeps no transparency log) is counted, not refused."""
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+        self.records = 0
+        self.logged: list[_Logged] = []
+        self._by_size: dict[int, _Logged] = {}
+        self._by_leaf: dict[int, _Logged] = {}
+        self._by_position: dict[int, _Logged] = {}
+
+    def add(self, record: dict[str, Any], stream_id: str, place: str) -> None:
+        """Check `record`'s checkpoint and proof (its last event: stream `stream_id`, the
+        seq and head hash its `log` names) and hold it against those added before. Raises
+        _Stop: rejected at `place`."""
+        self.records += 1
+        if "transparency" not in record:
+            return
+        field, log = record["transparency"], record.get("log")
+
+        def rejected(why: str) -> _Stop:
+            return _Stop(_rejected(f"{place}, transparency", why))
+
+        if not isinstance(log, dict) or not isinstance(field, dict):
+            raise rejected("a transparency proof needs the record's log")
+        try:
+            head = bytes.fromhex(log["head"])
+            checkpoint = verify_transparency(field, self._key, stream_id, log["events"], head)
+        except (NoteError, ValueError, KeyError, TypeError) as e:
+            raise rejected(str(e)) from None
+        mine = _Logged(
+            place, field["checkpoint"], checkpoint, field["leaf_index"], field["position"]
+        )
+        other = self._by_size.setdefault(checkpoint.size, mine)
+        if other.checkpoint.root != checkpoint.root:
+            raise rejected(
+                f"its checkpoint of {checkpoint.size} events has another root than the one "
+                f"{other.place} carries: two histories of one log"
+            )
+        other = self._by_leaf.setdefault(mine.leaf_index, mine)
+        if other is not mine:
+            raise rejected(
+                f"its last event is leaf {mine.leaf_index} of the log, which {other.place} "
+                "gives to its own last event"
+            )
+        other = self._by_position.setdefault(mine.position, mine)
+        if other is not mine:
+            raise rejected(
+                f"its last event is at global position {mine.position}, which {other.place} "
+                "gives to its own last event"
+            )
+        self.logged.append(mine)
+
+    def finish(self) -> None:
+        """The leaves in the global order (the tree is folded in it). Raises _Stop."""
+        ordered = sorted(self.logged, key=lambda x: x.position)
+        for before, after in itertools.pairwise(ordered):
+            if after.leaf_index < before.leaf_index:
+                raise _Stop(
+                    _rejected(
+                        f"{after.place}, transparency",
+                        f"its last event is at global position {after.position}, after "
+                        f"{before.place}'s ({before.position}), yet leaf {after.leaf_index} of "
+                        f"the log, before that one's leaf {before.leaf_index}: the log is not "
+                        "in the global order",
+                    )
+                )
+
+    def notes(self) -> list[tuple[str, str]]:
+        """(where, note) of each distinct checkpoint, where first found."""
+        seen: dict[str, str] = {}
+        for x in self.logged:
+            seen.setdefault(x.note, x.place)
+        return [(place, note) for note, place in seen.items()]
+
+    def facts(self) -> dict[str, Any]:
+        """For --json: how many records carry a checkpoint, and the largest one's size."""
+        if not self.logged:
+            return {"logged": 0}
+        return {
+            "logged": len(self.logged),
+            "checkpoints": len(self._by_size),
+            "checkpoint_size": max(self._by_size),
+        }
+
+    def words(self) -> str:
+        """What the OK line says of them ("" when no record carries one)."""
+        if not self.logged:
+            return ""
+        n = len(self.logged)
+        which = "every record" if n == self.records else f"{n} of {self.records} records"
+        return (
+            f", {which} logged in the transparency log (checkpoints of up to "
+            f"{max(self._by_size)} events)"
+        )
 
 
 # ----- through the server -----------------------------------------------------------------
@@ -1342,28 +1470,27 @@ def against_witness(outcome: Outcome, vkey: str, where: str, server: Endpoint | 
 
 def _checkpoints_of(facts: dict[str, Any]) -> list[tuple[str, str]] | Outcome:
     """(where, note) of each checkpoint a checked record or pack carries: a record's own, or
-    each distinct one of a pack's match records (each checked as a record's). A rejection
-    for a match record whose checkpoint does not check."""
-    note = facts.get("checkpoint")
-    if isinstance(note, str):
-        return [("the record", note)]
+    each distinct one of a pack's records, the tournament's and its matches' (each checked
+    again as the pack's check did). A rejection for one that no longer checks."""
     if facts.get("source") != "pack":
-        return []
-    key = str(facts.get("public_key") or "")
-    seen: dict[str, str] = {}
-    for path in sorted((Path(facts["dir"]) / MATCHES_DIR).glob("*.json")):
-        place = f"{MATCHES_DIR}/{path.name}"
-        try:
+        note = facts.get("checkpoint")
+        return [("the record", note)] if isinstance(note, str) else []
+    folder = Path(facts["dir"])
+    logged = PackLog(str(facts.get("public_key") or ""))
+    try:
+        if (folder / TOURNAMENT_FILE).is_file():
+            record = _read_json(folder / TOURNAMENT_FILE, TOURNAMENT_FILE)
+            tid = record.get("tournament_id") if isinstance(record, dict) else None
+            if isinstance(record, dict) and isinstance(tid, str):
+                logged.add(record, tournament_stream(tid), TOURNAMENT_FILE)
+        for path in sorted((folder / MATCHES_DIR).glob("*.json")):
+            place = f"{MATCHES_DIR}/{path.name}"
             record = _read_json(path, place)
-        except _Stop as stop:  # changed since it was checked
-            return stop.outcome
-        mine: dict[str, Any] = {}
-        logged = _check_transparency(record, key, mine)
-        if isinstance(logged, Outcome):
-            return _rejected(f"{place}, transparency", str(logged.facts.get("why")), **facts)
-        if "checkpoint" in mine:
-            seen.setdefault(mine["checkpoint"], place)
-    return [(place, note) for note, place in seen.items()]
+            if isinstance(record, dict):
+                logged.add(record, str(record.get("match_id")), place)
+    except _Stop as stop:  # changed since it was checked
+        return dataclasses.replace(stop.outcome, facts={**facts, **stop.outcome.facts})
+    return logged.notes()
 
 
 class _LogServer:

@@ -43,6 +43,19 @@ from .tournament_standings import (
 )
 
 TOURNAMENT_RECORD_FORMAT = "bergen-tournament-record/1"
+TOURNAMENT_STREAM_PREFIX = "tournament-"
+"""Begins a tournament's stream id in the event log (no match id does): the stream its
+record's `log` and `transparency` name (`tournament_stream`)."""
+TRANSPARENCY_KEYS = frozenset(
+    {"checkpoint", "leaf_index", "tree_size", "position", "recorded_us", "proof"}
+)
+"""The fields of a record's `transparency` (a match record's too: RECORD.md's, docs/api.md)."""
+
+
+def tournament_stream(tournament_id: str) -> str:
+    """The stream id of a tournament's events."""
+    return TOURNAMENT_STREAM_PREFIX + tournament_id
+
 
 # Who did something to a tournament (section 3), as the events and the record name them.
 ENTRANT = "entrant"
@@ -603,6 +616,7 @@ def parse_tournament_record(record: Any) -> Tournament:
                 tuple(tables),
             )
         )
+    _check_log(r)
     return Tournament(
         tournament_id=tid,
         settings=settings,
@@ -615,6 +629,36 @@ def parse_tournament_record(record: Any) -> Tournament:
         ended=_bool(_get(r, "ended", "record"), "ended"),
         interventions=interventions,
     )
+
+
+def _check_log(r: Mapping[str, Any]) -> None:
+    """The shape of `log` (the tournament's stream: its events and the hash at its head)
+    and of `transparency` (the checkpoint and inclusion proof of its last event), when the
+    record has them, as a match record's. What they prove is checked with the signing key
+    (`bergen verify`)."""
+    if "log" in r:
+        log = _obj(r["log"], "log")
+        if set(log) != {"events", "head"}:
+            raise _bad("log", "has not exactly the fields events and head")
+        if _int(log["events"], "log.events") < 1:
+            raise _bad("log.events", "a tournament's stream holds at least one event")
+        head = _str(log["head"], "log.head")
+        if len(head) != 64 or any(c not in "0123456789abcdef" for c in head):
+            raise _bad("log.head", "not a SHA-256 (64 lowercase hex digits)")
+    if "transparency" not in r:
+        return
+    if "log" not in r:
+        raise _bad("transparency", "a transparency proof needs the record's log")
+    t = _obj(r["transparency"], "transparency")
+    if set(t) != TRANSPARENCY_KEYS:
+        missing, unknown = sorted(TRANSPARENCY_KEYS - set(t)), sorted(set(t) - TRANSPARENCY_KEYS)
+        why = f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(unknown)}"
+        raise _bad("transparency", f"{why}"[:200])
+    _str(t["checkpoint"], "transparency.checkpoint")
+    for key in ("leaf_index", "tree_size", "position", "recorded_us"):
+        _int(t[key], f"transparency.{key}")
+    for i, h in enumerate(_list(t["proof"], "transparency.proof")):
+        _str(h, f"transparency.proof[{i}]")
 
 
 _WITHDRAWN_BY = {ENTRANT: ENTRANT, ORGANISER: ORGANISER, NO_REVEAL: SERVER}

@@ -86,6 +86,7 @@ def build_application(
         wakes,
         commands,
         clock,
+        settings.tlog,
     )
     return Application(
         commands,

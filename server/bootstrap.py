@@ -284,8 +284,12 @@ def create_server(
                     raise RuntimeError(f"cannot serve metrics on {metrics_listen}: {why}") from e
                 raise
     server.start()
-    for name in ("", SERVICE):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    if tlog is None or tlog.refusal is None:
+        for name in ("", SERVICE):
+            health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    if tlog is not None:
+        # A log found rolled back, at start or later, is served no more: nor said to be.
+        tlog.on_refusal(lambda _: _not_serving(health_servicer))
     return Running(
         server,
         port,
@@ -301,6 +305,12 @@ def create_server(
         replica=replica,
         _background=background,
     )
+
+
+def _not_serving(health_servicer: health.HealthServicer) -> None:
+    """Health NOT_SERVING, for the server as a whole and for its service."""
+    for name in ("", SERVICE):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
 
 
 def _measure(

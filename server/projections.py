@@ -48,6 +48,7 @@ from bergen.domain.events import (
 )
 from bergen.domain.state import ENDED, PLAYING, SEATING
 from bergen.domain.tiles import sides_of
+from bergen.domain.tournament_record import TOURNAMENT_STREAM_PREFIX as TOURNAMENT_STREAM
 
 from .keys import LogKeys
 from .matches import REMATCH_KEY, decode_stored
@@ -59,9 +60,10 @@ log = logging.getLogger("bergen.server.projections")
 
 MATCH_LIST = "match_list"
 """The listing's name in projection_positions."""
-TOURNAMENT_STREAM_PREFIX = "tournament-"
-"""Begins every tournament's stream id (bergen.server.tournaments); no match id does, so
-the listing passes over a tournament's events without looking them up."""
+TOURNAMENT_STREAM_PREFIX = TOURNAMENT_STREAM
+"""Begins every tournament's stream id (bergen.server.tournaments; its record names it);
+no match id does, so the listing passes over a tournament's events without looking them
+up."""
 HAND_OFF_STREAM_PREFIX = "handoff-"
 """Begins every stream of hand-offs (bergen.server.handoffs); no match id does either."""
 PLAYER_STREAM_PREFIX = "player-"

@@ -13,16 +13,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from bergen.api.chain import micros
-from bergen.api.checkpoints import transparency_field
 from bergen.api.signing import RecordSigner
 from bergen.api.stored import StoredEvent
 from bergen.domain.errors import (
     CorruptRecord,
-    LogTampered,
     MatchNotInProgress,
     NotFound,
-    StorageUnavailable,
 )
 from bergen.domain.events import Event, MatchEnded
 from bergen.domain.record import build_record, rated_pool
@@ -34,13 +30,11 @@ from .feed import EventFeed
 from .identity import Caller, Identity
 from .matches import Match, MatchRepository, extend
 from .store import EventStore, MatchSummary, lagging_reads
-from .tlog import TransparencyLog, leaf_of
+from .tlog import TransparencyLog
 from .tournaments import tournament_table
 
 _T = TypeVar("_T")
 log = logging.getLogger("bergen.server.queries")
-IN_TREE_WAIT_S = 10.0
-"""How long a record waits for its last event to be in the transparency log."""
 _WHOLE = "whole"
 """The audience of an ended match's events: everyone sees them whole."""
 PREPARED_SIZE = 4096
@@ -130,45 +124,10 @@ class MatchQueries:
         if table is not None:
             record["tournament"] = table  # a tournament's match (RECORD.md)
         if self._tlog is not None and head:
-            record["transparency"] = self.transparency(head[-1])
-        return self._signer.sign(record) if self._signer is not None else record
-
-    def transparency(self, last: StoredEvent) -> dict[str, object]:
-        """The `transparency` field of a record or pack whose log ends with `last`: the
-        checkpoint of the tree that ends with it (the same every time it is asked: a pack's
-        manifest hashes the record), and its inclusion proof. Raises LogRolledBack,
-        StorageUnavailable (LOG_LAGGING: to be asked again) when the event is not in the tree
-        within IN_TREE_WAIT_S (on PostgreSQL it joins the global order once the cluster's
-        older transactions end): a record is never served without it, so that it is the
-        same record every time."""
-        assert self._tlog is not None
-        try:
-            proved = self._tlog.inclusion_at(last.position, IN_TREE_WAIT_S)
-        except NotFound:
-            log.warning(
-                "stream %s seq %d is not in the transparency log yet: its record is refused"
-                " for now", last.stream_id, last.seq,
-            )  # fmt: skip
-            raise StorageUnavailable(
-                f"match {last.stream_id}: its last event is not in the transparency log yet;"
-                " ask again",
-                reason="LOG_LAGGING",
-                match_id=last.stream_id,
-            ) from None
-        if proved.leaf.hash != leaf_of(last, proved.leaf.index).hash:
-            raise LogTampered(
-                f"the tree's leaf of stream {last.stream_id} seq {last.seq} is not its event's",
-                match_id=last.stream_id,
-                seq=last.seq,
+            record["transparency"] = self._tlog.record_field(
+                head[-1], f"match {match_id}", match_id=match_id
             )
-        return transparency_field(
-            proved.signed.note,
-            proved.leaf.index,
-            proved.signed.size,
-            last.position,
-            micros(last.recorded_at),
-            proved.proof,
-        )
+        return self._signer.sign(record) if self._signer is not None else record
 
     def _rated_order(self, match: Match) -> int | None:
         """The global position of a rated match's end (the record's `rated.order`); None

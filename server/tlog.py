@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from bergen.api.checkpoints import (
     log_origin,
     parse_checkpoint,
     parse_note,
+    transparency_field,
 )
 from bergen.api.durable import write_durably
 from bergen.api.signing import RecordSigner
@@ -72,6 +74,8 @@ CHECKPOINT_EVERY_S = 2.0
 BATCH = 1000
 """Events read and folded per transaction."""
 MATCH_END = "MatchEnded"
+IN_TREE_WAIT_S = 10.0
+"""How long a record waits for its last event to be in the transparency log."""
 MAX_POSITION = 2**63 - 1
 """No global position is larger (a 64-bit signed column)."""
 
@@ -194,6 +198,8 @@ class TransparencyLog(FoldLoop):
         """Whether the catch-up under way folded a match's end (a checkpoint is due then)."""
         self.refusal: LogRolledBack | None = None
         """Set once the log is found rolled back: every call is answered with it."""
+        self._refusal_lock = threading.Lock()
+        self._on_refusal: list[Callable[[LogRolledBack], None]] = []
 
     # --- start and checks ---------------------------------------------------------------------
 
@@ -219,18 +225,39 @@ class TransparencyLog(FoldLoop):
         if self.refusal is not None:
             raise self.refusal
 
+    def on_refusal(self, listener: Callable[[LogRolledBack], None]) -> None:
+        """Call `listener` once the log is found rolled back: at once if it already was (at
+        start), else from the thread that finds it (a fold, later). The health service
+        follows it, so that a server that serves nothing does not say it serves."""
+        with self._refusal_lock:
+            refusal = self.refusal
+            if refusal is None:
+                self._on_refusal.append(listener)
+        if refusal is not None:
+            listener(refusal)
+
     def _refuse(self, why: str, signed: int, stored: int) -> LogRolledBack:
-        if self.refusal is None:
-            log.critical(
-                "LOG ROLLED BACK: %s (checkpoint signed of %d leaves, %d in the log);"
-                " serving nothing", why, signed, stored,
-            )  # fmt: skip
-            self.refusal = LogRolledBack(
-                f"the log is not an extension of the checkpoint signed of {signed} events: {why}",
-                signed_size=signed,
-                log_size=stored,
-            )
-        return self.refusal
+        with self._refusal_lock:
+            refusal = self.refusal
+            listeners: list[Callable[[LogRolledBack], None]] = []
+            if refusal is None:
+                log.critical(
+                    "LOG ROLLED BACK: %s (checkpoint signed of %d leaves, %d in the log);"
+                    " serving nothing", why, signed, stored,
+                )  # fmt: skip
+                refusal = self.refusal = LogRolledBack(
+                    f"the log is not an extension of the checkpoint signed of {signed} events:"
+                    f" {why}",
+                    signed_size=signed,
+                    log_size=stored,
+                )
+                listeners, self._on_refusal = self._on_refusal, []
+        for listener in listeners:
+            try:
+                listener(refusal)
+            except Exception:  # one listener's failure must not keep the refusal from the rest
+                log.exception("a listener of the log's refusal failed")
+        return refusal
 
     def _reload(self, size: int, position: int, tx: TlogFold) -> None:
         """Take the stored tree of `size` (folded up to `position`) as this process's, once
@@ -458,6 +485,44 @@ class TransparencyLog(FoldLoop):
         except ProofError:
             raise _tampered() from None
         return Inclusion(leaf, proof, signed)
+
+    def record_field(
+        self, last: StoredEvent, what: str, wait_s: float = IN_TREE_WAIT_S, **names: str
+    ) -> dict[str, object]:
+        """The `transparency` field of a record (`what`, as "match ID", named by `names` in
+        a refusal's metadata) whose stream ends with `last`: the checkpoint of the tree that
+        ends with that event (the same every time it is asked: a pack's manifest hashes the
+        record), and its inclusion proof. Raises LogRolledBack, LogTampered for a leaf that
+        is not the event's, StorageUnavailable (LOG_LAGGING: to be asked again) when the event
+        is not in the tree within `wait_s` (on PostgreSQL it joins the global order once the
+        cluster's older transactions end): a record is never served without it, so that it
+        is the same record every time."""
+        try:
+            proved = self.inclusion_at(last.position, wait_s)
+        except NotFound:
+            log.warning(
+                "stream %s seq %d is not in the transparency log yet: its record is refused"
+                " for now", last.stream_id, last.seq,
+            )  # fmt: skip
+            raise StorageUnavailable(
+                f"{what}: its last event is not in the transparency log yet; ask again",
+                reason="LOG_LAGGING",
+                **names,
+            ) from None
+        if proved.leaf.hash != leaf_of(last, proved.leaf.index).hash:
+            raise LogTampered(
+                f"the tree's leaf of stream {last.stream_id} seq {last.seq} is not its event's",
+                seq=last.seq,
+                **names,
+            )
+        return transparency_field(
+            proved.signed.note,
+            proved.leaf.index,
+            proved.signed.size,
+            last.position,
+            micros(last.recorded_at),
+            proved.proof,
+        )
 
     def _proved(self, make: Callable[[], list[bytes]]) -> list[bytes]:
         try:

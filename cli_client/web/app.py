@@ -643,16 +643,23 @@ async def tournament_events(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
+    """The gateway's figures, and whether the game server serves: 200 when its health
+    service says SERVING, else 503 with the same body (a server that refuses its log, one
+    shutting down, one that does not answer), so that a load balancer stops sending here."""
     gw = gateway_of(request)
-    return _ok(
-        {
-            "streams": gw.streams.open,
-            "max_streams": gw.streams.limit,
-            "matches_followed": len(gw.matches.hubs),
-            "tournaments_followed": len(gw.tournaments.hubs),
-            "upstream_calls": dict(gw.upstream.calls),
-        }
-    )
+    upstream = await gw.upstream.serving()
+    body = {
+        "upstream": upstream,
+        "streams": gw.streams.open,
+        "max_streams": gw.streams.limit,
+        "matches_followed": len(gw.matches.hubs),
+        "tournaments_followed": len(gw.tournaments.hubs),
+        "upstream_calls": dict(gw.upstream.calls),
+    }
+    if upstream == "SERVING":
+        return _ok(body)
+    headers = {**SECURITY_HEADERS, "Cache-Control": "no-store"}
+    return JSONResponse(body, status_code=503, headers=headers)
 
 
 # --- pages ---------------------------------------------------------------------------------
@@ -724,7 +731,8 @@ def create_app(
             if credentials is None
             else grpc.aio.secure_channel(target.address, credentials, options=options)
         )
-        upstream = Upstream(rpc.BergenServiceStub(channel))  # type: ignore[no-untyped-call]
+        stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
+        upstream = Upstream(stub, channel=channel)
         streams = SubscriberCounter(max_streams)
         matches: Registry[MatchHub] = Registry(
             lambda key: MatchHub(key, matches, upstream, coalesce_s), max_matches, streams

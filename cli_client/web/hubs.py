@@ -38,6 +38,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
+from grpc_health.v1 import health_pb2
 
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
@@ -51,6 +52,10 @@ QUEUE_ITEMS = 1024
 WRITE_BUFFER_BYTES = 1 << 20
 """Bytes a direct subscriber's transport may hold unsent before it is dropped as too slow."""
 CALL_TIMEOUT_S = 10.0
+HEALTH_TIMEOUT_S = 2.0
+"""How long `/api/health` waits for the server's health service."""
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+GAME_SERVICE = "bergen.v1.BergenService"
 KEEPALIVE_S = 15.0
 COALESCE_S = 0.150
 """Default least time between two bursts of one match: events that come sooner wait and go
@@ -357,6 +362,29 @@ class Upstream:
     stub: rpc.BergenServiceStub
     timeout: float = CALL_TIMEOUT_S
     calls: dict[str, int] = field(default_factory=dict)
+    channel: grpc.aio.Channel | None = None
+    """The channel of `stub`, for the server's health service (`serving`)."""
+
+    async def serving(self) -> str:
+        """Whether the server's game service serves, as its gRPC health service says:
+        `SERVING`, `NOT_SERVING` (shutting down, or refusing a log rolled back under its
+        checkpoint), or, when the health service gives no answer, the call's status
+        (`UNAVAILABLE`, `DEADLINE_EXCEEDED`...). Not counted in `calls`."""
+        if self.channel is None:
+            return "UNKNOWN"
+        # The method itself: the typing stubs of grpc_health's HealthStub name no methods.
+        check = self.channel.unary_unary(
+            HEALTH_CHECK,
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
+        try:
+            answer: health_pb2.HealthCheckResponse = await check(
+                health_pb2.HealthCheckRequest(service=GAME_SERVICE), timeout=HEALTH_TIMEOUT_S
+            )
+        except grpc.aio.AioRpcError as e:
+            return str(e.code().name)
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status))
 
     async def call(self, name: str, request: Message) -> Any:
         self.calls[name] = self.calls.get(name, 0) + 1

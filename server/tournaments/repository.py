@@ -207,6 +207,15 @@ class TournamentRepository(Repository[Tournament, TournamentCommand, TournamentE
                 self._tables.popitem(last=False)
         return table
 
+    def head(self, t: Tournament) -> StoredEvent | None:
+        """The stored event of `t`'s stream at its version (None before its first), whose
+        hash the record's `log` names. Raises StorageUnavailable."""
+        if t.version < 1:
+            return None
+        stream = tournament_stream(t.state.tournament_id)
+        found = self._store.read_stream(stream, t.version, limit=1)
+        return found[0] if found else None
+
     def ids(self, after: str = "", limit: int = 100) -> list[str]:
         """Up to `limit` tournament ids in id order, after the id `after`."""
         found: list[str] = []

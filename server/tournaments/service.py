@@ -60,6 +60,7 @@ from ..commands import (
 from ..feed import EventFeed
 from ..identity import Caller, Identity
 from ..matches import TOKEN_KEY_ID, Match, MatchRepository
+from ..tlog import TransparencyLog
 from .repository import (
     BY_HAND_KEY,
     LEGACY_PLAYER_TOKEN,
@@ -107,8 +108,9 @@ class TournamentCommands(TournamentQueries):
         wakes: TableWakes | None = None,
         match_commands: MatchCommands | None = None,
         clock: Clock = wall_ms,
+        tlog: TransparencyLog | None = None,
     ) -> None:
-        super().__init__(repository, matches, identity, signer, feed, wakes)
+        super().__init__(repository, matches, identity, signer, feed, wakes, tlog)
         self._clock = clock
         """The servers' clock (Unix ms): when the start closes registration."""
         self._match_commands = match_commands

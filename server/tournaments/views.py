@@ -29,7 +29,8 @@ from bergen.domain.tournament_pairing import seats_of
 from ..feed import EventFeed, Subscription
 from ..identity import Caller, Identity
 from ..matches import MatchRepository
-from ..store import StoredEvent, lagging
+from ..store import StoredEvent, lagging, lagging_reads
+from ..tlog import TransparencyLog
 from .repository import Tournament, TournamentRepository
 from .tables import is_tournament_id, tournament_stream
 
@@ -116,7 +117,10 @@ class TournamentQueries:
         signer: RecordSigner | None = None,
         feed: EventFeed | None = None,
         wakes: TableWakes | None = None,
+        tlog: TransparencyLog | None = None,
     ) -> None:
+        self._tlog = tlog
+        """The transparency log whose checkpoints records carry (None: none kept)."""
         self._feed = feed
         self._wakes = wakes
         self._repo = repository
@@ -305,12 +309,23 @@ class TournamentQueries:
                         return out, _page_token(after) if more else ""
         return out, ""
 
-    @lagging
     def record(self, tournament_id: str) -> dict[str, Any]:
         """The section 6 record, signed when the server signs: the seed and every figure
-        once ended, the record so far before. Raises NotFound."""
-        t = self._repo.load(tournament_id)
+        once ended, the record so far before. Like a match record, it names its stream's
+        events and head hash (`log`) and, from a server that keeps the transparency log,
+        carries the checkpoint of the tree that ends with its last event and that event's
+        inclusion proof (`transparency`). Raises NotFound, LogRolledBack, StorageUnavailable
+        (LOG_LAGGING: its last event not in the tree yet)."""
+        with lagging_reads():
+            t = self._repo.load(tournament_id)
+            head = self._repo.head(t)
         record = t.state.record()
+        if head is not None:
+            record["log"] = {"events": t.version, "head": head.hash.hex()}
+            if self._tlog is not None:
+                record["transparency"] = self._tlog.record_field(
+                    head, f"tournament {tournament_id}", tournament_id=tournament_id
+                )
         return self._signer.sign(record) if self._signer is not None else record
 
     def audit_manifest(

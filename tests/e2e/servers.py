@@ -103,6 +103,10 @@ class ServerProcess:
         self.stopped = True
 
 
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
 @dataclass
 class ServerFarm:
     """Starts servers for one test (or module) and stops whatever is left at the end."""
@@ -121,8 +125,10 @@ class ServerFarm:
         env: dict[str, str | None] | None = None,
         own_token: bool = False,
         cwd: Path | None = None,
+        serving: bool = True,
     ) -> ServerProcess:
-        """Start `bergen serve` on `database` and wait until it answers health checks.
+        """Start `bergen serve` on `database` and wait until it answers health checks:
+        SERVING, or NOT_SERVING when not `serving` (a server that refuses its log).
         Without an organiser token (`organiser_token`, or a file in `extra_args`) it serves
         with none, unless `own_token`: then it makes its own beside its signing key and names
         it in the state folder, which `env` should name (BERGEN_STATE_DIR) so that the user's
@@ -182,8 +188,10 @@ class ServerFarm:
                 raise ServerFailed(f"{name} wrote no port file in time:\n{server.log_tail()}")
             time.sleep(0.02)
         server.port = int(port_file.read_text())
-        if server.health(timeout=START_TIMEOUT_S) != health_pb2.HealthCheckResponse.SERVING:
-            raise ServerFailed(f"{name} is not SERVING:\n{server.log_tail()}")
+        want = SERVING if serving else NOT_SERVING
+        if server.health(timeout=START_TIMEOUT_S) != want:
+            said = health_pb2.HealthCheckResponse.ServingStatus.Name(want)
+            raise ServerFailed(f"{name} is not {said}:\n{server.log_tail()}")
         return server
 
     def stop_all(self) -> list[str]:

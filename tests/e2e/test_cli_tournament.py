@@ -249,6 +249,9 @@ def test_a_swiss_is_run_shown_watched_and_exported_from_the_command_line(
     assert served == record  # written as the server signed it
     verified = ok(bergen(anonymous, "verify", str(pack)))
     assert verified.startswith(f"OK: tournament {tid}")
+    # Every record's checkpoint and proof checked, the tournament record's included.
+    assert "every record logged in the transparency log" in verified
+    assert served["transparency"]["tree_size"] == served["transparency"]["leaf_index"] + 1
     manifest = json.loads((pack / "manifest.json").read_text())
     assert manifest["public_key"] == record["signature"]["public_key"]
     assert set(manifest["files"]) == {"tournament.json"} | {

@@ -148,6 +148,8 @@ def test_an_event_written_again_after_a_rollback_stops_the_tree(
     append(keyed_store, "s-b", 1)
     log = tlog(keyed_store, tmp_path)
     assert signed_of(log, 4)
+    told: list[LogRolledBack] = []
+    log.on_refusal(told.append)  # as the health service is told
     backend.tamper("DELETE FROM events WHERE stream_id = %s AND seq = %s", ("s-a", 3))
     append(keyed_store, "s-a", 1, version=2)  # seq 3 again: a second end of the same match
     deadline = time.monotonic() + 30
@@ -155,8 +157,12 @@ def test_an_event_written_again_after_a_rollback_stops_the_tree(
         while time.monotonic() < deadline:
             log.catch_up()
             time.sleep(0.05)
-    with pytest.raises(LogRolledBack):
+    with pytest.raises(LogRolledBack) as refused:
         log.check()
+    assert told == [refused.value]  # once, when found
+    later: list[LogRolledBack] = []
+    log.on_refusal(later.append)  # after it was found: at once
+    assert later == [refused.value]
 
 
 def test_the_checkpoint_is_kept_beside_the_key_or_in_the_folder_given(tmp_path: Path) -> None:

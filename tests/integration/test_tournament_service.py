@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bergen.api import convert
 from bergen.api.audit_pack import played_matches
+from bergen.api.checkpoints import verify_transparency
 from bergen.api.exit_status import ExitStatus
 from bergen.api.signing import RecordSigner, verify_signature
 from bergen.cli_client.tournament_pack import served_pack, write_files
@@ -57,6 +58,7 @@ from bergen.server.feed import EventFeed
 from bergen.server.identity import Caller
 from bergen.server.keys import LogKeys
 from bergen.server.store import EventStore, open_store
+from bergen.server.tlog import TransparencyLog
 from bergen.server.tournament_manager import TournamentManager
 from bergen.server.tournaments import Assignment, TournamentView, tournament_stream
 from bergen.v1 import bergen_pb2 as pb
@@ -835,6 +837,52 @@ def test_a_cancelled_tournaments_audit_pack_is_made_and_verifies(
         outcome = verify_pack(folder, signer.public_key)
         assert outcome.status == ExitStatus.SUCCESS, outcome.line
         assert "cancelled" in outcome.line
+    finally:
+        store.close()
+
+
+def test_a_tournament_record_carries_the_checkpoint_and_proof_of_its_last_event(
+    backend: Backend, keys: LogKeys, tmp_path: Path
+) -> None:
+    signer = RecordSigner(Ed25519PrivateKey.generate())
+    store = open_store(backend.url, log_keys=keys)
+    try:
+        tlog = TransparencyLog(store, signer, tmp_path / "checkpoint", every_s=0.0)
+        tlog.open()
+        settings = AppSettings(organiser_token=ORGANISER, signer=signer, tlog=tlog)
+        app = build_application(store, EventFeed(store, tlog=tlog), settings, keys)
+        tid, tokens = registered(app, 2, swiss(1))
+        app.tournaments.start(ORG, tid)
+        m = manager(app)
+        assert m.advance(tid) is None
+        play_round(app, tid, tokens)
+        assert m.advance(tid) is None
+        t = app.tournaments.repository.load(tid)
+        assert t.state.phase == TOURNAMENT_ENDED
+        record = app.tournaments.record(tid)
+        (head,) = store.read_stream(tournament_stream(tid), t.version, limit=1)
+        assert record["log"] == {"events": t.version, "head": head.hash.hex()}
+        proved = record["transparency"]
+        checkpoint = verify_transparency(
+            proved, signer.public_key, tournament_stream(tid), t.version, head.hash
+        )
+        assert checkpoint.size == proved["leaf_index"] + 1  # the tree that ends with it
+        assert proved["position"] == head.position
+        assert app.tournaments.record(tid) == record  # the same every time: a pack hashes it
+        check_tournament_record(record)
+        # The audit pack, as `bergen tournament export` writes it: every record's checkpoint
+        # and proof checked, the tournament's with the matches'.
+        manifest = app.tournaments.audit_manifest(
+            tid, lambda mid: app.queries.record(Caller(), mid)
+        )
+        matches = [app.queries.record(Caller(), mid) for mid in played_matches(record)]
+        folder = tmp_path / "pack"
+        write_files(folder, served_pack(record, matches, manifest))
+        outcome = verify_pack(folder, signer.public_key)
+        assert outcome.status == ExitStatus.SUCCESS, outcome.line
+        assert outcome.facts["logged"] == 1 + len(matches)
+        assert outcome.facts["checkpoint_size"] == checkpoint.size
+        assert "every record logged in the transparency log" in outcome.line
     finally:
         store.close()
 

@@ -353,7 +353,8 @@ def test_a_signed_match_rewritten_with_the_chain_recomputed_stops_the_server(
     access = Access(database.owner_url)
     seat = next(r for r in access.rows(table.match_id) if r.type == "SeatTaken")
     access.rewrite(table.match_id, seat.seq, {**seat.payload, "name": "someone else"})
-    server = restart(farm, server, database)
+    assert server.terminate() == 0
+    server = farm.start(database.server_url, serving=False)  # health: NOT_SERVING
     with Client(server.target) as client, pytest.raises(grpc.RpcError) as caught:
         client.record(table.match_id)
     got = refusal(caught.value, "the record")

@@ -344,6 +344,18 @@ def test_an_id_of_nothing_is_refused_with_a_code_a_page_can_put_in_words(
         assert (got, body.get("code")) == (503, "UNAVAILABLE"), (path, body)
 
 
+def test_the_health_endpoint_says_whether_the_game_server_serves(
+    gateway: Gateway, silent_gateway: Gateway
+) -> None:
+    status, body, headers = gateway.get("/api/health")
+    assert (status, body["upstream"]) == (200, "SERVING")
+    assert headers["cache-control"] == "no-store"
+    # No game server: the gateway answers, but a load balancer should send nobody here.
+    status, body, _ = silent_gateway.get("/api/health")
+    assert (status, body["upstream"]) == (503, "UNAVAILABLE")
+    assert body["streams"] == 0
+
+
 def test_the_icon_is_served_and_every_page_links_it(gateway: Gateway) -> None:
     status, body, headers = gateway.get("/favicon.ico")
     assert status == 200 and headers["content-type"] == "image/x-icon"
