@@ -83,15 +83,16 @@ def rate(teams: Sequence[Sequence[Rating]], places: Sequence[int]) -> list[list[
     Raises InvalidArgument for fewer than two sides, an empty side, or places that do not
     match the sides.
     """
-    if len(teams) < 2 or any(not team for team in teams):
+    n = len(teams)
+    if n < 2 or not all(teams):
         raise InvalidArgument("a rated match has two sides or more, each with a player")
-    if len(places) != len(teams) or any(
-        isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in places
-    ):
+    if len(places) != n:
         raise InvalidArgument("one place (1 or more) for each side")
+    for p in places:
+        if (type(p) is not int and (isinstance(p, bool) or not isinstance(p, int))) or p < 1:
+            raise InvalidArgument("one place (1 or more) for each side")
     # Written out with loops rather than generators and sum() (a rebuild rates every rated
     # match: this is most of its arithmetic), each sum in the same order as openskill's.
-    n = len(teams)
     # The dynamics first: each sigma grows by tau before the match (no limit on sigma).
     sigmas: list[list[float]] = []
     mus: list[float] = []
