@@ -25,7 +25,7 @@ from .ratings import Db
 TLOG = "tlog"
 """The tree's name in projection_positions."""
 _CHUNK = 200
-"""Nodes per statement: below every SQLite build's limit on bound parameters."""
+"""Parameters per statement: below every SQLite build's limit on bound parameters."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,39 +78,45 @@ def _size(db: Db) -> int:
     return 0 if not rows or rows[0][0] is None else int(rows[0][0]) + 1
 
 
+_HASH_OF = (
+    "CASE WHEN w.level = 0 THEN (SELECT l.hash FROM tlog_leaves l WHERE l.idx = w.idx)"
+    " ELSE (SELECT n.hash FROM tlog_nodes n WHERE n.level = w.level AND n.idx = w.idx) END"
+)
+"""A wanted node's hash: one primary-key lookup, in the leaves or in the nodes (NULL when it
+is not stored)."""
+_PG_NODES = (
+    f"SELECT w.level, w.idx, {_HASH_OF} FROM unnest(%s::smallint[], %s::bigint[]) AS w(level, idx)"
+)
+"""PostgreSQL: every node in one statement of one text (prepared once a connection, its plan
+generic: a scan of the two arrays and a lookup a row), in one round trip."""
+
+
 def _nodes(db: Db, wanted: Sequence[Node]) -> dict[Node, bytes]:
     """The hashes of `wanted` that are stored (a node missing is left out)."""
     d = db.dialect
-    found: dict[Node, bytes] = {}
-    leaves = [i for level, i in wanted if level == 0]
-    inner = [(level, i) for level, i in wanted if level > 0]
+    if not wanted:
+        return {}
     if d.any_list:
-        # PostgreSQL: one round trip, each side of it one index scan a key.
+        # The arrays as text: one parameter type whatever the values (psycopg would give a
+        # list of small ints another type, and the statement another preparation).
         rows = db.rows(
-            "SELECT 0, idx, hash FROM tlog_leaves WHERE idx = ANY(%s::bigint[])"
-            " UNION ALL SELECT level, idx, hash FROM tlog_nodes WHERE (level, idx) IN"
-            " (SELECT * FROM unnest(%s::smallint[], %s::bigint[]))",
-            [leaves, [n[0] for n in inner], [n[1] for n in inner]],
+            _PG_NODES,
+            [
+                "{" + ",".join([str(level) for level, _ in wanted]) + "}",
+                "{" + ",".join([str(i) for _, i in wanted]) + "}",
+            ],
         )
-        return {(int(level), int(idx)): bytes(h) for level, idx, h in rows}
-    for k in range(0, len(leaves), _CHUNK):
-        part = leaves[k : k + _CHUNK]
-        params: list[object] = [part] if d.any_list else list(part)
-        for idx, h in db.rows(
-            f"SELECT idx, hash FROM tlog_leaves WHERE {d.among('idx', len(part))}", params
-        ):
-            found[(0, int(idx))] = bytes(h)
-    for k in range(0, len(inner), _CHUNK):
-        part2 = inner[k : k + _CHUNK]
-        # (level, idx) pairs: one row-value list on both backends
-        marks = ", ".join([f"({d.param}{d.int4}, {d.param}{d.int8})"] * len(part2))
-        flat: list[object] = [v for pair in part2 for v in pair]
-        for level, idx, h in db.rows(
-            f"SELECT level, idx, hash FROM tlog_nodes WHERE (level, idx) IN (VALUES {marks})",
-            flat,
-        ):
-            found[(int(level), int(idx))] = bytes(h)
-    return found
+    else:
+        rows = []
+        for k in range(0, len(wanted), _CHUNK // 2):  # two parameters a node
+            part = wanted[k : k + _CHUNK // 2]
+            values = ", ".join([f"({d.param}, {d.param})"] * len(part))
+            rows += db.rows(
+                f"SELECT w.level, w.idx, {_HASH_OF} FROM (SELECT column1 AS level,"
+                f" column2 AS idx FROM (VALUES {values})) AS w",
+                [v for node in part for v in node],
+            )
+    return {(int(level), int(idx)): bytes(h) for level, idx, h in rows if h is not None}
 
 
 class SqlTlog:
