@@ -365,7 +365,8 @@ class TransparencyLog(FoldLoop):
 
     def consistency(self, old: int, new: int) -> tuple[list[bytes], Signed]:
         """The consistency proof from the tree of `old` leaves to that of `new`, and the
-        newest checkpoint. Raises InvalidArgument (BAD_TREE_SIZE) for sizes not 0 <= old <=
+        newest checkpoint signed here (the log is read for a newer one only when it is not of
+        `new` leaves or more). Raises InvalidArgument (BAD_TREE_SIZE) for sizes not 0 <= old <=
         new, OutOfRange (TREE_SIZE_UNSIGNED) for `new` past the newest checkpoint,
         LogRolledBack, CorruptRecord (LOG_TAMPERED) for stored nodes that do not prove."""
         if old < 0 or new < 0 or old > new:
@@ -375,7 +376,7 @@ class TransparencyLog(FoldLoop):
                 old_size=old,
                 new_size=new,
             )
-        signed = self.latest()
+        signed = self._covering_size(new)
         if new > signed.size:
             raise OutOfRange(
                 f"no checkpoint of {new} events yet: the newest is of {signed.size}",
@@ -395,7 +396,8 @@ class TransparencyLog(FoldLoop):
 
     def inclusion(self, position: int, wait_s: float = 0.0) -> Inclusion:
         """The leaf of the event at global `position`, its inclusion proof in the tree of
-        the newest checkpoint (signed now if it does not cover it yet), and that checkpoint.
+        the newest checkpoint signed here (the log read for a newer one, signed now, only
+        when it does not cover the leaf yet), and that checkpoint.
         Raises InvalidArgument (BAD_POSITION) for a position below 1, NotFound for one not
         in the tree (after waiting up to `wait_s` for it to be folded: on PostgreSQL an event
         joins the order only once older transactions end), LogRolledBack,
@@ -431,11 +433,20 @@ class TransparencyLog(FoldLoop):
                 reason="NOT_IN_LOG",
                 position=position,
             )
-        signed = self.latest()
+        signed = self._covering_size(leaf.index + 1)
         if signed.size <= leaf.index:
             with self._lock:
                 signed = self._sign()
         return leaf, signed
+
+    def _covering_size(self, size: int) -> Signed:
+        """The newest checkpoint signed here when it is of `size` leaves or more (the log
+        is not read again for it), else `latest`. Raises as `latest`."""
+        self.check()
+        signed = self._signed
+        if signed is not None and signed.size >= size:
+            return signed
+        return self.latest()
 
     def inclusion_at(self, position: int, wait_s: float = 0.0) -> Inclusion:
         """`inclusion`, against the checkpoint of the tree that ends with the event at

@@ -98,6 +98,25 @@ def test_proofs_verify_against_the_checkpoints(keyed_store: EventStore, tmp_path
     verify_consistency(old.size, signed.size, old.checkpoint.root, signed.checkpoint.root, proof)
 
 
+def test_a_proof_the_newest_checkpoint_covers_reads_no_log(
+    keyed_store: EventStore, tmp_path: Path
+) -> None:
+    append(keyed_store, "s-a", 8)
+    log = tlog(keyed_store, tmp_path)
+    eight = signed_of(log, 8)
+    append(keyed_store, "s-b", 4)
+    read = log.events_read
+    proof, signed = log.consistency(3, 8)
+    assert signed == eight
+    first = keyed_store.read_all(0, 1)[0].position
+    assert log.inclusion(first).signed == eight
+    assert log.events_read == read  # the 4 new events not read for either
+    twelve = signed_of(log, 12)
+    proof, signed = log.consistency(8, 12)
+    assert signed == twelve
+    verify_consistency(8, 12, eight.checkpoint.root, twelve.checkpoint.root, proof)
+
+
 def test_bad_sizes_and_positions_are_refused_with_reasons(
     keyed_store: EventStore, tmp_path: Path
 ) -> None:
