@@ -1,16 +1,30 @@
-"""The transparency log: what it costs Play, and how fast its proofs are at 10 million events.
+"""The transparency log: what it costs Play, how fast its proofs are at 10 million events,
+and how long a witness takes to check a new checkpoint of such a log.
 
 - **play**: `bergen serve` on a fresh PostgreSQL database, `--clients` clients playing two-seat
   matches for `--seconds` (grpc_bench's clients), with the transparency log (the default:
   checkpoints every 2 s and at every match end, the tree folded beside the listing) and
-  with `--no-transparency-log`, in turns, `--rounds` rounds. Goal: Play/s with the log over
-  Play/s without it >= 0.95 (the median round's of each).
-- **proofs**: a tree of `--events` leaves (10 million) written straight into the tree's
-  tables of a fresh database by SQL (each leaf SHA-256(0x00 || index), each node
-  SHA-256(0x01 || left || right), level by level), then `--calls` inclusion proofs of random
-  leaves and consistency proofs between random sizes, as the server makes them (one read of
-  the stored nodes each: `bergen.domain.merkle` over `SqlTlog`), each checked against the
-  root computed from the stored nodes. Goal: p99 < 5 ms for each.
+  with `--no-transparency-log`, in turns, `--rounds` rounds. The table shows each round and
+  the median of each column. Goal: the median of the rounds' ratios (Play/s with the log over
+  Play/s without it, the two measured one after the other) >= 0.95.
+- **proofs**: a tree of `--events` leaves (10 million; each leaf SHA-256(0x00 || index))
+  written into the tree's tables of a fresh database as a server writes them (the leaves
+  and the nodes they complete, a chunk a transaction, in the order they are made), then
+  vacuumed and checkpointed, as the tables of a server that has run for a while are. Then
+  `--calls` inclusion proofs of random leaves of trees of 8 sizes (the whole tree and 7
+  random sizes above half of it: its checkpoints) and consistency proofs from a random size
+  to one of those, made by the server's code (`bergen.server.tlog.proved_inclusion` and
+  `proved_consistency` over the store's `SqlTlog`): the nodes it keeps in memory, one
+  statement for the others, the proof checked against the root of its size (the signed
+  root, in the server) before it is answered; 50 of each first, not timed. Goal: p99 < 5 ms
+  for each.
+- **witness**: `bergen serve` on that tree's database (its events numbered after the
+  tree's leaves, so that what is played is folded onto the tree), and `--checks` times what
+  `bergen witness` does for one new checkpoint: fetch it, fetch the consistency proof from
+  the size it verified last, check the log's signature and the proof, cosign, keep its
+  state durably (written and synced). Between two checks a move is played and the server
+  is asked for its newest checkpoint (not timed), as its fold signs one every 2 s and at
+  every match end before a witness polls. Goal: p99 < 10 ms.
 """
 
 from __future__ import annotations
@@ -20,6 +34,8 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -27,23 +43,38 @@ import psycopg
 from bench import harness
 from bench.grpc_bench import (
     OURS,
+    Calls,
+    Player,
     bergen_command,
     launch_server,
     measure_rate,
+    open_channel,
     stop_server,
     wait_for_port,
 )
 from bench.store_bench import bench_database
-from bergen.domain.merkle import (
-    Frontier,
-    consistency_proof,
-    inclusion_proof,
-    verify_consistency,
-    verify_inclusion,
+from bergen.api.checkpoints import parse_checkpoint, parse_note
+from bergen.api.signing import load_or_create_key
+from bergen.cli_client.client import Client
+from bergen.cli_client.witness import (
+    KEY_FILE,
+    ServerSource,
+    Witness,
+    WitnessState,
+    save_state,
 )
+from bergen.domain.merkle import Frontier, leaf_hash
 from bergen.server.store import open_store
+from bergen.server.tlog import proved_consistency, proved_inclusion
 
 WITH, WITHOUT = "with the log", "without"
+INCLUSION, CONSISTENCY, ROUND_TRIP = "inclusion", "consistency", "round trip"
+CHECK, FETCH, PROVE, KEEP, REST = (
+    "check", "GetCheckpoint", "GetConsistencyProof", "state kept", "checks and cosignature",
+)  # fmt: skip
+PLAY_GOAL = 0.95
+PROOF_GOAL_MS = 5.0
+WITNESS_GOAL_MS = 10.0
 
 
 def play_rate(admin_url: str, tlog: bool, clients: int, seconds: float, seed: int) -> float:
@@ -63,45 +94,89 @@ def play_rate(admin_url: str, tlog: bool, clients: int, seconds: float, seed: in
         return run.rate
 
 
-BUILD_CHUNK = 200_000
-"""Rows a transaction writes while the tree is built: a long transaction would hold back
-every reader of the commit-safe global order in the whole cluster."""
+PLAY_TABLE = harness.Table(
+    (
+        harness.Column("Play/s", 8, "<"),
+        harness.Column(WITH, 12),
+        harness.Column(WITHOUT, 8),
+        harness.Column("ratio", 6),
+        harness.Column("goal", 8),
+    ),
+    gap="  ",
+)
+
+
+def play_rows(rates: dict[str, list[float]]) -> tuple[list[harness.Row], float]:
+    """A row a round (the two rates and their ratio), then their medians, the goal on the
+    median ratio; and that ratio."""
+    rows: list[harness.Row] = []
+    ratios = []
+    for r, (w, wo) in enumerate(zip(rates[WITH], rates[WITHOUT], strict=True)):
+        ratios.append(w / wo)
+        rows.append(harness.Row((f"round {r + 1}", f"{w:,.0f}", f"{wo:,.0f}", f"{w / wo:.3f}")))
+    ratio = harness.median(ratios)
+    median = (
+        "median",
+        f"{harness.median(rates[WITH]):,.0f}",
+        f"{harness.median(rates[WITHOUT]):,.0f}",
+        f"{ratio:.3f}",
+        f">= {PLAY_GOAL}",
+    )
+    rows.append(harness.Row(median, ratio >= PLAY_GOAL))
+    return rows, ratio
+
+
+BUILD_CHUNK = 100_000
+"""Leaves a transaction writes while the tree is built, with the nodes they complete: a long
+transaction would hold back every reader of the commit-safe global order in the cluster."""
 
 
 def build_tree(url: str, events: int) -> None:
-    """Leaves 0..events-1 and every complete node above them, by SQL, level by level, a
-    chunk of BUILD_CHUNK rows a transaction."""
+    """Leaves 0..events-1 (leaf i of position i + 1) and every complete node above them,
+    written as a server's fold writes them: a chunk of leaves a transaction, then the nodes
+    they complete in the order they are made (each beside the others of its leaves on disk);
+    then the tables vacuumed and analyzed, and a checkpoint made (when the user may), so that
+    no bulk write of the build is still being flushed while proofs are timed."""
+    frontier = Frontier()
     with psycopg.connect(url, autocommit=True) as conn:
         for start in range(0, events, BUILD_CHUNK):
-            conn.execute(
-                "INSERT INTO tlog_leaves (idx, position, stream_id, seq, hash)"
-                " SELECT i, i + 1, 'bench-' || (i / 100), i %% 100 + 1,"
-                " sha256('\\x00'::bytea || int8send(i))"
-                " FROM generate_series(%s::bigint, %s::bigint) AS i",
-                (start, min(events, start + BUILD_CHUNK) - 1),
-            )
-        level, width = 0, events
-        while width >= 2:
-            below = (
-                "tlog_leaves a JOIN tlog_leaves b ON b.idx = a.idx + 1 WHERE"
-                if level == 0
-                else "tlog_nodes a JOIN tlog_nodes b ON b.level = a.level AND b.idx = a.idx + 1"
-                f" WHERE a.level = {level} AND"
-            )
-            for start in range(0, width, 2 * BUILD_CHUNK):
-                conn.execute(
-                    "INSERT INTO tlog_nodes (level, idx, hash)"
-                    f" SELECT {level + 1}, a.idx / 2, sha256('\\x01'::bytea || a.hash || b.hash)"
-                    f" FROM {below} a.idx %% 2 = 0 AND a.idx >= %s AND a.idx < %s",
-                    (start, start + 2 * BUILD_CHUNK),
-                )
-            level, width = level + 1, width // 2
-        conn.execute("ANALYZE tlog_leaves")
-        conn.execute("ANALYZE tlog_nodes")
+            leaves = []
+            nodes: list[tuple[int, int, bytes]] = []
+            for i in range(start, min(events, start + BUILD_CHUNK)):
+                h = leaf_hash(i.to_bytes(8, "big"))
+                leaves.append((i, i + 1, f"bench-{i // 100}", i % 100 + 1, h))
+                nodes += frontier.append(h)[1:]
+            with conn.transaction(), conn.cursor() as cur:
+                with cur.copy(
+                    "COPY tlog_leaves (idx, position, stream_id, seq, hash) FROM STDIN"
+                    " (FORMAT BINARY)"
+                ) as copy:
+                    copy.set_types(["int8", "int8", "text", "int8", "bytea"])
+                    for row in leaves:
+                        copy.write_row(row)
+                with cur.copy(
+                    "COPY tlog_nodes (level, idx, hash) FROM STDIN (FORMAT BINARY)"
+                ) as copy:
+                    copy.set_types(["int2", "int8", "bytea"])
+                    for node in nodes:
+                        copy.write_row(node)
+        conn.execute("VACUUM ANALYZE tlog_leaves")
+        conn.execute("VACUUM ANALYZE tlog_nodes")
+        try:
+            conn.execute("CHECKPOINT")
+        except psycopg.errors.InsufficientPrivilege:
+            harness.say("no CHECKPOINT (not allowed to this user): the build may still be flushing")
 
 
-def time_proofs(url: str, events: int, calls: int, seed: int) -> tuple[list[float], list[float]]:
-    """Milliseconds per inclusion proof and per consistency proof, each checked."""
+WARMUP_PROOFS = 50
+"""Proofs of each kind made before the timed ones: the statement prepared on the connection,
+its plan settled, the upper levels of the tree read once, as in a server that has run."""
+
+
+def time_proofs(url: str, events: int, calls: int, seed: int) -> dict[str, list[float]]:
+    """Milliseconds per inclusion proof and per consistency proof, each checked (after
+    WARMUP_PROOFS of each, not counted), and per bare round trip to the database (SELECT 1,
+    one after each pair of proofs: what the machine's load alone costs a query)."""
     store = open_store(url)
     try:
         tree = store.tlog()
@@ -116,24 +191,133 @@ def time_proofs(url: str, events: int, calls: int, seed: int) -> tuple[list[floa
         sizes = [events, *(rng.randrange(events // 2, events) for _ in range(7))]
         for size in sizes:
             root_of(size)
-        inclusion, consistency = [], []
-        for _ in range(calls):
-            size = rng.choice(sizes)
-            index = rng.randrange(size)
-            start = time.perf_counter()
-            proof = inclusion_proof(tree, index, size)
-            inclusion.append((time.perf_counter() - start) * 1000)
-            leaf = tree.nodes([(0, index)])[(0, index)]
-            verify_inclusion(index, size, leaf, proof, root_of(size))
-            old, new = sorted(rng.sample(sizes, 2)) if len(set(sizes)) > 1 else (1, events)
-            old = rng.randrange(1, new) if old == new else old
-            start = time.perf_counter()
-            proof = consistency_proof(tree, old, new)
-            consistency.append((time.perf_counter() - start) * 1000)
-            verify_consistency(old, new, root_of(old), root_of(new), proof)
-        return inclusion, consistency
+        times: dict[str, list[float]] = {INCLUSION: [], CONSISTENCY: [], ROUND_TRIP: []}
+        warm = min(WARMUP_PROOFS, calls)
+        with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
+            for call in range(warm + calls):
+                if call == warm:
+                    for kept in times.values():
+                        kept.clear()
+                size = rng.choice(sizes)
+                index = rng.randrange(size)
+                leaf = tree.nodes([(0, index)])[(0, index)]  # the server has it: the leaf's row
+                start = time.perf_counter()
+                proved_inclusion(tree, index, size, leaf, root_of(size))
+                times[INCLUSION].append((time.perf_counter() - start) * 1000)
+                new = rng.choice(sizes)
+                old = rng.randrange(1, new)
+                start = time.perf_counter()
+                proved_consistency(tree, old, new, root_of(new))
+                times[CONSISTENCY].append((time.perf_counter() - start) * 1000)
+                start = time.perf_counter()
+                conn.execute("SELECT 1").fetchall()
+                times[ROUND_TRIP].append((time.perf_counter() - start) * 1000)
+        return times
     finally:
         store.close()
+
+
+@contextmanager
+def serving(url: str, events: int) -> Iterator[str]:
+    """`bergen serve` on the database of a tree of `events` leaves built by `build_tree`,
+    its events numbered from events + 1 (after the leaves' positions): the target."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE events ALTER COLUMN position RESTART WITH {events + 1}")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        port_file = folder / "server.port"
+        proc = launch_server("server", bergen_command(url, port_file), folder)
+        try:
+            yield f"127.0.0.1:{wait_for_port('server', proc, port_file, folder / 'server.log')}"
+        finally:
+            stop_server(proc)
+
+
+def size_of(note: str) -> int:
+    return parse_checkpoint(parse_note(note)[0]).size
+
+
+class TimedSource:
+    """A witness's source, each call timed (milliseconds, by the call's name)."""
+
+    def __init__(self, source: ServerSource, times: dict[str, list[float]]) -> None:
+        self._source = source
+        self._times = times
+
+    def checkpoint(self) -> str:
+        start = time.perf_counter()
+        note = self._source.checkpoint()
+        self._times[FETCH].append((time.perf_counter() - start) * 1000)
+        return note
+
+    def consistency(self, old: int, new: int) -> list[bytes]:
+        start = time.perf_counter()
+        proof = self._source.consistency(old, new)
+        self._times[PROVE].append((time.perf_counter() - start) * 1000)
+        return proof
+
+
+def time_witness(target: str, checks: int, seed: int) -> tuple[dict[str, list[float]], int]:
+    """Milliseconds per check of a new checkpoint by a witness of the log at `target` (CHECK),
+    and the parts of each: the two calls (FETCH, PROVE), its state kept (KEEP), and the rest
+    (REST: the signature and the proof checked, the cosignature made); and the size of the
+    last checkpoint it cosigned."""
+    parts = (CHECK, FETCH, PROVE, KEEP, REST)
+    times: dict[str, list[float]] = {part: [] for part in parts}
+    with Client(target) as client, tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        source = ServerSource(client)
+        key = load_or_create_key(folder / KEY_FILE)
+        state = WitnessState(source.public_key(), None, None, "bench/witness")
+        save_state(folder, state)
+
+        def keep(state: WitnessState) -> None:
+            start = time.perf_counter()
+            save_state(folder, state)
+            times[KEEP].append((time.perf_counter() - start) * 1000)
+
+        witness = Witness(key, state, save=keep)
+        timed = TimedSource(source, times)
+        witness.observe(source.checkpoint(), source)  # the first: trusted, nothing to prove
+        channel = open_channel(target)
+        try:
+            player = Player(Calls(channel), random.Random(seed))
+            for check in range(checks + 1):
+                if check == 1:  # the first: connections and statements made
+                    for kept in times.values():
+                        kept.clear()
+                last = witness.state.last
+                assert last is not None
+                seen = last.checkpoint.size
+                deadline = time.monotonic() + 30
+                player.play(*player.next_request())
+                # The move's events join the commit-safe order once older transactions end.
+                while size_of(source.checkpoint()) <= seen:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"the log did not grow past {seen} in 30 s")
+                start = time.perf_counter()
+                cosigned = witness.observe(timed.checkpoint(), timed)
+                times[CHECK].append((time.perf_counter() - start) * 1000)
+                assert cosigned, "a checkpoint the witness had verified already"
+                times[REST].append(times[CHECK][-1] - sum(times[p][-1] for p in parts[1:4]))
+        finally:
+            channel.close()
+        last = witness.state.last
+        assert last is not None
+        return times, last.checkpoint.size
+
+
+def p50_p99(times: list[float]) -> str:
+    p50, p99 = harness.percentile(times, 50), harness.percentile(times, 99)
+    return f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+
+
+def percentiles_line(what: str, times: list[float], goal_ms: float) -> str:
+    p50, p99 = harness.percentile(times, 50), harness.percentile(times, 99)
+    return (
+        f"{what}: p50 {p50:.2f} ms, p99 {p99:.2f} ms, goal p99 < {goal_ms:g} ms:"
+        f" {harness.verdict(p99 < goal_ms)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,13 +328,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     harness.add_database_url(parser)
     quick_or = harness.quick_or
-    parser.add_argument("--parts", nargs="+", default=["play", "proofs"])
+    parser.add_argument(
+        "--parts", nargs="+", choices=["play", "proofs", "witness"],
+        default=["play", "proofs", "witness"],
+    )  # fmt: skip
     parser.add_argument("--clients", type=int, default=quick_or(8, 2))
     parser.add_argument("--seconds", type=float, default=quick_or(20.0, 2.0))
     parser.add_argument("--rounds", type=int, default=quick_or(3, 1))
     parser.add_argument("--events", type=int, default=quick_or(10_000_000, 100_000))
     parser.add_argument("--calls", type=int, default=quick_or(2000, 200))
+    parser.add_argument("--checks", type=int, default=quick_or(300, 20))
     args = parser.parse_args(argv)
+    if args.events < 2:
+        parser.error("--events: a tree of 2 leaves at least")
+    for name in ("rounds", "calls", "checks"):
+        if getattr(args, name) < (1 if name == "rounds" else 2):
+            parser.error(f"--{name}: {'1' if name == 'rounds' else '2'} at least")
     if "play" in args.parts:
         rates: dict[str, list[float]] = {WITH: [], WITHOUT: []}
         for r in range(args.rounds):
@@ -158,28 +351,33 @@ def main(argv: list[str] | None = None) -> int:
                 rate = play_rate(args.database_url, which == WITH, args.clients, args.seconds, r)
                 rates[which].append(rate)
                 harness.say(f"round {r + 1}, {which}: {rate:,.0f} Play/s")
-        with_, without = harness.median(rates[WITH]), harness.median(rates[WITHOUT])
-        ratio = with_ / without
-        print(
-            f"Play/s, {args.clients} clients: with the log {with_:,.0f}"
-            f" ({harness.spread(rates[WITH])}), without {without:,.0f}"
-            f" ({harness.spread(rates[WITHOUT])}); ratio {ratio:.3f}, goal >= 0.95:"
-            f" {harness.verdict(ratio >= 0.95)}"
-        )
-    if "proofs" in args.parts:
+        rows, ratio = play_rows(rates)
+        PLAY_TABLE.print(rows, f"Play/s, {args.clients} clients, {args.rounds} rounds:")
+        print(f"Play/s ratio (median of the rounds) {ratio:.3f}, goal >= {PLAY_GOAL}:"
+              f" {harness.verdict(ratio >= PLAY_GOAL)}")  # fmt: skip
+    if "proofs" in args.parts or "witness" in args.parts:
         with bench_database(args.database_url) as url:
             start = time.perf_counter()
             build_tree(url, args.events)
             harness.say(
                 f"tree of {args.events:,} leaves built in {time.perf_counter() - start:.0f} s"
             )
-            inclusion, consistency = time_proofs(url, args.events, args.calls, 1)
-        for name, times in (("inclusion", inclusion), ("consistency", consistency)):
-            p50, p99 = harness.percentile(times, 50), harness.percentile(times, 99)
-            print(
-                f"{name} proofs at {args.events:,} events, {args.calls} calls: p50 {p50:.2f} ms,"
-                f" p99 {p99:.2f} ms, goal p99 < 5 ms: {harness.verdict(p99 < 5)}"
-            )
+            if "proofs" in args.parts:
+                times = time_proofs(url, args.events, args.calls, 1)
+                for name in (INCLUSION, CONSISTENCY):
+                    what = f"{name} proofs at {args.events:,} events, {args.calls} calls"
+                    print(percentiles_line(what, times[name], PROOF_GOAL_MS), flush=True)
+                print(f"  beside them, a bare round trip (SELECT 1): {p50_p99(times[ROUND_TRIP])}")
+            if "witness" in args.parts:
+                with serving(url, args.events) as target:
+                    checks, size = time_witness(target, args.checks, 1)
+                what = (
+                    f"a witness's check of a new checkpoint, {args.checks} checks up to"
+                    f" {size:,} events"
+                )
+                print(percentiles_line(what, checks[CHECK], WITNESS_GOAL_MS))
+                for part in (FETCH, PROVE, KEEP, REST):
+                    print(f"  {part}: {p50_p99(checks[part])}")
     return 0
 
 

@@ -54,9 +54,11 @@ from bergen.domain.errors import (
 )
 from bergen.domain.merkle import (
     Frontier,
+    Plan,
     ProofError,
+    consistency_plan,
     consistency_proof,
-    inclusion_proof,
+    inclusion_plan,
     root,
     verify_consistency,
     verify_inclusion,
@@ -390,7 +392,8 @@ class TransparencyLog(FoldLoop):
 
     def consistency(self, old: int, new: int) -> tuple[list[bytes], Signed]:
         """The consistency proof from the tree of `old` leaves to that of `new`, and the
-        newest checkpoint. Raises InvalidArgument (BAD_TREE_SIZE) for sizes not 0 <= old <=
+        newest checkpoint signed here (the log is read for a newer one only when it is not of
+        `new` leaves or more). Raises InvalidArgument (BAD_TREE_SIZE) for sizes not 0 <= old <=
         new, OutOfRange (TREE_SIZE_UNSIGNED) for `new` past the newest checkpoint,
         LogRolledBack, CorruptRecord (LOG_TAMPERED) for stored nodes that do not prove."""
         if old < 0 or new < 0 or old > new:
@@ -400,7 +403,7 @@ class TransparencyLog(FoldLoop):
                 old_size=old,
                 new_size=new,
             )
-        signed = self.latest()
+        signed = self._covering_size(new)
         if new > signed.size:
             raise OutOfRange(
                 f"no checkpoint of {new} events yet: the newest is of {signed.size}",
@@ -408,22 +411,33 @@ class TransparencyLog(FoldLoop):
                 new_size=new,
                 signed_size=signed.size,
             )
-        proof = self._proved(lambda: consistency_proof(self._tree, old, new))
         if new == signed.size and old > 0:
-            # The old root is not known here: check the proof leads to the signed root.
-            try:
-                verify_consistency(old, new, root(self._tree, old), signed.checkpoint.root, proof)
-            except (ProofError, KeyError):
-                raise _tampered() from None
-        return proof, signed
+            # The old root is not known here: the proof must lead from the stored tree's
+            # root of `old` to the signed root (both read at once).
+            return proved_consistency(self._tree, old, new, signed.checkpoint.root), signed
+        plan = consistency_plan(old, new)
+        try:
+            return plan.read(self._tree), signed
+        except KeyError:
+            raise _tampered() from None
 
     def inclusion(self, position: int, wait_s: float = 0.0) -> Inclusion:
         """The leaf of the event at global `position`, its inclusion proof in the tree of
-        the newest checkpoint (signed now if it does not cover it yet), and that checkpoint.
+        the newest checkpoint signed here (the log read for a newer one, signed now, only
+        when it does not cover the leaf yet), and that checkpoint.
         Raises InvalidArgument (BAD_POSITION) for a position below 1, NotFound for one not
         in the tree (after waiting up to `wait_s` for it to be folded: on PostgreSQL an event
         joins the order only once older transactions end), LogRolledBack,
         StorageUnavailable."""
+        leaf, signed = self._covering(position, wait_s)
+        proof = proved_inclusion(
+            self._tree, leaf.index, signed.size, leaf.hash, signed.checkpoint.root
+        )
+        return Inclusion(leaf, proof, signed)
+
+    def _covering(self, position: int, wait_s: float) -> tuple[Leaf, Signed]:
+        """The leaf of the event at `position`, and the newest checkpoint, which covers it.
+        Raises as `inclusion`."""
         if position < 1:
             raise InvalidArgument(
                 f"no event at global position {position}", reason="BAD_POSITION", position=position
@@ -446,16 +460,20 @@ class TransparencyLog(FoldLoop):
                 reason="NOT_IN_LOG",
                 position=position,
             )
-        signed = self.latest()
+        signed = self._covering_size(leaf.index + 1)
         if signed.size <= leaf.index:
             with self._lock:
                 signed = self._sign()
-        proof = self._proved(lambda: inclusion_proof(self._tree, leaf.index, signed.size))
-        try:
-            verify_inclusion(leaf.index, signed.size, leaf.hash, proof, signed.checkpoint.root)
-        except ProofError:
-            raise _tampered() from None
-        return Inclusion(leaf, proof, signed)
+        return leaf, signed
+
+    def _covering_size(self, size: int) -> Signed:
+        """The newest checkpoint signed here when it is of `size` leaves or more (the log
+        is not read again for it), else `latest`. Raises as `latest`."""
+        self.check()
+        signed = self._signed
+        if signed is not None and signed.size >= size:
+            return signed
+        return self.latest()
 
     def inclusion_at(self, position: int, wait_s: float = 0.0) -> Inclusion:
         """`inclusion`, against the checkpoint of the tree that ends with the event at
@@ -463,28 +481,24 @@ class TransparencyLog(FoldLoop):
         same on every replica and every time, and a record that carries it stays the same).
         Its root, computed from the stored nodes, is checked to be one the newest checkpoint
         extends. Raises as `inclusion`."""
-        newest = self.inclusion(position, wait_s)
-        leaf, size = newest.leaf, newest.leaf.index + 1
-        latest = newest.signed
-        try:
-            at = root(self._tree, size)
-            verify_consistency(
-                size,
-                latest.size,
-                at,
-                latest.checkpoint.root,
-                consistency_proof(self._tree, size, latest.size),
-            )
-        except (KeyError, ProofError):
-            raise _tampered() from None
-        body = Checkpoint(self.origin, size, at)
+        leaf, latest = self._covering(position, wait_s)
+        size = leaf.index + 1
+        # One read: the root of `size`, the proof that the newest checkpoint extends it, and
+        # the leaf's inclusion proof under that root.
+        extends = consistency_plan(size, latest.size)
+        path = inclusion_plan(leaf.index, size)
+        plan = Plan(((0, size), *extends.ranges, *path.ranges))
+        cut = 1 + len(extends.ranges)
+
+        def check(hashes: list[bytes]) -> None:
+            at = hashes[0]
+            verify_consistency(size, latest.size, at, latest.checkpoint.root, hashes[1:cut])
+            verify_inclusion(leaf.index, size, leaf.hash, hashes[cut:], at)
+
+        hashes = proved(self._tree, plan, check)
+        body = Checkpoint(self.origin, size, hashes[0])
         signed = Signed(self._signer.sign_note(body.text(), self.origin), body, leaf)
-        proof = self._proved(lambda: inclusion_proof(self._tree, leaf.index, size))
-        try:
-            verify_inclusion(leaf.index, size, leaf.hash, proof, at)
-        except ProofError:
-            raise _tampered() from None
-        return Inclusion(leaf, proof, signed)
+        return Inclusion(leaf, hashes[cut:], signed)
 
     def record_field(
         self, last: StoredEvent, what: str, wait_s: float = IN_TREE_WAIT_S, **names: str
@@ -524,11 +538,40 @@ class TransparencyLog(FoldLoop):
             proved.proof,
         )
 
-    def _proved(self, make: Callable[[], list[bytes]]) -> list[bytes]:
-        try:
-            return make()
-        except KeyError:
-            raise _tampered() from None
+
+def proved(tree: SqlTlog, plan: Plan, check: Callable[[list[bytes]], None]) -> list[bytes]:
+    """The hashes `plan` lists, read from `tree` (what it keeps in memory, then one read of
+    the rest), once `check` accepts them (it raises ProofError otherwise): every node read
+    is then kept, proved. Raises CorruptRecord (LOG_TAMPERED) for a node missing or a check
+    failed (and drops what `tree` kept: some of it may be what failed), StorageUnavailable."""
+    known = tree.nodes(plan.nodes)
+    try:
+        hashes = plan.hashes(known)
+        check(hashes)
+    except (KeyError, ProofError):
+        tree.forget()
+        raise _tampered() from None
+    tree.remember(known)
+    return hashes
+
+
+def proved_inclusion(tree: SqlTlog, index: int, size: int, leaf: bytes, root: bytes) -> list[bytes]:
+    """The inclusion proof of leaf `index` (hash `leaf`) in the tree of `size` whose root is
+    `root` (a signed one), checked. Raises as `proved`."""
+    return proved(
+        tree,
+        inclusion_plan(index, size),
+        lambda proof: verify_inclusion(index, size, leaf, proof, root),
+    )
+
+
+def proved_consistency(tree: SqlTlog, old: int, new: int, new_root: bytes) -> list[bytes]:
+    """The consistency proof from the tree of `old` leaves to that of `new`, whose root is
+    `new_root` (a signed one), checked against the root of `old` computed from the stored
+    nodes (read with the proof, at once). Raises as `proved`."""
+    plan = Plan(((0, old), *consistency_plan(old, new).ranges))
+    hashes = proved(tree, plan, lambda h: verify_consistency(old, new, h[0], new_root, h[1:]))
+    return hashes[1:]
 
 
 def _tampered() -> CorruptRecord:

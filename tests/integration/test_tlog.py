@@ -13,8 +13,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bergen.api.checkpoints import verify_checkpoint
 from bergen.api.signing import RecordSigner
-from bergen.domain.errors import InvalidArgument, LogRolledBack, NotFound, OutOfRange
-from bergen.domain.merkle import verify_consistency, verify_inclusion
+from bergen.domain.errors import (
+    InvalidArgument,
+    LogRolledBack,
+    LogTampered,
+    NotFound,
+    OutOfRange,
+)
+from bergen.domain.merkle import Frontier, verify_consistency, verify_inclusion
 from bergen.server.keys import LogKeys
 from bergen.server.store import Append, EventStore, NewEvent, open_store
 from bergen.server.tlog import CHECKPOINT_FILE, Signed, TransparencyLog, checkpoint_file, leaf_of
@@ -92,6 +98,25 @@ def test_proofs_verify_against_the_checkpoints(keyed_store: EventStore, tmp_path
     verify_consistency(old.size, signed.size, old.checkpoint.root, signed.checkpoint.root, proof)
 
 
+def test_a_proof_the_newest_checkpoint_covers_reads_no_log(
+    keyed_store: EventStore, tmp_path: Path
+) -> None:
+    append(keyed_store, "s-a", 8)
+    log = tlog(keyed_store, tmp_path)
+    eight = signed_of(log, 8)
+    append(keyed_store, "s-b", 4)
+    read = log.events_read
+    proof, signed = log.consistency(3, 8)
+    assert signed == eight
+    first = keyed_store.read_all(0, 1)[0].position
+    assert log.inclusion(first).signed == eight
+    assert log.events_read == read  # the 4 new events not read for either
+    twelve = signed_of(log, 12)
+    proof, signed = log.consistency(8, 12)
+    assert signed == twelve
+    verify_consistency(8, 12, eight.checkpoint.root, twelve.checkpoint.root, proof)
+
+
 def test_bad_sizes_and_positions_are_refused_with_reasons(
     keyed_store: EventStore, tmp_path: Path
 ) -> None:
@@ -163,6 +188,50 @@ def test_an_event_written_again_after_a_rollback_stops_the_tree(
     later: list[LogRolledBack] = []
     log.on_refusal(later.append)  # after it was found: at once
     assert later == [refused.value]
+
+
+def test_what_a_fold_wrote_is_kept_in_memory_once_committed(
+    keyed_store: EventStore, tmp_path: Path
+) -> None:
+    append(keyed_store, "s-a", 8)
+    log = tlog(keyed_store, tmp_path)
+    signed_of(log, 8)
+    tree = keyed_store.tlog()
+    # 8 leaves, 4 + 2 + 1 nodes above them
+    assert len(tree.cache) == 15
+    kept, missing = tree.cache.get([(0, 7), (1, 3), (3, 0)])
+    assert not missing
+    assert kept[(3, 0)] == signed_of(log, 8).checkpoint.root
+
+
+def test_a_node_edited_in_the_table_is_refused_and_read_again_once_repaired(
+    backend: Backend, keyed_store: EventStore, tmp_path: Path
+) -> None:
+    """What a proof verified is kept; a node read that makes a proof fail is not, and
+    everything kept is dropped then."""
+    append(keyed_store, "s-a", 8)
+    signed_of(tlog(keyed_store, tmp_path), 8)
+    fresh = open_store(backend.url, log_keys=KEYS)  # a replica that folded nothing yet
+    try:
+        log = tlog(fresh, tmp_path)
+        tree = fresh.tlog()
+        assert len(tree.cache) == 0
+        first = fresh.read_all(0, 1)[0].position
+        right = tree.nodes([(1, 1)])[(1, 1)]
+        backend.tamper("UPDATE tlog_nodes SET hash = %s WHERE level = 1 AND idx = 1", (b"x" * 32,))
+        with pytest.raises(LogTampered):
+            log.inclusion(first)
+        assert len(tree.cache) == 0
+        backend.tamper("UPDATE tlog_nodes SET hash = %s WHERE level = 1 AND idx = 1", (right,))
+        inclusion = log.inclusion(first)
+        assert inclusion.proof[1] == right
+        assert tree.cache.get([(1, 1)])[0] == {(1, 1): right}  # proved, so kept
+        # the consistency proof from 3 to 8 and the root of 3: read with it, and checked
+        proof, signed = log.consistency(3, 8)
+        root3 = Frontier.read(tree, 3).root()
+        verify_consistency(3, 8, root3, signed.checkpoint.root, proof)
+    finally:
+        fresh.close()
 
 
 def test_the_checkpoint_is_kept_beside_the_key_or_in_the_folder_given(tmp_path: Path) -> None:
