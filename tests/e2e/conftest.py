@@ -57,6 +57,21 @@ def database(request: pytest.FixtureRequest, sqlite_url: str) -> str:
     return url
 
 
+def backend_param(name: str, *values: object) -> object:
+    """A parameter naming backend `name` ("sqlite" or "postgresql") for `database`, with more
+    `values` after it, marked as needing PostgreSQL when it does."""
+    marks = [pytest.mark.postgres] if name == "postgresql" else []
+    return pytest.param(name, *values, marks=marks)
+
+
+def on_backend(name: str) -> pytest.MarkDecorator:
+    """A test that takes `database` run on the one backend `name`, not on each: for the tests
+    the backend is not what they are about (tests/integration's store contract tests prove
+    the two alike). The tests about storage (tampering, crashes, restarts, the read models)
+    keep both."""
+    return pytest.mark.parametrize("database", [backend_param(name)], indirect=True)
+
+
 @pytest.fixture(scope="module")
 def module_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('db') / 'bergen.db'}"

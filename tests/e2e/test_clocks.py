@@ -30,6 +30,7 @@ from bergen.server.store import StoredEvent
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client, Table, Watcher, seat_everyone
+from .conftest import on_backend
 from .refusals import refusal
 from .servers import ServerFarm, bergen_command
 from .truth import all_streams, store_at
@@ -71,6 +72,7 @@ def epoch_of(stored: Sequence[StoredEvent]) -> int:
     return next(int(e.metadata.extra[EPOCH_KEY]) for e in stored if EPOCH_KEY in e.metadata.extra)
 
 
+@on_backend("sqlite")
 def test_a_clocked_match_whose_seats_never_play_is_timed_out_and_forfeited(
     farm: ServerFarm, database: str, tmp_path: Path
 ) -> None:
@@ -146,6 +148,7 @@ def verify_file(path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@on_backend("postgresql")
 def test_a_clocked_match_where_one_seat_stops_answering_ends_by_its_forfeit(
     farm: ServerFarm, database: str, tmp_path: Path
 ) -> None:

@@ -1,6 +1,6 @@
-"""Hidden information: across many random matches, every message served before the end to a
-seat or to a spectator is walked, and none shows a tile that was then in another seat's hand
-or in the boneyard, nor the server seed.
+"""Hidden information: across random matches at each seating, under each preset, every message
+served before the end to a seat or to a spectator is walked, and none shows a tile that was
+then in another seat's hand or in the boneyard, nor the server seed.
 
 The truth is read after each match from the stored log (nothing hidden there). Each served
 message is checked against the state at the version it speaks of (an event's seq, a view's
@@ -30,9 +30,12 @@ from .truth import full_events, store_at
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
-MATCHES = 30
 SEATINGS = [(2, False), (3, False), (4, False), (4, True)]
 PRESETS = ["standard", "american", "pips", "eastern"]
+TABLES = [(SEATINGS[i % 4], PRESETS[(i + i // 4) % 4]) for i in range(8)]
+"""The matches' seatings and presets: each seating twice, under two presets, and each preset
+twice, at two seatings."""
+MATCHES = len(TABLES)
 Viewer = int | None
 
 
@@ -87,8 +90,7 @@ def hidden_from(state: State | None, viewer: Viewer) -> set[Tile]:
 def play_logged_match(client: Client, rng: random.Random, log: Log, match_no: int) -> int:
     """Plays one random match, logging every message served to each seat and a spectator.
     Returns the seq of the first event of the command that ended the match."""
-    seats, partnerships = rng.choice(SEATINGS)
-    preset = rng.choice(PRESETS)
+    (seats, partnerships), preset = TABLES[match_no]
     watchers: dict[Viewer, Watcher] = {}
 
     def spectate(match_id: str) -> None:

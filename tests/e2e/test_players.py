@@ -31,7 +31,7 @@ from bergen.domain.ratings import (
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client, Table, bearer, play_to_end, rule_options
-from .conftest import ORGANISER_TOKEN
+from .conftest import ORGANISER_TOKEN, on_backend
 from .refusals import refusal
 from .servers import ServerFarm, ServerProcess, bergen_command
 from .test_tournaments import verify_pack
@@ -280,6 +280,7 @@ def test_rated_matches_rate_their_players_as_their_records_recompute(
         assert list(newest[abandoned.match_id].bots) == [False, False]
 
 
+@on_backend("sqlite")
 def test_refusals_name_their_rule_and_tell_nothing_of_a_token(
     farm: ServerFarm, database: str
 ) -> None:
@@ -445,6 +446,7 @@ def test_a_restart_resumes_the_ratings_and_a_rebuild_folds_them_again(
     assert "ratings: folded up to position 0" in server.log()
 
 
+@on_backend("postgresql")
 def test_a_rated_tournament_enters_registered_players_and_rates_its_matches(
     farm: ServerFarm, database: str
 ) -> None:

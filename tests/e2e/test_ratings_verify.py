@@ -1,9 +1,10 @@
-"""`bergen ratings verify` on 500 rated matches that `bergen bots` played against a real
-server (on SQLite, then PostgreSQL), across the four pools, exported with `bergen export`:
-every rating the records give is the server's; a record changed after it was signed is
-named; a rating changed in the server's table, as someone holding the database and the log
-keys may (without the keys, the server folds its ratings again: security/test_read_models.py),
-is named with its player and its pool, and so is a leaderboard put in another order."""
+"""`bergen ratings verify` on rated matches that `bergen bots` played against a real server,
+across the four pools, exported with `bergen export`: on PostgreSQL enough of them (144) that
+every pool has a leaderboard, on SQLite fewer (80), enough for pool 2's. Every rating and every
+leaderboard the records give is the server's; a record changed after it was signed is named;
+a rating changed in the server's table, as someone holding the database and the log keys may
+(without the keys, the server folds its ratings again: security/test_read_models.py), is named
+with its player and its pool, and so is a leaderboard put in another order."""
 
 from __future__ import annotations
 
@@ -30,7 +31,11 @@ from .test_players import POOL_NUMBER, ratings_sql
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
-MATCHES_A_POOL = 125
+MATCHES_A_POOL = {"sqlite": 20, "postgresql": 36}
+"""Rated matches a pool on each backend. A pool's players play its every match, and the first
+of them leaves the provisional ratings (enters the leaderboard, RATINGS.md section 4) after 12
+to 15 two-seat matches, 15 to 20 three-seat, 19 to 27 four-seat, 22 or 23 in partnerships
+(places drawn at random, 300 times each)."""
 BOTS = {
     "2": ["--players", "2", "--policy", "greedy", "random"],
     "3": ["--players", "3", "--policy", "greedy", "random", "greedy"],
@@ -46,6 +51,9 @@ class Played:
     database: str
     records: Path
     env: dict[str, str]
+    matches_a_pool: int
+    every_leaderboard: bool
+    """Enough matches in every pool that none's leaderboard is empty (else only pool 2's)."""
 
 
 @pytest.fixture(
@@ -56,6 +64,10 @@ def module_database(request: pytest.FixtureRequest) -> str:
     fixture = "module_sqlite_url" if request.param == "sqlite" else "module_pg_database"
     url: str = request.getfixturevalue(fixture)
     return url
+
+
+def backend_of(url: str) -> str:
+    return "sqlite" if url.startswith("sqlite:") else "postgresql"
 
 
 def bergen(
@@ -80,7 +92,9 @@ def ok_json(done: subprocess.CompletedProcess[str]) -> Any:
 def played(
     module_farm: ServerFarm, module_database: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Played]:
-    """500 rated bot matches, 125 in each pool, to a short target, and their records."""
+    """Rated bot matches, MATCHES_A_POOL in each pool, to a short target, and their
+    records."""
+    matches = MATCHES_A_POOL[backend_of(module_database)]
     home = tmp_path_factory.mktemp("ratings")
     server = module_farm.start(module_database)
     env = {k: v for k, v in os.environ.items() if not k.startswith("BERGEN_")}
@@ -96,7 +110,7 @@ def played(
                 "bots",
                 "--rated",
                 "--matches",
-                str(MATCHES_A_POOL),
+                str(matches),
                 "--parallel",
                 "8",
                 "--target",
@@ -107,29 +121,33 @@ def played(
                 "--json",
             )
         )
-        assert report["rated"] is True and len(report["matches"]) == MATCHES_A_POOL
+        assert report["rated"] is True and len(report["matches"]) == matches
         assert all(m["reason"] == "target" for m in report["matches"])
         assert all(all(b.startswith("bot-") for b in m["bots"]) for m in report["matches"])
     records = home / "records"
     exported = ok_json(bergen(env, "export", "--out", str(records), "--json"))
-    assert len(exported["written"]) == 4 * MATCHES_A_POOL and exported["rejected"] == []
-    yield Played(server, module_database, records, env)
+    assert len(exported["written"]) == 4 * matches and exported["rejected"] == []
+    every_leaderboard = matches >= MATCHES_A_POOL["postgresql"]
+    yield Played(server, module_database, records, env, matches, every_leaderboard)
 
 
 def verify(played: Played, records: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return bergen(played.env, "ratings", "verify", str(records), *args)
 
 
-def test_the_records_of_500_rated_bot_matches_prove_every_rating_the_server_shows(
+def test_the_records_of_rated_bot_matches_prove_every_rating_the_server_shows(
     played: Played,
 ) -> None:
+    total = 4 * played.matches_a_pool
     report = ok_json(verify(played, played.records, "--json"))
     assert report["ok"] is True and report["problems"] == [] and report["untrusted"] == []
-    assert report["records"] == 4 * MATCHES_A_POOL
-    assert report["rated"] == dict.fromkeys(POOLS, MATCHES_A_POOL)
+    assert report["records"] == total
+    assert report["rated"] == dict.fromkeys(POOLS, played.matches_a_pool)
     assert report["players"] == 6
     assert report["server"] == played.server.target
-    assert report["verdict"].startswith(f"OK: 500 record(s) of 500 in {played.records} check")
+    assert report["verdict"].startswith(
+        f"OK: {total} record(s) of {total} in {played.records} check"
+    )
     assert report["verdict"].endswith(
         f"every rating and every leaderboard agrees with {played.server.target}"
     )
@@ -140,7 +158,9 @@ def test_the_records_of_500_rated_bot_matches_prove_every_rating_the_server_show
     with Client(played.server.target) as client:
         for pool in POOLS:
             mine = offline["ratings"][pool]
-            assert mine and mine[0]["rank"] == 1, f"nobody on the leaderboard of pool {pool}"
+            assert mine, f"nobody rated in pool {pool}"
+            if played.every_leaderboard or pool == "2":
+                assert mine[0]["rank"] == 1, f"nobody on the leaderboard of pool {pool}"
             for r in mine:
                 got = client.stub.GetPlayer(pb.GetPlayerRequest(player_id=r["player_id"]))
                 shown = {x.pool: x for x in got.ratings}[POOL_NUMBER[pool]]

@@ -1,16 +1,19 @@
-"""A whole tournament through one `bergen serve` on PostgreSQL that is SIGKILLed at random
-moments (at least 20 times) and restarted each time, while its players play on through their
-tokens. It finishes with exactly what a clean run of the same tournament writes: every round
-paired as its results before it say, one match per table created and seated once, one result
-per table, no step event missing or doubled, every table's match id and seed derived, a record
-that checks and an audit pack that verifies."""
+"""A whole tournament through one `bergen serve` on PostgreSQL that is SIGKILLed in each of
+its phases and restarted each time, while its players play on through their tokens: as a
+round is paired and its tables seated, in the middle of a hand (the first, and a later one),
+as a match ends and its result is to be recorded, between rounds (while the next pairing waits
+for the round delay), and as the last result comes in and the tournament is to end. Each kill
+comes as soon as the store shows the moment. It finishes with exactly what a clean run of the
+same tournament writes: every round paired as its results before it say, one match per table
+created and seated once, one result per table, no step event missing or doubled, every
+table's match id and seed derived, a record that checks and an audit pack that verifies."""
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 
 import grpc
@@ -18,6 +21,7 @@ import pytest
 
 from bergen.domain.tournament_fairness import match_id
 from bergen.domain.tournament_record import next_round, parse_tournament_record
+from bergen.server.store import EventStore
 from bergen.server.tournaments import tournament_stream
 from bergen.v1 import bergen_pb2 as pb
 
@@ -32,22 +36,24 @@ from .truth import check_stream, store_at
 pytestmark = [pytest.mark.timeout(1500), pytest.mark.postgres, pytest.mark.slow]
 
 ENTRANTS = 8
-ROUNDS = 4
+ROUNDS = 3
 TABLES = ENTRANTS // 2
-KILLS = 20
-TARGET = 45
-MAX_DELAY_S = 1.0
+TARGET = 15
+"""Matches of 3 to 7 hands: a later hand to be killed in, and short rounds."""
+ROUND_DELAY_S = 1
+"""Between rounds the next pairing waits this long: a kill as a round's last result is in
+comes before it."""
 CLEAN_RUN_S = 300
 KILL_LOOP_S = 300
-RNG_SEED = 12
+POLL_S = 0.01
 # Codes of a call cut by the server's death (or made while it is down).
 CUT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN)
 # What a match of a table holds once, whatever its deals.
 STEPS = ("MatchCreated", "SeatTaken", "MatchEnded")
 
 
-def create_swiss(client: Client) -> tuple[str, dict[int, str]]:
-    """An 8-entrant 4-round Swiss at 2-seat tables to TARGET points, filled and started."""
+def create_swiss(client: Client, start: bool = True) -> tuple[str, dict[int, str]]:
+    """An 8-entrant 3-round Swiss at 2-seat tables to TARGET points, filled (and started)."""
     stub = client.stub
     tid = stub.CreateTournament(
         pb.CreateTournamentRequest(
@@ -58,6 +64,7 @@ def create_swiss(client: Client) -> tuple[str, dict[int, str]]:
                 preset=pb.PRESET_STANDARD,
                 options=rule_options(target=TARGET),
                 rounds=ROUNDS,
+                round_delay=ROUND_DELAY_S,
             ),
         ),
         metadata=ORG,
@@ -68,7 +75,8 @@ def create_swiss(client: Client) -> tuple[str, dict[int, str]]:
             pb.RegisterEntrantRequest(tournament_id=tid, players=[f"p{i}"], client_seed=f"c{i}")
         )
         (tokens[reply.entrant],) = reply.player_tokens
-    stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=ORG)
+    if start:
+        stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=ORG)
     return tid, tokens
 
 
@@ -131,6 +139,69 @@ class Players:
             self.done.set()
 
 
+class Progress:
+    """What the store holds of one tournament so far, read in its global order as it
+    commits: the tournament's steps by type, and the events of each table's match that tell
+    where its play is."""
+
+    TYPES = frozenset(
+        {
+            "RoundPaired",
+            "ResultRecorded",
+            "TournamentEnded",
+            "TilePlayed",
+            "HandEnded",
+            "MatchEnded",
+        }
+    )
+
+    def __init__(self, store: EventStore, tid: str) -> None:
+        self.store, self.stream = store, tournament_stream(tid)
+        self.after = 0
+        self.steps: Counter[str] = Counter()
+        self.round_of = {
+            match_id(tid, r, t): r for r in range(1, ROUNDS + 1) for t in range(1, TABLES + 1)
+        }
+        self.matches: dict[str, list[str]] = {m: [] for m in self.round_of}
+
+    def read(self) -> None:
+        while True:
+            got = self.store.read_all(self.after, 1000, types=self.TYPES)
+            for e in got:
+                if e.type not in self.TYPES:
+                    continue  # the last event of the order, whatever its type
+                if e.stream_id == self.stream:
+                    self.steps[e.type] += 1
+                elif e.stream_id in self.matches:
+                    self.matches[e.stream_id].append(e.type)
+            if got:
+                self.after = got[-1].position
+            if len(got) < 1000:
+                return
+
+    def tables(self, round_number: int) -> list[list[str]]:
+        """The events read of each table's match of the round."""
+        return [types for m, types in self.matches.items() if self.round_of[m] == round_number]
+
+
+def mid_hand(types: list[str], hands_ended: int) -> bool:
+    """A tile was the last thing played, after `hands_ended` hands (at least) ended."""
+    return bool(types) and types[-1] == "TilePlayed" and types.count("HandEnded") >= hands_ended
+
+
+KILL_POINTS: list[tuple[str, Callable[[Progress], bool]]] = [
+    ("as round 1 is paired and seated", lambda p: p.steps["RoundPaired"] >= 1),
+    ("in a first hand", lambda p: any(mid_hand(t, 0) for t in p.tables(1))),
+    ("as a match of round 1 ends", lambda p: any("MatchEnded" in t for t in p.tables(1))),
+    ("between rounds 1 and 2", lambda p: p.steps["ResultRecorded"] >= TABLES),
+    ("as round 2 is paired and seated", lambda p: p.steps["RoundPaired"] >= 2),
+    ("in a later hand", lambda p: any(mid_hand(t, 1) for r in (2, 3) for t in p.tables(r))),
+    ("as a match of the last round ends", lambda p: any("MatchEnded" in t for t in p.tables(3))),
+    ("as the last result is in", lambda p: p.steps["ResultRecorded"] >= ROUNDS * TABLES),
+]
+"""Where the server is killed, in order: as soon as the store shows each moment."""
+
+
 def step_events(database: str, tid: str) -> tuple[list[str], list[Counter[str]]]:
     """The tournament stream's event types in order, and each table's match's step events
     (round by round, table by table), every match stream gap-free, chained and folding."""
@@ -146,7 +217,7 @@ def step_events(database: str, tid: str) -> tuple[list[str], list[Counter[str]]]
     return types, tables
 
 
-def test_a_tournament_killed_twenty_times_finishes_exactly_as_a_clean_run(
+def test_a_tournament_killed_in_each_phase_finishes_exactly_as_a_clean_run(
     farm: ServerFarm, pg_database: str
 ) -> None:
     server = farm.start(pg_database, organiser_token=ORGANISER_TOKEN, name="run0")
@@ -157,33 +228,50 @@ def test_a_tournament_killed_twenty_times_finishes_exactly_as_a_clean_run(
         play_until(client, clean_tid, clean_tokens, ended(client, clean_tid), CLEAN_RUN_S)
         clean_s = time.monotonic() - started
         check_record(client, clean_tid)
-        tid, tokens = create_swiss(client)
+        tid, tokens = create_swiss(client, start=False)
 
-    # A server lives a random time once it has answered the players, up to MAX_DELAY_S or,
-    # on a machine slow enough that the clean run took longer, 1/KILLS of the clean run: about
-    # 2 * KILLS kills a tournament however fast the machine, and a slow one still finishes.
-    longest_s = max(MAX_DELAY_S, clean_s / KILLS)
-    rng = random.Random(RNG_SEED)
     players = Players(tid, tokens, server)
     players.thread.start()
     kills = 0
     deadline = time.monotonic() + KILL_LOOP_S + 3 * clean_s
-    while True:
-        players.wait_answered(60)
-        if players.done.wait(rng.uniform(0, longest_s)):
-            break
-        assert time.monotonic() < deadline, (
-            f"the tournament did not finish ({kills} kills; the clean run took {clean_s:.0f} s)"
-        )
-        kill(server)
-        kills += 1
-        server = farm.start(pg_database, organiser_token=ORGANISER_TOKEN, name=f"run{kills}")
-        players.restarted(server)
+    with store_at(pg_database) as store:
+        progress = Progress(store, tid)
+        progress.read()
+        # Started once the store is followed, so that round 1 is seen as soon as it is paired.
+        with Client(server.target) as client:
+            client.stub.StartTournament(pb.StartTournamentRequest(tournament_id=tid), metadata=ORG)
+        for moment, reached in KILL_POINTS:
+            # However slow the machine, every server moves the tournament before its kill.
+            players.wait_answered(60)
+            ended_at: float | None = None
+            while True:
+                progress.read()
+                if reached(progress):
+                    break
+                if players.done.is_set():
+                    if players.failure is not None:
+                        raise players.failure
+                    # The store's order shows a commit once those begun before it are done.
+                    ended_at = ended_at or time.monotonic()
+                    assert time.monotonic() < ended_at + 10, (
+                        f"the tournament ended before a kill {moment}"
+                    )
+                assert time.monotonic() < deadline, (
+                    f"no kill {moment} in time ({kills} kills; the clean run took {clean_s:.0f} s)"
+                )
+                time.sleep(POLL_S)
+            kill(server)
+            kills += 1
+            server = farm.start(pg_database, organiser_token=ORGANISER_TOKEN, name=f"run{kills}")
+            players.restarted(server)
+    assert players.done.wait(max(0.0, deadline - time.monotonic())), (
+        f"the tournament did not finish after its {kills} kills"
+    )
     players.thread.join(60)
     if players.failure is not None:
         raise players.failure
     assert not players.thread.is_alive(), "the players did not stop at the tournament's end"
-    assert kills >= KILLS, f"the tournament ended after only {kills} kills"
+    assert kills == len(KILL_POINTS)
 
     with Client(server.target) as client:
         record = check_record(client, tid)

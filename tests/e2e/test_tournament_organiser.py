@@ -21,7 +21,7 @@ from bergen.api.exit_status import ExitStatus
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client
-from .conftest import ORGANISER_TOKEN
+from .conftest import ORGANISER_TOKEN, backend_param, on_backend
 from .servers import ServerFarm, ServerProcess, bergen_command
 from .test_bots_tournament import bots
 from .test_cli_tournament import bergen, environment, ok
@@ -85,7 +85,12 @@ def _settle_the_no_show(
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("how", ["forfeit", "abandon"])
+# The backend is not what this is about (conftest.on_backend): each way runs on one of them.
+@pytest.mark.parametrize(
+    ("database", "how"),
+    [backend_param("sqlite", "forfeit"), backend_param("postgresql", "abandon")],
+    indirect=["database"],
+)
 def test_a_no_show_settled_by_the_organiser_lets_an_unclocked_tournament_end(
     farm: ServerFarm, database: str, tmp_path: Path, how: str
 ) -> None:
@@ -160,6 +165,7 @@ def test_a_no_show_settled_by_the_organiser_lets_an_unclocked_tournament_end(
     assert f"{NO_SHOW} (#1)" in watched
 
 
+@on_backend("postgresql")
 def test_a_tournament_that_never_starts_is_cancelled_and_its_entrants_told(
     farm: ServerFarm, database: str, tmp_path: Path
 ) -> None:

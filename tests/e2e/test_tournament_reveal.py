@@ -24,7 +24,7 @@ from bergen.cli_client.connect import error_info
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client, bearer, rule_options
-from .conftest import ORGANISER_TOKEN
+from .conftest import ORGANISER_TOKEN, on_backend
 from .servers import ServerFarm, bergen_command
 from .test_tournaments import check_record, ended, play_until
 
@@ -104,6 +104,7 @@ def bergen(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@on_backend("postgresql")
 def test_a_no_show_is_withdrawn_at_the_deadline_and_round_1_paired_from_the_revealers(
     farm: ServerFarm, database: str, tmp_path: Path
 ) -> None:

@@ -1,13 +1,14 @@
-"""The tournaments of issue 12 at their sizes, end to end through real processes: on SQLite
-with one `bergen serve`, and on PostgreSQL with two replicas of one database, a 16-entrant
-5-round Swiss at 2-seat tables, a 10-entrant Swiss at 4-seat individual tables and a 6-pair
-double round robin at partnership tables are created by `bergen tournament create`, filled by
-`bergen bots` (one process per replica, each registering its share of the entrants), started
-by `bergen tournament start` (the organiser's one step: a tournament does not start by
-itself), played to their end with no other organiser action, exported by `bergen tournament
-export` and accepted by `bergen verify DIR`; the same pack with one field changed (a pairing's
-sides, a standing's figure, a match's action, a seed, a manifest hash), signed again by the
-server's key where the change needs it, is rejected naming its place."""
+"""Tournaments at their sizes, end to end through real processes: a 16-entrant 5-round Swiss
+at 2-seat tables and a 6-pair double round robin at partnership tables on PostgreSQL with two
+replicas of one database, a 10-entrant Swiss at 4-seat individual tables on SQLite with one
+`bergen serve` (the backend is not what this is about: conftest.on_backend), are created by
+`bergen tournament create`, filled by `bergen bots` (one process per replica, each registering
+its share of the entrants), started by `bergen tournament start` (the organiser's one step: a
+tournament does not start by itself), played to their end with no other organiser action,
+exported by `bergen tournament export` and accepted by `bergen verify DIR`; the same pack with
+one field changed (a pairing's sides, a standing's figure, a match's action, a seed, a
+manifest hash), signed again by the server's key where the change needs it, is rejected
+naming its place."""
 
 from __future__ import annotations
 
@@ -39,10 +40,11 @@ from bergen.cli_client.tournament_pack import (
     build_manifest,
     file_bytes,
 )
+from bergen.cli_client.verify import verify_pack
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client
-from .conftest import ORGANISER_TOKEN
+from .conftest import ORGANISER_TOKEN, backend_param
 from .servers import ServerFarm, ServerProcess, bergen_command
 from .test_bots_tournament import bots
 from .test_cli_tournament import bergen, environment, ok
@@ -51,22 +53,25 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 T = TOURNAMENT_FILE
 
-# name: (`bergen tournament create` arguments, entrants, rounds played)
+# name: (`bergen tournament create` arguments, entrants, rounds played, backend)
 RUNS = {
     "16-entrant 5-round swiss at 2 seats": (
         ["--format", "swiss", "--rounds", "5", "--seats", "2"],
         16,
         5,
+        "postgresql",
     ),
     "10-entrant swiss at 4 individual seats": (
         ["--format", "swiss", "--rounds", "3", "--seats", "4"],
         10,
         3,
+        "sqlite",
     ),
     "6-pair double round robin at partnership tables": (
         ["--format", "double_round_robin", "--seats", "4", "--partnerships"],
         6,
         10,
+        "postgresql",
     ),
 }
 
@@ -144,6 +149,7 @@ CHANGES: list[tuple[str, Callable[[Pack], Any], Callable[[Pack, str], str]]] = [
 
 
 def verify(folder: Path, public_key: str) -> tuple[int, dict[str, Any]]:
+    """`bergen verify DIR`: its exit status and its --json."""
     done = subprocess.run(
         [*bergen_command(), "verify", str(folder), "--public-key", public_key, "--json"],
         capture_output=True,
@@ -153,11 +159,22 @@ def verify(folder: Path, public_key: str) -> tuple[int, dict[str, Any]]:
     return done.returncode, json.loads(done.stdout)
 
 
-@pytest.mark.parametrize("run", list(RUNS))
+def verify_here(folder: Path, public_key: str) -> tuple[int, dict[str, Any]]:
+    """The same verdict from the check `bergen verify DIR` runs, in this process: for the
+    changed packs, each one process fewer to start."""
+    outcome = verify_pack(folder, public_key)
+    return outcome.status, outcome.as_json()
+
+
+@pytest.mark.parametrize(
+    ("replicas", "run"),
+    [backend_param(backend, run) for run, (*_, backend) in RUNS.items()],
+    indirect=["replicas"],
+)
 def test_a_tournament_at_its_size_is_filled_by_bots_played_exported_and_verified(
     farm: ServerFarm, replicas: list[ServerProcess], tmp_path: Path, run: str
 ) -> None:
-    create_args, entrants, rounds = RUNS[run]
+    create_args, entrants, rounds, _ = RUNS[run]
     first, last = replicas[0], replicas[-1]
     env = environment(first.target, tmp_path / "state", BERGEN_ORGANISER_TOKEN=ORGANISER_TOKEN)
     out = ok(
@@ -232,7 +249,8 @@ def test_a_tournament_at_its_size_is_filled_by_bots_played_exported_and_verified
     for what, change, where in CHANGES:
         changed = pack.copy()
         path = change(changed) or TOURNAMENT_FILE
-        status, verdict = verify(write(changed, tmp_path / what, signer, {path}), signer.public_key)
+        written = write(changed, tmp_path / what, signer, {path})
+        status, verdict = verify_here(written, signer.public_key)
         assert status == ExitStatus.INVALID, (what, verdict)
         assert verdict["verdict"].startswith("REJECTED: "), (what, verdict)
         assert verdict["where"].startswith(where(changed, path)), (what, verdict)

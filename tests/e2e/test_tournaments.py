@@ -25,7 +25,7 @@ from bergen.server.tournaments import tournament_stream
 from bergen.v1 import bergen_pb2 as pb
 
 from .client import Client, bearer, rule_options
-from .conftest import ORGANISER_TOKEN
+from .conftest import ORGANISER_TOKEN, on_backend
 from .servers import ServerFarm, ServerProcess, bergen_command
 from .truth import store_at
 
@@ -137,6 +137,7 @@ def check_stored(database: str, tid: str) -> None:
                 assert events.count("MatchEnded") == 1
 
 
+@on_backend("postgresql")
 def test_a_swiss_is_played_to_its_end_with_no_organiser_action(
     farm: ServerFarm, database: str
 ) -> None:

@@ -24,8 +24,11 @@ def store_at(url: str) -> Iterator[EventStore]:
         store.close()
 
 
-def all_streams(store: EventStore) -> dict[str, tuple[StoredEvent, ...]]:
-    """Every stream of the store, read in full."""
+def all_streams(
+    store: EventStore, unless_at: dict[str, int] | None = None
+) -> dict[str, tuple[StoredEvent, ...]]:
+    """Every stream of the store, read in full; with `unless_at`, not those still at the
+    version it gives them."""
     streams: dict[str, tuple[StoredEvent, ...]] = {}
     after: str | None = None
     while True:
@@ -33,6 +36,8 @@ def all_streams(store: EventStore) -> dict[str, tuple[StoredEvent, ...]]:
         if not page:
             return streams
         for info in page:
+            if unless_at is not None and unless_at.get(info.stream_id) == info.version:
+                continue
             streams[info.stream_id] = store.read_stream(info.stream_id)
             assert len(streams[info.stream_id]) >= info.version
         after = page[-1].stream_id
@@ -53,12 +58,19 @@ def check_stream(store: EventStore, match_id: str, stored: Sequence[StoredEvent]
     return state
 
 
-def check_every_match(url: str) -> dict[str, State]:
+def check_every_match(url: str, checked: dict[str, int] | None = None) -> dict[str, State]:
     """Reads every stream of the database at `url`; asserts each is gap-free, verifies and
     folds (a registered player's as a player's; a tournament's and a hand-off's are passed
-    over). Returns each match's state."""
+    over). Returns each match's state.
+
+    With `checked` (stream id -> its version when it was last checked so), a stream still at
+    that version is passed over, since the log is append-only (it is what was checked), and
+    each stream checked now is noted in it: a caller checking after each of many steps reads
+    only what each step wrote."""
     with store_at(url) as store:
-        streams = all_streams(store)
+        streams = all_streams(store, checked)
+        if checked is not None:
+            checked.update({stream_id: len(stored) for stream_id, stored in streams.items()})
         for stream_id, stored in streams.items():
             if stream_id.startswith(PLAYER_STREAM_PREFIX):
                 assert store.verify_chain(stream_id).ok, stream_id

@@ -5,6 +5,7 @@ The PostgreSQL databases (`pg_database`, `empty_pg_database`) come from tests/co
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -49,12 +50,24 @@ def sqlite_tamper(path: Path) -> Callable[..., None]:
     return tamper
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file, made once, that each test's file is a copy of (the migrations
+    write nothing of a file's own: a copy is the file they would make)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "bergen.db"
+    upgrade_to_head(f"sqlite:///{path}")
+    # The last connection closed folds the write-ahead log into the file: one file to copy.
+    sqlite3.connect(path).close()
+    assert not path.with_name(f"{path.name}-wal").exists(), "the template's log was not folded"
+    return path
+
+
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
+def sqlite_url(tmp_path: Path, sqlite_template: Path) -> str:
     """The URL of a migrated SQLite file of this test's own."""
-    url = f"sqlite:///{tmp_path / 'bergen.db'}"
-    upgrade_to_head(url)
-    return url
+    path = tmp_path / "bergen.db"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite:///{path}"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -1,6 +1,7 @@
 """A separate process using the store, driven by the tests through its stdin and stdout.
 
-python store_worker.py URL race STREAM    # reads "append V" lines, answers "won"/"lost"
+python store_worker.py URL race STREAM    # reads "append V" lines, answers "won"/"lost";
+                                          # "open URL": the same on another file, "ready"
 python store_worker.py URL churn STREAM   # appends batches of 3 forever, printing each ack
 """
 
@@ -20,7 +21,13 @@ def race(url: str, stream: str) -> None:
     store = open_store(url)
     print("ready", flush=True)
     for line in sys.stdin:
-        version = int(line.split()[1])
+        command, argument = line.split()
+        if command == "open":  # a store of its own on another database, unused so far
+            store.close()
+            store = open_store(argument)
+            print("ready", flush=True)
+            continue
+        version = int(argument)
         try:
             store.append(Append(stream, version, [NewEvent("Raced", 1, {"pid": os.getpid()})]))
         except ConcurrencyConflict:

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from e2e.conftest import on_backend
 from e2e.servers import ServerFarm, bergen_command
 from e2e.test_cli_tournament import environment
 
@@ -62,6 +63,7 @@ def test_a_tampered_tournament_exports_with_the_status_of_a_tampered_match(
     assert not (tmp_path / "pack" / "tournament.json").exists()
 
 
+@on_backend("sqlite")
 def test_a_pack_nobody_vouches_for_is_untrusted_not_ok(
     farm: ServerFarm, database: Database, tmp_path: Path
 ) -> None:

@@ -29,9 +29,10 @@ def new_token() -> str:
     return "bgs_" + secrets.token_urlsafe(32)
 
 
-@pytest.fixture
-def server(farm: ServerFarm, database: Database) -> ServerProcess:
-    return farm.start(database.server_url)
+@pytest.fixture(scope="module")
+def server(module_farm: ServerFarm, module_database: Database) -> ServerProcess:
+    """One server on each backend for the tests of joins: each makes matches of its own."""
+    return module_farm.start(module_database.server_url)
 
 
 def join(

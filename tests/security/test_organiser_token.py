@@ -64,8 +64,14 @@ WEAK = {
 }
 
 
-@pytest.mark.parametrize("where", ["environment", "file"])
-@pytest.mark.parametrize("case", WEAK)
+WHERE = [(case, ("file", "environment")[i % 2]) for i, case in enumerate(WEAK)]
+WHERE += [("a space inside", "file"), ("201 characters", "environment")]
+"""Each weak token given to a server from the environment or from a file, in turn (both go to
+the one check), so that each source is refused every kind of weakness; the one with a space
+inside from both (a file's line is stripped)."""
+
+
+@pytest.mark.parametrize(("case", "where"), WHERE)
 def test_a_weak_organiser_token_is_refused_at_start_in_one_line(
     tmp_path: Path, case: str, where: str
 ) -> None:

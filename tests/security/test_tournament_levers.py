@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 import pytest
 from e2e.client import Client, bearer
+from e2e.conftest import on_backend
 from e2e.servers import ServerFarm, bergen_command
 from e2e.test_tournament_reveal import create, register, reveal, sha, view, wait_for
 from e2e.test_tournaments import ended, play_until
@@ -65,6 +66,7 @@ def abandon_a_table(client: Client, tid: str) -> pb.TableResult:
         time.sleep(0.05)
 
 
+@on_backend("postgresql")
 def test_no_seed_is_known_before_registration_closes_and_every_lever_is_written(
     farm: ServerFarm, database: Database, tmp_path: Path
 ) -> None:

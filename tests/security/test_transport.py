@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from e2e.conftest import on_backend
 from e2e.servers import bergen_command
 from e2e.test_node_client import SCRIPT, SCRIPT_TIMEOUT
 from e2e.test_node_client import node as node  # the fixture: `node` with its packages
@@ -100,6 +101,7 @@ def _one_line(text: str) -> str:
     return lines[0]
 
 
+@on_backend("postgresql")
 def test_a_client_trusting_the_servers_ca_plays_whole_matches_over_tls(
     servers: Servers, database: Database, pki: Pki
 ) -> None:

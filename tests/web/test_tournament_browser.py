@@ -39,7 +39,8 @@ BOTS = 3
 ROUNDS = 4
 """Five entrants and four Swiss rounds: a bye each round, four of the five entrants with one,
 so at least one browser player has a bye."""
-ROUND_DELAY_S = 8
+ROUND_DELAY_S = 5
+"""Long enough for a page back from its table to show the countdown; each round waits it."""
 ORG = bearer(ORGANISER_TOKEN)
 COUNTDOWN = "() => (document.querySelector('#countdown') || {}).textContent || ''"
 LIMITS = ["--client-streams", "40", "--client-follows", "40", "--client-joins", "100"]
