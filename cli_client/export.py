@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import Any
 import grpc
 
 from bergen.api.convert import timestamp_in
+from bergen.api.durable import replace_whole
 from bergen.api.exit_status import ExitStatus, help_text
 from bergen.api.helptext import HelpFormatter
 from bergen.v1 import bergen_pb2 as pb
@@ -233,20 +232,6 @@ def read_manifest(out: Path) -> dict[str, Any] | None:
     return manifest
 
 
-def _write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` whole: a reader sees the old file or the new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _sha256(path: Path) -> str | None:
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -350,7 +335,7 @@ def export(
             continue
         name = f"{match_id}.json"
         data = (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-        _write(out / name, data)
+        replace_whole(out / name, data)
         entries[match_id] = Entry(
             match_id=match_id,
             file=name,
@@ -372,7 +357,7 @@ def export(
         "matches": listed,
     }
     if manifest is None or written or listed != manifest.get("matches"):
-        _write(
+        replace_whole(
             out / MANIFEST,
             (json.dumps(new_manifest, ensure_ascii=False, indent=2) + "\n").encode("utf-8"),
         )

@@ -70,7 +70,14 @@ from bergen.domain import codec
 from bergen.domain.audit import replay_record
 from bergen.domain.describe import describe
 from bergen.domain.errors import BergenError, CorruptRecord, MatchNotInProgress
-from bergen.domain.events import Event, MatchCreated, MatchEnded, SeatTaken, SeedRevealed
+from bergen.domain.events import (
+    Event,
+    MatchCreated,
+    MatchEnded,
+    SeatTaken,
+    SeedRevealed,
+    as_logged_then,
+)
 from bergen.domain.record import NO_ONE_SEATED, build_record
 from bergen.domain.state import State, evolve
 from bergen.domain.tournament_record import (
@@ -1389,17 +1396,9 @@ def _first_difference(logged: Sequence[Event], given: Sequence[Event]) -> int | 
     for i in range(start, max(len(logged), len(given))):
         if i >= len(logged) or i >= len(given):
             return i + 1
-        if _comparable(logged[i]) != _comparable(_as_then(logged[i], given[i])):
+        if _comparable(logged[i]) != _comparable(as_logged_then(logged[i], given[i])):
             return i + 1
     return None
-
-
-def _as_then(logged: Event, given: Event) -> Event:
-    """`given` as the server wrote it when `logged` was: a rated match's end without its
-    holders when the logged one has none (it was written before ends named them)."""
-    if type(logged) is MatchEnded and not logged.holders and type(given) is MatchEnded:
-        return dataclasses.replace(given, holders=())
-    return given
 
 
 def _said(e: Event) -> str:

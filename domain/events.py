@@ -6,7 +6,7 @@ Hidden content is `None` in a redacted copy of an event (see `views.redact_event
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .frozen import fast_init
 from .rules import Rules
@@ -247,3 +247,12 @@ def passed(hand: int, seat: int) -> Passed:
     if 0 <= hand < INTERNED_HANDS and 0 <= seat < 4:
         return _PASSED[hand][seat]
     return Passed(hand, seat)
+
+
+def as_logged_then(logged: Event, given: Event) -> Event:
+    """`given` (what the rules give) as it was written when `logged` was: a rated match's end
+    without its holders where the logged end has none, written before ends named them.
+    Anything else as given."""
+    if type(logged) is MatchEnded and not logged.holders and type(given) is MatchEnded:
+        return replace(given, holders=())
+    return given

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidArgument
+from .tiles import sides_of
 from .tournament_standings import TableResult, result_places
 
 MU = 25.0
@@ -46,6 +47,21 @@ def pool_of(seats: int, partnerships: bool) -> str:
     if seats not in (2, 3, 4):
         raise InvalidArgument(f"a match has 2, 3 or 4 seats, not {seats}")
     return str(seats)
+
+
+def rated_table(players: Sequence[str], sides: int) -> tuple[str, tuple[tuple[int, ...], ...]]:
+    """The pool and each side's seats of a rated match whose end names `players` (its seat
+    holders, seat order) and gives `sides` scores: four seats in two sides are partnerships.
+    Raises InvalidArgument for a table the rules have not, or players they would not seat
+    (a seat without one, one in two seats)."""
+    seats, partnerships = len(players), len(players) == 4 and sides == 2
+    pool = pool_of(seats, partnerships)
+    table = sides_of(seats, partnerships)
+    if len(table) != sides:
+        raise InvalidArgument(f"{sides} scores for {len(table)} sides")
+    if not all(players) or len(set(players)) != seats:
+        raise InvalidArgument("a seat without a player, or a player in two seats")
+    return pool, table
 
 
 @dataclass(frozen=True, slots=True)

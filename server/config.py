@@ -72,10 +72,10 @@ class Config:
     limits: Limits = field(default_factory=Limits)
     seating_timeout_s: float = SEATING_TIMEOUT_S
     checkpoint_every_s: float = CHECKPOINT_EVERY_S
-    checkpoint_dir: str | None = None
-    """Where the newest signed checkpoint is kept; None: beside the signing key."""
     """The transparency log's checkpoints are signed at most this often while it grows
     (and at every match end)."""
+    checkpoint_dir: str | None = None
+    """Where the newest signed checkpoint is kept; None: beside the signing key."""
     transparency_log: bool = True
     """Keep the transparency log (bergen.server.tlog); off only to measure what it costs."""
     port_file: str | None = None

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from bergen.domain import codec, fastplay
 from bergen.domain.commands import Command, Play
 from bergen.domain.dealing import deal
 from bergen.domain.engine import command_of, execute
 from bergen.domain.errors import BergenError, CorruptRecord, LogTampered, NotFound
-from bergen.domain.events import Event, MatchEnded
+from bergen.domain.events import Event, as_logged_then
 from bergen.domain.state import PLAYING, State, fold
 
 from .auth import SealedToken
@@ -241,7 +241,8 @@ def recheck(match_id: str, version: int, events: Sequence[Event], state: State |
             ) from e
         stored = tuple(events[i : i + len(decided)])
         if stored != decided:
-            decided = _as_ended_before_holders(stored, decided)
+            # A rated match's end written before ends named their holders.
+            decided = tuple(map(as_logged_then, stored, decided)) + decided[len(stored) :]
         if stored != decided:
             at = next(
                 (j for j, (a, b) in enumerate(zip(stored, decided, strict=False)) if a != b),
@@ -258,22 +259,6 @@ def recheck(match_id: str, version: int, events: Sequence[Event], state: State |
         state = board.state()
     assert state is not None
     return state
-
-
-def _as_ended_before_holders(
-    stored: Sequence[Event], decided: tuple[Event, ...]
-) -> tuple[Event, ...]:
-    """`decided` with its MatchEnded's `holders` left out where the stored one has none: a
-    rated match ended before ends named their holders is as the rules gave it then."""
-    return (
-        tuple(
-            replace(d, holders=())
-            if type(d) is MatchEnded and d.holders and type(s) is MatchEnded and not s.holders
-            else d
-            for s, d in zip(stored, decided, strict=False)
-        )
-        + decided[len(stored) :]
-    )
 
 
 class MatchKind:

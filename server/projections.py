@@ -48,7 +48,7 @@ from bergen.domain.events import (
 )
 from bergen.domain.state import ENDED, PLAYING, SEATING
 from bergen.domain.tiles import sides_of
-from bergen.domain.tournament_record import TOURNAMENT_STREAM_PREFIX as TOURNAMENT_STREAM
+from bergen.domain.tournament_record import TOURNAMENT_STREAM_PREFIX
 
 from .keys import LogKeys
 from .matches import REMATCH_KEY, decode_stored
@@ -60,10 +60,8 @@ log = logging.getLogger("bergen.server.projections")
 
 MATCH_LIST = "match_list"
 """The listing's name in projection_positions."""
-TOURNAMENT_STREAM_PREFIX = TOURNAMENT_STREAM
-"""Begins every tournament's stream id (bergen.server.tournaments; its record names it);
-no match id does, so the listing passes over a tournament's events without looking them
-up."""
+# TOURNAMENT_STREAM_PREFIX begins every tournament's stream id (its record names it); no
+# match id does, so the listing passes over a tournament's events without looking them up.
 HAND_OFF_STREAM_PREFIX = "handoff-"
 """Begins every stream of hand-offs (bergen.server.handoffs); no match id does either."""
 PLAYER_STREAM_PREFIX = "player-"
@@ -213,13 +211,15 @@ class RowCheck:
             texts = e.texts if isinstance(e, ReadEvent) else None
             if texts is not None and type(texts[0]) is str and type(texts[1]) is str:
                 # As read: the payload and metadata text the authenticator covers, as stored.
-                ok = keyed.verifies(
-                    key_id, mac, e.stream_id, e.seq, e.type, e.schema_version, texts[0],
-                    texts[1], recorded, e.prev_hash, e.salt, e.hash,
+                expected = keyed.mac(
+                    key_id, e.stream_id, e.seq, e.type, e.schema_version, texts[0], texts[1],
+                    recorded, e.prev_hash, e.salt, e.hash,
                 )  # fmt: skip
-                if ok is None:
+                if expected is None:
                     return f"seq {e.seq} names an unknown log key {key_id!r}"
-                return None if ok else _NOT_OURS.format(e.seq)
+                if hmac.compare_digest(expected, mac):
+                    return None
+                return _NOT_OURS.format(e.seq)
             metadata = self._metadata_text(e.metadata)
 
             def verifies(payload: str) -> bool | None:

@@ -35,7 +35,7 @@ from typing import Protocol, TypeVar
 
 from bergen.domain.errors import BergenError, CorruptRecord, InvalidArgument
 from bergen.domain.events import MatchEnded, SeatTaken
-from bergen.domain.ratings import NEWCOMER, POOLS, Rating, places_of, pool_of, rate
+from bergen.domain.ratings import NEWCOMER, POOLS, Rating, places_of, pool_of, rate, rated_table
 from bergen.domain.tiles import sides_of
 
 from .matches import decode_stored
@@ -382,7 +382,7 @@ def fold_batch(
     tx: FoldTarget,
     batch: Sequence[StoredEvent],
     check: RowCheck | None,
-    seated: SeatedBefore | None = None,
+    seated: SeatedBefore,
 ) -> None:
     """Fold `batch` (in global order) into the ratings: rate each match end by its target or
     a forfeit of a rated match, whose holders the end names or (`seated`, for an end that
@@ -397,10 +397,8 @@ def fold_batch(
         event = _decoded(e)
         if not isinstance(event, MatchEnded) or str(event.reason) not in _RATED_ENDS:
             continue  # abandoned: not rated
-        if event.holders:
-            table = _table_of_end(match_id, event)
-        else:
-            table = None if seated is None else seated.table(match_id, e.seq)
+        # An end written before ends named their holders: from the start of its stream.
+        table = _table_of_end(match_id, event) if event.holders else seated.table(match_id, e.seq)
         if table is None:
             continue
         holders, sides, pool = table
@@ -418,18 +416,11 @@ Table = tuple[tuple[Holder, ...], tuple[tuple[int, ...], ...], str]
 
 
 def _table_of_end(match_id: str, end: MatchEnded) -> Table | None:
-    """The table of a rated match from its end alone: as many seats as holders, partnerships
-    where four seats make two sides. None (logged) for holders the rules would not seat."""
+    """The table of a rated match from its end alone (`rated_table`). None (logged) for
+    holders the rules would not seat."""
     holders = tuple(Holder(*h) for h in end.holders)
-    seats, partnerships = len(holders), len(holders) == 4 and len(end.scores) == 2
-    players = [h.player for h in holders]
     try:
-        pool = pool_of(seats, partnerships)
-        sides = sides_of(seats, partnerships)
-        if len(sides) != len(end.scores):
-            raise InvalidArgument(f"{len(end.scores)} scores for {len(sides)} sides")
-        if not all(players) or len(set(players)) != len(players):
-            raise InvalidArgument("a seat without a player, or a player in two seats")
+        pool, sides = rated_table([h.player for h in holders], len(end.scores))
     except InvalidArgument as err:
         log.error("ratings: match %s is not rated: %s", match_id, err)
         return None
@@ -469,7 +460,7 @@ class SeatedBefore:
                 break
             for e in page:
                 if e.type == "Dealt" or e.seq >= end_seq:
-                    return _held(match_id, seats, sides, pool)
+                    return _all_seated(match_id, seats, sides, pool)
                 if _refused(self._check, e):
                     return None
                 if e.type != "SeatTaken":
@@ -478,10 +469,10 @@ class SeatedBefore:
                 if isinstance(seat, SeatTaken) and seat.player and 0 <= seat.seat < count:
                     seats[seat.seat] = Holder(seat.player, seat.name, seat.bot)
             after = page[-1].seq
-        return _held(match_id, seats, sides, pool)
+        return _all_seated(match_id, seats, sides, pool)
 
 
-def _held(
+def _all_seated(
     match_id: str, seats: Sequence[Holder | None], sides: tuple[tuple[int, ...], ...], pool: str
 ) -> Table | None:
     holders = tuple(h for h in seats if h is not None)

@@ -17,13 +17,12 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Protocol
 
 from bergen.domain.ratings import Rating
 
 from .listing import POSITIONS_TABLE, position_fault, sealed_position
-from .sealed import Seals, check_row, sealing
+from .sealed import Seals, check_row, compact_json, sealing
 from .statements import Dialect
 
 RATINGS = "ratings"
@@ -113,17 +112,9 @@ class Db(Protocol):
     def time_of(self, value: Any) -> datetime: ...
 
 
-# json.dumps(value, ensure_ascii=False)'s text, from json's C encoder made once (json.dumps
-# makes one a call): a rebuild writes these for every rated match.
-def _not_json(value: Any) -> Any:
-    raise TypeError(f"a {type(value).__name__} is not JSON")
-
-
-_encoder = c_make_encoder(None, _not_json, encode_basestring, None, ": ", ", ", False, False, True)
-
-
-def _dumps(value: list[Any]) -> str:
-    return "".join(_encoder(value, 0))
+# A rated match's JSON columns, compact, from the seals' encoder (made once: json.dumps
+# makes one a call, and a rebuild writes these for every rated match).
+_dumps = compact_json
 
 
 def _holders_json(seats: Sequence[Holder | None]) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
@@ -33,6 +33,12 @@ def _refuse(value: Any) -> Any:
 _encoder = c_make_encoder(None, _refuse, encode_basestring, None, ":", ",", False, False, False)
 
 
+def compact_json(value: Any) -> str:
+    """`value` (str, int, float, bool, None, and lists and tuples of them) as compact JSON
+    text, as a seal encodes it. Raises ValueError for anything else, or a NaN."""
+    return "".join(_encoder(value, 0))
+
+
 def canonical_row(table: str, values: Sequence[Any]) -> bytes:
     """The bytes a row's authenticator covers: its table and its values, as a JSON array
     (str, int, float, bool, None and lists of them; a datetime as whole microseconds since
@@ -43,26 +49,13 @@ def canonical_row(table: str, values: Sequence[Any]) -> bytes:
         if type(v) in _PLAIN:
             continue  # the common case, without the checks below (a rebuild seals millions)
         if isinstance(v, datetime):
-            last = _last_time
-            if last[0] is v:
-                out[i] = last[1]  # the rows of one match share its end's time
-            else:
-                out[i] = micros(v)
-                _remember_time(v, out[i])
+            out[i] = micros(v)
         elif not isinstance(v, (str, int, float, list, tuple)):
             raise ValueError(f"{table}: a {type(v).__name__} cannot be sealed")
-    return "".join(_encoder(out, 0)).encode()
+    return compact_json(out).encode()
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None), list, tuple})
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_last_time: tuple[datetime, int] = (_EPOCH, 0)
-"""The last datetime sealed and its microseconds (one tuple: replaced whole, never torn)."""
-
-
-def _remember_time(at: datetime, us: int) -> None:
-    global _last_time
-    _last_time = (at, us)
 
 
 class Seals:

@@ -16,8 +16,7 @@ from bergen.domain.engine import execute
 from bergen.domain.errors import InvalidArgument
 from bergen.domain.rules import Rules, make_rules
 from bergen.domain.tournament_pairing import Settings
-
-from ..projections import TOURNAMENT_STREAM_PREFIX
+from bergen.domain.tournament_record import TOURNAMENT_STREAM_PREFIX
 
 STREAM_PREFIX = TOURNAMENT_STREAM_PREFIX
 TABLE_KEYS = ("tournament_id", "tournament_round", "tournament_table")

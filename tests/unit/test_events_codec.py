@@ -25,11 +25,13 @@ from bergen.domain.events import (
     TileDrawn,
     TilePlayed,
     TimedOut,
+    as_logged_then,
 )
 from bergen.domain.rules import make_rules
 from bergen.domain.state import ENDED, evolve, fold
 from bergen.domain.tiles import End
 from bergen.domain.views import redact_stream
+from bergen.domain.vocabulary import MatchEndReason
 
 from . import deals
 from .support import Game, T, tiles
@@ -225,6 +227,14 @@ def test_evolve_of_a_play_from_a_hand_without_the_tile_is_corrupt(crafted_deals)
         evolve(g.s, TilePlayed(1, 1, T("3-3"), End.LEFT))
 
 
+_TARGET = {
+    "reason": "target",
+    "winner_side": 0,
+    "scores": [100, 3],
+    "resigned_seat": None,
+    "note": "",
+}
+_FORFEIT = {"reason": "forfeit", "winner_side": 1, "scores": [4, 3], "resigned_seat": 0, "note": ""}
 _SEATS_AND_ENDS = [
     (1, {"seat": 1, "name": "ann", "client_seed": "s"}),
     (2, {"seat": 0, "name": "ann", "client_seed": "s", "player": "p1", "bot": True}),
@@ -236,29 +246,8 @@ _SEATS_AND_ENDS = [
     (2, {"seat": 0, "name": "ann", "client_seed": "s", "player": None}),
     (2, {"seat": 0, "name": "ann", "client_seed": "s", "bot": 1}),
     (2, {"seat": 0, "name": "ann"}),
-    (
-        1,
-        {
-            "reason": "target",
-            "winner_side": 0,
-            "scores": [100, 3],
-            "resigned_seat": None,
-            "note": "",
-        },
-    ),
-    (
-        2,
-        {
-            "reason": "forfeit",
-            "winner_side": 1,
-            "scores": [4, 3],
-            "resigned_seat": 0,
-            "note": "",
-            "forfeited_side": 0,
-            "cause": "resigned",
-            "at_ms": 12,
-        },
-    ),
+    (1, {**_TARGET}),
+    (2, {**_FORFEIT, "forfeited_side": 0, "cause": "resigned", "at_ms": 12}),
     (
         2,
         {
@@ -271,39 +260,9 @@ _SEATS_AND_ENDS = [
             "cause": "timeout",
         },
     ),
-    (
-        1,
-        {
-            "reason": "forfeit",
-            "winner_side": 1,
-            "scores": [4, 3],
-            "resigned_seat": 0,
-            "note": "",
-            "forfeited_side": 0,
-        },
-    ),
-    (
-        2,
-        {
-            "reason": "forfeit",
-            "winner_side": 1,
-            "scores": [4, 3],
-            "resigned_seat": 0,
-            "note": "",
-            "cause": "lost",
-        },
-    ),
-    (
-        2,
-        {
-            "reason": "forfeit",
-            "winner_side": 1,
-            "scores": [4, 3],
-            "resigned_seat": 0,
-            "note": "",
-            "cause": None,
-        },
-    ),
+    (1, {**_FORFEIT, "forfeited_side": 0}),
+    (2, {**_FORFEIT, "cause": "lost"}),
+    (2, {**_FORFEIT, "cause": None}),
     (
         2,
         {
@@ -315,72 +274,12 @@ _SEATS_AND_ENDS = [
         },
     ),
     (2, {"reason": "won", "winner_side": 1, "scores": [4, 3], "resigned_seat": 0, "note": ""}),
-    (
-        2,
-        {
-            "reason": "target",
-            "winner_side": 0,
-            "scores": [100, 3],
-            "resigned_seat": None,
-            "note": "",
-            "holders": [["p1", "ann", False], ["p2", "bob", True]],
-        },
-    ),
-    (
-        2,
-        {
-            "reason": "target",
-            "winner_side": 0,
-            "scores": [100, 3],
-            "resigned_seat": None,
-            "note": "",
-            "holders": [],
-        },
-    ),
-    (
-        2,
-        {
-            "reason": "target",
-            "winner_side": 0,
-            "scores": [100, 3],
-            "resigned_seat": None,
-            "note": "",
-            "holders": [["p1", "ann"]],
-        },
-    ),
-    (
-        2,
-        {
-            "reason": "target",
-            "winner_side": 0,
-            "scores": [100, 3],
-            "resigned_seat": None,
-            "note": "",
-            "holders": [["p1", "ann", 0]],
-        },
-    ),
-    (
-        2,
-        {
-            "reason": "target",
-            "winner_side": 0,
-            "scores": [100, 3],
-            "resigned_seat": None,
-            "note": "",
-            "holders": "p1",
-        },
-    ),
-    (
-        1,
-        {
-            "reason": "target",
-            "winner_side": 0,
-            "scores": [100, 3],
-            "resigned_seat": None,
-            "note": "",
-            "holders": [["p1", "ann", False]],
-        },
-    ),
+    (2, {**_TARGET, "holders": [["p1", "ann", False], ["p2", "bob", True]]}),
+    (2, {**_TARGET, "holders": []}),
+    (2, {**_TARGET, "holders": [["p1", "ann"]]}),
+    (2, {**_TARGET, "holders": [["p1", "ann", 0]]}),
+    (2, {**_TARGET, "holders": "p1"}),
+    (1, {**_TARGET, "holders": [["p1", "ann", False]]}),
     (
         2,
         {
@@ -412,3 +311,20 @@ def test_seats_and_ends_decode_as_the_generic_path_does(
     fast = decoded()
     monkeypatch.setattr(codec, "_FAST_BY_NAME", {})
     assert fast == decoded()
+
+
+def test_an_end_logged_without_holders_is_compared_as_written_then() -> None:
+    named = MatchEnded(
+        MatchEndReason.TARGET,
+        0,
+        (100, 3),
+        None,
+        "",
+        holders=(("p1", "a", False), ("p2", "b", True)),
+    )
+    bare = replace(named, holders=())
+    assert as_logged_then(bare, named) == bare
+    assert as_logged_then(named, named) == named
+    other = replace(named, holders=(("p3", "c", False), ("p2", "b", True)))
+    assert as_logged_then(other, named) == named  # named holders are compared, never dropped
+    assert as_logged_then(TileDrawn(1, 0, None), named) == named

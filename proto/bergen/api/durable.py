@@ -1,5 +1,6 @@
 """A small file replaced whole, and kept through a crash: what a process keeps on its own
-disk between runs (the newest checkpoint a server signed, a witness's state)."""
+disk between runs (the newest checkpoint a server signed, a witness's state), or an exported
+record."""
 
 from __future__ import annotations
 
@@ -8,23 +9,28 @@ import tempfile
 from pathlib import Path
 
 
-def write_durably(path: Path, text: str) -> None:
-    """Replace `path` with `text` (owner-only), whole or not at all, and on disk before this
-    returns: written to a file of its own in the same folder (so processes writing the same
-    path at once never mix their bytes), synced, renamed over `path`, and the folder synced so
-    that the rename is kept too. Raises OSError."""
-    folder = path.parent
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.")
+def replace_whole(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` (owner-only), whole or not at all: written to a file of its
+    own in the same folder (so processes writing the same path at once never mix their
+    bytes), synced, and renamed over `path`. A reader sees the old file or the new one.
+    Raises OSError."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(folder, os.O_RDONLY)
+
+
+def write_durably(path: Path, text: str) -> None:
+    """`replace_whole` with `text`, and on disk before this returns: the folder is synced
+    too, so that the rename is kept through a crash. Raises OSError."""
+    replace_whole(path, text.encode("utf-8"))
+    dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
