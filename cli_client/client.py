@@ -28,7 +28,7 @@ from bergen.domain.tiles import End, Tile
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
-from .connect import Endpoint, bearer, describe_error, open_channel
+from .connect import Endpoint, bearer, describe_error, open_channel, reason_of
 
 CALL_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 5.0
@@ -54,8 +54,15 @@ _END_OUT = {None: pb.END_UNSPECIFIED, End.LEFT: pb.END_LEFT, End.RIGHT: pb.END_R
 
 
 def passing(error: BaseException) -> bool:
-    """Whether `error` is a failed call worth sending again (see PASSING)."""
-    return isinstance(error, grpc.Call) and error.code() in PASSING
+    """Whether `error` is a failed call worth sending again: one of PASSING, or a call the
+    server gave up on because others kept changing what it changes (ABORTED, CONTENDED),
+    which wrote nothing."""
+    if not (isinstance(error, grpc.RpcError) and isinstance(error, grpc.Call)):
+        return False
+    code = error.code()
+    if code in PASSING:
+        return True
+    return code == grpc.StatusCode.ABORTED and reason_of(error) == "CONTENDED"
 
 
 def pause_s(attempt: int, rng: random.Random | None = None) -> float:
