@@ -224,7 +224,19 @@ def test_keyboard_only_plays_and_a_resignation(browser: Any, gateway: Gateway) -
     bo.page.click("#resign")
     bo.page.click("#resign-no")
     assert not bo.page.is_visible("#resign-yes")
+    # The question stays on Bo's page while the match moves on and the page is drawn again.
     bo.page.click("#resign")
+    player = None
+    deadline = time.monotonic() + 60
+    while player is None and time.monotonic() < deadline:
+        player = whose_turn(ada, bo)
+    assert player is not None
+    before = version(bo)
+    player.page.click("#hand button.mytile.legal >> nth=0")
+    if player.page.is_visible("#end-choice"):
+        player.page.click("#end-choice button >> nth=0")
+    wait_js(bo.page, f"() => Number(document.body.dataset.version) > {before}")
+    assert bo.page.is_visible("#resign-yes")
     bo.page.click("#resign-yes")
     for b in (ada, bo):
         wait_js(b.page, "() => document.body.dataset.ended === '1'")

@@ -201,6 +201,8 @@ class Seat {
     this.selected = null; // the chosen tile ("3-5")
     this.end = null; // the chosen end ("left" or "right")
     this.busy = false;
+    this.asking = false; // the resign question is on the page
+    this.deviceUrl = null; // the link for another device, while it holds
     this.key = `bergen:play:${id}`;
     this.saved = JSON.parse(sessionStorage.getItem(this.key) || '{"last":0,"log":[]}');
   }
@@ -285,6 +287,10 @@ class Seat {
       h("p", { id: "play-msg", role: "status", "aria-live": "polite" }),
       others, hand, ends, controls, h("p", { id: "rematch-state", role: "status", "aria-live": "polite", text: this.rematchText(v) }),
       h("div", { id: "confirm-row" }), h("p", { id: "device-url" }));
+    // A question asked or a link given stays on the page while the match moves on.
+    if (v.phase === "PHASE_ENDED") this.asking = false;
+    if (this.asking) this.showResignQuestion();
+    if (this.deviceUrl) this.showDeviceUrl();
     if (v.phase === "PHASE_ENDED" && !inTournament) this.watchRematch();
     if (this.lastMessage) this.say(...this.lastMessage);
   }
@@ -347,10 +353,20 @@ class Seat {
   }
 
   askResign() {
+    this.asking = true;
+    this.showResignQuestion();
+    $("#resign-no").focus();
+  }
+
+  showResignQuestion() {
     const yes = h("button", { type: "button", id: "resign-yes", text: "Yes, resign" });
     const no = h("button", { type: "button", id: "resign-no", text: "No, play on" });
-    no.addEventListener("click", () => $("#confirm-row").replaceChildren());
+    no.addEventListener("click", () => {
+      this.asking = false;
+      $("#confirm-row").replaceChildren();
+    });
     yes.addEventListener("click", async () => {
+      this.asking = false;
       try {
         this.render(await post(api(this.id, "/resign"), {}));
       } catch (err) {
@@ -358,7 +374,6 @@ class Seat {
       }
     });
     $("#confirm-row").replaceChildren(h("p", { class: "controls" }, "Resign? Your side loses the match. ", yes, no));
-    no.focus();
   }
 
   // The rematch in words: who has accepted it, whom it waits for, where it is played.
@@ -411,11 +426,21 @@ class Seat {
   async deviceLink() {
     try {
       const made = await post(api(this.id, "/link"), {});
-      $("#device-url").replaceChildren(`Open this once, within ${Math.round(made.expires_in_s / 60)} minutes, on the other device: `,
-        h("code", { text: made.url }));
+      this.deviceUrl = { url: made.url, until: Date.now() + made.expires_in_s * 1000 };
+      this.showDeviceUrl();
     } catch (err) {
       this.say(`No link: ${err.message}`, true);
     }
+  }
+
+  showDeviceUrl() {
+    const left = this.deviceUrl.until - Date.now();
+    if (left <= 0) {
+      this.deviceUrl = null;
+      return;
+    }
+    $("#device-url").replaceChildren(`Open this once, within ${Math.max(1, Math.round(left / 60000))} minutes, on the other device: `,
+      h("code", { text: this.deviceUrl.url }));
   }
 
   onKey(e) {
