@@ -9,6 +9,7 @@ to the subparsers it is given and sets `func(args) -> int` on it.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable
 from importlib import metadata
@@ -17,20 +18,6 @@ from typing import TypeAlias
 from bergen.api.exit_status import ExitStatus, help_text
 from bergen.api.helptext import HelpFormatter
 
-from . import (
-    bots,
-    endings,
-    export,
-    health,
-    play,
-    player,
-    ratings,
-    simulate,
-    tournament,
-    verify,
-    watch,
-    witness,
-)
 from .connect import BadConnectionOption, endpoint_of
 from .usage import examples, fail
 
@@ -38,6 +25,25 @@ COMMANDS_GROUP = "bergen.commands"
 DISTRIBUTION = "bergen"
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+OWN: dict[str, tuple[str, str]] = {
+    "simulate": ("simulate", "add_parser"),
+    "play": ("play", "add_parser"),
+    "watch": ("watch", "add_parser"),
+    "resign": ("endings", "add_parsers"),
+    "abandon": ("endings", "add_parsers"),
+    "bots": ("bots", "add_parser"),
+    "verify": ("verify", "add_parser"),
+    "export": ("export", "add_parser"),
+    "tournament": ("tournament", "add_parser"),
+    "player": ("player", "add_parsers"),
+    "leaderboard": ("player", "add_parsers"),
+    "ratings": ("ratings", "add_parser"),
+    "health": ("health", "add_parser"),
+    "witness": ("witness", "add_parser"),
+}
+"""The client's own commands, in the order `bergen --help` lists them: the module of this
+package that adds each one's parser, and the function that does (one may add two)."""
 
 
 def version() -> str:
@@ -63,10 +69,14 @@ def _unavailable(name: str, why: str) -> Callable[[Subparsers], None]:
     return add
 
 
-def contributed() -> list[tuple[str, Callable[[Subparsers], None]]]:
-    """(name, add-parser function) of each command in the entry-point group, by name."""
+def contributed(name: str | None = None) -> list[tuple[str, Callable[[Subparsers], None]]]:
+    """(name, add-parser function) of each command in the entry-point group, by name (only
+    `name`'s, when given)."""
     found: list[tuple[str, Callable[[Subparsers], None]]] = []
-    for entry in sorted(metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+    entries = metadata.entry_points(group=COMMANDS_GROUP)
+    if name is not None:
+        entries = entries.select(name=name)
+    for entry in sorted(entries, key=lambda e: e.name):
         try:
             add = entry.load()
         except Exception as e:  # a broken plugin must not take the other commands down
@@ -75,7 +85,19 @@ def contributed() -> list[tuple[str, Callable[[Subparsers], None]]]:
     return found
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _own_adders(names: list[str]) -> list[Callable[[Subparsers], None]]:
+    """The functions adding the parsers of the client's own commands `names`, each module
+    imported (and each function given) once."""
+    adders: list[Callable[[Subparsers], None]] = []
+    for module, function in dict.fromkeys(OWN[n] for n in names):
+        adders.append(getattr(importlib.import_module(f".{module}", __package__), function))
+    return adders
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every command's, or only `command`'s when it names one (a
+    run of one command imports only what that command needs; the usage, the errors and the
+    command's own help are the same either way)."""
     parser = argparse.ArgumentParser(
         prog="bergen",
         description="Bergen domino server, client and tools: play, watch, replay and verify "
@@ -95,36 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bergen {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    own = {
-        "simulate",
-        "play",
-        "watch",
-        "resign",
-        "abandon",
-        "bots",
-        "verify",
-        "export",
-        "tournament",
-        "health",
-        "player",
-        "leaderboard",
-        "ratings",
-        "witness",
-    }
-    simulate.add_parser(sub)
-    play.add_parser(sub)
-    watch.add_parser(sub)
-    endings.add_parsers(sub)
-    bots.add_parser(sub)
-    verify.add_parser(sub)
-    export.add_parser(sub)
-    tournament.add_parser(sub)
-    player.add_parsers(sub)
-    ratings.add_parser(sub)
-    health.add_parser(sub)
-    witness.add_parser(sub)
-    for name, add in contributed():
-        if name in own:
+    if command in OWN:
+        adders, extra = _own_adders([command]), []
+    else:
+        known = contributed(command) if command is not None else []
+        if known:
+            adders, extra = [], known
+        else:  # no command, an unknown one, or --help: every command
+            adders, extra = _own_adders(list(OWN)), contributed()
+    for add in adders:
+        add(sub)
+    for name, add in extra:
+        if name in OWN:
             continue  # a contributed command never shadows one of the client's
         add(sub)
     return parser
@@ -132,7 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; returns its exit status."""
-    args = build_parser().parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    first = argv[0] if argv and not argv[0].startswith("-") else None
+    args = build_parser(first).parse_args(argv)
     if hasattr(args, "client_key"):  # a command that talks to a server
         try:
             args.endpoint = endpoint_of(args)
