@@ -100,11 +100,12 @@ def shoot(pg: Any, name: str) -> None:
 
 def _holds(pg: Any, predicate: str) -> bool:
     """Whether `predicate` holds in the page; false while the page is being replaced (a
-    reload or a move to another page), which ends the context it is evaluated in."""
+    reload or a move to another page), which ends the context it is evaluated in, or has no
+    body yet (the new document of a reload, before its body is parsed)."""
     from playwright.sync_api import Error
 
     try:
-        return bool(pg.evaluate(predicate))
+        return bool(pg.evaluate(f"() => !!document.body && ({predicate})()"))
     except Error as e:
         if "context was destroyed" in str(e) or "navigat" in str(e):
             return False

@@ -180,7 +180,9 @@ def test_tournament_page_standings_change_as_rounds_end(
         )
         tid = created.tournament_id
         page.goto(f"{gateway.base}/tournament?id={tid}")
-        wait_js(page, "document.querySelector('#status').textContent.includes('registration')")
+        wait_js(
+            page, "() => document.querySelector('#status').textContent.includes('registration')"
+        )
         with bots(server, "--tournament", tid, "--entrants", "4", "--seed", "web") as proc:
             start_when_filled(client, tid, 4)
             seen: list[str] = []
