@@ -247,9 +247,9 @@ class FoldTarget(Protocol):
 
     def matches_after(self, pool: str, order: int) -> list[RatedEnd]: ...
 
-    def history_of(self, match_ids: Sequence[str]) -> list[HistoryRow]: ...
+    def history_of(self, ends: Sequence[RatedEnd]) -> list[HistoryRow]: ...
 
-    def drop_history(self, match_ids: Sequence[str]) -> None: ...
+    def drop_history(self, ends: Sequence[RatedEnd]) -> None: ...
 
     def add_match(self, end: RatedEnd, history: Sequence[HistoryRow]) -> None: ...
 
@@ -280,8 +280,8 @@ class HeldRatings:
         """By pool: (order, match) of the ends applied here, in order."""
         self._history: dict[str, list[HistoryRow]] = {}
         """By match: the history rows made here (for a match of the tables, anew)."""
-        self._history_dropped: set[str] = set()
-        """Matches of the tables whose history rows are made again here."""
+        self._history_dropped: dict[str, RatedEnd] = {}
+        """By match: the ends of the tables whose history rows are made again here."""
 
     def _look(self, read: Callable[[RatingsFold], T]) -> T:
         assert self._tables is not None
@@ -330,19 +330,18 @@ class HeldRatings:
                 found[end.match_id] = self._ends.setdefault(end.match_id, end)
         return sorted(found.values(), key=lambda e: e.order)
 
-    def history_of(self, match_ids: Sequence[str]) -> list[HistoryRow]:
-        here = [m for m in match_ids if m in self._history]
-        out = [h for m in here for h in self._history[m]]
-        there = [m for m in match_ids if m not in self._history]
+    def history_of(self, ends: Sequence[RatedEnd]) -> list[HistoryRow]:
+        out = [h for e in ends if e.match_id in self._history for h in self._history[e.match_id]]
+        there = [e for e in ends if e.match_id not in self._history]
         if there and self._tables is not None:
             out += self._look(lambda t: t.history_of(there))
         return out
 
-    def drop_history(self, match_ids: Sequence[str]) -> None:
-        for m in match_ids:
-            if m not in self._made:
-                self._history_dropped.add(m)
-            self._history[m] = []
+    def drop_history(self, ends: Sequence[RatedEnd]) -> None:
+        for e in ends:
+            if e.match_id not in self._made:
+                self._history_dropped[e.match_id] = e
+            self._history[e.match_id] = []
 
     def add_match(self, end: RatedEnd, history: Sequence[HistoryRow]) -> None:
         self.add_matches([(end, history)])
@@ -367,7 +366,7 @@ class HeldRatings:
         """Write what was folded here into the tables, in `tx` (at `start`), with the
         position reached: one bulk write a table."""
         fresh = self._tables is None
-        tx.drop_history(sorted(self._history_dropped))
+        tx.drop_history([self._history_dropped[m] for m in sorted(self._history_dropped)])
         saved = [self._ratings[k] for k in self._ratings_saved]
         tx.save_ratings([r for r in saved if r is not None], fresh=fresh)
         made = [m for ends in self._new_ends.values() for _, m in ends]
@@ -581,14 +580,14 @@ def apply_end(tx: FoldTarget, end: RatedEnd) -> None:
         end.pool,
     )
     order_of = {m.match_id: m.order for m in later}
-    for h in sorted(tx.history_of(list(order_of)), key=lambda h: order_of[h.match_id]):
+    for h in sorted(tx.history_of(later), key=lambda h: order_of[h.match_id]):
         state.setdefault(h.player_id, h.before)
     holders = {h.player: h for m in (end, *later) for h in m.seats}
     missing = [p for p in holders if p not in state]
     current = tx.ratings(end.pool, missing)
     for p in missing:
         state[p] = current[p].rating if p in current else NEWCOMER
-    tx.drop_history(list(order_of))
+    tx.drop_history(later)
     for m in sorted((end, *later), key=lambda m: m.order):
         tx.add_match(m, rate_end(m, state))
     tx.save_ratings(_rows(end.pool, tuple(holders.values()), state))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from bergen.domain.ratings import Rating
+from bergen.domain.ratings import POOLS, Rating
 
 from .listing import POSITIONS_TABLE, position_fault, sealed_position
 from .sealed import Seals, check_row, compact_json, sealing
@@ -327,10 +327,10 @@ class RatingsFold:
             )
         return out
 
-    def history_of(self, match_ids: Sequence[str]) -> list[HistoryRow]:
+    def history_of(self, ends: Sequence[RatedEnd]) -> list[HistoryRow]:
+        """The history rows of `ends`' players in those matches."""
         out: list[HistoryRow] = []
-        for chunk in _chunks(list(match_ids)):
-            where, params = _among(self._db, "match_id", chunk)
+        for where, params in self._history_keys(ends):
             out += [
                 _history_row(self._db, r, self._seals)
                 for r in self._db.rows(
@@ -339,10 +339,31 @@ class RatingsFold:
             ]
         return out
 
-    def drop_history(self, match_ids: Sequence[str]) -> None:
-        for chunk in _chunks(list(match_ids)):
-            where, params = _among(self._db, "match_id", chunk)
+    def drop_history(self, ends: Sequence[RatedEnd]) -> None:
+        """Delete the history rows of `ends`' players in those matches."""
+        for where, params in self._history_keys(ends):
             self._db.run(f"DELETE FROM rating_history WHERE {where}", params)
+
+    def _history_keys(self, ends: Sequence[RatedEnd]) -> Iterator[tuple[str, list[Any]]]:
+        """The rows of `ends`' history by their primary key (player, pool, order): a WHERE
+        clause and its parameters a chunk."""
+        keys = sorted({(h.player, e.pool, e.order) for e in ends for h in e.seats})
+        p = self._p
+        if self._db.dialect.any_list:
+            if keys:
+                players, pools, orders = (list(k) for k in zip(*keys, strict=True))
+                yield (
+                    "(player_id, pool, rated_order) IN (SELECT unnest("
+                    f"{p}::text[]), unnest({p}::text[]), unnest({p}::bigint[]))",
+                    [players, pools, orders],
+                )
+            return
+        for chunk in _chunks(keys, _CHUNK // 3):  # three values a key
+            marks = ", ".join([f"({p}, {p}, {p})"] * len(chunk))
+            yield (
+                f"(player_id, pool, rated_order) IN (VALUES {marks})",
+                [v for key in chunk for v in key],
+            )
 
     def add_match(self, end: RatedEnd, history: Sequence[HistoryRow]) -> None:
         """Record `end` as applied (unless it is already), with its players' history."""
@@ -508,19 +529,28 @@ class SqlRatings:
     ) -> list[HistoryRow]:
         with self._reading() as db:
             p, d = db.dialect.param, db.dialect
-            where = f"player_id = {p}"
-            params: list[Any] = [player_id]
-            if pool is not None:
-                where += f" AND pool = {p}"
-                params.append(pool)
+            # Each pool's newest first, a range of the primary key (player, pool, order)
+            # backwards; for every pool, the pools' ranges merged.
+            where = f"player_id = {p} AND pool = {p}"
             if before is not None:
                 where += f" AND rated_order < {p}{d.int8}"
-                params.append(before)
-            rows = db.rows(
+            one = (
                 f"SELECT {_HISTORY_READ} FROM rating_history WHERE {where}"
-                f" ORDER BY rated_order DESC LIMIT {p}{d.int8}",
-                [*params, limit],
+                f" ORDER BY rated_order DESC LIMIT {p}{d.int8}"
             )
+            pools = POOLS if pool is None else (pool,)
+            params: list[Any] = []
+            for each in pools:
+                params += [player_id, each, *([] if before is None else [before]), limit]
+            if len(pools) == 1:
+                rows = db.rows(one, params)
+            else:
+                merged = " UNION ALL ".join(
+                    f"SELECT * FROM ({one}) AS in_{i}" for i in range(len(pools))
+                )
+                rows = db.rows(
+                    f"{merged} ORDER BY rated_order DESC LIMIT {p}{d.int8}", [*params, limit]
+                )
             return [_history_row(db, r, self._seals) for r in rows]
 
     def reset(self, projection: str) -> None:

@@ -229,10 +229,10 @@ rating_history = sa.Table(
     sa.Column("ended_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
     sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
-    sa.PrimaryKeyConstraint("player_id", "pool", "match_id"),
-    sa.Index("ix_rating_history_player_id_rated_order", "player_id", "rated_order"),
-    sa.Index("ix_rating_history_player_id_pool_rated_order", "player_id", "pool", "rated_order"),
-    sa.Index("ix_rating_history_match_id", "match_id"),
+    # A player's history in a pool, newest first, is a range of this key read backwards (and
+    # for every pool, the pools' ranges merged); a match's rows are found by its players. One
+    # index only: a rebuild writes a row for every seat of every rated match.
+    sa.PrimaryKeyConstraint("player_id", "pool", "rated_order"),
 )
 
 rated_matches = sa.Table(
@@ -251,7 +251,6 @@ rated_matches = sa.Table(
     sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
     sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("match_id"),
-    sa.UniqueConstraint("rated_order"),
     sa.Index("ix_rated_matches_pool_rated_order", "pool", "rated_order"),
 )
 

@@ -248,6 +248,42 @@ def test_a_players_matches_page_newest_first_by_pool(store: EventStore) -> None:
         assert got == want, pool
 
 
+def test_a_players_page_in_a_pool_is_one_range_of_the_historys_only_index(
+    store: EventStore, backend: Backend
+) -> None:
+    query = (
+        "SELECT match_id FROM rating_history WHERE player_id = ? AND pool = ?"
+        " AND rated_order < ? ORDER BY rated_order DESC LIMIT 20"
+    )
+    params = (PLAYERS[0], "2", 10**9)
+    if backend.name == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(backend.url.removeprefix("sqlite:///"))
+        try:
+            plan = " ".join(str(r) for r in conn.execute(f"EXPLAIN QUERY PLAN {query}", params))
+            indexes = [r[1] for r in conn.execute("PRAGMA index_list('rating_history')")]
+        finally:
+            conn.close()
+        assert "TEMP B-TREE" not in plan and "SCAN" not in plan, plan
+        assert len(indexes) == 1, indexes  # the primary key's
+    else:
+        import psycopg
+
+        with psycopg.connect(backend.url, autocommit=True) as conn:
+            conn.execute("SET enable_seqscan = off")
+            rows = conn.execute(f"EXPLAIN {query.replace('?', '%s')}", params).fetchall()
+            indexes = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT indexname FROM pg_indexes WHERE tablename = 'rating_history'"
+                )
+            ]
+        plan = " ".join(r[0] for r in rows)
+        assert "pk_rating_history" in plan and "Sort" not in plan, plan
+        assert indexes == ["pk_rating_history"]
+
+
 def test_a_reset_empties_the_ratings_and_their_position(store: EventStore) -> None:
     fold_in(store, random_ends(random.Random(6), 5))
     with store.ratings().folding(RATINGS) as tx:
