@@ -301,18 +301,42 @@ def _stand_in_deal(
     return split(ALL_TILES, len(client_seeds))
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a playout ended: the points each side gained in it, and the match's winning side
+    when the match ended in it (None: it did not, or the playout stopped at its horizon)."""
+
+    gained: tuple[int, ...]
+    winner: int | None
+
+
 def playout(
     world: State, seat: int, tile: Tile, end: End, rng: random.Random, horizon: int | None = None
 ) -> float:
     """Play `tile` at `end` for `seat` in `world`, then greedy for everyone to the end of the
     hand (or `horizon` more plays). Returns my side's points minus the best other side's,
-    plus MATCH_WIN_BONUS for a match won (minus it for one lost).
+    plus MATCH_WIN_BONUS for a match won (minus it for one lost)."""
+    return _value(play_out(world, seat, tile, end, rng, horizon), world.side_of(seat))
+
+
+def _value(outcome: Outcome, me: int) -> float:
+    margin = float(_margin(outcome.gained, me))
+    if outcome.winner is None:
+        return margin
+    return margin + (MATCH_WIN_BONUS if outcome.winner == me else -MATCH_WIN_BONUS)
+
+
+def play_out(
+    world: State, seat: int, tile: Tile, end: End, rng: random.Random, horizon: int | None = None
+) -> Outcome:
+    """Play `tile` at `end` for `seat` in `world`, then greedy for everyone to the end of the
+    hand (or `horizon` more plays): the points each side gained, and the match's winner if it
+    ended.
 
     The plays are made on one mutable board (fastplay), with no State built between them;
-    `playout_by_states` is the same with a State for each play."""
+    `play_out_by_states` is the same with a State for each play."""
     if world.clocks or world.phase != PLAYING or world.hand_over:
-        return playout_by_states(world, seat, tile, end, rng, horizon)
-    me = world.side_of(seat)
+        return play_out_by_states(world, seat, tile, end, rng, horizon)
     gained = [0] * len(world.scores)
     board = fastplay.Board(world, _stand_in_deal)
     events = board.events
@@ -328,18 +352,14 @@ def playout(
             if kind is PointsScored:
                 gained[e.side] += e.points
             elif kind is MatchEnded:
-                bonus = MATCH_WIN_BONUS if e.winner_side == me else -MATCH_WIN_BONUS
-                return _margin(gained, me) + bonus
+                return Outcome(tuple(gained), e.winner_side)
             elif kind is HandEnded:
                 # A match won at the hand's end is announced after it; look ahead for it.
                 won: Any = next((x for x in events[i:] if type(x) is MatchEnded), None)
-                bonus = 0.0
-                if won is not None:
-                    bonus = MATCH_WIN_BONUS if won.winner_side == me else -MATCH_WIN_BONUS
-                return _margin(gained, me) + bonus
+                return Outcome(tuple(gained), None if won is None else won.winner_side)
         plays += 1
         if board.phase == ENDED or (horizon is not None and plays > horizon):
-            return float(_margin(gained, me))
+            return Outcome(tuple(gained), None)
         turn = board.turn
         assert turn is not None
         legal = board.legal_plays(turn)
@@ -362,9 +382,15 @@ def _one_tile(mask: int) -> bool:
 def playout_by_states(
     world: State, seat: int, tile: Tile, end: End, rng: random.Random, horizon: int | None = None
 ) -> float:
-    """`playout` with a State for each play, each play checked as a client's on a Board of
+    """`playout` with a State for each play (`play_out_by_states`)."""
+    return _value(play_out_by_states(world, seat, tile, end, rng, horizon), world.side_of(seat))
+
+
+def play_out_by_states(
+    world: State, seat: int, tile: Tile, end: End, rng: random.Random, horizon: int | None = None
+) -> Outcome:
+    """`play_out` with a State for each play, each play checked as a client's on a Board of
     its own: the reference for the one-board path, and the path of a world with clocks."""
-    me = world.side_of(seat)
     gained = [0] * len(world.scores)
     state = world
     command = Play(seat=seat, tile=tile, end=end)
@@ -377,18 +403,14 @@ def playout_by_states(
             if isinstance(e, PointsScored):
                 gained[e.side] += e.points
             elif isinstance(e, MatchEnded):
-                bonus = MATCH_WIN_BONUS if e.winner_side == me else -MATCH_WIN_BONUS
-                return _margin(gained, me) + bonus
+                return Outcome(tuple(gained), e.winner_side)
             elif isinstance(e, HandEnded):
                 # A match won at the hand's end is announced after it; look ahead for it.
                 won = next((x for x in events if isinstance(x, MatchEnded)), None)
-                bonus = 0.0
-                if won is not None:
-                    bonus = MATCH_WIN_BONUS if won.winner_side == me else -MATCH_WIN_BONUS
-                return _margin(gained, me) + bonus
+                return Outcome(tuple(gained), None if won is None else won.winner_side)
         plays += 1
         if state.phase == ENDED or (horizon is not None and plays > horizon):
-            return float(_margin(gained, me))
+            return Outcome(tuple(gained), None)
         turn = state.turn
         assert turn is not None
         legal = state.legal_plays(turn)
