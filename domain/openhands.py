@@ -374,6 +374,7 @@ def _searcher(
 
     safe_of = [safe(plays) for plays in range(len(ALL_TILES) + 1)]
     never = not reduction and not instant
+    two = seats == 2
 
     def scored(held: list[int], drawn: int, scores: tuple[int, ...]) -> tuple[int, ...]:
         """The scores as the position is keyed: a side's score at or below the highest
@@ -409,23 +410,54 @@ def _searcher(
         when the hand is over."""
         hands, _, drawn, seat, _, scores = node
         index, _, code, base, _ = play
-        held = list(hands)
-        mine = held[seat] ^ (1 << index)
-        held[seat] = mine
+        if two:
+            # Two seats, each its own side, written out: the common play, after which
+            # the other seat has a play, makes no list.
+            h0, h1 = hands
+            if seat:
+                h1 ^= 1 << index
+                mine, other = h1, h0
+            else:
+                h0 ^= 1 << index
+                mine, other = h0, h1
+        else:
+            held = list(hands)
+            mine = held[seat] ^ (1 << index)
+            held[seat] = mine
         side = side_of_seat[seat]
         points = 0
         if base:
             score = scores[side]
             gained = reduce(rules, base, score)
             if gained:
-                scores = (score + gained, scores[1]) if side == 0 else (scores[0], score + gained)
+                if not never:
+                    scores = (
+                        (score + gained, scores[1]) if side == 0 else (scores[0], score + gained)
+                    )
                 points = gained if side == 0 else -gained
                 if instant and score + gained >= target:
                     return points, None  # the match is over: nothing more is scored
         if not mine:
             return points + (domino if side == 0 else -domino), None
+        if two:
+            if other & fit_of[code]:
+                if not never:
+                    rest = stock - drawn
+                    safe0 = safe_of[h0.bit_count() + rest]
+                    safe1 = safe_of[h1.bit_count() + rest]
+                    s0, s1 = scores
+                    if s0 < safe0 or s1 < safe1:
+                        scores = (s0 if s0 > safe0 else safe0, s1 if s1 > safe1 else safe1)
+                return points, ((h0, h1), code, drawn, 1 - seat, 0, scores)
+            held = [h0, h1]
+        return forced_after(held, code, drawn, next_seat[seat], scores, points)
+
+    def forced_after(
+        held: list[int], code: int, drawn: int, turn: int, scores: tuple[int, ...], points: int
+    ) -> tuple[int, Position | None]:
+        """What the rules force once a play has left the ends `code` and `turn` is to
+        play: the step's end."""
         fit = fit_of[code]
-        turn = next_seat[seat]
         if held[turn] & fit:
             return points, (tuple(held), code, drawn, turn, 0, scored(held, drawn, scores))
         if drawn >= stock and not any(m & fit for m in held):
@@ -437,18 +469,28 @@ def _searcher(
                     drawn += 1
                     held[turn] |= bit
                     if bit & fit:
-                        return points, (
-                            tuple(held),
-                            code,
-                            drawn,
-                            turn,
-                            bit,
-                            scored(held, drawn, scores),
-                        )
+                        after = scored(held, drawn, scores)
+                        return points, (tuple(held), code, drawn, turn, bit, after)
                     if drawn >= stock and not any(m & fit for m in held):
                         return points + blocked(held), None
             turn = next_seat[turn]  # a pass
         return points, (tuple(held), code, drawn, turn, 0, scored(held, drawn, scores))
+
+    def forced(node: Position, play: Step) -> tuple[int, Position | None]:
+        """`step`, then each play forced after it (a seat with one legal play): the search
+        holds only positions with a choice."""
+        points, child = step(node, play)
+        while child is not None:
+            hands, code, _, turn, must, _ = child
+            bits = must or hands[turn] & fit_of[code]
+            if bits & (bits - 1):
+                break
+            only = ordered[code][bits.bit_length() - 1]
+            if len(only) != 1:
+                break
+            more, child = step(child, only[0])
+            points += more
+        return points, child
 
     def search(node: Position, alpha: int, beta: int) -> int:
         """The par of `node` if it lies strictly between `alpha` and `beta`; else a bound
@@ -488,7 +530,7 @@ def _searcher(
         # (an enhanced transposition cutoff) saves searching the others.
         kids = []
         for play in plays:
-            points, child = step(node, play)
+            points, child = forced(node, play)
             if child is None:
                 found = points
                 if (found >= beta) if maximising else (found <= alpha):
