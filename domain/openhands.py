@@ -14,13 +14,19 @@ maximises it and side 1 minimises it; it does not value winning the match beyond
 points. Three sides or more (three seats, four seats each for themselves) are refused:
 `TWO_SIDES_ONLY`.
 
-The search is alpha-beta over the decisions of the hand (the draws, passes and blocks the
-rules force are applied at once, so a position is always a seat with a choice), with a
-transposition table keyed on the position: each seat's tiles as a 28-bit mask, the ends and
-whether each is a double, how far the boneyard has been drawn, the seat to play and the tile
-it must play (a drawn one), and the sides' scores (which decide the reduction and the match's
-end). Each entry keeps the bounds proven for the position and its best play, tried first
-next time; plays that score at once come first, then doubles, then heavy tiles.
+The search is fail-soft alpha-beta run as MTD(f) (null-window searches closing on the
+value, the points being small whole numbers) over the choices of the hand: the draws,
+passes and blocks the rules force, and any play that is a seat's only one, are made as part
+of the play before, so a position is always a seat with a choice. A transposition table is
+keyed on the position: each seat's tiles as a 28-bit mask, the ends and whether each is a
+double (a line and its mirror image are one position), how far the boneyard has been drawn,
+the seat to play and the tile it must play (a drawn one), and the sides' scores (which
+decide the reduction and the match's end: a score so far from the target that no play of
+its side to the hand's end can be reduced or end the match is keyed as the highest such
+one). Each entry keeps the bounds proven for the position and its best play, tried first
+next time; the other plays' positions are looked up before any is searched (a known bound
+may decide the window at once), then plays that score come first, doubles next, heavy
+tiles next.
 
 The plays and their points come from the rules' own tables (`state.PLAYS`, `scoring.place`,
 `scoring.play_award`, `scoring.reduce`, `fastplay.blocked_winner_of_masks`); what the rules
@@ -50,10 +56,10 @@ from .tiles import ALL_TILES, FITS, RESERVE, End, Tile, hand_size, side_of, side
 LEFT = End.LEFT
 RIGHT = End.RIGHT
 BOUND = 1000
+"""More than any hand can score: the search's infinity."""
 NEVER = 1 << 30
 """The score every side is keyed at under rules where the scores never change what a play
 scores (no reduction, no match ended in the middle of a hand)."""
-"""More than any hand can score: the search's infinity."""
 STAND_IN_SEED = "00" * 32
 """The server seed of the match a line is replayed in: the Board deals the next hand with it
 when the line ends a hand, a deal nobody looks at."""
@@ -198,9 +204,9 @@ _Tables = tuple[
 @lru_cache(maxsize=4)
 def _tables(double_bonus: int) -> _Tables:
     """By the `double_bonus` option (the only one that changes what a play scores before
-    the reduction): the plays of a tile by the ends (`_steps`), every play canonical order; the same
-    with one of two plays leaving one position, for the search; and by the ends, every
-    distinct play of any tile (with its bit) in the order the search tries them."""
+    the reduction): the plays of a tile by the ends (`_steps`), every play; the same with
+    one of two plays leaving one position, for the search; and by the ends, every distinct
+    play of any tile (with its bit) in the order the search tries them."""
     rules = Rules(double_bonus=double_bonus)
     steps = _steps(rules, False)
     distinct = _steps(rules, True)
@@ -224,7 +230,11 @@ def _priority(step: Step) -> int:
 
 
 class Solver:
-    """The solver of one hand: its rules, seats and boneyard, and the table it fills."""
+    """The solver of one hand of two sides: its rules, seats and boneyard (in draw order,
+    from its first tile or from any tile on), and the table it fills, kept from one
+    position of the hand to the next. `node` gives the search's position for a State;
+    `moves`, `step`, `exact`, `after` and `line` work on positions. Raises
+    InvalidArgument (TWO_SIDES_ONLY) for three sides or more."""
 
     def __init__(
         self, rules: Rules, seats: int, partnerships: bool, boneyard: Sequence[Tile]
@@ -314,7 +324,9 @@ class Solver:
         plays: list[Play] = []
         current: Position | None = node
         while current is not None:
-            for step in self.moves(current):
+            mirrored = flipped  # the line's left end is the search's right one
+            steps = sorted(self.moves(current), key=lambda s: (s[0], _end(s[1], mirrored) is RIGHT))
+            for step in steps:
                 points, child = self.step(current, step)
                 rest = value - points
                 if child is None:
