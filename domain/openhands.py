@@ -250,12 +250,24 @@ class Solver:
         self.partnerships = partnerships
         self.boneyard = tuple(boneyard)
         self.table: dict[Position, tuple[int, int, Step | None]] = {}
-        self.nodes = 0
+        self._counted = [0]
         tables = _tables(rules.double_bonus)
         self.steps = tables[0]
         self.step, self.search, self.scored = _searcher(
-            rules, seats, partnerships, tuple(t.bit for t in boneyard), tables, self
-        )
+            rules, seats, partnerships, tuple(t.bit for t in boneyard), tables, self.table,
+            self._counted,
+        )  # fmt: skip
+
+    @property
+    def nodes(self) -> int:
+        """The positions searched so far."""
+        return self._counted[0]
+
+    def clear(self) -> None:
+        """Forget the table. The search's closures call themselves (a reference cycle), so
+        without this the table would live on until the cyclic collector came by, and that
+        collection would walk all of it."""
+        self.table.clear()
 
     def node(self, state: State) -> Position:
         """The search's position for `state`, a seat with a choice in this hand. Raises
@@ -350,7 +362,8 @@ def _searcher(
     partnerships: bool,
     bone: tuple[int, ...],
     tables: _Tables,
-    owner: Solver,
+    table: dict[Position, tuple[int, int, Step | None]],
+    counted: list[int],
 ) -> tuple[
     Callable[[Position, Step], tuple[int, Position | None]],
     Callable[[Position, int, int], int],
@@ -369,7 +382,6 @@ def _searcher(
     reduction = rules.endgame_reduction != "off"
     steps, ordered, by_priority = tables
     fit_of = _FIT
-    table = owner.table
     top = max(step[3] for row in steps for plays in row for step in plays)
     partners = partnerships
 
@@ -507,7 +519,7 @@ def _searcher(
     def search(node: Position, alpha: int, beta: int) -> int:
         """The par of `node` if it lies strictly between `alpha` and `beta`; else a bound
         on the same side of the window (fail-soft alpha-beta)."""
-        owner.nodes += 1
+        counted[0] += 1
         entry = table.get(node)
         if entry is not None:
             low, high, known = entry
@@ -708,7 +720,10 @@ def solve(state: State) -> Par:
     TILES_HIDDEN, TWO_SIDES_ONLY."""
     search = Solver(state.rules, state.seats, state.partnerships, _known(state.boneyard))
     with _collector_paused():
-        return _solved(search, state)
+        try:
+            return _solved(search, state)
+        finally:
+            search.clear()
 
 
 def _known(tiles: Sequence[Tile | None]) -> tuple[Tile, ...]:
@@ -775,7 +790,10 @@ def par(deal: OpenDeal) -> Par:
     seat = next(s for s, m in enumerate(state.masks) if m & lead)
     tile = next(t for t in ALL_TILES if t.bit == lead)
     with _collector_paused():
-        return _solved(search, state, [(seat, tile, None)])
+        try:
+            return _solved(search, state, [(seat, tile, None)])
+        finally:
+            search.clear()
 
 
 def shortfall(events: Sequence[Event], hand: int, state: State | None = None) -> Shortfall:
@@ -808,6 +826,8 @@ def shortfall(events: Sequence[Event], hand: int, state: State | None = None) ->
         state = fold((e,), state)
     if not dealt:
         raise InvalidArgument(f"the stream has no hand {hand}", reason="NO_SUCH_HAND")
+    if search is not None:
+        search.clear()
     loss = [0, 0]
     for d in decisions:
         loss[d.side] += d.loss
