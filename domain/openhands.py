@@ -428,6 +428,13 @@ def _searcher(
             return 0
         return BLOCKED_POINTS if winner == 0 else -BLOCKED_POINTS
 
+    def fits(held: list[int], fit: int) -> bool:
+        """Whether any seat holds a tile of `fit`."""
+        every = 0
+        for m in held:
+            every |= m
+        return bool(every & fit)
+
     def step(node: Position, play: Step) -> tuple[int, Position | None]:
         """The play `play` at `node` and all it forces (fastplay.Board.play and advance):
         its points (side 0's minus side 1's) and the next position with a choice, None
@@ -463,16 +470,36 @@ def _searcher(
                     return points, None  # the match is over: nothing more is scored
         if not mine:
             return points + (domino if side == 0 else -domino), None
+        if two and not one_then_pass:
+            fit = fit_of[code]
+            turn, must = 1 - seat, 0
+            if not other & fit:
+                # The other seat draws until a tile fits, or passes when none is left to
+                # draw; the hand is blocked when nobody can play and nothing can be drawn.
+                while drawn < stock:
+                    bit = bone[drawn]
+                    drawn += 1
+                    other |= bit
+                    if bit & fit:
+                        must = bit
+                        break
+                if seat:
+                    h0 = other
+                else:
+                    h1 = other
+                if not must:
+                    if not (h0 | h1) & fit:
+                        return points + blocked([h0, h1]), None
+                    turn = seat  # the other seat passes
+            if not never:
+                rest = stock - drawn
+                safe0 = safe_of[h0.bit_count() + rest]
+                safe1 = safe_of[h1.bit_count() + rest]
+                s0, s1 = scores
+                if s0 < safe0 or s1 < safe1:
+                    scores = (s0 if s0 > safe0 else safe0, s1 if s1 > safe1 else safe1)
+            return points, ((h0, h1), code, drawn, turn, must, scores)
         if two:
-            if other & fit_of[code]:
-                if not never:
-                    rest = stock - drawn
-                    safe0 = safe_of[h0.bit_count() + rest]
-                    safe1 = safe_of[h1.bit_count() + rest]
-                    s0, s1 = scores
-                    if s0 < safe0 or s1 < safe1:
-                        scores = (s0 if s0 > safe0 else safe0, s1 if s1 > safe1 else safe1)
-                return points, ((h0, h1), code, drawn, 1 - seat, 0, scores)
             held = [h0, h1]
         return forced_after(held, code, drawn, next_seat[seat], scores, points)
 
@@ -484,7 +511,7 @@ def _searcher(
         fit = fit_of[code]
         if held[turn] & fit:
             return points, (tuple(held), code, drawn, turn, 0, scored(held, drawn, scores))
-        if drawn >= stock and not any(m & fit for m in held):
+        if drawn >= stock and not fits(held, fit):
             return points + blocked(held), None
         while not held[turn] & fit:
             if drawn < stock:
@@ -495,7 +522,7 @@ def _searcher(
                     if bit & fit:
                         after = scored(held, drawn, scores)
                         return points, (tuple(held), code, drawn, turn, bit, after)
-                    if drawn >= stock and not any(m & fit for m in held):
+                    if drawn >= stock and not fits(held, fit):
                         return points + blocked(held), None
             turn = next_seat[turn]  # a pass
         return points, (tuple(held), code, drawn, turn, 0, scored(held, drawn, scores))
