@@ -14,8 +14,10 @@ maximises it and side 1 minimises it; it does not value winning the match beyond
 points. Three sides or more (three seats, four seats each for themselves) are refused:
 `TWO_SIDES_ONLY`.
 
-The search is fail-soft alpha-beta run as MTD(f) (null-window searches closing on the
-value, the points being small whole numbers) over the choices of the hand: the draws,
+The search is fail-soft alpha-beta in its minimax form (side 0 maximises, side 1
+minimises: after a pass the same side plays again, so the sides do not simply alternate),
+run as MTD(f) (null-window searches closing on the value, the points being small whole
+numbers), over the choices of the hand: the draws,
 passes and blocks the rules force, and any play that is a seat's only one, are made as part
 of the play before, so a position is always a seat with a choice. A transposition table is
 keyed on the position: each seat's tiles as a 28-bit mask, the ends and whether each is a
@@ -23,7 +25,8 @@ double (a line and its mirror image are one position), how far the boneyard has 
 the seat to play and the tile it must play (a drawn one), and the sides' scores (which
 decide the reduction and the match's end: a score so far from the target that no play of
 its side to the hand's end can be reduced or end the match is keyed as the highest such
-one). Each entry keeps the bounds proven for the position and its best play, tried first
+one). No count of passes is needed: passes are forced, and made with the play before.
+Each entry keeps the bounds proven for the position and its best play, tried first
 next time; the other plays' positions are looked up before any is searched (a known bound
 may decide the window at once), then plays that score come first, doubles next, heavy
 tiles next.
