@@ -649,7 +649,8 @@ def _searcher(
 def _collector_paused() -> Iterator[None]:
     """The cyclic garbage collector paused while a search runs: the search makes millions
     of short-lived tuples and no cycle, and each full collection would walk the whole
-    table (a third of the time of a large search)."""
+    table (a third of the time of a large search). The pause is the process's: another
+    thread's collections wait for it too."""
     enabled = gc.isenabled()
     gc.disable()
     try:

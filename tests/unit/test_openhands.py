@@ -176,18 +176,20 @@ def test_every_step_the_search_takes_is_the_rules_own() -> None:
     checked = 0
     for _ in range(150):
         state = random_endgame(rng, *rng.choice([(2, False), (4, True)]))
+        seat = state.turn
+        assert seat is not None
         solver = Solver(state.rules, state.seats, state.partnerships, state.boneyard)
         node = solver.node(state)
         flipped = solver.flipped(state)
         plays = [(ALL_TILES[s[0]], s[1]) for s in solver.moves(node)]
-        legal = state.legal_plays(state.turn)  # type: ignore[arg-type]
+        legal = state.legal_plays(seat)
         assert sorted((t.index, _end(e, flipped) is RIGHT) for t, e in plays) == sorted(
             (t.index, e is RIGHT) for t, e in legal
         )
         for step in solver.moves(node):
             tile, end = ALL_TILES[step[0]], _end(step[1], flipped)
             points, child = solver.step(node, step)
-            diff, over, after = after_play(state, state.turn, tile, end)  # type: ignore[arg-type]
+            diff, over, after = after_play(state, seat, tile, end)
             assert points == diff
             assert (child is None) == over
             if child is not None:
