@@ -313,11 +313,11 @@ class Solver:
             out.extend(row[bit.bit_length() - 1])
         return out
 
-    def exact(self, node: Position) -> int:
-        """The par of `node`: side 0's points minus side 1's to the end of the hand."""
+    def exact(self, node: Position, guess: int = 0) -> int:
+        """The par of `node`: side 0's points minus side 1's to the end of the hand. The
+        search starts from `guess` (the closer, the fewer null-window searches)."""
         search = self.search
         low, high = -BOUND, BOUND
-        guess = 0
         while low < high:
             beta = guess + 1 if guess == low else guess
             guess = search(node, beta - 1, beta)
@@ -327,20 +327,28 @@ class Solver:
                 low = guess
         return guess
 
-    def after(self, node: Position, step: Step) -> int:
-        """The par once `step` is played at `node`, its own points included."""
+    def after(self, node: Position, step: Step, guess: int = 0) -> int:
+        """The par once `step` is played at `node`, its own points included (`guess`:
+        as `exact`'s, for that par)."""
         points, child = self.step(node, step)
-        return points if child is None else points + self.exact(child)
+        return points if child is None else points + self.exact(child, guess - points)
 
     def line(self, node: Position, value: int, flipped: bool) -> list[Play]:
         """A principal line from `node`, whose par is `value`, `flipped` when the search
-        holds the line's ends as their mirror: at each position the first play in
-        canonical order that keeps the par."""
+        holds the line's ends as their mirror: at each position the best play the search
+        found there if it keeps the par, else the first that does in canonical order.
+        (Proving that a play falls short can cost as much as the search itself: trying
+        the search's own first spares most of those proofs.)"""
         plays: list[Play] = []
         current: Position | None = node
         while current is not None:
             mirrored = flipped  # the line's left end is the search's right one
-            steps = sorted(self.moves(current), key=lambda s: (s[0], _end(s[1], mirrored) is RIGHT))
+            entry = self.table.get(current)
+            known = entry[2] if entry is not None else None
+            steps = sorted(
+                self.moves(current),
+                key=lambda s: (s != known, s[0], _end(s[1], mirrored) is RIGHT),
+            )
             for step in steps:
                 points, child = self.step(current, step)
                 rest = value - points
@@ -872,9 +880,10 @@ def shortfall(events: Sequence[Event], hand: int, state: State | None = None) ->
 def _decision(search: Solver, state: State, seat: int, tile: Tile, end: End) -> Decision:
     node = search.node(state)
     flipped = search.flipped(state)
+    value = search.exact(node)
     options = sorted(
         (
-            (ALL_TILES[step[0]], _end(step[1], flipped), search.after(node, step))
+            (ALL_TILES[step[0]], _end(step[1], flipped), search.after(node, step, value))
             for step in search.moves(node)
         ),
         key=lambda o: (o[0].index, o[1] is RIGHT),
