@@ -122,10 +122,12 @@ def random_rules(rng: random.Random, seats: int, partnerships: bool) -> Rules:
     )
 
 
-def random_endgame(rng: random.Random, seats: int = 2, partnerships: bool = False) -> State:
-    """A small endgame: a line of a few tiles, 1 to 3 tiles a seat, the reserve and 0 to 3
-    more in the boneyard, scores anywhere from far off the target to near it; the seat to
-    play holds a fitting tile."""
+def random_endgame(
+    rng: random.Random, seats: int = 2, partnerships: bool = False, most: int = 3
+) -> State:
+    """A small endgame: a line of a few tiles, 1 to `most` tiles a seat, the reserve and 0
+    to 3 more in the boneyard, scores anywhere from far off the target to near it; the seat
+    to play holds a fitting tile."""
     rules = random_rules(rng, seats, partnerships)
     while True:
         pool = list(ALL_TILES)
@@ -145,7 +147,7 @@ def random_endgame(rng: random.Random, seats: int = 2, partnerships: bool = Fals
                 line.insert(0, (other, number))
             else:
                 line.append((number, other))
-        hands = [[pool.pop() for _ in range(rng.randint(1, 3))] for _ in range(seats)]
+        hands = [[pool.pop() for _ in range(rng.randint(1, most))] for _ in range(seats)]
         boneyard = [pool.pop() for _ in range(RESERVE + rng.randint(0, 3))]
         fit = FITS[line[0][0]] | FITS[line[-1][1]]
         movers = [s for s, h in enumerate(hands) if any(t.bit & fit for t in h)]
@@ -157,14 +159,17 @@ def random_endgame(rng: random.Random, seats: int = 2, partnerships: bool = Fals
         return position(rules, hands, line, boneyard, rng.choice(movers), scores, partnerships)
 
 
-@pytest.mark.parametrize(("seats", "partnerships"), [(2, False), (4, True)])
+@pytest.mark.parametrize(
+    ("seats", "partnerships", "most", "endgames"),
+    [(2, False, 3, 400), (2, False, 6, 100), (4, True, 3, 150), (4, True, 5, 30)],
+)
 def test_the_par_agrees_with_a_full_tree_search_on_small_endgames(
-    seats: int, partnerships: bool
+    seats: int, partnerships: bool, most: int, endgames: int
 ) -> None:
-    rng = random.Random(f"open-hands-{seats}")
+    rng = random.Random(f"open-hands-{seats}-{most}")
     values = set()
-    for _ in range(120 if seats == 2 else 40):
-        state = random_endgame(rng, seats, partnerships)
+    for _ in range(endgames):
+        state = random_endgame(rng, seats, partnerships, most)
         found = solve(state)
         assert found.value == full_tree(state)
         values.add(found.value)
@@ -172,30 +177,39 @@ def test_the_par_agrees_with_a_full_tree_search_on_small_endgames(
 
 
 def test_every_step_the_search_takes_is_the_rules_own() -> None:
+    """Along random lines of random endgames (drawn tiles to play, mirrored ends, the
+    scores near the target): the search's plays are the rules' legal plays, and each one's
+    points and the position it leads to are the Board's."""
     rng = random.Random("open-hands-steps")
-    checked = 0
+    checked = must_plays = 0
     for _ in range(150):
         state = random_endgame(rng, *rng.choice([(2, False), (4, True)]))
-        seat = state.turn
-        assert seat is not None
         solver = Solver(state.rules, state.seats, state.partnerships, state.boneyard)
-        node = solver.node(state)
-        flipped = solver.flipped(state)
-        plays = [(ALL_TILES[s[0]], s[1]) for s in solver.moves(node)]
-        legal = state.legal_plays(seat)
-        assert sorted((t.index, _end(e, flipped) is RIGHT) for t, e in plays) == sorted(
-            (t.index, e is RIGHT) for t, e in legal
-        )
-        for step in solver.moves(node):
-            tile, end = ALL_TILES[step[0]], _end(step[1], flipped)
-            points, child = solver.step(node, step)
-            diff, over, after = after_play(state, seat, tile, end)
-            assert points == diff
-            assert (child is None) == over
-            if child is not None:
-                assert child == solver.node(after)
-            checked += 1
-    assert checked > 200
+        while True:
+            seat = state.turn
+            assert seat is not None
+            node = solver.node(state)
+            flipped = solver.flipped(state)
+            steps = solver.moves(node)
+            plays = sorted((ALL_TILES[s[0]].index, _end(s[1], flipped) is RIGHT) for s in steps)
+            assert plays == sorted((t.index, e is RIGHT) for t, e in state.legal_plays(seat))
+            must_plays += state.must_play is not None
+            outcomes = []
+            for step in steps:
+                tile, end = ALL_TILES[step[0]], _end(step[1], flipped)
+                points, child = solver.step(node, step)
+                diff, over, after = after_play(state, seat, tile, end)
+                assert points == diff
+                assert (child is None) == over
+                if child is not None:
+                    assert child == solver.node(after)
+                    outcomes.append(after)
+                checked += 1
+            if not outcomes:
+                break
+            state = rng.choice(outcomes)
+    assert checked > 500
+    assert must_plays > 10
 
 
 def _end(end: End, flipped: bool) -> End:
