@@ -76,6 +76,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         postgres_reachable,
         True,
     ),
+    Benchmark("openhands", "bench.openhands_bench", "the open-hands par of whole hands, p50/p99"),
     Benchmark("bots", "bench.bots_bench", "Monte Carlo vs greedy vs random bots, win rates"),
     Benchmark(
         "abuse",
