@@ -31,6 +31,8 @@ from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
 from . import terminal
+from .analysis import DEFAULT_BUDGET_S, analyse_match, as_json
+from .analysis import lines as analysis_lines
 from .connect import (
     BadConnectionOption,
     Endpoint,
@@ -103,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
             "bergen-replay MATCH --seat 2        # only what seat 2 knew at each step",
             "bergen-replay --file records/MATCH.json --hand 3",
             "bergen-replay MATCH --record > MATCH.json   # the signed match record",
+            "bergen-replay MATCH --analyse       # every decision judged, each seat's accuracy",
         ),
         formatter_class=HelpFormatter,
     )
@@ -141,6 +144,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="plain text: [3|5] tiles, no colour (always so when output is not a terminal)",
     )
     p.add_argument("--json", action="store_true", help="print the match's steps as JSON")
+    p.add_argument(
+        "--analyse",
+        action="store_true",
+        help="judge every decision of a finished match from what its seat knew then: the "
+        "chance of winning each option kept, the mistakes marked, each seat's accuracy "
+        "(with --seat, that seat's decisions only)",
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        metavar="S",
+        default=DEFAULT_BUDGET_S,
+        help=f"the analysis's budget in seconds of one core at a nominal speed (default "
+        f"{DEFAULT_BUDGET_S:g}); the same budget and seed give the same analysis anywhere",
+    )
+    p.add_argument(
+        "--seed",
+        default="0",
+        metavar="TEXT",
+        help="the analysis's seed (default 0): the worlds it samples",
+    )
     return p
 
 
@@ -185,15 +209,36 @@ def _run(argv: Sequence[str] | None) -> int:
         raise Failure(ExitStatus.USAGE, f"there is no hand {args.hand}: the match has {have}")
     console = Console(highlight=False, soft_wrap=True)
     look = terminal.detect_look(console, args.plain)
+    analysed = _analysed(source, args) if args.analyse else None
     if args.json:
         shown = story_json(story, args.hand, note)
         shown.update(origin=source.origin, complete=source.complete, viewer_seat=source.viewer)
+        if analysed is not None:
+            shown["analysis"] = as_json(analysed)
         print(json.dumps(shown, ensure_ascii=False))
         return ExitStatus.SUCCESS
     if args.step:
         return _step(story, console, look, args.hand, note)
-    _show(render_story(story, look, args.hand, note), console, look)
+    shown_lines = render_story(story, look, args.hand, note)
+    if analysed is not None:
+        state = story.final
+        names = [_name(state, s) for s in range(state.seats)]
+        shown_lines += [Text(""), *(Text(x) for x in analysis_lines(analysed, names, args.hand))]
+    _show(shown_lines, console, look)
     return ExitStatus.SUCCESS
+
+
+def _analysed(source: Source, args: argparse.Namespace) -> Any:
+    if not source.complete:
+        raise Failure(
+            ExitStatus.REFUSED,
+            "the match has not ended: it is analysed once every hand can be shown",
+        )
+    seats = None if args.seat is None else [args.seat - 1]
+    try:
+        return analyse_match(source.events, args.seed, args.budget, seats=seats)
+    except (ValueError, BergenError) as e:
+        raise Failure(ExitStatus.ERROR, f"the match cannot be analysed: {e}") from None
 
 
 def _check_combination(args: argparse.Namespace) -> None:
@@ -218,6 +263,11 @@ def _check_combination(args: argparse.Namespace) -> None:
         raise Failure(ExitStatus.USAGE, "--hand counts from 1")
     if args.seat is not None and args.seat < 1:
         raise Failure(ExitStatus.USAGE, "--seat counts from 1")
+    if args.analyse and (args.step or args.record):
+        raise Failure(ExitStatus.USAGE, "--analyse shows the whole match: it takes no --step "
+                      "or --record")  # fmt: skip
+    if not 0 < args.budget <= 3600:
+        raise Failure(ExitStatus.USAGE, "--budget is more than 0 and at most 3600 seconds")
     if args.json and (args.step or args.record):
         raise Failure(ExitStatus.USAGE, "--json prints the steps: it takes no --step or --record")
     if args.step and not terminal.is_interactive():

@@ -377,19 +377,17 @@ class MatchAnalysis:
     accuracy: tuple[float | None, ...]
 
 
-def analyse(
-    events: Iterable[Event],
-    model: WinModel,
-    samples: int = 64,
-    seed: str = "",
-    seats: Sequence[int] | None = None,
-) -> MatchAnalysis:
-    """Judge every play of `seats` (default: all) in a whole match's events from what its
-    seat knew then: forced plays and the plays a timeout made are not judged. Raises
-    ValueError when the events are not a match's."""
-    events = list(events)
+Decision = tuple[Knowledge, tuple[Tile, End]]
+"""A decision to judge: what its seat knew then, and the play it chose."""
+
+
+def decisions(events: Iterable[Event], seats: Sequence[int] | None = None) -> list[Decision]:
+    """The plays of `seats` (default: all) in a whole match's events that were decisions:
+    each with what its seat knew then (the fold of its redacted stream up to it) and what it
+    chose. Forced plays (the lead, a single legal play) and the plays a timeout made are
+    left out. Raises ValueError when the events are not a match's."""
     knowing: list[Knowledge] = []
-    decisions: list[Judgement] = []
+    found: list[Decision] = []
     for event in events:
         if not knowing:
             if not isinstance(event, MatchCreated):
@@ -403,25 +401,46 @@ def analyse(
         ):
             k = knowing[event.seat]
             if k.state is not None and len(k.state.legal_plays(event.seat)) > 1:
-                decisions.append(judge(k, model, (event.tile, event.end), samples, seed))
+                found.append((k, (event.tile, event.end)))
         knowing = [learn(k, redact_event(event, k.seat)) for k in knowing]
         if isinstance(event, MatchEnded):
             break
+    return found
+
+
+def summary(judged: Sequence[Judgement], seats: int) -> MatchAnalysis:
+    """The match's analysis from its judged decisions, in order: each seat's accuracy."""
     by_seat: dict[int, list[float]] = {}
-    for d in decisions:
-        assert d.loss is not None
-        by_seat.setdefault(d.seat, []).append(accuracy(max(0.0, d.loss.mean)))
-    count = len(knowing)
+    for d in judged:
+        if d.loss is not None:
+            by_seat.setdefault(d.seat, []).append(accuracy(max(0.0, d.loss.mean)))
     return MatchAnalysis(
-        tuple(decisions),
+        tuple(judged),
         tuple(
-            math.fsum(by_seat[s]) / len(by_seat[s]) if s in by_seat else None for s in range(count)
+            math.fsum(by_seat[s]) / len(by_seat[s]) if s in by_seat else None for s in range(seats)
         ),
     )
 
 
+def analyse(
+    events: Iterable[Event],
+    model: WinModel,
+    samples: int = 64,
+    seed: str = "",
+    seats: Sequence[int] | None = None,
+) -> MatchAnalysis:
+    """Judge every decision of `seats` (default: all) in a whole match's events from what
+    its seat knew then (`decisions`, `judge`). Raises ValueError when the events are not a
+    match's."""
+    events = list(events)
+    found = decisions(events, seats)
+    count = next(e.seats for e in events if isinstance(e, MatchCreated))
+    return summary([judge(k, model, chosen, samples, seed) for k, chosen in found], count)
+
+
 __all__ = [
     "MARKS",
+    "Decision",
     "Estimate",
     "Judgement",
     "MatchAnalysis",
@@ -429,8 +448,10 @@ __all__ = [
     "WinModel",
     "accuracy",
     "analyse",
+    "decisions",
     "estimate",
     "judge",
     "mark_of",
     "simulated_hands",
+    "summary",
 ]

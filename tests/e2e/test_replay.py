@@ -281,6 +281,11 @@ def test_a_live_match_has_no_record_yet(server: ServerProcess, live: Table) -> N
     assert_fails(replay(server, live.match_id, "--record"), ExitStatus.REFUSED, "has not ended")
 
 
+def test_a_live_match_is_not_analysed(server: ServerProcess, live: Table) -> None:
+    # Its analysis would judge seats on tiles the caller may not see yet.
+    assert_fails(replay(server, live.match_id, "--analyse"), ExitStatus.REFUSED, "has not ended")
+
+
 # ----- the options ----------------------------------------------------------------------------
 
 
