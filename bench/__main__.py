@@ -77,6 +77,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         True,
     ),
     Benchmark("openhands", "bench.openhands_bench", "the open-hands par of whole hands, p50/p99"),
+    Benchmark(
+        "analysis", "bench.analysis_bench", "a whole match analysed; the win model's calibration"
+    ),
     Benchmark("bots", "bench.bots_bench", "Monte Carlo vs greedy vs random bots, win rates"),
     Benchmark(
         "abuse",
