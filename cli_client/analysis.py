@@ -9,6 +9,7 @@ same analysis anywhere; the budget is the time that takes at the nominal cost, o
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -20,12 +21,13 @@ from bergen.domain.analysis import (
     Judgement,
     MatchAnalysis,
     WinModel,
-    decisions,
+    decisions_at,
     judge,
     summary,
 )
 from bergen.domain.events import Dealt, Event, MatchCreated
 from bergen.domain.openhands import Shortfall, shortfall
+from bergen.domain.rules import Rules
 
 ENGINE = "bergen-analysis/1"
 """The engine's name and version: an analysis is the same for the same engine, seed and
@@ -48,6 +50,8 @@ class Analysed:
     """Worlds sampled for each decision."""
     pars: tuple[Shortfall, ...] | None
     """Each hand against its open-hands par; None with more than two sides (not solved)."""
+    seqs: tuple[int, ...] = ()
+    """The seq of each judged decision's play in the match's stream (from 1)."""
 
 
 def worlds_for(found: Sequence[Decision], budget_s: float) -> int:
@@ -72,29 +76,51 @@ def analyse_match(
     created = next((e for e in events if isinstance(e, MatchCreated)), None)
     if created is None:
         raise ValueError("a match's events start with its creation")
-    found = decisions(events, seats)
+    located = decisions_at(events, seats)
+    found = [(k, chosen) for _, k, chosen in located]
     worlds = worlds_for(found, budget_s)
-    model = WinModel.fitted(created.rules, created.seats, created.partnerships, seed=seed)
     two_sides = created.partnerships or created.seats == 2
     hands = sorted({e.hand for e in events if isinstance(e, Dealt)}) if two_sides else []
-    jobs = [(k, model, chosen, worlds, seed) for k, chosen in found]
+    fit = (created.rules, created.seats, created.partnerships, seed)
+    jobs = [(k, chosen, worlds, seed) for k, chosen in found]
     workers = workers or os.cpu_count() or 1
     if workers <= 1 or len(found) + len(hands) < 2:
+        _fit(*fit)
         judged = [_judge(job) for job in jobs]
         pars = [shortfall(events, hand) for hand in hands]
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        # Processes of their own, started afresh (a gateway's threads are not forked), each
+        # fitting the same win model from the seed.
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_fit, initargs=fit,
+        ) as pool:  # fmt: skip
             solving = [pool.submit(shortfall, list(events), hand) for hand in hands]
             judged = list(pool.map(_judge, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
             pars = [f.result() for f in solving]
     return Analysed(
-        summary(judged, created.seats), seed, budget_s, worlds, tuple(pars) if two_sides else None
+        summary(judged, created.seats),
+        seed,
+        budget_s,
+        worlds,
+        tuple(pars) if two_sides else None,
+        tuple(i + 1 for i, _, _ in located),
     )
 
 
-def _judge(job: tuple[Any, WinModel, Any, int, str]) -> Judgement:
-    k, model, chosen, worlds, seed = job
-    return judge(k, model, chosen, worlds, seed)
+_model: WinModel | None = None
+"""This process's win model (`_fit`)."""
+
+
+def _fit(rules: Rules, seats: int, partnerships: bool, seed: str) -> None:
+    global _model
+    _model = WinModel.fitted(rules, seats, partnerships, seed=seed)
+
+
+def _judge(job: tuple[Any, Any, int, str]) -> Judgement:
+    k, chosen, worlds, seed = job
+    assert _model is not None
+    return judge(k, _model, chosen, worlds, seed)
 
 
 # ----- words and JSON ---------------------------------------------------------------------
@@ -156,7 +182,7 @@ def as_json(analysed: Analysed) -> dict[str, Any]:
     """The analysis for --json: seats and sides from 0, chances from 0 to 1, losses in points
     of winning chance out of 100; `pars` each hand's open-hands par and what it gave (side
     0's points minus side 1's) and each side's points given away (null: more than two
-    sides)."""
+    sides); each decision's `seq`, its play's place in the match's stream (from 1)."""
     a = analysed.analysis
     pars = None
     if analysed.pars is not None:
@@ -173,6 +199,7 @@ def as_json(analysed: Analysed) -> dict[str, Any]:
         "accuracy": list(a.accuracy),
         "decisions": [
             {
+                "seq": seq,
                 "seat": d.seat,
                 "hand": d.hand,
                 "chosen": d.chosen,
@@ -189,6 +216,6 @@ def as_json(analysed: Analysed) -> dict[str, Any]:
                     for o in d.options
                 ],
             }
-            for d in a.decisions
+            for d, seq in zip(a.decisions, analysed.seqs, strict=True)
         ],
     }

@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import logging
+import os
 import re
 import time
 import zipfile
@@ -19,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -34,6 +36,7 @@ from bergen.cli_client.tournament_pack import served_pack
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
+from .analyses import Analyses, NotEnded, TooBusy
 from .hubs import (
     COALESCE_S,
     JSON,
@@ -182,6 +185,7 @@ class Gateway:
     packing: asyncio.Semaphore
     """Tournament zips built at once (each reads every match record): one."""
     results: Results
+    analyses: Analyses
 
 
 def checked_id(request: Request, name: str = "id") -> str:
@@ -327,6 +331,47 @@ async def get_replay(request: Request) -> Response:
     events, complete = await gateway_of(request).upstream.replay(checked_id(request), after)
     body = {"events": [to_json(e) for e in events], "complete": complete}
     return _ok(body, max_age=3600 if complete else 0)
+
+
+async def get_analysis(request: Request) -> Response:
+    """A finished match's analysis: 200 with it once worked out, 202 while it is (come back:
+    Retry-After), 404 when none was asked for (POST asks), 500 with why when it failed."""
+    state, body = gateway_of(request).analyses.state(checked_id(request))
+    if state == "done":
+        return _ok({"state": state, "analysis": body}, max_age=3600)
+    if state == "pending":
+        response = _ok({"state": state}, 0)
+        response.status_code = 202
+        response.headers["Retry-After"] = "2"
+        return response
+    if state == "failed":
+        return error_answer(500, (body or {}).get("error", "failed"), code="ANALYSIS_FAILED")
+    return error_answer(404, "this match has not been analysed: ask for it", code="NOT_ANALYSED")
+
+
+async def start_analysis(request: Request) -> Response:
+    """Ask for a finished match's analysis (at most ANALYSES_PER_MINUTE new ones a client):
+    202 while it is worked out, 200 when it already was; 409 for a match not ended, 503
+    when the gateway is analysing as many matches as it may."""
+    gw = gateway_of(request)
+    match_id = checked_id(request)
+    state, body = gw.analyses.state(match_id)
+    if state == "done":
+        return _ok({"state": state, "analysis": body})
+    if state != "pending":
+        limiter = limiter_of(request)
+        limiter.spend(limiter.client(request), "analyse")
+        events, complete = await gw.upstream.replay(match_id, 0)
+        try:
+            gw.analyses.start(match_id, list(events), complete)
+        except NotEnded as e:
+            return error_answer(409, str(e), code="MATCH_NOT_ENDED")
+        except TooBusy as e:
+            raise Busy(str(e)) from None
+    response = _ok({"state": "pending"})
+    response.status_code = 202
+    response.headers["Retry-After"] = "2"
+    return response
 
 
 async def get_record(request: Request) -> Response:
@@ -717,9 +762,11 @@ def create_app(
     max_tournaments: int = MAX_TOURNAMENTS,
     live_scores_s: float = LIVE_SCORES_S,
     client_limits: ClientLimits | None = None,
+    analysis_dir: Path | None = None,
 ) -> Starlette:
     """The spectators' gateway to the game server at `endpoint`, each client held to
-    `client_limits` (`app.state.limits`). `players.create_site` adds the players' API."""
+    `client_limits` (`app.state.limits`), keeping finished matches' analyses in
+    `analysis_dir` (None: in memory only). `players.create_site` adds the players' API."""
     target = endpoint if isinstance(endpoint, Endpoint) else Endpoint(endpoint)
 
     @contextlib.asynccontextmanager
@@ -743,13 +790,15 @@ def create_app(
             streams,
         )
         results = Results(upstream)
+        analyses = Analyses(analysis_dir, max(2, os.cpu_count() or 1))
         app.state.gateway = Gateway(
-            upstream, matches, tournaments, streams, asyncio.Semaphore(1), results
+            upstream, matches, tournaments, streams, asyncio.Semaphore(1), results, analyses
         )
         app.state.started = time.time()
         try:
             yield
         finally:
+            await analyses.close()
             await results.close()
             await matches.close()
             await tournaments.close()
@@ -764,6 +813,8 @@ def create_app(
         Route("/api/matches/{id}/events", handled(match_events)),
         Route("/api/matches/{id}/replay", handled(get_replay)),
         Route("/api/matches/{id}/record", handled(get_record)),
+        Route("/api/matches/{id}/analysis", handled(get_analysis), methods=["GET"]),
+        Route("/api/matches/{id}/analysis", handled(start_analysis), methods=["POST"]),
         Route("/api/tournaments", handled(listing(TOURNAMENTS))),
         Route("/api/tournaments/{id}", handled(get_tournament)),
         Route("/api/tournaments/{id}/events", handled(tournament_events)),

@@ -18,6 +18,7 @@ from bergen.cli_client.usage import examples, fail
 from .computer import MAX_BOTS
 from .hubs import COALESCE_S
 from .limits import (
+    ANALYSES_PER_MINUTE,
     CLIENT_FOLLOWED,
     CLIENT_STREAMS,
     CREATES_PER_MINUTE,
@@ -216,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
                 "create": args.client_creates,
                 "join": args.client_joins,
                 "register": args.client_registers,
+                "analyse": ANALYSES_PER_MINUTE,
             },
             trust_proxy=args.trust_proxy,
         ),

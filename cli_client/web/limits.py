@@ -33,6 +33,9 @@ JOINS_PER_MINUTE = 30
 """Seats or registrations one client may take a minute (and at once, after a quiet spell)."""
 REGISTERS_PER_MINUTE = 5
 """Players one client may register, or sign in with, a minute: a name is claimed for good."""
+ANALYSES_PER_MINUTE = 3
+"""Analyses of finished matches one client may start a minute (each takes every core for
+seconds)."""
 STREAM_RETRY_S = 5
 """The `Retry-After` of a stream refused by its client's limit: until one of its own ends."""
 BUCKETS_KEPT = 65_536
@@ -60,6 +63,7 @@ class ClientLimits:
             "create": CREATES_PER_MINUTE,
             "join": JOINS_PER_MINUTE,
             "register": REGISTERS_PER_MINUTE,
+            "analyse": ANALYSES_PER_MINUTE,
         }
     )
     trust_proxy: bool = False

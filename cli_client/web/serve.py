@@ -66,7 +66,8 @@ def serve(
 ) -> int:
     """Serve the gateway until SIGTERM or SIGINT, each client held to `client_limits`, the
     computer's seats (at most `max_bots`) played from this process and kept in `state_dir`
-    (default: the user's state folder) for the next start to play on."""
+    (default: the user's state folder) for the next start to play on, and the finished
+    matches' analyses kept there too."""
     logging.basicConfig(
         level=os.environ.get("BERGEN_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
@@ -90,6 +91,7 @@ def serve(
             coalesce_s=coalesce_s,
             client_limits=client_limits,
             seal_key_file=seal_key_file,
+            analysis_dir=(state_dir or default_state_dir()) / "analyses",
         )
     except (OSError, ValueError) as e:
         return fail("web", f"cannot use the seal key file: {e}", ExitStatus.ERROR)
