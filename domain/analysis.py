@@ -386,9 +386,16 @@ def decisions(events: Iterable[Event], seats: Sequence[int] | None = None) -> li
     each with what its seat knew then (the fold of its redacted stream up to it) and what it
     chose. Forced plays (the lead, a single legal play) and the plays a timeout made are
     left out. Raises ValueError when the events are not a match's."""
+    return [(k, chosen) for _, k, chosen in decisions_at(events, seats)]
+
+
+def decisions_at(
+    events: Iterable[Event], seats: Sequence[int] | None = None
+) -> list[tuple[int, Knowledge, tuple[Tile, End]]]:
+    """`decisions`, each with the index of its play in `events`."""
     knowing: list[Knowledge] = []
-    found: list[Decision] = []
-    for event in events:
+    found: list[tuple[int, Knowledge, tuple[Tile, End]]] = []
+    for index, event in enumerate(events):
         if not knowing:
             if not isinstance(event, MatchCreated):
                 raise ValueError("a match's events start with its creation")
@@ -401,7 +408,7 @@ def decisions(events: Iterable[Event], seats: Sequence[int] | None = None) -> li
         ):
             k = knowing[event.seat]
             if k.state is not None and len(k.state.legal_plays(event.seat)) > 1:
-                found.append((k, (event.tile, event.end)))
+                found.append((index, k, (event.tile, event.end)))
         knowing = [learn(k, redact_event(event, k.seat)) for k in knowing]
         if isinstance(event, MatchEnded):
             break
@@ -449,6 +456,7 @@ __all__ = [
     "accuracy",
     "analyse",
     "decisions",
+    "decisions_at",
     "estimate",
     "judge",
     "mark_of",
