@@ -22,9 +22,9 @@ and how long a witness takes to check a new checkpoint of such a log.
   tree's leaves, so that what is played is folded onto the tree), and `--checks` times what
   `bergen witness` does for one new checkpoint: fetch it, fetch the consistency proof from
   the size it verified last, check the log's signature and the proof, cosign, keep its
-  state durably (written and synced). Between two checks a move is played and the server
-  is asked for its newest checkpoint (not timed), as its fold signs one every 2 s and at
-  every match end before a witness polls. Goal: p99 < 10 ms.
+  state durably (one slot of its state file written and synced). Between two checks a move
+  is played and the server is asked for its newest checkpoint (not timed), as its fold signs
+  one every 2 s and at every match end before a witness polls. Goal: p99 < 10 ms.
 """
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ from bergen.cli_client.client import Client
 from bergen.cli_client.witness import (
     KEY_FILE,
     ServerSource,
+    StateFile,
     Witness,
     WitnessState,
-    save_state,
 )
 from bergen.domain.merkle import Frontier, leaf_hash
 from bergen.server.store import open_store
@@ -264,16 +264,19 @@ def time_witness(target: str, checks: int, seed: int) -> tuple[dict[str, list[fl
     last checkpoint it cosigned."""
     parts = (CHECK, FETCH, PROVE, KEEP, REST)
     times: dict[str, list[float]] = {part: [] for part in parts}
-    with Client(target) as client, tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+    with (
+        Client(target) as client,
+        tempfile.TemporaryDirectory() as tmp,
+        StateFile(Path(tmp)) as state_file,  # open for the run, as `bergen witness` keeps it
+    ):
         source = ServerSource(client)
-        key = load_or_create_key(folder / KEY_FILE)
+        key = load_or_create_key(Path(tmp) / KEY_FILE)
         state = WitnessState(source.public_key(), None, None, "bench/witness")
-        save_state(folder, state)
+        state_file.save(state)
 
         def keep(state: WitnessState) -> None:
             start = time.perf_counter()
-            save_state(folder, state)
+            state_file.save(state)
             times[KEEP].append((time.perf_counter() - start) * 1000)
 
         witness = Witness(key, state, save=keep)
