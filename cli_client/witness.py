@@ -80,8 +80,9 @@ log = logging.getLogger("bergen.witness")
 class CheckpointSource(Protocol):
     """Where the witness reads a log: its newest checkpoint, and consistency proofs."""
 
-    def checkpoint(self) -> str:
-        """The newest checkpoint note."""
+    def checkpoint(self, since: int = 0) -> str:
+        """The newest checkpoint note. `since`: the size of the tree verified last, from
+        which a consistency proof is asked for next (a source may fetch it along)."""
         ...
 
     def consistency(self, old: int, new: int) -> list[bytes]:
@@ -297,6 +298,11 @@ class Witness:
         """The last checkpoint verified, cosigned; None before the first."""
         return None if self.state.last is None else self.state.last.cosigned
 
+    @property
+    def verified_size(self) -> int:
+        """The size of the last checkpoint verified; 0 before the first."""
+        return 0 if self.state.last is None else self.state.last.checkpoint.size
+
     def observe(self, note: str, source: CheckpointSource) -> bool:
         """Check the served checkpoint `note` against the last one verified and cosign it when
         it extends it. Returns whether a new checkpoint was cosigned.
@@ -433,7 +439,7 @@ def follow(
     that cannot be written (ERROR), and what the source raises that is not passing."""
     while not stop.is_set():
         try:
-            note = source.checkpoint()
+            note = source.checkpoint(witness.verified_size)
             if witness.observe(note, source):
                 seen = witness.state.last
                 assert seen is not None
@@ -554,16 +560,29 @@ def relate(note: str, witnessed: Witnessed, source: CheckpointSource | None) -> 
 
 class ServerSource:
     """A server's transparency log, read through its gRPC service. Each call is tried once:
-    the witness polls again anyway."""
+    the witness polls again anyway. A checkpoint asked for `since` a size comes with the
+    consistency proof from that size (one call a check, not two), kept for the `consistency`
+    that asks for it; a server that does not give it is asked with GetConsistencyProof.
+    `proofs_asked` counts those calls."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
+        self._given: tuple[int, int, list[bytes]] | None = None
+        self.proofs_asked = 0
 
-    def checkpoint(self) -> str:
-        reply = self._client.call("GetCheckpoint", pb.GetCheckpointRequest(), retry=False)
+    def checkpoint(self, since: int = 0) -> str:
+        request = pb.GetCheckpointRequest(consistency_from=since)
+        reply = self._client.call("GetCheckpoint", request, retry=False)
+        # A proof from a size above 0 to a larger one is never empty: empty, it was not given.
+        proof = [bytes(h) for h in reply.consistency_proof]
+        self._given = (since, reply.tree_size, proof) if proof else None
         return str(reply.checkpoint)
 
     def consistency(self, old: int, new: int) -> list[bytes]:
+        given, self._given = self._given, None
+        if given is not None and given[:2] == (old, new):
+            return given[2]
+        self.proofs_asked += 1
         request = pb.GetConsistencyProofRequest(old_size=old, new_size=new)
         reply = self._client.call("GetConsistencyProof", request, retry=False)
         return [bytes(h) for h in reply.proof]

@@ -12,6 +12,7 @@ import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -31,6 +32,7 @@ from bergen.api.checkpoints import (
 )
 from bergen.api.exit_status import ExitStatus
 from bergen.cli_client import witness as w
+from bergen.cli_client.client import Client
 from bergen.cli_client.usage import Failed
 from bergen.cli_client.verify import Outcome, against_witness
 from bergen.domain.merkle import (
@@ -41,6 +43,7 @@ from bergen.domain.merkle import (
     leaf_hash,
     root,
 )
+from bergen.v1 import bergen_pb2 as pb
 
 NOW = 1_780_000_000
 
@@ -80,8 +83,10 @@ class FakeSource:
         self.served: str | None = None
         self.bad_proof = False
         self.asked: list[tuple[int, int]] = []
+        self.since: list[int] = []
 
-    def checkpoint(self) -> str:
+    def checkpoint(self, since: int = 0) -> str:
+        self.since.append(since)
         return self.served or self.log.note()
 
     def consistency(self, old: int, new: int) -> list[bytes]:
@@ -226,11 +231,11 @@ def test_a_passing_failure_of_the_source_is_tried_again() -> None:
     failures = [ConnectionError("down")]
 
     class Flaky(FakeSource):
-        def checkpoint(self) -> str:
+        def checkpoint(self, since: int = 0) -> str:
             if failures:
                 raise failures.pop()
             stop.set()
-            return super().checkpoint()
+            return super().checkpoint(since)
 
     witness = new_witness()
     status = w.follow(
@@ -451,6 +456,78 @@ def test_the_http_endpoint_serves_the_newest_cosigned_checkpoint() -> None:
         assert get(base + "/other")[0] == 404
     finally:
         http.close()
+
+
+class FakeServer:
+    """A server's gRPC calls over one log, each call recorded; `gives_proof`: whether
+    GetCheckpoint gives the consistency proof asked for (a server from before it did not),
+    `bad_proof`: that proof with one hash changed."""
+
+    def __init__(self, log: FakeLog, gives_proof: bool = True) -> None:
+        self.log = log
+        self.gives_proof = gives_proof
+        self.bad_proof = False
+        self.calls: list[str] = []
+
+    def call(self, method: str, request: Any, retry: bool = True) -> Any:
+        self.calls.append(method)
+        size = self.log.frontier.size
+        if method == "GetCheckpoint":
+            old = request.consistency_from
+            proof = []
+            if self.gives_proof and 0 < old < size:
+                proof = consistency_proof(self.log, old, size)
+                if self.bad_proof:
+                    proof[-1] = bytes(32)
+            note = self.log.note()
+            reply = pb.GetCheckpointResponse(checkpoint=note, tree_size=size)
+            reply.consistency_proof.extend(proof)
+            return reply
+        assert method == "GetConsistencyProof"
+        proof = consistency_proof(self.log, request.old_size, request.new_size)
+        return pb.GetConsistencyProofResponse(proof=proof, checkpoint=self.log.note())
+
+
+def checked_once(witness: w.Witness, server: FakeServer) -> list[str]:
+    """The calls one check of the witness made."""
+    server.calls.clear()
+    source = w.ServerSource(cast(Client, server))
+    w.follow(witness, source, threading.Event(), once=True)
+    return server.calls
+
+
+def test_a_check_is_one_call_the_proof_coming_with_the_checkpoint() -> None:
+    log = FakeLog(LOG_KEY).grow(5)
+    server = FakeServer(log)
+    witness = new_witness()
+    assert checked_once(witness, server) == ["GetCheckpoint"]
+    for n in (1, 6, 13):
+        log.grow(n)
+        assert checked_once(witness, server) == ["GetCheckpoint"]
+    assert cosigned_size(witness) == 25
+
+
+def test_a_server_that_gives_no_proof_with_its_checkpoint_is_asked_for_it() -> None:
+    log = FakeLog(LOG_KEY).grow(5)
+    server = FakeServer(log, gives_proof=False)
+    witness = new_witness()
+    checked_once(witness, server)
+    log.grow(4)
+    assert checked_once(witness, server) == ["GetCheckpoint", "GetConsistencyProof"]
+    assert cosigned_size(witness) == 9
+
+
+def test_a_proof_given_with_the_checkpoint_is_checked_as_any_other() -> None:
+    log = FakeLog(LOG_KEY).grow(5)
+    server = FakeServer(log)
+    witness = new_witness()
+    checked_once(witness, server)
+    log.grow(4)
+    server.bad_proof = True
+    with pytest.raises(Failed) as caught:
+        checked_once(witness, server)
+    assert (caught.value.status, caught.value.reason) == (ExitStatus.INCONSISTENT, "PROOF_FAILS")
+    assert server.calls == ["GetCheckpoint"] and cosigned_size(witness) == 5
 
 
 # --- a record's checkpoint against a witnessed one ------------------------------------------
