@@ -24,8 +24,8 @@ and how long a witness takes to check a new checkpoint of such a log.
   the size it verified last (one call), check the log's signature and the proof, cosign,
   keep its state durably (one slot of its state file written and synced). Between two
   checks a move is played and the server is asked for its newest checkpoint (not timed), as
-  its fold signs one every 2 s and at every match end before a witness polls. Goal: p99 <
-  10 ms.
+  its fold signs one every 2 s and at every match end before a witness polls; after each, a
+  bare call (GetServerInfo, no work) is timed beside it. Goal: p99 < 10 ms.
 """
 
 from __future__ import annotations
@@ -70,8 +70,9 @@ from bergen.server.tlog import proved_consistency, proved_inclusion
 
 WITH, WITHOUT = "with the log", "without"
 INCLUSION, CONSISTENCY, ROUND_TRIP = "inclusion", "consistency", "round trip"
-CHECK, FETCH, KEEP, REST = (
+CHECK, FETCH, KEEP, REST, BARE = (
     "check", "GetCheckpoint (the proof with it)", "state kept (one sync)", "checks and cosignature",
+    "bare call",
 )  # fmt: skip
 PLAY_GOAL = 0.95
 PROOF_GOAL_MS = 5.0
@@ -260,10 +261,11 @@ def time_witness(target: str, checks: int, seed: int) -> tuple[dict[str, list[fl
     """Milliseconds per check of a new checkpoint by a witness of the log at `target` (CHECK),
     and the parts of each: its call (FETCH: GetCheckpoint, the consistency proof with it),
     its state kept (KEEP), and the rest (REST: the signature and the proof checked, the
-    cosignature made); and the size of the last checkpoint it cosigned. Raises RuntimeError
-    when the server does not give the proof with the checkpoint."""
+    cosignature made); a bare call after each (BARE: GetServerInfo, which does no work: what
+    the machine's load alone costs a call); and the size of the last checkpoint it cosigned.
+    Raises RuntimeError when the server does not give the proof with the checkpoint."""
     parts = (CHECK, FETCH, KEEP, REST)
-    times: dict[str, list[float]] = {part: [] for part in parts}
+    times: dict[str, list[float]] = {part: [] for part in (*parts, BARE)}
     with (
         Client(target) as client,
         tempfile.TemporaryDirectory() as tmp,
@@ -303,6 +305,9 @@ def time_witness(target: str, checks: int, seed: int) -> tuple[dict[str, list[fl
                 times[CHECK].append((time.perf_counter() - start) * 1000)
                 assert cosigned, "a checkpoint the witness had verified already"
                 times[REST].append(times[CHECK][-1] - sum(times[p][-1] for p in parts[1:3]))
+                start = time.perf_counter()
+                source.public_key()
+                times[BARE].append((time.perf_counter() - start) * 1000)
         finally:
             channel.close()
         if source.proofs_asked:
@@ -383,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(percentiles_line(what, checks[CHECK], WITNESS_GOAL_MS))
                 for part in (FETCH, KEEP, REST):
                     print(f"  {part}: {p50_p99(checks[part])}")
+                print(f"  beside them, a bare call (GetServerInfo): {p50_p99(checks[BARE])}")
     return 0
 
 
