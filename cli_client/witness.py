@@ -9,14 +9,16 @@ verified, or a second root for a size it verified is a conflict: the witness pri
 checkpoints and stops with exit status 9 (INCONSISTENT), cosigning nothing more.
 
 What it keeps, in its state folder: its key (`witness-key.pem`, made on the first run) and
-the last checkpoint it verified, with the log's key and origin it learned (`witness.json`,
-written atomically), so that a restart goes on from there. The log's key is given with
-`--log-key`, or learned from the server on the first run (trust on first use) and pinned.
+the last checkpoint it verified, with the log's key and origin it learned (`witness.state`,
+on disk before the checkpoint is cosigned; a torn write leaves the state before it), so
+that a restart goes on from there. The log's key is given with `--log-key`, or learned from
+the server on the first run (trust on first use) and pinned.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -51,7 +53,7 @@ from bergen.api.checkpoints import (
     verify_checkpoint,
     verify_cosignature,
 )
-from bergen.api.durable import write_durably
+from bergen.api.durable import NoValidSlot, SlotFile, write_durably
 from bergen.api.exit_status import ExitStatus
 from bergen.api.helptext import HelpFormatter
 from bergen.api.signing import load_or_create_key, load_public_key
@@ -65,8 +67,11 @@ from .usage import Failed, examples, report
 
 COMMAND = "witness"
 KEY_FILE = "witness-key.pem"
-STATE_FILE = "witness.json"
+STATE_FILE = "witness.state"
+SLOT_TAG = b"bergen-witness-slot/1\n"
+OLD_STATE_FILE = "witness.json"
 STATE_FORMAT = "bergen-witness/1"
+MOVED_FORMAT = "bergen-witness/moved"
 DEFAULT_INTERVAL_S = 5.0
 
 log = logging.getLogger("bergen.witness")
@@ -75,8 +80,9 @@ log = logging.getLogger("bergen.witness")
 class CheckpointSource(Protocol):
     """Where the witness reads a log: its newest checkpoint, and consistency proofs."""
 
-    def checkpoint(self) -> str:
-        """The newest checkpoint note."""
+    def checkpoint(self, since: int = 0) -> str:
+        """The newest checkpoint note. `since`: the size of the tree verified last, from
+        which a consistency proof is asked for next (a source may fetch it along)."""
         ...
 
     def consistency(self, old: int, new: int) -> list[bytes]:
@@ -141,44 +147,127 @@ class WitnessState:
     name: str
 
 
+def _state_of(data: Any) -> WitnessState:
+    """The state a decoded `bergen-witness/1` object holds. Raises KeyError, TypeError,
+    ValueError."""
+    if data["format"] != STATE_FORMAT:
+        raise ValueError(f"format {data['format']!r}")
+    last = data["last"]
+    return WitnessState(
+        str(data["log_key"]),
+        None if data["origin"] is None else str(data["origin"]),
+        None if last is None else Verified(str(last["note"]), str(last["cosigned"])),
+        str(data["name"]),
+    )
+
+
+def _bad_state(path: Path, why: object) -> Failed:
+    return Failed(f"{path} is not a witness's state ({why})", ExitStatus.USAGE, "BAD_STATE")
+
+
+class StateFile:
+    """A witness's state in its folder, kept through a crash at one sync a checkpoint:
+    `witness.state`, a SlotFile (two slots written in turns, each with a sequence number and
+    a checksum) of the state as JSON. A state written before it, the single file
+    `witness.json` replaced whole at each checkpoint, is read when there is no
+    `witness.state`, and moved into one at the first save: `witness.json` is then left
+    naming the new file, so that a bergen that knows only it refuses the folder rather than
+    start afresh (a witness that forgets what it cosigned could cosign a fork of it)."""
+
+    def __init__(self, folder: Path, sync: Callable[[int], None] | None = None) -> None:
+        self.folder = folder
+        self._slots = SlotFile(folder / STATE_FILE, SLOT_TAG, sync)
+        self._loaded = False
+        self._moved = False
+
+    def load(self) -> WitnessState | None:
+        """The state kept, None before the first run. Raises Failed (USAGE, BAD_STATE) for a
+        file that is not a witness's state or whose two slots are both torn."""
+        path = self._slots.path
+        self._loaded = True
+        try:
+            payload = self._slots.read()
+        except NoValidSlot as e:
+            raise Failed(str(e), ExitStatus.USAGE, "BAD_STATE") from None
+        except OSError as e:
+            raise Failed(f"cannot read {path}: {e}", ExitStatus.USAGE, "BAD_STATE") from None
+        if payload is None:
+            return self._load_single()
+        try:
+            return _state_of(json.loads(payload.decode("utf-8")))
+        except (KeyError, TypeError, ValueError) as e:
+            raise _bad_state(path, e) from None
+
+    def _load_single(self) -> WitnessState | None:
+        """The state of `witness.json`, None when there is none. Raises Failed."""
+        path = self.folder / OLD_STATE_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise Failed(f"cannot read {path}: {e}", ExitStatus.USAGE, "BAD_STATE") from None
+        if isinstance(data, dict) and data.get("format") == MOVED_FORMAT:
+            raise Failed(
+                f"{path} says the witness's state was moved to {STATE_FILE}, which is missing",
+                ExitStatus.USAGE,
+                "BAD_STATE",
+            )
+        try:
+            state = _state_of(data)
+        except (KeyError, TypeError, ValueError) as e:
+            raise _bad_state(path, e) from None
+        self._moved = True
+        return state
+
+    def save(self, state: WitnessState) -> None:
+        """Keep `state`, on disk before this returns (the state kept loaded first if it was
+        not). Raises OSError (EFBIG for a state larger than a slot, EIO for a file whose
+        slots are both torn), Failed (what `load` raises)."""
+        if not self._loaded:
+            self.load()
+        last = state.last
+        data: dict[str, Any] = {
+            "format": STATE_FORMAT,
+            "name": state.name,
+            "log_key": state.log_key,
+            "origin": state.origin,
+            "last": None if last is None else {"note": last.note, "cosigned": last.cosigned},
+        }
+        payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        try:
+            self._slots.write(payload)
+        except NoValidSlot as e:
+            raise OSError(errno.EIO, str(e)) from None
+        except ValueError as e:
+            raise OSError(errno.EFBIG, f"the state is too large: {e}") from None
+        if self._moved:
+            moved = {"format": MOVED_FORMAT, "moved_to": STATE_FILE}
+            write_durably(self.folder / OLD_STATE_FILE, json.dumps(moved) + "\n")
+            self._moved = False
+
+    def close(self) -> None:
+        self._slots.close()
+
+    def __enter__(self) -> StateFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def load_state(folder: Path) -> WitnessState | None:
-    """The state kept in `folder`, None before the first run. Raises Failed (USAGE) for a file
-    that is not a witness's state."""
-    path = folder / STATE_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        raise Failed(f"cannot read {path}: {e}", ExitStatus.USAGE, "BAD_STATE") from None
-    try:
-        if data["format"] != STATE_FORMAT:
-            raise ValueError(f"format {data['format']!r}")
-        last = data["last"]
-        return WitnessState(
-            str(data["log_key"]),
-            None if data["origin"] is None else str(data["origin"]),
-            None if last is None else Verified(str(last["note"]), str(last["cosigned"])),
-            str(data["name"]),
-        )
-    except (KeyError, TypeError, ValueError) as e:
-        raise Failed(
-            f"{path} is not a witness's state ({e})", ExitStatus.USAGE, "BAD_STATE"
-        ) from None
+    """The state kept in `folder`, None before the first run. Raises Failed (USAGE)."""
+    with StateFile(folder) as kept:
+        return kept.load()
 
 
 def save_state(folder: Path, state: WitnessState) -> None:
-    """Write `state` to `folder` at once: a reader, or the next run after a crash, finds the
-    old state or the new one. Raises OSError."""
-    last = state.last
-    data: dict[str, Any] = {
-        "format": STATE_FORMAT,
-        "name": state.name,
-        "log_key": state.log_key,
-        "origin": state.origin,
-        "last": None if last is None else {"note": last.note, "cosigned": last.cosigned},
-    }
-    write_durably(folder / STATE_FILE, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    """Keep `state` in `folder`, on disk before this returns: a reader, or the next run after
+    a crash, finds the old state or the new one. Raises OSError, Failed (a state file there
+    that is not a witness's)."""
+    with StateFile(folder) as kept:
+        kept.save(state)
 
 
 class Witness:
@@ -208,6 +297,11 @@ class Witness:
     def cosigned(self) -> str | None:
         """The last checkpoint verified, cosigned; None before the first."""
         return None if self.state.last is None else self.state.last.cosigned
+
+    @property
+    def verified_size(self) -> int:
+        """The size of the last checkpoint verified; 0 before the first."""
+        return 0 if self.state.last is None else self.state.last.checkpoint.size
 
     def observe(self, note: str, source: CheckpointSource) -> bool:
         """Check the served checkpoint `note` against the last one verified and cosign it when
@@ -345,7 +439,7 @@ def follow(
     that cannot be written (ERROR), and what the source raises that is not passing."""
     while not stop.is_set():
         try:
-            note = source.checkpoint()
+            note = source.checkpoint(witness.verified_size)
             if witness.observe(note, source):
                 seen = witness.state.last
                 assert seen is not None
@@ -466,16 +560,29 @@ def relate(note: str, witnessed: Witnessed, source: CheckpointSource | None) -> 
 
 class ServerSource:
     """A server's transparency log, read through its gRPC service. Each call is tried once:
-    the witness polls again anyway."""
+    the witness polls again anyway. A checkpoint asked for `since` a size comes with the
+    consistency proof from that size (one call a check, not two), kept for the `consistency`
+    that asks for it; a server that does not give it is asked with GetConsistencyProof.
+    `proofs_asked` counts those calls."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
+        self._given: tuple[int, int, list[bytes]] | None = None
+        self.proofs_asked = 0
 
-    def checkpoint(self) -> str:
-        reply = self._client.call("GetCheckpoint", pb.GetCheckpointRequest(), retry=False)
+    def checkpoint(self, since: int = 0) -> str:
+        request = pb.GetCheckpointRequest(consistency_from=since)
+        reply = self._client.call("GetCheckpoint", request, retry=False)
+        # A proof from a size above 0 to a larger one is never empty: empty, it was not given.
+        proof = [bytes(h) for h in reply.consistency_proof]
+        self._given = (since, reply.tree_size, proof) if proof else None
         return str(reply.checkpoint)
 
     def consistency(self, old: int, new: int) -> list[bytes]:
+        given, self._given = self._given, None
+        if given is not None and given[:2] == (old, new):
+            return given[2]
+        self.proofs_asked += 1
         request = pb.GetConsistencyProofRequest(old_size=old, new_size=new)
         reply = self._client.call("GetConsistencyProof", request, retry=False)
         return [bytes(h) for h in reply.proof]
@@ -584,13 +691,13 @@ def _name(given: str | None, kept: str | None) -> str:
     return name
 
 
-def _keep(folder: Path, state: WitnessState) -> None:
-    """save_state, a failure reported. Raises Failed."""
+def _keep(kept: StateFile, state: WitnessState) -> None:
+    """kept.save, a failure reported. Raises Failed."""
     try:
-        save_state(folder, state)
+        kept.save(state)
     except OSError as e:
         raise Failed(
-            f"cannot keep the witness's state in {folder}: {e.strerror or e}",
+            f"cannot keep the witness's state in {kept.folder}: {e.strerror or e}",
             ExitStatus.ERROR,
             "STATE_NOT_WRITTEN",
         ) from None
@@ -621,19 +728,33 @@ def run_with(args: argparse.Namespace, source: ServerSource, stop: threading.Eve
     """`bergen witness` with its options `args`, reading `source` until `stop` is set (or
     once). Raises Failed, and grpc.RpcError from the source."""
     folder: Path = args.state
-    # With --once, standard output is the cosigned note alone.
-    say = sys.stderr if args.once else sys.stdout
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         key = load_or_create_key(folder / KEY_FILE)
     except (OSError, ValueError) as e:
         raise Failed(f"cannot keep the witness's key in {folder}: {e}", ExitStatus.USAGE) from None
-    kept = load_state(folder)
+    # Open for the whole run: each check writes one slot of it and syncs it, nothing more.
+    with StateFile(folder) as state_file:
+        return _witness(args, source, stop, key, state_file)
+
+
+def _witness(
+    args: argparse.Namespace,
+    source: ServerSource,
+    stop: threading.Event,
+    key: Ed25519PrivateKey,
+    state_file: StateFile,
+) -> int:
+    """run_with, its key and state file open. Raises Failed, grpc.RpcError."""
+    folder = state_file.folder
+    # With --once, standard output is the cosigned note alone.
+    say = sys.stderr if args.once else sys.stdout
+    kept = state_file.load()
     given = None if args.log_key is None else _given_key(args.log_key)
     if kept is not None and given is not None and given != kept.log_key:
         raise Failed(
             f"--log-key {given} is not the key this witness follows ({kept.log_key}, kept in "
-            f"{folder / STATE_FILE}): give another --state for another log",
+            f"{folder}): give another --state for another log",
             ExitStatus.USAGE,
             "ANOTHER_LOG",
         )
@@ -646,11 +767,11 @@ def run_with(args: argparse.Namespace, source: ServerSource, stop: threading.Eve
                 flush=True,
             )
         kept = WitnessState(log_key, None, None, _name(args.name, None))
-        _keep(folder, kept)
+        _keep(state_file, kept)
     elif args.name is not None and args.name != kept.name:
         kept = WitnessState(kept.log_key, kept.origin, kept.last, _name(args.name, None))
-        _keep(folder, kept)
-    witness = Witness(key, kept, save=lambda state: save_state(folder, state))
+        _keep(state_file, kept)
+    witness = Witness(key, kept, save=state_file.save)
     print(f"bergen witness: verifier key {witness.verifier_key}", file=say, flush=True)
     http = None
     if args.listen is not None:

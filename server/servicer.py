@@ -639,8 +639,14 @@ class BergenServicer:
     def GetCheckpoint(
         self, req: pb.GetCheckpointRequest, context: grpc.ServicerContext
     ) -> pb.GetCheckpointResponse:
-        signed = self._log().latest()
-        return pb.GetCheckpointResponse(checkpoint=signed.note, tree_size=signed.size)
+        log = self._log()
+        signed = log.latest()
+        old = req.consistency_from
+        # Proved to the size just signed, even if a newer one is signed meanwhile.
+        proof = log.consistency(old, signed.size)[0] if 0 < old < signed.size else []
+        return pb.GetCheckpointResponse(
+            checkpoint=signed.note, tree_size=signed.size, consistency_proof=proof
+        )
 
     def GetConsistencyProof(
         self, req: pb.GetConsistencyProofRequest, context: grpc.ServicerContext

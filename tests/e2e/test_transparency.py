@@ -87,6 +87,17 @@ def test_checkpoints_and_proofs_verify_through_grpc(farm: ServerFarm, database: 
         verify_consistency(
             before.size, checkpoint.size, before.root, checkpoint.root, list(consistency.proof)
         )
+        # A witness's check in one call: the newest checkpoint with the proof from its last.
+        along = client.stub.GetCheckpoint(pb.GetCheckpointRequest(consistency_from=before.size))
+        newest = verify_checkpoint(along.checkpoint, log_origin(key), bytes.fromhex(key))
+        assert newest.size == along.tree_size >= checkpoint.size
+        proof = list(along.consistency_proof)
+        assert bool(proof) == (0 < before.size < newest.size)
+        verify_consistency(before.size, newest.size, before.root, newest.root, proof)
+        # From a tree larger than the log's (a witness shown a rollback): the checkpoint, no
+        # proof, no error, so that the witness sees the smaller tree.
+        past = client.stub.GetCheckpoint(pb.GetCheckpointRequest(consistency_from=10**12))
+        assert past.checkpoint and not past.consistency_proof
 
 
 @pytest.mark.postgres

@@ -12,11 +12,11 @@ import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from bergen.api import durable
 from bergen.api.checkpoints import (
     COSIGNATURE_V1,
     Checkpoint,
@@ -32,6 +32,7 @@ from bergen.api.checkpoints import (
 )
 from bergen.api.exit_status import ExitStatus
 from bergen.cli_client import witness as w
+from bergen.cli_client.client import Client
 from bergen.cli_client.usage import Failed
 from bergen.cli_client.verify import Outcome, against_witness
 from bergen.domain.merkle import (
@@ -42,6 +43,7 @@ from bergen.domain.merkle import (
     leaf_hash,
     root,
 )
+from bergen.v1 import bergen_pb2 as pb
 
 NOW = 1_780_000_000
 
@@ -81,8 +83,10 @@ class FakeSource:
         self.served: str | None = None
         self.bad_proof = False
         self.asked: list[tuple[int, int]] = []
+        self.since: list[int] = []
 
-    def checkpoint(self) -> str:
+    def checkpoint(self, since: int = 0) -> str:
+        self.since.append(since)
         return self.served or self.log.note()
 
     def consistency(self, old: int, new: int) -> list[bytes]:
@@ -227,11 +231,11 @@ def test_a_passing_failure_of_the_source_is_tried_again() -> None:
     failures = [ConnectionError("down")]
 
     class Flaky(FakeSource):
-        def checkpoint(self) -> str:
+        def checkpoint(self, since: int = 0) -> str:
             if failures:
                 raise failures.pop()
             stop.set()
-            return super().checkpoint()
+            return super().checkpoint(since)
 
     witness = new_witness()
     status = w.follow(
@@ -265,23 +269,148 @@ def test_a_restart_resumes_from_the_state_kept(tmp_path: Path) -> None:
     assert failure.reason == "EQUIVOCATION"
 
 
-def test_the_state_is_replaced_whole_or_not_at_all(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    log = FakeLog(LOG_KEY).grow(4)
+def witnessed_state(size: int) -> w.WitnessState:
+    log = FakeLog(LOG_KEY).grow(size)
     witness = new_witness()
     witness.observe(log.note(), FakeSource(log))
-    w.save_state(tmp_path, witness.state)
-    before = (tmp_path / w.STATE_FILE).read_bytes()
+    return witness.state
 
-    def broken(*args: object, **kwargs: object) -> None:
-        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(durable.os, "fsync", broken)  # the disk fills as the state is written
-    with pytest.raises(OSError):
-        w.save_state(tmp_path, w.WitnessState("00" * 32, None, None, "other"))
-    assert (tmp_path / w.STATE_FILE).read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == [w.STATE_FILE]
+def test_the_state_file_holds_the_newest_state_and_the_one_before(tmp_path: Path) -> None:
+    states = [witnessed_state(n) for n in (3, 5, 8)]
+    for state in states:
+        w.save_state(tmp_path, state)
+        assert w.load_state(tmp_path) == state
+    path = tmp_path / w.STATE_FILE
+    assert path.stat().st_mode & 0o777 == 0o600
+    # Each state went to the slot not holding the one before it, which it left as it was.
+    data = path.read_bytes()
+    slots = (data[: len(data) // 2], data[len(data) // 2 :])
+
+    def holders(state: w.WitnessState) -> list[int]:
+        assert state.last is not None
+        root = state.last.note.splitlines()[2].encode()
+        return [i for i, slot in enumerate(slots) if root in slot]
+
+    assert [holders(state) for state in states] == [[], [1], [0]]
+
+
+def test_a_torn_write_of_the_state_leaves_the_state_before_it(tmp_path: Path) -> None:
+    older, newer = witnessed_state(3), witnessed_state(5)
+    w.save_state(tmp_path, older)
+    w.save_state(tmp_path, newer)
+    path = tmp_path / w.STATE_FILE
+    half = path.stat().st_size // 2
+    with open(path, "r+b") as f:  # the newer state's slot, cut short by a crash
+        f.seek(half + 300)
+        f.write(bytes(100))
+    assert w.load_state(tmp_path) == older
+    with open(path, "r+b") as f:  # and a bit of the older one's slot flipped
+        f.seek(40)
+        byte = f.read(1)[0]
+        f.seek(40)
+        f.write(bytes([byte ^ 0x01]))
+    with pytest.raises(Failed) as caught:
+        w.load_state(tmp_path)
+    assert (caught.value.status, caught.value.reason) == (ExitStatus.USAGE, "BAD_STATE")
+    assert "neither of its two slots" in caught.value.sentence
+
+
+def test_a_witness_whose_state_is_torn_refuses_to_start_afresh(tmp_path: Path) -> None:
+    log = FakeLog(LOG_KEY).grow(3)
+    w.save_state(tmp_path, witnessed_state(3))
+    with open(tmp_path / w.STATE_FILE, "r+b") as f:
+        f.truncate(10)  # both slots gone: no record of what it cosigned
+    with pytest.raises(Failed) as caught:
+        w.run_with(options(tmp_path), KeyedSource(log), threading.Event())
+    assert caught.value.reason == "BAD_STATE"
+    assert (tmp_path / w.STATE_FILE).stat().st_size == 10  # nothing written over it
+
+
+def old_format(state: w.WitnessState) -> str:
+    """`witness.json` as witnesses wrote it before the slot file."""
+    last = state.last
+    data = {
+        "format": "bergen-witness/1",
+        "name": state.name,
+        "log_key": state.log_key,
+        "origin": state.origin,
+        "last": None if last is None else {"note": last.note, "cosigned": last.cosigned},
+    }
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+def test_the_single_file_state_is_read_and_moved_into_the_slot_file(tmp_path: Path) -> None:
+    log = FakeLog(LOG_KEY).grow(6)
+    source = FakeSource(log)
+    witness = new_witness()
+    witness.observe(source.checkpoint(), source)
+    old = tmp_path / w.OLD_STATE_FILE
+    old.write_text(old_format(witness.state), encoding="utf-8")
+    assert w.load_state(tmp_path) == witness.state
+    assert not (tmp_path / w.STATE_FILE).exists()  # read only: nothing moved yet
+
+    with w.StateFile(tmp_path) as kept:
+        again = w.Witness(WITNESS_KEY, kept.load() or witness.state, save=kept.save)
+        log.grow(4)
+        assert again.observe(source.checkpoint(), source)
+    assert source.asked == [(6, 10)]  # proved against the state the old file kept
+    assert w.load_state(tmp_path) == again.state
+    # The old file now names the new one: a bergen that reads only it refuses the folder.
+    moved = json.loads(old.read_text(encoding="utf-8"))
+    assert moved["format"] != "bergen-witness/1" and moved["moved_to"] == w.STATE_FILE
+    (tmp_path / w.STATE_FILE).unlink()
+    with pytest.raises(Failed) as caught:  # and without the new one, not a fresh start
+        w.load_state(tmp_path)
+    assert caught.value.reason == "BAD_STATE" and "missing" in caught.value.sentence
+
+
+def test_the_state_is_on_disk_before_its_cosignature_is_given(tmp_path: Path) -> None:
+    log = FakeLog(LOG_KEY).grow(4)
+    source = FakeSource(log)
+    w.save_state(tmp_path, witnessed_state(4))
+    seen: list[tuple[int | None, int | None]] = []  # (size on disk, size served) at each sync
+
+    def sync(fd: int) -> None:
+        on_disk = w.load_state(tmp_path)
+        served = witness.cosigned
+        seen.append(
+            (
+                None if on_disk is None or on_disk.last is None else on_disk.last.checkpoint.size,
+                None if served is None else w.Verified(served, served).checkpoint.size,
+            )
+        )
+
+    with w.StateFile(tmp_path, sync=sync) as kept:
+        witness = w.Witness(WITNESS_KEY, kept.load() or witness_state(), save=kept.save)
+        for grown in (3, 5):
+            log.grow(grown)
+            assert witness.observe(source.checkpoint(), source)
+    # At each sync the new state was written and the HTTP endpoint still served the one
+    # before; once observe returned, the new one.
+    assert seen == [(7, 4), (12, 7)]
+    assert witness.cosigned is not None and cosigned_size(witness) == 12
+
+
+def witness_state() -> w.WitnessState:
+    return w.WitnessState(raw_public_key(LOG_KEY).hex(), None, None, "example.org/witness")
+
+
+def test_a_state_whose_sync_fails_is_not_cosigned(tmp_path: Path) -> None:
+    log = FakeLog(LOG_KEY).grow(4)
+    source = FakeSource(log)
+
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    w.save_state(tmp_path, witnessed_state(4))
+    with w.StateFile(tmp_path, sync=broken) as kept:
+        witness = w.Witness(WITNESS_KEY, kept.load() or witness_state(), save=kept.save)
+        before = witness.cosigned
+        log.grow(2)
+        failure, _ = stopped(witness, source)
+    assert (failure.status, failure.reason) == (ExitStatus.ERROR, "STATE_NOT_WRITTEN")
+    assert witness.cosigned == before and cosigned_size(witness) == 4
 
 
 def test_a_state_that_cannot_be_saved_stops_the_witness_and_cosigns_nothing() -> None:
@@ -327,6 +456,78 @@ def test_the_http_endpoint_serves_the_newest_cosigned_checkpoint() -> None:
         assert get(base + "/other")[0] == 404
     finally:
         http.close()
+
+
+class FakeServer:
+    """A server's gRPC calls over one log, each call recorded; `gives_proof`: whether
+    GetCheckpoint gives the consistency proof asked for (a server from before it did not),
+    `bad_proof`: that proof with one hash changed."""
+
+    def __init__(self, log: FakeLog, gives_proof: bool = True) -> None:
+        self.log = log
+        self.gives_proof = gives_proof
+        self.bad_proof = False
+        self.calls: list[str] = []
+
+    def call(self, method: str, request: Any, retry: bool = True) -> Any:
+        self.calls.append(method)
+        size = self.log.frontier.size
+        if method == "GetCheckpoint":
+            old = request.consistency_from
+            proof = []
+            if self.gives_proof and 0 < old < size:
+                proof = consistency_proof(self.log, old, size)
+                if self.bad_proof:
+                    proof[-1] = bytes(32)
+            note = self.log.note()
+            reply = pb.GetCheckpointResponse(checkpoint=note, tree_size=size)
+            reply.consistency_proof.extend(proof)
+            return reply
+        assert method == "GetConsistencyProof"
+        proof = consistency_proof(self.log, request.old_size, request.new_size)
+        return pb.GetConsistencyProofResponse(proof=proof, checkpoint=self.log.note())
+
+
+def checked_once(witness: w.Witness, server: FakeServer) -> list[str]:
+    """The calls one check of the witness made."""
+    server.calls.clear()
+    source = w.ServerSource(cast(Client, server))
+    w.follow(witness, source, threading.Event(), once=True)
+    return server.calls
+
+
+def test_a_check_is_one_call_the_proof_coming_with_the_checkpoint() -> None:
+    log = FakeLog(LOG_KEY).grow(5)
+    server = FakeServer(log)
+    witness = new_witness()
+    assert checked_once(witness, server) == ["GetCheckpoint"]
+    for n in (1, 6, 13):
+        log.grow(n)
+        assert checked_once(witness, server) == ["GetCheckpoint"]
+    assert cosigned_size(witness) == 25
+
+
+def test_a_server_that_gives_no_proof_with_its_checkpoint_is_asked_for_it() -> None:
+    log = FakeLog(LOG_KEY).grow(5)
+    server = FakeServer(log, gives_proof=False)
+    witness = new_witness()
+    checked_once(witness, server)
+    log.grow(4)
+    assert checked_once(witness, server) == ["GetCheckpoint", "GetConsistencyProof"]
+    assert cosigned_size(witness) == 9
+
+
+def test_a_proof_given_with_the_checkpoint_is_checked_as_any_other() -> None:
+    log = FakeLog(LOG_KEY).grow(5)
+    server = FakeServer(log)
+    witness = new_witness()
+    checked_once(witness, server)
+    log.grow(4)
+    server.bad_proof = True
+    with pytest.raises(Failed) as caught:
+        checked_once(witness, server)
+    assert (caught.value.status, caught.value.reason) == (ExitStatus.INCONSISTENT, "PROOF_FAILS")
+    assert server.calls == ["GetCheckpoint"] and cosigned_size(witness) == 5
 
 
 # --- a record's checkpoint against a witnessed one ------------------------------------------

@@ -1495,16 +1495,20 @@ class RevealEntrantSeedResponse(_message.Message):
     def __init__(self, unrevealed: _Optional[int] = ..., reveal_deadline_ms: _Optional[int] = ...) -> None: ...
 
 class GetCheckpointRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("consistency_from",)
+    CONSISTENCY_FROM_FIELD_NUMBER: _ClassVar[int]
+    consistency_from: int
+    def __init__(self, consistency_from: _Optional[int] = ...) -> None: ...
 
 class GetCheckpointResponse(_message.Message):
-    __slots__ = ("checkpoint", "tree_size")
+    __slots__ = ("checkpoint", "tree_size", "consistency_proof")
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     TREE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_PROOF_FIELD_NUMBER: _ClassVar[int]
     checkpoint: str
     tree_size: int
-    def __init__(self, checkpoint: _Optional[str] = ..., tree_size: _Optional[int] = ...) -> None: ...
+    consistency_proof: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, checkpoint: _Optional[str] = ..., tree_size: _Optional[int] = ..., consistency_proof: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class GetConsistencyProofRequest(_message.Message):
     __slots__ = ("old_size", "new_size")

@@ -473,7 +473,9 @@ class BergenServiceServicer:
     def GetCheckpoint(self, request, context):
         """--- The transparency log (docs/security.md) ---
         The newest signed checkpoint of the Merkle tree over every event of the log, in the
-        global order. UNIMPLEMENTED when the server keeps no transparency log.
+        global order, with the consistency proof from a tree of consistency_from events when
+        asked (a witness's check in one call). UNIMPLEMENTED when the server keeps no
+        transparency log.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
