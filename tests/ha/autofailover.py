@@ -41,14 +41,15 @@ MONITOR_SETTINGS = {
     # How the monitor decides that a primary is lost: it connects to every node each
     # second (1 s to answer, one retry half a second later), and a node is unhealthy once
     # those checks fail and its pg_autoctl has not reported for 3 s (it reports every
-    # second). The defaults (5 s, 5 s, 2 retries 2 s apart, 20 s) fail over in 20-30 s.
+    # second). With the defaults (5 s, 5 s, 2 retries 2 s apart, 20 s) the loss is noticed
+    # after about 20 s.
     "pgautofailover.health_check_period": "1000",
     "pgautofailover.health_check_timeout": "1000",
     "pgautofailover.health_check_max_retries": "1",
     "pgautofailover.health_check_retry_delay": "500",
     "pgautofailover.node_considered_unhealthy_timeout": "3000",
     # How long the standby waits for a lost primary to have stopped taking writes before it
-    # is promoted (30 s by default): above the keepers' network_partition_timeout below, so
+    # takes writes (30 s by default): above the keepers' network_partition_timeout below, so
     # that a primary cut off from the monitor and its standby has demoted itself first.
     "pgautofailover.primary_demote_timeout": "3000",
 }
@@ -309,13 +310,27 @@ class Formation:
         except psycopg.Error:
             return False
 
-    def lose(self, node: Service) -> None:
-        """The machine of `node` is lost: SIGKILL to pg_autoctl, its services, the postmaster
-        and every backend at once (its process group)."""
+    def lose(self, node: Service) -> float:
+        """The machine of `node` is lost: every process of it stops at once, then is killed.
+        Its process group holds pg_autoctl, its services and the postmaster, but each backend
+        and WAL sender is a session of its own (PostgreSQL's children call setsid()), and
+        they would go on for a moment: a commit could still be made and acknowledged.
+        Returns when (time.monotonic()) the last of them stopped."""
         assert node.proc is not None
+        postmaster = node.postmaster_pid()
+        os.killpg(node.proc.pid, signal.SIGSTOP)  # the postmaster starts no more children
+        children = _children(postmaster) if postmaster is not None else []
+        for pid in children:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
         os.killpg(node.proc.pid, signal.SIGKILL)
+        for pid in children:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         node.proc.wait()
         self.lost.add(node.name)
+        return stopped
 
     def logs(self) -> str:
         return (
@@ -369,6 +384,20 @@ def _semaphores(uid: int) -> set[int]:
     """The ids of the System V semaphore sets that `uid` made."""
     lines = Path("/proc/sysvipc/sem").read_text().splitlines()[1:]
     return {int(f[1]) for f in (line.split() for line in lines) if int(f[6]) == uid}
+
+
+def _children(parent: int) -> list[int]:
+    """The processes whose parent is `parent`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # The command may hold spaces and parentheses: the fields after the last ")".
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == parent:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def _ours(pid: int) -> bool:
