@@ -20,7 +20,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -338,11 +338,13 @@ class Formation:
             + f"\n--- pg_autoctl show state:\n{self.show_state()}"
         )
 
-    def _until(self, condition: object, what: str, timeout: float = 60) -> None:
+    def _until(self, condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+        """Wait until `condition()` holds. Raises FormationFailed (with the logs) if it does
+        not in time, or if a pg_autoctl not killed on purpose exits."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if condition():  # type: ignore[operator]
+                if condition():
                     return
             except psycopg.Error:
                 pass  # a node restarting: asked again
