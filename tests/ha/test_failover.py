@@ -240,5 +240,5 @@ def test_promoting_the_standby_while_players_play_loses_and_doubles_no_play(
         f"{max(lag_bytes):.0f}; replay_lag ms p50 {statistics.median(lag_ms):.2f} "
         f"p99 {_p(lag_ms, 0.99):.2f} max {max(lag_ms):.2f}"
     )
-    assert failover_s < 30
+    assert after, "no Play was acknowledged after the promotion"
     assert replayed > 0, "no Play was answered from the log after its outcome was unknown"
