@@ -4,7 +4,8 @@ calibrated.
 - **match**: `--matches` (3) two-seat matches simulated from a seed (greedy against random),
   each analysed as `bergen-replay --analyse` does at the default budget (every decision
   judged, every hand's open-hands par, on every core: `cli_client.analysis.analyse_match`).
-  Reported: the wall time of each and its median, and the CPU time it used beside it. Goal:
+  Reported: the wall time of each and its median, and the CPU time it used beside it (its
+  worker processes' included). Goal:
   under 20 s of wall time a match.
 - **calibration**: the win model (`domain.analysis.WinModel`, fitted on 1,000 simulated hands
   from its own seed) against a model from the score difference alone (a logistic curve of
@@ -25,6 +26,7 @@ import argparse
 import hashlib
 import math
 import random
+import resource
 import statistics
 import sys
 from collections.abc import Sequence
@@ -58,10 +60,10 @@ def run_match(matches: int) -> list[Line]:
     cpu: list[float] = []
     for i in range(matches):
         events = simulated(f"match-{i}", [greedy_policy, random_policy])
-        started, started_cpu = perf_counter(), process_time()
+        started, started_cpu = perf_counter(), _cpu()
         analysed = analyse_match(events, "0", DEFAULT_BUDGET_S)
         wall.append(perf_counter() - started)
-        cpu.append(process_time() - started_cpu)
+        cpu.append(_cpu() - started_cpu)
         harness.say(
             f"  match {i + 1}: {len(analysed.analysis.decisions)} decisions, "
             f"{analysed.worlds} worlds each, {wall[-1]:.1f} s"
@@ -71,11 +73,17 @@ def run_match(matches: int) -> list[Line]:
         Line(
             "a two-seat match analysed (default budget), wall, median",
             f"{middle:.1f} s",
-            f"slowest {max(wall):.1f} s; this process's CPU {statistics.median(cpu):.1f} s",
+            f"slowest {max(wall):.1f} s; CPU (all processes) {statistics.median(cpu):.1f} s",
             goal=f"< {GOAL_MATCH_S:g} s",
             passed=middle < GOAL_MATCH_S,
         )
     ]
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that ended (the analysis's workers)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return process_time() + children.ru_utime + children.ru_stime
 
 
 Position = tuple[int, int, int]
