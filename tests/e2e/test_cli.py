@@ -20,36 +20,12 @@ from bergen.cli_client.connect import exit_status_of
 from bergen.cli_client.replay import refusal
 from bergen.cli_client.verify import rpc_problem
 
+from .failed_calls import FailedCall
 from .servers import bergen_command
 
 ROOT = Path(__file__).resolve().parents[2]
 NOBODY = "127.0.0.1:9"
 """The discard port: nothing listens there, so a connection is refused at once."""
-
-
-class FailedCall(grpc.RpcError, grpc.Call):  # type: ignore[misc]
-    """A failed call as a stub raises it."""
-
-    def __init__(self, code: grpc.StatusCode) -> None:
-        self._code = code
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return "why"
-
-    def initial_metadata(self) -> None: ...
-    def trailing_metadata(self) -> None: ...
-    def is_active(self) -> bool:
-        return False
-
-    def time_remaining(self) -> None: ...
-    def cancel(self) -> bool:
-        return False
-
-    def add_callback(self, callback: object) -> bool:
-        return False
 
 
 EXPECTED = {

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 import grpc
+import psycopg
 from e2e.client import Client, bearer
 
 from bergen.v1 import bergen_pb2 as pb
@@ -177,3 +178,31 @@ def player(target: str, seed: int, stop: threading.Event, tally: Tally) -> None:
         except Exception as e:
             with tally.lock:
                 tally.errors.append(f"player {seed}: {e!r}")
+
+
+def assert_each_acknowledged_play_stored_once(url: str, tally: Tally) -> None:
+    """The database at `url` (the new primary) holds every Play `tally` saw acknowledged,
+    once, in its match, as one run of events, and no Play no client was told of."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        # An append records its command id in the column on its first event (and in every
+        # event's metadata): one row per command applied, whose first event is the play.
+        rows = conn.execute(
+            "SELECT command_id, stream_id, count(*), min(type) FROM events"
+            " WHERE command_id LIKE 'fo-%' GROUP BY 1, 2"
+        ).fetchall()
+        runs = conn.execute(
+            "SELECT metadata->>'command_id', count(*), max(seq) - min(seq) + 1 FROM events"
+            " WHERE metadata->>'command_id' LIKE 'fo-%' GROUP BY 1"
+        ).fetchall()
+    stored = {r[0]: (r[1], r[2]) for r in rows}
+    lost = sorted(set(tally.acked) - set(stored))
+    assert not lost, f"{len(lost)} acknowledged Plays are not stored: {lost[:5]}"
+    doubled = {k: v for k, v in stored.items() if v[1] != 1}
+    assert not doubled, f"Plays stored more than once: {doubled}"
+    assert {r[3] for r in rows} == {"TilePlayed"}
+    split = [r for r in runs if r[1] != r[2]]
+    assert not split, f"a command's events are not one run (applied twice?): {split[:5]}"
+    unacknowledged = sorted(set(stored) - set(tally.acked))
+    assert not unacknowledged, f"stored Plays no client was told of: {unacknowledged[:5]}"
+    for command_id, (match_id, _, _) in tally.acked.items():
+        assert stored[command_id][0] == match_id

@@ -23,12 +23,18 @@ import subprocess
 import threading
 import time
 
-import psycopg
 import pytest
 from e2e.servers import ServerFarm, bergen_command
 
 from .autofailover import Formation, Service, url
-from .players import PATIENCE_S, Output, Tally, player, until
+from .players import (
+    PATIENCE_S,
+    Output,
+    Tally,
+    assert_each_acknowledged_play_stored_once,
+    player,
+    until,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -173,30 +179,7 @@ def test_servers_carry_on_through_an_automatic_failover_losing_and_doubling_no_p
     assert len(after) > PLAYS_AFTER, f"too few Plays after the primary was lost: {len(after)}"
     assert formation.primary() is new, formation.show_state()
 
-    # The new primary holds every acknowledged Play once, and no other.
-    with psycopg.connect(url(new.port), autocommit=True) as conn:
-        # An append records its command id in the column on its first event (and in every
-        # event's metadata): one row per command applied, whose first event is the play.
-        rows = conn.execute(
-            "SELECT command_id, stream_id, count(*), min(type) FROM events"
-            " WHERE command_id LIKE 'fo-%' GROUP BY 1, 2"
-        ).fetchall()
-        runs = conn.execute(
-            "SELECT metadata->>'command_id', count(*), max(seq) - min(seq) + 1 FROM events"
-            " WHERE metadata->>'command_id' LIKE 'fo-%' GROUP BY 1"
-        ).fetchall()
-    stored = {r[0]: (r[1], r[2]) for r in rows}
-    lost = sorted(set(tally.acked) - set(stored))
-    assert not lost, f"{len(lost)} acknowledged Plays are not stored: {lost[:5]}"
-    doubled = {k: v for k, v in stored.items() if v[1] != 1}
-    assert not doubled, f"Plays stored more than once: {doubled}"
-    assert {r[3] for r in rows} == {"TilePlayed"}
-    split = [r for r in runs if r[1] != r[2]]
-    assert not split, f"a command's events are not one run (applied twice?): {split[:5]}"
-    unacknowledged = sorted(set(stored) - set(tally.acked))
-    assert not unacknowledged, f"stored Plays no client was told of: {unacknowledged[:5]}"
-    for command_id, (match_id, _, _) in tally.acked.items():
-        assert stored[command_id][0] == match_id
+    assert_each_acknowledged_play_stored_once(url(new.port), tally)
 
     bot_matches = [len(out.since(0, " winner ")) for out, _ in said]
     replayed = tally.count("replayed")

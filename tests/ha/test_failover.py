@@ -29,7 +29,14 @@ import pytest
 from e2e.servers import ServerFarm, bergen_command
 
 from .clusters import ClusterPair
-from .players import PATIENCE_S, Output, Tally, player, until
+from .players import (
+    PATIENCE_S,
+    Output,
+    Tally,
+    assert_each_acknowledged_play_stored_once,
+    player,
+    until,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -199,30 +206,7 @@ def test_promoting_the_standby_while_players_play_loses_and_doubles_no_play(
     assert before > PLAYS_BEFORE, f"too few Plays before the failover: {before}"
     assert len(after) > PLAYS_AFTER, f"too few Plays after the promotion: {len(after)}"
 
-    # The new primary (the old standby) holds every acknowledged Play once, and no other.
-    with psycopg.connect(pair.standby_url, autocommit=True) as conn:
-        # An append records its command id in the column on its first event (and in every
-        # event's metadata): one row per command applied, whose first event is the play.
-        rows = conn.execute(
-            "SELECT command_id, stream_id, count(*), min(type) FROM events"
-            " WHERE command_id LIKE 'fo-%' GROUP BY 1, 2"
-        ).fetchall()
-        runs = conn.execute(
-            "SELECT metadata->>'command_id', count(*), max(seq) - min(seq) + 1 FROM events"
-            " WHERE metadata->>'command_id' LIKE 'fo-%' GROUP BY 1"
-        ).fetchall()
-    stored = {r[0]: (r[1], r[2]) for r in rows}
-    lost = sorted(set(tally.acked) - set(stored))
-    assert not lost, f"{len(lost)} acknowledged Plays are not stored: {lost[:5]}"
-    doubled = {k: v for k, v in stored.items() if v[1] != 1}
-    assert not doubled, f"Plays stored more than once: {doubled}"
-    assert {r[3] for r in rows} == {"TilePlayed"}
-    split = [r for r in runs if r[1] != r[2]]
-    assert not split, f"a command's events are not one run (applied twice?): {split[:5]}"
-    unacknowledged = sorted(set(stored) - set(tally.acked))
-    assert not unacknowledged, f"stored Plays no client was told of: {unacknowledged[:5]}"
-    for command_id, (match_id, _, _) in tally.acked.items():
-        assert stored[command_id][0] == match_id
+    assert_each_acknowledged_play_stored_once(pair.standby_url, tally)
 
     failover_s = after[0] - promoting
     lag_bytes = [float(x) for x, _ in lag]

@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from e2e.failed_calls import FailedCall
 
 from bergen.api.convert import RATING_POOL, pool_rating_out
 from bergen.api.signing import RecordSigner
@@ -311,35 +312,13 @@ def test_a_player_the_server_does_not_know_is_named(signed: Signed) -> None:
     class Forgetful(FakeServer):
         def GetPlayer(self, request: pb.GetPlayerRequest, timeout: float) -> Any:
             if request.player_id == ann:
-                raise NotFound()
+                raise FailedCall(grpc.StatusCode.NOT_FOUND, "no such player")
             return super().GetPlayer(request, timeout)
 
     forgetful = Forgetful(server.ratings, server.history, server.names)
     problems = [p for p in compare(forgetful, "here", folder, rec) if p.kind == "player"]
     assert [p.facts["player_id"] for p in problems] == [ann]
     assert "the server has no such player" in problems[0].line
-
-
-class NotFound(grpc.RpcError, grpc.Call):  # type: ignore[misc]
-    """A failed call as a stub raises it: NOT_FOUND."""
-
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.NOT_FOUND
-
-    def details(self) -> str:
-        return "no such player"
-
-    def initial_metadata(self) -> None: ...
-    def trailing_metadata(self) -> None: ...
-    def is_active(self) -> bool:
-        return False
-
-    def time_remaining(self) -> None: ...
-    def cancel(self) -> bool:
-        return False
-
-    def add_callback(self, callback: object) -> bool:
-        return False
 
 
 def test_a_record_changed_after_signing_is_named_and_left_out(

@@ -16,6 +16,19 @@ export function h(tag, attrs = {}, ...children) {
   return node;
 }
 
+// An SVG element, as `h` makes an HTML one (the pages' graphs).
+const SVG_NS = "http://www.w3.org/2000/svg";
+export function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "text") node.textContent = String(v);
+    else node.setAttribute(k, String(v));
+  }
+  for (const c of children) node.append(c);
+  return node;
+}
+
 // The JSON at `url`. Throws an Error with `status` and `body` (the gateway's error JSON) for
 // an answer that is not a success, or without `status` when the gateway does not answer.
 export async function getJson(url) {

@@ -4,26 +4,13 @@
 // and after; it links to the match's row below), a text summary of it, and the table of
 // those matches, newest first, each linking to its replay. The pool is `?pool=`, else the
 // one the player has played most in.
-import { $, h, param, getJson, localTime } from "/static/common.js";
+import { $, h, param, getJson, localTime, svg } from "/static/common.js";
 import { POOLS, POOL_OF, PROVISIONAL_NOTE, botMark, isPool, playerHref, poolName, ratingText, signedIn } from "/static/rating.js";
 
 const id = param("id");
 const MAX_MATCHES = 1000; // the newest ones shown at most, 100 a request
-const NS = "http://www.w3.org/2000/svg";
-
 let points = []; // the pool's rated matches, oldest first
 let pool = "";
-
-function svg(tag, attrs = {}, ...children) {
-  const node = document.createElementNS(NS, tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === "text") node.textContent = String(v);
-    else node.setAttribute(k, String(v));
-  }
-  for (const c of children) node.append(c);
-  return node;
-}
 
 const signed = (n) => (n > 0 ? `+${n}` : n < 0 ? `−${-n}` : "±0");
 const when = (m) => (m.ended_at ? localTime(m.ended_at) : "a moment not known");

@@ -1,6 +1,6 @@
 // A match step by step and hand by hand (buttons and arrow keys), each action with its
 // points and reason; the deal is shown once the match has ended (the replay is complete).
-import { $, h, getJson, param, describe, num, seatName, sideName, failure, showProblem, clearProblem } from "/static/common.js";
+import { $, h, getJson, param, describe, num, seatName, sideName, failure, showProblem, clearProblem, svg } from "/static/common.js";
 import { line, tile } from "/static/tiles.js";
 
 const id = param("id");
@@ -115,17 +115,6 @@ async function load() {
 
 // --- the analysis: asked for once (POST), then read until it is worked out (GET) ---
 
-const NS = "http://www.w3.org/2000/svg";
-function svg(tag, attrs = {}, ...children) {
-  const node = document.createElementNS(NS, tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === "text") node.textContent = String(v);
-    else node.setAttribute(k, String(v));
-  }
-  for (const c of children) node.append(c);
-  return node;
-}
 const pct = (x) => `${Math.round(100 * x)}%`;
 const optionText = (o) => `${o.tile} ${o.end}`;
 const sideOf = (seat) => (view.partnerships ? seat % 2 : seat);
