@@ -18,7 +18,7 @@ import time
 import zipfile
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -185,7 +185,8 @@ class Gateway:
     packing: asyncio.Semaphore
     """Tournament zips built at once (each reads every match record): one."""
     results: Results
-    analyses: Analyses
+    analyses: Analyses = field(default_factory=Analyses)
+    """Finished matches' analyses (kept in memory only unless given a folder)."""
 
 
 def checked_id(request: Request, name: str = "id") -> str:

@@ -108,7 +108,7 @@ def version(b: Browser) -> int:
 
 def whose_turn(ada: Browser, bo: Browser) -> Browser | None:
     for b in (ada, bo):
-        if b.page.evaluate("() => document.body.dataset.turn") == "mine":
+        if b.page.evaluate("() => document.body?.dataset.turn") == "mine":
             return b
     return None
 
@@ -118,12 +118,12 @@ def test_two_browsers_play_a_match_to_its_end_by_clicks(browser: Any, gateway: G
     match = create_and_join(gateway, ada, bo)
     assert ada.page.get_attribute("#hand button.mytile", "aria-label")
     plays = 0
-    while not ada.page.evaluate("() => document.body.dataset.ended === '1'"):
+    while not ada.page.evaluate("() => document.body?.dataset.ended === '1'"):
         player = None
         deadline = time.monotonic() + 60  # a loaded machine may take a while to show the turn
         while time.monotonic() < deadline:
             player = whose_turn(ada, bo)
-            if player or ada.page.evaluate("() => document.body.dataset.ended === '1'"):
+            if player or ada.page.evaluate("() => document.body?.dataset.ended === '1'"):
                 break
             ada.page.wait_for_timeout(20)
         if player is None:

@@ -252,7 +252,7 @@ def test_two_browsers_agree_to_a_rematch_and_play_it_in_their_old_seats(
         b.page.wait_for_url(re.compile(r".*/match\?id=(?!" + old + ").+"))
         wait_js(b.page, "() => !!document.body && document.body.dataset.player === '1'")
         wait_js(b.page, "() => document.querySelectorAll('#hand button.mytile').length > 0")
-        assert b.page.evaluate("() => document.body.dataset.seat") == str(seat)
+        assert b.page.evaluate("() => document.body?.dataset.seat") == str(seat)
     assert ada.page.url.split("id=")[1] == bo.page.url.split("id=")[1] == new != old
     # The rematch plays on: one move by whoever's turn it is.
     player = ada if ada.page.evaluate(MY_TURN) else bo

@@ -91,9 +91,9 @@ def play_to_the_end(b: Browser) -> None:
     """Play this browser's seat by clicks until the match ends (the computer plays the other)."""
     deadline = time.monotonic() + 240
     plays = 0
-    while not b.page.evaluate("() => document.body.dataset.ended === '1'"):
+    while not b.page.evaluate("() => document.body?.dataset.ended === '1'"):
         assert time.monotonic() < deadline, "the match did not end"
-        if b.page.evaluate("() => document.body.dataset.turn") != "mine":
+        if b.page.evaluate("() => document.body?.dataset.turn") != "mine":
             b.page.wait_for_timeout(20)
             continue
         before = int(b.page.evaluate("() => Number(document.body.dataset.version || 0)"))
@@ -127,7 +127,7 @@ def test_register_play_rated_against_the_computer_and_see_the_rating(
     ann.page.click("#token-kept")
     wait_js(ann.page, "() => !!document.body.dataset.signedIn")
     assert not ann.page.query_selector("#player-token")  # the page has let it go
-    player_id = ann.page.evaluate("() => document.body.dataset.signedIn")
+    player_id = ann.page.evaluate("() => document.body?.dataset.signedIn")
     assert name in ann.page.inner_text("#signed-in-as")
 
     # The lobby knows the player: no name to give, and a rated match may be asked for.
@@ -310,7 +310,7 @@ def test_sign_in_elsewhere_out_and_refusals(browser: Any, gateway: Gateway, clie
     b.page.click("#sign-in-form button[type=submit]")
     wait_js(b.page, "() => document.body.dataset.refused === 'PLAYER_TOKEN_INVALID'")
     assert "not a player's token" in b.page.inner_text("#sign-in-form")
-    assert not b.page.evaluate("() => document.body.dataset.signedIn")
+    assert not b.page.evaluate("() => document.body?.dataset.signedIn")
     # The right one, pasted amid the words of the saved file.
     b.page.fill("#sign-in-form input[name=player_token]", f"Bergen player token:\n{token}\n")
     b.page.click("#sign-in-form button[type=submit]")

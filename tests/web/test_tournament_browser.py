@@ -94,15 +94,15 @@ class Player:
         pg = self.page
         try:
             if "/tournament?" in pg.url:
-                state = pg.evaluate("() => document.body.dataset.myTournament || ''")
+                state = pg.evaluate("() => document.body?.dataset.myTournament || ''")
                 if state:
                     self.states.add(state)
                 shown = pg.evaluate(COUNTDOWN)
                 if shown:
                     self.countdowns.append(shown)
-            elif "/match?" in pg.url and pg.evaluate("() => document.body.dataset.turn") == "mine":
+            elif "/match?" in pg.url and pg.evaluate("() => document.body?.dataset.turn") == "mine":
                 before = pg.evaluate("() => Number(document.body.dataset.version || 0)")
-                seat = int(pg.evaluate("() => document.body.dataset.seat"))
+                seat = int(pg.evaluate("() => document.body?.dataset.seat"))
                 self.seats.add((pg.url.split("id=")[1].split("&")[0], seat))
                 pg.click("#hand button.mytile.legal >> nth=0", timeout=5000)
                 if pg.is_visible("#end-choice"):
@@ -245,7 +245,7 @@ PAIRS_ROUNDS = 2
 
 def _my_turn(pg: Any) -> bool:
     try:
-        return "/match?" in pg.url and pg.evaluate("() => document.body.dataset.turn") == "mine"
+        return "/match?" in pg.url and pg.evaluate("() => document.body?.dataset.turn") == "mine"
     except Exception:  # the page is being replaced
         return False
 
@@ -257,7 +257,7 @@ def detour(pg: Any) -> None:
     pg.click("#table-return a")
     pg.wait_for_url("**/tournament?id=*")
     wait_js(pg, "() => !!document.querySelector('#my-table')", 20)
-    assert pg.evaluate("() => document.body.dataset.myTournament") == "playing"
+    assert pg.evaluate("() => document.body?.dataset.myTournament") == "playing"
     pg.wait_for_timeout(1500)  # past the 600 ms after which a seated player is taken there
     assert "/tournament?" in pg.url
     pg.click("#my-table")
@@ -300,7 +300,7 @@ def test_a_pair_plays_a_partnership_tournament_each_partner_in_their_own_browser
     wait_js(pg, "() => document.body.dataset.myTournament === 'waiting'", 20)
     assert "Ann & Bo" in pg.inner_text("#me-h")
     # Her browser holds both: it asks who plays on it, and switches on a click.
-    assert pg.evaluate("() => document.body.dataset.playingAs") == ""
+    assert pg.evaluate("() => document.body?.dataset.playingAs") == ""
     assert pg.inner_text("#play-as-1") == "Play as Bo"
     pg.click("#play-as-1")
     wait_js(pg, "() => document.body.dataset.playingAs === '1'", 20)
