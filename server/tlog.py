@@ -10,7 +10,9 @@ memory to compute roots.
 
 Checkpoints (C2SP tlog-checkpoint, signed with the records' key under the log's origin) are
 signed at most every `every_s` seconds while the tree grows, at once when a batch holds a
-match's end, and whenever a proof is asked for a leaf the newest one does not cover. The
+match's end (unless one was signed in the last `ENDS_GAP_S`: a busy server ends many
+matches a second, and each checkpoint kept costs a synced write), and whenever a proof is
+asked for a leaf the newest one does not cover. The
 newest one signed is kept in a file beside the keys (written atomically), with its last
 leaf. On start, and whenever another replica has folded, the stored tree must extend it:
 its root of the checkpoint's size computed from the stored nodes, the consistency of the
@@ -73,6 +75,9 @@ CHECKPOINT_FILE = "bergen-checkpoint"
 """Begins the name of the file of the newest checkpoint this server signed of a database's
 log, beside its signing key (`checkpoint_file`)."""
 CHECKPOINT_EVERY_S = 2.0
+ENDS_GAP_S = 0.5
+"""A match's end has a checkpoint signed at once unless one was signed this recently (the
+next one, at most `every_s` later, or the first proof asked for, covers it)."""
 BATCH = 1000
 """Events read and folded per transaction."""
 MATCH_END = "MatchEnded"
@@ -318,7 +323,8 @@ class TransparencyLog(FoldLoop):
         return self._position
 
     def _finish(self) -> int:
-        self._sign_if_due(force=self._ended)
+        recent = time.monotonic() - self._signed_at < ENDS_GAP_S
+        self._sign_if_due(force=self._ended and not recent)
         return 0
 
     def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
