@@ -613,12 +613,20 @@ def svg(steps: Sequence[Step]) -> str:
     width, height, left, right, top, bottom = 860, 460, 60, 330, 30, 50
     xs = [math.log10(s.matches) for s in steps]
     x0, x1 = xs[0], max(xs[-1], xs[0] + 1e-9)
+    # A measure not taken at some size (a run stopped early) is drawn where it was.
     series = [
-        (m, [s.figures[m.key] / steps[0].figures[m.key] for s in steps])
+        (
+            m,
+            [
+                (x, s.figures[m.key] / steps[0].figures[m.key])
+                for s, x in zip(steps, xs, strict=True)
+                if m.key in s.figures
+            ],
+        )
         for m in MEASURES
-        if m.key != LISTED
+        if m.key != LISTED and m.key in steps[0].figures
     ]
-    high = max(2.0, *(r for _, rs in series for r in rs))
+    high = max(2.0, *(r for _, rs in series for _, r in rs))
     y_top = math.ceil(high * 2) / 2
 
     def px(x: float) -> float:
@@ -663,17 +671,17 @@ def svg(steps: Sequence[Step]) -> str:
     )
     for i, (m, ratios) in enumerate(series):
         colour = COLOURS[i % len(COLOURS)]
-        points = " ".join(f"{px(x):.1f},{py(r):.1f}" for x, r in zip(xs, ratios, strict=True))
+        points = " ".join(f"{px(x):.1f},{py(r):.1f}" for x, r in ratios)
         parts.append(
             f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>'
         )
-        for x, r in zip(xs, ratios, strict=True):
+        for x, r in ratios:
             parts.append(f'<circle cx="{px(x):.1f}" cy="{py(r):.1f}" r="3" fill="{colour}"/>')
         ly = top + 10 + i * 18
         parts.append(
             f'<line x1="{width - right + 15}" y1="{ly}" x2="{width - right + 35}" y2="{ly}"'
             f' stroke="{colour}" stroke-width="2"/><text x="{width - right + 40}" y="{ly + 4}">'
-            f"{escape(m.what)} {ratios[-1]:.2f}</text>"
+            f"{escape(m.what)} {ratios[-1][1]:.2f}</text>"
         )
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
