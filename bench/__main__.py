@@ -123,6 +123,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         postgres_reachable,
         True,
     ),
+    Benchmark(
+        "scale",
+        "bench.scale_bench",
+        "the server's figures at 10^3, 10^4 and 10^5 stored matches, a loader's rate",
+        postgres_reachable,
+        True,
+    ),
 )
 
 
