@@ -250,6 +250,7 @@ def _safe_file_name(match_id: str) -> bool:
 
 def _finished_matches(stub: Any, server: str) -> list[str]:
     ids: list[str] = []
+    seen: set[str] = set()  # a match listed twice (pages read while matches end) is one
     token = ""
     while True:
         page = _call(
@@ -258,7 +259,10 @@ def _finished_matches(stub: Any, server: str) -> list[str]:
             stub.ListMatches,
             pb.ListMatchesRequest(phase=pb.PHASE_ENDED, page_size=PAGE_SIZE, page_token=token),
         )
-        ids.extend(m.match_id for m in page.matches if m.match_id not in ids)
+        for m in page.matches:
+            if m.match_id not in seen:
+                seen.add(m.match_id)
+                ids.append(m.match_id)
         token = page.next_page_token
         if not token:
             return ids
