@@ -24,12 +24,12 @@ import pytest
 from .test_containers import (
     BERGEN_IMAGE,
     DEPLOY,
-    _remove_compose_project,
-    _unavailable,
     bergen,
     container_logs,
     free_ports,
     make_secrets,
+    podman_unavailable,
+    remove_compose_project,
     run,
     wait_serving,
 )
@@ -47,7 +47,7 @@ def podman_af_env() -> dict[str, str]:
     """The environment podman runs in, once the images are there."""
     env = dict(os.environ)
     env.setdefault("CONTAINERS_CONF", str(DEPLOY / "podman" / "containers.conf"))
-    why = _unavailable(env)
+    why = podman_unavailable(env)
     if why is None:
         found = subprocess.run(["podman", "image", "exists", PG_AUTO_FAILOVER_IMAGE], env=env)
         if found.returncode != 0:
@@ -153,4 +153,4 @@ def test_compose_fails_over_to_the_standby_and_the_replicas_carry_on(
         print(logs())
         raise
     finally:
-        _remove_compose_project(env, project)
+        remove_compose_project(env, project)

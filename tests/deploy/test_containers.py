@@ -49,7 +49,7 @@ GRACEFUL_STOP_S = 12.0
 pytestmark = pytest.mark.slow
 
 
-def _unavailable(env: Mapping[str, str]) -> str | None:
+def podman_unavailable(env: Mapping[str, str]) -> str | None:
     """Why these tests cannot run here, or None."""
     for tool in ("podman", "podman-compose", "openssl"):
         if shutil.which(tool) is None:
@@ -69,7 +69,7 @@ def podman_env() -> dict[str, str]:
     """The environment podman runs in (CONTAINERS_CONF: deploy/podman/containers.conf)."""
     env = dict(os.environ)
     env.setdefault("CONTAINERS_CONF", str(DEPLOY / "podman" / "containers.conf"))
-    why = _unavailable(env)
+    why = podman_unavailable(env)
     if why is not None:
         if os.environ.get("BERGEN_REQUIRE_PODMAN") == "1":
             pytest.fail(f"BERGEN_REQUIRE_PODMAN=1 but {why}", pytrace=False)
@@ -289,10 +289,10 @@ def test_compose_runs_two_replicas_that_are_one_server(
         print(container_logs(env, names))
         raise
     finally:
-        _remove_compose_project(env, project)
+        remove_compose_project(env, project)
 
 
-def _remove_compose_project(env: Mapping[str, str], project: str) -> None:
+def remove_compose_project(env: Mapping[str, str], project: str) -> None:
     label = f"label=io.podman.compose.project={project}"
     ids = run(["podman", "ps", "-a", "-q", "--filter", label], env, check=False).stdout.split()
     if ids:
