@@ -147,12 +147,20 @@ def test_two_browsers_play_a_match_to_its_end_by_clicks(browser: Any, gateway: G
         assert "Ended" in b.page.inner_text("#status")
         assert b.page.get_attribute("#links a", "href") == f"/replay?id={match}"
     # Neither browser ever received a tile of the other's hand before the end.
-    for me, other in ((ada, bo), (bo, ada)):
+    for seat, (me, other) in enumerate(((ada, bo), (bo, ada))):
         live = [m for m in me.stream_messages() if m.get("phase") != "PHASE_ENDED"]
         own: set[tuple[int, int]] = set()
         played: set[tuple[int, int]] = set()
         for m in live:
             own |= {(t["low"], t["high"]) for t in m.get("my_tiles", [])}
+            if "dealt" in m:
+                # A deal may come before the view that lists the new hand: it shows this
+                # seat's tiles, and no other seat's nor the boneyard's.
+                hands = m["dealt"].get("hands", [])
+                shown = [i for i, hand in enumerate(hands) if hand.get("tiles")]
+                assert shown in ([], [seat]), m
+                assert not tiles_in(m["dealt"].get("boneyard", [])), m
+                own |= tiles_in(hands[seat]) if shown else set()
             if "tile_played" in m:
                 t = m["tile_played"]["tile"]
                 played.add((t["low"], t["high"]))
