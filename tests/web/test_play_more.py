@@ -208,6 +208,8 @@ def test_a_clock_set_on_the_lobby_form_to_forfeit_ends_the_match_at_the_first_fa
     pg.click("#create-form button[type=submit]")
     pg.wait_for_url("**/match?id=*")
     wait_js(pg, "() => !!document.body && document.body.dataset.player === '1'")
+    # The seats' table is drawn once the match's view is in; wait for it, then read it.
+    wait_js(pg, "() => document.querySelector('#seats').textContent.includes('Clock')")
     assert "Clock 10 s + 0 s: a timeout forfeits" in pg.inner_text("#seats")
     # Ada never plays: her first fall forfeits her side, with no play made for her.
     wait_js(pg, ENDED, timeout=60)
