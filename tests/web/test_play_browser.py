@@ -148,7 +148,12 @@ def test_two_browsers_play_a_match_to_its_end_by_clicks(browser: Any, gateway: G
         assert b.page.get_attribute("#links a", "href") == f"/replay?id={match}"
     # Neither browser ever received a tile of the other's hand before the end.
     for seat, (me, other) in enumerate(((ada, bo), (bo, ada))):
-        live = [m for m in me.stream_messages() if m.get("phase") != "PHASE_ENDED"]
+        # What came before the page learned of the end (after it, every hand is shown).
+        live = []
+        for m in me.stream_messages():
+            if m.get("phase") == "PHASE_ENDED" or "match_ended" in m:
+                break
+            live.append(m)
         own: set[tuple[int, int]] = set()
         played: set[tuple[int, int]] = set()
         for m in live:
