@@ -46,6 +46,56 @@ def test_canonical_json_equals_rfc8785_for_any_json_value(value: Any) -> None:
     assert canonical_json(value, "value") == expected
 
 
+large_objects = st.dictionaries(
+    st.text(max_size=6),
+    json_values
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.tuples(st.integers(), st.text()),
+    min_size=5,
+    max_size=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(large_objects)
+def test_large_objects_through_the_c_encoder_equal_rfc8785(value: dict[str, Any]) -> None:
+    try:
+        expected = rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError:  # lone surrogates, integers beyond 2**53
+        with pytest.raises(ValueError, match="not JSON-able"):
+            canonical_json(value, "value")
+        return
+    assert canonical_json(value, "value") == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": 1.0, "b": 2, "c": 3, "d": 4, "e": 5},  # a float JCS writes as 1
+        {"a": 1e21, "b": 2, "c": 3, "d": 4, "e": 5},
+        {"\U0001f600": 1, "\ufb01": 2, "a": 3, "b": 4, "c": 5},
+        {"a": "9007199254740993 in a string", "b": 9007199254740991, "c": 3, "d": 4, "e": 5},
+    ],
+)
+def test_large_objects_the_c_encoder_would_get_wrong_are_written_by_jcs(
+    value: dict[str, Any],
+) -> None:
+    assert canonical_json(value, "v") == rfc8785.dumps(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {1: "a", "b": 2, "c": 3, "d": 4, "e": 5},  # the C encoder would write "1"
+        {"a": 2**53, "b": 2, "c": 3, "d": 4, "e": 5},
+        {"a": "\ud800", "b": 2, "c": 3, "d": 4, "e": 5},
+    ],
+)
+def test_large_objects_that_are_not_jcs_are_refused(value: dict[Any, Any]) -> None:
+    with pytest.raises(ValueError, match="not JSON-able"):
+        canonical_json(value, "v")
+
+
 def test_keys_beyond_the_basic_plane_sort_by_utf16_code_units() -> None:
     value = {"\U0001f600": 1, "\ufb01": 2, "a": 3}
     assert canonical_json(value, "v") == rfc8785.dumps(value)

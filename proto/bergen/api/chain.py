@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -133,8 +134,45 @@ def _encode(value: Any, out: list[str]) -> None:
         raise TypeError(f"{type(value).__name__} is not a JSON type")
 
 
+_LONG = re.compile(r"\d{16,}")
+_ENCODED = re.compile(r"[\ud800-\U0010ffff]")
+
+
+class _Inexact(Exception):
+    pass
+
+
+def _no_float(text: str) -> float:
+    raise _Inexact(text)
+
+
+def _plain_text(value: Any) -> str | None:
+    """The C encoder's text of `value` when it is the JCS text, else None: when it reads
+    back as `value` itself (every key a string) with no float in it, and has no character
+    from U+D800 up (where code point and UTF-16 order part, and lone surrogates) and no run
+    of digits beyond the integers JSON numbers hold exactly."""
+    try:
+        text = _plain_json(value)
+        if not text.isascii() and _ENCODED.search(text):
+            return None
+        if json.loads(text, parse_float=_no_float) != value:
+            return None
+    except (TypeError, ValueError, RecursionError, _Inexact):
+        return None
+    if any(int(m.group()) > _INT_MAX for m in _LONG.finditer(text)):
+        return None
+    return text
+
+
 def canonical_json(value: Any, what: str) -> bytes:
-    """The RFC 8785 encoding of `value`. Raises ValueError, naming `what`, if not JSON-able."""
+    """The RFC 8785 encoding of `value`. Raises ValueError, naming `what`, if not JSON-able.
+
+    Large objects go through the json module's C encoder when its text is the JCS text
+    (`_plain_text`), several times faster than walking them here."""
+    if isinstance(value, dict) and len(value) > 4:
+        text = _plain_text(value)
+        if text is not None:
+            return text.encode("utf-8")
     out: list[str] = []
     try:
         _encode(value, out)

@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -19,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from .chain import canonical_json
 from .checkpoints import sign_note
 
 ALGORITHM = "ed25519"
@@ -32,10 +32,7 @@ class SignatureError(Exception):
 def signing_bytes(record: dict[str, Any]) -> bytes:
     """What the signature covers. Raises ValueError for a record that is not JSON."""
     body = {k: v for k, v in record.items() if k != "signature"}
-    try:
-        return rfc8785.dumps(body)
-    except rfc8785.CanonicalizationError as e:
-        raise ValueError(f"the record is not canonical JSON: {e}") from e
+    return canonical_json(body, "the record")
 
 
 def load_or_create_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
