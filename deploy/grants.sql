@@ -22,3 +22,6 @@ GRANT SELECT, INSERT, DELETE ON rating_history, rated_matches TO bergen_app;
 -- The transparency log's tree: folded from the events, never changed once written (no
 -- UPDATE or DELETE: a server checks it against the checkpoints it signed all the same).
 GRANT SELECT, INSERT ON tlog_leaves, tlog_nodes TO bergen_app;
+-- The records of ended matches, kept once made: a cache, each row sealed and checked before
+-- it is served (a row that does not verify is made again from the events and written over).
+GRANT SELECT, INSERT, UPDATE ON match_records TO bergen_app;

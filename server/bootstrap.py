@@ -33,6 +33,7 @@ from .lifecycle import Running, stop_background
 from .limits import ClientLimits, WrongSecrets
 from .metrics import Metrics, seed_in_background
 from .observed import ObservedStore
+from .recorder import Recorder
 from .servicer import SERVICE, SERVICE_DESCRIPTOR, generic_handler
 from .store import backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import live_conninfo, redact, sqlite_path
@@ -262,11 +263,17 @@ def create_server(
     feed.listen(clocks.note)
     tournaments = TournamentManager(app.tournaments, app.work, app.repository)
     feed.listen(tournaments.note)
+    recorder = None
+    if secrets.signer is not None:
+        recorder = Recorder(store, app.queries, secrets.signer.public_key)
+        feed.listen(recorder.note)
     feed.start()
     clocks.start()
     tournaments.start()
     janitor = Janitor(store, feed.listing, app.commands, config.seating_timeout_s)
     janitor.start()
+    if recorder is not None:
+        recorder.start()
     background = threading.Event()
     metrics_address = None
     if metrics is not None:
@@ -277,7 +284,11 @@ def create_server(
             except BaseException as e:
                 background.set()
                 server.stop(0)
-                stop_background([janitor, clocks, tournaments], feed, 0)
+                stop_background(
+                    [w for w in (janitor, clocks, tournaments, recorder) if w is not None],
+                    feed,
+                    0,
+                )
                 store.close()
                 if isinstance(e, OSError):
                     why = e.strerror or str(e)
@@ -303,6 +314,7 @@ def create_server(
         metrics,
         metrics_address,
         replica=replica,
+        recorder=recorder,
         _background=background,
     )
 

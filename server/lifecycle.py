@@ -26,6 +26,7 @@ from .clocks import ClockKeeper
 from .feed import EventFeed
 from .janitor import Janitor
 from .metrics import Metrics
+from .recorder import Recorder
 from .store import EventStore
 from .threads import STOP_WAIT_S, Thread
 from .tournament_manager import TournamentManager
@@ -69,6 +70,8 @@ class Running:
     """The OpenTelemetry SDK's provider `bergen serve --trace` set up, flushed at stop."""
     replica: str = ""
     """This process's replica id (in the NOTIFY payloads it sends on PostgreSQL)."""
+    recorder: Recorder | None = None
+    """Makes the records of ended matches as they end (None: records are not signed)."""
     _background: threading.Event | None = None
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
@@ -79,7 +82,9 @@ class Running:
         if self._background is not None:
             self._background.set()
         stopped = self.server.stop(grace)  # refuses new calls; returns at once
-        workers = [w for w in (self.janitor, self.clocks, self.tournaments) if w is not None]
+        workers = [
+            w for w in (self.janitor, self.clocks, self.tournaments, self.recorder) if w is not None
+        ]
         stop_background(workers, self.feed, grace)
         stopped.wait()
         self.store.close()

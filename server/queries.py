@@ -7,6 +7,7 @@ never older than what this process has already seen (bergen.server.store.routed)
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import OrderedDict
@@ -16,9 +17,11 @@ from typing import Any, TypeVar
 from bergen.api.signing import RecordSigner
 from bergen.api.stored import StoredEvent
 from bergen.domain.errors import (
+    BergenError,
     CorruptRecord,
     MatchNotInProgress,
     NotFound,
+    StorageUnavailable,
 )
 from bergen.domain.events import Event, MatchEnded
 from bergen.domain.record import build_record, rated_pool
@@ -30,6 +33,7 @@ from .feed import EventFeed
 from .identity import Caller, Identity
 from .matches import Match, MatchRepository, extend
 from .store import EventStore, MatchSummary, lagging_reads
+from .store.records import Kept
 from .tlog import TransparencyLog
 from .tournaments import tournament_table
 
@@ -108,6 +112,11 @@ class MatchQueries:
     def record(self, caller: Caller, match_id: str) -> dict[str, object]:
         """The RECORD.md record of a finished match, signed when the server signs. Raises
         NotFound, MatchNotInProgress."""
+        return self._made(match_id)[0]
+
+    def _made(self, match_id: str) -> tuple[dict[str, object], int, bytes]:
+        """The record of a finished match made from its events, the number of its events
+        and the last one's hash. Raises as `record` does."""
         with lagging_reads():
             match = self._repo.load(match_id)
             if match.state.phase != ENDED:
@@ -127,7 +136,60 @@ class MatchQueries:
             record["transparency"] = self._tlog.record_field(
                 head[-1], f"match {match_id}", match_id=match_id
             )
-        return self._signer.sign(record) if self._signer is not None else record
+        signed = self._signer.sign(record) if self._signer is not None else record
+        return signed, match.version, head[-1].hash if head else b""
+
+    def record_text(self, caller: Caller, match_id: str) -> str:
+        """`record` as JSON text: the one kept when the match's record was made before (the
+        same record: see bergen.server.store.records), else made now and kept. Raises as
+        `record` does."""
+        return self.records(caller, [match_id])[match_id]
+
+    def export(
+        self, caller: Caller, page_size: int, page_token: str
+    ) -> tuple[list[str], str, list[str]]:
+        """A page of the ended matches' records as JSON text, in the listing's order (newest
+        first), the next page's token ("" after the last), and the page's matches whose
+        record cannot be made now (a log that does not verify, or not in the transparency
+        log yet: GetRecord says why). Raises InvalidArgument for a bad page token,
+        StorageUnavailable."""
+        with lagging_reads():
+            rows, token = self._feed.listing.page(ENDED, "", page_size, page_token)
+        ids = [r.match_id for r in rows]
+        refused: list[str] = []
+        texts = self.records(caller, ids, refused)
+        return [texts[m] for m in ids if m in texts], token, refused
+
+    def records(
+        self, caller: Caller, match_ids: Sequence[str], refused: list[str] | None = None
+    ) -> dict[str, str]:
+        """The record text of each of `match_ids`: those kept, read in one statement, and the
+        others made and kept. With `refused`, a match whose record cannot be made is added
+        to it (unless the store cannot be reached) instead of raising."""
+        if self._signer is None:  # unsigned records are made every time, never kept
+            return {m: _record_json(self.record(caller, m)) for m in match_ids}
+        key = self._signer.public_key
+        kept = self._store.records()
+        with lagging_reads():
+            texts = kept.load(match_ids, key)
+        made: list[Kept] = []
+        for m in match_ids:
+            if m in texts:
+                continue
+            try:
+                record, events, head = self._made(m)
+            except BergenError as e:
+                if refused is None or (
+                    isinstance(e, StorageUnavailable) and e.reason != "LOG_LAGGING"
+                ):
+                    raise
+                refused.append(m)
+                continue
+            made.append(Kept(m, events, head, _record_json(record)))
+            texts[m] = made[-1].text
+        if made:
+            kept.keep(made, key)
+        return texts
 
     def _rated_order(self, match: Match) -> int | None:
         """The global position of a rated match's end (the record's `rated.order`); None
@@ -242,3 +304,8 @@ class MatchQueries:
             self._repo.remember(match_id, match)
             return match
         return self._repo.load(match_id)
+
+
+def _record_json(record: dict[str, object]) -> str:
+    """A record as GetRecord serves it."""
+    return json.dumps(record, ensure_ascii=False)

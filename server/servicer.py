@@ -293,8 +293,18 @@ class BergenServicer:
     def GetRecord(
         self, req: pb.GetRecordRequest, context: grpc.ServicerContext
     ) -> pb.GetRecordResponse:
-        record = self._queries.record(_caller(context), _match_id(req.match_id))
-        return pb.GetRecordResponse(record_json=json.dumps(record, ensure_ascii=False))
+        text = self._queries.record_text(_caller(context), _match_id(req.match_id))
+        return pb.GetRecordResponse(record_json=text)
+
+    def ExportRecords(
+        self, req: pb.ExportRecordsRequest, context: grpc.ServicerContext
+    ) -> pb.ExportRecordsResponse:
+        texts, token, refused = self._queries.export(
+            _caller(context), req.page_size, req.page_token
+        )
+        return pb.ExportRecordsResponse(
+            records_json=texts, next_page_token=token, refused_match_ids=refused
+        )
 
     def GetServerInfo(
         self, req: pb.GetServerInfoRequest, context: grpc.ServicerContext

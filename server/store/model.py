@@ -12,6 +12,7 @@ from bergen.domain.rules import RULES_VERSION
 from ..keys import LogKeys
 from .listing import MatchList
 from .ratings import RatingsTables
+from .records import SqlRecords
 from .tlog import SqlTlog
 
 
@@ -130,6 +131,10 @@ class EventStore(Protocol):
 
     def ratings(self) -> RatingsTables:
         """The ratings' tables in the same database (a read model)."""
+        ...
+
+    def records(self) -> SqlRecords:
+        """The kept records of ended matches in the same database (a cache, checked)."""
         ...
 
     def tlog(self) -> SqlTlog:

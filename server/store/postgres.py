@@ -46,6 +46,7 @@ from .listing import (
 )
 from .model import Append, AppendResult, StreamInfo
 from .ratings import Db, SqlRatings
+from .records import SqlRecords
 from .sealed import Seals, seals_of
 from .statements import NO_LIMIT, POSTGRES, Dialect, Statements
 from .tlog import SqlTlog
@@ -388,6 +389,7 @@ class PostgresEventStore:
         )
         self._ratings = SqlRatings(self._reading, self._match_list.locked, seals_of(log_keys))
         self._tlog = SqlTlog(self._reading, self._match_list.locked)
+        self._records = SqlRecords(self._reading, seals_of(log_keys))
 
     @_guarded
     def _check(self) -> None:
@@ -640,6 +642,10 @@ class PostgresEventStore:
     def ratings(self) -> SqlRatings:
         """The ratings' tables in this database."""
         return self._ratings
+
+    def records(self) -> SqlRecords:
+        """The kept records of ended matches in this database."""
+        return self._records
 
     def tlog(self) -> SqlTlog:
         """The transparency log's tree in this database."""

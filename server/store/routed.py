@@ -39,6 +39,7 @@ from ..keys import LogKeys
 from .listing import FoldTransaction, MatchList, MatchSummary
 from .model import Append, AppendResult, EventStore, StreamInfo
 from .ratings import RatingsTables
+from .records import SqlRecords
 from .tlog import SqlTlog
 
 log = logging.getLogger("bergen.server.store")
@@ -296,6 +297,10 @@ class RoutedStore:
         """On the primary: its folds and reads are few, and a player sees its own match's
         rating the moment it is folded."""
         return self._primary.ratings()
+
+    def records(self) -> SqlRecords:
+        """On the primary: a record made there is kept at once."""
+        return self._primary.records()
 
     def tlog(self) -> SqlTlog:
         """On the primary: the tree is folded there, and its proofs answer for checkpoints

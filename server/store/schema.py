@@ -282,3 +282,23 @@ tlog_nodes = sa.Table(
     sa.Column("hash", sa.LargeBinary(HASH_SIZE), nullable=False),
     sa.PrimaryKeyConstraint("level", "idx"),
 )
+
+match_records = sa.Table(
+    "match_records",
+    metadata,
+    # The signed record of an ended match as the server served it (bergen.server.store.records):
+    # a cache of what its events make, checked by its authenticator before it is served.
+    sa.Column(
+        "match_id",
+        sa.String(200).with_variant(sa.String(200, collation="C"), "postgresql"),
+        nullable=False,
+    ),
+    # The public key that signed it (hex): a record signed by another key is made again.
+    sa.Column("public_key", sa.Text(), nullable=False),
+    sa.Column("events", sa.BigInteger(), nullable=False),
+    sa.Column("head", sa.LargeBinary(32), nullable=False),
+    sa.Column("record", sa.Text(), nullable=False),
+    sa.Column("key_id", sa.Text(), nullable=True),
+    sa.Column("mac", sa.LargeBinary(), nullable=True),
+    sa.PrimaryKeyConstraint("match_id"),
+)

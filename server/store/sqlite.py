@@ -36,6 +36,7 @@ from .listing import (
 )
 from .model import Append, AppendResult, StreamInfo
 from .ratings import Db, SqlRatings
+from .records import SqlRecords
 from .sealed import Seals, seals_of
 from .statements import NO_LIMIT, SQLITE, Dialect, Statements
 from .tlog import SqlTlog
@@ -147,6 +148,7 @@ class SQLiteEventStore:
         self._match_list = SQLiteMatchList(self._conn, seals)
         self._ratings = SqlRatings(self._reading, self._locked, seals)
         self._tlog = SqlTlog(self._reading, self._locked)
+        self._records = SqlRecords(self._reading, seals)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -429,6 +431,10 @@ class SQLiteEventStore:
     def ratings(self) -> SqlRatings:
         """The ratings' tables in this file."""
         return self._ratings
+
+    def records(self) -> SqlRecords:
+        """The kept records of ended matches in this database."""
+        return self._records
 
     def tlog(self) -> SqlTlog:
         """The transparency log's tree in this file."""

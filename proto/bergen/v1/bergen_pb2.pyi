@@ -604,6 +604,24 @@ class GetRecordResponse(_message.Message):
     record_json: str
     def __init__(self, record_json: _Optional[str] = ...) -> None: ...
 
+class ExportRecordsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ExportRecordsResponse(_message.Message):
+    __slots__ = ("records_json", "next_page_token", "refused_match_ids")
+    RECORDS_JSON_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_MATCH_IDS_FIELD_NUMBER: _ClassVar[int]
+    records_json: _containers.RepeatedScalarFieldContainer[str]
+    next_page_token: str
+    refused_match_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, records_json: _Optional[_Iterable[str]] = ..., next_page_token: _Optional[str] = ..., refused_match_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class GetServerInfoRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -75,6 +75,11 @@ class BergenServiceStub:
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.GetRecordRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.GetRecordResponse.FromString,
                 _registered_method=True)
+        self.ExportRecords = channel.unary_unary(
+                '/bergen.v1.BergenService/ExportRecords',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.ExportRecordsRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.ExportRecordsResponse.FromString,
+                _registered_method=True)
         self.ListMatches = channel.unary_unary(
                 '/bergen.v1.BergenService/ListMatches',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.ListMatchesRequest.SerializeToString,
@@ -266,6 +271,14 @@ class BergenServiceServicer:
 
     def GetRecord(self, request, context):
         """The portable record (RECORD.md) of a finished match.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportRecords(self, request, context):
+        """The portable records of the finished matches, a page at a time, in ListMatches' order
+        (newest first): what `bergen export` reads. The same records as GetRecord's.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -541,6 +554,11 @@ def add_BergenServiceServicer_to_server(servicer, server):
                     servicer.GetRecord,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.GetRecordRequest.FromString,
                     response_serializer=bergen_dot_v1_dot_bergen__pb2.GetRecordResponse.SerializeToString,
+            ),
+            'ExportRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExportRecords,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.ExportRecordsRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.ExportRecordsResponse.SerializeToString,
             ),
             'ListMatches': grpc.unary_unary_rpc_method_handler(
                     servicer.ListMatches,
@@ -890,6 +908,33 @@ class BergenService:
             '/bergen.v1.BergenService/GetRecord',
             bergen_dot_v1_dot_bergen__pb2.GetRecordRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.GetRecordResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bergen.v1.BergenService/ExportRecords',
+            bergen_dot_v1_dot_bergen__pb2.ExportRecordsRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.ExportRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,143 @@
+"""The signed records of ended matches, kept once made.
+
+A finished match's record is the same every time it is asked (its checkpoint is the one of
+the tree that ends with its last event, and Ed25519 signatures are deterministic), so the
+server keeps the text it served in `match_records` and serves it again instead of loading,
+folding, proving and signing the match anew: what makes `ExportRecords` a read of stored
+rows. The table is a cache, never the truth. Each row carries an authenticator like every
+read model's (`bergen.server.store.sealed`) over its match, the key that signed it and its
+text: a row the database role edited, or moved to another match, is not served; the record
+is made again from the events and the row written over. A row signed by another key than
+the server's now is left alone and made again too.
+
+The SQL is written once for both backends, on the `Db` of the ratings' statements.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from .ratings import Db
+from .sealed import Seals, sealing
+
+log = logging.getLogger(__name__)
+
+RECORDS_TABLE = "match_records"
+_CHUNK = 200
+"""Parameters per statement: below every SQLite build's limit on bound parameters."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A record to keep: its match, the head of the log it was made from (its number of
+    events and the last one's hash), its JSON text."""
+
+    match_id: str
+    events: int
+    head: bytes
+    text: str
+
+
+class SqlRecords:
+    """The kept records on a backend that gives a `Db` (`reading`; autocommit)."""
+
+    def __init__(
+        self, reading: Callable[[], AbstractContextManager[Db]], seals: Seals | None
+    ) -> None:
+        self._reading = reading
+        self._seals = seals
+        self.refused = 0
+        """Rows read whose authenticator did not verify (not served; made again)."""
+
+    def load(self, match_ids: Collection[str], public_key: str) -> dict[str, str]:
+        """The kept record text of each of `match_ids` that has one signed by `public_key`
+        and whose authenticator verifies. Raises StorageUnavailable."""
+        wanted = list(dict.fromkeys(match_ids))
+        found: dict[str, str] = {}
+        with self._reading() as db:
+            p = db.dialect.param
+            for k in range(0, len(wanted), _CHUNK):
+                part = wanted[k : k + _CHUNK]
+                rows = db.rows(
+                    "SELECT r.match_id, r.public_key, r.events, r.head, r.record, r.key_id,"
+                    " r.mac, (SELECT e.seq FROM events e WHERE e.stream_id = r.match_id"
+                    " ORDER BY e.seq DESC LIMIT 1), (SELECT e.hash FROM events e"
+                    " WHERE e.stream_id = r.match_id ORDER BY e.seq DESC LIMIT 1)"
+                    " FROM match_records r"
+                    f" WHERE r.public_key = {p} AND r.match_id IN ({', '.join([p] * len(part))})",
+                    [public_key, *part],
+                )
+                for match_id, key, events, head, text, key_id, mac, seq, last in rows:
+                    why = self._fault(match_id, key, events, head, text, key_id, mac)
+                    if why is None and (seq, _bytes(last)) != (events, _bytes(head)):
+                        why = (
+                            f"it was made from {events} events, the stream has {seq} and"
+                            " another head"
+                        )
+                    if why is None:
+                        found[match_id] = text
+                        continue
+                    self.refused += 1
+                    log.warning(
+                        "READ MODEL TAMPERED: table %s row %s is not served as is (%s): made"
+                        " again from the events", RECORDS_TABLE, match_id, why,
+                    )  # fmt: skip
+        return found
+
+    def unkept(self, public_key: str) -> list[str]:
+        """The ended matches of the listing with no record kept signed by `public_key`.
+        Raises StorageUnavailable."""
+        with self._reading() as db:
+            p = db.dialect.param
+            rows = db.rows(
+                "SELECT l.match_id FROM match_list l WHERE l.phase = 'ended' AND NOT EXISTS"
+                " (SELECT 1 FROM match_records r WHERE r.match_id = l.match_id"
+                f" AND r.public_key = {p}) ORDER BY l.listed",
+                [public_key],
+            )
+        return [str(r[0]) for r in rows]
+
+    def keep(self, records: Sequence[Kept], public_key: str) -> None:
+        """Keep `records` signed by `public_key`, over any row of theirs. Raises
+        StorageUnavailable."""
+        if not records:
+            return
+        rows = []
+        for r in records:
+            values = (r.match_id, public_key, r.events, r.head.hex(), r.text)
+            rows.append(
+                (r.match_id, public_key, r.events, r.head, r.text,
+                 *sealing(self._seals, RECORDS_TABLE, values))
+            )  # fmt: skip
+        with self._reading() as db:
+            db.insert(
+                RECORDS_TABLE,
+                ("match_id", "public_key", "events", "head", "record", "key_id", "mac"),
+                rows,
+                "ON CONFLICT (match_id) DO UPDATE SET public_key = excluded.public_key,"
+                " events = excluded.events, head = excluded.head, record = excluded.record,"
+                " key_id = excluded.key_id, mac = excluded.mac",
+            )
+
+    def _fault(
+        self,
+        match_id: str,
+        key: str,
+        events: int,
+        head: Any,
+        text: str,
+        key_id: str | None,
+        mac: bytes | None,
+    ) -> str | None:
+        if self._seals is None:
+            return None
+        values = (match_id, key, events, _bytes(head).hex(), text)
+        return self._seals.fault(RECORDS_TABLE, values, key_id, mac)
+
+
+def _bytes(value: Any) -> bytes:
+    return b"" if value is None else bytes(value)
