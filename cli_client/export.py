@@ -1,6 +1,6 @@
 """`bergen export`: the signed record of every finished match, and a manifest of them.
 
-DIR/<match-id>.json holds a record as the server signed it (indented JSON; the signature
+DIR/<match-id>.json holds a record as the server served it (its JSON text; the signature
 covers the canonical form, so the layout does not matter), and DIR/manifest.json lists every
 record written with the SHA-256 of its file's bytes, its result, when its match ended (the
 time its last event was recorded) and the key that signed it. A record is written only once
@@ -17,9 +17,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +39,7 @@ from bergen.v1 import bergen_pb2_grpc as rpc
 from . import known_keys
 from .connect import add_server_option, open_channel
 from .usage import error_line, examples
-from .verify import RPC_TIMEOUT_S, parse_json, rpc_problem, verify_record
+from .verify import RPC_TIMEOUT_S, parse_json, rpc_problem, verify_record, verify_signed
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "bergen-export/1"
@@ -114,6 +118,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="TIMESTAMP|MATCH-ID",
         help="only matches that ended after this time, or after this match ended",
     )
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="also replay every record by the rules before writing it, as bergen verify does "
+        "(some 3 ms a record; without it each record's signature and its place in the "
+        "server's transparency log are checked)",
+    )
     add_server_option(p)
     p.add_argument("--json", action="store_true", help="print what was done as a JSON object")
     p.set_defaults(func=run)
@@ -123,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with open_channel(args.endpoint) as channel:
             stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
-            written, listed, rejected = export(stub, args.server, args.out, args.since)
+            written, listed, rejected = export(stub, args.server, args.out, args.since, args.replay)
     except _Stop as stop:
         print(error_line("export", stop.message, stop.status.name), file=sys.stderr)
         return int(stop.status)
@@ -194,17 +205,9 @@ def head_changed(stub: Any, server: str, match_id: str, pinned: Any) -> str | No
     """Why the stored log of `match_id` is no longer the one an exported record pinned
     (`pinned`: the record's `log`, {events, head}); None when its head is the same."""
     if not isinstance(pinned, dict):
-        return None  # exported unsigned by its log: nothing to compare
-    events = _audit_log(stub, server, match_id).events
-    now = {"events": len(events), "head": events[-1].hash}
-    was = {"events": pinned.get("events"), "head": pinned.get("head")}
-    if now == was:
         return None
-    return (
-        f"{match_id}: the stored log changed since it was exported: its head was "
-        f"{was['head']} after {was['events']} events, it is now {now['head']} after "
-        f"{now['events']}"
-    )
+    events = _audit_log(stub, server, match_id).events
+    return _pin_changed(match_id, pinned, {"events": len(events), "head": events[-1].hash})
 
 
 def read_manifest(out: Path) -> dict[str, Any] | None:
@@ -268,10 +271,95 @@ def _finished_matches(stub: Any, server: str) -> list[str]:
             return ids
 
 
+def _pin_changed(match_id: str, pinned: Any, served: Any) -> str | None:
+    """Why the log a served record pins (`served`: its `log`, {events, head}) is not the one
+    the record exported earlier pinned (`pinned`); None when it is the same."""
+    if not isinstance(pinned, dict):
+        return None  # exported unsigned by its log: nothing to compare
+    now = served if isinstance(served, dict) else {}
+    now = {"events": now.get("events"), "head": now.get("head")}
+    was = {"events": pinned.get("events"), "head": pinned.get("head")}
+    if now == was:
+        return None
+    return (
+        f"{match_id}: the stored log changed since it was exported: its head was "
+        f"{was['head']} after {was['events']} events, it is now {now['head']} after "
+        f"{now['events']}"
+    )
+
+
+def _ended_at_of(record: dict[str, Any]) -> datetime | None:
+    """When the match of a checked record ended: the time its last event was recorded, as
+    its `transparency` field (covered by the signature) has it; None without one."""
+    field = record.get("transparency")
+    micros = field.get("recorded_us") if isinstance(field, dict) else None
+    if type(micros) is not int:
+        return None
+    try:
+        return _EPOCH + timedelta(microseconds=micros)
+    except OverflowError:
+        return None
+
+
+def _write_unsynced(path: Path, data: bytes) -> Path:
+    """`data` written whole as `path` (owner-only), renamed into place; synced later, all at
+    once. Raises _Stop."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        raise _Stop(ExitStatus.ERROR, f"cannot write {path}: {e.strerror or e}") from None
+    return path
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _served(stub: Any, server: str) -> Iterator[tuple[str | None, str | None]]:
+    """(the match id asked for, or None; its record's JSON text, or None when the server
+    could not make it) for every finished match: ExportRecords' pages, the next one asked
+    for while this one is written; from a server without it, the finished matches listed,
+    then GetRecord of each."""
+    with ThreadPoolExecutor(1, thread_name_prefix="bergen-export") as ahead:
+
+        def page(token: str) -> Future[Any]:
+            request = pb.ExportRecordsRequest(page_size=PAGE_SIZE, page_token=token)
+            return ahead.submit(stub.ExportRecords, request, timeout=RPC_TIMEOUT_S)
+
+        coming, first = page(""), True
+        while True:
+            try:
+                answer = coming.result()
+            except grpc.RpcError as e:
+                if first and e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    break  # an earlier server: one record a call
+                outcome = rpc_problem(e, server, "the records of the finished matches")
+                raise _Stop(outcome.status, outcome.line) from None
+            first = False
+            if answer.next_page_token:
+                coming = page(answer.next_page_token)
+            for text in answer.records_json:
+                yield None, text
+            for match_id in answer.refused_match_ids:
+                yield match_id, None
+            if not answer.next_page_token:
+                return
+    for match_id in _finished_matches(stub, server):
+        yield match_id, None
+
+
 def export(
-    stub: Any, server: str, out: Path, since: str | None
+    stub: Any, server: str, out: Path, since: str | None, replay: bool = False
 ) -> tuple[list[str], int, list[str]]:
-    """Export into `out`. Returns (the match ids written, records listed, rejections).
+    """Export into `out`. Returns (the match ids written, records listed, rejections). Each
+    record is checked (its signature, and its last event in the checkpoint it carries), and
+    with `replay` replayed by the rules as well, before it is written.
 
     Raises _Stop."""
     try:
@@ -308,38 +396,51 @@ def export(
                 ) from None
     written: list[str] = []
     rejected: list[str] = []
-    for match_id in _finished_matches(stub, server):
+    files: list[Path] = []
+    for asked, text in _served(stub, server):
+        if text is None and asked is not None:
+            # Asked for alone: GetRecord says why the server cannot make it (a log that
+            # changed since a listed record was exported is said first).
+            known = entries.get(asked)
+            if known is not None:
+                changed = head_changed(stub, server, asked, known.get("log"))
+                if changed is not None:
+                    rejected.append(changed)
+                    continue
+            text = _call(server, f"the record of {asked}", stub.GetRecord,
+                         pb.GetRecordRequest(match_id=asked)).record_json  # fmt: skip
+        try:
+            record = parse_json(text or "")
+        except ValueError as e:
+            rejected.append(f"{asked or 'a record'}: the server's record is not JSON: {e}")
+            continue
+        match_id = record.get("match_id") if isinstance(record, dict) else None
+        if not isinstance(match_id, str) or (asked is not None and match_id != asked):
+            rejected.append(f"{asked or 'a record'}: the server's record names no match or another")
+            continue
         known = entries.get(match_id)
         if known is not None:
-            changed = head_changed(stub, server, match_id, known.get("log"))
+            changed = _pin_changed(match_id, known.get("log"), record.get("log"))
             if changed is not None:
                 rejected.append(changed)
                 continue
-            file_ok = _sha256(out / str(known.get("file"))) == known.get("sha256")
-            if file_ok:
+            if _sha256(out / str(known.get("file"))) == known.get("sha256"):
                 continue
             print(f"bergen export: {known.get('file')} is missing or changed: fetching it again",
                   file=sys.stderr)  # fmt: skip
         if not _safe_file_name(match_id):
             rejected.append(f"match id {match_id!r} cannot be a file name")
             continue
-        ended = _ended_at(stub, server, match_id)
-        if known is None and cutoff is not None and ended <= cutoff:
-            continue
-        reply = _call(server, f"the record of {match_id}", stub.GetRecord,
-                      pb.GetRecordRequest(match_id=match_id))  # fmt: skip
-        try:
-            record = parse_json(reply.record_json)
-        except ValueError as e:
-            rejected.append(f"{match_id}: the server's record is not JSON: {e}")
-            continue
-        outcome = verify_record(record, key or None)
-        if not outcome.ok or record.get("match_id") != match_id:
+        outcome = (verify_record if replay else verify_signed)(record, key or None)
+        if not outcome.ok:
             rejected.append(f"{match_id}: {outcome.line}")
             continue
+        ended = _ended_at_of(record) or _ended_at(stub, server, match_id)
+        if known is None and cutoff is not None and ended <= cutoff:
+            continue
         name = f"{match_id}.json"
-        data = (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-        replace_whole(out / name, data)
+        data = (text or "").encode("utf-8") + b"\n"  # as served: the signature covers JCS
+        files.append(_write_unsynced(out / name, data))
         entries[match_id] = Entry(
             match_id=match_id,
             file=name,
@@ -350,6 +451,8 @@ def export(
             log=record.get("log"),
         ).as_json()
         written.append(match_id)
+    if files:
+        os.sync()  # every record on disk, once, before the manifest that lists them
     listed = sorted(entries.values(), key=lambda m: (str(m.get("ended_at")), m["match_id"]))
     new_manifest = {
         "format": MANIFEST_FORMAT,

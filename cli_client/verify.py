@@ -458,6 +458,31 @@ def verify_record(
     )
 
 
+def verify_signed(record: Any, trusted_key: str | None) -> Outcome:
+    """Check a parsed record's signature and, when it carries one, its last event's place in
+    the checkpoint of the server's transparency log; not its play (`verify_record` replays
+    it by the rules as well). Never raises."""
+    facts: dict[str, Any] = {"source": "record"}
+    try:
+        if not isinstance(record, dict):
+            raise TypeError("the record is not an object")
+        facts.update(_summary(record))
+        len(record["hands"])
+        signed, key_text = _check_signature(record, trusted_key, facts)
+        if signed is not None:
+            return signed
+        logged = _check_transparency(record, facts.get("public_key") or "", facts)
+    except (KeyError, TypeError) as e:
+        return _rejected("", f"the record is not one: {e}", **facts)
+    if isinstance(logged, Outcome):
+        return logged
+    return Outcome(
+        ExitStatus.SUCCESS,
+        f"signed: match {record['match_id']}, {key_text}{logged}",
+        facts,
+    )
+
+
 def _check_signature(
     record: dict[str, Any], trusted_key: str | None, facts: dict[str, Any]
 ) -> tuple[Outcome | None, str]:
