@@ -108,6 +108,7 @@ PLAY_P50, PLAY_P99 = "play p50", "play p99"
 GET, FIRST, DEEP_PAGE, WATCH = "getmatch", "first page", "deep page", "watch"
 FLOOR = "floor"
 START, REBUILD, EXPORT, LISTED = "start", "rebuild", "export", "export listing"
+RECORDS = "records"
 EVENTS_BYTES, INDEX_BYTES, ALL_BYTES = "events bytes", "index bytes", "all bytes"
 
 
@@ -130,6 +131,7 @@ MEASURES = (
     Measure(FLOOR, "GetServerInfo (no work) beside GetMatch, p99: the floor", "ms"),
     Measure(START, "bergen serve start to SERVING, median", "s"),
     Measure(REBUILD, "listing rebuild from position 0", "events/s", fmt=",.0f"),
+    Measure(RECORDS, "records made by a first start (the recorder)", "records/s", fmt=",.0f"),
     Measure(EXPORT, "bergen export of the ended matches", "records/s", fmt=",.0f"),
     Measure(LISTED, "  of which listing the ended matches", "s", fmt=".3f"),
     Measure(EVENTS_BYTES, "events table (heap, TOAST) per match", "bytes", fmt=",.0f"),
@@ -254,6 +256,18 @@ def positions(url: str) -> dict[str, int]:
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute("SELECT name, position FROM projection_positions").fetchall()
     return {str(name): int(p) for name, p in rows}
+
+
+def ended_count(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        return int(
+            conn.execute("SELECT count(*) FROM match_list WHERE phase = 'ended'").fetchone()[0]
+        )
+
+
+def kept_count(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        return int(conn.execute("SELECT count(*) FROM match_records").fetchone()[0])
 
 
 def reset_listing(url: str) -> None:
@@ -498,6 +512,7 @@ def measure_size(url: str, folder: Path, loaded: Loaded, stored: int, s: Setting
     top = head(url)
     events = event_count(url)
     step = Step(stored, events, loaded)
+    kept_before = kept_count(url)
     with serving(url, folder, "first") as first:
         started = time.perf_counter() - first.ready_s
         wait_for(lambda: positions(url).get(MATCH_LIST) == top, "the listing's rebuild")
@@ -506,6 +521,12 @@ def measure_size(url: str, folder: Path, loaded: Loaded, stored: int, s: Setting
         step.notes[REBUILD] = f"{events:,} events in {rebuilt:.1f} s"
         say(f"  listing rebuilt from 0: {events:,} events in {rebuilt:.1f} s")
         wait_for(lambda: positions(url).get("tlog", 0) >= top, "the transparency log's catch-up")
+        ended = ended_count(url)
+        wait_for(lambda: kept_count(url) >= ended, "the records of the ended matches")
+        made = time.perf_counter() - started
+        step.figures[RECORDS] = (ended - kept_before) / made
+        step.notes[RECORDS] = f"{ended - kept_before:,} in {made:.1f} s from the start"
+        say(f"  records of {ended - kept_before:,} ended matches made {made:.1f} s after the start")
         step.notes[START + " cold"] = f"{first.ready_s:.2f} s"
     found = sizes(url)
     step.figures[EVENTS_BYTES] = found.events / found.matches
