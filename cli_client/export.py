@@ -21,9 +21,11 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -321,6 +323,105 @@ def _write_unsynced(path: Path, data: bytes) -> Path:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A served record checked: its match, why it is not written (None: it may be), and what
+    the manifest says of it."""
+
+    match_id: str
+    problem: str | None
+    result: dict[str, Any] | None = None
+    hands: int = 0
+    log: dict[str, Any] | None = None
+    ended: datetime | None = None
+    """When its match ended, as its checked `transparency` says (None: it has none)."""
+
+
+def check_served(text: str, asked: str | None, key: str | None, replay: bool) -> Checked:
+    """Check a record the server served (`asked`: the match it was asked for, None for a
+    page's): a JSON object naming a match that can be a file name, signed by `key` (when
+    given), its last event in the checkpoint it carries; replayed by the rules with
+    `replay`. Never raises."""
+    what = asked or "a record"
+    try:
+        record = parse_json(text)
+    except ValueError as e:
+        return Checked(what, f"{what}: the server's record is not JSON: {e}")
+    match_id = record.get("match_id") if isinstance(record, dict) else None
+    if not isinstance(match_id, str) or (asked is not None and match_id != asked):
+        return Checked(what, f"{what}: the server's record names no match or another")
+    if not _safe_file_name(match_id):
+        return Checked(match_id, f"match id {match_id!r} cannot be a file name")
+    outcome = (verify_record if replay else verify_signed)(record, key)
+    if not outcome.ok:
+        return Checked(match_id, f"{match_id}: {outcome.line}")
+    log = record.get("log")
+    return Checked(
+        match_id,
+        None,
+        record["result"],
+        len(record["hands"]),
+        log if isinstance(log, dict) else None,
+        _ended_at_of(record),
+    )
+
+
+def _check_page(texts: list[str], key: str | None, replay: bool) -> list[Checked]:
+    return [check_served(t, None, key, replay) for t in texts]
+
+
+def _checked(
+    served: Iterator[tuple[str | None, str | None]], key: str | None, replay: bool
+) -> Iterator[tuple[str | None, str | None, Checked]]:
+    """`served` with each page's records checked; from the second full page on, by as many
+    processes as there are cores (the first is checked here while they start). An item
+    asked for alone (no text) is passed on with a stand-in, to be fetched and checked by
+    the caller."""
+    pool: ProcessPoolExecutor | None = None
+    page: list[str] = []
+    blank = Checked("", None)
+
+    def flush() -> Iterator[tuple[str | None, str | None, Checked]]:
+        nonlocal pool
+        texts = page[:]
+        page.clear()
+        if pool is None or len(texts) < CHECKED_IN_CHUNKS:
+            if len(texts) >= PAGE_SIZE and pool is None and (os.cpu_count() or 1) > 1:
+                pool = ProcessPoolExecutor(os.cpu_count(), mp_context=get_context("spawn"))
+                for _ in range(os.cpu_count() or 1):
+                    pool.submit(int)  # start the workers while this page is checked here
+            results = _check_page(texts, key, replay)
+        else:
+            chunks = [
+                texts[i : i + CHECKED_IN_CHUNKS] for i in range(0, len(texts), CHECKED_IN_CHUNKS)
+            ]
+            results = [
+                c
+                for part in pool.map(_check_page, chunks, repeat(key), repeat(replay))
+                for c in part
+            ]
+        for text, checked in zip(texts, results, strict=True):
+            yield None, text, checked
+
+    try:
+        for asked, text in served:
+            if text is not None and asked is None:
+                page.append(text)
+                if len(page) >= PAGE_SIZE:
+                    yield from flush()
+                continue
+            yield from flush()
+            yield asked, text, blank
+        yield from flush()
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+CHECKED_IN_CHUNKS = 25
+"""Records a worker checks a task."""
+
+
 def _served(stub: Any, server: str) -> Iterator[tuple[str | None, str | None]]:
     """(the match id asked for, or None; its record's JSON text, or None when the server
     could not make it) for every finished match: ExportRecords' pages, the next one asked
@@ -397,30 +498,26 @@ def export(
     written: list[str] = []
     rejected: list[str] = []
     files: list[Path] = []
-    for asked, text in _served(stub, server):
-        if text is None and asked is not None:
+    for asked, text, checked in _checked(_served(stub, server), key or None, replay):
+        if text is None:
             # Asked for alone: GetRecord says why the server cannot make it (a log that
             # changed since a listed record was exported is said first).
-            known = entries.get(asked)
+            known = entries.get(str(asked))
             if known is not None:
-                changed = head_changed(stub, server, asked, known.get("log"))
+                changed = head_changed(stub, server, str(asked), known.get("log"))
                 if changed is not None:
                     rejected.append(changed)
                     continue
             text = _call(server, f"the record of {asked}", stub.GetRecord,
                          pb.GetRecordRequest(match_id=asked)).record_json  # fmt: skip
-        try:
-            record = parse_json(text or "")
-        except ValueError as e:
-            rejected.append(f"{asked or 'a record'}: the server's record is not JSON: {e}")
+            checked = check_served(text, asked, key or None, replay)
+        if checked.problem is not None:
+            rejected.append(checked.problem)
             continue
-        match_id = record.get("match_id") if isinstance(record, dict) else None
-        if not isinstance(match_id, str) or (asked is not None and match_id != asked):
-            rejected.append(f"{asked or 'a record'}: the server's record names no match or another")
-            continue
+        match_id = checked.match_id
         known = entries.get(match_id)
         if known is not None:
-            changed = _pin_changed(match_id, known.get("log"), record.get("log"))
+            changed = _pin_changed(match_id, known.get("log"), checked.log)
             if changed is not None:
                 rejected.append(changed)
                 continue
@@ -428,14 +525,7 @@ def export(
                 continue
             print(f"bergen export: {known.get('file')} is missing or changed: fetching it again",
                   file=sys.stderr)  # fmt: skip
-        if not _safe_file_name(match_id):
-            rejected.append(f"match id {match_id!r} cannot be a file name")
-            continue
-        outcome = (verify_record if replay else verify_signed)(record, key or None)
-        if not outcome.ok:
-            rejected.append(f"{match_id}: {outcome.line}")
-            continue
-        ended = _ended_at_of(record) or _ended_at(stub, server, match_id)
+        ended = checked.ended or _ended_at(stub, server, match_id)
         if known is None and cutoff is not None and ended <= cutoff:
             continue
         name = f"{match_id}.json"
@@ -446,9 +536,9 @@ def export(
             file=name,
             sha256=hashlib.sha256(data).hexdigest(),
             ended_at=ended.isoformat(),
-            result=record["result"],
-            hands=len(record["hands"]),
-            log=record.get("log"),
+            result=checked.result or {},
+            hands=checked.hands,
+            log=checked.log,
         ).as_json()
         written.append(match_id)
     if files:
