@@ -55,7 +55,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -77,6 +76,7 @@ from bergen.domain import codec
 from bergen.domain.policies import greedy_policy, random_policy
 from bergen.domain.rules import make_rules
 from bergen.domain.simulation import play_match
+from bergen.server.commands import new_match_id
 from bergen.server.keys import LogKeys
 from bergen.server.projections import MATCH_LIST
 from bergen.server.store import NewEvent
@@ -143,9 +143,16 @@ MEASURES = (
 # --- the loader ----------------------------------------------------------------------------
 
 
+LOADED_FROM_MS = 1_767_225_600_000
+"""2026-01-01 UTC: loaded match k was created k ms later (its id says so)."""
+
+
 def match_id_of(k: int) -> str:
-    """Loaded match number k's id: a version 4 UUID, as the server makes them."""
-    return str(uuid.UUID(bytes=hashlib.sha256(f"scale-{k}".encode()).digest()[:16], version=4))
+    """Loaded match number k's id, as the server makes them (a version 7 UUID,
+    `bergen.server.commands.new_match_id`): its time LOADED_FROM_MS + k, its random bits
+    from k, so that the run can name any loaded match again."""
+    random_bits = int.from_bytes(hashlib.sha256(f"scale-{k}".encode()).digest()[:10], "big")
+    return new_match_id(lambda: (LOADED_FROM_MS + k) * 1_000_000, lambda _: random_bits)
 
 
 def _play(k: int) -> list[NewEvent]:
