@@ -80,7 +80,7 @@ class Recorder(Worker):
             if left:
                 self._stop.wait(RETRY_S)
             else:
-                self._wake.wait(SWEEP_S)
+                self._wake.wait(max(0.0, sweep_at - time.monotonic()))
                 self._wake.clear()
 
     def _sweep(self) -> float:
