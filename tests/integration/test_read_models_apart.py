@@ -1,0 +1,91 @@
+"""The read models keep up apart: none waits for another's pass over the log, and pages do
+not wait for the listing's audit nor for its first pass.
+
+On SQLite and PostgreSQL (the `backend` fixture), against real stores; the plans of the
+audit's search and the ratings' read on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from test_match_list import real_match, write
+
+from bergen.server.store import EventStore, StoredEvent, open_store
+from bergen.server.store.postgres import _typed_reads
+from bergen.server.store.statements import POSTGRES, Statements
+
+WAIT_S = 60.0
+"""The deadline of a wait for another thread to do something."""
+
+
+def _matches(store: EventStore, n: int) -> StoredEvent:
+    """`n` matches written (ended, playing or seating); the last event written."""
+    last = None
+    for i in range(n):
+        last = write(store, f"match-{i}", real_match(i))[-1]
+    assert last is not None
+    return last
+
+
+# --- the plans on PostgreSQL -----------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_store(pg_database: str) -> Iterator[tuple[EventStore, str]]:
+    s = open_store(pg_database)
+    yield s, pg_database
+    s.close()
+
+
+def _plan(url: str, sql: str, params: tuple[Any, ...]) -> str:
+    """The plan of `sql`, with sequential scans made as dear as they get (the test's tables
+    are small enough for one to be cheapest: a log's is not)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("ANALYZE events")
+        rows = conn.execute(f"EXPLAIN {sql}", params).fetchall()
+    return "\n".join(r[0] for r in rows)
+
+
+@pytest.mark.postgres
+def test_on_postgresql_the_audit_reads_the_index_of_openings_not_the_log(
+    pg_store: tuple[EventStore, str],
+) -> None:
+    store, url = pg_store
+    last = _matches(store, 4)
+    plan = _plan(url, Statements(POSTGRES).missing, (last.position,))
+    assert "ix_events_match_opened" in plan, plan
+    assert "Seq Scan on events" not in plan, plan
+
+
+@pytest.mark.postgres
+def test_on_postgresql_the_ratings_read_the_index_of_ends_not_the_log(
+    pg_store: tuple[EventStore, str],
+) -> None:
+    store, url = pg_store
+    first = _matches(store, 4)
+    start, after = _typed_reads(frozenset({"MatchEnded"}))
+    for sql, params in ((start, (1000, 1000)), (after, (first.position, 1000, 1000))):
+        plan = _plan(url, sql, params)
+        assert "ix_events_match_ended" in plan, plan
+        assert "Seq Scan on events" not in plan, plan
+
+
+def test_the_ends_read_alone_are_each_match_s_end_and_then_the_last_row(
+    store: EventStore,
+) -> None:
+    last = _matches(store, 8)
+    ends = [e for e in store.read_all(0, 1000) if e.type == "MatchEnded"]
+    assert ends, "no match of the sample ended"
+    read = store.read_all(0, 1000, {"MatchEnded"})
+    assert [e.position for e in read] == [e.position for e in ends] + (
+        [] if ends[-1].position == last.position else [last.position]
+    )
+    assert store.read_all(0, 1, {"MatchEnded"}) == read[:1]
+    after = store.read_all(ends[0].position, 1000, {"MatchEnded"})
+    assert after == read[1:]
+    assert store.read_all(last.position, 1000, {"MatchEnded"}) == ()
