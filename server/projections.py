@@ -552,6 +552,9 @@ class MatchListProjection(FoldLoop):
         """Rows found tampered with and rebuilt from the events, by table (for the metrics)."""
         self._accepted: OrderedDict[str, int] = OrderedDict()
         self._audited_at: float | None = None
+        self._resets = 0
+        """Times the listing's position was set back (`_reset`): an audit's search made
+        before one does not hold after it."""
 
     def _stored_position(self) -> int:
         position, fault = self._list.checked_position(MATCH_LIST)
@@ -727,6 +730,7 @@ class MatchListProjection(FoldLoop):
         """Write `position` as the listing's, sealed. Returns it."""
         with self._list.folding(MATCH_LIST) as tx:
             tx.save([], position)
+        self._resets += 1
         return position
 
     def _reported(self, table: str, key: str, why: str, rebuilt_from: str) -> None:
@@ -739,21 +743,31 @@ class MatchListProjection(FoldLoop):
     def audit(self) -> int:
         """Look for matches missing from the listing (rows deleted) up to where it has
         folded, and rebuild them from the events: when the follower starts, then every
-        AUDIT_EVERY_S. Returns how many were rebuilt. Raises StorageUnavailable."""
+        AUDIT_EVERY_S. The search (one read of an index holding a row a match) runs outside
+        the listing's lock, so pages are served meanwhile; only the rebuild takes it.
+        Returns how many were rebuilt. Raises StorageUnavailable."""
         now = time.monotonic()
         if self._audited_at is not None and now - self._audited_at < AUDIT_EVERY_S:
             return 0
+        folded, resets = self._position, self._resets
+        if folded is None:
+            return 0
+        found = [m for m in self._list.missing(folded) if m not in self._refused]
+        self._audited_at = now
+        if not found:
+            return 0
         with self._lock:
-            if self._position is None:
-                return 0
-            missing = [m for m in self._list.missing(self._position) if m not in self._refused]
-            self._audited_at = now
-            if not missing:
-                return 0
+            if self._resets != resets:
+                return 0  # folded again from 0 meanwhile: the next audit looks again
             with self._list.folding(MATCH_LIST) as tx:
                 if tx.fault is not None:
                     return 0
-                fresh = self._repaired(tx, dict.fromkeys(missing, "missing"), tx.load(missing))
+                loaded = tx.load(found)
+                # Listed again meanwhile (a page found it and rebuilt it): not missing now.
+                missing = [m for m in found if m not in loaded]
+                if not missing:
+                    return 0
+                fresh = self._repaired(tx, dict.fromkeys(missing, "missing"), loaded)
             for m in set(missing) - set(fresh):
                 self._refused[m] = 1  # not listed by its events either: not looked for again
             return len(fresh)

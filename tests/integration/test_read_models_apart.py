@@ -7,19 +7,30 @@ audit's search and the ratings' read on PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from test_match_list import real_match, write
+from conftest import Backend
+from test_match_list import fold_all, real_match, write
 
+from bergen.server.projections import MatchListProjection
 from bergen.server.store import EventStore, StoredEvent, open_store
 from bergen.server.store.postgres import _typed_reads
 from bergen.server.store.statements import POSTGRES, Statements
 
 WAIT_S = 60.0
 """The deadline of a wait for another thread to do something."""
+
+
+def _in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    """`call()` started in a thread of its own; its result lands in the list."""
+    out: list[Any] = []
+    t = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    t.start()
+    return t, out
 
 
 def _matches(store: EventStore, n: int) -> StoredEvent:
@@ -29,6 +40,60 @@ def _matches(store: EventStore, n: int) -> StoredEvent:
         last = write(store, f"match-{i}", real_match(i))[-1]
     assert last is not None
     return last
+
+
+def test_pages_are_served_while_the_audit_looks_for_deleted_rows(
+    store: EventStore, backend: Backend
+) -> None:
+    projection = MatchListProjection(store)
+    fold_all(projection, store, _matches(store, 4))
+    backend.tamper("DELETE FROM match_list_players WHERE match_id = 'match-2'")
+    backend.tamper("DELETE FROM match_list WHERE match_id = 'match-2'")
+    searching, go_on = threading.Event(), threading.Event()
+    search = projection._list.missing
+
+    def held_search(folded: int) -> list[str]:
+        found = search(folded)
+        searching.set()
+        assert go_on.wait(WAIT_S)
+        return found
+
+    projection._list.missing = held_search  # type: ignore[method-assign]
+    audit, rebuilt = _in_thread(projection.audit)
+    assert searching.wait(WAIT_S)
+    page, served = _in_thread(lambda: projection.page(None, "", 100, ""))
+    page.join(WAIT_S)
+    go_on.set()
+    audit.join(WAIT_S)
+    assert served, "a page waited for the audit's search"
+    assert {s.match_id for s in served[0][0]} == {"match-0", "match-1", "match-3"}
+    assert rebuilt == [1]
+    assert "match-2" in {s.match_id for s in projection.page(None, "", 100, "")[0]}
+
+
+def test_a_match_listed_again_during_the_audit_s_search_is_not_rebuilt_twice(
+    store: EventStore, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    projection = MatchListProjection(store)
+    fold_all(projection, store, _matches(store, 3))
+    backend.tamper("DELETE FROM match_list_players WHERE match_id = 'match-1'")
+    backend.tamper("DELETE FROM match_list WHERE match_id = 'match-1'")
+    search = projection._list.missing
+    replica = open_store(backend.url)
+    other = MatchListProjection(replica)
+    other.catch_up()
+
+    def search_then_repaired_elsewhere(folded: int) -> list[str]:
+        found = search(folded)
+        assert other.audit() == 1  # another replica's audit, between the search and the lock
+        return found
+
+    projection._list.missing = search_then_repaired_elsewhere  # type: ignore[method-assign]
+    try:
+        assert projection.audit() == 0
+    finally:
+        replica.close()
+    assert sum("READ MODEL TAMPERED" in r.message for r in caplog.records) == 1
 
 
 # --- the plans on PostgreSQL -----------------------------------------------------------------
