@@ -78,6 +78,10 @@ PAGE_CATCH_UP_BATCHES = 5
 """At most this many batches are folded before a page is answered: far behind (a database
 just migrated over a long log), pages answer from what is folded while the follower folds
 the rest."""
+PAGE_LOCK_WAIT_S = 0.25
+"""How long a page waits for the listing's lock before it is answered without its own
+catch-up: a batch's fold holds the lock for milliseconds, a first start's pass for as long as
+the whole log takes to fold."""
 OWN_WRITES_WAIT_S = 2.0
 """How long a page waits for this process's own writes to be listed (they are committed;
 PostgreSQL's commit-safe order shows them once older transactions end, at once as a rule)."""
@@ -640,7 +644,18 @@ class MatchListProjection(FoldLoop):
                 log.warning("match list: %d matches written here not listed yet", len(self._own))
                 return
             time.sleep(0.002)
+            self._catch_up_unless_busy()
+
+    def _catch_up_unless_busy(self) -> None:
+        """A page's catch-up (PAGE_CATCH_UP_BATCHES at most), unless the listing's lock is
+        held past PAGE_LOCK_WAIT_S: a fold that long is the follower's pass over a long log
+        (a first start), and the page is answered from what is folded so far meanwhile."""
+        if not self._lock.acquire(timeout=PAGE_LOCK_WAIT_S):
+            return
+        try:
             self.catch_up(PAGE_CATCH_UP_BATCHES)
+        finally:
+            self._lock.release()
 
     # pages ------------------------------------------------------------------------------------
 
@@ -655,7 +670,7 @@ class MatchListProjection(FoldLoop):
             raise InvalidArgument("page_size must not be negative")
         size = DEFAULT_PAGE if size == 0 else min(size, MAX_PAGE)
         before = parse_page_token(token) if token else None
-        self.catch_up(PAGE_CATCH_UP_BATCHES)
+        self._catch_up_unless_busy()
         self._await_own_writes()
         rows = self._checked_page(phase, player, before, size + 1)
         if len(rows) <= size:

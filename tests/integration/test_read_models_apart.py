@@ -8,6 +8,7 @@ audit's search and the ratings' read on PostgreSQL.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from conftest import Backend
 from test_match_list import fold_all, real_match, write
 
-from bergen.server.projections import MatchListProjection
+from bergen.server.projections import PAGE_LOCK_WAIT_S, MatchListProjection
 from bergen.server.store import EventStore, StoredEvent, open_store
 from bergen.server.store.postgres import _typed_reads
 from bergen.server.store.statements import POSTGRES, Statements
@@ -94,6 +95,30 @@ def test_a_match_listed_again_during_the_audit_s_search_is_not_rebuilt_twice(
     finally:
         replica.close()
     assert sum("READ MODEL TAMPERED" in r.message for r in caplog.records) == 1
+
+
+def test_a_page_is_answered_from_what_is_folded_while_the_listing_s_pass_holds_it(
+    store: EventStore,
+) -> None:
+    projection = MatchListProjection(store)
+    fold_all(projection, store, _matches(store, 2))
+    held, release = threading.Event(), threading.Event()
+
+    def long_pass() -> None:
+        with projection._lock:  # as the follower's first pass over a long log holds it
+            held.set()
+            release.wait(WAIT_S)
+
+    passing, _ = _in_thread(long_pass)
+    assert held.wait(WAIT_S)
+    began = time.monotonic()
+    page, served = _in_thread(lambda: projection.page(None, "", 100, ""))
+    page.join(WAIT_S)
+    release.set()
+    passing.join(WAIT_S)
+    assert served, "a page waited for the listing's pass"
+    assert time.monotonic() - began >= PAGE_LOCK_WAIT_S
+    assert {s.match_id for s in served[0][0]} == {"match-0", "match-1"}
 
 
 # --- the plans on PostgreSQL -----------------------------------------------------------------
