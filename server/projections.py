@@ -446,6 +446,10 @@ class FoldLoop:
         """Whether the catch-up under way folds a few batches at most (a page's)."""
         self.events_read = 0
         """Events this process has read from the global order to fold (for tests)."""
+        self.stopping: threading.Event | None = None
+        """Once set, a catch-up of every batch stops after the one it is folding (the server
+        is stopping: a first start's pass over a long log must not outlive it); what it
+        folded is kept."""
 
     def _stored_position(self) -> int:
         """What the tables were folded up to. Raises StorageUnavailable."""
@@ -495,6 +499,8 @@ class FoldLoop:
         folded = 0
         batches = 0
         while max_batches is None or batches < max_batches:
+            if max_batches is None and self.stopping is not None and self.stopping.is_set():
+                return folded
             page = self._page()
             offered = self._offered.pop(self._position, None)
             if offered is not None:

@@ -10,20 +10,32 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from conftest import Backend
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from test_match_list import fold_all, real_match, write
 
-from bergen.server.projections import PAGE_LOCK_WAIT_S, MatchListProjection
+from bergen.api.signing import RecordSigner
+from bergen.server.feed import EventFeed
+from bergen.server.projections import MATCH_LIST, PAGE_LOCK_WAIT_S, MatchListProjection
 from bergen.server.store import EventStore, StoredEvent, open_store
 from bergen.server.store.postgres import _typed_reads
 from bergen.server.store.statements import POSTGRES, Statements
+from bergen.server.tlog import CHECKPOINT_FILE, TransparencyLog
 
 WAIT_S = 60.0
 """The deadline of a wait for another thread to do something."""
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {WAIT_S:g} s: {what}"
+        time.sleep(0.01)
 
 
 def _in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
@@ -119,6 +131,92 @@ def test_a_page_is_answered_from_what_is_folded_while_the_listing_s_pass_holds_i
     assert served, "a page waited for the listing's pass"
     assert time.monotonic() - began >= PAGE_LOCK_WAIT_S
     assert {s.match_id for s in served[0][0]} == {"match-0", "match-1"}
+
+
+def test_a_pass_over_every_batch_stops_between_two_once_the_server_stops(
+    store: EventStore,
+) -> None:
+    last = _matches(store, 3)
+    projection = MatchListProjection(store, batch=5)
+    projection.stopping = stopping = threading.Event()
+    fold = projection._fold
+    folds = 0
+
+    def fold_then_stop(batch: Any, upto: int) -> int:
+        nonlocal folds
+        folds += 1
+        stopping.set()
+        return fold(batch, upto)
+
+    projection._fold = fold_then_stop  # type: ignore[method-assign]
+    assert projection.catch_up() == 5
+    assert folds == 1
+    assert store.match_list().position(MATCH_LIST) != last.position
+    assert projection.catch_up(2) == 10  # a page's catch-up still folds
+    assert folds == 3
+
+
+@pytest.fixture
+def tlog_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "keys"
+    folder.mkdir()
+    return folder
+
+
+def test_each_read_model_catches_up_in_a_thread_of_its_own(
+    store: EventStore, tlog_dir: Path
+) -> None:
+    last = _matches(store, 3)
+    tlog = TransparencyLog(
+        store, RecordSigner(Ed25519PrivateKey.generate()), tlog_dir / CHECKPOINT_FILE
+    )
+    tlog.open()
+    feed = EventFeed(store, poll_interval=0.05, tlog=tlog)
+    listing_held, release = threading.Event(), threading.Event()
+    catch_up = feed.listing.catch_up
+
+    def long_pass(max_batches: int | None = None) -> int:
+        if threading.current_thread().name == "bergen-listing":
+            listing_held.set()
+            release.wait(WAIT_S)  # a first start's pass over a long log
+        return catch_up(max_batches)
+
+    feed.listing.catch_up = long_pass  # type: ignore[method-assign]
+    feed.start()
+    try:
+        assert listing_held.wait(WAIT_S)
+        ratings = store.ratings()
+        _until(lambda: ratings.position("ratings") == last.position, "the ratings caught up")
+        _until(lambda: tlog._position == last.position, "the transparency log caught up")
+        assert store.match_list().position(MATCH_LIST) == 0  # still in its pass
+    finally:
+        release.set()
+        feed.ask_to_stop()
+        assert feed.wait_stopped(time.monotonic() + WAIT_S), "a read model's thread is left"
+    names = {t.name for t in feed._threads}
+    assert {"bergen-listing", "bergen-ratings", "bergen-tlog"} <= names
+
+
+def test_a_read_model_s_failure_is_logged_and_holds_up_no_other(
+    store: EventStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    last = _matches(store, 2)
+    feed = EventFeed(store, poll_interval=0.05)
+
+    def failing(max_batches: int | None = None) -> int:
+        raise RuntimeError("the listing's fold failed")
+
+    feed.listing.catch_up = failing  # type: ignore[method-assign]
+    feed.start()
+    try:
+        ratings = store.ratings()
+        _until(lambda: ratings.position("ratings") == last.position, "the ratings caught up")
+        _until(
+            lambda: any("match list: folding failed" in r.message for r in caplog.records),
+            "the listing's failure logged",
+        )
+    finally:
+        feed.stop()
 
 
 # --- the plans on PostgreSQL -----------------------------------------------------------------
