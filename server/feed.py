@@ -9,7 +9,9 @@ delivered at once through `observe`; what the follower reads is delivered only w
 and its authenticator verifies (`RowCheck`), since a watcher folds what it is given. The
 match listing (`listing`) is a projection kept in the database (bergen.server.projections),
 folded in a thread of its own and before each page; so are the players' ratings (`ratings`,
-bergen.server.ratings), in the same thread, from the same batches.
+bergen.server.ratings) and the transparency log (`tlog`, bergen.server.tlog), each in a thread
+of its own from the same batches: on a first start over a long log each catches up on its own,
+none waiting for another's pass.
 """
 
 from __future__ import annotations
@@ -18,10 +20,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 
 from bergen.domain.errors import LogRolledBack
 
-from .projections import FOLD_EVERY_S, MatchListProjection, RowCheck, read_past_unreadable
+from .projections import (
+    FOLD_EVERY_S,
+    FoldLoop,
+    MatchListProjection,
+    RowCheck,
+    read_past_unreadable,
+)
 from .ratings import RatingsProjection
 from .store import EventStore, StoredEvent
 from .threads import STOP_WAIT_S, Thread, join_until
@@ -120,7 +129,8 @@ class EventFeed:
         self._subs: dict[str, set[Subscription]] = {}
         self._subs_lock = threading.Lock()
         self._wake = threading.Event()
-        self._wake_index = threading.Event()
+        self._wake_models: list[threading.Event] = []
+        """One a read model's thread: set when the follower has read more, or on `wake`."""
         self._stop = threading.Event()
         self._position = 0
         self._threads: list[threading.Thread] = []
@@ -138,8 +148,19 @@ class EventFeed:
         self._position = self._store.head_position()
         follower = Thread(target=self._follow, name="bergen-feed", daemon=True)
         self._threads.append(follower)
-        projector = Thread(target=self._project, name="bergen-listing", daemon=True)
-        self._threads.append(projector)
+        models: list[tuple[str, str, FoldLoop, Callable[[], object]]] = [
+            ("bergen-listing", "match list", self.listing, self._fold_listing),
+            ("bergen-ratings", "ratings", self.ratings, self.ratings.catch_up),
+        ]
+        if self.tlog is not None:
+            models.append(("bergen-tlog", "transparency log", self.tlog, self._fold_tlog))
+        for name, what, model, fold in models:
+            model.stopping = self._stop  # a long catch-up stops between two batches
+            woken = threading.Event()
+            self._wake_models.append(woken)
+            self._threads.append(
+                Thread(target=self._project, args=(what, fold, woken), name=name, daemon=True)
+            )
         if self._listen is not None:
             listener = Thread(
                 target=self._listen,
@@ -181,7 +202,11 @@ class EventFeed:
 
     def wake(self) -> None:
         self._wake.set()
-        self._wake_index.set()
+        self._wake_models_up()
+
+    def _wake_models_up(self) -> None:
+        for woken in self._wake_models:
+            woken.set()
 
     def subscribe(self, match_id: str) -> Subscription:
         sub = Subscription()
@@ -246,7 +271,7 @@ class EventFeed:
             self.ratings.offer(self._position, batch, upto)
             if self.tlog is not None:
                 self.tlog.offer(self._position, batch, upto)
-            self._wake_index.set()
+            self._wake_models_up()
             authentic, refused = self._authentic(batch)
             self._deliver(authentic)
             if refused:
@@ -320,35 +345,33 @@ class EventFeed:
                 log.exception("event feed: reading the global order failed; retrying")
                 self._stop.wait(1.0)
 
-    def _project(self) -> None:
-        """Fold the listing as the follower reads the global order (it hands over what it
-        read, and wakes this thread), at most every FOLD_EVERY_S (the batches read meanwhile
-        are folded together), or on a poll of its own four times as long; this process's own
-        writes are folded then, or when a page is asked for."""
+    def _fold_listing(self) -> None:
+        self.listing.catch_up()
+        self.listing.audit()
+
+    def _fold_tlog(self) -> None:
+        assert self.tlog is not None
+        if self.tlog.refusal is not None:
+            return  # logged at CRITICAL once; every call is refused from now on
+        with suppress(LogRolledBack):  # as above: found now
+            self.tlog.catch_up()
+
+    def _project(self, what: str, fold: Callable[[], object], woken: threading.Event) -> None:
+        """Keep one read model folded (`fold`), in a thread of its own: as the follower reads
+        the global order (it hands over what it read, and wakes this thread), at most every
+        FOLD_EVERY_S (the batches read meanwhile are folded together), or on a poll of its
+        own four times as long; this process's own writes are folded then, or when a page is
+        asked for. A failure is logged, naming the model (`what`), and the fold tried again."""
         while not self._stop.is_set():
             try:
-                self.listing.catch_up()
-                self.listing.audit()
+                fold()
             except Exception:  # keep folding: a passing database error must not end it
-                log.exception("match list: folding failed; retrying")
+                log.exception("%s: folding failed; retrying", what)
                 self._stop.wait(1.0)
-            try:
-                self.ratings.catch_up()
-            except Exception:
-                log.exception("ratings: folding failed; retrying")
-                self._stop.wait(1.0)
-            if self.tlog is not None and self.tlog.refusal is None:
-                try:
-                    self.tlog.catch_up()
-                except LogRolledBack:
-                    pass  # logged at CRITICAL once; every call is refused from now on
-                except Exception:
-                    log.exception("transparency log: folding failed; retrying")
-                    self._stop.wait(1.0)
             if self._stop.wait(FOLD_EVERY_S):
                 return
-            self._wake_index.wait(max(0.0, self._poll * 4 - FOLD_EVERY_S))
-            self._wake_index.clear()
+            woken.wait(max(0.0, self._poll * 4 - FOLD_EVERY_S))
+            woken.clear()
 
 
 class PostgresNotifier:

@@ -78,6 +78,10 @@ PAGE_CATCH_UP_BATCHES = 5
 """At most this many batches are folded before a page is answered: far behind (a database
 just migrated over a long log), pages answer from what is folded while the follower folds
 the rest."""
+PAGE_LOCK_WAIT_S = 0.25
+"""How long a page waits for the listing's lock before it is answered without its own
+catch-up: a batch's fold holds the lock for milliseconds, a first start's pass for as long as
+the whole log takes to fold."""
 OWN_WRITES_WAIT_S = 2.0
 """How long a page waits for this process's own writes to be listed (they are committed;
 PostgreSQL's commit-safe order shows them once older transactions end, at once as a rule)."""
@@ -442,6 +446,10 @@ class FoldLoop:
         """Whether the catch-up under way folds a few batches at most (a page's)."""
         self.events_read = 0
         """Events this process has read from the global order to fold (for tests)."""
+        self.stopping: threading.Event | None = None
+        """Once set, a catch-up of every batch stops after the one it is folding (the server
+        is stopping: a first start's pass over a long log must not outlive it); what it
+        folded is kept."""
 
     def _stored_position(self) -> int:
         """What the tables were folded up to. Raises StorageUnavailable."""
@@ -491,6 +499,8 @@ class FoldLoop:
         folded = 0
         batches = 0
         while max_batches is None or batches < max_batches:
+            if max_batches is None and self.stopping is not None and self.stopping.is_set():
+                return folded
             page = self._page()
             offered = self._offered.pop(self._position, None)
             if offered is not None:
@@ -552,6 +562,9 @@ class MatchListProjection(FoldLoop):
         """Rows found tampered with and rebuilt from the events, by table (for the metrics)."""
         self._accepted: OrderedDict[str, int] = OrderedDict()
         self._audited_at: float | None = None
+        self._resets = 0
+        """Times the listing's position was set back (`_reset`): an audit's search made
+        before one does not hold after it."""
 
     def _stored_position(self) -> int:
         position, fault = self._list.checked_position(MATCH_LIST)
@@ -637,7 +650,18 @@ class MatchListProjection(FoldLoop):
                 log.warning("match list: %d matches written here not listed yet", len(self._own))
                 return
             time.sleep(0.002)
+            self._catch_up_unless_busy()
+
+    def _catch_up_unless_busy(self) -> None:
+        """A page's catch-up (PAGE_CATCH_UP_BATCHES at most), unless the listing's lock is
+        held past PAGE_LOCK_WAIT_S: a fold that long is the follower's pass over a long log
+        (a first start), and the page is answered from what is folded so far meanwhile."""
+        if not self._lock.acquire(timeout=PAGE_LOCK_WAIT_S):
+            return
+        try:
             self.catch_up(PAGE_CATCH_UP_BATCHES)
+        finally:
+            self._lock.release()
 
     # pages ------------------------------------------------------------------------------------
 
@@ -652,7 +676,7 @@ class MatchListProjection(FoldLoop):
             raise InvalidArgument("page_size must not be negative")
         size = DEFAULT_PAGE if size == 0 else min(size, MAX_PAGE)
         before = parse_page_token(token) if token else None
-        self.catch_up(PAGE_CATCH_UP_BATCHES)
+        self._catch_up_unless_busy()
         self._await_own_writes()
         rows = self._checked_page(phase, player, before, size + 1)
         if len(rows) <= size:
@@ -727,6 +751,7 @@ class MatchListProjection(FoldLoop):
         """Write `position` as the listing's, sealed. Returns it."""
         with self._list.folding(MATCH_LIST) as tx:
             tx.save([], position)
+        self._resets += 1
         return position
 
     def _reported(self, table: str, key: str, why: str, rebuilt_from: str) -> None:
@@ -739,21 +764,31 @@ class MatchListProjection(FoldLoop):
     def audit(self) -> int:
         """Look for matches missing from the listing (rows deleted) up to where it has
         folded, and rebuild them from the events: when the follower starts, then every
-        AUDIT_EVERY_S. Returns how many were rebuilt. Raises StorageUnavailable."""
+        AUDIT_EVERY_S. The search (one read of an index holding a row a match) runs outside
+        the listing's lock, so pages are served meanwhile; only the rebuild takes it.
+        Returns how many were rebuilt. Raises StorageUnavailable."""
         now = time.monotonic()
         if self._audited_at is not None and now - self._audited_at < AUDIT_EVERY_S:
             return 0
+        folded, resets = self._position, self._resets
+        if folded is None:
+            return 0
+        found = [m for m in self._list.missing(folded) if m not in self._refused]
+        self._audited_at = now
+        if not found:
+            return 0
         with self._lock:
-            if self._position is None:
-                return 0
-            missing = [m for m in self._list.missing(self._position) if m not in self._refused]
-            self._audited_at = now
-            if not missing:
-                return 0
+            if self._resets != resets:
+                return 0  # folded again from 0 meanwhile: the next audit looks again
             with self._list.folding(MATCH_LIST) as tx:
                 if tx.fault is not None:
                     return 0
-                fresh = self._repaired(tx, dict.fromkeys(missing, "missing"), tx.load(missing))
+                loaded = tx.load(found)
+                # Listed again meanwhile (a page found it and rebuilt it): not missing now.
+                missing = [m for m in found if m not in loaded]
+                if not missing:
+                    return 0
+                fresh = self._repaired(tx, dict.fromkeys(missing, "missing"), loaded)
             for m in set(missing) - set(fresh):
                 self._refused[m] = 1  # not listed by its events either: not looked for again
             return len(fresh)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import queue
+import re
 import select
 import struct
 import threading
@@ -81,14 +82,52 @@ _READ_AFTER = (
     " payload::text AS payload, metadata::text AS metadata, recorded_at, prev_hash, hash, salt,"
     " key_id, mac"
     " FROM events WHERE (tx_id, position) > (c.tx_id, c.position)"
-    f" AND {_VISIBLE}{{types}} ORDER BY tx_id, position LIMIT %s::bigint) e ON true"
+    f" AND {_VISIBLE} ORDER BY tx_id, position LIMIT %s::bigint) e ON true"
 )
-_OF_TYPES = (
-    " AND (type = ANY(%s::text[]) OR (tx_id, position) = (SELECT tx_id, position FROM events"
-    f" WHERE {_VISIBLE} ORDER BY tx_id DESC, position DESC LIMIT 1))"
-)
-"""Of the types asked for, or the last row visible: where a read that passes over the
-other types reached."""
+_TYPE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_READ_COLUMNS = ", ".join(
+    f"u.{c.strip().split('::')[0]}" for c in _COLUMNS.split(",")
+)  # fmt: skip
+"""The event columns as a typed read's outer query names them (the text casts are inside)."""
+
+
+@functools.lru_cache(maxsize=16)
+def _typed_reads(types: frozenset[str]) -> tuple[str, str]:
+    """The reads of the rows of `types` in commit-safe global order, from the start and after
+    a position (the parameters: [the position,] the limit twice), and the last row visible
+    whatever its type: where a read that passes over the other types reached.
+
+    The types are written into the text (event type names, never a client's words), so that
+    the rows of a type an index is made for (`ix_events_match_ended`: the ends) are read by
+    that index alone, not by the global order's filtered for them. The horizon is taken once
+    for both parts (`OFFSET 0` keeps the planner from copying it into each): the last row
+    must not lie past a row of the types that the first part could not see. Raises
+    ValueError for a type that is not a name."""
+    for t in types:
+        if not _TYPE_NAME.fullmatch(t):
+            raise ValueError(f"not an event type: {t!r}")
+    of_types = "type IN ({})".format(", ".join(f"'{t}'" for t in sorted(types)))
+    cols = _COLUMNS + ", tx_id"
+    both = (
+        f"(SELECT {cols} FROM events WHERE {{after}} tx_id < c.horizon AND {of_types}"
+        " ORDER BY tx_id, position LIMIT {limit})"
+        f" UNION ALL (SELECT {cols} FROM (SELECT * FROM events WHERE {{after}}"
+        f" tx_id < c.horizon ORDER BY tx_id DESC, position DESC LIMIT 1) l"
+        f" WHERE NOT {of_types})"
+    )
+    start = (
+        f"SELECT {_READ_COLUMNS} FROM (SELECT ({_HORIZON}) AS horizon OFFSET 0) c,"
+        f" LATERAL ({both.format(after='', limit='%s::bigint')}) u"
+        " ORDER BY u.tx_id, u.position LIMIT %s::bigint"
+    )
+    past_c = "(tx_id, position) > (c.tx_id, c.position) AND"
+    after = (
+        f"SELECT {_READ_COLUMNS} FROM (SELECT tx_id, position, ({_HORIZON}) AS horizon"
+        " FROM events WHERE position = %s::bigint OFFSET 0) c"
+        f" LEFT JOIN LATERAL (SELECT * FROM ({both.format(after=past_c, limit='%s::bigint')})"
+        " t ORDER BY t.tx_id, t.position LIMIT %s::bigint) u ON true"
+    )
+    return start, after
 
 
 def _fault(e: BaseException) -> str | None:
@@ -602,21 +641,24 @@ class PostgresEventStore:
         shown, ordered by (transaction, position): a transaction that commits late cannot add
         an event before the reader's cursor. Raises NotFound for an unknown `after_position`.
         """
-        of_types = "" if types is None else _OF_TYPES
-        wanted: tuple[Any, ...] = () if types is None else (sorted(types),)
         with self._pool.connection() as conn:
-            if after_position == 0:
+            if types is not None:
+                start, after = _typed_reads(frozenset(types))
+                if after_position == 0:
+                    rows = conn.execute(start, (limit, limit)).fetchall()
+                else:
+                    rows = conn.execute(after, (after_position, limit, limit)).fetchall()
+            elif after_position == 0:
                 rows = conn.execute(
-                    f"SELECT {_COLUMNS} FROM events WHERE {_VISIBLE}{of_types}"
+                    f"SELECT {_COLUMNS} FROM events WHERE {_VISIBLE}"
                     " ORDER BY tx_id, position LIMIT %s::bigint",
-                    (*wanted, limit),
+                    (limit,),
                 ).fetchall()
             else:
+                rows = conn.execute(_READ_AFTER, (after_position, limit)).fetchall()
+            if after_position != 0:
                 # One query, also when nothing is new: no row at all means no such cursor,
                 # one row of NULLs means nothing after it yet.
-                rows = conn.execute(
-                    _READ_AFTER.format(types=of_types), (after_position, *wanted, limit)
-                ).fetchall()
                 if not rows:
                     raise NotFound(f"no event at global position {after_position}")
                 if rows[0][0] is None:

@@ -422,6 +422,13 @@ def test_the_server_s_threads_carry_their_names_in_the_operating_system(
     for tid in task.iterdir():
         with suppress(OSError):
             names.add((tid / "comm").read_text().strip())
-    expected = {"bergen-feed", "bergen-listing", "bergen-log", "bergen-clocks", "bergen-janitor"}
+    expected = {
+        "bergen-feed",
+        "bergen-listing",
+        "bergen-ratings",
+        "bergen-log",
+        "bergen-clocks",
+        "bergen-janitor",
+    }
     assert expected <= names, sorted(names)
     assert any(n.startswith("bergen-rpc_") for n in names), sorted(names)

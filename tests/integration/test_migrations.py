@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -182,3 +183,35 @@ def test_a_match_an_earlier_server_lists_after_0004_is_listed_without_its_creati
     assert row.created_at is None
     assert row.started_at == dealt[0].recorded_at
     assert row.hand == fold(real_match(4)).hand
+
+
+def _index_valid(url: str, name: str) -> bool | None:
+    """Whether index `name` is valid (None: there is none)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (name,)
+        ).fetchone()
+    return None if row is None else bool(row[0])
+
+
+@pytest.mark.postgres
+def test_an_index_left_invalid_by_an_interrupted_build_is_built_anew(
+    empty_pg_database: str,
+) -> None:
+    """0013 builds its indexes CONCURRENTLY: one interrupted stays, marked invalid (and IF NOT
+    EXISTS would take it as built); running the migration again drops and builds it."""
+    url = empty_pg_database
+    upgrade_to_head(url)
+    command.downgrade(alembic_config(url), "0012")
+    assert _index_valid(url, "ix_events_match_opened") is None
+    with psycopg.connect(url, autocommit=True) as conn:
+        # What an interrupted CREATE INDEX CONCURRENTLY leaves behind.
+        conn.execute("CREATE INDEX ix_events_match_opened ON events (stream_id)")
+        conn.execute(
+            "UPDATE pg_index SET indisvalid = false"
+            " WHERE indexrelid = 'ix_events_match_opened'::regclass"
+        )
+    upgrade_to_head(url)
+    assert _index_valid(url, "ix_events_match_opened") is True
+    assert _index_valid(url, "ix_events_match_ended") is True
+    assert _differences(url) == []
