@@ -130,6 +130,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         postgres_reachable,
         True,
     ),
+    Benchmark(
+        "live",
+        "bench.live_bench",
+        "10,000 live matches watched, clocks running: memory, CPU at rest, Play p99",
+        postgres_reachable,
+        True,
+    ),
 )
 
 

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -188,7 +188,7 @@ def seed_sqlite(url: str, n: int, keys: LogKeys) -> int:
 # --- the server ----------------------------------------------------------------------------
 
 
-def _serve_command(url: str, port_file: Path) -> list[str]:
+def _serve_command(url: str, port_file: Path, extra: Sequence[str] = ()) -> list[str]:
     script = Path(sys.executable).with_name("bergen")
     prefix = (
         [str(script)]
@@ -198,7 +198,8 @@ def _serve_command(url: str, port_file: Path) -> list[str]:
     )  # fmt: skip
     return [*prefix, "serve", "--listen", "127.0.0.1:0", "--database", url,
             "--port-file", str(port_file),
-            "--log-key", str(port_file.with_name(LOG_KEY_FILE)), "--no-organiser"]  # fmt: skip
+            "--log-key", str(port_file.with_name(LOG_KEY_FILE)), "--no-organiser",
+            *extra]  # fmt: skip
 
 
 @dataclass
@@ -210,9 +211,9 @@ class Started:
 
 
 @contextmanager
-def serving(url: str, folder: Path, name: str) -> Iterator[Started]:
-    """`bergen serve` on `url` until the block ends (SIGTERM). Raises RuntimeError if it does
-    not answer SERVING within START_TIMEOUT."""
+def serving(url: str, folder: Path, name: str, extra: Sequence[str] = ()) -> Iterator[Started]:
+    """`bergen serve` on `url`, with the options `extra` too, until the block ends (SIGTERM).
+    Raises RuntimeError if it does not answer SERVING within START_TIMEOUT."""
     port_file = folder / f"{name}.port"
     port_file.unlink(missing_ok=True)
     log = folder / f"{name}.log"
@@ -220,7 +221,7 @@ def serving(url: str, folder: Path, name: str) -> Iterator[Started]:
     with open(log, "wb") as out:
         start = time.perf_counter()
         proc = subprocess.Popen(
-            _serve_command(url, port_file), stdout=out, stderr=subprocess.STDOUT, env=env,
+            _serve_command(url, port_file, extra), stdout=out, stderr=subprocess.STDOUT, env=env,
             cwd=folder,
         )  # fmt: skip
     try:

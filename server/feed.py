@@ -46,6 +46,10 @@ WAKE_RETRY_MAX = 0.016
 WAKE_RETRY_FOR = 2.0
 
 
+TICK_S = 0.5
+"""How often a waiting subscriber asks whether its caller is still there, by default."""
+
+
 class Subscription:
     """Events of one match delivered to one watcher, in any order, possibly twice."""
 
@@ -72,8 +76,9 @@ class Subscription:
             self.refused = True
             self._cond.notify_all()
 
-    def wait(self, active: Callable[[], bool], tick: float = 0.5) -> bool:
-        """Block until events arrive (True), or until closed or `active()` is false (False)."""
+    def wait(self, active: Callable[[], bool], tick: float = TICK_S) -> bool:
+        """Block until events arrive (True), or until closed or `active()` is false (False),
+        which is asked every `tick` seconds."""
         with self._cond:
             while not self._items and not self.refused:
                 if self._closed or not active():

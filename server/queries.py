@@ -29,7 +29,7 @@ from bergen.domain.state import ENDED
 from bergen.domain.views import View, redact_event, view
 
 from .commands import seen
-from .feed import EventFeed
+from .feed import TICK_S, EventFeed
 from .identity import Caller, Identity
 from .matches import Match, MatchRepository, extend
 from .store import EventStore, MatchSummary, lagging_reads
@@ -43,6 +43,10 @@ _WHOLE = "whole"
 """The audience of an ended match's events: everyone sees them whole."""
 PREPARED_SIZE = 4096
 """Events kept made ready for watchers (per audience), across matches."""
+ENDED_TICK_S = 60.0
+"""How often a watcher told of its stream's end (`on_end`) still asks whether it is active:
+a guard only, so that ten thousand quiet streams wake their threads a few hundred times a
+second at most, not twenty thousand."""
 
 
 class _Shared:
@@ -245,6 +249,7 @@ class MatchQueries:
         active: Callable[[], bool],
         prepare: Callable[[int, Sequence[Event]], _T],
         batch: int = 1,
+        on_end: Callable[[Callable[[], None]], object] | None = None,
     ) -> Iterator[View | _T]:
         """The caller's view, then every event after it (or after `after_seq`) as the caller
         may see it, until the match ends or `active()` turns false. Raises NotFound,
@@ -254,8 +259,16 @@ class MatchQueries:
         ready together, the first at `seq`. Every watcher shown the same events (all
         spectators, say, or all the streams of one seat) shares one redaction and one
         `prepare`: a move watched by a hundred clients is made ready once, not a hundred
-        times. `prepare` must depend on nothing but its arguments."""
+        times. `prepare` must depend on nothing but its arguments.
+
+        With `on_end` (gRPC's `context.add_callback`), `on_end(fn)` has `fn` called once the
+        stream has ended: the watcher sleeps until events come or that, and asks `active()`
+        only every ENDED_TICK_S; without it, twice a second."""
         subscription = self._feed.subscribe(match_id)
+        tick = TICK_S
+        if on_end is not None:
+            on_end(subscription.close)
+            tick = ENDED_TICK_S
         try:
             with lagging_reads(match_id, after_seq):
                 match = self._repo.load(match_id)
@@ -278,7 +291,7 @@ class MatchQueries:
                     yield ready
                 if ended:
                     return
-                if not subscription.wait(active):
+                if not subscription.wait(active, tick):
                     return
                 if subscription.refused:
                     # A row of this match is not authentic: reading it names the row, and

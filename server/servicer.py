@@ -6,6 +6,7 @@ are the edge's (`edge.py`), and the handler table is built from the service desc
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -75,6 +76,12 @@ def _match_id(value: str, field: str = "match_id") -> str:
 
 def _caller(context: grpc.ServicerContext) -> Caller:
     return Caller(auth.bearer_token(context.invocation_metadata()))
+
+
+def _on_end(context: grpc.ServicerContext, callback: Callable[[], None]) -> None:
+    """Have `callback` called once the call has ended (at once when it already has)."""
+    if not context.add_callback(callback):
+        callback()
 
 
 def _deadline(context: grpc.ServicerContext) -> Callable[[], None]:
@@ -252,7 +259,13 @@ class BergenServicer:
             else:
                 prepare, batch = _watched_event, 1
             for item in self._queries.watch(
-                caller, match_id, req.after_seq, context.is_active, prepare, batch
+                caller,
+                match_id,
+                req.after_seq,
+                context.is_active,
+                prepare,
+                batch,
+                on_end=functools.partial(_on_end, context),
             ):
                 if isinstance(item, bytes):
                     yield item

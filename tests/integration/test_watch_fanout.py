@@ -6,7 +6,8 @@ together."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from conftest import Backend
@@ -140,3 +141,27 @@ def test_forty_watchers_of_three_audiences_share_one_prepared_message_per_audien
     # watchers of an audience that ask at the same instant both make it.
     assert prepare.calls <= 2 * 3 * messages
     assert prepare.calls < len(watchers) * messages / 4
+
+
+def test_a_watcher_told_of_its_streams_end_stops_at_once_without_asking_active(
+    app: Application,
+) -> None:
+    # With `on_end` a quiet watcher asks `active()` once a minute only: the end it is told
+    # of must wake it, or a closed stream would hold its thread that long.
+    state = app.commands.create_match(Caller(), 2, False, "standard", {}, "ended")
+    match_id = state.match_id
+    for i in range(2):
+        app.commands.join_match(match_id, None, f"p{i}", "")
+    ends: list[Callable[[], None]] = []
+    items = app.queries.watch(Caller(), match_id, 0, lambda: True, Prepare(), on_end=ends.append)
+    got: list[object] = []
+    watcher = threading.Thread(target=lambda: got.extend(items), daemon=True)
+    watcher.start()
+    deadline = time.monotonic() + 30
+    while not (got and ends) and time.monotonic() < deadline:
+        watcher.join(0.01)
+    assert got and ends, "no view, or no end registered"
+    ends[0]()
+    watcher.join(30)
+    assert not watcher.is_alive(), "the watcher did not stop when told its stream ended"
+    assert len(got) == 1 and isinstance(got[0], View)
