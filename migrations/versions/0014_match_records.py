@@ -1,11 +1,11 @@
 """The records of ended matches, kept once made.
 
-Revision ID: 0015
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-12-03
 
-`match_records` starts empty: a record is kept the first time it is made (by GetRecord,
-ExportRecords or a tournament's pack), and served from there afterwards. Replicas of the
+`match_records` starts empty: a server makes the record of every ended match in the
+background (and of each match as it ends), keeps it, and serves it from there afterwards. Replicas of the
 earlier version go on working during a rolling restart (they neither read nor write it).
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0015"
-down_revision: str | None = "0012"
+revision: str = "0014"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
