@@ -82,6 +82,8 @@ class Running:
         workers = [w for w in (self.janitor, self.clocks, self.tournaments) if w is not None]
         stop_background(workers, self.feed, grace)
         stopped.wait()
+        if self.feed.tlog is not None:
+            self.feed.tlog.close()
         self.store.close()
         if self.metrics is not None:
             self.metrics.stop()
