@@ -14,10 +14,13 @@ and how long a witness takes to check a new checkpoint of such a log.
   `--calls` inclusion proofs of random leaves of trees of 8 sizes (the whole tree and 7
   random sizes above half of it: its checkpoints) and consistency proofs from a random size
   to one of those, made by the server's code (`bergen.server.tlog.proved_inclusion` and
-  `proved_consistency` over the store's `SqlTlog`): the nodes it keeps in memory, one
-  statement for the others, the proof checked against the root of its size (the signed
-  root, in the server) before it is answered; 50 of each first, not timed. Goal: p99 < 5 ms
-  for each.
+  `proved_consistency` over the store's `SqlTlog`), each proof checked against the root of
+  its size (the signed root, in the server) before it is answered; 50 of each first, not
+  timed. First the server's local copy of the tree is made from the tables (the leaves'
+  file and the upper nodes in memory, as a server does at its first start; timed), and the
+  proofs are read from it; beside each, the same proof from the tables alone (the nodes a
+  server keeps in memory, one statement for the others: the reference), and a bare
+  `SELECT 1`. Goal: p99 < 5 ms for each, from the copy.
 - **witness**: `bergen serve` on that tree's database (its events numbered after the
   tree's leaves, so that what is played is folded onto the tree), and `--checks` times what
   `bergen witness` does for one new checkpoint: fetch it with the consistency proof from
@@ -65,11 +68,13 @@ from bergen.cli_client.witness import (
     WitnessState,
 )
 from bergen.domain.merkle import Frontier, leaf_hash
-from bergen.server.store import open_store
-from bergen.server.tlog import proved_consistency, proved_inclusion
+from bergen.server.store import SqlTlog, open_store
+from bergen.server.store.tlog import RECORD, TILE, LocalTree
+from bergen.server.tlog import CHECKPOINT_FILE, proved_consistency, proved_inclusion
 
 WITH, WITHOUT = "with the log", "without"
 INCLUSION, CONSISTENCY, ROUND_TRIP = "inclusion", "consistency", "round trip"
+FROM_TABLES = " (tables only)"
 CHECK, FETCH, KEEP, REST, BARE = (
     "check", "GetCheckpoint (the proof with it)", "state kept (one sync)", "checks and cosignature",
     "bare call",
@@ -175,48 +180,76 @@ WARMUP_PROOFS = 50
 its plan settled, the upper levels of the tree read once, as in a server that has run."""
 
 
-def time_proofs(url: str, events: int, calls: int, seed: int) -> dict[str, list[float]]:
+COPY_WAIT_S = 3600.0
+"""How long the local copy may take to be made from the tables."""
+
+
+def time_proofs(
+    url: str, events: int, calls: int, seed: int
+) -> tuple[dict[str, list[float]], float]:
     """Milliseconds per inclusion proof and per consistency proof, each checked (after
-    WARMUP_PROOFS of each, not counted), and per bare round trip to the database (SELECT 1,
-    one after each pair of proofs: what the machine's load alone costs a query)."""
-    store = open_store(url)
+    WARMUP_PROOFS of each, not counted), from the local copy of the tree (made first: the
+    seconds it took are returned) and, beside each, from the tables alone (FROM_TABLES: a
+    second store, without the copy), and per bare round trip to the database (SELECT 1, one
+    after each pair of proofs: what the machine's load alone costs a query)."""
+    store, tables = open_store(url), open_store(url)
     try:
-        tree = store.tlog()
-        rng = random.Random(seed)
-        roots: dict[int, bytes] = {}
-
-        def root_of(size: int) -> bytes:
-            if size not in roots:
-                roots[size] = Frontier.read(tree, size).root()
-            return roots[size]
-
-        sizes = [events, *(rng.randrange(events // 2, events) for _ in range(7))]
-        for size in sizes:
-            root_of(size)
-        times: dict[str, list[float]] = {INCLUSION: [], CONSISTENCY: [], ROUND_TRIP: []}
-        warm = min(WARMUP_PROOFS, calls)
-        with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
-            for call in range(warm + calls):
-                if call == warm:
-                    for kept in times.values():
-                        kept.clear()
-                size = rng.choice(sizes)
-                index = rng.randrange(size)
-                leaf = tree.nodes([(0, index)])[(0, index)]  # the server has it: the leaf's row
-                start = time.perf_counter()
-                proved_inclusion(tree, index, size, leaf, root_of(size))
-                times[INCLUSION].append((time.perf_counter() - start) * 1000)
-                new = rng.choice(sizes)
-                old = rng.randrange(1, new)
-                start = time.perf_counter()
-                proved_consistency(tree, old, new, root_of(new))
-                times[CONSISTENCY].append((time.perf_counter() - start) * 1000)
-                start = time.perf_counter()
-                conn.execute("SELECT 1").fetchall()
-                times[ROUND_TRIP].append((time.perf_counter() - start) * 1000)
-        return times
+        tree, reference = store.tlog(), tables.tlog()
+        with tempfile.TemporaryDirectory() as tmp:
+            local = tree.local = LocalTree(Path(tmp) / "leaves", tree)
+            start = time.perf_counter()
+            local.start(events)
+            if not local.wait_for(events, COPY_WAIT_S):
+                raise RuntimeError(f"the local copy holds {local.size} leaves, not {events}")
+            made_s = time.perf_counter() - start
+            try:
+                return _time_proofs(url, tree, reference, events, calls, seed), made_s
+            finally:
+                local.close()
     finally:
         store.close()
+        tables.close()
+
+
+def _time_proofs(
+    url: str, tree: SqlTlog, reference: SqlTlog, events: int, calls: int, seed: int
+) -> dict[str, list[float]]:
+    rng = random.Random(seed)
+    roots: dict[int, bytes] = {}
+
+    def root_of(size: int) -> bytes:
+        if size not in roots:
+            roots[size] = Frontier.read(reference, size).root()
+        return roots[size]
+
+    sizes = [events, *(rng.randrange(events // 2, events) for _ in range(7))]
+    for size in sizes:
+        root_of(size)
+    names = (INCLUSION, CONSISTENCY, INCLUSION + FROM_TABLES, CONSISTENCY + FROM_TABLES)
+    times: dict[str, list[float]] = {name: [] for name in (*names, ROUND_TRIP)}
+    warm = min(WARMUP_PROOFS, calls)
+    with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
+        for call in range(warm + calls):
+            if call == warm:
+                for kept in times.values():
+                    kept.clear()
+            size = rng.choice(sizes)
+            index = rng.randrange(size)
+            new = rng.choice(sizes)
+            old = rng.randrange(1, new)
+            # the server has the leaf's hash: its row
+            leaf = reference.stored_nodes([(0, index)])[(0, index)]
+            for source, suffix in ((tree, ""), (reference, FROM_TABLES)):
+                start = time.perf_counter()
+                proved_inclusion(source, index, size, leaf, root_of(size))
+                times[INCLUSION + suffix].append((time.perf_counter() - start) * 1000)
+                start = time.perf_counter()
+                proved_consistency(source, old, new, root_of(new))
+                times[CONSISTENCY + suffix].append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            conn.execute("SELECT 1").fetchall()
+            times[ROUND_TRIP].append((time.perf_counter() - start) * 1000)
+    return times
 
 
 @contextmanager
@@ -230,9 +263,26 @@ def serving(url: str, events: int) -> Iterator[str]:
         port_file = folder / "server.port"
         proc = launch_server("server", bergen_command(url, port_file), folder)
         try:
-            yield f"127.0.0.1:{wait_for_port('server', proc, port_file, folder / 'server.log')}"
+            port = wait_for_port("server", proc, port_file, folder / "server.log")
+            wait_for_copy(folder, events)
+            yield f"127.0.0.1:{port}"
         finally:
             stop_server(proc)
+
+
+def wait_for_copy(folder: Path, events: int) -> None:
+    """Wait until the server running in `folder` has made its local copy of the tree of
+    `events` leaves from the tables (its file holds their whole tiles), as one that has run a
+    while has: its reads of the tables would fall on what is timed. Raises RuntimeError
+    after COPY_WAIT_S."""
+    deadline = time.monotonic() + COPY_WAIT_S
+    while True:
+        held = sum(f.stat().st_size for f in folder.glob(f"{CHECKPOINT_FILE}-*.leaves"))
+        if held >= events // TILE * RECORD:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server's local copy holds {held} bytes after {COPY_WAIT_S} s")
+        time.sleep(0.5)
 
 
 def size_of(note: str) -> int:
@@ -373,10 +423,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"tree of {args.events:,} leaves built in {time.perf_counter() - start:.0f} s"
             )
             if "proofs" in args.parts:
-                times = time_proofs(url, args.events, args.calls, 1)
+                times, made_s = time_proofs(url, args.events, args.calls, 1)
+                harness.say(f"the local copy made from the tables in {made_s:.0f} s")
                 for name in (INCLUSION, CONSISTENCY):
                     what = f"{name} proofs at {args.events:,} events, {args.calls} calls"
                     print(percentiles_line(what, times[name], PROOF_GOAL_MS), flush=True)
+                    tables = times[name + FROM_TABLES]
+                    ratio = harness.percentile(times[name], 99) / harness.percentile(tables, 99)
+                    print(f"  from the tables alone: {p50_p99(tables)} (p99 ratio {ratio:.2f})")
                 print(f"  beside them, a bare round trip (SELECT 1): {p50_p99(times[ROUND_TRIP])}")
             if "witness" in args.parts:
                 with serving(url, args.events) as target:

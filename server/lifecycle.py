@@ -87,6 +87,8 @@ class Running:
         ]
         stop_background(workers, self.feed, grace)
         stopped.wait()
+        if self.feed.tlog is not None:
+            self.feed.tlog.close()
         self.store.close()
         if self.metrics is not None:
             self.metrics.stop()

@@ -6,7 +6,10 @@ tree, and two replicas' checkpoints of one size are the same note byte for byte 
 holds nothing of the replica; Ed25519 is deterministic). The tree's leaves and complete
 subtrees are kept in the database (bergen.server.store.tlog), folded like the listing under
 a position row that replicas take turns on; each replica keeps the tree's right edge in
-memory to compute roots.
+memory to compute roots, and a copy of the tree (every leaf's hash in a file beside its
+checkpoint file, `leaves_file`; the upper nodes in memory) from which it answers proofs
+without a query. A proof made from what a replica keeps that does not verify is read again
+from the tables, and the copy read again from them.
 
 Checkpoints (C2SP tlog-checkpoint, signed with the records' key under the log's origin) are
 signed at most every `every_s` seconds while the tree grows, at once when a batch holds a
@@ -68,6 +71,7 @@ from bergen.domain.merkle import (
 
 from .projections import FoldLoop
 from .store import EventStore, Leaf, SqlTlog, StoredEvent, TlogFold, backend_of
+from .store.tlog import LocalTree
 
 log = logging.getLogger("bergen.server.tlog")
 
@@ -101,6 +105,12 @@ def checkpoint_file(signing_key: str, database_url: str, folder: str | None = No
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
     name = f"{CHECKPOINT_FILE}-{digest}"
     return Path(folder) / name if folder else Path(signing_key).with_name(name)
+
+
+def leaves_file(state_file: Path) -> Path:
+    """Where a server keeps its copy of the tree's leaves: beside its checkpoint file (a
+    cache of the tables, rebuilt from them: nothing to back up)."""
+    return state_file.with_name(state_file.name + ".leaves")
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,9 +200,15 @@ class TransparencyLog(FoldLoop):
         state_file: Path,
         every_s: float = CHECKPOINT_EVERY_S,
         batch: int = BATCH,
+        local: bool = True,
     ) -> None:
+        """`local`: keep a copy of the tree in `leaves_file(state_file)` and in memory, and
+        answer proofs from it."""
         super().__init__(store, batch)
         self._tree: SqlTlog = store.tlog()
+        self.local: LocalTree | None = None
+        if local:
+            self.local = self._tree.local = LocalTree(leaves_file(state_file), self._tree)
         self._signer = signer
         self.origin = log_origin(signer.public_key)
         self._file = state_file
@@ -225,7 +241,14 @@ class TransparencyLog(FoldLoop):
                 with self._tree.folding() as tx:
                     self._reload(tx.size(), tx.position, tx)
             except LogRolledBack:
-                pass  # logged, and kept in `refusal`
+                return  # logged, and kept in `refusal`
+            if self.local is not None:
+                self.local.start(self._frontier.size)
+
+    def close(self) -> None:
+        """Stop following the tables with the local copy, and close its file."""
+        if self.local is not None:
+            self.local.close()
 
     def check(self) -> None:
         """Raises LogRolledBack when the log was found rolled back."""
@@ -281,6 +304,8 @@ class TransparencyLog(FoldLoop):
         self._frontier = frontier
         self._position = position
         self._last = None
+        if self.local is not None:
+            self.local.follow(size)
 
     def _extends(self, signed: Signed, tx: TlogFold, size: int, new_root: bytes) -> None:
         old = signed.size
@@ -355,6 +380,8 @@ class TransparencyLog(FoldLoop):
         self._position = upto
         if leaves:
             self._last = leaves[-1]
+            if self.local is not None:
+                self.local.append(leaves[0].index, [x.hash for x in leaves], nodes)
         self._ended = self._ended or any(e.type == MATCH_END for e in batch)
         return len(batch)
 
@@ -546,17 +573,29 @@ class TransparencyLog(FoldLoop):
 
 
 def proved(tree: SqlTlog, plan: Plan, check: Callable[[list[bytes]], None]) -> list[bytes]:
-    """The hashes `plan` lists, read from `tree` (what it keeps in memory, then one read of
-    the rest), once `check` accepts them (it raises ProofError otherwise): every node read
-    is then kept, proved. Raises CorruptRecord (LOG_TAMPERED) for a node missing or a check
-    failed (and drops what `tree` kept: some of it may be what failed), StorageUnavailable."""
-    known = tree.nodes(plan.nodes)
+    """The hashes `plan` lists, read from `tree` (its local copy, what it keeps in memory,
+    then one read of the rest), once `check` accepts them (it raises ProofError otherwise):
+    every node read is then kept, proved. When they fail, what `tree` keeps is dropped (some
+    of it may be what failed) and the nodes are read again from the tables alone: if those
+    prove, the local copy was wrong (it is read again from the tables, and that is logged).
+    Raises CorruptRecord (LOG_TAMPERED) for a node missing from the tables or a check they
+    fail, StorageUnavailable."""
+    wanted = plan.nodes
+    known = tree.nodes(wanted)
     try:
         hashes = plan.hashes(known)
         check(hashes)
     except (KeyError, ProofError):
         tree.forget()
-        raise _tampered() from None
+        used, known = known, tree.stored_nodes(wanted)
+        try:
+            hashes = plan.hashes(known)
+            check(hashes)
+        except (KeyError, ProofError):
+            raise _tampered() from None
+        log.error("a proof made from the nodes this server keeps did not verify; the tables' did")
+        if tree.local is not None:
+            tree.local.disproved(used, known)
     tree.remember(known)
     return hashes
 

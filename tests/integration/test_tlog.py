@@ -1,10 +1,14 @@
 """The transparency log on both backends: the tree folded from the global order, signed
 checkpoints that verify and agree byte for byte between two servers on one database, proofs
-that verify, and a log rolled back under a signed checkpoint refused."""
+that verify, a log rolled back under a signed checkpoint refused, and the copy of the tree a
+server keeps (a file and memory) that follows the tables, and is read again from them when it
+is cut, behind, or wrong."""
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +27,15 @@ from bergen.domain.errors import (
 from bergen.domain.merkle import Frontier, verify_consistency, verify_inclusion
 from bergen.server.keys import LogKeys
 from bergen.server.store import Append, EventStore, NewEvent, open_store
-from bergen.server.tlog import CHECKPOINT_FILE, Signed, TransparencyLog, checkpoint_file, leaf_of
+from bergen.server.store.tlog import RECORD, TILE, TILE_LEVEL, LocalTree
+from bergen.server.tlog import (
+    CHECKPOINT_FILE,
+    Signed,
+    TransparencyLog,
+    checkpoint_file,
+    leaf_of,
+    leaves_file,
+)
 
 SIGNER = RecordSigner(Ed25519PrivateKey.generate())
 KEYS = LogKeys.generate()
@@ -46,11 +58,31 @@ def signed_of(log: TransparencyLog, size: int) -> Signed:
         time.sleep(0.05)
 
 
-def tlog(store: EventStore, keys_dir: Path) -> TransparencyLog:
+OPENED: list[TransparencyLog] = []
+SETTLE_S = 30.0
+
+
+@pytest.fixture(autouse=True)
+def _close_logs() -> Iterator[None]:
+    yield
+    while OPENED:
+        OPENED.pop().close()
+
+
+def tlog(store: EventStore, keys_dir: Path, local: bool = True) -> TransparencyLog:
     keys_dir.mkdir(exist_ok=True)
-    t = TransparencyLog(store, SIGNER, keys_dir / CHECKPOINT_FILE, every_s=0.0)
+    t = TransparencyLog(store, SIGNER, keys_dir / CHECKPOINT_FILE, every_s=0.0, local=local)
+    OPENED.append(t)
     t.open()
     return t
+
+
+def copy_of(log: TransparencyLog) -> LocalTree:
+    """The log's local copy, once it has read all the tables hold."""
+    local = log.local
+    assert local is not None
+    assert local.settled(SETTLE_S)
+    return local
 
 
 @pytest.fixture
@@ -213,7 +245,7 @@ def test_a_node_edited_in_the_table_is_refused_and_read_again_once_repaired(
     signed_of(tlog(keyed_store, tmp_path), 8)
     fresh = open_store(backend.url, log_keys=KEYS)  # a replica that folded nothing yet
     try:
-        log = tlog(fresh, tmp_path)
+        log = tlog(fresh, tmp_path / "fresh", local=False)  # its proofs read the tables
         tree = fresh.tlog()
         assert len(tree.cache) == 0
         first = fresh.read_all(0, 1)[0].position
@@ -245,3 +277,148 @@ def test_the_checkpoint_is_kept_beside_the_key_or_in_the_folder_given(tmp_path: 
     assert checkpoint_file(key, "postgresql://u@db1.example/other") != a
     moved = checkpoint_file(key, "postgresql://u@db1.example/bergen", str(tmp_path / "state"))
     assert moved == tmp_path / "state" / a.name
+
+
+# --- the local copy -----------------------------------------------------------------------------
+
+
+def every_node(size: int) -> list[tuple[int, int]]:
+    """Every complete node of the tree of `size`, the leaves included."""
+    return [(level, idx) for level in range(size.bit_length()) for idx in range(size >> level)]
+
+
+def assert_copy_is_the_tables(local: LocalTree, store: EventStore, size: int) -> None:
+    assert local.size == size
+    wanted = every_node(size)
+    found, missing = local.nodes(wanted)
+    assert not missing
+    assert found == store.tlog().stored_nodes(wanted)
+
+
+def test_the_copy_holds_the_tables_tree_and_proofs_are_read_from_it(
+    keyed_store: EventStore, tmp_path: Path
+) -> None:
+    append(keyed_store, "s-a", TILE + 44)  # a whole tile, and part of the next
+    log = tlog(keyed_store, tmp_path)
+    signed = signed_of(log, TILE + 44)
+    local = copy_of(log)
+    assert local.path == leaves_file(tmp_path / CHECKPOINT_FILE)
+    assert_copy_is_the_tables(local, keyed_store, TILE + 44)
+    append(keyed_store, "s-b", 30)  # folded here: the fold writes the copy
+    signed = signed_of(log, TILE + 74)
+    assert_copy_is_the_tables(copy_of(log), keyed_store, TILE + 74)
+    events = keyed_store.read_all(0, 1000)
+    for k in (0, 200, TILE, TILE + 73):
+        inclusion = log.inclusion(events[k].position)
+        verify_inclusion(
+            k, signed.size, inclusion.leaf.hash, inclusion.proof, signed.checkpoint.root
+        )
+    proof, _ = log.consistency(100, signed.size)
+    root100 = Frontier.read(keyed_store.tlog(), 100).root()
+    verify_consistency(100, signed.size, root100, signed.checkpoint.root, proof)
+    assert local.resets == local.repairs == 0
+
+
+def test_a_copy_cut_short_or_behind_the_tables_is_read_from_them_on_restart(
+    backend: Backend, keyed_store: EventStore, tmp_path: Path
+) -> None:
+    append(keyed_store, "s-a", 2 * TILE + 10)
+    log = tlog(keyed_store, tmp_path)
+    signed_of(log, 2 * TILE + 10)
+    path = copy_of(log).path
+    log.close()
+    OPENED.remove(log)
+    whole = path.read_bytes()
+    with open(path, "r+b") as f:
+        f.truncate(RECORD + 1000)  # cut inside a tile's record, as a crash may leave it
+    append(keyed_store, "s-b", 20)  # and the tables go on without it: it is behind them too
+    other = open_store(backend.url, log_keys=KEYS)
+    try:
+        restarted = tlog(other, tmp_path)
+        signed = signed_of(restarted, 2 * TILE + 30)
+        local = copy_of(restarted)
+        assert local.path == path and local.resets == 0  # what it held was kept
+        assert_copy_is_the_tables(local, other, 2 * TILE + 30)
+        assert path.read_bytes()[: len(whole) - RECORD] == whole[: len(whole) - RECORD]
+        first = other.read_all(0, 1)[0].position
+        inclusion = restarted.inclusion(first)
+        verify_inclusion(
+            0, signed.size, inclusion.leaf.hash, inclusion.proof, signed.checkpoint.root
+        )
+    finally:
+        other.close()
+
+
+def test_a_copy_that_does_not_match_the_tables_at_start_is_made_again(
+    keyed_store: EventStore, tmp_path: Path
+) -> None:
+    append(keyed_store, "s-a", 2 * TILE)
+    log = tlog(keyed_store, tmp_path)
+    signed_of(log, 2 * TILE)
+    path = copy_of(log).path
+    log.close()
+    OPENED.remove(log)
+    whole = path.read_bytes()
+    with open(path, "r+b") as f:  # a leaf of the last whole tile overwritten
+        f.seek(RECORD + 5 * 32)
+        f.write(b"\xff" * 32)
+    restarted = tlog(keyed_store, tmp_path)
+    local = copy_of(restarted)
+    assert local.resets == 1
+    assert_copy_is_the_tables(local, keyed_store, 2 * TILE)
+    assert path.read_bytes() == whole
+
+
+def test_a_wrong_tile_found_by_a_proof_is_answered_from_the_tables_and_read_again(
+    keyed_store: EventStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    append(keyed_store, "s-a", 3 * TILE)
+    log = tlog(keyed_store, tmp_path)
+    signed = signed_of(log, 3 * TILE)
+    local = copy_of(log)
+    fd = os.open(local.path, os.O_RDWR)
+    try:  # leaf 1's hash in tile 1, as a disk might spoil it while the server runs
+        os.pwrite(fd, b"\xff" * 32, RECORD + 32)
+    finally:
+        os.close(fd)
+    events = keyed_store.read_all(0, 1000)
+    inclusion = log.inclusion(events[TILE].position)  # its sibling is the leaf spoiled
+    verify_inclusion(
+        TILE, signed.size, inclusion.leaf.hash, inclusion.proof, signed.checkpoint.root
+    )
+    assert "tile 1 of the local copy" in caplog.text
+    assert copy_of(log).repairs == 1 and local.resets == 0
+    assert_copy_is_the_tables(local, keyed_store, 3 * TILE)
+
+
+def test_a_wrong_node_in_memory_has_the_copy_made_again(
+    keyed_store: EventStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    append(keyed_store, "s-a", 2 * TILE + 3)
+    log = tlog(keyed_store, tmp_path)
+    signed = signed_of(log, 2 * TILE + 3)
+    local = copy_of(log)
+    local._upper[0][:32] = b"\xff" * 32  # node (TILE_LEVEL, 0), spoiled in memory
+    events = keyed_store.read_all(0, 1000)
+    inclusion = log.inclusion(events[TILE + 1].position)  # its path holds that node
+    verify_inclusion(
+        TILE + 1, signed.size, inclusion.leaf.hash, inclusion.proof, signed.checkpoint.root
+    )
+    assert f"node ({TILE_LEVEL}, 0) of the local copy" in caplog.text
+    assert copy_of(log).resets == 1
+    assert_copy_is_the_tables(local, keyed_store, 2 * TILE + 3)
+
+
+def test_two_servers_beside_each_other_keep_a_copy_each(
+    keyed_store: EventStore, tmp_path: Path
+) -> None:
+    """A second server given the same folder takes a file of its own."""
+    append(keyed_store, "s-a", 5)
+    first = tlog(keyed_store, tmp_path)
+    signed_of(first, 5)
+    second = TransparencyLog(keyed_store, SIGNER, tmp_path / CHECKPOINT_FILE, every_s=0.0)
+    OPENED.append(second)
+    second.open()
+    assert copy_of(first).path != copy_of(second).path
+    assert copy_of(second).path.name == copy_of(first).path.name + ".1"
+    assert copy_of(second).size == 5
