@@ -5,8 +5,9 @@ Revises: 0013
 Create Date: 2026-12-03
 
 `match_records` starts empty: a server makes the record of every ended match in the
-background (and of each match as it ends), keeps it, and serves it from there afterwards. Replicas of the
-earlier version go on working during a rolling restart (they neither read nor write it).
+background (and of each match as it ends), keeps it, and serves it from there afterwards.
+Replicas of the earlier version go on working during a rolling restart (they neither read
+nor write it).
 """
 
 from __future__ import annotations
