@@ -121,6 +121,12 @@ class MatchQueries:
     def _made(self, match_id: str) -> tuple[dict[str, object], int, bytes]:
         """The record of a finished match made from its events, the number of its events
         and the last one's hash. Raises as `record` does."""
+        record, events, head, _ = self._made_with_keys(match_id)
+        return record, events, head
+
+    def _made_with_keys(self, match_id: str) -> tuple[dict[str, object], int, bytes, str]:
+        """`_made`, and the ids of the log keys that authenticate the stream's rows
+        (comma-separated, sorted)."""
         with lagging_reads():
             match = self._repo.load(match_id)
             if match.state.phase != ENDED:
@@ -128,8 +134,9 @@ class MatchQueries:
                     f"match {match_id} has not ended: its record would reveal every hand",
                     reason="MATCH_NOT_ENDED",
                 )
-            head = self._store.read_stream(match_id, match.version)
-            first = self._store.read_stream(match_id, 1, limit=1)
+            rows = self._store.read_stream(match_id, 1)[: match.version]
+            head = rows[-1:]
+            first = rows[:1]
             order = self._rated_order(match)
         log_info = {"events": match.version, "head": head[-1].hash.hex()} if head else None
         record = build_record(match.events, log=log_info, rated_order=order)
@@ -141,7 +148,8 @@ class MatchQueries:
                 head[-1], f"match {match_id}", match_id=match_id
             )
         signed = self._signer.sign(record) if self._signer is not None else record
-        return signed, match.version, head[-1].hash if head else b""
+        keys = ",".join(sorted({r.key_id for r in rows if r.key_id is not None}))
+        return signed, match.version, head[-1].hash if head else b"", keys
 
     def record_text(self, caller: Caller, match_id: str) -> str:
         """`record` as JSON text: the one kept when the match's record was made before (the
@@ -181,7 +189,7 @@ class MatchQueries:
             if m in texts:
                 continue
             try:
-                record, events, head = self._made(m)
+                record, events, head, keys = self._made_with_keys(m)
             except BergenError as e:
                 if refused is None or (
                     isinstance(e, StorageUnavailable) and e.reason != "LOG_LAGGING"
@@ -189,7 +197,7 @@ class MatchQueries:
                     raise
                 refused.append(m)
                 continue
-            made.append(Kept(m, events, head, _record_json(record)))
+            made.append(Kept(m, events, head, _record_json(record), keys))
             texts[m] = made[-1].text
         if made:
             kept.keep(made, key)

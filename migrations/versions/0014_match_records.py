@@ -35,6 +35,7 @@ def upgrade() -> None:
         sa.Column("events", sa.BigInteger(), nullable=False),
         sa.Column("head", sa.LargeBinary(32), nullable=False),
         sa.Column("record", sa.Text(), nullable=False),
+        sa.Column("log_keys", sa.Text(), nullable=False),
         sa.Column("key_id", sa.Text(), nullable=True),
         sa.Column("mac", sa.LargeBinary(), nullable=True),
         sa.PrimaryKeyConstraint("match_id", name=op.f("pk_match_records")),

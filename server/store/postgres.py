@@ -92,7 +92,7 @@ _READ_COLUMNS = ", ".join(
 
 
 @functools.lru_cache(maxsize=16)
-def _typed_reads(types: frozenset[str]) -> tuple[str, str]:
+def typed_reads(types: frozenset[str]) -> tuple[str, str]:
     """The reads of the rows of `types` in commit-safe global order, from the start and after
     a position (the parameters: [the position,] the limit twice), and the last row visible
     whatever its type: where a read that passes over the other types reached.
@@ -643,7 +643,7 @@ class PostgresEventStore:
         """
         with self._pool.connection() as conn:
             if types is not None:
-                start, after = _typed_reads(frozenset(types))
+                start, after = typed_reads(frozenset(types))
                 if after_position == 0:
                     rows = conn.execute(start, (limit, limit)).fetchall()
                 else:

@@ -40,6 +40,9 @@ class Kept:
     events: int
     head: bytes
     text: str
+    log_keys: str = ""
+    """The ids of the log keys that authenticate the stream's rows, comma-separated: a server
+    that no longer holds one of them cannot check the log, and does not serve the record."""
 
 
 class SqlRecords:
@@ -63,7 +66,8 @@ class SqlRecords:
             for k in range(0, len(wanted), _CHUNK):
                 part = wanted[k : k + _CHUNK]
                 rows = db.rows(
-                    "SELECT r.match_id, r.public_key, r.events, r.head, r.record, r.key_id,"
+                    "SELECT r.match_id, r.public_key, r.events, r.head, r.record, r.log_keys,"
+                    " r.key_id,"
                     " r.mac, (SELECT e.seq FROM events e WHERE e.stream_id = r.match_id"
                     " ORDER BY e.seq DESC LIMIT 1), (SELECT e.hash FROM events e"
                     " WHERE e.stream_id = r.match_id ORDER BY e.seq DESC LIMIT 1)"
@@ -71,8 +75,8 @@ class SqlRecords:
                     f" WHERE r.public_key = {p} AND r.match_id IN ({', '.join([p] * len(part))})",
                     [public_key, *part],
                 )
-                for match_id, key, events, head, text, key_id, mac, seq, last in rows:
-                    why = self._fault(match_id, key, events, head, text, key_id, mac)
+                for match_id, key, events, head, text, logs, key_id, mac, seq, last in rows:
+                    why = self._fault(match_id, key, events, head, text, logs, key_id, mac)
                     if why is None and (seq, _bytes(last)) != (events, _bytes(head)):
                         why = (
                             f"it was made from {events} events, the stream has {seq} and"
@@ -108,18 +112,19 @@ class SqlRecords:
             return
         rows = []
         for r in records:
-            values = (r.match_id, public_key, r.events, r.head.hex(), r.text)
+            values = (r.match_id, public_key, r.events, r.head.hex(), r.text, r.log_keys)
             rows.append(
-                (r.match_id, public_key, r.events, r.head, r.text,
+                (r.match_id, public_key, r.events, r.head, r.text, r.log_keys,
                  *sealing(self._seals, RECORDS_TABLE, values))
             )  # fmt: skip
         with self._reading() as db:
             db.insert(
                 RECORDS_TABLE,
-                ("match_id", "public_key", "events", "head", "record", "key_id", "mac"),
+                ("match_id", "public_key", "events", "head", "record", "log_keys", "key_id", "mac"),
                 rows,
                 "ON CONFLICT (match_id) DO UPDATE SET public_key = excluded.public_key,"
                 " events = excluded.events, head = excluded.head, record = excluded.record,"
+                " log_keys = excluded.log_keys,"
                 " key_id = excluded.key_id, mac = excluded.mac",
             )
 
@@ -130,13 +135,19 @@ class SqlRecords:
         events: int,
         head: Any,
         text: str,
+        log_keys: str,
         key_id: str | None,
         mac: bytes | None,
     ) -> str | None:
         if self._seals is None:
             return None
-        values = (match_id, key, events, _bytes(head).hex(), text)
-        return self._seals.fault(RECORDS_TABLE, values, key_id, mac)
+        values = (match_id, key, events, _bytes(head).hex(), text, log_keys)
+        why = self._seals.fault(RECORDS_TABLE, values, key_id, mac)
+        if why is None:
+            unknown = [k for k in log_keys.split(",") if k and not self._seals.knows(k)]
+            if unknown:
+                why = f"its log's rows are authenticated by keys this server lacks: {unknown}"
+        return why
 
 
 def _bytes(value: Any) -> bytes:

@@ -323,6 +323,7 @@ match_records = sa.Table(
     sa.Column("events", sa.BigInteger(), nullable=False),
     sa.Column("head", sa.LargeBinary(32), nullable=False),
     sa.Column("record", sa.Text(), nullable=False),
+    sa.Column("log_keys", sa.Text(), nullable=False),
     sa.Column("key_id", sa.Text(), nullable=True),
     sa.Column("mac", sa.LargeBinary(), nullable=True),
     sa.PrimaryKeyConstraint("match_id"),

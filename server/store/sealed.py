@@ -66,6 +66,10 @@ class Seals:
         self.writing = derived.writing
         self._pads = {i: hmac_pads(k) for i in derived.ids if (k := derived.key(i)) is not None}
 
+    def knows(self, key_id: str) -> bool:
+        """Whether the log key `key_id` is one of these keys."""
+        return key_id in self._pads
+
     def seal(self, table: str, values: Sequence[Any]) -> tuple[str, bytes]:
         """The writing key's id and the authenticator of the row of `table` holding
         `values`."""
