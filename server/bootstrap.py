@@ -35,7 +35,7 @@ from .metrics import Metrics, seed_in_background
 from .observed import ObservedStore
 from .recorder import Recorder
 from .servicer import SERVICE, SERVICE_DESCRIPTOR, generic_handler
-from .store import backend_of, open_store, schema_is_behind, upgrade_to_head
+from .store import EventStore, backend_of, open_store, schema_is_behind, upgrade_to_head
 from .store.url import live_conninfo, redact, sqlite_path
 from .threads import pool_thread_named
 from .tlog import TransparencyLog, checkpoint_file
@@ -277,7 +277,7 @@ def create_server(
     background = threading.Event()
     metrics_address = None
     if metrics is not None:
-        _measure(metrics, app, clocks, feed, background, client_limits.secrets)
+        _measure(metrics, app, clocks, feed, store, background, client_limits.secrets)
         if metrics_listen:
             try:
                 metrics_address = metrics.serve(metrics_listen)
@@ -330,6 +330,7 @@ def _measure(
     app: Application,
     clocks: ClockKeeper,
     feed: EventFeed,
+    store: EventStore,
     stop: threading.Event,
     wrong_secrets: WrongSecrets,
 ) -> None:
@@ -366,7 +367,7 @@ def _measure(
         "and rebuilt from the events, by table.",
         ("table",),
     )
-    for kept in (feed.listing.repairs, feed.ratings.repairs):
+    for kept in (feed.listing.repairs, feed.ratings.repairs, store.records().repairs):
         for table in tuple(kept):
             repairs.add((table,), functools.partial(kept.__getitem__, table))
     repo, tournaments = app.repository, app.tournaments

@@ -25,6 +25,7 @@ from .store import (
     EventStore,
     MatchList,
     RatingsTables,
+    SqlRecords,
     SqlTlog,
     StoredEvent,
     StreamInfo,
@@ -111,6 +112,9 @@ class ObservedStore:
 
     def ratings(self) -> RatingsTables:
         return self._store.ratings()
+
+    def records(self) -> SqlRecords:
+        return self._store.records()
 
     def tlog(self) -> SqlTlog:
         return self._store.tlog()

@@ -12,6 +12,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from bergen.api.signing import RecordSigner
@@ -116,17 +117,12 @@ class MatchQueries:
     def record(self, caller: Caller, match_id: str) -> dict[str, object]:
         """The RECORD.md record of a finished match, signed when the server signs. Raises
         NotFound, MatchNotInProgress."""
-        return self._made(match_id)[0]
+        return self._made(match_id).record
 
-    def _made(self, match_id: str) -> tuple[dict[str, object], int, bytes]:
-        """The record of a finished match made from its events, the number of its events
-        and the last one's hash. Raises as `record` does."""
-        record, events, head, _ = self._made_with_keys(match_id)
-        return record, events, head
-
-    def _made_with_keys(self, match_id: str) -> tuple[dict[str, object], int, bytes, str]:
-        """`_made`, and the ids of the log keys that authenticate the stream's rows
-        (comma-separated, sorted)."""
+    def _made(self, match_id: str) -> _Made:
+        """The record of a finished match made from its events, with the head of the log it
+        was made from and the ids of the log keys that authenticate it. Raises as `record`
+        does."""
         with lagging_reads():
             match = self._repo.load(match_id)
             if match.state.phase != ENDED:
@@ -147,9 +143,12 @@ class MatchQueries:
             record["transparency"] = self._tlog.record_field(
                 head[-1], f"match {match_id}", match_id=match_id
             )
-        signed = self._signer.sign(record) if self._signer is not None else record
-        keys = ",".join(sorted({r.key_id for r in rows if r.key_id is not None}))
-        return signed, match.version, head[-1].hash if head else b"", keys
+        return _Made(
+            self._signer.sign(record) if self._signer is not None else record,
+            match.version,
+            head[-1].hash if head else b"",
+            ",".join(sorted({r.key_id for r in rows if r.key_id is not None})),
+        )
 
     def record_text(self, caller: Caller, match_id: str) -> str:
         """`record` as JSON text: the one kept when the match's record was made before (the
@@ -189,7 +188,7 @@ class MatchQueries:
             if m in texts:
                 continue
             try:
-                record, events, head, keys = self._made_with_keys(m)
+                done = self._made(m)
             except BergenError as e:
                 if refused is None or (
                     isinstance(e, StorageUnavailable) and e.reason != "LOG_LAGGING"
@@ -197,7 +196,7 @@ class MatchQueries:
                     raise
                 refused.append(m)
                 continue
-            made.append(Kept(m, events, head, _record_json(record), keys))
+            made.append(Kept(m, done.events, done.head, _record_json(done.record), done.log_keys))
             texts[m] = made[-1].text
         if made:
             kept.keep(made, key)
@@ -325,6 +324,18 @@ class MatchQueries:
             self._repo.remember(match_id, match)
             return match
         return self._repo.load(match_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Made:
+    """A record made from a match's events: the record, the number of events and the last
+    one's hash it was made from, and the ids of the log keys that authenticate those rows
+    (comma-separated, sorted)."""
+
+    record: dict[str, object]
+    events: int
+    head: bytes
+    log_keys: str
 
 
 def _record_json(record: dict[str, object]) -> str:

@@ -5,9 +5,9 @@ and making one costs the match loaded, folded, proved in the transparency log an
 some milliseconds. The `Recorder` makes it once, soon after the end, in a thread of its own:
 at start, those of every ended match listed without one (a server started on an older log
 makes them then, in the background, as its listing is folded), then each match whose end the
-feed delivers. A record
-that cannot be made yet (its end not in the transparency log yet, say) is tried again
-later; one whose log does not verify is left to the calls that ask for it, which say why.
+feed delivers. A record that cannot be made yet (its end not in the transparency log yet,
+say) is tried again later; one whose log does not verify is left to the calls that ask for
+it, which say why.
 """
 
 from __future__ import annotations
@@ -49,8 +49,6 @@ class Recorder(Worker):
         self._key = public_key
         self._ended: dict[str, None] = {}
         self._tries: dict[str, int] = {}
-        self.made = 0
-        """Records made and kept by this recorder."""
 
     def note(self, events: Sequence[StoredEvent]) -> None:
         """Events any replica wrote (the feed's): a match that ended is to be recorded."""
@@ -104,7 +102,6 @@ class Recorder(Worker):
             self._queries.records(Caller(), batch, refused)
             for match_id in batch:
                 self._ended.pop(match_id, None)
-            self.made += len(batch) - len(refused)
             if refused:
                 return self._refused(refused)
         return False

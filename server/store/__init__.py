@@ -15,6 +15,7 @@ from ..keys import LogKeys
 from .listing import MatchList, MatchSummary
 from .model import Append, AppendResult, EventStore, NewEvent, StreamInfo
 from .ratings import RatingsTables
+from .records import SqlRecords
 from .routed import lagging, lagging_reads
 from .tlog import Leaf, SqlTlog, TlogFold
 from .url import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, backend_of, database_url
@@ -34,6 +35,7 @@ __all__ = [
     "MatchSummary",
     "NewEvent",
     "RatingsTables",
+    "SqlRecords",
     "SqlTlog",
     "StoredEvent",
     "StreamInfo",

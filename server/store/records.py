@@ -5,10 +5,13 @@ the tree that ends with its last event, and Ed25519 signatures are deterministic
 server keeps the text it served in `match_records` and serves it again instead of loading,
 folding, proving and signing the match anew: what makes `ExportRecords` a read of stored
 rows. The table is a cache, never the truth. Each row carries an authenticator like every
-read model's (`bergen.server.store.sealed`) over its match, the key that signed it and its
-text: a row the database role edited, or moved to another match, is not served; the record
-is made again from the events and the row written over. A row signed by another key than
-the server's now is left alone and made again too.
+read model's (`bergen.server.store.sealed`) over its match, the key that signed it, the head
+of the log it was made from (its number of events and last hash), the ids of the log keys
+that authenticate that log, and its text. A row the database role edited or moved to
+another match, one whose head is no longer its stream's, and one naming a log key this
+server lacks are not served (a WARNING, counted in `repairs`): the record is made again from
+the events, which refuse a log that was tampered with or cannot be checked, and the row is
+written over. A row signed by another key than the server's now is made again too.
 
 The SQL is written once for both backends, on the `Db` of the ratings' statements.
 """
@@ -16,6 +19,7 @@ The SQL is written once for both backends, on the `Db` of the ratings' statement
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -53,8 +57,9 @@ class SqlRecords:
     ) -> None:
         self._reading = reading
         self._seals = seals
-        self.refused = 0
-        """Rows read whose authenticator did not verify (not served; made again)."""
+        self.repairs: Counter[str] = Counter({RECORDS_TABLE: 0})
+        """Rows read that were not served as they were (made again): the read models'
+        repairs metric counts them."""
 
     def load(self, match_ids: Collection[str], public_key: str) -> dict[str, str]:
         """The kept record text of each of `match_ids` that has one signed by `public_key`
@@ -85,7 +90,7 @@ class SqlRecords:
                     if why is None:
                         found[match_id] = text
                         continue
-                    self.refused += 1
+                    self.repairs[RECORDS_TABLE] += 1
                     log.warning(
                         "READ MODEL TAMPERED: table %s row %s is not served as is (%s): made"
                         " again from the events", RECORDS_TABLE, match_id, why,

@@ -18,6 +18,7 @@ import pytest
 from e2e.client import Client, play_to_end, seat_everyone
 from e2e.refusals import refusal
 from e2e.servers import ServerFarm, ServerProcess
+from e2e.test_metrics import metrics_url, scrape, value
 
 from bergen.v1 import bergen_pb2 as pb
 
@@ -102,7 +103,7 @@ def test_a_record_is_kept_when_its_match_ends_and_served_as_made(
 
 
 def test_an_edited_kept_record_is_made_again(farm: ServerFarm, database: Database) -> None:
-    server = farm.start(database.server_url)
+    server = farm.start(database.server_url, extra_args=["--metrics", "127.0.0.1:0"])
     match_id = ended_match(server, 7)
     honest = kept_when_made(database, match_id)["record"]
     record = json.loads(honest)
@@ -116,6 +117,10 @@ def test_an_edited_kept_record_is_made_again(farm: ServerFarm, database: Databas
     assert exported(server)[match_id] == honest
     assert tampered_logged(server, "match_records", match_id)
     assert kept_row(database, match_id)["record"] == honest  # type: ignore[index]
+    repairs = value(
+        scrape(metrics_url(server)), "bergen_read_model_repairs_total", table="match_records"
+    )
+    assert repairs == 1
 
 
 def test_a_kept_record_moved_to_another_match_is_not_served(
