@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -307,14 +306,7 @@ def _write_unsynced(path: Path, data: bytes) -> Path:
     """`data` written whole as `path` (owner-only), renamed into place; synced later, all at
     once. Raises _Stop."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        replace_whole(path, data, sync=False)
     except OSError as e:
         raise _Stop(ExitStatus.ERROR, f"cannot write {path}: {e.strerror or e}") from None
     return path

@@ -444,12 +444,10 @@ def verify_record(
         return _rejected(verdict.where, verdict.why, **facts)
     assert isinstance(record, dict)
     facts.update(_summary(record))
-    signed, key_text = _check_signature(record, trusted_key, facts)
-    if signed is not None:
-        return signed
-    logged = _check_transparency(record, facts.get("public_key") or "", facts)
-    if isinstance(logged, Outcome):
-        return logged
+    authentic = _authenticity(record, trusted_key, facts)
+    if isinstance(authentic, Outcome):
+        return authentic
+    key_text, logged = authentic
     return Outcome(
         ExitStatus.SUCCESS,
         f"OK: match {record['match_id']}, {_hands(record)}{logged}, "
@@ -468,19 +466,31 @@ def verify_signed(record: Any, trusted_key: str | None) -> Outcome:
             raise TypeError("the record is not an object")
         facts.update(_summary(record))
         len(record["hands"])
-        signed, key_text = _check_signature(record, trusted_key, facts)
-        if signed is not None:
-            return signed
-        logged = _check_transparency(record, facts.get("public_key") or "", facts)
+        authentic = _authenticity(record, trusted_key, facts)
     except (KeyError, TypeError) as e:
         return _rejected("", f"the record is not one: {e}", **facts)
-    if isinstance(logged, Outcome):
-        return logged
+    if isinstance(authentic, Outcome):
+        return authentic
+    key_text, logged = authentic
     return Outcome(
         ExitStatus.SUCCESS,
         f"signed: match {record['match_id']}, {key_text}{logged}",
         facts,
     )
+
+
+def _authenticity(
+    record: dict[str, Any], trusted_key: str | None, facts: dict[str, Any]
+) -> Outcome | tuple[str, str]:
+    """A record's signature, then its `transparency`: a rejection, or the words on each for
+    the OK line."""
+    signed, key_text = _check_signature(record, trusted_key, facts)
+    if signed is not None:
+        return signed
+    logged = _check_transparency(record, facts.get("public_key") or "", facts)
+    if isinstance(logged, Outcome):
+        return logged
+    return key_text, logged
 
 
 def _check_signature(

@@ -14,17 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-def replace_whole(path: Path, data: bytes) -> None:
+def replace_whole(path: Path, data: bytes, sync: bool = True) -> None:
     """Replace `path` with `data` (owner-only), whole or not at all: written to a file of its
     own in the same folder (so processes writing the same path at once never mix their
-    bytes), synced, and renamed over `path`. A reader sees the old file or the new one.
-    Raises OSError."""
+    bytes), synced (unless not `sync`: a caller that writes many syncs them together), and
+    renamed over `path`. A reader sees the old file or the new one. Raises OSError."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
