@@ -6,10 +6,11 @@ tree, and two replicas' checkpoints of one size are the same note byte for byte 
 holds nothing of the replica; Ed25519 is deterministic). The tree's leaves and complete
 subtrees are kept in the database (bergen.server.store.tlog), folded like the listing under
 a position row that replicas take turns on; each replica keeps the tree's right edge in
-memory to compute roots, and a copy of the tree (every leaf's hash in a file beside its
-checkpoint file, `leaves_file`; the upper nodes in memory) from which it answers proofs
-without a query. A proof made from what a replica keeps that does not verify is read again
-from the tables, and the copy read again from them.
+memory to compute roots, and a copy of the tree (in a file beside its checkpoint file,
+`leaves_file`, every leaf's hash and the nodes above them up to level 7, a block of 256
+leaves at a time; the nodes above in memory) from which it answers proofs without a query.
+A proof made from what a replica keeps that does not verify is read again from the tables,
+and the copy read again from them.
 
 Checkpoints (C2SP tlog-checkpoint, signed with the records' key under the log's origin) are
 signed at most every `every_s` seconds while the tree grows, at once when a batch holds a
@@ -108,8 +109,8 @@ def checkpoint_file(signing_key: str, database_url: str, folder: str | None = No
 
 
 def leaves_file(state_file: Path) -> Path:
-    """Where a server keeps its copy of the tree's leaves: beside its checkpoint file (a
-    cache of the tables, rebuilt from them: nothing to back up)."""
+    """Where a server keeps its copy of the tree's lower levels: beside its checkpoint file
+    (a cache of the tables, rebuilt from them: nothing to back up)."""
     return state_file.with_name(state_file.name + ".leaves")
 
 

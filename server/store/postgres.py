@@ -423,12 +423,11 @@ class PostgresEventStore:
         self._pool = Pool(live_conninfo(url), max_connections)
         self._check()
         self._heads = Heads(head_cache_size)
-        self._match_list = PostgresMatchList(
-            self._pool, seals_of(log_keys), flushed_folds=flushed_folds
-        )
-        self._ratings = SqlRatings(self._reading, self._match_list.locked, seals_of(log_keys))
+        seals = seals_of(log_keys)
+        self._match_list = PostgresMatchList(self._pool, seals, flushed_folds=flushed_folds)
+        self._ratings = SqlRatings(self._reading, self._match_list.locked, seals)
         self._tlog = SqlTlog(self._reading, self._match_list.locked)
-        self._records = SqlRecords(self._reading, seals_of(log_keys))
+        self._records = SqlRecords(self._reading, seals)
 
     @_guarded
     def _check(self) -> None:

@@ -457,16 +457,6 @@ class LocalTree:
                 self._target = size
                 self._cond.notify_all()
 
-    def reset(self, why: str) -> None:
-        """Read the copy again from the tables, from the start (it was found wrong)."""
-        with self._cond:
-            if self._fd is None:
-                return
-            log.error("the local copy of the transparency log is read again: %s", why)
-            self._reset = True
-            self.size = 0
-            self._cond.notify_all()
-
     def wait_for(self, size: int, timeout_s: float) -> bool:
         """Whether the copy holds the tree of `size` leaves within `timeout_s`."""
         with self._cond:
