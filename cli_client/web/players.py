@@ -735,7 +735,8 @@ async def view_events(request: Request) -> Response:
     """The seat's view as Server-Sent Events: the view now (`id:` its version), then after
     each burst of the match the burst's public events (`id:` each seq) and the seat's view
     again, and `end` once the match has ended. A reconnect with Last-Event-ID gets the events
-    it missed, then the view."""
+    it missed, then the view. Once the match has ended the view comes before the events: those
+    read since show every hand, and the page knows the match is over before it reads them."""
     match_id = match_id_of(request)
     held = seated_in(request, match_id)
     after = resume_point(request)
@@ -751,21 +752,28 @@ async def view_events(request: Request) -> Response:
         raise
 
     async def fresh() -> bytes:
+        return (await fresh_view())[0]
+
+    async def fresh_view() -> tuple[bytes, bool]:
         try:
             view = await seat_view(request, held)
         except Refused:
-            return b""
-        return sse("view", player_view(view), view.version)
+            return b"", False
+        return sse("view", player_view(view), view.version), view.phase == pb.PHASE_ENDED
 
     async def body() -> AsyncIterator[bytes]:
         try:
             yield f"retry: {RETRY_MS}\n\n".encode()
             sent = after
+            ended = first.phase == pb.PHASE_ENDED
+            if ended:
+                yield sse("view", player_view(first), first.version)
             if after:
                 async for item in hub.backlog(after):
                     sent = item.seq
                     yield item.wire
-            yield sse("view", player_view(first), first.version)
+            if not ended:
+                yield sse("view", player_view(first), first.version)
             sent = max(sent, first.version)
             while True:
                 if sub.queue.empty() and hub.ended:
@@ -775,7 +783,9 @@ async def view_events(request: Request) -> Response:
                     if got.kind == "burst":
                         parts = [p.wire for p in got.parts if p.seq > sent]
                         sent = max([sent, *(p.seq for p in got.parts)])
-                        yield b"".join(parts) + await fresh()
+                        # A burst read after the end shows every hand: the ended view first.
+                        view, ended = await fresh_view()
+                        yield view + b"".join(parts) if ended else b"".join(parts) + view
                     elif got.kind == "keepalive":
                         yield got.wire
                     elif got.kind == "end":

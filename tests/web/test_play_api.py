@@ -433,6 +433,9 @@ def test_the_seat_stream_and_no_token_anywhere(gateway: Gateway, key_file: Path)
         if msg.kind == "end":
             break
     resumed.close()
+    # The match has ended: its view comes first, so that the page knows before it reads the
+    # missed events, which now show every hand.
+    assert kinds[0].kind == "view" and kinds[0].data["phase"] == "PHASE_ENDED", kinds[0].raw
     seqs = [int(m.id) for m in kinds if m.kind == "event" and m.id]
     assert seqs and seqs[0] == int(str(first_id)) + 1
     assert seqs == sorted(set(seqs))
