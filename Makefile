@@ -45,8 +45,10 @@ simulate: $(RUN_STAMP)
 
 ## test: every test (PostgreSQL ones need BERGEN_TEST_DATABASE_URL or Docker; see README), in
 ## TEST_WORKERS processes (most tests wait on servers, sockets and PostgreSQL; 0: in this one)
+# The tests start Python processes by the hundred (servers, gateways, the CLI): with
+# PYTHONDONTWRITEBYTECODE set, each would compile every module it imports from source again.
 test: $(TEST_STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 ## lint: ruff, mypy --strict, the generated code's freshness, buf lint and buf breaking
 lint: $(STAMP) typecheck proto-check proto-lint proto-breaking
