@@ -456,17 +456,18 @@ def verify_record(
     )
 
 
-def verify_signed(record: Any, trusted_key: str | None) -> Outcome:
+def verify_signed(record: Any, trusted_key: str | None, signed: bool = False) -> Outcome:
     """Check a parsed record's signature and, when it carries one, its last event's place in
     the checkpoint of the server's transparency log; not its play (`verify_record` replays
-    it by the rules as well). Never raises."""
+    it by the rules as well). `signed`: its signature by `trusted_key` was checked on its
+    text (bergen.api.signing.read_signed_text). Never raises."""
     facts: dict[str, Any] = {"source": "record"}
     try:
         if not isinstance(record, dict):
             raise TypeError("the record is not an object")
         facts.update(_summary(record))
         len(record["hands"])
-        authentic = _authenticity(record, trusted_key, facts)
+        authentic = _authenticity(record, trusted_key, facts, signed)
     except (KeyError, TypeError) as e:
         return _rejected("", f"the record is not one: {e}", **facts)
     if isinstance(authentic, Outcome):
@@ -480,13 +481,18 @@ def verify_signed(record: Any, trusted_key: str | None) -> Outcome:
 
 
 def _authenticity(
-    record: dict[str, Any], trusted_key: str | None, facts: dict[str, Any]
+    record: dict[str, Any], trusted_key: str | None, facts: dict[str, Any], signed: bool = False
 ) -> Outcome | tuple[str, str]:
-    """A record's signature, then its `transparency`: a rejection, or the words on each for
-    the OK line."""
-    signed, key_text = _check_signature(record, trusted_key, facts)
-    if signed is not None:
-        return signed
+    """A record's signature (unless `signed`: checked on its text by `trusted_key`), then its
+    `transparency`: a rejection, or the words on each for the OK line."""
+    if signed and trusted_key is not None:
+        facts["key_checked"] = True
+        facts["public_key"] = trusted_key.lower()
+        key_text = f"signed by {trusted_key.lower()}"
+    else:
+        refused, key_text = _check_signature(record, trusted_key, facts)
+        if refused is not None:
+            return refused
     logged = _check_transparency(record, facts.get("public_key") or "", facts)
     if isinstance(logged, Outcome):
         return logged

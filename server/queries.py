@@ -7,7 +7,6 @@ never older than what this process has already seen (bergen.server.store.routed)
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import OrderedDict
@@ -15,7 +14,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from bergen.api.signing import RecordSigner
+from bergen.api.signing import RecordSigner, record_text
 from bergen.api.stored import StoredEvent
 from bergen.domain.errors import (
     BergenError,
@@ -339,5 +338,5 @@ class _Made:
 
 
 def _record_json(record: dict[str, object]) -> str:
-    """A record as GetRecord serves it."""
-    return json.dumps(record, ensure_ascii=False)
+    """A record as GetRecord serves it (bergen.api.signing.record_text)."""
+    return record_text(record)

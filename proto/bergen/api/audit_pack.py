@@ -38,8 +38,11 @@ def match_path(match_id: str) -> str:
 
 
 def file_bytes(record: Mapping[str, Any]) -> bytes:
-    """A record as the pack stores it: UTF-8 JSON, one key a line, a final newline."""
-    return (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    """A record as the pack stores it: UTF-8 JSON, one key a line, the keys in order (so
+    that the server, which hashes the records it made, and a client, which writes the
+    records it was served, give the same bytes), a final newline."""
+    text = json.dumps(record, indent=1, ensure_ascii=False, sort_keys=True)
+    return (text + "\n").encode("utf-8")
 
 
 def sha256_hex(data: bytes) -> str:

@@ -7,6 +7,8 @@ RFC 8785 (JCS) canonical JSON.
 from __future__ import annotations
 
 import copy
+import functools
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -127,6 +129,59 @@ def verify_signature(record: dict[str, Any], trusted_public_key: str | None = No
     except (InvalidSignature, ValueError):
         raise SignatureError("the signature does not match the record") from None
     return public.hex()
+
+
+_SIGNATURE_MEMBER = ',"signature":'
+
+
+def record_text(record: dict[str, Any]) -> str:
+    """A record as the server serves and keeps it: a signed record as the JCS text its
+    signature covers with the `signature` member added last, so that a reader holding the
+    server's key can check the signature on the text itself (`read_signed_text`); an unsigned
+    one as its JCS text. Raises ValueError for a record that is not JSON."""
+    body = signing_bytes(record).decode("utf-8")
+    if "signature" not in record:
+        return body
+    member = canonical_json(record["signature"], "the signature").decode("utf-8")
+    return body[:-1] + ("" if body == "{}" else ",") + '"signature":' + member + "}"
+
+
+def read_signed_text(text: str, trusted_public_key: str) -> dict[str, Any] | None:
+    """The record in `text` when `text` is in the form `record_text` gives and its signature
+    by `trusted_public_key` verifies over the text before its `signature` member; else None,
+    and the text is to be checked the long way (`verify_signature` on the record parsed
+    strictly). What that key signed is the server's own canonical JSON, so the text needs no
+    canonical form made again and no check for keys given twice."""
+    text = text.removesuffix("\n")  # as a file holds it
+    at = text.rfind(_SIGNATURE_MEMBER)
+    if at < 0 or not text.endswith("}"):
+        return None
+    member = text[at + len(_SIGNATURE_MEMBER) : -1]
+    try:
+        sig = json.loads(member)
+        if (
+            not isinstance(sig, dict)
+            or sig.keys() != {"algorithm", "public_key", "value"}
+            or sig["algorithm"] != ALGORITHM
+            or sig["public_key"] != trusted_public_key.lower()
+            or type(sig["value"]) is not str
+            or canonical_json(sig, "the signature").decode("utf-8") != member
+        ):
+            return None
+        _public_key(sig["public_key"]).verify(
+            bytes.fromhex(sig["value"]), (text[:at] + "}").encode()
+        )
+        record = json.loads(text)
+    except (ValueError, InvalidSignature, RecursionError):
+        return None
+    if not isinstance(record, dict) or record.get("signature") != sig:
+        return None
+    return record
+
+
+@functools.lru_cache(maxsize=16)
+def _public_key(hex_key: str) -> Ed25519PublicKey:
+    return Ed25519PublicKey.from_public_bytes(bytes.fromhex(hex_key))
 
 
 def load_public_key(path: str | os.PathLike[str]) -> str:
