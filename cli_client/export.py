@@ -34,6 +34,7 @@ from bergen.api.convert import timestamp_in
 from bergen.api.durable import replace_whole
 from bergen.api.exit_status import ExitStatus, help_text
 from bergen.api.helptext import HelpFormatter
+from bergen.api.signing import read_signed_text
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
@@ -45,6 +46,8 @@ from .verify import RPC_TIMEOUT_S, parse_json, rpc_problem, verify_record, verif
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "bergen-export/1"
 PAGE_SIZE = 100
+WRITERS = 4
+"""Threads writing the record files."""
 
 EPILOG = (
     """\
@@ -335,8 +338,13 @@ def check_served(text: str, asked: str | None, key: str | None, replay: bool) ->
     given), its last event in the checkpoint it carries; replayed by the rules with
     `replay`. Never raises."""
     what = asked or "a record"
+    # The server's text, signed by the key trusted: its signature is checked on the text,
+    # which then needs no strict parse nor canonical form made again; any other text is
+    # checked the long way (and a bad one refused there, saying why).
+    checked = read_signed_text(text, key) if key is not None and not replay else None
+    signed = checked is not None
     try:
-        record = parse_json(text)
+        record: Any = checked if checked is not None else parse_json(text)
     except ValueError as e:
         return Checked(what, f"{what}: the server's record is not JSON: {e}")
     match_id = record.get("match_id") if isinstance(record, dict) else None
@@ -344,7 +352,7 @@ def check_served(text: str, asked: str | None, key: str | None, replay: bool) ->
         return Checked(what, f"{what}: the server's record names no match or another")
     if not _safe_file_name(match_id):
         return Checked(match_id, f"match id {match_id!r} cannot be a file name")
-    outcome = (verify_record if replay else verify_signed)(record, key)
+    outcome = verify_record(record, key) if replay else verify_signed(record, key, signed)
     if not outcome.ok:
         return Checked(match_id, f"{match_id}: {outcome.line}")
     log = record.get("log")
@@ -489,7 +497,61 @@ def export(
                 ) from None
     written: list[str] = []
     rejected: list[str] = []
-    files: list[Path] = []
+    # Files are written by threads of their own: making a file waits on the file system's
+    # journal, shared with whatever else the machine writes, and that wait need not hold up
+    # the next record's check.
+    writers = ThreadPoolExecutor(WRITERS, thread_name_prefix="bergen-export-write")
+    files: list[Future[Path]] = []
+    try:
+        _export_records(stub, server, out, key, replay, cutoff, entries, written, rejected,
+                        writers, files)  # fmt: skip
+    finally:
+        writers.shutdown(wait=True)
+    for f in files:
+        f.result()  # raises the _Stop of a file not written
+    if files:
+        os.sync()  # every record on disk, once, before the manifest that lists them
+    listed = sorted(entries.values(), key=lambda m: (str(m.get("ended_at")), m["match_id"]))
+    new_manifest = {
+        "format": MANIFEST_FORMAT,
+        "server": server,
+        "signature_algorithm": info.signature_algorithm or None,
+        "public_key": key or None,
+        "record_format": info.record_format,
+        "updated_at": datetime.now(UTC).isoformat(),
+        "matches": listed,
+    }
+    if manifest is None or written or listed != manifest.get("matches"):
+        replace_whole(out / MANIFEST, manifest_text(new_manifest).encode("utf-8"))
+    return written, len(listed), rejected
+
+
+def manifest_text(manifest: dict[str, Any]) -> str:
+    """A manifest as JSON text: its fields indented, one match a line (so that the manifest
+    of a hundred thousand matches is written in a moment and reads line by line)."""
+    head = json.dumps({k: v for k, v in manifest.items() if k != "matches"}, indent=2,
+                      ensure_ascii=False)  # fmt: skip
+    lines = [json.dumps(m, ensure_ascii=False) for m in manifest.get("matches", [])]
+    listed = "[\n    " + ",\n    ".join(lines) + "\n  ]" if lines else "[]"
+    return f'{head.removesuffix("}").rstrip()},\n  "matches": {listed}\n}}\n'
+
+
+def _export_records(
+    stub: Any,
+    server: str,
+    out: Path,
+    key: str,
+    replay: bool,
+    cutoff: datetime | None,
+    entries: dict[str, dict[str, Any]],
+    written: list[str],
+    rejected: list[str],
+    writers: ThreadPoolExecutor,
+    files: list[Future[Path]],
+) -> None:
+    """`export`'s pass over the served records: each checked, and written (by `writers`,
+    each file's future added to `files`) when it is new or its file changed; `entries`,
+    `written` and `rejected` updated. Raises _Stop."""
     for asked, text, checked in _checked(_served(stub, server), key or None, replay):
         if text is None:
             # Asked for alone: GetRecord says why the server cannot make it (a log that
@@ -522,7 +584,7 @@ def export(
             continue
         name = f"{match_id}.json"
         data = (text or "").encode("utf-8") + b"\n"  # as served: the signature covers JCS
-        files.append(_write_unsynced(out / name, data))
+        files.append(writers.submit(_write_unsynced, out / name, data))
         entries[match_id] = Entry(
             match_id=match_id,
             file=name,
@@ -533,21 +595,3 @@ def export(
             log=checked.log,
         ).as_json()
         written.append(match_id)
-    if files:
-        os.sync()  # every record on disk, once, before the manifest that lists them
-    listed = sorted(entries.values(), key=lambda m: (str(m.get("ended_at")), m["match_id"]))
-    new_manifest = {
-        "format": MANIFEST_FORMAT,
-        "server": server,
-        "signature_algorithm": info.signature_algorithm or None,
-        "public_key": key or None,
-        "record_format": info.record_format,
-        "updated_at": datetime.now(UTC).isoformat(),
-        "matches": listed,
-    }
-    if manifest is None or written or listed != manifest.get("matches"):
-        replace_whole(
-            out / MANIFEST,
-            (json.dumps(new_manifest, ensure_ascii=False, indent=2) + "\n").encode("utf-8"),
-        )
-    return written, len(listed), rejected
