@@ -90,7 +90,7 @@ from bergen.server.projections import RowCheck
 from bergen.server.ratings import HELD_PAGE, RatingQueries, RatingsProjection, board_token
 from bergen.server.store import NewEvent, open_store
 from bergen.server.store.batch import build_rows
-from bergen.server.store.ratings import RATINGS, BoardKey, PlayerRating, board_key
+from bergen.server.store.ratings import RATINGS, BoardKey, PlayerRating, board_key, seal_rating
 from bergen.server.store.sealed import Seals
 from bergen.v1 import bergen_pb2 as pb
 
@@ -580,7 +580,7 @@ def fill_board(url: str, ratings: Sequence[PlayerRating], keys: LogKeys) -> None
                     r.player_id, r.pool, r.name, bool(r.bot), float(g.mu), float(g.sigma),
                     int(g.matches), not g.provisional, -int(g.display), -float(g.conservative),
                 )  # fmt: skip
-                copy.write_row((*values, *seals.seal("player_ratings", values)))
+                copy.write_row((*values, *seal_rating(seals, values)))
         conn.commit()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE player_ratings")

@@ -12,13 +12,14 @@ adaptation of thirteen parameters per row cost more CPU than the rest of the app
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import queue
 import re
 import select
 import struct
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +27,8 @@ from typing import Any
 import psycopg
 import psycopg.errors
 from psycopg import pq
+from psycopg.copy import QueuedLibpqWriter
+from psycopg.types.string import BytesBinaryDumper
 
 from bergen.api.chain import event_rows, micros, parse_metadata, verify_rows
 from bergen.api.stored import GENESIS_HASH, ChainReport, EventRow, StoredEvent
@@ -348,6 +351,10 @@ class Pool:
         conn = psycopg.connect(
             self._conninfo, autocommit=True, prepare_threshold=0, client_encoding="utf8"
         )
+        # bytes by psycopg's C dumper in a binary COPY too: the column's type (bytea) names
+        # the DB-API `Binary` dumper otherwise, written in Python, and a rebuild of the
+        # ratings copies an authenticator a row.
+        conn.adapters.register_dumper(bytes, BytesBinaryDumper)
         with self._lock:
             self._all.add(conn)
             self.statements[conn] = set()
@@ -828,30 +835,39 @@ class _PostgresDb:
         self._conn.execute(sql, list(params))
 
     def insert(
-        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], conflict: str = ""
+        self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], conflict: str = ""
     ) -> None:
-        if not rows:
-            return
         names = ", ".join(columns)
         with self._conn.cursor() as cur:
             if conflict:
-                marks = ", ".join(["%s"] * len(columns))
-                cur.executemany(
-                    f"INSERT INTO {table} ({names}) VALUES ({marks}) {conflict}",
-                    [list(r) for r in rows],
-                )
+                listed = [list(r) for r in rows]
+                if listed:
+                    marks = ", ".join(["%s"] * len(columns))
+                    cur.executemany(
+                        f"INSERT INTO {table} ({names}) VALUES ({marks}) {conflict}", listed
+                    )
                 return
             # COPY: each value written by psycopg's C code, where executemany costs some
             # 15 microseconds of Python a row; in the binary format, each by the dumper of
             # its column's type, a tenth of the text format's time, and the server parses no
             # text. A statement a chunk: a rebuild's rows, written in one transaction, would
-            # hold one statement past statement_timeout on a busy database server.
+            # hold one statement past statement_timeout on a busy database server. The rows
+            # are sent from a thread of psycopg's (QueuedLibpqWriter) as they are made: `rows`
+            # may be a generator that makes each (a rebuild's seals them), and the server
+            # stores the ones sent meanwhile, on another core.
             types = self._column_types(table, tuple(columns))
-            for i in range(0, len(rows), COPY_ROWS):
-                with cur.copy(f"COPY {table} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
+            it = iter(rows)
+            first = next(it, None)
+            while first is not None:
+                with cur.copy(
+                    f"COPY {table} ({names}) FROM STDIN (FORMAT BINARY)",
+                    writer=QueuedLibpqWriter(cur),
+                ) as copy:
                     copy.set_types(types)
-                    for r in rows[i : i + COPY_ROWS]:
+                    copy.write_row(first)
+                    for r in itertools.islice(it, COPY_ROWS - 1):
                         copy.write_row(r)
+                first = next(it, None)
 
     def _column_types(self, table: str, columns: tuple[str, ...]) -> list[int]:
         """The type (oid) of each of `table`'s `columns`, as the catalog has them: read once

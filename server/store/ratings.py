@@ -13,16 +13,17 @@ player id), and a page token names the last key given.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Iterator, Sequence
+import struct
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
+from bergen.api.chain import micros
 from bergen.domain.ratings import POOLS, Rating
 
 from .listing import POSITIONS_TABLE, position_fault, sealed_position
-from .sealed import Seals, check_row, compact_json, sealing
+from .sealed import ReadModelTampered, Seals, compact_json
 from .statements import Dialect
 
 RATINGS = "ratings"
@@ -31,8 +32,12 @@ _CHUNK = 500
 """Values per `IN (...)`: below every SQLite build's limit on bound parameters."""
 
 
-@dataclass(frozen=True, slots=True)
-class Holder:
+# The rows a fold makes are named tuples, immutable as frozen dataclasses are and made
+# five times as fast (a frozen dataclass sets each field through object.__setattr__): a
+# rebuild makes a history row and a holder a seat of every rated match.
+
+
+class Holder(NamedTuple):
     """Who held a seat of a rated match: the registered player, its name and bot flag."""
 
     player: str
@@ -40,8 +45,7 @@ class Holder:
     bot: bool
 
 
-@dataclass(frozen=True, slots=True)
-class PlayerRating:
+class PlayerRating(NamedTuple):
     """A player's rating in a pool, with its name and bot flag."""
 
     player_id: str
@@ -51,8 +55,7 @@ class PlayerRating:
     rating: Rating
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryRow:
+class HistoryRow(NamedTuple):
     """A player's rating before and after one rated match of a pool."""
 
     player_id: str
@@ -66,8 +69,7 @@ class HistoryRow:
     ended_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class RatedEnd:
+class RatedEnd(NamedTuple):
     """A rated match's end as applied: its pool, the global position of its end, every
     seat's holder, each side's seats and place, and when it ended."""
 
@@ -100,11 +102,11 @@ class Db(Protocol):
     def run(self, sql: str, params: Sequence[Any] = ()) -> None: ...
 
     def insert(
-        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], conflict: str = ""
+        self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], conflict: str = ""
     ) -> None:
         """Insert `rows` into `table`'s `columns`, with `conflict` (an ON CONFLICT clause) or
         none, as the backend writes many rows fastest (PostgreSQL: COPY when there is no
-        conflict clause)."""
+        conflict clause, the rows sent as `rows` makes them)."""
         ...
 
     def time_in(self, at: datetime) -> Any: ...
@@ -145,7 +147,83 @@ _RATED_COLUMNS = ("match_id", "pool", "rated_order", "seats", "sides", "places",
 
 # Each row carries an authenticator (bergen.server.store.sealed) of its columns as written,
 # among them what binds it to the log: its player and pool, its match, the order of the
-# match's end. A row read that does not verify raises ReadModelTampered.
+# match's end. A row read that does not verify raises ReadModelTampered. The bytes sealed
+# are the table's name and its columns packed in a fixed layout (`struct`): each text's
+# length, then the numbers (an int as 8 bytes, a float as its 8 IEEE bytes, a time as whole
+# microseconds since 1970 UTC), then the texts in UTF-8. A rebuild seals every row it
+# writes, and packing costs a fifth of encoding the same columns as JSON (the floats'
+# shortest decimal form was most of it).
+
+_RATING_PACK = struct.Struct("<III?ddq?qd")
+_HISTORY_PACK = struct.Struct("<IIIqqqddddqq")
+_RATED_PACK = struct.Struct("<IIIIIqq")
+_RATING_TAG = b"player_ratings\0"
+_HISTORY_TAG = b"rating_history\0"
+_RATED_TAG = b"rated_matches\0"
+
+
+def rating_message(v: Sequence[Any]) -> bytes:
+    """The bytes a `player_ratings` row's authenticator covers, its columns as written
+    (_RATING_WRITTEN). Raises struct.error, TypeError or ValueError for a value that does not
+    fit its column."""
+    texts: str = v[0] + v[1] + v[2]
+    return (
+        _RATING_TAG
+        + _RATING_PACK.pack(
+            len(v[0]), len(v[1]), len(v[2]), v[3], v[4], v[5], v[6], v[7], v[8], v[9]
+        )
+        + texts.encode()
+    )
+
+
+def _history_message(v: Sequence[Any], ended_us: int) -> bytes:
+    """The bytes a `rating_history` row's authenticator covers (`_history_values`), its
+    ended_at as `ended_us`."""
+    texts: str = v[0] + v[1] + v[2]
+    return (
+        _HISTORY_TAG
+        + _HISTORY_PACK.pack(
+            len(v[0]), len(v[1]), len(v[2]), v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10],
+            ended_us,
+        )
+        + texts.encode()
+    )  # fmt: skip
+
+
+def _rated_message(v: Sequence[Any], ended_us: int) -> bytes:
+    """The bytes a `rated_matches` row's authenticator covers (_RATED_COLUMNS), its ended_at
+    as `ended_us`."""
+    texts: str = v[0] + v[1] + v[3] + v[4] + v[5]
+    return (
+        _RATED_TAG
+        + _RATED_PACK.pack(len(v[0]), len(v[1]), len(v[3]), len(v[4]), len(v[5]), v[2], ended_us)
+        + texts.encode()
+    )
+
+
+def seal_rating(seals: Seals | None, values: Sequence[Any]) -> tuple[Any, Any]:
+    """(key_id, mac) to write with a `player_ratings` row holding `values` (_RATING_WRITTEN;
+    NULLs without `seals`)."""
+    return (None, None) if seals is None else seals.seal_message(rating_message(values))
+
+
+def _check(
+    seals: Seals,
+    table: str,
+    key: str,
+    message: Callable[..., bytes],
+    args: tuple[Any, ...],
+    key_id: str | None,
+    mac: bytes | None,
+) -> None:
+    """Raises ReadModelTampered when the row of `table` named `key` whose bytes are
+    `message(*args)` does not verify under `seals`."""
+    try:
+        why = seals.message_fault(message(*args), key_id, mac)
+    except (struct.error, TypeError, ValueError, UnicodeError) as e:
+        why = f"its columns cannot be sealed: {e}"
+    if why is not None:
+        raise ReadModelTampered(table, key, why)
 
 
 def _rating_values(r: PlayerRating) -> tuple[Any, ...]:
@@ -160,8 +238,9 @@ def _rating_values(r: PlayerRating) -> tuple[Any, ...]:
 def _rating_row(r: tuple[Any, ...], seals: Seals | None = None) -> PlayerRating:
     """The PlayerRating of a row selected as _RATING_READ, checked under `seals`."""
     rating = PlayerRating(r[0], r[1], r[2], bool(r[3]), Rating(float(r[4]), float(r[5]), int(r[6])))
-    values = (*_rating_values(rating)[:7], bool(r[7]), int(r[8]), float(r[9]))
-    check_row(seals, "player_ratings", f"{r[0]} {r[1]}", values, r[10], r[11])
+    if seals is not None:
+        values = (*_rating_values(rating)[:7], bool(r[7]), r[8], r[9])
+        _check(seals, "player_ratings", f"{r[0]} {r[1]}", rating_message, (values,), r[10], r[11])
     return rating
 
 
@@ -175,10 +254,11 @@ def _history_values(h: HistoryRow) -> tuple[Any, ...]:
 
 def _history_row(db: Db, r: tuple[Any, ...], seals: Seals | None = None) -> HistoryRow:
     h = _history_of(db, r)
-    check_row(
-        seals, "rating_history", f"{h.player_id} {h.pool} {h.match_id}", _history_values(h),
-        r[12], r[13],
-    )  # fmt: skip
+    if seals is not None:
+        _check(
+            seals, "rating_history", f"{h.player_id} {h.pool} {h.match_id}",
+            _history_message, (_history_values(h), micros(h.ended_at)), r[12], r[13],
+        )  # fmt: skip
     return h
 
 
@@ -275,7 +355,7 @@ class RatingsFold:
         self._db.insert(
             "player_ratings",
             (*_RATING_WRITTEN, "key_id", "mac"),
-            [(*v, *sealing(self._seals, "player_ratings", v)) for v in rows],
+            [(*v, *seal_rating(self._seals, v)) for v in rows],
             ""
             if fresh
             else "ON CONFLICT (player_id, pool) DO UPDATE SET name = excluded.name,"
@@ -312,8 +392,12 @@ class RatingsFold:
             [pool, order],
         ):
             ended_at = self._db.time_of(r[6])
-            values = (r[0], r[1], int(r[2]), r[3], r[4], r[5], ended_at)
-            check_row(self._seals, "rated_matches", r[0], values, r[7], r[8])
+            if self._seals is not None:
+                values = (r[0], r[1], int(r[2]), r[3], r[4], r[5])
+                _check(
+                    self._seals, "rated_matches", r[0],
+                    _rated_message, (values, micros(ended_at)), r[7], r[8],
+                )  # fmt: skip
             out.append(
                 RatedEnd(
                     r[0],
@@ -378,30 +462,42 @@ class RatingsFold:
         if not applied:
             return
         db, seals = self._db, self._seals
-        ends = [
-            (
-                end.match_id,
-                end.pool,
-                end.order,
-                _holders_json(end.seats),
-                _sides_json(end.sides),
-                _dumps(list(end.places)),
-                end.ended_at,
-            )
-            for end, _ in applied
-        ]
+        time_in = db.time_in
+
+        # Generators: each row is made and sealed as the backend takes it (PostgreSQL's
+        # COPY sends rows from a thread of its own, and the database stores them meanwhile).
+        def matches() -> Iterator[tuple[Any, ...]]:
+            for end, _ in applied:
+                e = (
+                    end.match_id, end.pool, end.order, _holders_json(end.seats),
+                    _sides_json(end.sides), _dumps(list(end.places)),
+                )  # fmt: skip
+                sealed = (
+                    (None, None)
+                    if seals is None
+                    else seals.seal_message(_rated_message(e, micros(end.ended_at)))
+                )
+                yield (*e, time_in(end.ended_at), *sealed)
+
+        def histories() -> Iterator[tuple[Any, ...]]:
+            for end, history in applied:
+                at = time_in(end.ended_at)
+                if seals is None:
+                    for h in history:
+                        yield (*_history_values(h)[:11], at, None, None)
+                    continue
+                ended_us = micros(end.ended_at)
+                for h in history:
+                    v = _history_values(h)
+                    yield (*v[:11], at, *seals.seal_message(_history_message(v, ended_us)))
+
         db.insert(
             "rated_matches",
             (*_RATED_COLUMNS, "key_id", "mac"),
-            [(*e[:6], db.time_in(e[6]), *sealing(seals, "rated_matches", e)) for e in ends],
+            matches(),
             "" if fresh else "ON CONFLICT (match_id) DO NOTHING",
         )
-        histories = [_history_values(h) for _, history in applied for h in history]
-        db.insert(
-            "rating_history",
-            _HISTORY_READ.split(", "),
-            [(*v[:11], db.time_in(v[11]), *sealing(seals, "rating_history", v)) for v in histories],
-        )
+        db.insert("rating_history", _HISTORY_READ.split(", "), histories())
 
     def save_position(self, position: int) -> None:
         self._db.run(
@@ -576,4 +672,6 @@ __all__ = [
     "RatingsTables",
     "SqlRatings",
     "board_key",
+    "rating_message",
+    "seal_rating",
 ]

@@ -11,7 +11,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -518,13 +518,13 @@ class _SQLiteDb:
         self._conn.execute(sql, tuple(params))
 
     def insert(
-        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], conflict: str = ""
+        self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], conflict: str = ""
     ) -> None:
-        if rows:
+        listed = [tuple(r) for r in rows]
+        if listed:
             marks = ", ".join(["?"] * len(columns))
             self._conn.executemany(
-                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) {conflict}",
-                [tuple(r) for r in rows],
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) {conflict}", listed
             )
 
     def time_in(self, at: datetime) -> Any:

@@ -22,6 +22,7 @@ import pytest
 from bergen.api.exit_status import ExitStatus
 from bergen.domain.ratings import POOLS
 from bergen.server.keys import DEFAULT_LOG_KEY_FILE, LogKeys
+from bergen.server.store.ratings import seal_rating
 from bergen.server.store.sealed import Seals
 from bergen.v1 import bergen_pb2 as pb
 
@@ -222,7 +223,7 @@ def set_rating(played: Played, player: str, pool: str, **columns: Any) -> None:
     kinds = (str, str, str, bool, float, float, int, bool, int, float)
     typed = [kind(v) for kind, v in zip(kinds, values.values(), strict=True)]
     keys = LogKeys.load_or_create(played.server.log_path.parent / DEFAULT_LOG_KEY_FILE)
-    key_id, mac = Seals(keys).seal("player_ratings", typed)
+    key_id, mac = seal_rating(Seals(keys), typed)
     changed = ", ".join(f"{c} = %s" for c in columns)
     ratings_sql(
         played.database,
