@@ -85,26 +85,28 @@ class Seals:
     ) -> str | None:
         """Why the row of `table` holding `values`, read with `key_id` and `mac`, must not be
         served as is; None when its authenticator verifies."""
-        if key_id is None or mac is None:
-            return "it has no authenticator"
-        pads = self._pads.get(key_id)
-        if pads is None:
-            return f"it names an unknown log key {key_id!r}"
         try:
             message = canonical_row(table, values)
         except ValueError as e:
-            return str(e)
+            return self._unsealed(key_id, mac) or str(e)
         return self.message_fault(message, key_id, mac)
+
+    def _unsealed(self, key_id: str | None, mac: bytes | None) -> str | None:
+        """Why a row read with `key_id` and `mac` cannot be checked at all; None if it can."""
+        if key_id is None or mac is None:
+            return "it has no authenticator"
+        if key_id not in self._pads:
+            return f"it names an unknown log key {key_id!r}"
+        return None
 
     def message_fault(self, message: bytes, key_id: str | None, mac: bytes | None) -> str | None:
         """Why a row whose bytes are `message`, read with `key_id` and `mac`, must not be
         served as is; None when its authenticator verifies."""
-        if key_id is None or mac is None:
-            return "it has no authenticator"
-        pads = self._pads.get(key_id)
-        if pads is None:
-            return f"it names an unknown log key {key_id!r}"
-        if not hmac.compare_digest(hmac_on(pads, message), bytes(mac)):
+        unsealed = self._unsealed(key_id, mac)
+        if unsealed is not None:
+            return unsealed
+        assert key_id is not None and mac is not None
+        if not hmac.compare_digest(hmac_on(self._pads[key_id], message), bytes(mac)):
             return f"its authenticator under key {key_id!r} does not verify"
         return None
 
