@@ -1,0 +1,257 @@
+"""Information Set Monte Carlo Tree Search: a play policy that knows only what its seat has
+seen, and searches the rest of the hand as a tree of plays.
+
+The flat Monte Carlo policy (`montecarlo`) tries each of its plays in many sampled worlds
+and plays every later move greedily. That values a play as if the seat and its opponents
+will then play greedily, which limits it however many worlds it samples. This policy
+(single-observer ISMCTS, Cowling, Powley and Whitehouse 2012) grows one tree over the plays
+of every seat as the seat to decide sees them, shared by all the worlds:
+
+- each iteration samples one world consistent with what the seat saw (`montecarlo.Sampler`,
+  the same constraints), so no decision is taken on a hidden tile: a node is a sequence of
+  plays, the same node whatever the world, and a play is chosen there without knowing the
+  world (this is what keeps it from the strategy fusion of solving each world apart);
+- from the root it descends while the mover's plays in this world all have nodes, choosing
+  by UCB1 with availability counts (a play is scored against the iterations in which it
+  could be made, since a seat's plays differ from world to world);
+- it then adds one node and plays the hand out greedily (`montecarlo._greedy`);
+- the outcome, per side (its points gained minus the best other side's, plus a bonus for
+  winning the match), is added to each node on the way for the side that made that play.
+
+Opponents are searched as the seat searches itself: each picks its best play for its own
+side, rather than the greedy play the flat policy assumes.
+
+The worlds are weighted by what the opponents' plays tell (inference): a seat that played a
+tile scoring nothing while it held one that scored a header probably did not hold that one.
+The sampler proposes a few worlds; one is kept with a probability that falls by
+`INFERENCE_FACTOR` for each such play a world implies. The facts come from the seat's own
+stream (`Knowledge.seen`).
+
+The result is the root play made most often. The policy is deterministic for a given `rng`
+when the number of iterations is fixed (`Settings.samples`), and else depends on the time.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import fastplay
+from .events import HandEnded, MatchEnded, PointsScored
+from .montecarlo import (
+    MATCH_WIN_BONUS,
+    MAX_BUDGET_S,
+    Knowledge,
+    Sampler,
+    Settings,
+    _greedy,
+    _one_tile,
+    _stand_in_deal,
+)
+from .state import ENDED, State
+from .tiles import End, Tile
+
+INFERENCE_FACTOR = 0.3
+"""How much less likely a world is for each play of another seat it makes a passed-over
+better one (`Knowledge.passed_over`)."""
+INFERENCE_TRIES = 6
+"""Worlds proposed at most for one iteration; the least unlikely is kept if none is."""
+EXPLORATION = 0.7
+"""UCB1's exploration constant, in units of `VALUE_SCALE` points."""
+VALUE_SCALE = 10.0
+"""Points of margin that count as one unit of reward in UCB1."""
+
+DEFAULT = Settings()
+
+Play = tuple[int, Tile, End]
+"""A play in the tree: the seat, the tile and the end."""
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    """A sequence of plays from the decision. `visits` counts the iterations that made the
+    play into it, `available` those in which it could have been made, `total` the sum of
+    their values for the side that made it."""
+
+    visits: int = 0
+    available: int = 0
+    total: float = 0.0
+    children: dict[Play, Node] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A play, the iterations that found it, and each root play's visits and mean value."""
+
+    tile: Tile
+    end: End
+    iterations: int
+    values: tuple[tuple[Tile, End, int, float], ...]
+    seconds: float
+
+
+def _value(gained: list[int], winner: int | None, side: int) -> float:
+    best_other = max(g for s, g in enumerate(gained) if s != side)
+    v = float(gained[side] - best_other)
+    if winner is not None:
+        v += MATCH_WIN_BONUS if winner == side else -MATCH_WIN_BONUS
+    return v
+
+
+def _play(board: fastplay.Board, seat: int, tile: Tile, end: End, gained: list[int]) -> bool | int:
+    """Make a legal play on `board`, adding the points scored to `gained`. Returns False
+    while the hand goes on, True when it ended with no match winner, else the winning side
+    plus 2 (so that side 0 is not confused with False)."""
+    events = board.events
+    first = len(events)
+    board.play(seat, tile, end)
+    for i in range(first, len(events)):
+        e: Any = events[i]
+        kind = type(e)
+        if kind is PointsScored:
+            gained[e.side] += e.points
+        elif kind is MatchEnded:
+            return int(e.winner_side) + 2 if e.winner_side is not None else True
+        elif kind is HandEnded:
+            won: Any = next((x for x in events[i:] if type(x) is MatchEnded), None)
+            if won is None or won.winner_side is None:
+                return True
+            return int(won.winner_side) + 2
+    return board.phase == ENDED
+
+
+def iterate(root: Node, world: State, seat: int, rng: random.Random) -> None:
+    """One iteration of the search in `world` (seat `seat` to play): select, expand, play
+    out greedily, and add the outcome to the nodes on the way."""
+    board = fastplay.Board(world, _stand_in_deal)
+    partnerships = world.info.partnerships
+    rules = world.info.rules
+    gained = [0] * len(world.scores)
+    path: list[tuple[Node, int]] = []
+    node: Node | None = root
+    turn = seat
+    ended: bool | int = False
+    while not ended:
+        legal = board.legal_plays(turn)
+        if node is not None:
+            children = node.children
+            untried = [p for p in legal if (turn, p[0], p[1]) not in children]
+            if untried:
+                tile, end = untried[0] if len(untried) == 1 else rng.choice(untried)
+                child = Node()
+                children[(turn, tile, end)] = child
+                for t, e in legal:
+                    c = children.get((turn, t, e))
+                    if c is not None:
+                        c.available += 1
+                path.append((child, turn % 2 if partnerships else turn))
+                node = None  # out of the tree: the rest is the playout
+            else:
+                best = -math.inf
+                chosen: list[tuple[Tile, End, Node]] = []
+                for t, e in legal:
+                    c = children[(turn, t, e)]
+                    c.available += 1
+                    score = c.total / (c.visits * VALUE_SCALE) + EXPLORATION * math.sqrt(
+                        math.log(c.available) / c.visits
+                    )
+                    if score > best:
+                        best = score
+                        chosen = [(t, e, c)]
+                    elif score == best:
+                        chosen.append((t, e, c))
+                tile, end, node = chosen[0] if len(chosen) == 1 else rng.choice(chosen)
+                path.append((node, turn % 2 if partnerships else turn))
+        elif len(legal) == 1:
+            tile, end = legal[0]
+        else:
+            side = turn % 2 if partnerships else turn
+            tile, end = _greedy(
+                rules, board.scores[side], board.ends, board.line_length() + 1,
+                _one_tile(board.masks[turn]), legal, rng,
+            )  # fmt: skip
+        ended = _play(board, turn, tile, end, gained)
+        if not ended:
+            nxt = board.turn
+            assert nxt is not None
+            turn = nxt
+    winner = ended - 2 if ended is not True and ended >= 2 else None
+    values: dict[int, float] = {}
+    for n, side in path:
+        v = values.get(side)
+        if v is None:
+            v = values[side] = _value(gained, winner, side)
+        n.visits += 1
+        n.total += v
+
+
+def sample(sampler: Sampler, passed_over: tuple[tuple[int, int], ...], rng: random.Random) -> State:
+    """A world, kept with probability INFERENCE_FACTOR to the number of the passed-over
+    plays it implies (rejection sampling, at most INFERENCE_TRIES worlds proposed)."""
+    world = sampler.world(rng)
+    if not passed_over:
+        return world
+    best = world
+    fewest = len(passed_over) + 1
+    for attempt in range(INFERENCE_TRIES):
+        if attempt:
+            world = sampler.world(rng)
+        masks = world.masks
+        count = sum(1 for seat, mask in passed_over if masks[seat] & mask)
+        if not count or rng.random() < INFERENCE_FACTOR**count:
+            return world
+        if count < fewest:
+            best, fewest = world, count
+    return best
+
+
+def decide_play(k: Knowledge, rng: random.Random, settings: Settings = DEFAULT) -> Decision:
+    """The ISMCTS play for the seat of `k`, which must be the seat to play. `settings.samples`
+    is the number of iterations (None: as many as `budget_s` allows, capped at
+    MAX_BUDGET_S); `min_samples` the fewest.
+
+    Raises ValueError when the seat has no legal play or its knowledge does not add up.
+    """
+    start = time.perf_counter()
+    s = k.state
+    if s is None:
+        raise ValueError("no match")
+    legal = s.legal_plays(k.seat)
+    if not legal:
+        raise ValueError(f"match {s.match_id}: seat {k.seat} has no legal play now")
+    if len(legal) == 1:
+        t, e = legal[0]
+        return Decision(t, e, 0, ((t, e, 0, 0.0),), time.perf_counter() - start)
+    sampler = Sampler(k)
+    budget = (
+        settings.budget_s if settings.samples is not None else min(settings.budget_s, MAX_BUDGET_S)
+    )
+    deadline = start + budget
+    root = Node()
+    n = 0
+    while True:
+        if settings.samples is not None and n >= settings.samples:
+            break
+        # The clock is read every few iterations: one takes tens of microseconds.
+        if n >= settings.min_samples and n % 8 == 0 and time.perf_counter() >= deadline:
+            break
+        iterate(root, sample(sampler, k.passed_over, rng), k.seat, rng)
+        n += 1
+    stats = []
+    for t, e in legal:
+        c = root.children.get((k.seat, t, e))
+        stats.append((t, e, 0, 0.0) if c is None else (t, e, c.visits, c.total / c.visits))
+    most = max(v for _, _, v, _ in stats)
+    best = max(m for _, _, v, m in stats if v == most)
+    choices = [(t, e) for t, e, v, m in stats if v == most and m == best]
+    tile, end = choices[0] if len(choices) == 1 else rng.choice(choices)
+    return Decision(tile, end, n, tuple(stats), time.perf_counter() - start)
+
+
+def ismcts_play(k: Knowledge, rng: random.Random, settings: Settings = DEFAULT) -> tuple[Tile, End]:
+    """`decide_play`, as (tile, end)."""
+    d = decide_play(k, rng, settings)
+    return d.tile, d.end
