@@ -1,31 +1,34 @@
 """Information Set Monte Carlo Tree Search: a play policy that knows only what its seat has
-seen, and searches the rest of the hand as a tree of plays.
+seen, and searches its own later plays as a tree.
 
 The flat Monte Carlo policy (`montecarlo`) tries each of its plays in many sampled worlds
-and plays every later move greedily. That values a play as if the seat and its opponents
-will then play greedily, which limits it however many worlds it samples. This policy
-(single-observer ISMCTS, Cowling, Powley and Whitehouse 2012) grows one tree over the plays
-of every seat as the seat to decide sees them, shared by all the worlds:
+and plays every later move greedily: it values a play as if the seat itself will then play
+greedily. This policy (single-observer ISMCTS, Cowling, Powley and Whitehouse 2012) grows
+one tree of plays, as the seat to decide sees them, shared by all the worlds:
 
 - each iteration samples one world consistent with what the seat saw (`montecarlo.Sampler`,
   the same constraints), so no decision is taken on a hidden tile: a node is a sequence of
-  plays, the same node whatever the world, and a play is chosen there without knowing the
-  world (this is what keeps it from the strategy fusion of solving each world apart);
-- from the root it descends while the mover's plays in this world all have nodes, choosing
+  plays, the same node whatever the world, and the seat's play there is chosen without
+  knowing the world (which keeps it from the strategy fusion of solving each world apart);
+- from the root it descends while the seat's plays in this world all have nodes, choosing
   by UCB1 with availability counts (a play is scored against the iterations in which it
-  could be made, since a seat's plays differ from world to world);
+  could be made, since the seat's later tiles, drawn ones, differ from world to world);
+  the other seats play as the playout policy plays on their tiles in the world, and each
+  play of theirs is a node (the seat sees it);
 - it then adds one node and plays the hand out greedily (`montecarlo._greedy`);
-- the outcome, per side (its points gained minus the best other side's, plus a bonus for
-  winning the match), is added to each node on the way for the side that made that play.
+- the outcome (the seat's side's points gained minus the best other side's, plus a bonus
+  for winning the match) is added to each of the seat's nodes on the way.
 
-Opponents are searched as the seat searches itself: each picks its best play for its own
-side, rather than the greedy play the flat policy assumes.
+`SEARCH_OTHERS` makes the other seats choose by UCB1 in the tree too, as the plain
+single-observer ISMCTS does; their nodes then mix the worlds of their own hidden tiles, so
+each plays as if it did not know its tiles, and in the strength benchmark that was no
+stronger.
 
-The worlds are weighted by what the opponents' plays tell (inference): a seat that played a
-tile scoring nothing while it held one that scored a header probably did not hold that one.
-The sampler proposes a few worlds; one is kept with a probability that falls by
-`INFERENCE_FACTOR` for each such play a world implies. The facts come from the seat's own
-stream (`Knowledge.seen`).
+The worlds are weighted by what the other seats' plays tell (inference): a seat that played
+a tile scoring less than another it held probably did not hold that one (it would have
+taken the points). The sampler proposes up to INFERENCE_TRIES worlds; one is kept with a
+probability of INFERENCE_FACTOR to the number of such plays it implies. The facts come from
+the seat's own stream (`Knowledge.passed_over`).
 
 The result is the root play made most often. The policy is deterministic for a given `rng`
 when the number of iterations is fixed (`Settings.samples`), and else depends on the time.
@@ -36,6 +39,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +55,7 @@ from .montecarlo import (
     _one_tile,
     _stand_in_deal,
 )
+from .rules import Rules
 from .state import ENDED, State
 from .tiles import End, Tile
 
@@ -59,6 +64,9 @@ INFERENCE_FACTOR = 0.3
 better one (`Knowledge.passed_over`)."""
 INFERENCE_TRIES = 6
 """Worlds proposed at most for one iteration; the least unlikely is kept if none is."""
+SEARCH_OTHERS = False
+"""Whether the other seats' plays are chosen by UCB1 in the tree too (the plain
+single-observer ISMCTS), rather than by the playout policy on their tiles in the world."""
 EXPLORATION = 0.7
 """UCB1's exploration constant, in units of `VALUE_SCALE` points."""
 VALUE_SCALE = 10.0
@@ -123,6 +131,22 @@ def _play(board: fastplay.Board, seat: int, tile: Tile, end: End, gained: list[i
     return board.phase == ENDED
 
 
+def _rollout(
+    board: fastplay.Board,
+    turn: int,
+    partnerships: bool,
+    rules: Rules,
+    legal: Sequence[tuple[Tile, End]],
+    rng: random.Random,
+) -> tuple[Tile, End]:
+    """The playout policy's play for `turn`."""
+    side = turn % 2 if partnerships else turn
+    return _greedy(
+        rules, board.scores[side], board.ends, board.line_length() + 1,
+        _one_tile(board.masks[turn]), legal, rng,
+    )  # fmt: skip
+
+
 def iterate(root: Node, world: State, seat: int, rng: random.Random) -> None:
     """One iteration of the search in `world` (seat `seat` to play): select, expand, play
     out greedily, and add the outcome to the nodes on the way."""
@@ -136,7 +160,18 @@ def iterate(root: Node, world: State, seat: int, rng: random.Random) -> None:
     ended: bool | int = False
     while not ended:
         legal = board.legal_plays(turn)
-        if node is not None:
+        if node is not None and turn != seat and not SEARCH_OTHERS:
+            # Another seat's play: made by the playout policy, a node for each play seen.
+            if len(legal) == 1:
+                tile, end = legal[0]
+            else:
+                tile, end = _rollout(board, turn, partnerships, rules, legal, rng)
+            key = (turn, tile, end)
+            nxt_node = node.children.get(key)
+            if nxt_node is None:
+                nxt_node = node.children[key] = Node()
+            node = nxt_node
+        elif node is not None:
             children = node.children
             untried = [p for p in legal if (turn, p[0], p[1]) not in children]
             if untried:
@@ -168,11 +203,7 @@ def iterate(root: Node, world: State, seat: int, rng: random.Random) -> None:
         elif len(legal) == 1:
             tile, end = legal[0]
         else:
-            side = turn % 2 if partnerships else turn
-            tile, end = _greedy(
-                rules, board.scores[side], board.ends, board.line_length() + 1,
-                _one_tile(board.masks[turn]), legal, rng,
-            )  # fmt: skip
+            tile, end = _rollout(board, turn, partnerships, rules, legal, rng)
         ended = _play(board, turn, tile, end, gained)
         if not ended:
             nxt = board.turn

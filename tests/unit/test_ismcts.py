@@ -149,3 +149,12 @@ def test_ismcts_is_a_named_policy_that_searches():
     events = next(matches(2, False, "standard", 1))
     full, k, _ = decisions(events, 1)[0]
     assert decider("ismcts", FIXED)(k, random.Random(1)) in full.legal_plays(k.seat)
+
+
+def test_searching_the_other_seats_too_plays_legally(monkeypatch):
+    from bergen.domain import ismcts
+
+    monkeypatch.setattr(ismcts, "SEARCH_OTHERS", True)
+    for events in matches(3, False, "standard", 1):
+        for full, k, _ in decisions(events, 5):
+            assert ismcts_play(k, random.Random(2), FIXED) in full.legal_plays(k.seat)
