@@ -263,14 +263,18 @@ def decide_play(k: Knowledge, rng: random.Random, settings: Settings = DEFAULT) 
     deadline = start + budget
     root = Node()
     n = 0
+    slowest = 0.0
     while True:
         if settings.samples is not None and n >= settings.samples:
             break
-        # The clock is read every few iterations: one takes tens of microseconds.
-        if n >= settings.min_samples and n % 8 == 0 and time.perf_counter() >= deadline:
+        now = time.perf_counter()
+        # Stop before an iteration that would likely overrun the budget, as Monte Carlo
+        # stops before a world: the two then think for the same time.
+        if n >= settings.min_samples and now + slowest >= deadline:
             break
         iterate(root, sample(sampler, k.passed_over, rng), k.seat, rng)
         n += 1
+        slowest = max(slowest, time.perf_counter() - now)
     stats = []
     for t, e in legal:
         c = root.children.get((k.seat, t, e))
