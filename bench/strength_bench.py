@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--matches",
         type=int,
         default=harness.quick_or(DEFAULT_MATCHES, 4),
-        help="two-seat matches a pairing",
+        help="two-seat matches a pairing (0: none)",
     )
     parser.add_argument(
         "--three",
@@ -209,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     wanted = [p for p in pairings if args.pairing is None or f"{p[0]}-{p[1]}" in args.pairing]
+    if args.matches <= 0:
+        wanted = []
     print(
         f"standard preset; {args.matches} two-seat matches a pairing (seats alternate), "
         f"{args.three} three-seat matches of {', '.join(THREE)} (all six seat orders); "
