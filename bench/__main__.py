@@ -82,6 +82,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     ),
     Benchmark("bots", "bench.bots_bench", "Monte Carlo vs greedy vs random bots, win rates"),
     Benchmark(
+        "strength",
+        "bench.strength_bench",
+        "round robin of the four bots at equal time per decision, win rates",
+    ),
+    Benchmark(
         "abuse",
         "bench.abuse_bench",
         "Play p99, 8 honest clients, with and without 4 abusers",

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from bench import harness
 from bench.harness import ExitStatus
 from bergen.domain import CreateMatch, HandEnded, Play, TakeSeat, execute, make_rules
-from bergen.domain.montecarlo import Knowledge, Settings, decide_play, decider, learn
+from bergen.domain.deciders import decider
+from bergen.domain.montecarlo import Knowledge, Settings, decide_play, learn
 from bergen.domain.state import ENDED
 from bergen.domain.views import redact_event
 

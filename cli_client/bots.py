@@ -29,8 +29,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bergen.api.exit_status import ExitStatus
 from bergen.api.helptext import HelpFormatter, at_least_one
+from bergen.domain.deciders import POLICY_NAMES
 from bergen.domain.errors import InvalidOptions
-from bergen.domain.montecarlo import POLICY_NAMES, Settings
+from bergen.domain.montecarlo import Settings
 from bergen.domain.rules import PRESETS, make_rules
 from bergen.domain.state import State
 from bergen.domain.tiles import side_of

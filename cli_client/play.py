@@ -37,7 +37,7 @@ from rich.markup import escape
 from bergen.api.exit_status import ExitStatus
 from bergen.api.helptext import HelpFormatter
 from bergen.api.state import state_dir
-from bergen.domain.montecarlo import POLICY_NAMES
+from bergen.domain.deciders import POLICY_NAMES
 from bergen.domain.rules import PRESETS
 from bergen.domain.state import SEATING, State
 

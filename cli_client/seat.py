@@ -4,12 +4,12 @@ loop that plays it, by a bot (`run_seat`) or by a person at the terminal (`play_
 A seat holds only its token. It learns the match from GetReplay (the stream as its seat may
 see it), then follows WatchMatch, resuming with `after_seq` when the stream drops, and folds
 every event into its seat's knowledge (`montecarlo.learn`). On its turn it decides (a bot's
-decision function: random, greedy or Monte Carlo, `montecarlo.decider`; or the player's
+decision function: random, greedy, Monte Carlo or ISMCTS, `deciders.decider`; or the player's
 choice from a numbered list) and sends the play with the version it decided on, so a play
 decided on a stale view is refused (ABORTED) and decided again. A player may resign; a
 stream that ends before the match, or cannot be opened again, fails the seat (`BotFailed`).
 
-On a clock (RULES.md section 11) a bot fits its thinking to its time: the Monte Carlo policy
+On a clock (RULES.md section 11) a bot fits its thinking to its time: a searching policy
 spends at most a small share of the time its seat has left (`clocks.think_budget_s`), and with
 little left plays greedy at once. A person sees every seat's time counting down.
 
@@ -38,14 +38,14 @@ from rich.text import Text
 
 from bergen.api.convert import event_in
 from bergen.api.exit_status import ExitStatus
+from bergen.domain.deciders import SEARCHING, Decider, decider
 from bergen.domain.describe import clock_words
 from bergen.domain.events import Dealt, Event
+from bergen.domain.ismcts import ismcts_play
 from bergen.domain.montecarlo import (
     MAX_BUDGET_S,
-    Decider,
     Knowledge,
     Settings,
-    decider,
     learn,
     montecarlo_play,
 )
@@ -297,11 +297,11 @@ def _whose(link: SeatLink) -> str:
 def seat_decider(name: str, settings: Settings, clock: MatchClock) -> Decider:
     """The decision function of policy `name` for a seat whose match time `clock` tells.
 
-    In a clocked match the Monte Carlo policy thinks for `think_budget_s` of the seat's time
-    left (never more than `settings` allow, one world at least), and plays greedy at once
-    when that is too little. Raises KeyError for an unknown name."""
+    In a clocked match a searching policy (Monte Carlo, ISMCTS) thinks for `think_budget_s`
+    of the seat's time left (never more than `settings` allow, one world at least), and plays
+    greedy at once when that is too little. Raises KeyError for an unknown name."""
     plain = decider(name, settings)
-    if name != "montecarlo":
+    if name not in SEARCHING:
         return plain
     greedy = decider("greedy", settings)
 
@@ -313,7 +313,10 @@ def seat_decider(name: str, settings: Settings, clock: MatchClock) -> Decider:
         budget = think_budget_s(left, settings.budget_s)
         if budget is None:
             return greedy(k, rng)
-        return montecarlo_play(k, rng, replace(settings, budget_s=budget, min_samples=1))
+        thinking = replace(settings, budget_s=budget, min_samples=1)
+        if name == "ismcts":
+            return ismcts_play(k, rng, thinking)
+        return montecarlo_play(k, rng, thinking)
 
     return on_the_clock
 
@@ -405,14 +408,15 @@ def add_policy_options(p: argparse.ArgumentParser) -> None:
         type=float,
         default=Settings().budget_s,
         metavar="SECONDS",
-        help="Monte Carlo time per decision (default %(default)s, at most 0.9)",
+        help="Monte Carlo and ISMCTS time per decision (default %(default)s, at most 0.9)",
     )
     p.add_argument(
         "--mc-samples",
         type=int,
         default=None,
         metavar="N",
-        help="Monte Carlo worlds per decision (default: as many as the time allows)",
+        help="Monte Carlo worlds (ISMCTS iterations) per decision (default: as many as the "
+        "time allows)",
     )
 
 

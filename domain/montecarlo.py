@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +33,10 @@ from .commands import Play
 from .dealing import split
 from .events import Dealt, Event, HandEnded, MatchEnded, Passed, PointsScored, TileDrawn, TilePlayed
 from .frozen import fast_init
-from .policies import POLICIES
 from .rules import Rules
 from .scoring import place, play_award
 from .state import ENDED, PLAYING, MatchInfo, State, evolve
 from .tiles import ALL_BITS, ALL_TILES, FITS, End, Tile
-from .views import view
 
 PLAYOUT_SEED = "00" * 32
 """A stand-in server seed so the engine can run past a hand's end; nothing after it counts."""
@@ -69,11 +67,18 @@ class Settings:
 @dataclass(frozen=True, slots=True)
 class Knowledge:
     """What seat `seat` knows: the fold of its redacted stream, and per seat the forbidden
-    masks of that seat's hidden tiles, oldest first (empty for the seat itself)."""
+    masks of that seat's hidden tiles, oldest first (empty for the seat itself).
+
+    `passed_over`: what the other seats' choices suggest, for policies that infer from them
+    (`ismcts`): (seat, mask) for each play of another seat in this hand, since that seat
+    last drew, that scored less at once than some other tile would have; the mask holds
+    those tiles. A seat that plays greedily held none of them, and still holds none: it has
+    drawn nothing since. These are hints, not facts: no world is ruled out by them."""
 
     seat: int
     state: State | None
     slots: tuple[tuple[int, ...], ...] = ()
+    passed_over: tuple[tuple[int, int], ...] = ()
 
 
 fast_init(Knowledge)
@@ -103,8 +108,10 @@ def learn(k: Knowledge, event: Event) -> Knowledge:
     state = evolve(before, event)
     slots = k.slots
     seat = k.seat
+    passed_over = k.passed_over
     if isinstance(event, Dealt):
         slots = tuple(() if s == seat else (0,) * len(h) for s, h in enumerate(event.hands))
+        passed_over = ()
     elif isinstance(event, TilePlayed) and slots:
         assert before is not None
         if before.ends is None:
@@ -112,6 +119,10 @@ def learn(k: Knowledge, event: Event) -> Knowledge:
             slots = tuple(tuple(m | forbid for m in ms) for ms in slots)
         if event.seat != seat:
             slots = _replace_at(slots, event.seat, _without_slot(slots[event.seat], event.tile))
+            if before.ends is not None and before.must_play is None and event.end is not None:
+                better = _better_plays(before, event.seat, event.tile, event.end)
+                if better:
+                    passed_over += ((event.seat, better),)
     elif isinstance(event, (TileDrawn, Passed)) and event.seat != seat and slots:
         assert before is not None
         ends = before.ends
@@ -119,8 +130,33 @@ def learn(k: Knowledge, event: Event) -> Knowledge:
         held = tuple(m | forbid for m in slots[event.seat])
         if isinstance(event, TileDrawn):
             held += (0,) if event.tile is None else (ALL_BITS & ~event.tile.bit,)
+            passed_over = tuple(p for p in passed_over if p[0] != event.seat)
         slots = _replace_at(slots, event.seat, held)
-    return Knowledge(seat, state, slots)
+    return Knowledge(seat, state, slots, passed_over)
+
+
+def _better_plays(before: State, seat: int, tile: Tile, end: End) -> int:
+    """The tiles that would have scored more at once than `tile` at `end`, played by `seat`
+    in `before`: a mask."""
+    ends = before.ends
+    assert ends is not None
+    rules = before.rules
+    score = before.scores[before.side_of(seat)]
+    on_line = len(before.line) + 1
+    played = play_award(rules, tile, place(ends, tile, end is End.LEFT), on_line, score)[0]
+    left, right = ends[0], ends[1]
+    better = 0
+    for t in ALL_TILES:
+        if t.bit == tile.bit:
+            continue
+        points = -1
+        if t.bit & FITS[left]:
+            points = play_award(rules, t, place(ends, t, True), on_line, score)[0]
+        if t.bit & FITS[right]:
+            points = max(points, play_award(rules, t, place(ends, t, False), on_line, score)[0])
+        if points > played:
+            better |= t.bit
+    return better
 
 
 def _replace_at(
@@ -523,26 +559,3 @@ def montecarlo_play(
     """`decide_play`, as (tile, end)."""
     d = decide_play(k, rng, settings)
     return d.tile, d.end
-
-
-Decider = Callable[[Knowledge, random.Random], tuple[Tile, End]]
-"""A policy as a function of what its seat knows."""
-
-POLICY_NAMES = ("random", "greedy", "montecarlo")
-
-
-def decider(name: str, settings: Settings = Settings()) -> Decider:
-    """The decision function of a policy by name: random and greedy play from the seat's
-    view (the fold of its redacted stream), montecarlo from its whole knowledge.
-
-    Raises KeyError for an unknown name.
-    """
-    if name == "montecarlo":
-        return lambda k, rng: montecarlo_play(k, rng, settings)
-    policy = POLICIES[name]
-
-    def from_view(k: Knowledge, rng: random.Random) -> tuple[Tile, End]:
-        assert k.state is not None
-        return policy(view(k.state, k.seat), rng)
-
-    return from_view

@@ -41,7 +41,8 @@ from typing import Any
 import grpc
 
 from bergen.api.state import address_key
-from bergen.domain.montecarlo import POLICY_NAMES, Settings
+from bergen.domain.deciders import POLICY_NAMES
+from bergen.domain.montecarlo import Settings
 from bergen.v1 import bergen_pb2 as pb
 
 from ..client import Client, new_token

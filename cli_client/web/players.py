@@ -585,7 +585,7 @@ async def create_match(request: Request) -> Response:
     bots = _int(body, "bots", 0, seats - 1, 0)
     policy = body.get("bot_policy", "greedy")
     if not isinstance(policy, str) or not POLICY.fullmatch(policy):
-        raise _bad("bot_policy is a policy's name (greedy, random, montecarlo)")
+        raise _bad("bot_policy is a policy's name (greedy, random, montecarlo, ismcts)")
     computer: ComputerSeats | None = getattr(request.app.state, "computer", None)
     if bots and computer is None:
         raise Refused(501, "computer seats are not available on this gateway", "NO_COMPUTER")

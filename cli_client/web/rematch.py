@@ -36,7 +36,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bergen.api.rematch import MAX_ATTEMPTS, rematch_id
-from bergen.domain.montecarlo import POLICY_NAMES
+from bergen.domain.deciders import POLICY_NAMES
 from bergen.v1 import bergen_pb2 as pb
 
 from .computer import ComputerSeats, ComputerSeatsError, SeatingFailed

@@ -66,15 +66,16 @@ def test_random_and_greedy_bots_play_whole_matches(server: ServerProcess, args: 
     assert "won" in result.stdout and "hands:" in result.stdout
 
 
-def test_the_monte_carlo_bot_plays_whole_matches(server: ServerProcess):
+@pytest.mark.parametrize("policy", ["montecarlo", "ismcts"])
+def test_a_searching_bot_plays_whole_matches(server: ServerProcess, policy: str):
     result = bots(
-        "--server", server.target, "--matches", "2", "--policy", "montecarlo", "greedy",
+        "--server", server.target, "--matches", "2", "--policy", policy, "greedy",
         "--mc-budget", "0.02", "--seed", "e2e",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr + result.stdout
     check_ended(server, result.stdout, 2)
     # Seats rotate: each policy played each seat once, and the summary counts both.
-    assert re.search(r"montecarlo\s+won \d of 2", result.stdout)
+    assert re.search(rf"{policy}\s+won \d of 2", result.stdout)
     assert re.search(r"greedy\s+won \d of 2", result.stdout)
 
 

@@ -69,7 +69,7 @@ def timed_out(server: ServerProcess) -> str:
 # ----- bergen bots --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("policy", ["greedy", "montecarlo"])
+@pytest.mark.parametrize("policy", ["greedy", "montecarlo", "ismcts"])
 def test_bots_play_a_clocked_match_to_its_end_and_its_record_verifies(
     server: ServerProcess, policy: str
 ):

@@ -242,11 +242,29 @@ def test_a_monte_carlo_bot_on_a_clock_thinks_within_its_budget(worked, monkeypat
     assert len(calls) == 1
 
 
-def test_a_monte_carlo_bot_on_a_clock_plays_a_legal_play(worked):
+def test_an_ismcts_bot_on_a_clock_thinks_within_its_budget(worked, monkeypatch):
+    calls: list[Settings] = []
+
+    def recorded(k: Knowledge, rng: random.Random, settings: Settings) -> tuple:
+        calls.append(settings)
+        return k.state.legal_plays(k.seat)[0]  # type: ignore[union-attr]
+
+    monkeypatch.setattr(seat_loop, "ismcts_play", recorded)
     k = knowledge(worked.events, 0)
-    decide = seat_loop.seat_decider(
-        "montecarlo", Settings(budget_s=0.05), seen_at(1000, FakeTime())
-    )
+    local = FakeTime(100.0)
+    decide = seat_loop.seat_decider("ismcts", Settings(budget_s=0.9), seen_at(1000, local))
+    local.now = 104.0  # 6 s left
+    assert decide(k, random.Random(1)) == (T("1-5"), End.RIGHT)
+    assert calls[0].budget_s == pytest.approx((6000 - clocks.SAFETY_MS) / 1000 * 0.1)
+    local.now = 110.3  # under a second left: greedy at once
+    assert decide(k, random.Random(1)) == (T("1-5"), End.RIGHT)
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("policy", ["montecarlo", "ismcts"])
+def test_a_searching_bot_on_a_clock_plays_a_legal_play(worked, policy):
+    k = knowledge(worked.events, 0)
+    decide = seat_loop.seat_decider(policy, Settings(budget_s=0.05), seen_at(1000, FakeTime()))
     assert decide(k, random.Random(3)) in k.state.legal_plays(0)  # type: ignore[union-attr]
 
 

@@ -65,3 +65,13 @@ def test_an_unknown_command_is_refused_with_every_command_named(
     assert "invalid choice: 'nope'" in said
     for name in NAMES:
         assert repr(name) in said
+
+
+@pytest.mark.parametrize("policy", ["random", "greedy", "montecarlo", "ismcts"])
+def test_every_policy_is_named_by_bots_and_by_play(policy: str) -> None:
+    bots = build_parser("bots").parse_args(["bots", "--policy", policy, "greedy"])
+    assert bots.policy == [policy, "greedy"]
+    play = build_parser("play").parse_args(
+        ["play", "--create", "--bots", "1", "--bot-policy", policy]
+    )
+    assert play.bot_policy == policy

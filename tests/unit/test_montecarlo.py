@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from bergen.domain.commands import CreateMatch, Play, TakeSeat
+from bergen.domain.deciders import POLICY_NAMES, decider
 from bergen.domain.engine import execute
 from bergen.domain.events import Dealt, Event, Passed, SeatTaken, TileDrawn, TilePlayed
 from bergen.domain.montecarlo import (
@@ -15,7 +16,6 @@ from bergen.domain.montecarlo import (
     Sampler,
     Settings,
     decide_play,
-    decider,
     knowledge,
     learn,
     montecarlo_play,
@@ -235,7 +235,7 @@ def test_every_policy_decides_from_the_redacted_stream_alone():
         if full.phase == PLAYING and full.turn is not None and full.legal_plays(full.turn):
             seat = full.turn
             k = knowledge(redact_stream(events[: i + 1], seat), seat)
-            for name in ("random", "greedy", "montecarlo"):
+            for name in POLICY_NAMES:
                 play = decider(name, Settings(samples=2))(k, random.Random(1))
                 assert play in full.legal_plays(seat)
             assert montecarlo_play(k, random.Random(1), Settings(samples=2)) in full.legal_plays(

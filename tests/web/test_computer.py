@@ -25,7 +25,8 @@ from bergen.cli_client.web.computer import (
     TooManyBots,
     computer_name,
 )
-from bergen.domain.montecarlo import decider
+from bergen.domain.deciders import decider
+from bergen.domain.montecarlo import Settings
 from bergen.domain.state import ENDED
 from bergen.v1 import bergen_pb2 as pb
 
@@ -134,6 +135,26 @@ def test_a_restarted_gateway_resumes_its_bots_from_the_state_folder(
         first.close()
         if second is not None:
             second.close()
+
+
+@pytest.mark.parametrize("policy", ["montecarlo", "ismcts"])
+def test_a_searching_computer_seat_plays_a_match_to_its_end(
+    server: ServerProcess, client: Client, tmp_path: Path, policy: str
+) -> None:
+    link = seated_person(client, 2, f"person and {policy}")
+    computer = ComputerSeats(server.target, tmp_path, settings=Settings(budget_s=0.02))
+    try:
+        assert computer.fill(link.match_id, 1, policy) == [1]
+        assert {(s["seat"], s["policy"]) for s in written(computer)} == {(1, policy)}
+        assert [s.name for s in client.get_match(link.match_id).seats] == [
+            "person",
+            computer_name(1, policy),
+        ]
+        play_to_the_end(link)
+        wait_until(lambda: not computer.playing, "the bot let its seat go")
+    finally:
+        link.close()
+        computer.close()
 
 
 def test_too_many_bots_are_refused_with_no_seat_taken(

@@ -110,7 +110,7 @@ export function createForm(container) {
   const [onTimeout, inARow, showTimeouts] = timeoutFields(form);
   form.append(onTimeout, inARow,
     field("Computer seats", h("input", { name: "bots", type: "number", min: 0, max: 3, value: 0 })),
-    field("Computer strength", select("bot_policy", [["random", "random"], ["greedy", "greedy"], ["montecarlo", "monte carlo"]], "greedy")),
+    field("Computer strength", select("bot_policy", [["random", "random"], ["greedy", "greedy"], ["montecarlo", "monte carlo"], ["ismcts", "tree search (ISMCTS)"]], "greedy")),
     rated,
     h("button", { type: "submit", text: "Create and take seat 1" }), message);
   showTimeouts();
