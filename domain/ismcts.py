@@ -15,7 +15,7 @@ one tree of plays, as the seat to decide sees them, shared by all the worlds:
   could be made, since the seat's later tiles, drawn ones, differ from world to world);
   the other seats play as the playout policy plays on their tiles in the world, and each
   play of theirs is a node (the seat sees it);
-- it then adds one node and plays the hand out greedily (`montecarlo._greedy`);
+- it then adds one node and plays the hand out greedily (`montecarlo.greedy_play`);
 - the outcome (the seat's side's points gained minus the best other side's, plus a bonus
   for winning the match) is added to each of the seat's nodes on the way.
 
@@ -51,9 +51,9 @@ from .montecarlo import (
     Knowledge,
     Sampler,
     Settings,
-    _greedy,
-    _one_tile,
-    _stand_in_deal,
+    greedy_play,
+    one_tile,
+    stand_in_deal,
 )
 from .rules import Rules
 from .state import ENDED, State
@@ -141,16 +141,16 @@ def _rollout(
 ) -> tuple[Tile, End]:
     """The playout policy's play for `turn`."""
     side = turn % 2 if partnerships else turn
-    return _greedy(
+    return greedy_play(
         rules, board.scores[side], board.ends, board.line_length() + 1,
-        _one_tile(board.masks[turn]), legal, rng,
+        one_tile(board.masks[turn]), legal, rng,
     )  # fmt: skip
 
 
 def iterate(root: Node, world: State, seat: int, rng: random.Random) -> None:
     """One iteration of the search in `world` (seat `seat` to play): select, expand, play
     out greedily, and add the outcome to the nodes on the way."""
-    board = fastplay.Board(world, _stand_in_deal)
+    board = fastplay.Board(world, stand_in_deal)
     partnerships = world.info.partnerships
     rules = world.info.rules
     gained = [0] * len(world.scores)

@@ -329,7 +329,7 @@ _RANDBELOW = getattr(random.Random, "_randbelow", None)
 """random.Random's own _randbelow (getrandbits with rejection), which `_mix` writes out."""
 
 
-def _stand_in_deal(
+def stand_in_deal(
     server_seed: bytes, match_id: str, hand: int, attempt: int, client_seeds: Sequence[str]
 ) -> tuple[tuple[tuple[Tile, ...], ...], tuple[Tile, ...]]:
     """The deal a playout's engine makes after the hand it plays out, which the playout
@@ -374,7 +374,7 @@ def play_out(
     if world.clocks or world.phase != PLAYING or world.hand_over:
         return play_out_by_states(world, seat, tile, end, rng, horizon)
     gained = [0] * len(world.scores)
-    board = fastplay.Board(world, _stand_in_deal)
+    board = fastplay.Board(world, stand_in_deal)
     events = board.events
     rules = world.info.rules
     partnerships = world.info.partnerships
@@ -403,14 +403,14 @@ def play_out(
             tile, end = legal[0]
         else:
             side = turn % 2 if partnerships else turn
-            tile, end = _greedy(
+            tile, end = greedy_play(
                 rules, board.scores[side], board.ends, board.line_length() + 1,
-                _one_tile(board.masks[turn]), legal, rng,
+                one_tile(board.masks[turn]), legal, rng,
             )  # fmt: skip
         seat = turn
 
 
-def _one_tile(mask: int) -> bool:
+def one_tile(mask: int) -> bool:
     """Whether a seat whose known tiles are `mask` holds one (it goes out with it)."""
     return mask != 0 and not mask & (mask - 1)
 
@@ -432,7 +432,7 @@ def play_out_by_states(
     command = Play(seat=seat, tile=tile, end=end)
     plays = 0
     while True:
-        board = fastplay.Board(state, _stand_in_deal)
+        board = fastplay.Board(state, stand_in_deal)
         board.execute(command)
         events, state = tuple(board.events), board.state()
         for e in events:
@@ -465,13 +465,13 @@ def greedy_on_state(
     `rng`."""
     side = seat % 2 if state.info.partnerships else seat
     going_out = sum(1 for t in state.hands[seat] if t is not None) == 1
-    return _greedy(
+    return greedy_play(
         state.info.rules, state.scores[side], state.ends, len(state.line) + 1, going_out, legal,
         rng,
     )  # fmt: skip
 
 
-def _greedy(
+def greedy_play(
     rules: Rules,
     score: int,
     ends: tuple[int, int, bool, bool] | None,

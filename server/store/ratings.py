@@ -176,7 +176,7 @@ def rating_message(v: Sequence[Any]) -> bytes:
     )
 
 
-def _history_message(v: Sequence[Any], ended_us: int) -> bytes:
+def history_message(v: Sequence[Any], ended_us: int) -> bytes:
     """The bytes a `rating_history` row's authenticator covers (`_history_values`), its
     ended_at as `ended_us`."""
     texts: str = v[0] + v[1] + v[2]
@@ -190,7 +190,7 @@ def _history_message(v: Sequence[Any], ended_us: int) -> bytes:
     )  # fmt: skip
 
 
-def _rated_message(v: Sequence[Any], ended_us: int) -> bytes:
+def rated_message(v: Sequence[Any], ended_us: int) -> bytes:
     """The bytes a `rated_matches` row's authenticator covers (_RATED_COLUMNS), its ended_at
     as `ended_us`."""
     texts: str = v[0] + v[1] + v[3] + v[4] + v[5]
@@ -257,7 +257,7 @@ def _history_row(db: Db, r: tuple[Any, ...], seals: Seals | None = None) -> Hist
     if seals is not None:
         _check(
             seals, "rating_history", f"{h.player_id} {h.pool} {h.match_id}",
-            _history_message, (_history_values(h), micros(h.ended_at)), r[12], r[13],
+            history_message, (_history_values(h), micros(h.ended_at)), r[12], r[13],
         )  # fmt: skip
     return h
 
@@ -396,7 +396,7 @@ class RatingsFold:
                 values = (r[0], r[1], int(r[2]), r[3], r[4], r[5])
                 _check(
                     self._seals, "rated_matches", r[0],
-                    _rated_message, (values, micros(ended_at)), r[7], r[8],
+                    rated_message, (values, micros(ended_at)), r[7], r[8],
                 )  # fmt: skip
             out.append(
                 RatedEnd(
@@ -475,7 +475,7 @@ class RatingsFold:
                 sealed = (
                     (None, None)
                     if seals is None
-                    else seals.seal_message(_rated_message(e, micros(end.ended_at)))
+                    else seals.seal_message(rated_message(e, micros(end.ended_at)))
                 )
                 yield (*e, time_in(end.ended_at), *sealed)
 
@@ -489,7 +489,7 @@ class RatingsFold:
                 ended_us = micros(end.ended_at)
                 for h in history:
                     v = _history_values(h)
-                    yield (*v[:11], at, *seals.seal_message(_history_message(v, ended_us)))
+                    yield (*v[:11], at, *seals.seal_message(history_message(v, ended_us)))
 
         db.insert(
             "rated_matches",

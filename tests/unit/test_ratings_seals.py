@@ -12,8 +12,8 @@ import pytest
 
 from bergen.server.keys import LogKeys
 from bergen.server.store.ratings import (
-    _history_message,
-    _rated_message,
+    history_message,
+    rated_message,
     rating_message,
     seal_rating,
 )
@@ -51,14 +51,14 @@ def test_every_column_of_a_rating_is_sealed() -> None:
 
 
 def test_every_column_of_a_history_row_is_sealed() -> None:
-    messages = {_history_message(v, AT) for v in [HISTORY, *changed_each(HISTORY)]}
-    messages.add(_history_message(HISTORY, AT + 1))
+    messages = {history_message(v, AT) for v in [HISTORY, *changed_each(HISTORY)]}
+    messages.add(history_message(HISTORY, AT + 1))
     assert len(messages) == len(HISTORY) + 2
 
 
 def test_every_column_of_a_rated_match_is_sealed() -> None:
-    messages = {_rated_message(v, AT) for v in [RATED, *changed_each(RATED)]}
-    messages.add(_rated_message(RATED, AT + 1))
+    messages = {rated_message(v, AT) for v in [RATED, *changed_each(RATED)]}
+    messages.add(rated_message(RATED, AT + 1))
     assert len(messages) == len(RATED) + 2
 
 
@@ -66,14 +66,14 @@ def test_a_character_moved_from_one_text_to_the_next_is_another_message() -> Non
     moved = (PLAYER + "2", "", *RATING[2:])
     assert rating_message(moved) != rating_message(RATING)
     moved_history = (PLAYER, "2" + MATCH[0], MATCH[1:], *HISTORY[3:])
-    assert _history_message(moved_history, AT) != _history_message(HISTORY, AT)
+    assert history_message(moved_history, AT) != history_message(HISTORY, AT)
 
 
 def test_a_message_begins_with_its_table_name_ended_by_a_nul() -> None:
     # No name is a prefix of another's: rows of two tables never share a message.
     assert rating_message(RATING).startswith(b"player_ratings\0")
-    assert _history_message(HISTORY, AT).startswith(b"rating_history\0")
-    assert _rated_message(RATED, AT).startswith(b"rated_matches\0")
+    assert history_message(HISTORY, AT).startswith(b"rating_history\0")
+    assert rated_message(RATED, AT).startswith(b"rated_matches\0")
 
 
 def test_a_value_that_does_not_fit_its_column_is_refused() -> None:
