@@ -248,6 +248,8 @@ def test_two_browsers_agree_to_a_rematch_and_play_it_in_their_old_seats(
     stranger.page.goto(f"{gateway.base}/match?id={new}")
     stranger.page.wait_for_selector("#rematch-note")
     assert stranger.page.query_selector("#join-form") is None
+    # The seats are drawn from the page's own view, fetched apart from the note's.
+    wait_js(stranger.page, "() => document.querySelector('#seats')?.innerText.length > 0")
     assert "kept for its player" in stranger.page.inner_text("#seats")
     bo.page.click("#rematch")
     for b, seat in ((ada, 0), (bo, 1)):
