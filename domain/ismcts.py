@@ -52,6 +52,7 @@ from .montecarlo import (
     Sampler,
     Settings,
     greedy_play,
+    legal_now,
     one_tile,
     stand_in_deal,
 )
@@ -247,12 +248,7 @@ def decide_play(k: Knowledge, rng: random.Random, settings: Settings = DEFAULT) 
     Raises ValueError when the seat has no legal play or its knowledge does not add up.
     """
     start = time.perf_counter()
-    s = k.state
-    if s is None:
-        raise ValueError("no match")
-    legal = s.legal_plays(k.seat)
-    if not legal:
-        raise ValueError(f"match {s.match_id}: seat {k.seat} has no legal play now")
+    legal = legal_now(k)
     if len(legal) == 1:
         t, e = legal[0]
         return Decision(t, e, 0, ((t, e, 0, 0.0),), time.perf_counter() - start)

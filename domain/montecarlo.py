@@ -510,18 +510,25 @@ class Decision:
     seconds: float
 
 
-def decide_play(k: Knowledge, rng: random.Random, settings: Settings = Settings()) -> Decision:
-    """The Monte Carlo play for the seat of `k`, which must be the seat to play.
-
-    Raises ValueError when the seat has no legal play or its knowledge does not add up.
-    """
-    start = time.perf_counter()
+def legal_now(k: Knowledge) -> tuple[tuple[Tile, End], ...]:
+    """The legal plays of the seat of `k`, which must be the seat to play. Raises ValueError
+    when there is no match or the seat has no legal play."""
     s = k.state
     if s is None:
         raise ValueError("no match")
     legal = s.legal_plays(k.seat)
     if not legal:
         raise ValueError(f"match {s.match_id}: seat {k.seat} has no legal play now")
+    return legal
+
+
+def decide_play(k: Knowledge, rng: random.Random, settings: Settings = Settings()) -> Decision:
+    """The Monte Carlo play for the seat of `k`, which must be the seat to play.
+
+    Raises ValueError when the seat has no legal play or its knowledge does not add up.
+    """
+    start = time.perf_counter()
+    legal = legal_now(k)
     if len(legal) == 1:
         t, e = legal[0]
         return Decision(t, e, 0, ((t, e, 0.0),), time.perf_counter() - start)
