@@ -395,7 +395,13 @@ def test_the_my_tournament_page_links_another_device_to_the_entrant(
     try:
         register(ann, entrants_gateway, tid)
         ann.page.click("#device-link")
-        ann.page.wait_for_selector("#device-url code")
+        # The link, or the page's word on why there is none.
+        shown = "() => !!document.querySelector('#device-url code, #device-url .problem')"
+        try:
+            wait_js(ann.page, shown, 90)
+        except AssertionError:
+            raise AssertionError(f"no link shown: {ann.page.inner_text('body')[:600]!r}") from None
+        assert ann.page.query_selector("#device-url code"), ann.page.inner_text("#device-row")
         link = ann.page.inner_text("#device-url code")
         assert link.startswith(f"{entrants_gateway.base}/claim?code=")
         phone.page.goto(link)
