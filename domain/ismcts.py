@@ -47,10 +47,10 @@ from . import fastplay
 from .events import HandEnded, MatchEnded, PointsScored
 from .montecarlo import (
     MATCH_WIN_BONUS,
-    MAX_BUDGET_S,
     Knowledge,
     Sampler,
     Settings,
+    budgeted,
     greedy_play,
     legal_now,
     one_tile,
@@ -253,24 +253,12 @@ def decide_play(k: Knowledge, rng: random.Random, settings: Settings = DEFAULT) 
         t, e = legal[0]
         return Decision(t, e, 0, ((t, e, 0, 0.0),), time.perf_counter() - start)
     sampler = Sampler(k)
-    budget = (
-        settings.budget_s if settings.samples is not None else min(settings.budget_s, MAX_BUDGET_S)
-    )
-    deadline = start + budget
     root = Node()
     n = 0
-    slowest = 0.0
-    while True:
-        if settings.samples is not None and n >= settings.samples:
-            break
-        now = time.perf_counter()
-        # Stop before an iteration that would likely overrun the budget, as Monte Carlo
-        # stops before a world: the two then think for the same time.
-        if n >= settings.min_samples and now + slowest >= deadline:
-            break
+    # Iterations stop as Monte Carlo's worlds do: the two then think for the same time.
+    for _ in budgeted(settings, start):
         iterate(root, sample(sampler, k.passed_over, rng), k.seat, rng)
         n += 1
-        slowest = max(slowest, time.perf_counter() - now)
     stats = []
     for t, e in legal:
         c = root.children.get((k.seat, t, e))

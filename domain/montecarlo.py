@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -510,6 +510,26 @@ class Decision:
     seconds: float
 
 
+def budgeted(settings: Settings, start: float) -> Iterator[None]:
+    """One step for each sample (or iteration) a decision begun at `start` may take:
+    `settings.samples` of them when set (a fixed number is for reproducible runs: only an
+    explicit budget caps it), else until the next would likely overrun the budget (at most
+    MAX_BUDGET_S), never fewer than `settings.min_samples`."""
+    budget = (
+        settings.budget_s if settings.samples is not None else min(settings.budget_s, MAX_BUDGET_S)
+    )
+    deadline = start + budget
+    n = 0
+    slowest = 0.0
+    while settings.samples is None or n < settings.samples:
+        now = time.perf_counter()
+        if n >= settings.min_samples and now + slowest >= deadline:
+            return
+        yield
+        n += 1
+        slowest = max(slowest, time.perf_counter() - now)
+
+
 def legal_now(k: Knowledge) -> tuple[tuple[Tile, End], ...]:
     """The legal plays of the seat of `k`, which must be the seat to play. Raises ValueError
     when there is no match or the seat has no legal play."""
@@ -534,25 +554,12 @@ def decide_play(k: Knowledge, rng: random.Random, settings: Settings = Settings(
         return Decision(t, e, 0, ((t, e, 0.0),), time.perf_counter() - start)
     sampler = Sampler(k)
     totals = [0.0] * len(legal)
-    # A fixed number of samples is for reproducible runs: only an explicit budget caps it.
-    budget = (
-        settings.budget_s if settings.samples is not None else min(settings.budget_s, MAX_BUDGET_S)
-    )
-    deadline = start + budget
     n = 0
-    slowest = 0.0
-    while True:
-        if settings.samples is not None and n >= settings.samples:
-            break
-        now = time.perf_counter()
-        # Stop before a sample that would likely overrun the budget.
-        if n >= settings.min_samples and now + slowest >= deadline:
-            break
+    for _ in budgeted(settings, start):
         world = sampler.world(rng)
         for i, (t, e) in enumerate(legal):
             totals[i] += playout(world, k.seat, t, e, rng, settings.horizon)
         n += 1
-        slowest = max(slowest, time.perf_counter() - now)
     best = max(totals)
     choices = [i for i, v in enumerate(totals) if v == best]
     i = rng.choice(choices)

@@ -14,7 +14,8 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from bergen.api.signing import RecordSigner, record_text
+from bergen.api.signing import RecordSigner
+from bergen.api.signing import record_text as served_text
 from bergen.api.stored import StoredEvent
 from bergen.domain.errors import (
     BergenError,
@@ -177,7 +178,7 @@ class MatchQueries:
         others made and kept. With `refused`, a match whose record cannot be made is added
         to it (unless the store cannot be reached) instead of raising."""
         if self._signer is None:  # unsigned records are made every time, never kept
-            return {m: _record_json(self.record(caller, m)) for m in match_ids}
+            return {m: served_text(self.record(caller, m)) for m in match_ids}
         key = self._signer.public_key
         kept = self._store.records()
         with lagging_reads():
@@ -195,7 +196,7 @@ class MatchQueries:
                     raise
                 refused.append(m)
                 continue
-            made.append(Kept(m, done.events, done.head, _record_json(done.record), done.log_keys))
+            made.append(Kept(m, done.events, done.head, served_text(done.record), done.log_keys))
             texts[m] = made[-1].text
         if made:
             kept.keep(made, key)
@@ -335,8 +336,3 @@ class _Made:
     events: int
     head: bytes
     log_keys: str
-
-
-def _record_json(record: dict[str, object]) -> str:
-    """A record as GetRecord serves it (bergen.api.signing.record_text)."""
-    return record_text(record)
