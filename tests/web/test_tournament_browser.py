@@ -395,14 +395,19 @@ def test_the_my_tournament_page_links_another_device_to_the_entrant(
     try:
         register(ann, entrants_gateway, tid)
         ann.page.click("#device-link")
-        # The link, or the page's word on why there is none.
-        shown = "() => !!document.querySelector('#device-url code, #device-url .problem')"
-        try:
-            wait_js(ann.page, shown, 90)
-        except AssertionError:
-            raise AssertionError(f"no link shown: {ann.page.inner_text('body')[:600]!r}") from None
-        assert ann.page.query_selector("#device-url code"), ann.page.inner_text("#device-row")
-        link = ann.page.inner_text("#device-url code")
+        # The link, or the page's word on why there is none, read the moment it shows (the
+        # section may be drawn again meanwhile).
+        read = (
+            "() => (document.querySelector('#device-url code')"
+            " || document.querySelector('#device-url .problem'))?.textContent ?? null"
+        )
+        link = None
+        deadline = time.monotonic() + 90
+        while link is None and time.monotonic() < deadline:
+            link = ann.page.evaluate(read)
+            if link is None:
+                ann.page.wait_for_timeout(20)
+        assert link is not None, f"no link shown: {ann.page.inner_text('body')[:600]!r}"
         assert link.startswith(f"{entrants_gateway.base}/claim?code=")
         phone.page.goto(link)
         wait_js(phone.page, "() => document.body.dataset.myTournament === 'waiting'", 20)
