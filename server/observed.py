@@ -86,6 +86,10 @@ class ObservedStore:
         with self._span("bergen.store.read_stream", self._read(stream_id, from_seq)):
             return self._store.read_stream(stream_id, from_seq, limit)
 
+    def key_ids(self, stream_id: str, upto_seq: int) -> frozenset[str]:
+        with self._span("bergen.store.key_ids", self._read(stream_id, 1)):
+            return self._store.key_ids(stream_id, upto_seq)
+
     def read_rows(self, stream_id: str, from_seq: int = 1) -> tuple[EventRow, ...]:
         with self._span("bergen.store.read_rows", self._read(stream_id, from_seq)):
             return self._store.read_rows(stream_id, from_seq)

@@ -130,9 +130,11 @@ class MatchQueries:
                     f"match {match_id} has not ended: its record would reveal every hand",
                     reason="MATCH_NOT_ENDED",
                 )
-            rows = self._store.read_stream(match_id, 1)[: match.version]
-            head = rows[-1:]
-            first = rows[:1]
+            # The rows were checked as the match was loaded: of them, only the head (for the
+            # log's proof), the first (a tournament's table) and their keys are read again.
+            head = self._store.read_stream(match_id, match.version, limit=1)
+            first = head if match.version == 1 else self._store.read_stream(match_id, 1, limit=1)
+            keys = self._store.key_ids(match_id, match.version)
             order = self._rated_order(match)
         log_info = {"events": match.version, "head": head[-1].hash.hex()} if head else None
         record = build_record(match.events, log=log_info, rated_order=order)
@@ -143,11 +145,12 @@ class MatchQueries:
             record["transparency"] = self._tlog.record_field(
                 head[-1], f"match {match_id}", match_id=match_id
             )
+        record, text = (
+            self._signer.sign_served(record) if self._signer is not None
+            else (record, served_text(record))
+        )  # fmt: skip
         return _Made(
-            self._signer.sign(record) if self._signer is not None else record,
-            match.version,
-            head[-1].hash if head else b"",
-            ",".join(sorted({r.key_id for r in rows if r.key_id is not None})),
+            record, text, match.version, head[-1].hash if head else b"", ",".join(sorted(keys))
         )
 
     def record_text(self, caller: Caller, match_id: str) -> str:
@@ -178,7 +181,7 @@ class MatchQueries:
         others made and kept. With `refused`, a match whose record cannot be made is added
         to it (unless the store cannot be reached) instead of raising."""
         if self._signer is None:  # unsigned records are made every time, never kept
-            return {m: served_text(self.record(caller, m)) for m in match_ids}
+            return {m: self._made(m).text for m in match_ids}
         key = self._signer.public_key
         kept = self._store.records()
         with lagging_reads():
@@ -196,7 +199,7 @@ class MatchQueries:
                     raise
                 refused.append(m)
                 continue
-            made.append(Kept(m, done.events, done.head, served_text(done.record), done.log_keys))
+            made.append(Kept(m, done.events, done.head, done.text, done.log_keys))
             texts[m] = made[-1].text
         if made:
             kept.keep(made, key)
@@ -328,11 +331,13 @@ class MatchQueries:
 
 @dataclass(frozen=True, slots=True)
 class _Made:
-    """A record made from a match's events: the record, the number of events and the last
-    one's hash it was made from, and the ids of the log keys that authenticate those rows
-    (comma-separated, sorted)."""
+    """A record made from a match's events: the record and its text, the number of events
+    and the last one's hash it was made from, and the ids of the log keys that authenticate
+    those rows (comma-separated, sorted)."""
 
     record: dict[str, object]
+    text: str
+    """The record as served (bergen.api.signing.record_text)."""
     events: int
     head: bytes
     log_keys: str

@@ -104,6 +104,11 @@ class EventStore(Protocol):
         """What `read_stream` gives, less the chain fields, for folding (faster)."""
         ...
 
+    def key_ids(self, stream_id: str, upto_seq: int) -> frozenset[str]:
+        """The ids of the log keys that authenticate the stream's rows up to `upto_seq` (none
+        for rows written without a log key)."""
+        ...
+
     def read_all(
         self, after_position: int = 0, limit: int = 1000, types: Collection[str] | None = None
     ) -> tuple[StoredEvent, ...]:

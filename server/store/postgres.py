@@ -637,6 +637,17 @@ class PostgresEventStore:
         return events
 
     @_guarded
+    def key_ids(self, stream_id: str, upto_seq: int) -> frozenset[str]:
+        """The ids of the log keys that authenticate the stream's rows up to `upto_seq`."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT key_id FROM events WHERE stream_id = %s AND seq <= %s::bigint"
+                " AND key_id IS NOT NULL",
+                (stream_id, upto_seq),
+            ).fetchall()
+        return frozenset(str(r[0]) for r in rows)
+
+    @_guarded
     def read_all(
         self, after_position: int = 0, limit: int = 1000, types: Collection[str] | None = None
     ) -> tuple[StoredEvent, ...]:

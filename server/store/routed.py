@@ -238,6 +238,10 @@ class RoutedStore:
             None if limit is None else from_seq + limit - 1,
         )
 
+    def key_ids(self, stream_id: str, upto_seq: int) -> frozenset[str]:
+        # On the primary: a standby's answer would not say how far it has read the stream.
+        return self._primary.key_ids(stream_id, upto_seq)
+
     def read_rows(self, stream_id: str, from_seq: int = 1) -> tuple[EventRow, ...]:
         def last(rows: tuple[EventRow, ...]) -> int:
             return rows[-1].seq if rows else from_seq - 1

@@ -337,6 +337,20 @@ class SQLiteEventStore:
         return tuple(_event(r) for r in rows)
 
     @_guarded
+    def key_ids(self, stream_id: str, upto_seq: int) -> frozenset[str]:
+        """The ids of the log keys that authenticate the stream's rows up to `upto_seq`."""
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT DISTINCT key_id FROM events WHERE stream_id = ? AND seq <= ?"
+                " AND key_id IS NOT NULL",
+                (stream_id, upto_seq),
+            )
+            .fetchall()
+        )
+        return frozenset(str(r[0]) for r in rows)
+
+    @_guarded
     def read_rows(self, stream_id: str, from_seq: int = 1) -> tuple[EventRow, ...]:
         """What `read_stream` gives, less the chain fields, for folding (faster). With log
         keys, every row's authenticator and chain link are checked first (from the row before

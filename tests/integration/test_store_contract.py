@@ -16,6 +16,7 @@ from helpers import read_all_until, start_worker
 from bergen.api.stored import GENESIS_HASH
 from bergen.domain.errors import ConcurrencyConflict, NotFound
 from bergen.domain.rules import RULES_VERSION
+from bergen.server.keys import LogKeys
 from bergen.server.store import Append, ChainFault, EventMetadata, EventStore, NewEvent, open_store
 from bergen.server.store.batch import build_rows
 
@@ -103,6 +104,31 @@ def test_rows_for_folding_hold_what_the_full_read_holds(store: EventStore) -> No
         ] == [tuple(r) for r in rows]
     assert store.read_rows("m", 4) == ()
     assert store.read_rows("nobody") == ()
+
+
+def test_the_keys_of_a_streams_rows_are_named_up_to_a_seq(backend: Backend) -> None:
+    old, new = b"\x01" * 32, b"\x02" * 32
+    first = open_store(backend.url, log_keys=LogKeys({"k1": old}, "k1"))
+    try:
+        first.append(Append("m", 0, [ev(1), ev(2)]))
+    finally:
+        first.close()
+    rotated = open_store(backend.url, log_keys=LogKeys({"k1": old, "k2": new}, "k2"))
+    try:
+        rotated.append(Append("m", 2, [ev(3)]))
+        rotated.append(Append("other", 0, [ev(9)]))
+        assert rotated.key_ids("m", 2) == {"k1"}
+        assert rotated.key_ids("m", 3) == {"k1", "k2"}
+        assert rotated.key_ids("other", 5) == {"k2"}
+        assert rotated.key_ids("nobody", 5) == frozenset()
+    finally:
+        rotated.close()
+    plain = open_store(backend.url)
+    try:
+        plain.append(Append("bare", 0, [ev(1)]))  # written without a log key
+        assert plain.key_ids("bare", 1) == frozenset()
+    finally:
+        plain.close()
 
 
 def test_an_unknown_stream_reads_empty_at_version_zero(store: EventStore) -> None:

@@ -46,6 +46,19 @@ def test_the_served_text_is_the_signed_jcs_with_the_signature_last() -> None:
     assert read_signed_text(text + "\n", SIGNER.public_key) == signed  # as a file holds it
 
 
+def test_signing_for_serving_gives_what_signing_then_writing_gives() -> None:
+    record = a_record()
+    before = json.dumps(record, sort_keys=True)
+    signed, text = SIGNER.sign_served(record)
+    assert signed == SIGNER.sign(a_record())
+    assert text == record_text(signed)
+    assert read_signed_text(text, SIGNER.public_key) == signed
+    assert json.dumps(record, sort_keys=True) == before  # the record given is not changed
+    resigned, again = OTHER.sign_served(signed)  # a signed record signed again: one signature
+    assert list(resigned).count("signature") == 1 and again == record_text(resigned)
+    assert verify_signature(json.loads(again), OTHER.public_key) == OTHER.public_key
+
+
 def test_an_unsigned_record_is_its_jcs_text() -> None:
     record = a_record()
     assert json.loads(record_text(record)) == record

@@ -95,15 +95,21 @@ class RecordSigner:
 
     def sign(self, record: dict[str, Any]) -> dict[str, Any]:
         """The record with its `signature` field."""
-        signed = copy.deepcopy(record)
-        signed.pop("signature", None)
-        value = self._key.sign(signing_bytes(signed)).hex()
-        signed["signature"] = {
+        return self.sign_served(copy.deepcopy(record))[0]
+
+    def sign_served(self, record: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """`record` signed, and its text as `record_text` gives it, from one canonical form.
+        The record returned shares its members with `record` (a new match's record, made
+        for this): what `sign` copies first."""
+        body = signing_bytes(record)
+        signature = {
             "algorithm": ALGORITHM,
             "public_key": self.public_key,
-            "value": value,
+            "value": self._key.sign(body).hex(),
         }
-        return signed
+        signed = {k: v for k, v in record.items() if k != "signature"}
+        signed["signature"] = signature
+        return signed, _with_signature(body.decode("utf-8"), signature)
 
 
 def verify_signature(record: dict[str, Any], trusted_public_key: str | None = None) -> str:
@@ -142,7 +148,12 @@ def record_text(record: dict[str, Any]) -> str:
     body = signing_bytes(record).decode("utf-8")
     if "signature" not in record:
         return body
-    member = canonical_json(record["signature"], "the signature").decode("utf-8")
+    return _with_signature(body, record["signature"])
+
+
+def _with_signature(body: str, signature: Any) -> str:
+    """`body`, a record's JCS text without its signature, with `signature` added last."""
+    member = canonical_json(signature, "the signature").decode("utf-8")
     return body[:-1] + ("" if body == "{}" else ",") + '"signature":' + member + "}"
 
 
