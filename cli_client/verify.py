@@ -493,7 +493,10 @@ def _authenticity(
         refused, key_text = _check_signature(record, trusted_key, facts)
         if refused is not None:
             return refused
-    logged = _check_transparency(record, facts.get("public_key") or "", facts)
+    # A record whose signature was checked on its text carries a checkpoint that signature
+    # covers: the checkpoint's own signature, by the same key, is not checked again.
+    vouched = signed and trusted_key is not None
+    logged = _check_transparency(record, facts.get("public_key") or "", facts, vouched)
     if isinstance(logged, Outcome):
         return logged
     return key_text, logged
@@ -519,17 +522,20 @@ def _check_signature(
     return None, f"signed by {key}{_UNCHECKED}"
 
 
-def _check_transparency(record: dict[str, Any], key: str, facts: dict[str, Any]) -> Outcome | str:
+def _check_transparency(
+    record: dict[str, Any], key: str, facts: dict[str, Any], vouched: bool = False
+) -> Outcome | str:
     """A record's `transparency` (when it has one, and is signed): its checkpoint signed by
-    the record's key, and the record's last event in the checkpoint's tree. A rejection, or
-    the words for the OK line ("" without one)."""
+    the record's key (`vouched`: the record's signature by that key was checked, and covers
+    it), and the record's last event in the checkpoint's tree. A rejection, or the words for
+    the OK line ("" without one)."""
     if "transparency" not in record or not key:
         return ""
     log = record["log"]
     try:
         head = bytes.fromhex(log["head"])
         checkpoint = verify_transparency(
-            record["transparency"], key, record["match_id"], log["events"], head
+            record["transparency"], key, record["match_id"], log["events"], head, vouched
         )
     except (NoteError, ValueError) as e:
         return _rejected("transparency", str(e), **facts)

@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from bergen.api.checkpoints import (
     Checkpoint,
     NoteError,
+    NoteSignature,
     add_signature,
     cosign,
     event_leaf,
@@ -164,3 +165,19 @@ def test_a_records_transparency_proves_its_last_event_in_a_signed_checkpoint() -
         verify_transparency(field, other, stream, seq, head)
     with pytest.raises(NoteError, match="malformed"):
         verify_transparency({**field, "leaf_index": "7"}, public, stream, seq, head)
+    # Vouched for by the signature of the record that carries it: the checkpoint's own
+    # signature is not verified again, but it must be there, by that key, and the proof is
+    # checked all the same.
+    text, (sig,) = parse_note(note)
+    forged = text + "\n" + NoteSignature(sig.name, sig.key_id, bytes(64)).line()
+    unsigned = {**field, "checkpoint": forged}
+    with pytest.raises(NoteError, match="does not verify"):
+        verify_transparency(unsigned, public, stream, seq, head)
+    assert verify_transparency(unsigned, public, stream, seq, head, vouched=True).size == 11
+    with pytest.raises(NoteError, match="not signed by"):
+        verify_transparency(field, other, stream, seq, head, vouched=True)
+    with pytest.raises(NoteError, match="not in the checkpoint's tree"):
+        reversed_proof = {**field, "proof": field["proof"][::-1]}
+        verify_transparency(reversed_proof, public, stream, seq, head, vouched=True)
+    with pytest.raises(NoteError, match="tree of 12"):
+        verify_transparency({**field, "tree_size": 12}, public, stream, seq, head, vouched=True)

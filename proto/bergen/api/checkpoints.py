@@ -193,14 +193,18 @@ def parse_note(note: str) -> tuple[str, list[NoteSignature]]:
     return text + "\n", out
 
 
-def verify_note(note: str, name: str, public_key: bytes) -> str:
-    """The text of `note` once a signature by `public_key` under `name` verifies. Raises
+def verify_note(note: str, name: str, public_key: bytes, vouched: bool = False) -> str:
+    """The text of `note` once a signature by `public_key` under `name` verifies. With
+    `vouched`, that signature must be there but is not verified again: the note was read
+    from a text whose own signature by the same key was verified, and covers it. Raises
     NoteError."""
     text, sigs = parse_note(note)
     kid = key_id(name, public_key)
     key = _public(public_key)
     for s in sigs:
         if s.name == name and s.key_id == kid:
+            if vouched:
+                return text
             try:
                 key.verify(s.signature, text.encode())
             except InvalidSignature:
@@ -209,10 +213,12 @@ def verify_note(note: str, name: str, public_key: bytes) -> str:
     raise NoteError(f"the note is not signed by {name} with that key")
 
 
-def verify_checkpoint(note: str, origin: str, public_key: bytes) -> Checkpoint:
+def verify_checkpoint(
+    note: str, origin: str, public_key: bytes, vouched: bool = False
+) -> Checkpoint:
     """The checkpoint of a note signed by `public_key` under the log's name `origin`, whose
-    origin line must be that name. Raises NoteError."""
-    checkpoint = parse_checkpoint(verify_note(note, origin, public_key))
+    origin line must be that name (`vouched`: as `verify_note`). Raises NoteError."""
+    checkpoint = parse_checkpoint(verify_note(note, origin, public_key, vouched))
     if checkpoint.origin != origin:
         raise NoteError(f"the checkpoint is of {checkpoint.origin!r}, not {origin!r}")
     return checkpoint
@@ -285,11 +291,19 @@ def transparency_field(
 
 
 def verify_transparency(
-    field: object, public_key_hex: str, stream_id: str, seq: int, head: bytes
+    field: object,
+    public_key_hex: str,
+    stream_id: str,
+    seq: int,
+    head: bytes,
+    vouched: bool = False,
 ) -> Checkpoint:
     """Check a `transparency` field: its checkpoint signed by the records' key under the
     log's origin, and the inclusion of the event (`stream_id`, `seq`, chain hash `head`) as
-    its leaf in the tree of that checkpoint. Returns the checkpoint. Raises NoteError."""
+    its leaf in the tree of that checkpoint. `vouched`: the field is a record's whose
+    signature by that key was verified, which covers the checkpoint, so the checkpoint's
+    own signature is not verified again (`verify_note`). Returns the checkpoint. Raises
+    NoteError."""
     from bergen.domain.merkle import ProofError, verify_inclusion
 
     if not isinstance(field, dict):
@@ -309,7 +323,7 @@ def verify_transparency(
         public = bytes.fromhex(public_key_hex)
     except ValueError:
         raise NoteError("the public key is not hex") from None
-    checkpoint = verify_checkpoint(note, log_origin(public_key_hex), public)
+    checkpoint = verify_checkpoint(note, log_origin(public_key_hex), public, vouched)
     if checkpoint.size != size:
         raise NoteError(f"the proof is of a tree of {size}, the checkpoint of {checkpoint.size}")
     leaf = event_leaf(stream_id, seq, position, recorded_us, head)
