@@ -73,7 +73,9 @@ function state(name) {
 async function registerForm(t) {
   const pairs = !!(t && t.settings && t.settings.partnerships);
   const me = await signedIn();
-  if ($("#register-form") || $("#rated-needs-player")) return; // drawn meanwhile
+  // Drawn meanwhile, or registered meanwhile (the form of a call made before the
+  // registration would otherwise be drawn over the entrant's section, its links with it).
+  if ($("#register-form") || $("#rated-needs-player") || entered()) return;
   if (t && t.settings && t.settings.rated && !me.signed_in) {
     section().hidden = false;
     section().replaceChildren(h("h2", { id: "me-h", text: "Play in this tournament" }),
