@@ -63,7 +63,8 @@ typecheck: $(STAMP)
 	ln -s ../../../cli_client build/typecheck/bergen/cli_client
 	ln -s ../../../proto/bergen/v1 build/typecheck/bergen/v1
 	ln -s ../../../proto/bergen/api build/typecheck/bergen/api
-	cd build/typecheck && MYPYPATH=. ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p bergen.domain -p bergen.api -p bergen.cli_client -p bergen.server
+	ln -s ../../bench build/typecheck/bench
+	cd build/typecheck && MYPYPATH=. ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p bergen.domain -p bergen.api -p bergen.cli_client -p bergen.server -p bench
 
 PROTOC = $(PY) -m grpc_tools.protoc -Iproto --python_out=$(1) --pyi_out=$(1) --grpc_python_out=$(1) proto/bergen/v1/bergen.proto
 

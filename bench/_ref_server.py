@@ -164,11 +164,9 @@ def eventsourcing_handler(url: str) -> Callable[[bytes], bytes]:
 
 def serve(kind: str, url: str, port_file: str, port: int = 0, answer: bytes = b"") -> int:
     method = "ListLeaderboard" if kind == "echo" else "Play"
+    work: Callable[[bytes], bytes]
     if kind == "echo":
-
-        def work(data: bytes) -> bytes:
-            return answer
-
+        work = lambda _data: answer  # noqa: E731
     else:
         work = insert_handler(url) if kind == "insert" else eventsourcing_handler(url)
 

@@ -95,10 +95,10 @@ def play_one(job: tuple[str, str, int, int, str]) -> MatchResult:
     for _ in range(MAX_PLAYS):
         if state.phase == ENDED:
             break
-        seat = state.turn
-        assert seat is not None
-        k = knowledge[seat]
-        if names[seat] == "montecarlo":
+        turn = state.turn
+        assert turn is not None
+        k = knowledge[turn]
+        if names[turn] == "montecarlo":
             before = time.process_time()
             d = decide_play(k, rng, settings)
             tile, end = d.tile, d.end
@@ -106,8 +106,8 @@ def play_one(job: tuple[str, str, int, int, str]) -> MatchResult:
                 times.append(d.seconds)
                 cpu.append(time.process_time() - before)
         else:
-            tile, end = deciders[seat](k, rng)
-        new, state = execute(state, Play(seat=seat, tile=tile, end=end))
+            tile, end = deciders[turn](k, rng)
+        new, state = execute(state, Play(seat=turn, tile=tile, end=end))
         hands += sum(isinstance(e, HandEnded) for e in new)
         see(new)
     assert state.result is not None

@@ -233,7 +233,7 @@ def serving(url: str, folder: Path, name: str, extra: Sequence[str] = ()) -> Ite
             time.sleep(0.005)
         target = f"127.0.0.1:{int(port_file.read_text())}"
         with grpc.insecure_channel(target) as channel:
-            health = health_pb2_grpc.HealthStub(channel)
+            health: Any = health_pb2_grpc.HealthStub(channel)
             while True:
                 try:
                     answer = health.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
@@ -307,7 +307,7 @@ def measure_pages(target: str, url: str, calls: int) -> dict[str, tuple[float, f
     ("server"), each over the same mix, after a warm-up."""
     rng = random.Random(5)
     with grpc.insecure_channel(target) as channel:
-        call = channel.unary_unary(
+        call: Any = channel.unary_unary(
             f"/{SERVICE}/ListMatches",
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=pb.ListMatchesResponse.FromString,

@@ -206,18 +206,18 @@ def run(url: str, plays: int, seed: int) -> Timers:
         identity.require_seat = timers.wrap("auth", identity.require_seat)
         servicer_module._caller = timers.wrap("auth", servicer_module._caller)
         repo.cached = timers.wrap("load", repo.cached)
-        matches_module.execute = timers.wrap("decide", matches_module.execute)
+        matches_module.execute = timers.wrap("decide", matches_module.execute)  # type: ignore[attr-defined]
         codec.encode = timers.wrap("encode", codec.encode)
         work._store.append = timers.wrap("append", work._store.append)
         matches_module.extend = timers.wrap("cache+feed", matches_module.extend)
         repo.remember = timers.wrap("cache+feed", repo.remember)
         work._feed.observe = timers.wrap("cache+feed", work._feed.observe)
         commands_module.seen = timers.wrap("outcome", commands_module.seen)
-        commands_module.view = timers.wrap("outcome", commands_module.view)
+        commands_module.view = timers.wrap("outcome", commands_module.view)  # type: ignore[attr-defined]
         real_log = commands_module.log
         commands_module.log = _Log(real_log, timers.wrap("log (command)", real_log.info))  # type: ignore[assignment]
         servicer_module._events = timers.wrap("response", servicer_module._events)
-        servicer._view_out = timers.wrap("response", servicer._view_out)  # type: ignore[method-assign]
+        servicer._view_out = timers.wrap("response", servicer._view_out)
         call_log = logging.getLogger("bergen.server.calls")
         totals: list[float] = []
         cpu_totals: list[float] = []
@@ -229,7 +229,7 @@ def run(url: str, plays: int, seed: int) -> Timers:
             c0, t0 = time.thread_time(), time.perf_counter()
             request = pb.PlayRequest.FromString(data)
             c1, t1 = time.thread_time(), time.perf_counter()
-            response = servicer.Play(request, _Context(token))  # type: ignore[arg-type]
+            response = servicer.Play(request, _Context(token))
             c2, t2 = time.thread_time(), time.perf_counter()
             response.SerializeToString()
             c3, t3 = time.thread_time(), time.perf_counter()

@@ -790,7 +790,7 @@ class RatedClient:
     def rated(self, player_id: str) -> int:
         """The player's rated matches in pool 2, as GetPlayer shows them."""
         answer = self._player(pb.GetPlayerRequest(player_id=player_id), timeout=CALL_TIMEOUT)
-        return next(r.rated_matches for r in answer.ratings if r.pool == pb.RATING_POOL_TWO)
+        return int(next(r.rated_matches for r in answer.ratings if r.pool == pb.RATING_POOL_TWO))
 
     def match(self, tally: Freshness) -> bool:
         """Play one rated match to its end, each Play timed, then poll GetPlayer for the

@@ -59,6 +59,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
@@ -267,14 +268,14 @@ def positions(url: str) -> dict[str, int]:
 
 def ended_count(url: str) -> int:
     with psycopg.connect(url) as conn:
-        return int(
-            conn.execute("SELECT count(*) FROM match_list WHERE phase = 'ended'").fetchone()[0]
-        )
+        row = conn.execute("SELECT count(*) FROM match_list WHERE phase = 'ended'").fetchone()
+    return int(row[0]) if row else 0
 
 
 def kept_count(url: str) -> int:
     with psycopg.connect(url) as conn:
-        return int(conn.execute("SELECT count(*) FROM match_records").fetchone()[0])
+        row = conn.execute("SELECT count(*) FROM match_records").fetchone()
+    return int(row[0]) if row else 0
 
 
 def reset_listing(url: str) -> None:
@@ -382,7 +383,7 @@ def pages(channel: grpc.Channel, calls: int, deep: int) -> dict[str, list[float]
     out: dict[str, list[float]] = {FIRST: [], DEEP_PAGE: []}
     for i in range(10 + calls):
         for kind in harness.rotated(list(requests), i):
-            ms = timed(lambda kind=kind: listing(requests[kind], timeout=CALL_TIMEOUT))
+            ms = timed(partial(listing, requests[kind], timeout=CALL_TIMEOUT))
             if i >= 10:
                 out[kind].append(ms)
     return out

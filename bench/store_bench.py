@@ -207,7 +207,7 @@ def eventsourcing_sqlite_settings(url: str) -> str:
     with (it sets WAL and leaves synchronous at the build's default)."""
     app = _es_app("sqlite", url)
     try:
-        with app.recorder.datastore.transaction(commit=False) as cursor:  # type: ignore[attr-defined]
+        with app.recorder.datastore.transaction(commit=False) as cursor:
             cursor.execute("PRAGMA journal_mode")
             mode = cursor.fetchone()[0]
             cursor.execute("PRAGMA synchronous")

@@ -111,7 +111,8 @@ class Seen:
     version: int = 0
     turn: int | None = None
     ended: bool = False
-    plays: list[tuple[str, str | None]] = field(default_factory=list)
+    plays: list[tuple[Any, str | None]] = field(default_factory=list)
+    """(tile, end): a tile as the page's JSON gives it, or the gRPC view's Tile."""
     arrived: list[tuple[int, float]] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -311,7 +312,7 @@ async def play_seat(
     seen: Seen,
     window: Window,
     tally: Tally,
-    send: Callable[[str, str | None, int], Awaitable[Sent | None]],
+    send: Callable[[Any, str | None, int], Awaitable[Sent | None]],
 ) -> list[Sent]:
     """A player's loop, over either path: on its turn (after thinking, when the window
     thinks) one of its plays at random, sent by `send` (None: refused, the match moved on),
@@ -434,7 +435,7 @@ async def grpc_seat(
             seen.ended = True
             seen.changed.set()
 
-    async def send(tile: str, end: str | None, version: int) -> Sent | None:
+    async def send(tile: pb.Tile, end: str | None, version: int) -> Sent | None:
         request = pb.PlayRequest(
             match_id=match_id,
             tile=tile,
@@ -466,7 +467,7 @@ async def grpc_seat(
 async def grpc_pair(target: str, n: int, window: Window, tally: Tally) -> None:
     """Two gRPC players at one table, on a channel of their own, match after match."""
     async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
-        stub = pb_grpc.BergenServiceStub(channel)
+        stub: Any = pb_grpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
         while not window.stop.is_set():
             created = await stub.CreateMatch(pb.CreateMatchRequest(seats=2), timeout=CALL_TIMEOUT)
             tokens = []
