@@ -99,8 +99,10 @@ proto-breaking: $(BUF)
 	proto/check-breaking $(BUF)
 
 ## bench: the benchmarks (ratios against their references, measured in one run)
+# Its servers, clients and workers are processes too: each reads its modules' bytecode, as
+# on a machine without PYTHONDONTWRITEBYTECODE, rather than compiling them at every start.
 bench: $(STAMP)
-	$(PY) -m bench
+	PYTHONDONTWRITEBYTECODE= $(PY) -m bench
 
 clean:
 	rm -rf build .mypy_cache .ruff_cache .pytest_cache
