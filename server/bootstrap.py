@@ -152,8 +152,10 @@ def create_server(
     port, so `config.listen` may end in `:0`. Raises SchemaBehind, StorageUnavailable, or
     RuntimeError when the port is taken.
 
-    At most `config.max_watchers` WatchMatch streams are open at once (more are refused with
-    RESOURCE_EXHAUSTED), so streams can never take the threads that commands need; a stream
+    The gRPC server is grpc.aio's, on an event loop in a thread of its own
+    (`bergen.server.loop`): unary calls run in a pool of CALL_WORKERS threads, the watch
+    streams are coroutines (`bergen.server.streams`). At most `config.max_watchers` watch
+    streams are open at once (more are refused with RESOURCE_EXHAUSTED); a stream
     whose client vanished without closing its connection ends once a keepalive ping goes
     unanswered, `config.keepalive_s` after the client was last heard from. With
     `secrets.tls` it speaks only TLS (and with its client CA, only to clients holding a
@@ -402,7 +404,7 @@ def server_options(
     """The gRPC server's options: message size limits, no port sharing (unless `reuse_port`:
     the workers of `bergen serve --workers N`), and HTTP/2 keepalive pings while calls are
     open (however long a watched match stays quiet), so that a dead client's stream ends and
-    gives its thread back."""
+    gives its place back."""
     every_ms = max(1, round(keepalive_s * 1000))
     return [
         ("grpc.max_receive_message_length", 2 * MAX_REQUEST_BYTES),

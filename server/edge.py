@@ -14,6 +14,10 @@
    (RESOURCE_EXHAUSTED), and parses the request itself, so that bytes that are not the
    message are INVALID_ARGUMENT (gRPC would answer a failed parse with INTERNAL).
 
+On the server's `grpc.aio` server the same two run as `AioEdge`s (`aio_interceptors`): they
+wrap plain functions (run in the server's thread pool), coroutines and async generators (on
+its event loop: the watch streams) alike.
+
 `service_handler(descriptor, servicer)` builds the handler table of a service from its
 descriptor: every RPC the .proto declares is served by the servicer's method of the same
 name, unary or server-streaming as declared, so a new RPC needs no second registration.
