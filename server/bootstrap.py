@@ -24,13 +24,14 @@ from bergen.domain.errors import StorageUnavailable
 from .app import Application, Settings, build_application
 from .clocks import ClockKeeper
 from .config import KEEPALIVE_SECONDS, MAX_WATCHERS, Config
-from .edge import CallLog, CallObserver, interceptors
+from .edge import CallLog, CallObserver, aio_interceptors
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .identity import Caller, Identity
 from .janitor import Janitor
 from .keys import LogKeys
 from .lifecycle import Running, stop_background
 from .limits import ClientLimits, WrongSecrets
+from .loop import LoopHealth, LoopServer
 from .metrics import Metrics, seed_in_background
 from .observed import ObservedStore
 from .recorder import Recorder
@@ -47,8 +48,12 @@ MAX_REQUEST_BYTES = 64 * 1024
 gRPC itself reads at most twice this, and refuses more without a reason."""
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 CALL_WORKERS = 56
-"""Threads kept for every other call, however many streams are open."""
+"""Threads that serve the calls (each unary call holds one while it runs) and the watch
+streams' steps (reading a stream's first view or a gap in its events); an open stream that
+waits for events holds none."""
 WORKERS = MAX_WATCHERS + CALL_WORKERS
+"""The thread pool of the threaded server this one was, kept for the bare gRPC server the
+benchmarks compare against (bench/_ref_server.py), so that their reference stays the same."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +152,10 @@ def create_server(
     port, so `config.listen` may end in `:0`. Raises SchemaBehind, StorageUnavailable, or
     RuntimeError when the port is taken.
 
-    At most `config.max_watchers` WatchMatch streams are open at once (more are refused with
-    RESOURCE_EXHAUSTED), so streams can never take the threads that commands need; a stream
+    The gRPC server is grpc.aio's, on an event loop in a thread of its own
+    (`bergen.server.loop`): unary calls run in a pool of CALL_WORKERS threads, the watch
+    streams are coroutines (`bergen.server.streams`). At most `config.max_watchers` watch
+    streams are open at once (more are refused with RESOURCE_EXHAUSTED); a stream
     whose client vanished without closing its connection ends once a keepalive ping goes
     unanswered, `config.keepalive_s` after the client was last heard from. With
     `secrets.tls` it speaks only TLS (and with its client CA, only to clients holding a
@@ -227,37 +234,49 @@ def create_server(
     client_limits = ClientLimits(
         config.limits, trusted=lambda token: organiser.is_organiser(Caller(token))
     )
-    server = grpc.server(
-        futures.ThreadPoolExecutor(
-            max_workers=config.max_watchers + CALL_WORKERS,
-            thread_name_prefix="bergen-rpc",
-            initializer=pool_thread_named,
-        ),
-        options=server_options(config.keepalive_s, config.reuse_port),
-        interceptors=interceptors(
-            MAX_REQUEST_BYTES,
-            observers,
-            guard=client_limits.secrets,
-            gate=None if tlog is None else tlog.check,
-        ),
+    pool = futures.ThreadPoolExecutor(
+        max_workers=CALL_WORKERS, thread_name_prefix="bergen-rpc", initializer=pool_thread_named
     )
-    server.add_generic_rpc_handlers((generic_handler(app, config.max_watchers, client_limits),))
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (
-            SERVICE,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ),
-        server,
+    edge = aio_interceptors(
+        MAX_REQUEST_BYTES,
+        observers,
+        guard=client_limits.secrets,
+        gate=None if tlog is None else tlog.check,
     )
+    handler = generic_handler(app, config.max_watchers, client_limits, pool)
+    health_servicer = health.aio.HealthServicer()
+
+    def build() -> grpc.aio.Server:
+        aio_server = grpc.aio.server(
+            migration_thread_pool=pool,
+            interceptors=edge,
+            options=server_options(config.keepalive_s, config.reuse_port),
+        )
+        aio_server.add_generic_rpc_handlers((handler,))
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, aio_server)
+        reflection.enable_server_reflection(
+            (
+                SERVICE,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
+            aio_server,
+        )
+        return aio_server
+
+    server = LoopServer(build)
+    health_of = LoopHealth(server, health_servicer)
     listen = config.listen
-    if secrets.tls is None:
-        port = server.add_insecure_port(listen)
-    else:
-        port = server.add_secure_port(listen, secrets.tls.credentials())
+    try:
+        if secrets.tls is None:
+            port = server.add_insecure_port(listen)
+        else:
+            port = server.add_secure_port(listen, secrets.tls.credentials())
+    except RuntimeError:
+        port = 0  # grpc.aio raises where the threaded server answered 0
     if port == 0:
+        server.stop(0).wait()
+        store.close()
         raise RuntimeError(f"cannot listen on {listen}")
     clocks = ClockKeeper(store, app.repository, feed.listing, app.commands)
     feed.listen(clocks.note)
@@ -297,16 +316,16 @@ def create_server(
     server.start()
     if tlog is None or tlog.refusal is None:
         for name in ("", SERVICE):
-            health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+            health_of.set(name, health_pb2.HealthCheckResponse.SERVING)
     if tlog is not None:
         # A log found rolled back, at start or later, is served no more: nor said to be.
-        tlog.on_refusal(lambda _: _not_serving(health_servicer))
+        tlog.on_refusal(lambda _: _not_serving(health_of))
     return Running(
         server,
         port,
         feed,
         app,
-        health_servicer,
+        health_of,
         store,
         janitor,
         clocks,
@@ -319,7 +338,7 @@ def create_server(
     )
 
 
-def _not_serving(health_servicer: health.HealthServicer) -> None:
+def _not_serving(health_servicer: LoopHealth) -> None:
     """Health NOT_SERVING, for the server as a whole and for its service."""
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -385,7 +404,7 @@ def server_options(
     """The gRPC server's options: message size limits, no port sharing (unless `reuse_port`:
     the workers of `bergen serve --workers N`), and HTTP/2 keepalive pings while calls are
     open (however long a watched match stays quiet), so that a dead client's stream ends and
-    gives its thread back."""
+    gives its place back."""
     every_ms = max(1, round(keepalive_s * 1000))
     return [
         ("grpc.max_receive_message_length", 2 * MAX_REQUEST_BYTES),

@@ -40,7 +40,8 @@ DEFAULT_LISTEN = "127.0.0.1:50051"
 ORGANISER_TOKEN_ENV = "BERGEN_ORGANISER_TOKEN"
 LOG_LEVEL_ENV = "BERGEN_LOG_LEVEL"
 MAX_WATCHERS = 200
-"""Open WatchMatch streams a server keeps at once by default; each holds a thread."""
+"""Open watch streams a server keeps at once by default; each holds memory (about 30 KB),
+not a thread."""
 KEEPALIVE_SECONDS = 60.0
 """How long a call may go without a sign of its client before the server pings it (and
 how long, at most 20 s, an answer may take before the connection is dropped)."""

@@ -14,6 +14,10 @@
    (RESOURCE_EXHAUSTED), and parses the request itself, so that bytes that are not the
    message are INVALID_ARGUMENT (gRPC would answer a failed parse with INTERNAL).
 
+On the server's `grpc.aio` server the same two run as `AioEdge`s (`aio_interceptors`): they
+wrap plain functions (run in the server's thread pool), coroutines and async generators (on
+its event loop: the watch streams) alike.
+
 `service_handler(descriptor, servicer)` builds the handler table of a service from its
 descriptor: every RPC the .proto declares is served by the servicer's method of the same
 name, unary or server-streaming as declared, so a new RPC needs no second registration.
@@ -25,11 +29,13 @@ of each call (`CallLog`) is one.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
@@ -62,6 +68,10 @@ Behavior = Callable[..., Any]
 if TYPE_CHECKING:
     # Generic in the type stubs only.
     Handler = grpc.RpcMethodHandler[Any, Any]
+    AioContext = grpc.aio.ServicerContext[Any, Any]
+AnyContext = Any
+"""A call's context: grpc's threaded server's, or grpc.aio's (its own, or the one it gives a
+plain function)."""
 
 
 @dataclass
@@ -357,7 +367,10 @@ class StatusInterceptor(grpc.ServerInterceptor):
         continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
         details: grpc.HandlerCallDetails,
     ) -> Handler | None:
-        handler = continuation(details)
+        return self.wrap(details, continuation(details))
+
+    def wrap(self, details: grpc.HandlerCallDetails, handler: Handler | None) -> Handler | None:
+        """`handler` as this interceptor serves it (None for None)."""
         if handler is None:
             return None
         method: str = details.method
@@ -370,44 +383,84 @@ class StatusInterceptor(grpc.ServerInterceptor):
         )
 
     def _unary(self, method: str, fn: Behavior) -> Behavior:
+        if inspect.iscoroutinefunction(fn):
+            return self._unary_async(method, fn)
+
         def behavior(request: Any, context: grpc.ServicerContext) -> Any:
             call = self._start(method, context)
             try:
-                if self._gate is not None and method.startswith(GATED):
-                    self._gate()
-                if self._guard is not None:
-                    self._guard.check(call.peer, context.invocation_metadata())
+                self._let_in(call, method, context)
                 response = fn(request, context)
                 call.response = response
             except BaseException as e:
-                self._fail(call, context, e)
-            finally:
-                self._end(call, context)
+                _abort(context, self._refusal(call, context, e))
+            self._end(call, context)
+            return response
+
+        return behavior
+
+    def _unary_async(self, method: str, fn: Behavior) -> Behavior:
+        # A handler of grpc.aio's own (the health service's), run on the event loop.
+        async def behavior(request: Any, context: AioContext) -> Any:
+            call = self._start(method, context)
+            try:
+                self._let_in(call, method, context)
+                response = await fn(request, context)
+                call.response = response
+            except BaseException as e:
+                await context.abort_with_status(self._refusal(call, context, e))
+            self._end(call, context)
             return response
 
         return behavior
 
     def _streaming(self, method: str, fn: Behavior) -> Behavior:
+        if inspect.isasyncgenfunction(fn):
+            return self._streaming_async(method, fn)
+
         def behavior(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             call = self._start(method, context, streaming=True)
             try:
-                if self._gate is not None and method.startswith(GATED):
-                    self._gate()
-                if self._guard is not None:
-                    self._guard.check(call.peer, context.invocation_metadata())
+                self._let_in(call, method, context)
                 yield from fn(request, context)
             except GeneratorExit:
                 # The client went away or the server is stopping: nothing to answer.
                 call.code = grpc.StatusCode.CANCELLED
+                self._end(call, context)
                 raise
             except BaseException as e:
-                self._fail(call, context, e)
-            finally:
-                self._end(call, context)
+                _abort(context, self._refusal(call, context, e))
+            self._end(call, context)
 
         return behavior
 
-    def _start(self, method: str, context: grpc.ServicerContext, streaming: bool = False) -> Call:
+    def _streaming_async(self, method: str, fn: Behavior) -> Behavior:
+        # A stream served on grpc.aio's event loop: the watch streams.
+        async def behavior(request: Any, context: AioContext) -> AsyncIterator[Any]:
+            call = self._start(method, context, streaming=True)
+            try:
+                self._let_in(call, method, context)
+                async for out in fn(request, context):
+                    yield out
+            except (GeneratorExit, asyncio.CancelledError):
+                # The client went away or the server is stopping: nothing to answer.
+                call.code = grpc.StatusCode.CANCELLED
+                self._end(call, context)
+                raise
+            except BaseException as e:
+                await context.abort_with_status(self._refusal(call, context, e))
+            self._end(call, context)
+
+        return behavior
+
+    def _let_in(self, call: Call, method: str, context: AnyContext) -> None:
+        """Raises what the gate or the guard refuses the call with."""
+        if self._gate is not None and method.startswith(GATED):
+            self._gate()
+        if self._guard is not None:
+            self._guard.check(call.peer, context.invocation_metadata())
+
+    def _start(self, method: str, context: AnyContext, streaming: bool = False) -> Call:
         call = Call(
             method=method,
             peer=context.peer(),
@@ -422,7 +475,7 @@ class StatusInterceptor(grpc.ServerInterceptor):
                 log.exception("call observer %r failed", observer)
         return call
 
-    def _end(self, call: Call, context: grpc.ServicerContext) -> None:
+    def _end(self, call: Call, context: AnyContext) -> None:
         call.ended_ns = time.perf_counter_ns()
         _current.call = None
         if call.code is grpc.StatusCode.OK:
@@ -434,9 +487,17 @@ class StatusInterceptor(grpc.ServerInterceptor):
             except Exception:
                 log.exception("call observer %r failed", observer)
 
-    def _fail(self, call: Call, context: grpc.ServicerContext, error: BaseException) -> NoReturn:
-        """Record the outcome on `call` and abort the call with its status (or re-raise what
-        must not be answered). Always raises."""
+    def _refusal(self, call: Call, context: AnyContext, error: BaseException) -> grpc.Status:
+        """As `_answer`, the call ended (its observers told) before it is answered: a
+        client that has its answer finds the call logged and measured."""
+        try:
+            return self._answer(call, context, error)
+        finally:
+            self._end(call, context)
+
+    def _answer(self, call: Call, context: AnyContext, error: BaseException) -> grpc.Status:
+        """Record the outcome on `call` and return the status to abort the call with; or
+        re-raise what must not be answered."""
         if isinstance(error, BergenError):
             status = status_of(error, self._domain)
             call.code, call.reason, call.message = status.code, error.reason, status.details
@@ -444,15 +505,30 @@ class StatusInterceptor(grpc.ServerInterceptor):
                 self._guard.refused(call.peer, error.reason)
             if status.code is grpc.StatusCode.INTERNAL:
                 log.error("%s: an error with no status", call.method, exc_info=error)
-            context.abort_with_status(status)
-        if not isinstance(error, Exception) or _code_of(context) not in (None, grpc.StatusCode.OK):
+            return status
+        if (
+            not isinstance(error, Exception)
+            or isinstance(error, grpc.aio.AbortError)
+            or _code_of(context) not in (None, grpc.StatusCode.OK)
+        ):
             # Already answered (a handler called context.abort, which raises), or not an
             # error of the call (KeyboardInterrupt, SystemExit): let it through.
             call.code = _code_of(context) or grpc.StatusCode.UNKNOWN
             raise error
         log.error("%s failed: a bug", call.method, exc_info=error)
         call.code, call.reason, call.message = grpc.StatusCode.INTERNAL, "INTERNAL", "bug"
-        context.abort_with_status(_internal_status(self._domain))
+        return _internal_status(self._domain)
+
+
+def _abort(context: grpc.ServicerContext, status: grpc.Status) -> NoReturn:
+    """Abort the call with `status` (raises): on grpc's threaded server, or a plain function's
+    call on grpc.aio's (whose context has no `abort_with_status`)."""
+    with_status = getattr(context, "abort_with_status", None)
+    if with_status is not None:
+        with_status(status)
+    else:
+        context.abort(status.code, status.details, status.trailing_metadata)  # type: ignore[call-arg]
+    raise AssertionError("abort returned")  # pragma: no cover (gRPC's abort raises)
 
 
 class RequestInterceptor(grpc.ServerInterceptor):
@@ -468,7 +544,10 @@ class RequestInterceptor(grpc.ServerInterceptor):
         continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
         details: grpc.HandlerCallDetails,
     ) -> Handler | None:
-        handler = continuation(details)
+        return self.wrap(details, continuation(details))
+
+    def wrap(self, details: grpc.HandlerCallDetails, handler: Handler | None) -> Handler | None:
+        """`handler` as this interceptor serves it (None for None)."""
         if handler is None or handler.request_streaming:
             return handler
         parse: Callable[[bytes], Any] | None = handler.request_deserializer
@@ -485,19 +564,34 @@ class RequestInterceptor(grpc.ServerInterceptor):
         )
 
     def _unary(self, parse: Callable[[bytes], Any] | None, fn: Behavior) -> Behavior:
+        if inspect.iscoroutinefunction(fn):
+
+            async def on_loop(data: bytes, context: AioContext) -> Any:
+                return await fn(self._checked(parse, data, context), context)
+
+            return on_loop
+
         def behavior(data: bytes, context: grpc.ServicerContext) -> Any:
             return fn(self._checked(parse, data, context), context)
 
         return behavior
 
     def _streaming(self, parse: Callable[[bytes], Any] | None, fn: Behavior) -> Behavior:
+        if inspect.isasyncgenfunction(fn):
+
+            async def streamed(data: bytes, context: AioContext) -> AsyncIterator[Any]:
+                async for out in fn(self._checked(parse, data, context), context):
+                    yield out
+
+            return streamed
+
         def behavior(data: bytes, context: grpc.ServicerContext) -> Iterator[Any]:
             yield from fn(self._checked(parse, data, context), context)
 
         return behavior
 
     def _checked(
-        self, parse: Callable[[bytes], Any] | None, data: bytes, context: grpc.ServicerContext
+        self, parse: Callable[[bytes], Any] | None, data: bytes, context: AnyContext
     ) -> Any:
         """The request `data` parses to. Raises DeadlineExceeded when the call's deadline
         has passed, ResourceExhausted when `data` is too large, InvalidArgument when it
@@ -550,7 +644,36 @@ class _Wrapped:
         return wrapped
 
 
-def _code_of(context: grpc.ServicerContext) -> grpc.StatusCode | None:
+class AioEdge(grpc.aio.ServerInterceptor):
+    """One of the edge's interceptors (`StatusInterceptor`, `RequestInterceptor`) on a
+    `grpc.aio` server: the same wrapping, of plain functions (run in the server's thread
+    pool, as on the threaded server) and of coroutines and async generators (run on its
+    event loop: the watch streams)."""
+
+    def __init__(self, inner: StatusInterceptor | RequestInterceptor) -> None:
+        self._inner = inner
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
+        details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        return self._inner.wrap(details, await continuation(details))
+
+
+def aio_interceptors(
+    max_request_bytes: int,
+    observers: Sequence[CallObserver] = (),
+    domain: str = DOMAIN,
+    guard: SecretGuard | None = None,
+    gate: Callable[[], None] | None = None,
+) -> list[grpc.aio.ServerInterceptor]:
+    """The edge's chain (`interceptors`) for `grpc.aio.server(interceptors=...)`."""
+    chain = interceptors(max_request_bytes, observers, domain, guard, gate)
+    return [AioEdge(i) for i in chain]  # type: ignore[arg-type]
+
+
+def _code_of(context: AnyContext) -> grpc.StatusCode | None:
     """The code a handler set or aborted with, if any (gRPC's context has `code()`; its
     type stubs do not say so)."""
     code = getattr(context, "code", None)
@@ -624,6 +747,15 @@ def _typed(name: str, fn: Behavior, response: type[Message]) -> Behavior:
 
 
 def _typed_stream(name: str, fn: Behavior, response: type[Message]) -> Behavior:
+    if inspect.isasyncgenfunction(fn):
+
+        async def streamed(request: Message, context: AioContext) -> AsyncIterator[Any]:
+            async for out in fn(request, context):
+                _check_response(name, out, response)
+                yield out
+
+        return streamed
+
     def behavior(request: Message, context: grpc.ServicerContext) -> Iterator[Message | bytes]:
         for out in fn(request, context):
             _check_response(name, out, response)

@@ -16,10 +16,11 @@ none waiting for another's pass.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import suppress
 
 from bergen.domain.errors import LogRolledBack
@@ -51,10 +52,20 @@ TICK_S = 0.5
 
 
 class Subscription:
-    """Events of one match delivered to one watcher, in any order, possibly twice."""
+    """Events of one match delivered to one watcher, in any order, possibly twice.
 
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
+    A watcher in a thread waits with `wait`. A watcher on an event loop (`loop` given: a
+    stream served by `grpc.aio`) holds no thread while it waits: its generator yields the
+    subscription itself (`waiting`), and the coroutine driving it awaits `ready`, which the
+    feed's thread resolves through `loop.call_soon_threadsafe`."""
+
+    __slots__ = ("_closed", "_cond", "_items", "_lock", "_loop", "_ready", "refused")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock) if loop is None else None
+        self._loop = loop
+        self._ready: asyncio.Future[None] | None = None
         self._items: list[StoredEvent] = []
         self._closed = False
         self.refused = False
@@ -62,23 +73,34 @@ class Subscription:
         read the match again, which names the row."""
 
     def put(self, events: Iterable[StoredEvent]) -> None:
-        with self._cond:
+        with self._lock:
             self._items.extend(events)
-            self._cond.notify_all()
+            self._woken()
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
+            self._woken()
 
     def refuse(self) -> None:
-        with self._cond:
+        with self._lock:
             self.refused = True
+            self._woken()
+
+    def _woken(self) -> None:
+        """Wake the watcher (the lock held)."""
+        if self._cond is not None:
             self._cond.notify_all()
+            return
+        ready, self._ready = self._ready, None
+        if ready is not None and self._loop is not None:
+            with suppress(RuntimeError):  # the loop is closed: its streams are gone
+                self._loop.call_soon_threadsafe(_resolve, ready)
 
     def wait(self, active: Callable[[], bool], tick: float = TICK_S) -> bool:
         """Block until events arrive (True), or until closed or `active()` is false (False),
         which is asked every `tick` seconds."""
+        assert self._cond is not None, "a subscription on a loop is awaited (`ready`)"
         with self._cond:
             while not self._items and not self.refused:
                 if self._closed or not active():
@@ -86,10 +108,40 @@ class Subscription:
                 self._cond.wait(tick)
             return True
 
+    def waiting(
+        self, active: Callable[[], bool], tick: float = TICK_S
+    ) -> Generator[Subscription, None, bool]:
+        """As `wait`, in a generator (`yield from`): on a loop, yields this subscription for
+        its driver to await `ready` rather than blocking. Whether events came (True), or the
+        subscription was closed (False)."""
+        if self._cond is not None:
+            return self.wait(active, tick)
+        while True:
+            with self._lock:
+                if self._items or self.refused:
+                    return True
+                if self._closed:
+                    return False
+            yield self
+
+    async def ready(self) -> None:
+        """Return once events came, or the subscription was refused or closed (on its loop)."""
+        assert self._loop is not None
+        with self._lock:
+            if self._items or self.refused or self._closed:
+                return
+            ready = self._ready = self._loop.create_future()
+        await ready
+
     def take(self) -> list[StoredEvent]:
-        with self._cond:
+        with self._lock:
             items, self._items = self._items, []
             return items
+
+
+def _resolve(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
 
 
 FOLLOW_BATCH = 1000
@@ -213,8 +265,11 @@ class EventFeed:
         for woken in self._wake_models:
             woken.set()
 
-    def subscribe(self, match_id: str) -> Subscription:
-        sub = Subscription()
+    def subscribe(
+        self, match_id: str, loop: asyncio.AbstractEventLoop | None = None
+    ) -> Subscription:
+        """A subscription to `match_id`'s events; with `loop`, awaited on that loop."""
+        sub = Subscription(loop)
         with self._subs_lock:
             self._subs.setdefault(match_id, set()).add(sub)
         if self._stop.is_set():

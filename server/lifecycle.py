@@ -16,15 +16,13 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-from grpc_health.v1 import health
-
 from bergen.api.exit_status import ExitStatus
 
 from .app import Application
 from .clocks import ClockKeeper
 from .feed import EventFeed
 from .janitor import Janitor
+from .loop import LoopHealth, LoopServer
 from .metrics import Metrics
 from .recorder import Recorder
 from .store import EventStore
@@ -54,11 +52,11 @@ HARD_EXIT = "Timeout (0:"
 
 @dataclass
 class Running:
-    server: grpc.Server
+    server: LoopServer
     port: int
     feed: EventFeed
     app: Application
-    health: health.HealthServicer
+    health: LoopHealth
     store: EventStore
     janitor: Janitor | None = None
     clocks: ClockKeeper | None = None

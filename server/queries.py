@@ -7,10 +7,11 @@ never older than what this process has already seen (bergen.server.store.routed)
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,7 +31,7 @@ from bergen.domain.state import ENDED
 from bergen.domain.views import View, redact_event, view
 
 from .commands import seen
-from .feed import TICK_S, EventFeed
+from .feed import TICK_S, EventFeed, Subscription
 from .identity import Caller, Identity
 from .matches import Match, MatchRepository, extend
 from .store import EventStore, MatchSummary, lagging_reads
@@ -260,7 +261,8 @@ class MatchQueries:
         prepare: Callable[[int, Sequence[Event]], _T],
         batch: int = 1,
         on_end: Callable[[Callable[[], None]], object] | None = None,
-    ) -> Iterator[View | _T]:
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Generator[View | _T | Subscription, None, None]:
         """The caller's view, then every event after it (or after `after_seq`) as the caller
         may see it, until the match ends or `active()` turns false. Raises NotFound,
         PermissionDenied, CorruptRecord.
@@ -273,8 +275,12 @@ class MatchQueries:
 
         With `on_end` (gRPC's `context.add_callback`), `on_end(fn)` has `fn` called once the
         stream has ended: the watcher sleeps until events come or that, and asks `active()`
-        only every ENDED_TICK_S; without it, twice a second."""
-        subscription = self._feed.subscribe(match_id)
+        only every ENDED_TICK_S; without it, twice a second.
+
+        With `loop` (a stream served on that event loop), nothing here waits: where a thread
+        would wait for events, the subscription is yielded, for the coroutine driving this
+        generator to await (`Subscription.ready`) before asking for the next item."""
+        subscription = self._feed.subscribe(match_id, loop)
         tick = TICK_S
         if on_end is not None:
             on_end(subscription.close)
@@ -301,7 +307,7 @@ class MatchQueries:
                     yield ready
                 if ended:
                     return
-                if not subscription.wait(active, tick):
+                if not (yield from subscription.waiting(active, tick)):
                     return
                 if subscription.refused:
                     # A row of this match is not authentic: reading it names the row, and

@@ -6,15 +6,16 @@ are the edge's (`edge.py`), and the handler table is built from the service desc
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
@@ -39,14 +40,21 @@ from bergen.v1 import bergen_pb2 as pb
 from . import auth
 from .app import Application
 from .edge import service_handler
+from .feed import Subscription
 from .identity import Caller
 from .limits import ClientLimits, Limits
+from .streams import stepped
+from .threads import pool_thread_named
 from .tlog import TransparencyLog
 from .tournaments import TournamentView, check_tournament_id
 
 SERVICE_DESCRIPTOR = pb.DESCRIPTOR.services_by_name["BergenService"]
 SERVICE = SERVICE_DESCRIPTOR.full_name
 _MATCH_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+STREAM_WORKERS = 8
+"""Threads a servicer given no pool of its own runs its streams' steps in."""
 
 
 REMATCH_TAKES = ("seats", "partnerships", "preset", "options", "name", "creator_token")
@@ -63,6 +71,10 @@ def _given(req: pb.CreateMatchRequest, field: str) -> bool:
     return bool(getattr(req, field))
 
 
+Context = grpc.ServicerContext | grpc.aio.ServicerContext[Any, Any]
+"""A call's context: a plain function's, or a stream's on grpc.aio's event loop."""
+
+
 def _match_id(value: str, field: str = "match_id") -> str:
     if not value:
         raise InvalidArgument(f"{field} is required", reason="MATCH_ID_REQUIRED")
@@ -74,14 +86,15 @@ def _match_id(value: str, field: str = "match_id") -> str:
     return value
 
 
-def _caller(context: grpc.ServicerContext) -> Caller:
-    return Caller(auth.bearer_token(context.invocation_metadata()))
+def _caller(context: Context) -> Caller:
+    metadata = context.invocation_metadata()
+    return Caller(auth.bearer_token(tuple(metadata) if metadata is not None else None))
 
 
-def _on_end(context: grpc.ServicerContext, callback: Callable[[], None]) -> None:
-    """Have `callback` called once the call has ended (at once when it already has)."""
-    if not context.add_callback(callback):
-        callback()
+def _always() -> bool:
+    """A stream's caller is there as long as its coroutine runs: when it goes, gRPC cancels
+    the coroutine, which closes the stream's generator (`stepped`)."""
+    return True
 
 
 def _deadline(context: grpc.ServicerContext) -> Callable[[], None]:
@@ -102,7 +115,11 @@ class BergenServicer:
     and the context in, the response message (or its serialized bytes) out."""
 
     def __init__(
-        self, app: Application, max_watchers: int, limits: ClientLimits | None = None
+        self,
+        app: Application,
+        max_watchers: int,
+        limits: ClientLimits | None = None,
+        stream_pool: Executor | None = None,
     ) -> None:
         self._limits = limits or ClientLimits(Limits())
         self._commands = app.commands
@@ -115,6 +132,10 @@ class BergenServicer:
         self._tlog = app.tlog
         self._max_watchers = max_watchers
         self._watch_slots = threading.BoundedSemaphore(max_watchers)
+        self._stream_pool = stream_pool or ThreadPoolExecutor(
+            STREAM_WORKERS, thread_name_prefix="bergen-watch", initializer=pool_thread_named
+        )
+        """Where the streams' steps run (`stepped`): their reads of the store."""
 
     def _view_out(
         self, view: View, at_ms: int | None = None, rematch_of: str | None = None
@@ -248,40 +269,47 @@ class BergenServicer:
             events=_events(out.events), view=self._view_out(out.view, out.at_ms, out.rematch_of)
         )
 
-    def WatchMatch(
-        self, req: pb.WatchMatchRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.WatchMatchResponse | bytes]:
+    async def WatchMatch(
+        self, req: pb.WatchMatchRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[pb.WatchMatchResponse | bytes]:
         match_id = _match_id(req.match_id)
         caller = _caller(context)
+        loop = asyncio.get_running_loop()
         with self._stream_slot(context, caller):
-            if req.batched:
-                prepare, batch = _watched_events, WATCH_BATCH
+            steps = self._watch_match(req, match_id, caller, loop)
+            async for out in stepped(steps, self._stream_pool):
+                yield cast(pb.WatchMatchResponse | bytes, out)
+
+    def _watch_match(
+        self,
+        req: pb.WatchMatchRequest,
+        match_id: str,
+        caller: Caller,
+        loop: asyncio.AbstractEventLoop,
+    ) -> Generator[pb.WatchMatchResponse | bytes | Subscription, None, None]:
+        """WatchMatch's messages, as `stepped` runs them (see `MatchQueries.watch`)."""
+        if req.batched:
+            prepare, batch = _watched_events, WATCH_BATCH
+        else:
+            prepare, batch = _watched_event, 1
+        for item in self._queries.watch(
+            caller, match_id, req.after_seq, _always, prepare, batch, loop=loop
+        ):
+            if isinstance(item, bytes | Subscription):
+                yield item
             else:
-                prepare, batch = _watched_event, 1
-            for item in self._queries.watch(
-                caller,
-                match_id,
-                req.after_seq,
-                context.is_active,
-                prepare,
-                batch,
-                on_end=functools.partial(_on_end, context),
-            ):
-                if isinstance(item, bytes):
-                    yield item
-                else:
-                    rematch_of = self._rematch_of(match_id)
-                    yield pb.WatchMatchResponse(view=self._view_out(item, rematch_of=rematch_of))
+                rematch_of = self._rematch_of(match_id)
+                yield pb.WatchMatchResponse(view=self._view_out(item, rematch_of=rematch_of))
 
     @contextmanager
-    def _stream_slot(self, context: grpc.ServicerContext, caller: Caller) -> Iterator[None]:
+    def _stream_slot(self, context: Context, caller: Caller) -> Iterator[None]:
         """Hold one of the server's stream slots, and one of the client's, while a stream is
         served. Raises ResourceExhausted when either is full."""
         # One client may hold only its share of the streams, so that it cannot lock the
         # others out.
         client = self._limits.open_stream(context.peer(), caller.token)
-        # Each open stream holds a thread: past the limit a stream is refused, so that the
-        # threads commands need are never all taken by watchers.
+        # Each open stream holds its call's memory in gRPC and here: past the limit a stream
+        # is refused, so that watchers cannot take all of the server's memory.
         if not self._watch_slots.acquire(blocking=False):
             self._limits.close_stream(client)
             raise ResourceExhausted(
@@ -466,18 +494,30 @@ class BergenServicer:
             out.assignment.CopyFrom(assignment)
         return out
 
-    def WatchTournament(
-        self, req: pb.WatchTournamentRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.WatchTournamentResponse]:
+    async def WatchTournament(
+        self, req: pb.WatchTournamentRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[pb.WatchTournamentResponse]:
         tournament_id = check_tournament_id(req.tournament_id)
         caller = _caller(context)
+        loop = asyncio.get_running_loop()
         with self._stream_slot(context, caller):
-            for v in self._tournaments.watch(caller, tournament_id, context.is_active):
-                view, assignment = _tournament_out(v)
-                out = pb.WatchTournamentResponse(tournament=view)
-                if assignment is not None:
-                    out.assignment.CopyFrom(assignment)
+            steps = self._watch_tournament(tournament_id, caller, loop)
+            async for out in stepped(steps, self._stream_pool):
                 yield out
+
+    def _watch_tournament(
+        self, tournament_id: str, caller: Caller, loop: asyncio.AbstractEventLoop
+    ) -> Generator[pb.WatchTournamentResponse | Subscription, None, None]:
+        """WatchTournament's messages, as `stepped` runs them."""
+        for v in self._tournaments.watch(caller, tournament_id, _always, loop):
+            if isinstance(v, Subscription):
+                yield v
+                continue
+            view, assignment = _tournament_out(v)
+            out = pb.WatchTournamentResponse(tournament=view)
+            if assignment is not None:
+                out.assignment.CopyFrom(assignment)
+            yield out
 
     def ListTournaments(
         self, req: pb.ListTournamentsRequest, context: grpc.ServicerContext
@@ -770,8 +810,14 @@ def _watched_events(seq: int, events: Sequence[Event]) -> bytes:
 
 
 def generic_handler(
-    app: Application, max_watchers: int, limits: ClientLimits | None = None
+    app: Application,
+    max_watchers: int,
+    limits: ClientLimits | None = None,
+    stream_pool: Executor | None = None,
 ) -> grpc.GenericRpcHandler:
     """The handlers of every RPC of the service, each client held to `limits` (the defaults
-    when None). Raises TypeError when the servicer lacks a method for one."""
-    return service_handler(SERVICE_DESCRIPTOR, BergenServicer(app, max_watchers, limits))
+    when None), the streams' steps run in `stream_pool` (a pool of STREAM_WORKERS threads of
+    their own when None). Raises TypeError when the servicer lacks a method for one."""
+    return service_handler(
+        SERVICE_DESCRIPTOR, BergenServicer(app, max_watchers, limits, stream_pool)
+    )

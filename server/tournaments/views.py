@@ -3,12 +3,13 @@ table, watching, listing, records and audit pack manifests."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,15 +220,20 @@ class TournamentQueries:
         return record
 
     def watch(
-        self, caller: Caller, tournament_id: str, active: Callable[[], bool]
-    ) -> Iterator[TournamentView]:
+        self,
+        caller: Caller,
+        tournament_id: str,
+        active: Callable[[], bool],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Generator[TournamentView | Subscription, None, None]:
         """The tournament as `get` shows it, then again each time that changes: an entrant
         registered or withdrew, a round paired, a table's match seated, a hand or a match
         ended, a result recorded; until the tournament ends or `active()` turns false.
-        Raises as `get`."""
+        Raises as `get`. With `loop`, yields its subscription where it would wait, as
+        `MatchQueries.watch` does."""
         assert self._feed is not None and self._wakes is not None
         stream = tournament_stream(tournament_id)
-        sub = self._feed.subscribe(stream)
+        sub = self._feed.subscribe(stream, loop)
         try:
             shown: object = None
             t: Tournament | None = None  # as last read; None: read it (again) from the store
@@ -244,7 +250,7 @@ class TournamentQueries:
                     yield v
                 if t.state.phase == ENDED:
                     return
-                if not sub.wait(active):
+                if not (yield from sub.waiting(active)):
                     return
                 # Woken by its tables' matches only (a seat, a hand, an end), the tournament
                 # has not moved: its own events reach this subscription, which was made

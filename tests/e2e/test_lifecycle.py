@@ -23,8 +23,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from bergen.domain.events import TilePlayed
+from bergen.server.bootstrap import CALL_WORKERS
 from bergen.server.lifecycle import EXIT_HELD, HARD_LIMIT_S
 from bergen.v1 import bergen_pb2 as pb
+from bergen.v1 import bergen_pb2_grpc as rpc
 
 from .client import Client, Table, Watcher, bearer, new_command_id, seat_everyone
 from .servers import ServerFarm, ServerProcess, bergen_command
@@ -323,6 +325,50 @@ def test_watch_streams_past_the_limit_are_refused_and_never_starve_commands(
             c.close()
 
 
+def _threads_of(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def test_open_watch_streams_hold_no_thread_each(farm: ServerFarm, sqlite_url: str) -> None:
+    """A stream that waits for events is a coroutine on the server's event loop
+    (`bergen.server.streams`), not a thread: 300 open streams leave the server's thread
+    count within its call pool's size, and a stream nobody reads holds up no other."""
+    server = farm.start(sqlite_url, extra_args=["--max-watchers", "400"])
+    with Client(server.target) as client:
+        table = seat_everyone(client, 2)
+        first = Watcher(client, table.match_id).started()
+        before = _threads_of(server.proc.pid)
+        with grpc.insecure_channel(server.target) as channel:
+            stub = rpc.BergenServiceStub(channel)
+            streams = [
+                stub.WatchMatch(pb.WatchMatchRequest(match_id=table.match_id), timeout=120)
+                for _ in range(300)
+            ]
+            for stream in streams:
+                assert next(stream).HasField("view")
+            # Every stream is open, and waits: none of them has a thread of its own.
+            grown = _threads_of(server.proc.pid) - before
+            assert grown < CALL_WORKERS, f"{grown} threads more for 300 open streams"
+            # None of the 300 is read from now on; the first watcher still sees every play.
+            view = client.view(table.match_id, table.tokens[0])
+            for _ in range(6):
+                view = client.view(table.match_id, table.tokens[view.turn])
+                if view.phase != pb.PHASE_PLAYING or not view.legal_plays:
+                    break
+                choice = view.legal_plays[0]
+                client.stub.Play(
+                    pb.PlayRequest(match_id=table.match_id, tile=choice.tile, end=choice.end),
+                    metadata=bearer(table.tokens[view.turn]),
+                    timeout=10,
+                )
+            after = client.view(table.match_id, table.tokens[0]).version
+            first.wait_for_seq(after, timeout=30)
+            for stream in streams:
+                stream.cancel()
+        first.call.cancel()
+        assert first.finished.wait(60)
+
+
 @pytest.mark.parametrize(
     ("args", "env", "said"),
     [
@@ -416,7 +462,9 @@ def test_the_server_s_threads_carry_their_names_in_the_operating_system(
 ) -> None:
     """`top -H` and /proc tell the server's parts apart (`bergen.server.threads`)."""
     server = farm.start(sqlite_url)
-    assert server.health() == health_pb2.HealthCheckResponse.SERVING  # a call: a pool thread
+    assert server.health() == health_pb2.HealthCheckResponse.SERVING
+    with Client(server.target) as client:
+        client.create()  # a call: a pool thread
     task = Path(f"/proc/{server.proc.pid}/task")
     names = set()
     for tid in task.iterdir():
@@ -429,6 +477,7 @@ def test_the_server_s_threads_carry_their_names_in_the_operating_system(
         "bergen-log",
         "bergen-clocks",
         "bergen-janitor",
+        "bergen-loop",
     }
     assert expected <= names, sorted(names)
     assert any(n.startswith("bergen-rpc_") for n in names), sorted(names)

@@ -440,3 +440,96 @@ def test_a_handler_replaced_under_a_method_is_wrapped_anew():
     assert through("/s/GetMatch").unary_unary(GOOD, FakeContext()).view.match_id == "old"
     handlers["/s/GetMatch"] = answering("new")
     assert through("/s/GetMatch").unary_unary(GOOD, FakeContext()).view.match_id == "new"
+
+
+# --- The same chain on grpc.aio's server (`AioEdge`): the watch streams are async generators.
+
+
+class FakeAioContext(FakeContext):
+    """grpc.aio's context, whose abort is a coroutine."""
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+    async def abort_with_status(self, status: grpc.Status) -> None:  # type: ignore[override]
+        self.status = status
+        self._code = status.code
+        raise Aborted(status.details)
+
+
+def through_aio_edge(behavior: Any, observers: list[Any]) -> Any:
+    """The unary-stream handler the aio chain makes of the async generator `behavior`."""
+    import asyncio
+
+    handler = grpc.unary_stream_rpc_method_handler(
+        behavior, pb.GetMatchRequest.FromString, lambda m: m.SerializeToString()
+    )
+    details = type("Details", (), {"method": "/bergen.v1.BergenService/WatchMatch"})()
+    chain = edge.aio_interceptors(1000, observers)
+
+    async def resolve() -> Any:
+        async def last(_details: Any) -> Any:
+            return handler
+
+        continuation = last
+        for interceptor in reversed(chain):
+            continuation = (lambda inner, i=interceptor: lambda d: i.intercept_service(inner, d))(
+                continuation
+            )
+        return await continuation(details)
+
+    return asyncio.run(resolve())
+
+
+def test_an_async_stream_is_observed_and_its_error_answered_with_its_status() -> None:
+    import asyncio
+
+    async def stream(req: pb.GetMatchRequest, ctx: Any) -> Any:
+        yield pb.GetMatchResponse(view=pb.MatchView(match_id=req.match_id))
+        raise errors.ResourceExhausted("full", reason="TOO_MANY_WATCHERS")
+
+    seen = Recorder()
+    wrapped = through_aio_edge(stream, [seen])
+    context = FakeAioContext()
+
+    async def read() -> list[Any]:
+        return [m async for m in wrapped.unary_stream(GOOD, context)]
+
+    with pytest.raises(Aborted):
+        asyncio.run(read())
+    assert context.status is not None
+    assert details_of(context.status)["ErrorInfo"].reason == "TOO_MANY_WATCHERS"
+    call = seen.calls[-1][1]
+    assert (call.code, call.reason, call.streaming) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "TOO_MANY_WATCHERS",
+        True,
+    )
+    assert call.request.match_id == "m"
+
+
+def test_an_async_stream_whose_client_goes_is_observed_cancelled() -> None:
+    import asyncio
+
+    async def stream(req: pb.GetMatchRequest, ctx: Any) -> Any:
+        yield pb.GetMatchResponse()
+        await asyncio.Event().wait()  # waits for events that never come
+        yield pb.GetMatchResponse()
+
+    seen = Recorder()
+    wrapped = through_aio_edge(stream, [seen])
+
+    async def read_then_go() -> None:
+        async def consume() -> None:
+            async for _ in wrapped.unary_stream(GOOD, FakeAioContext()):
+                pass
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.05)
+        task.cancel()  # as gRPC does when the client goes
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(read_then_go())
+    assert [what for what, _ in seen.calls] == ["started", "ended"]
+    assert seen.calls[-1][1].code is grpc.StatusCode.CANCELLED
