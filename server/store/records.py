@@ -24,7 +24,10 @@ from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+from bergen.domain.errors import MatchArchived
 
 from .ratings import Db
 from .sealed import Seals
@@ -69,6 +72,31 @@ class Kept:
     log_keys: str = ""
     """The ids of the log keys that authenticate the stream's rows, comma-separated: a server
     that no longer holds one of them cannot check the log, and does not serve the record."""
+
+
+@dataclass(frozen=True, slots=True)
+class Archived:
+    """A match `bergen archive` exported and removed: its rows before `end_seq` (its
+    MatchEnded) are gone, `events` and `head` are the log its archived record pins."""
+
+    match_id: str
+    end_seq: int
+    events: int
+    head: bytes
+    archived_at: datetime
+
+
+def archived_error(found: Archived) -> MatchArchived:
+    """What a call on an archived match is answered: when it was archived, and where its
+    record is."""
+    at = found.archived_at.isoformat(timespec="seconds")
+    return MatchArchived(
+        f"match {found.match_id} was archived at {at}: its events are no longer served here;"
+        " its signed record is in the operator's archive (bergen verify and bergen-replay"
+        " --file read it)",
+        match_id=found.match_id,
+        archived_at=at,
+    )
 
 
 class SqlRecords:
@@ -118,6 +146,21 @@ class SqlRecords:
                         " again from the events", RECORDS_TABLE, match_id, why,
                     )  # fmt: skip
         return found
+
+    def archived(self, match_id: str) -> Archived | None:
+        """`match_id` as `bergen archive` listed it in `archived_matches` (only the owner
+        writes there), or None when it was not archived. Raises StorageUnavailable."""
+        with self._reading() as db:
+            p = db.dialect.param
+            rows = db.rows(
+                "SELECT end_seq, events, head, archived_at FROM archived_matches"
+                f" WHERE match_id = {p}",
+                [match_id],
+            )
+            if not rows:
+                return None
+            end_seq, events, head, at = rows[0]
+            return Archived(match_id, int(end_seq), int(events), _bytes(head), db.time_of(at))
 
     def unkept(self, public_key: str) -> list[str]:
         """The ended matches of the listing with no record kept signed by `public_key`.
