@@ -114,9 +114,11 @@ _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 EPILOG = (
     """\
 The argument is a record file when such a file exists (a match record, as `bergen export`
-or `bergen-replay --record` write it), a tournament's audit pack when it is a folder
-(tournament.json, matches/, manifest.json, as `bergen tournament export` or `bergen
-simulate --tournament` write it), else a match id asked of the server.
+or `bergen-replay --record` write it), a folder of records when its manifest.json is one
+`bergen export` or `bergen archive` writes (every record it lists checked, each file's
+SHA-256 the manifest's, each signed by the manifest's key), a tournament's audit pack when it
+is another folder (tournament.json, matches/, manifest.json, as `bergen tournament export` or
+`bergen simulate --tournament` write it), else a match id asked of the server.
 
 The signature: a record proves no more than who signed it, so the verdict says which key
 vouches for it. With --public-key (a file holding the key as 64 hex digits or a PEM public

@@ -6,12 +6,13 @@ Create Date: 2026-12-04
 
 `bergen archive` (run as the owner) writes the signed records of old ended matches to a
 folder, then lists each match in `archived_matches` and deletes its events before its end.
-The guard on `events` refuses UPDATE and TRUNCATE as before, and now refuses a DELETE row by
-row unless its stream is listed in `archived_matches` and the row comes before the seq
-listed there (the match's `MatchEnded`): the end and what follows it stay, so that the
-ratings, the projections' positions and the transparency log's last leaf still find them.
-`archived_matches` is append-only too (no UPDATE, DELETE or TRUNCATE), and the server's role
-may only read it (deploy/grants.sql). Nothing stored is changed by the upgrade.
+The guard on `events` refuses UPDATE and TRUNCATE as before, and now judges a DELETE row by
+row (the trigger `events_no_update_delete` keeps its name): refused unless its stream is
+listed in `archived_matches` and the row comes before the seq listed there (the match's
+`MatchEnded`). The end and what follows it stay, so that the ratings, the projections'
+positions and the transparency log's last leaf still find them. `archived_matches` is
+append-only too (no UPDATE, DELETE or TRUNCATE), and the server's role may only read it
+(deploy/grants.sql). Nothing stored is changed by the upgrade.
 """
 
 from __future__ import annotations
@@ -26,15 +27,15 @@ down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_PG_DELETE_GUARD = """
-CREATE FUNCTION bergen_events_delete_archived() RETURNS trigger LANGUAGE plpgsql AS $$
+_PG_GUARD = """
+CREATE FUNCTION bergen_events_guard() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM archived_matches a
-               WHERE a.match_id = OLD.stream_id AND OLD.seq < a.end_seq) THEN
+    IF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM archived_matches a
+                                    WHERE a.match_id = OLD.stream_id AND OLD.seq < a.end_seq) THEN
         RETURN OLD;
     END IF;
-    RAISE EXCEPTION 'events are append-only: DELETE on events (stream %, seq % is no archived'
-        ' match''s row before its end)', OLD.stream_id, OLD.seq
+    RAISE EXCEPTION 'events are append-only: % on % (stream %, seq %)',
+        TG_OP, TG_TABLE_NAME, OLD.stream_id, OLD.seq
         USING ERRCODE = 'insufficient_privilege';
 END;
 $$
@@ -77,26 +78,22 @@ def upgrade() -> None:
     )
     dialect = op.get_bind().dialect.name
     if dialect == "postgresql":
-        op.execute(_PG_DELETE_GUARD)
+        op.execute(_PG_GUARD)
+        # The same name as before (row by row now, so that a DELETE can be judged a row at
+        # a time): tools that switch the guard off and on by name keep working.
         op.execute("DROP TRIGGER events_no_update_delete ON events")
         op.execute(
-            "CREATE TRIGGER events_no_update BEFORE UPDATE ON events"
-            " FOR EACH STATEMENT EXECUTE FUNCTION bergen_events_append_only()"
+            "CREATE TRIGGER events_no_update_delete BEFORE UPDATE OR DELETE ON events"
+            " FOR EACH ROW EXECUTE FUNCTION bergen_events_guard()"
         )
-        op.execute(
-            "CREATE TRIGGER events_delete_archived_only BEFORE DELETE ON events"
-            " FOR EACH ROW EXECUTE FUNCTION bergen_events_delete_archived()"
-        )
+        op.execute("ALTER TABLE events ENABLE ALWAYS TRIGGER events_no_update_delete")
         op.execute(
             "CREATE TRIGGER archived_matches_append_only BEFORE UPDATE OR DELETE OR TRUNCATE"
             " ON archived_matches FOR EACH STATEMENT EXECUTE FUNCTION bergen_events_append_only()"
         )
-        for table, trigger in (
-            ("events", "events_no_update"),
-            ("events", "events_delete_archived_only"),
-            ("archived_matches", "archived_matches_append_only"),
-        ):
-            op.execute(f"ALTER TABLE {table} ENABLE ALWAYS TRIGGER {trigger}")
+        op.execute(
+            "ALTER TABLE archived_matches ENABLE ALWAYS TRIGGER archived_matches_append_only"
+        )
     elif dialect == "sqlite":
         op.execute("DROP TRIGGER events_no_delete")
         op.execute(_SQLITE_DELETE_GUARD)
@@ -109,15 +106,14 @@ def downgrade() -> None:
     # archive folder); the guard refuses every DELETE again.
     dialect = op.get_bind().dialect.name
     if dialect == "postgresql":
-        op.execute("DROP TRIGGER events_delete_archived_only ON events")
-        op.execute("DROP TRIGGER events_no_update ON events")
+        op.execute("DROP TRIGGER events_no_update_delete ON events")
         op.execute(
             "CREATE TRIGGER events_no_update_delete BEFORE UPDATE OR DELETE ON events"
             " FOR EACH STATEMENT EXECUTE FUNCTION bergen_events_append_only()"
         )
         op.execute("ALTER TABLE events ENABLE ALWAYS TRIGGER events_no_update_delete")
         op.execute("DROP TRIGGER archived_matches_append_only ON archived_matches")
-        op.execute("DROP FUNCTION bergen_events_delete_archived()")
+        op.execute("DROP FUNCTION bergen_events_guard()")
     elif dialect == "sqlite":
         op.execute("DROP TRIGGER events_no_delete")
         op.execute(
