@@ -12,17 +12,19 @@ time (bytes divided by the matches): `events` (heap and TOAST), its indexes, and
 clock, a process of its own), and the same sizes after a plain `VACUUM` (the space of the
 rows removed is free for the next appends, the files keep their size) and after `VACUUM
 FULL` of the two tables (the files rewritten: what they take now). The archive's bytes a
-match are its files' sizes (the records and the manifest), and `bergen verify` of the
-folder is timed too.
+match are its files' sizes (the records and the manifest), and as one .tar.gz; `bergen
+verify` of the folder (every record replayed) is timed too.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -101,8 +103,9 @@ def main(argv: list[str] | None = None) -> int:
             say(done.stderr)
             return 1
         archived = len(json.loads(done.stdout)["archived"])
+        key = json.loads((out / "manifest.json").read_text())["public_key"]
         started = time.perf_counter()
-        verified = bergen("verify", str(out))
+        verified = bergen("verify", str(out), "--public-key", key)
         verify_s = time.perf_counter() - started
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE events")
@@ -114,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         after_full = sizes(url)
         files = [p for p in out.iterdir() if p.is_file()]
         archive_bytes = sum(p.stat().st_size for p in files)
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+            tar.add(out, arcname="archive")
+        packed_bytes = packed.tell()
     say(f"archived {archived} of {n} matches in {took:.2f} s ({archived / took:.0f} matches/s);"
         f" bergen verify of the folder {verify_s:.2f} s (exit {verified.returncode})")  # fmt: skip
     say(f"{'bytes a match':<18}{'before':>10}{'VACUUM':>10}{'VACUUM FULL':>13}")
@@ -122,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{after_full[name] / n:>13,.0f}")  # fmt: skip
     total = [sum(s.values()) / n for s in (before, after_vacuum, after_full)]
     say(f"{'all three':<18}{total[0]:>10,.0f}{total[1]:>10,.0f}{total[2]:>13,.0f}")
-    say(f"archive folder: {archive_bytes / n:,.0f} bytes a match ({len(files)} files)")
+    say(f"archive folder: {archive_bytes / n:,.0f} bytes a match ({len(files)} files);"
+        f" as a .tar.gz {packed_bytes / n:,.0f}")  # fmt: skip
     return 0
 
 
