@@ -44,7 +44,15 @@ from bergen.api.durable import replace_whole
 from bergen.api.exit_status import ExitStatus, help_text
 from bergen.api.helptext import HelpFormatter
 
-from .export import MANIFEST, MANIFEST_FORMAT, Entry, check_served, manifest_text, read_manifest
+from .export import (
+    MANIFEST,
+    MANIFEST_FORMAT,
+    Entry,
+    check_served,
+    manifest_text,
+    parse_since,
+    read_manifest,
+)
 from .export import _Stop as _ExportStop
 from .usage import error_line, examples
 from .verify import read_public_key
@@ -58,7 +66,8 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 EPILOG = (
     """\
 AGE is a number and a unit: s, m, h, d or w (90m, 12h, 30d, 2w). A match's age is counted
-from its MatchEnded, as the database recorded it.
+from its MatchEnded, as the database recorded it. --ended-before TIME instead takes the
+matches that ended before a time (ISO 8601, UTC when it names no zone).
 
 Run it as the database's owner: the server's role of deploy/grants.sql can delete nothing,
 and the events' guard (migration 0016) deletes only the rows before the end of a match
@@ -127,6 +136,13 @@ def _age(text: str) -> timedelta:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _time(text: str) -> datetime:
+    when = parse_since(text)
+    if when is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is no ISO 8601 time")
+    return when
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "archive",
@@ -145,8 +161,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="URL",
         help="postgresql://OWNER@HOST/DB (default: $BERGEN_DATABASE_URL)",
     )
-    p.add_argument("--older-than", type=_age, required=True, metavar="AGE",
-                   help="archive the matches that ended longer ago than this")  # fmt: skip
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--older-than", type=_age, metavar="AGE",
+                      help="archive the matches that ended longer ago than this")  # fmt: skip
+    when.add_argument("--ended-before", type=_time, metavar="TIME",
+                      help="archive the matches that ended before this time (ISO 8601, UTC"
+                      " when it names no zone)")  # fmt: skip
     p.add_argument("--to", type=Path, required=True, metavar="DIR", help="the archive folder")
     p.add_argument(
         "--dry-run", action="store_true", help="say what would be archived; change nothing"
@@ -168,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
         key = _key_given(args.public_key)
         with _connect(args.database) as conn:
             _check_role(conn)
-            plan = make_plan(conn, args.older_than, args.to, key)
+            ended = args.older_than if args.older_than is not None else args.ended_before
+            plan = make_plan(conn, ended, args.to, key)
             archived: list[str] = []
             listed = 0
             if not args.dry_run and plan.chosen:
@@ -240,9 +261,13 @@ def _check_role(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
 
 
 def make_plan(
-    conn: psycopg.Connection[tuple[Any, ...]], age: timedelta, out: Path, key: str | None
+    conn: psycopg.Connection[tuple[Any, ...]],
+    ended: timedelta | datetime,
+    out: Path,
+    key: str | None,
 ) -> Plan:
-    """The matches to archive (see the module's doc, step 1). Writes nothing. Raises _Stop."""
+    """The matches to archive (see the module's doc, step 1): those that ended longer ago
+    than `ended` (an age), or before it (a time). Writes nothing. Raises _Stop."""
     manifest = _manifest(out)
     listed_key = manifest.get("public_key") if manifest is not None else None
     if key is not None and listed_key not in (None, key):
@@ -254,10 +279,11 @@ def make_plan(
     key = key or (str(listed_key) if listed_key else None)
     ends = conn.execute(
         "SELECT e.stream_id, e.seq, e.payload::text FROM events e"
-        " WHERE e.type = 'MatchEnded' AND e.recorded_at < now() - %s::interval"
-        " AND NOT EXISTS (SELECT 1 FROM archived_matches a WHERE a.match_id = e.stream_id)"
+        " WHERE e.type = 'MatchEnded' AND e.recorded_at < "
+        + ("now() - %s::interval" if isinstance(ended, timedelta) else "%s::timestamptz")
+        + " AND NOT EXISTS (SELECT 1 FROM archived_matches a WHERE a.match_id = e.stream_id)"
         " ORDER BY e.recorded_at, e.stream_id",
-        (age,),
+        (ended,),
     ).fetchall()
     folded = _folded(conn)
     plan = Plan(key or "")
@@ -439,12 +465,12 @@ def _remove_one(conn: psycopg.Connection[tuple[Any, ...]], c: Candidate) -> None
 
 
 def archive(
-    database_url: str, age: timedelta, out: Path, key: str | None = None
+    database_url: str, ended: timedelta | datetime, out: Path, key: str | None = None
 ) -> tuple[Plan, list[str]]:
     """The whole run, for tools and tests: plan, write, remove. Raises _Stop."""
     with _connect(database_url) as conn:
         _check_role(conn)
-        plan = make_plan(conn, age, out, key)
+        plan = make_plan(conn, ended, out, key)
         if not plan.chosen:
             return plan, []
         write(plan, out)

@@ -8,7 +8,7 @@ import json
 import random
 import subprocess
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,8 @@ from .test_verify import MIXED, play_matches
 pytestmark = pytest.mark.postgres
 
 WAIT_S = 30.0
+GAP_S = 2.0
+"""Between the ends of the old matches and of the newer ones."""
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -42,8 +44,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def run_archive(database: str, cutoff: float, out: Path, *more: str) -> dict[str, Any]:
     """`bergen archive` of the matches that ended before `cutoff` (a time.time())."""
-    age = time.time() - cutoff
-    done = run_cli("archive", "--database", database, "--older-than", f"{age:.1f}s",
+    before = datetime.fromtimestamp(cutoff, UTC).isoformat()
+    done = run_cli("archive", "--database", database, "--ended-before", before,
                    "--to", str(out), "--json", *more)  # fmt: skip
     assert done.returncode == ExitStatus.SUCCESS, done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
@@ -122,7 +124,7 @@ def test_old_ended_matches_are_archived_verified_and_replayed_and_answered_as_ar
             rated_old.append(table.match_id)
         old = rated_old + play_matches(client, rng, (MIXED[0], MIXED[1], MIXED[5]))
         old_done = time.time()
-        time.sleep(2.0)
+        time.sleep(GAP_S)
         table = new_rated_table(client, [cy, ann])
         resign(client, table, 1)
         newer = [table.match_id, *play_matches(client, rng, (MIXED[0],))]
@@ -130,7 +132,7 @@ def test_old_ended_matches_are_archived_verified_and_replayed_and_answered_as_ar
         records = {m: client.record(m) for m in old + newer}  # kept by now
         before_listed = ended_listed(client)
         assert set(old + newer) <= before_listed
-    cutoff = old_done + 1.0  # the old ones ended before, the newer ones after
+    cutoff = old_done + 0.5  # the old ones ended before, the newer ones well after
 
     # A dry run says what it would archive, and changes nothing.
     wait_until_archivable(pg_database, cutoff, out, set(old))
@@ -144,6 +146,7 @@ def test_old_ended_matches_are_archived_verified_and_replayed_and_answered_as_ar
     # verifies and the matches are served as before.
     with psycopg.connect(pg_database, autocommit=True) as conn:
         plan = archive.make_plan(conn, timedelta(seconds=time.time() - cutoff), out, None)
+        # (an age, as --older-than gives it: here counted at once)
         assert {c.match_id for c in plan.chosen} == set(old)
         archive.write(plan, out)
     assert rows_of(pg_database, old + newer + [live.match_id]) == rows_before
