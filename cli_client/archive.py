@@ -183,7 +183,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     try:
-        if not args.database or not args.database.startswith(("postgresql:", "postgres:")):
+        if not args.database or not args.database.startswith(
+            ("postgresql:", "postgres:", "postgresql+psycopg:")
+        ):
             raise _Stop(ExitStatus.USAGE, "--database: a postgresql:// URL of the owner role")
         key = _key_given(args.public_key)
         with _connect(args.database) as conn:
@@ -201,6 +203,12 @@ def run(args: argparse.Namespace) -> int:
     except _Stop as stop:
         print(error_line("archive", stop.message, stop.status.name), file=sys.stderr)
         return int(stop.status)
+    except psycopg.OperationalError as e:  # lost during the run: what is done stays done
+        print(error_line("archive", f"the database: {e}", "UNREACHABLE"), file=sys.stderr)
+        return int(ExitStatus.UNREACHABLE)
+    except psycopg.Error as e:
+        print(error_line("archive", f"the database refused: {e}", "ERROR"), file=sys.stderr)
+        return int(ExitStatus.ERROR)
     for match_id, why in plan.skipped:
         print(f"bergen archive: left {match_id}: {why}", file=sys.stderr)
     chosen = [c.match_id for c in plan.chosen]
