@@ -70,6 +70,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("store", "bench.store_bench", "event store on PostgreSQL", postgres_reachable, True),
     Benchmark("grpc", "bench.grpc_bench", "gRPC service on PostgreSQL", postgres_reachable, True),
     Benchmark(
+        "archive",
+        "bench.archive_bench",
+        "bytes a match before and after bergen archive, 200 matches",
+        postgres_reachable,
+        True,
+    ),
+    Benchmark(
         "listing",
         "bench.listing_bench",
         "ListMatches and restarts, 20,000 matches vs 20",

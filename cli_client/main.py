@@ -35,6 +35,7 @@ OWN: dict[str, tuple[str, str]] = {
     "bots": ("bots", "add_parser"),
     "verify": ("verify", "add_parser"),
     "export": ("export", "add_parser"),
+    "archive": ("archive", "add_parser"),
     "tournament": ("tournament", "add_parser"),
     "player": ("player", "add_parsers"),
     "leaderboard": ("player", "add_parsers"),

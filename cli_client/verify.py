@@ -114,9 +114,11 @@ _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 EPILOG = (
     """\
 The argument is a record file when such a file exists (a match record, as `bergen export`
-or `bergen-replay --record` write it), a tournament's audit pack when it is a folder
-(tournament.json, matches/, manifest.json, as `bergen tournament export` or `bergen
-simulate --tournament` write it), else a match id asked of the server.
+or `bergen-replay --record` write it), a folder of records when its manifest.json is one
+`bergen export` or `bergen archive` writes (every record it lists checked, each file's
+SHA-256 the manifest's, each signed by the manifest's key), a tournament's audit pack when it
+is another folder (tournament.json, matches/, manifest.json, as `bergen tournament export` or
+`bergen simulate --tournament` write it), else a match id asked of the server.
 
 The signature: a record proves no more than who signed it, so the verdict says which key
 vouches for it. With --public-key (a file holding the key as 64 hex digits or a PEM public
@@ -289,6 +291,8 @@ def verify_target(
     path = Path(target)
     if path.is_file():
         return vouched(verify_file(path, trusted), trusted, known)
+    if path.is_dir() and not (path / TOURNAMENT_FILE).exists() and _records_folder(path):
+        return vouched(verify_records(path, trusted), trusted, known)
     if path.is_dir():
         return vouched(verify_pack(path, trusted), trusted, known)
     if path.exists():
@@ -586,6 +590,78 @@ def _read_json(path: Path, name: str) -> Any:
         raise _Stop(_rejected(name, f"not UTF-8 text (byte {e.start})")) from None
     except ValueError as e:
         raise _Stop(_rejected(name, f"not JSON: {e}")) from None
+
+
+RECORDS_MANIFEST_FORMAT = "bergen-export/1"
+"""The manifest of a folder of records, as `bergen export` and `bergen archive` write it."""
+
+
+def _records_folder(folder: Path) -> bool:
+    """Whether `folder`'s manifest is a folder of records' (not an audit pack's)."""
+    try:
+        manifest = parse_json((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("format") == RECORDS_MANIFEST_FORMAT
+
+
+def verify_records(folder: Path, trusted_key: str | None) -> Outcome:
+    """Verify a folder of records (`bergen export`'s, `bergen archive`'s): every record its
+    manifest lists, the file's SHA-256 the manifest's, the record the match the manifest
+    names, replayed by the rules, its checkpoint checked, and signed by the manifest's key
+    (which must be `trusted_key` when given). Never raises."""
+    facts: dict[str, Any] = {"source": "folder", "dir": str(folder)}
+    try:
+        return _verify_records(folder, trusted_key, facts)
+    except _Stop as stop:
+        return dataclasses.replace(stop.outcome, facts={**facts, **stop.outcome.facts})
+
+
+def _verify_records(folder: Path, trusted_key: str | None, facts: dict[str, Any]) -> Outcome:
+    manifest = _read_json(folder / MANIFEST_FILE, MANIFEST_FILE)
+    listed = manifest.get("matches") if isinstance(manifest, dict) else None
+    key = manifest.get("public_key") if isinstance(manifest, dict) else None
+    if not isinstance(listed, list) or not isinstance(key, str):
+        raise _Stop(_rejected(MANIFEST_FILE, "not a folder of records' manifest"))
+    key = key.lower()
+    if trusted_key is not None and key != trusted_key.lower():
+        raise _Stop(_rejected(MANIFEST_FILE, f"its records are signed by {key}, not the key given"))
+    facts["public_key"] = key
+    facts["key_checked"] = trusted_key is not None
+    logged = 0
+    for entry in listed:
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            raise _Stop(_rejected(MANIFEST_FILE, "a match listed without its file"))
+        name = str(entry["file"])
+        path = folder / name
+        if path.parent != folder:
+            raise _Stop(_rejected(MANIFEST_FILE, f"{name!r} is not a file of the folder"))
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise _Stop(_rejected(name, f"missing or unreadable: {e.strerror or e}")) from None
+        if sha256_hex(data) != entry.get("sha256"):
+            raise _Stop(_rejected(name, "its SHA-256 is not the one the manifest lists"))
+        record, _, failed = read_record(path)
+        if failed is not None:
+            raise _Stop(failed)
+        outcome = verify_record(record, key, {"file": str(path)})
+        if not outcome.ok:
+            where = outcome.facts.get("where") or ""
+            why = outcome.facts.get("why") or outcome.line
+            raise _Stop(_rejected(f"{name}, {where}" if where else name, why, file=str(path)))
+        if record.get("match_id") != entry.get("match_id"):
+            raise _Stop(_rejected(name, "it is the record of another match than listed"))
+        logged += "checkpoint_size" in outcome.facts
+    facts["records"] = len(listed)
+    facts["logged"] = logged
+    key_text = f"signed by {key}" + ("" if trusted_key is not None else _UNCHECKED)
+    return Outcome(
+        ExitStatus.SUCCESS,
+        f"OK: {len(listed)} record(s) in {folder}, each replayed by the rules, {logged} logged"
+        f" in a checkpoint, {key_text}",
+        facts,
+    )
 
 
 def verify_pack(folder: Path, trusted_key: str | None) -> Outcome:

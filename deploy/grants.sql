@@ -25,3 +25,7 @@ GRANT SELECT, INSERT ON tlog_leaves, tlog_nodes TO bergen_app;
 -- The records of ended matches, kept once made: a cache, each row sealed and checked before
 -- it is served (a row that does not verify is made again from the events and written over).
 GRANT SELECT, INSERT, UPDATE ON match_records TO bergen_app;
+-- The matches archived by `bergen archive` (run as the owner): read, to answer a call on
+-- one with MATCH_ARCHIVED. Only the owner lists a match there, which is what lets the owner
+-- delete its rows before its end (migration 0016's guard).
+GRANT SELECT ON archived_matches TO bergen_app;

@@ -197,6 +197,15 @@ class ClockViolation(RuleViolation):
     default_reason = "CLOCK_EXPIRED"
 
 
+class MatchArchived(BergenError):
+    """The match ended and was archived by the operator: its events before its end were
+    removed from the server's store after its signed record was written to the operator's
+    archive, where it is verified and replayed. Nothing of it is served any more."""
+
+    status = "FAILED_PRECONDITION"
+    default_reason = "MATCH_ARCHIVED"
+
+
 class ConcurrencyConflict(BergenError):
     """The stream moved on since the caller read it; nothing was written."""
 

@@ -15,6 +15,9 @@ append and the command is decided again on a fresh load.
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -24,10 +27,11 @@ from bergen.domain.dealing import deal
 from bergen.domain.engine import command_of, execute
 from bergen.domain.errors import BergenError, CorruptRecord, LogTampered, NotFound
 from bergen.domain.events import Event, as_logged_then
-from bergen.domain.state import PLAYING, State, fold
+from bergen.domain.state import ENDED, PLAYING, State, fold
 
 from .auth import SealedToken
 from .store import EventRow, EventStore, NewEvent, StoredEvent
+from .store.records import archived_error
 from .unit_of_work import COMMAND_KEY, Repository
 
 TOKEN_KEY = "seat_token_hmac"
@@ -303,8 +307,50 @@ class MatchKind:
         )
 
 
+ARCHIVED_CHECK_S = 10.0
+"""How long a replica may answer an ended match from its cache without looking whether it
+was archived since."""
+
+
 class MatchRepository(Repository[Match, Command, Event, State]):
     """Reads matches from the store through a bounded per-process cache of folded state."""
 
     def __init__(self, store: EventStore, cache_size: int = 10_000) -> None:
         super().__init__(store, MatchKind(), cache_size)
+        self._ended_seen: OrderedDict[str, float] = OrderedDict()
+        """When each ended match was last found not archived (or first loaded ended)."""
+        self._ended_lock = threading.Lock()
+
+    def load(self, aggregate_id: str) -> Match:
+        """As `Repository.load`; an ended match kept in the cache is looked up in the
+        archived matches at most every ARCHIVED_CHECK_S, so that one `bergen archive`
+        removed is answered MATCH_ARCHIVED by every replica within that time. Raises
+        MatchArchived besides."""
+        match = super().load(aggregate_id)
+        if match.state.phase == ENDED and self._due(aggregate_id):
+            found = self._store.records().archived(aggregate_id)
+            if found is not None:
+                self.forget(aggregate_id)  # read again, from its first rows, by every call
+                raise archived_error(found)
+        return match
+
+    def forget(self, match_id: str) -> None:
+        """Drop the match from the cache: the next load reads it from the store."""
+        with self._lock:
+            self._cache.pop(match_id, None)
+        with self._ended_lock:
+            self._ended_seen.pop(match_id, None)
+
+    def _due(self, match_id: str) -> bool:
+        """Whether the ended match's archived state is to be looked up now (not the first
+        time it is seen ended: it was just read from its first row then)."""
+        now = time.monotonic()
+        with self._ended_lock:
+            seen = self._ended_seen.get(match_id)
+            if seen is not None and now - seen < ARCHIVED_CHECK_S:
+                return False
+            self._ended_seen[match_id] = now
+            self._ended_seen.move_to_end(match_id)
+            while len(self._ended_seen) > self._size:
+                self._ended_seen.popitem(last=False)
+            return seen is not None

@@ -324,12 +324,21 @@ class TransparencyLog(FoldLoop):
         if last is None:
             return
         found = self._store.read_stream(last.stream_id, last.seq, 1)
+        if found and found[0].seq != last.seq and self._archived_before(last.stream_id, last.seq):
+            return  # removed by `bergen archive` (the tree, unchanged, was checked above)
         if not found or leaf_of(found[0], last.index).hash != last.hash:
             raise self._refuse(
                 f"its last event (stream {last.stream_id} seq {last.seq}) is gone or changed",
                 old,
                 size,
             )
+
+    def _archived_before(self, stream_id: str, seq: int) -> bool:
+        """Whether `seq` of `stream_id` is a row `bergen archive` removed: the match is
+        listed as archived (which only the owner can write) and the row came before its
+        end."""
+        found = self._store.records().archived(stream_id)
+        return found is not None and seq < found.end_seq
 
     # --- folding ------------------------------------------------------------------------------
 

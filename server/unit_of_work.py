@@ -24,6 +24,7 @@ from typing import Generic, Protocol, TypeVar
 from bergen.domain.errors import BergenError, ConcurrencyConflict, InvalidArgument, LogTampered
 
 from .store import Append, EventRow, EventStore, NewEvent, StoredEvent
+from .store.records import archived_error
 
 log = logging.getLogger("bergen.server")
 
@@ -163,12 +164,23 @@ class Repository(Generic[A, C, E, S]):
                 if cached is None:
                     raise self.kind.missing(aggregate_id)
                 return cached
+            if cached is None and new[0].seq != 1:
+                self._refuse_archived(aggregate_id)
             aggregate = self.kind.fold(cached, new)
         except LogTampered as e:
+            if cached is None:
+                self._refuse_archived(aggregate_id)  # its first row links to none it read
             self._alarm(aggregate_id, e)
             raise
         self.remember(aggregate_id, aggregate)
         return aggregate
+
+    def _refuse_archived(self, aggregate_id: str) -> None:
+        """Raises MatchArchived when the stream, which lacks its first rows, is a match
+        `bergen archive` removed (else its fold says what is wrong)."""
+        found = self._store.records().archived(self.kind.stream_id(aggregate_id))
+        if found is not None:
+            raise archived_error(found)
 
     def _alarm(self, aggregate_id: str, error: LogTampered) -> None:
         seen = (aggregate_id, error.metadata.get("seq", ""))

@@ -24,7 +24,10 @@ from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+from bergen.domain.errors import MatchArchived
 
 from .ratings import Db
 from .sealed import Seals
@@ -32,6 +35,8 @@ from .sealed import Seals
 log = logging.getLogger(__name__)
 
 RECORDS_TABLE = "match_records"
+_NO_PRIVILEGE = "42501"
+"""PostgreSQL's SQLSTATE for a privilege the role lacks."""
 _CHUNK = 200
 """Parameters per statement: below every SQLite build's limit on bound parameters."""
 
@@ -71,6 +76,31 @@ class Kept:
     that no longer holds one of them cannot check the log, and does not serve the record."""
 
 
+@dataclass(frozen=True, slots=True)
+class Archived:
+    """A match `bergen archive` exported and removed: its rows before `end_seq` (its
+    MatchEnded) are gone, `events` and `head` are the log its archived record pins."""
+
+    match_id: str
+    end_seq: int
+    events: int
+    head: bytes
+    archived_at: datetime
+
+
+def archived_error(found: Archived) -> MatchArchived:
+    """What a call on an archived match is answered: when it was archived, and where its
+    record is."""
+    at = found.archived_at.isoformat(timespec="seconds")
+    return MatchArchived(
+        f"match {found.match_id} was archived at {at}: its events are no longer served here;"
+        " its signed record is in the operator's archive (bergen verify and bergen-replay"
+        " --file read it)",
+        match_id=found.match_id,
+        archived_at=at,
+    )
+
+
 class SqlRecords:
     """The kept records on a backend that gives a `Db` (`reading`; autocommit)."""
 
@@ -79,6 +109,7 @@ class SqlRecords:
     ) -> None:
         self._reading = reading
         self._seals = seals
+        self._warned = False
         self.repairs: Counter[str] = Counter({RECORDS_TABLE: 0})
         """Rows read that were not served as they were (made again): the read models'
         repairs metric counts them."""
@@ -118,6 +149,35 @@ class SqlRecords:
                         " again from the events", RECORDS_TABLE, match_id, why,
                     )  # fmt: skip
         return found
+
+    def archived(self, match_id: str) -> Archived | None:
+        """`match_id` as `bergen archive` listed it in `archived_matches` (only the owner
+        writes there), or None when it was not archived. Raises StorageUnavailable."""
+        with self._reading() as db:
+            p = db.dialect.param
+            try:
+                rows = db.rows(
+                    "SELECT end_seq, events, head, archived_at FROM archived_matches"
+                    f" WHERE match_id = {p}",
+                    [match_id],
+                )
+            except Exception as e:
+                if getattr(e, "sqlstate", None) != _NO_PRIVILEGE:
+                    raise
+                # A role granted before migration 0016: no match can have been archived
+                # under it that it could tell, so the calls go on as before.
+                if not self._warned:
+                    self._warned = True
+                    log.warning(
+                        "the server's role cannot read archived_matches: GRANT SELECT ON"
+                        " archived_matches (deploy/grants.sql), or archived matches are"
+                        " answered as tampered with"
+                    )
+                return None
+            if not rows:
+                return None
+            end_seq, events, head, at = rows[0]
+            return Archived(match_id, int(end_seq), int(events), _bytes(head), db.time_of(at))
 
     def unkept(self, public_key: str) -> list[str]:
         """The ended matches of the listing with no record kept signed by `public_key`.

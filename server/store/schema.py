@@ -328,3 +328,27 @@ match_records = sa.Table(
     sa.Column("mac", sa.LargeBinary(), nullable=True),
     sa.PrimaryKeyConstraint("match_id"),
 )
+
+archived_matches = sa.Table(
+    "archived_matches",
+    metadata,
+    # The matches `bergen archive` exported and removed (migration 0016): their rows before
+    # `end_seq` (their MatchEnded) may be deleted, and are; `events` and `head` are the log
+    # the archived record pins. Append-only; the server's role only reads it.
+    sa.Column(
+        "match_id",
+        sa.String(200).with_variant(sa.String(200, collation="C"), "postgresql"),
+        nullable=False,
+    ),
+    sa.Column("end_seq", sa.BigInteger(), nullable=False),
+    sa.Column("events", sa.BigInteger(), nullable=False),
+    sa.Column("head", sa.LargeBinary(32), nullable=False),
+    sa.Column("record_sha256", sa.Text(), nullable=False),
+    sa.Column(
+        "archived_at",
+        sa.DateTime(timezone=True),
+        nullable=False,
+        server_default=sa.func.current_timestamp(),
+    ),
+    sa.PrimaryKeyConstraint("match_id"),
+)
