@@ -392,13 +392,26 @@ def fold_batch(
         if table is None:
             continue
         holders, sides, pool = table
-        try:
-            places = places_of(str(event.reason), event.scores, event.forfeited_side)
-        except BergenError as err:
-            log.error("ratings: match %s is not rated: %s", match_id, err)
-            continue
+        result = (str(event.reason), tuple(event.scores), event.forfeited_side)
+        places = _places.get(result)
+        if places is None:
+            try:
+                places = places_of(*result)
+            except BergenError as err:
+                log.error("ratings: match %s is not rated: %s", match_id, err)
+                continue
+            if len(_places) >= _PLACES_KEPT:
+                _places.clear()
+            _places[result] = places
         ends.append(RatedEnd(match_id, pool, e.position, holders, sides, places, e.recorded_at))
     apply_ends(tx, ends)
+
+
+_places: dict[tuple[str, tuple[int, ...], int | None], tuple[int, ...]] = {}
+"""The places of the results seen (`places_of`, a pure function): matches' results repeat
+(a target's winner on its score, the others on theirs), and placing one anew cost a rebuild
+about as much as reading its row's columns."""
+_PLACES_KEPT = 50_000
 
 
 Table = tuple[tuple[Holder, ...], tuple[tuple[int, ...], ...], str]

@@ -458,11 +458,21 @@ class RatingsFold:
 
         # Generators: each row is made and sealed as the backend takes it (PostgreSQL's
         # COPY sends rows from a thread of its own, and the database stores them meanwhile).
+        # A few tables and results recur: their JSON made once each.
+        sides_json: dict[tuple[tuple[int, ...], ...], str] = {}
+        places_json: dict[tuple[int, ...], str] = {}
+
         def matches() -> Iterator[tuple[Any, ...]]:
             for end, rated in applied:
+                sides = sides_json.get(end.sides)
+                if sides is None:
+                    sides = sides_json[end.sides] = _sides_json(end.sides)
+                places = places_json.get(end.places)
+                if places is None:
+                    places = places_json[end.places] = _dumps(list(end.places))
                 e = (
-                    end.match_id, end.pool, end.order, _holders_json(end.seats),
-                    _sides_json(end.sides), _dumps(list(end.places)), pack_ratings(rated),
+                    end.match_id, end.pool, end.order, _holders_json(end.seats), sides, places,
+                    pack_ratings(rated),
                 )  # fmt: skip
                 sealed = (
                     (None, None)
