@@ -59,6 +59,7 @@ from .store.ratings import (
     RatedEnd,
     RatingsFold,
     RatingsTables,
+    SeatRatings,
     board_key,
 )
 from .store.sealed import ReadModelTampered
@@ -245,16 +246,14 @@ class FoldTarget(Protocol):
 
     def last_orders(self, pools: Sequence[str]) -> dict[str, int]: ...
 
-    def matches_after(self, pool: str, order: int) -> list[RatedEnd]: ...
+    def matches_after(self, pool: str, order: int) -> list[tuple[RatedEnd, SeatRatings]]: ...
 
-    def history_of(self, ends: Sequence[RatedEnd]) -> list[HistoryRow]: ...
+    def drop_matches(self, ends: Sequence[RatedEnd]) -> None: ...
 
-    def drop_history(self, ends: Sequence[RatedEnd]) -> None: ...
-
-    def add_match(self, end: RatedEnd, history: Sequence[HistoryRow]) -> None: ...
+    def add_match(self, end: RatedEnd, rated: SeatRatings) -> None: ...
 
     def add_matches(
-        self, applied: Sequence[tuple[RatedEnd, Sequence[HistoryRow]]], fresh: bool = False
+        self, applied: Sequence[tuple[RatedEnd, SeatRatings]], fresh: bool = False
     ) -> None: ...
 
 
@@ -274,14 +273,14 @@ class HeldRatings:
         self._last: dict[str, int] = {}
         self._ends: dict[str, RatedEnd] = {}
         """By match: the ends applied here, and those of the tables read here."""
+        self._rated: dict[str, SeatRatings] = {}
+        """By match: its seats' ratings (made here, or as the tables have them)."""
         self._made: set[str] = set()
         """The matches whose ends were applied here."""
         self._new_ends: dict[str, list[tuple[int, str]]] = {}
         """By pool: (order, match) of the ends applied here, in order."""
-        self._history: dict[str, list[HistoryRow]] = {}
-        """By match: the history rows made here (for a match of the tables, anew)."""
-        self._history_dropped: dict[str, RatedEnd] = {}
-        """By match: the ends of the tables whose history rows are made again here."""
+        self._dropped: dict[str, RatedEnd] = {}
+        """By match: the ends of the tables applied again here (their rows written anew)."""
 
     def _look(self, read: Callable[[RatingsFold], T]) -> T:
         assert self._tables is not None
@@ -321,43 +320,37 @@ class HeldRatings:
             self._last.update(found)
         return {p: self._last[p] for p in pools}
 
-    def matches_after(self, pool: str, order: int) -> list[RatedEnd]:
+    def matches_after(self, pool: str, order: int) -> list[tuple[RatedEnd, SeatRatings]]:
         here = self._new_ends.get(pool, [])
         later = here[bisect.bisect_right(here, order, key=lambda e: e[0]) :]
-        found = {m: self._ends[m] for _, m in later}
+        found = {m: (self._ends[m], self._rated[m]) for _, m in later}
         if self._tables is not None:
-            for end in self._look(lambda t: t.matches_after(pool, order)):
-                found[end.match_id] = self._ends.setdefault(end.match_id, end)
-        return sorted(found.values(), key=lambda e: e.order)
+            for end, rated in self._look(lambda t: t.matches_after(pool, order)):
+                m = end.match_id
+                found[m] = (self._ends.setdefault(m, end), self._rated.setdefault(m, rated))
+        return sorted(found.values(), key=lambda e: e[0].order)
 
-    def history_of(self, ends: Sequence[RatedEnd]) -> list[HistoryRow]:
-        out = [h for e in ends if e.match_id in self._history for h in self._history[e.match_id]]
-        there = [e for e in ends if e.match_id not in self._history]
-        if there and self._tables is not None:
-            out += self._look(lambda t: t.history_of(there))
-        return out
-
-    def drop_history(self, ends: Sequence[RatedEnd]) -> None:
+    def drop_matches(self, ends: Sequence[RatedEnd]) -> None:
         for e in ends:
             if e.match_id not in self._made:
-                self._history_dropped[e.match_id] = e
-            self._history[e.match_id] = []
+                self._dropped[e.match_id] = e
 
-    def add_match(self, end: RatedEnd, history: Sequence[HistoryRow]) -> None:
-        self.add_matches([(end, history)])
+    def add_match(self, end: RatedEnd, rated: SeatRatings) -> None:
+        self.add_matches([(end, rated)])
 
     def add_matches(
-        self, applied: Sequence[tuple[RatedEnd, Sequence[HistoryRow]]], fresh: bool = False
+        self, applied: Sequence[tuple[RatedEnd, SeatRatings]], fresh: bool = False
     ) -> None:
-        for end, history in applied:
+        ends, made, rated_of = self._ends, self._made, self._rated
+        for end, rated in applied:
             m = end.match_id
-            if m not in self._ends:
-                self._ends[m] = end
-                self._made.add(m)
+            if m not in ends:
+                ends[m] = end
+                made.add(m)
                 bisect.insort(self._new_ends.setdefault(end.pool, []), (end.order, m))
                 if end.order > self.last_order(end.pool):
                     self._last[end.pool] = end.order
-            self._history.setdefault(m, []).extend(history)
+            rated_of[m] = rated
 
     def save_position(self, position: int) -> None:
         self.position = position
@@ -366,14 +359,12 @@ class HeldRatings:
         """Write what was folded here into the tables, in `tx` (at `start`), with the
         position reached: one bulk write a table."""
         fresh = self._tables is None
-        tx.drop_history([self._history_dropped[m] for m in sorted(self._history_dropped)])
+        again = sorted(self._dropped)  # none of them made here
+        tx.drop_matches([self._dropped[m] for m in again])
         saved = [self._ratings[k] for k in self._ratings_saved]
         tx.save_ratings([r for r in saved if r is not None], fresh=fresh)
         made = [m for ends in self._new_ends.values() for _, m in ends]
-        again = sorted(self._history_dropped)  # none of them made here
-        tx.add_matches(
-            [(self._ends[m], self._history.get(m, [])) for m in [*made, *again]], fresh=fresh
-        )
+        tx.add_matches([(self._ends[m], self._rated[m]) for m in [*made, *again]], fresh=fresh)
         tx.save_position(self.position)
 
 
@@ -401,13 +392,26 @@ def fold_batch(
         if table is None:
             continue
         holders, sides, pool = table
-        try:
-            places = places_of(str(event.reason), event.scores, event.forfeited_side)
-        except BergenError as err:
-            log.error("ratings: match %s is not rated: %s", match_id, err)
-            continue
+        result = (str(event.reason), tuple(event.scores), event.forfeited_side)
+        places = _places.get(result)
+        if places is None:
+            try:
+                places = places_of(*result)
+            except BergenError as err:
+                log.error("ratings: match %s is not rated: %s", match_id, err)
+                continue
+            if len(_places) >= _PLACES_KEPT:
+                _places.clear()
+            _places[result] = places
         ends.append(RatedEnd(match_id, pool, e.position, holders, sides, places, e.recorded_at))
     apply_ends(tx, ends)
+
+
+_places: dict[tuple[str, tuple[int, ...], int | None], tuple[int, ...]] = {}
+"""The places of the results seen (`places_of`, a pure function): matches' results repeat
+(a target's winner on its score, the others on theirs), and placing one anew cost a rebuild
+about as much as reading its row's columns."""
+_PLACES_KEPT = 50_000
 
 
 Table = tuple[tuple[Holder, ...], tuple[tuple[int, ...], ...], str]
@@ -526,7 +530,7 @@ def apply_ends(tx: FoldTarget, ends: Sequence[RatedEnd]) -> None:
     last = tx.last_orders(pools)
     held = tx.ratings_in({(e.pool, h.player) for e in ends for h in e.seats})
     states: dict[str, dict[str, Rating]] = {pool: {} for pool in pools}
-    applied: list[tuple[RatedEnd, list[HistoryRow]]] = []
+    applied: list[tuple[RatedEnd, SeatRatings]] = []
     rated: dict[tuple[str, str], Holder] = {}
 
     def write() -> None:
@@ -566,11 +570,11 @@ def apply_end(tx: FoldTarget, end: RatedEnd) -> None:
     if end.order > last:
         current = tx.ratings(end.pool, players)
         state.update({p: current[p].rating if p in current else NEWCOMER for p in players})
-        history = rate_end(end, state)
-        tx.add_match(end, history)
+        tx.add_match(end, rate_end(end, state))
         tx.save_ratings(_rows(end.pool, end.seats, state))
         return
-    later = tx.matches_after(end.pool, end.order - 1)
+    later_rated = tx.matches_after(end.pool, end.order - 1)
+    later = [m for m, _ in later_rated]
     if any(m.match_id == end.match_id for m in later):
         return
     log.info(
@@ -579,38 +583,34 @@ def apply_end(tx: FoldTarget, end: RatedEnd) -> None:
         len(later),
         end.pool,
     )
-    order_of = {m.match_id: m.order for m in later}
-    for h in sorted(tx.history_of(later), key=lambda h: order_of[h.match_id]):
-        state.setdefault(h.player_id, h.before)
+    # Each player's rating before the first of the later ends it played (in order).
+    for m, rated in later_rated:
+        for h, (before, _) in zip(m.seats, rated, strict=True):
+            state.setdefault(h.player, before)
     holders = {h.player: h for m in (end, *later) for h in m.seats}
     missing = [p for p in holders if p not in state]
     current = tx.ratings(end.pool, missing)
     for p in missing:
         state[p] = current[p].rating if p in current else NEWCOMER
-    tx.drop_history(later)
+    tx.drop_matches(later)
     for m in sorted((end, *later), key=lambda m: m.order):
         tx.add_match(m, rate_end(m, state))
     tx.save_ratings(_rows(end.pool, tuple(holders.values()), state))
 
 
-def rate_end(end: RatedEnd, state: dict[str, Rating]) -> list[HistoryRow]:
+def rate_end(end: RatedEnd, state: dict[str, Rating]) -> SeatRatings:
     """Rate one match on `state` (each player's rating before it, updated here), RATINGS.md
-    section 3: each side a team of its seat holders in seat order. Returns each player's
-    history row."""
-    teams = [[state[end.seats[s].player] for s in side] for side in end.sides]
+    section 3: each side a team of its seat holders in seat order. Returns each seat's
+    rating before and after, in seat order."""
+    seats = end.seats
+    teams = [[state[seats[s].player] for s in side] for side in end.sides]
     after = rate(teams, end.places)
-    history = []
-    for i, side in enumerate(end.sides):
-        for k, seat in enumerate(side):
-            player = end.seats[seat].player
-            history.append(
-                HistoryRow(
-                    player, end.pool, end.match_id, end.order, seat, end.places[i],
-                    teams[i][k], after[i][k], end.ended_at,
-                )
-            )  # fmt: skip
-            state[player] = after[i][k]
-    return history
+    rated: list[tuple[Rating, Rating]] = [None] * len(seats)  # type: ignore[list-item]
+    for side, before_side, after_side in zip(end.sides, teams, after, strict=True):
+        for seat, before, new in zip(side, before_side, after_side, strict=True):
+            state[seats[seat].player] = new
+            rated[seat] = (before, new)
+    return tuple(rated)
 
 
 def _rows(pool: str, holders: Sequence[Holder], state: dict[str, Rating]) -> list[PlayerRating]:

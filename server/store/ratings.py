@@ -69,6 +69,10 @@ class HistoryRow(NamedTuple):
     ended_at: datetime
 
 
+SeatRatings = tuple[tuple[Rating, Rating], ...]
+"""A rated match's ratings, in seat order: each seat holder's rating before it and after."""
+
+
 class RatedEnd(NamedTuple):
     """A rated match's end as applied: its pool, the global position of its end, every
     seat's holder, each side's seats and place, and when it ended."""
@@ -138,16 +142,20 @@ def _sides(text: str) -> tuple[tuple[int, ...], ...]:
 _RATING_COLUMNS = "player_id, pool, name, bot, mu, sigma, matches"
 _RATING_WRITTEN = (*_RATING_COLUMNS.split(", "), "shown", "rank_rating", "rank_conservative")
 _RATING_READ = ", ".join((*_RATING_WRITTEN, "key_id", "mac"))
-_HISTORY_COLUMNS = (
-    "player_id, pool, match_id, rated_order, seat, place, mu_before, sigma_before, mu_after,"
-    " sigma_after, matches, ended_at"
-)
-_HISTORY_READ = _HISTORY_COLUMNS + ", key_id, mac"
-_RATED_COLUMNS = ("match_id", "pool", "rated_order", "seats", "sides", "places", "ended_at")
+_HISTORY_COLUMNS = ("player_id", "pool", "rated_order")
+_RATED_COLUMNS = (
+    "match_id", "pool", "rated_order", "seats", "sides", "places", "ratings", "ended_at"
+)  # fmt: skip
+_RATED_READ = ", ".join(f"m.{c}" for c in (*_RATED_COLUMNS, "key_id", "mac"))
 
-# Each row carries an authenticator (bergen.server.store.sealed) of its columns as written,
-# among them what binds it to the log: its player and pool, its match, the order of the
-# match's end. A row read that does not verify raises ReadModelTampered. The bytes sealed
+# A rating and a rated match carry an authenticator (bergen.server.store.sealed) of their
+# columns as written, among them what binds them to the log: a rating's player and pool, a
+# match's id and the order of its end. A row read that does not verify raises
+# ReadModelTampered. A rated match's row holds every seat's rating before and after it
+# (`ratings`, packed), so a player's history row is its key alone, (player, pool, order),
+# unsealed: what it shows is read from the match's sealed row, and a row naming a match
+# that player did not play in that pool is refused as tampered with. A rebuild then seals
+# one row a rated match, not one a seat. The bytes sealed
 # are the table's name and its columns packed in a fixed layout (`struct`): each text's
 # length, then the numbers (an int as 8 bytes, a float as its 8 IEEE bytes, a time as whole
 # microseconds since 1970 UTC), then the texts in UTF-8. A rebuild seals every row it
@@ -155,11 +163,26 @@ _RATED_COLUMNS = ("match_id", "pool", "rated_order", "seats", "sides", "places",
 # shortest decimal form was most of it).
 
 _RATING_PACK = struct.Struct("<III?ddq?qd")
-_HISTORY_PACK = struct.Struct("<IIIqqqddddqq")
-_RATED_PACK = struct.Struct("<IIIIIqq")
+_RATED_PACK = struct.Struct("<IIIIIIqq")
+_SEAT_PACK = struct.Struct("<ddddq")
+"""A seat's ratings in a rated match's `ratings`: mu and sigma before, after, and the rated
+matches after (before: one fewer)."""
 _RATING_TAG = b"player_ratings\0"
-_HISTORY_TAG = b"rating_history\0"
 _RATED_TAG = b"rated_matches\0"
+
+
+def pack_ratings(rated: SeatRatings) -> bytes:
+    """A rated match's `ratings` column: each seat's ratings (`_SEAT_PACK`), in seat order."""
+    pack = _SEAT_PACK.pack
+    return b"".join([pack(b.mu, b.sigma, a.mu, a.sigma, a.matches) for b, a in rated])
+
+
+def unpack_ratings(packed: bytes) -> SeatRatings:
+    """The ratings `pack_ratings` packed. Raises struct.error for bytes it did not make."""
+    return tuple(
+        (Rating(mb, sb, n - 1), Rating(ma, sa, n))
+        for mb, sb, ma, sa, n in _SEAT_PACK.iter_unpack(packed)
+    )
 
 
 def rating_message(v: Sequence[Any]) -> bytes:
@@ -176,29 +199,19 @@ def rating_message(v: Sequence[Any]) -> bytes:
     )
 
 
-def history_message(v: Sequence[Any], ended_us: int) -> bytes:
-    """The bytes a `rating_history` row's authenticator covers (`_history_values`), its
-    ended_at as `ended_us`."""
-    texts: str = v[0] + v[1] + v[2]
-    return (
-        _HISTORY_TAG
-        + _HISTORY_PACK.pack(
-            len(v[0]), len(v[1]), len(v[2]), v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10],
-            ended_us,
-        )
-        + texts.encode()
-    )  # fmt: skip
-
-
 def rated_message(v: Sequence[Any], ended_us: int) -> bytes:
-    """The bytes a `rated_matches` row's authenticator covers (_RATED_COLUMNS), its ended_at
-    as `ended_us`."""
+    """The bytes a `rated_matches` row's authenticator covers (_RATED_COLUMNS but ended_at,
+    given as `ended_us`): the texts in UTF-8, then the packed ratings."""
     texts: str = v[0] + v[1] + v[3] + v[4] + v[5]
-    return (
-        _RATED_TAG
-        + _RATED_PACK.pack(len(v[0]), len(v[1]), len(v[3]), len(v[4]), len(v[5]), v[2], ended_us)
-        + texts.encode()
-    )
+    ratings: bytes = v[6]
+    return b"".join((
+        _RATED_TAG,
+        _RATED_PACK.pack(
+            len(v[0]), len(v[1]), len(v[3]), len(v[4]), len(v[5]), len(ratings), v[2], ended_us
+        ),
+        texts.encode(),
+        ratings,
+    ))  # fmt: skip
 
 
 def seal_rating(seals: Seals | None, values: Sequence[Any]) -> tuple[Any, Any]:
@@ -244,36 +257,41 @@ def _rating_row(r: tuple[Any, ...], seals: Seals | None = None) -> PlayerRating:
     return rating
 
 
-def _history_values(h: HistoryRow) -> tuple[Any, ...]:
-    return (
-        h.player_id, h.pool, h.match_id, int(h.order), int(h.seat), int(h.place),
-        float(h.before.mu), float(h.before.sigma), float(h.after.mu), float(h.after.sigma),
-        int(h.after.matches), h.ended_at,
-    )  # fmt: skip
-
-
-def _history_row(db: Db, r: tuple[Any, ...], seals: Seals | None = None) -> HistoryRow:
-    h = _history_of(db, r)
+def _rated_row(db: Db, r: Sequence[Any], seals: Seals | None) -> tuple[RatedEnd, SeatRatings]:
+    """The end and ratings of a row selected as _RATED_READ, checked under `seals`. Raises
+    ReadModelTampered."""
+    ended_at = db.time_of(r[7])
+    packed = bytes(r[6])
     if seals is not None:
-        _check(
-            seals, "rating_history", f"{h.player_id} {h.pool} {h.match_id}",
-            history_message, (_history_values(h), micros(h.ended_at)), r[12], r[13],
+        values = (r[0], r[1], int(r[2]), r[3], r[4], r[5], packed)
+        _check(seals, "rated_matches", r[0], rated_message, (values, micros(ended_at)), r[8], r[9])
+    try:
+        end = RatedEnd(
+            r[0], r[1], int(r[2]), tuple(h for h in _holders(r[3]) if h is not None),
+            _sides(r[4]), tuple(json.loads(r[5])), ended_at,
         )  # fmt: skip
-    return h
+        rated = unpack_ratings(packed)
+    except (ValueError, TypeError, IndexError, struct.error) as e:
+        # Sealed as written: only rows written without seals get here.
+        raise ReadModelTampered("rated_matches", r[0], f"its columns cannot be read: {e}") from e
+    if len(rated) != len(end.seats):
+        raise ReadModelTampered("rated_matches", r[0], "its ratings are not one a seat")
+    return end, rated
 
 
-def _history_of(db: Db, r: tuple[Any, ...]) -> HistoryRow:
-    matches = int(r[10])
-    return HistoryRow(
-        player_id=r[0],
-        pool=r[1],
-        match_id=r[2],
-        order=int(r[3]),
-        seat=int(r[4]),
-        place=int(r[5]),
-        before=Rating(float(r[6]), float(r[7]), matches - 1),
-        after=Rating(float(r[8]), float(r[9]), matches),
-        ended_at=db.time_of(r[11]),
+def history_row(player_id: str, end: RatedEnd, rated: SeatRatings) -> HistoryRow:
+    """`player_id`'s history row in the rated match `end` with its `rated`. Raises
+    ReadModelTampered when that player held no seat of it."""
+    for seat, h in enumerate(end.seats):
+        if h.player == player_id:
+            place = next(end.places[i] for i, side in enumerate(end.sides) if seat in side)
+            before, after = rated[seat]
+            return HistoryRow(
+                player_id, end.pool, end.match_id, end.order, seat, place, before, after,
+                end.ended_at,
+            )  # fmt: skip
+    raise ReadModelTampered(
+        "rating_history", f"{player_id} {end.pool} {end.order}", "its player has no seat there"
     )
 
 
@@ -382,51 +400,25 @@ class RatingsFold:
         row = self._db.rows(f"SELECT {latest}", list(pools))[0]
         return {pool: 0 if v is None else int(v) for pool, v in zip(pools, row, strict=True)}
 
-    def matches_after(self, pool: str, order: int) -> list[RatedEnd]:
-        """The matches applied in `pool` after `order`, in order."""
-        out: list[RatedEnd] = []
-        for r in self._db.rows(
-            f"SELECT {', '.join(_RATED_COLUMNS)}, key_id, mac"
-            f" FROM rated_matches WHERE pool = {self._p} AND rated_order > {self._big}"
-            " ORDER BY rated_order",
-            [pool, order],
-        ):
-            ended_at = self._db.time_of(r[6])
-            if self._seals is not None:
-                values = (r[0], r[1], int(r[2]), r[3], r[4], r[5])
-                _check(
-                    self._seals, "rated_matches", r[0],
-                    rated_message, (values, micros(ended_at)), r[7], r[8],
-                )  # fmt: skip
-            out.append(
-                RatedEnd(
-                    r[0],
-                    r[1],
-                    int(r[2]),
-                    tuple(h for h in _holders(r[3]) if h is not None),
-                    _sides(r[4]),
-                    tuple(json.loads(r[5])),
-                    ended_at,
-                )
+    def matches_after(self, pool: str, order: int) -> list[tuple[RatedEnd, SeatRatings]]:
+        """The matches applied in `pool` after `order`, in order, with their ratings."""
+        return [
+            _rated_row(self._db, r, self._seals)
+            for r in self._db.rows(
+                f"SELECT {_RATED_READ} FROM rated_matches AS m WHERE m.pool = {self._p}"
+                f" AND m.rated_order > {self._big} ORDER BY m.rated_order",
+                [pool, order],
             )
-        return out
+        ]
 
-    def history_of(self, ends: Sequence[RatedEnd]) -> list[HistoryRow]:
-        """The history rows of `ends`' players in those matches."""
-        out: list[HistoryRow] = []
-        for where, params in self._history_keys(ends):
-            out += [
-                _history_row(self._db, r, self._seals)
-                for r in self._db.rows(
-                    f"SELECT {_HISTORY_READ} FROM rating_history WHERE {where}", params
-                )
-            ]
-        return out
-
-    def drop_history(self, ends: Sequence[RatedEnd]) -> None:
-        """Delete the history rows of `ends`' players in those matches."""
+    def drop_matches(self, ends: Sequence[RatedEnd]) -> None:
+        """Delete the rows of `ends` (to be applied again): the matches and their players'
+        history."""
         for where, params in self._history_keys(ends):
             self._db.run(f"DELETE FROM rating_history WHERE {where}", params)
+        for chunk in _chunks(sorted({e.match_id for e in ends})):
+            where, params = _among(self._db, "match_id", chunk)
+            self._db.run(f"DELETE FROM rated_matches WHERE {where}", params)
 
     def _history_keys(self, ends: Sequence[RatedEnd]) -> Iterator[tuple[str, list[Any]]]:
         """The rows of `ends`' history by their primary key (player, pool, order): a WHERE
@@ -449,16 +441,16 @@ class RatingsFold:
                 [v for key in chunk for v in key],
             )
 
-    def add_match(self, end: RatedEnd, history: Sequence[HistoryRow]) -> None:
-        """Record `end` as applied (unless it is already), with its players' history."""
-        self.add_matches([(end, history)])
+    def add_match(self, end: RatedEnd, rated: SeatRatings) -> None:
+        """Record `end` as applied (unless it is already), with its seats' ratings."""
+        self.add_matches([(end, rated)])
 
     def add_matches(
-        self, applied: Sequence[tuple[RatedEnd, Sequence[HistoryRow]]], fresh: bool = False
+        self, applied: Sequence[tuple[RatedEnd, SeatRatings]], fresh: bool = False
     ) -> None:
         """Record each end as applied (unless it is already: `fresh` says none is, as of an
-        end after its pool's latest), with its players' history (none written yet), each
-        table's rows in one bulk write."""
+        end after its pool's latest), with its seats' ratings and its players' history
+        rows (none written yet), each table's rows in one bulk write."""
         if not applied:
             return
         db, seals = self._db, self._seals
@@ -466,11 +458,21 @@ class RatingsFold:
 
         # Generators: each row is made and sealed as the backend takes it (PostgreSQL's
         # COPY sends rows from a thread of its own, and the database stores them meanwhile).
+        # A few tables and results recur: their JSON made once each.
+        sides_json: dict[tuple[tuple[int, ...], ...], str] = {}
+        places_json: dict[tuple[int, ...], str] = {}
+
         def matches() -> Iterator[tuple[Any, ...]]:
-            for end, _ in applied:
+            for end, rated in applied:
+                sides = sides_json.get(end.sides)
+                if sides is None:
+                    sides = sides_json[end.sides] = _sides_json(end.sides)
+                places = places_json.get(end.places)
+                if places is None:
+                    places = places_json[end.places] = _dumps(list(end.places))
                 e = (
-                    end.match_id, end.pool, end.order, _holders_json(end.seats),
-                    _sides_json(end.sides), _dumps(list(end.places)),
+                    end.match_id, end.pool, end.order, _holders_json(end.seats), sides, places,
+                    pack_ratings(rated),
                 )  # fmt: skip
                 sealed = (
                     (None, None)
@@ -479,17 +481,11 @@ class RatingsFold:
                 )
                 yield (*e, time_in(end.ended_at), *sealed)
 
-        def histories() -> Iterator[tuple[Any, ...]]:
-            for end, history in applied:
-                at = time_in(end.ended_at)
-                if seals is None:
-                    for h in history:
-                        yield (*_history_values(h)[:11], at, None, None)
-                    continue
-                ended_us = micros(end.ended_at)
-                for h in history:
-                    v = _history_values(h)
-                    yield (*v[:11], at, *seals.seal_message(history_message(v, ended_us)))
+        def histories() -> Iterator[tuple[str, str, int]]:
+            for end, _ in applied:
+                pool, order = end.pool, end.order
+                for h in end.seats:
+                    yield (h.player, pool, order)
 
         db.insert(
             "rated_matches",
@@ -497,7 +493,7 @@ class RatingsFold:
             matches(),
             "" if fresh else "ON CONFLICT (match_id) DO NOTHING",
         )
-        db.insert("rating_history", _HISTORY_READ.split(", "), histories())
+        db.insert("rating_history", _HISTORY_COLUMNS, histories())
 
     def save_position(self, position: int) -> None:
         self._db.run(
@@ -626,13 +622,16 @@ class SqlRatings:
         with self._reading() as db:
             p, d = db.dialect.param, db.dialect
             # Each pool's newest first, a range of the primary key (player, pool, order)
-            # backwards; for every pool, the pools' ranges merged.
-            where = f"player_id = {p} AND pool = {p}"
+            # backwards, each row's match joined (its sealed row holds what is shown); for
+            # every pool, the pools' ranges merged.
+            where = f"h.player_id = {p} AND h.pool = {p}"
             if before is not None:
-                where += f" AND rated_order < {p}{d.int8}"
+                where += f" AND h.rated_order < {p}{d.int8}"
             one = (
-                f"SELECT {_HISTORY_READ} FROM rating_history WHERE {where}"
-                f" ORDER BY rated_order DESC LIMIT {p}{d.int8}"
+                f"SELECT h.pool AS h_pool, h.rated_order AS h_order, {_RATED_READ}"
+                " FROM rating_history AS h LEFT JOIN rated_matches AS m"
+                f" ON m.pool = h.pool AND m.rated_order = h.rated_order WHERE {where}"
+                f" ORDER BY h.rated_order DESC LIMIT {p}{d.int8}"
             )
             pools = POOLS if pool is None else (pool,)
             params: list[Any] = []
@@ -645,9 +644,16 @@ class SqlRatings:
                     f"SELECT * FROM ({one}) AS in_{i}" for i in range(len(pools))
                 )
                 rows = db.rows(
-                    f"{merged} ORDER BY rated_order DESC LIMIT {p}{d.int8}", [*params, limit]
+                    f"{merged} ORDER BY h_order DESC LIMIT {p}{d.int8}", [*params, limit]
                 )
-            return [_history_row(db, r, self._seals) for r in rows]
+            out = []
+            for r in rows:
+                if r[2] is None:
+                    raise ReadModelTampered(
+                        "rating_history", f"{player_id} {r[0]} {r[1]}", "it names no rated match"
+                    )
+                out.append(history_row(player_id, *_rated_row(db, r[2:], self._seals)))
+            return out
 
     def reset(self, projection: str) -> None:
         with self._locked(projection) as (db, _):
@@ -670,8 +676,12 @@ __all__ = [
     "RatedEnd",
     "RatingsFold",
     "RatingsTables",
+    "SeatRatings",
     "SqlRatings",
     "board_key",
+    "history_row",
+    "pack_ratings",
+    "rated_message",
     "rating_message",
     "seal_rating",
 ]

@@ -190,8 +190,9 @@ match_list_players = sa.Table(
 
 
 # --- the ratings (RATINGS.md): folded from rated matches' ends, in global order ------------
-# Each row ends with its authenticator (key_id, mac: bergen.server.store.sealed) over its
-# columns as written; a row read that does not verify has the ratings folded again.
+# A rating and a rated match end with their authenticator (key_id, mac:
+# bergen.server.store.sealed) over their columns as written; a history row is checked against
+# its match's. A row read that does not verify has the ratings folded again.
 
 
 def _id() -> sa.types.TypeEngine[str]:
@@ -237,23 +238,13 @@ player_ratings = sa.Table(
 rating_history = sa.Table(
     "rating_history",
     metadata,
-    # A player's rating before and after each rated match, in the match's pool.
+    # The rated matches a player played in a pool, by the global position of each match's
+    # end (the record's rated.order): what the player's history shows (the rating before and
+    # after, the seat, the place) is read from the match's sealed row in rated_matches, so
+    # these rows hold no more than their key and carry no authenticator.
     sa.Column("player_id", _id(), nullable=False),
     sa.Column("pool", sa.String(8), nullable=False),
-    sa.Column("match_id", _id(), nullable=False),
-    # The global position of the match's end (the record's rated.order).
     sa.Column("rated_order", sa.BigInteger(), nullable=False),
-    sa.Column("seat", sa.Integer(), nullable=False),
-    sa.Column("place", sa.Integer(), nullable=False),
-    sa.Column("mu_before", sa.Double(), nullable=False),
-    sa.Column("sigma_before", sa.Double(), nullable=False),
-    sa.Column("mu_after", sa.Double(), nullable=False),
-    sa.Column("sigma_after", sa.Double(), nullable=False),
-    # The rated matches after this one.
-    sa.Column("matches", sa.Integer(), nullable=False),
-    sa.Column("ended_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
-    sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     # A player's history in a pool, newest first, is a range of this key read backwards (and
     # for every pool, the pools' ranges merged); a match's rows are found by its players. One
     # index only: a rebuild writes a row for every seat of every rated match.
@@ -263,8 +254,9 @@ rating_history = sa.Table(
 rated_matches = sa.Table(
     "rated_matches",
     metadata,
-    # Every rated match applied, in its pool's order: what a late arrival is applied again
-    # with (an end that commits after a later one was folded, PostgreSQL's global order).
+    # Every rated match applied, in its pool's order: what a player's history shows, and
+    # what a late arrival is applied again with (an end that commits after a later one was
+    # folded, PostgreSQL's global order).
     sa.Column("match_id", _id(), nullable=False),
     sa.Column("pool", sa.String(8), nullable=False),
     sa.Column("rated_order", sa.BigInteger(), nullable=False),
@@ -272,6 +264,9 @@ rated_matches = sa.Table(
     sa.Column("seats", sa.Text(), nullable=False),
     sa.Column("sides", sa.Text(), nullable=False),
     sa.Column("places", sa.Text(), nullable=False),
+    # Each seat's rating before the match and after it, in seat order, packed
+    # (bergen.server.store.ratings: mu, sigma before; mu, sigma after; the rated matches after).
+    sa.Column("ratings", sa.LargeBinary(), nullable=False),
     sa.Column("ended_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("key_id", sa.String(KEY_ID_MAX), nullable=True),
     sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),

@@ -32,10 +32,12 @@ from bergen.domain.ratings import (
 from bergen.domain.rules import make_rules
 from bergen.domain.tiles import sides_of
 from bergen.domain.vocabulary import ForfeitCause, MatchEndReason
+from bergen.server.keys import LogKeys
 from bergen.server.projections import PAGE_CATCH_UP_BATCHES
 from bergen.server.ratings import HeldRatings, RatingsProjection, apply_end, apply_ends
 from bergen.server.store import Append, EventStore, NewEvent, StoredEvent, open_store, postgres
 from bergen.server.store.ratings import RATINGS, HistoryRow, Holder, RatedEnd, board_key
+from bergen.server.store.sealed import ReadModelTampered
 
 PLAYERS = [str(uuid.uuid5(uuid.NAMESPACE_OID, f"player {i}")) for i in range(12)]
 TABLES = {"2": (2, False), "3": (3, False), "4": (4, False), "pairs": (4, True)}
@@ -248,11 +250,54 @@ def test_a_players_matches_page_newest_first_by_pool(store: EventStore) -> None:
         assert got == want, pool
 
 
+def test_a_history_row_is_shown_from_its_matchs_sealed_row_and_a_made_up_one_refused(
+    backend: Backend,
+) -> None:
+    store = open_store(backend.url, log_keys=LogKeys.generate())
+    try:
+        _history_from_sealed_matches(store, backend)
+    finally:
+        store.close()
+
+
+def _history_from_sealed_matches(store: EventStore, backend: Backend) -> None:
+    ends = random_ends(random.Random(11), 40)
+    fold_in(store, ends)
+    two = [e for e in ends if e.pool == "2"]
+    p = two[0].seats[0].player
+    other = next(e for e in two if all(h.player != p for h in e.seats))
+    rows = store.ratings().history(p, "2", None, 1000)
+    assert [r.match_id for r in rows] == [
+        e.match_id for e in reversed(two) if any(h.player == p for h in e.seats)
+    ]
+    first = rows[-1]
+    assert (first.seat, first.before, first.place) == (0, NEWCOMER, two[0].places[0])
+    # A row naming a match the player did not play, or no match at all: not shown.
+    for order in (other.order, 10**9):
+        backend.tamper(
+            "INSERT INTO rating_history (player_id, pool, rated_order) VALUES (%s, %s, %s)",
+            (p, "2", order),
+        )
+        with pytest.raises(ReadModelTampered) as raised:
+            store.ratings().history(p, None, None, 1000)
+        assert raised.value.table == "rating_history"
+        backend.tamper("DELETE FROM rating_history WHERE rated_order = %s", (order,))
+    # A seat's ratings changed in its match's row: the row does not verify.
+    assert store.ratings().history(p, "2", None, 1000) == rows
+    backend.tamper(
+        "UPDATE rated_matches SET ratings = %s WHERE match_id = %s",
+        (bytes(len(two[0].seats) * 40), two[0].match_id),
+    )
+    with pytest.raises(ReadModelTampered) as raised:
+        store.ratings().history(p, "2", None, 1000)
+    assert raised.value.table == "rated_matches"
+
+
 def test_a_players_page_in_a_pool_is_one_range_of_the_historys_only_index(
     store: EventStore, backend: Backend
 ) -> None:
     query = (
-        "SELECT match_id FROM rating_history WHERE player_id = ? AND pool = ?"
+        "SELECT rated_order FROM rating_history WHERE player_id = ? AND pool = ?"
         " AND rated_order < ? ORDER BY rated_order DESC LIMIT 20"
     )
     params = (PLAYERS[0], "2", 10**9)
