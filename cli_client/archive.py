@@ -53,7 +53,7 @@ from .export import (
     parse_since,
     read_manifest,
 )
-from .export import _Stop as _ExportStop
+from .export import Stopped as ExportStopped
 from .usage import error_line, examples
 from .verify import read_public_key
 
@@ -84,8 +84,7 @@ it soon after the end), and a rated match whose end does not name its seat holde
     + help_text()
     + "\n\n"
     + examples(
-        "bergen archive --database postgresql://bergen_owner@db1/bergen --older-than 90d \\\n"
-        "    --to /archive/bergen/",
+        "bergen archive --database $OWNER_URL --older-than 90d --to /archive/bergen/",
         "bergen archive --older-than 30d --to /archive/bergen/ --dry-run",
         "bergen verify /archive/bergen/         # every archived record, replayed",
         "bergen-replay --file /archive/bergen/MATCH.json",
@@ -305,7 +304,7 @@ def make_plan(
 def _manifest(out: Path) -> dict[str, Any] | None:
     try:
         return read_manifest(out)
-    except _ExportStop as stop:
+    except ExportStopped as stop:
         raise _Stop(stop.status, stop.message) from None
 
 

@@ -74,7 +74,9 @@ each record not written was not]}.
 )
 
 
-class _Stop(Exception):
+class Stopped(Exception):
+    """An export stopped: the exit status and the line that says why."""
+
     def __init__(self, status: ExitStatus, message: str) -> None:
         super().__init__(message)
         self.status = status
@@ -139,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         with open_channel(args.endpoint) as channel:
             stub = rpc.BergenServiceStub(channel)  # type: ignore[no-untyped-call]
             written, listed, rejected = export(stub, args.server, args.out, args.since, args.replay)
-    except _Stop as stop:
+    except Stopped as stop:
         print(error_line("export", stop.message, stop.status.name), file=sys.stderr)
         return int(stop.status)
     except ValueError as e:  # a malformed --server
@@ -163,15 +165,15 @@ def run(args: argparse.Namespace) -> int:
 
 def trust(server: str, key: str) -> None:
     """Check `server`'s key against the one known for it, or learn it on first use (the
-    known-keys file `bergen verify` trusts). Raises _Stop when it has changed."""
+    known-keys file `bergen verify` trusts). Raises Stopped when it has changed."""
     try:
         learned = known_keys.vouch(server, key)
     except known_keys.KeyChanged as e:
-        raise _Stop(ExitStatus.INVALID, str(e)) from None
+        raise Stopped(ExitStatus.INVALID, str(e)) from None
     except known_keys.KnownKeysError as e:
-        raise _Stop(ExitStatus.USAGE, str(e)) from None
+        raise Stopped(ExitStatus.USAGE, str(e)) from None
     except OSError as e:
-        raise _Stop(ExitStatus.ERROR, f"cannot write the known keys: {e.strerror or e}") from None
+        raise Stopped(ExitStatus.ERROR, f"cannot write the known keys: {e.strerror or e}") from None
     if learned is not None:
         print(f"bergen export: {learned}", file=sys.stderr)
 
@@ -190,14 +192,14 @@ def _call(server: str, what: str, method: Any, request: Any) -> Any:
         return method(request, timeout=RPC_TIMEOUT_S)
     except grpc.RpcError as e:
         outcome = rpc_problem(e, server, what)
-        raise _Stop(outcome.status, outcome.line) from None
+        raise Stopped(outcome.status, outcome.line) from None
 
 
 def _audit_log(stub: Any, server: str, match_id: str) -> Any:
     log = _call(server, f"the audit log of {match_id}", stub.GetAuditLog,
                 pb.GetAuditLogRequest(match_id=match_id))  # fmt: skip
     if not log.events:
-        raise _Stop(ExitStatus.ERROR, f"{server} sent an empty log for match {match_id}")
+        raise Stopped(ExitStatus.ERROR, f"{server} sent an empty log for match {match_id}")
     return log
 
 
@@ -215,18 +217,18 @@ def head_changed(stub: Any, server: str, match_id: str, pinned: Any) -> str | No
 
 
 def read_manifest(out: Path) -> dict[str, Any] | None:
-    """DIR's manifest, or None when there is none. Raises _Stop for one that is not."""
+    """DIR's manifest, or None when there is none. Raises Stopped for one that is not."""
     path = out / MANIFEST
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as e:
-        raise _Stop(ExitStatus.USAGE, f"cannot read {path}: {e}") from None
+        raise Stopped(ExitStatus.USAGE, f"cannot read {path}: {e}") from None
     try:
         manifest = parse_json(text)
     except ValueError as e:
-        raise _Stop(ExitStatus.USAGE, f"{path} is not JSON: {e}") from None
+        raise Stopped(ExitStatus.USAGE, f"{path} is not JSON: {e}") from None
     if (
         not isinstance(manifest, dict)
         or manifest.get("format") != MANIFEST_FORMAT
@@ -235,7 +237,7 @@ def read_manifest(out: Path) -> dict[str, Any] | None:
             isinstance(m, dict) and isinstance(m.get("match_id"), str) for m in manifest["matches"]
         )
     ):
-        raise _Stop(ExitStatus.USAGE, f"{path} is not a {MANIFEST_FORMAT} manifest")
+        raise Stopped(ExitStatus.USAGE, f"{path} is not a {MANIFEST_FORMAT} manifest")
     return manifest
 
 
@@ -307,11 +309,11 @@ def _ended_at_of(record: dict[str, Any]) -> datetime | None:
 
 def _write_unsynced(path: Path, data: bytes) -> Path:
     """`data` written whole as `path` (owner-only), renamed into place; synced later, all at
-    once. Raises _Stop."""
+    once. Raises Stopped."""
     try:
         replace_whole(path, data, sync=False)
     except OSError as e:
-        raise _Stop(ExitStatus.ERROR, f"cannot write {path}: {e.strerror or e}") from None
+        raise Stopped(ExitStatus.ERROR, f"cannot write {path}: {e.strerror or e}") from None
     return path
 
 
@@ -441,7 +443,7 @@ def _served(stub: Any, server: str) -> Iterator[tuple[str | None, str | None]]:
                 if first and e.code() == grpc.StatusCode.UNIMPLEMENTED:
                     break  # an earlier server: one record a call
                 outcome = rpc_problem(e, server, "the records of the finished matches")
-                raise _Stop(outcome.status, outcome.line) from None
+                raise Stopped(outcome.status, outcome.line) from None
             first = False
             if answer.next_page_token:
                 coming = page(answer.next_page_token)
@@ -462,20 +464,20 @@ def export(
     record is checked (its signature, and its last event in the checkpoint it carries), and
     with `replay` replayed by the rules as well, before it is written.
 
-    Raises _Stop."""
+    Raises Stopped."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise _Stop(ExitStatus.USAGE, f"cannot make {out}: {e.strerror or e}") from None
+        raise Stopped(ExitStatus.USAGE, f"cannot make {out}: {e.strerror or e}") from None
     if not out.is_dir():
-        raise _Stop(ExitStatus.USAGE, f"{out} is not a folder")
+        raise Stopped(ExitStatus.USAGE, f"{out} is not a folder")
     manifest = read_manifest(out)
     info = _call(server, "its public key", stub.GetServerInfo, pb.GetServerInfoRequest())
     key = info.public_key.lower()
     if key:
         trust(server, key)
     if manifest is not None and manifest.get("public_key") not in (key, None):
-        raise _Stop(
+        raise Stopped(
             ExitStatus.USAGE,
             f"{out} holds records signed by {manifest.get('public_key')}, but {server} signs "
             f"with {key or 'no key'}: export into another folder",
@@ -489,10 +491,10 @@ def export(
         if cutoff is None:
             try:
                 cutoff = _ended_at(stub, server, since)
-            except _Stop as stop:
+            except Stopped as stop:
                 if stop.status != ExitStatus.USAGE:
                     raise
-                raise _Stop(
+                raise Stopped(
                     ExitStatus.USAGE, f"--since {since}: neither an ISO 8601 time nor a match id"
                 ) from None
     written: list[str] = []
@@ -508,7 +510,7 @@ def export(
     finally:
         writers.shutdown(wait=True)
     for f in files:
-        f.result()  # raises the _Stop of a file not written
+        f.result()  # raises the Stopped of a file not written
     if files:
         os.sync()  # every record on disk, once, before the manifest that lists them
     listed = sorted(entries.values(), key=lambda m: (str(m.get("ended_at")), m["match_id"]))
@@ -551,7 +553,7 @@ def _export_records(
 ) -> None:
     """`export`'s pass over the served records: each checked, and written (by `writers`,
     each file's future added to `files`) when it is new or its file changed; `entries`,
-    `written` and `rejected` updated. Raises _Stop."""
+    `written` and `rejected` updated. Raises Stopped."""
     for asked, text, checked in _checked(_served(stub, server), key or None, replay):
         if text is None:
             # Asked for alone: GetRecord says why the server cannot make it (a log that

@@ -247,6 +247,7 @@ STATUS_AND_REASON = {
     errors.NotYourTurn: ("FAILED_PRECONDITION", "NOT_YOUR_TURN"),
     errors.IllegalPlay: ("FAILED_PRECONDITION", "ILLEGAL_PLAY"),
     errors.ClockViolation: ("FAILED_PRECONDITION", "CLOCK_EXPIRED"),
+    errors.MatchArchived: ("FAILED_PRECONDITION", "MATCH_ARCHIVED"),
     errors.ConcurrencyConflict: ("ABORTED", "STALE_VERSION"),
     errors.StorageUnavailable: ("UNAVAILABLE", "STORAGE_UNAVAILABLE"),
     errors.ResourceExhausted: ("RESOURCE_EXHAUSTED", "RESOURCE_EXHAUSTED"),

@@ -69,7 +69,7 @@ def test_a_server_without_export_records_is_asked_a_record_a_call() -> None:
 
 
 def test_any_other_failure_stops_the_export_with_its_status() -> None:
-    with pytest.raises(export._Stop) as caught:
+    with pytest.raises(export.Stopped) as caught:
         list(export._served(Stub(Unavailable()), "here"))
     assert caught.value.status == ExitStatus.ERROR
     assert "the records of the finished matches" in caught.value.message
