@@ -165,14 +165,26 @@ function now(m) {
   return ["between", `Round ${m.round} is being played at the other tables.`];
 }
 
+// A row of controls drawn again only when what it shows changes (`key`): the section is
+// drawn again at every change of the tournament, and a button replaced between the press
+// and the release of a click would lose that click (and a question being answered, its
+// question).
+function kept(id, key) {
+  const old = document.getElementById(id);
+  return old && old.dataset.key === key ? old : null;
+}
+
 function withdrawControls(m) {
-  const row = h("div", { id: "withdraw-row", class: "controls" });
+  const key = JSON.stringify([!!m.withdrawn, m.phase === "ended", !!m.cancelled]);
+  const old = kept("withdraw-row", key);
+  if (old) return old;
+  const row = h("div", { id: "withdraw-row", class: "controls", "data-key": key });
   if (m.withdrawn || m.phase === "ended" || m.cancelled) return row;
   const button = h("button", { type: "button", id: "withdraw", text: "Withdraw from the tournament" });
   button.addEventListener("click", () => {
     const yes = h("button", { type: "button", id: "withdraw-yes", text: "Yes, withdraw" });
     const no = h("button", { type: "button", id: "withdraw-no", text: "No, stay in" });
-    no.addEventListener("click", () => render(me));
+    no.addEventListener("click", () => { row.replaceChildren(button); button.focus(); });
     yes.addEventListener("click", async () => {
       try {
         await post(api("/withdraw"), {});
@@ -193,9 +205,20 @@ function withdrawControls(m) {
 // this browser holds (the partner's own phone, say). Kept across the section's renders until
 // they expire.
 function deviceControls(m) {
-  const row = h("div", { id: "device-row", class: "controls" });
-  if (m.phase === "ended" || m.cancelled) return row;
   const held = (m.held || [num(m.player)]).map(num);
+  const over = m.phase === "ended" || !!m.cancelled;
+  const key = JSON.stringify([over, held, held.map((p) => (m.players || [])[p] ?? null)]);
+  const old = kept("device-row", key);
+  if (old) {
+    for (const p of held) { // a link shown past its minutes goes
+      const link = links[p];
+      const shown = document.getElementById(held.length > 1 ? `device-url-${p}` : "device-url");
+      if (link && Date.now() >= link.until && shown) shown.replaceChildren();
+    }
+    return old;
+  }
+  const row = h("div", { id: "device-row", class: "controls", "data-key": key });
+  if (over) return row;
   for (const p of held) {
     const id = held.length > 1 ? `device-url-${p}` : "device-url";
     const shown = h("p", { id, class: "device-url" });
