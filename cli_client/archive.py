@@ -48,12 +48,12 @@ from .export import (
     MANIFEST,
     MANIFEST_FORMAT,
     Entry,
+    Stopped,
     check_served,
     manifest_text,
     parse_since,
     read_manifest,
 )
-from .export import Stopped as ExportStopped
 from .usage import error_line, examples
 from .verify import read_public_key
 
@@ -90,13 +90,6 @@ it soon after the end), and a rated match whose end does not name its seat holde
         "bergen-replay --file /archive/bergen/MATCH.json",
     )
 )
-
-
-class _Stop(Exception):
-    def __init__(self, status: ExitStatus, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.database or not args.database.startswith(
             ("postgresql:", "postgres:", "postgresql+psycopg:")
         ):
-            raise _Stop(ExitStatus.USAGE, "--database: a postgresql:// URL of the owner role")
+            raise Stopped(ExitStatus.USAGE, "--database: a postgresql:// URL of the owner role")
         key = _key_given(args.public_key)
         with _connect(args.database) as conn:
             _check_role(conn)
@@ -197,9 +190,9 @@ def run(args: argparse.Namespace) -> int:
                 listed = write(plan, args.to)
                 archived = remove(conn, plan)
             else:
-                manifest = _manifest(args.to)
+                manifest = read_manifest(args.to)
                 listed = len(manifest["matches"]) if manifest is not None else 0
-    except _Stop as stop:
+    except Stopped as stop:
         print(error_line("archive", stop.message, stop.status.name), file=sys.stderr)
         return int(stop.status)
     except psycopg.OperationalError as e:  # lost during the run: what is done stays done
@@ -237,7 +230,7 @@ def _key_given(text: str | None) -> str | None:
     try:
         return read_public_key(text).lower()
     except ValueError as e:
-        raise _Stop(ExitStatus.USAGE, f"--public-key {text}: {e}") from None
+        raise Stopped(ExitStatus.USAGE, f"--public-key {text}: {e}") from None
 
 
 def _connect(url: str) -> psycopg.Connection[tuple[Any, ...]]:
@@ -246,21 +239,21 @@ def _connect(url: str) -> psycopg.Connection[tuple[Any, ...]]:
             url.replace("postgresql+psycopg:", "postgresql:", 1), autocommit=True
         )
     except psycopg.OperationalError as e:
-        raise _Stop(ExitStatus.UNREACHABLE, f"cannot reach the database: {e}") from None
+        raise Stopped(ExitStatus.UNREACHABLE, f"cannot reach the database: {e}") from None
 
 
 def _check_role(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
-    """Raises _Stop unless the schema has migration 0016 and the role can archive."""
+    """Raises Stopped unless the schema has migration 0016 and the role can archive."""
     row = conn.execute("SELECT to_regclass('archived_matches') IS NOT NULL").fetchone()
     if row is None or not row[0]:
-        raise _Stop(ExitStatus.USAGE, "the database has no archived_matches: run bergen migrate")
+        raise Stopped(ExitStatus.USAGE, "the database has no archived_matches: run bergen migrate")
     row = conn.execute(
         "SELECT current_user, has_table_privilege('events', 'DELETE')"
         " AND has_table_privilege('archived_matches', 'INSERT')"
     ).fetchone()
     if row is None or not row[1]:
         who = row[0] if row is not None else "this role"
-        raise _Stop(
+        raise Stopped(
             ExitStatus.REFUSED,
             f"the role {who} cannot delete events nor list archived matches: run bergen archive"
             " as the database's owner (the role bergen migrate runs as)",
@@ -274,11 +267,11 @@ def make_plan(
     key: str | None,
 ) -> Plan:
     """The matches to archive (see the module's doc, step 1): those that ended longer ago
-    than `ended` (an age), or before it (a time). Writes nothing. Raises _Stop."""
-    manifest = _manifest(out)
+    than `ended` (an age), or before it (a time). Writes nothing. Raises Stopped."""
+    manifest = read_manifest(out)
     listed_key = manifest.get("public_key") if manifest is not None else None
     if key is not None and listed_key not in (None, key):
-        raise _Stop(
+        raise Stopped(
             ExitStatus.USAGE,
             f"{out} holds records signed by {listed_key}, not by {key}: archive into another"
             " folder",
@@ -299,13 +292,6 @@ def make_plan(
         if why is not None:
             plan.skipped.append((str(match_id), why))
     return plan
-
-
-def _manifest(out: Path) -> dict[str, Any] | None:
-    try:
-        return read_manifest(out)
-    except ExportStopped as stop:
-        raise _Stop(stop.status, stop.message) from None
 
 
 def _folded(conn: psycopg.Connection[tuple[Any, ...]]) -> dict[str, tuple[int, int] | None]:
@@ -388,12 +374,12 @@ def _file_bytes(text: str) -> bytes:
 def write(plan: Plan, out: Path) -> int:
     """Write the chosen records into `out` with the manifest, sync them, read them back and
     check each, replayed by the rules. Returns how many records the manifest lists. Raises
-    _Stop (nothing is removed then)."""
+    Stopped (nothing is removed then)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise _Stop(ExitStatus.USAGE, f"cannot make {out}: {e.strerror or e}") from None
-    manifest = _manifest(out)
+        raise Stopped(ExitStatus.USAGE, f"cannot make {out}: {e.strerror or e}") from None
+    manifest = read_manifest(out)
     entries = {m["match_id"]: m for m in (manifest["matches"] if manifest else [])}
     try:
         for c in plan.chosen:
@@ -413,7 +399,7 @@ def write(plan: Plan, out: Path) -> int:
             "matches": listed,
         }).encode("utf-8"))  # fmt: skip
     except OSError as e:
-        raise _Stop(ExitStatus.ERROR, f"cannot write into {out}: {e.strerror or e}") from None
+        raise Stopped(ExitStatus.ERROR, f"cannot write into {out}: {e.strerror or e}") from None
     for c in plan.chosen:
         _check_written(out / c.entry.file, c)
     return len(listed)
@@ -427,21 +413,21 @@ def _sha256(path: Path) -> str | None:
 
 
 def _check_written(path: Path, c: Candidate) -> None:
-    """Raises _Stop unless `path` holds `c`'s record, verified again (replayed)."""
+    """Raises Stopped unless `path` holds `c`'s record, verified again (replayed)."""
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise _Stop(ExitStatus.ERROR, f"cannot read {path} back: {e.strerror or e}") from None
+        raise Stopped(ExitStatus.ERROR, f"cannot read {path} back: {e.strerror or e}") from None
     if hashlib.sha256(data).hexdigest() != c.entry.sha256:
-        raise _Stop(ExitStatus.ERROR, f"{path} does not hold what was written: nothing removed")
+        raise Stopped(ExitStatus.ERROR, f"{path} does not hold what was written: nothing removed")
     checked = check_served(data.decode("utf-8"), c.match_id, None, replay=True)
     if checked.problem is not None:
-        raise _Stop(ExitStatus.INVALID, f"{path} does not verify: {checked.problem}")
+        raise Stopped(ExitStatus.INVALID, f"{path} does not verify: {checked.problem}")
 
 
 def remove(conn: psycopg.Connection[tuple[Any, ...]], plan: Plan) -> list[str]:
     """Remove the chosen matches' events before their ends (one transaction a match, each
-    checked to pin the log still stored). Returns the matches removed. Raises _Stop."""
+    checked to pin the log still stored). Returns the matches removed. Raises Stopped."""
     removed: list[str] = []
     for c in plan.chosen:
         with conn.transaction():
@@ -450,7 +436,7 @@ def remove(conn: psycopg.Connection[tuple[Any, ...]], plan: Plan) -> list[str]:
                 (c.match_id,),
             ).fetchone()
             if last is None or (int(last[0]), bytes(last[1])) != (c.events, c.head):
-                raise _Stop(
+                raise Stopped(
                     ExitStatus.INVALID,
                     f"{c.match_id}: its stored log changed since its record was checked:"
                     " left, and nothing after it removed",
@@ -474,7 +460,7 @@ def _remove_one(conn: psycopg.Connection[tuple[Any, ...]], c: Candidate) -> None
 def archive(
     database_url: str, ended: timedelta | datetime, out: Path, key: str | None = None
 ) -> tuple[Plan, list[str]]:
-    """The whole run, for tools and tests: plan, write, remove. Raises _Stop."""
+    """The whole run, for tools and tests: plan, write, remove. Raises Stopped."""
     with _connect(database_url) as conn:
         _check_role(conn)
         plan = make_plan(conn, ended, out, key)
