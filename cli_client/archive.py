@@ -46,13 +46,15 @@ from bergen.api.helptext import HelpFormatter
 
 from .export import (
     MANIFEST,
-    MANIFEST_FORMAT,
     Entry,
     Stopped,
     check_served,
+    file_sha256,
+    manifest_of,
     manifest_text,
     parse_since,
     read_manifest,
+    record_file_bytes,
 )
 from .usage import error_line, examples
 from .verify import read_public_key
@@ -357,7 +359,7 @@ def _candidate(
     entry = Entry(
         match_id=match_id,
         file=f"{match_id}.json",
-        sha256=hashlib.sha256(_file_bytes(text)).hexdigest(),
+        sha256=hashlib.sha256(record_file_bytes(text)).hexdigest(),
         ended_at=ended.isoformat(),
         result=checked.result or {},
         hands=checked.hands,
@@ -365,10 +367,6 @@ def _candidate(
     )
     plan.chosen.append(Candidate(match_id, end_seq, events, head, text, entry))
     return None
-
-
-def _file_bytes(text: str) -> bytes:
-    return text.encode("utf-8") + b"\n"  # as bergen export writes it
 
 
 def write(plan: Plan, out: Path) -> int:
@@ -384,32 +382,19 @@ def write(plan: Plan, out: Path) -> int:
     try:
         for c in plan.chosen:
             path = out / c.entry.file
-            if _sha256(path) != c.entry.sha256:
-                replace_whole(path, _file_bytes(c.text), sync=False)
+            if file_sha256(path) != c.entry.sha256:
+                replace_whole(path, record_file_bytes(c.text), sync=False)
             entries[c.match_id] = c.entry.as_json()
         os.sync()  # every record on disk before the manifest that lists them
-        listed = sorted(entries.values(), key=lambda m: (str(m.get("ended_at")), m["match_id"]))
-        replace_whole(out / MANIFEST, manifest_text({
-            "format": MANIFEST_FORMAT,
-            "server": manifest.get("server") if manifest else None,
-            "signature_algorithm": "ed25519",
-            "public_key": plan.key,
-            "record_format": RECORD_FORMAT,
-            "updated_at": datetime.now(UTC).isoformat(),
-            "matches": listed,
-        }).encode("utf-8"))  # fmt: skip
+        server = manifest.get("server") if manifest else None
+        made = manifest_of(server, "ed25519", plan.key, RECORD_FORMAT, entries)
+        listed = made["matches"]
+        replace_whole(out / MANIFEST, manifest_text(made).encode("utf-8"))
     except OSError as e:
         raise Stopped(ExitStatus.ERROR, f"cannot write into {out}: {e.strerror or e}") from None
     for c in plan.chosen:
         _check_written(out / c.entry.file, c)
     return len(listed)
-
-
-def _sha256(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
 
 
 def _check_written(path: Path, c: Candidate) -> None:

@@ -41,10 +41,17 @@ from bergen.v1 import bergen_pb2_grpc as rpc
 from . import known_keys
 from .connect import add_server_option, open_channel
 from .usage import error_line, examples
-from .verify import RPC_TIMEOUT_S, parse_json, rpc_problem, verify_record, verify_signed
+from .verify import (
+    RECORDS_MANIFEST_FORMAT,
+    RPC_TIMEOUT_S,
+    parse_json,
+    rpc_problem,
+    verify_record,
+    verify_signed,
+)
 
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT = "bergen-export/1"
+MANIFEST_FORMAT = RECORDS_MANIFEST_FORMAT
 PAGE_SIZE = 100
 WRITERS = 4
 """Threads writing the record files."""
@@ -241,7 +248,8 @@ def read_manifest(out: Path) -> dict[str, Any] | None:
     return manifest
 
 
-def _sha256(path: Path) -> str | None:
+def file_sha256(path: Path) -> str | None:
+    """The SHA-256 of the file at `path` in hex; None when it cannot be read."""
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
@@ -513,19 +521,38 @@ def export(
         f.result()  # raises the Stopped of a file not written
     if files:
         os.sync()  # every record on disk, once, before the manifest that lists them
-    listed = sorted(entries.values(), key=lambda m: (str(m.get("ended_at")), m["match_id"]))
-    new_manifest = {
-        "format": MANIFEST_FORMAT,
-        "server": server,
-        "signature_algorithm": info.signature_algorithm or None,
-        "public_key": key or None,
-        "record_format": info.record_format,
-        "updated_at": datetime.now(UTC).isoformat(),
-        "matches": listed,
-    }
+    new_manifest = manifest_of(
+        server, info.signature_algorithm or None, key or None, info.record_format, entries
+    )
+    listed = new_manifest["matches"]
     if manifest is None or written or listed != manifest.get("matches"):
         replace_whole(out / MANIFEST, manifest_text(new_manifest).encode("utf-8"))
     return written, len(listed), rejected
+
+
+def manifest_of(
+    server: str | None,
+    algorithm: str | None,
+    key: str | None,
+    record_format: str,
+    entries: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """A folder's manifest listing `entries` (by match id), by when each match ended."""
+    listed = sorted(entries.values(), key=lambda m: (str(m.get("ended_at")), m["match_id"]))
+    return {
+        "format": MANIFEST_FORMAT,
+        "server": server,
+        "signature_algorithm": algorithm,
+        "public_key": key,
+        "record_format": record_format,
+        "updated_at": datetime.now(UTC).isoformat(),
+        "matches": listed,
+    }
+
+
+def record_file_bytes(text: str) -> bytes:
+    """A record's file: its text as served (the signature covers its JCS), and a newline."""
+    return text.encode("utf-8") + b"\n"
 
 
 def manifest_text(manifest: dict[str, Any]) -> str:
@@ -577,7 +604,7 @@ def _export_records(
             if changed is not None:
                 rejected.append(changed)
                 continue
-            if _sha256(out / str(known.get("file"))) == known.get("sha256"):
+            if file_sha256(out / str(known.get("file"))) == known.get("sha256"):
                 continue
             print(f"bergen export: {known.get('file')} is missing or changed: fetching it again",
                   file=sys.stderr)  # fmt: skip
@@ -585,7 +612,7 @@ def _export_records(
         if known is None and cutoff is not None and ended <= cutoff:
             continue
         name = f"{match_id}.json"
-        data = (text or "").encode("utf-8") + b"\n"  # as served: the signature covers JCS
+        data = record_file_bytes(text or "")
         files.append(writers.submit(_write_unsynced, out / name, data))
         entries[match_id] = Entry(
             match_id=match_id,
