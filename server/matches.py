@@ -328,11 +328,16 @@ class MatchRepository(Repository[Match, Command, Event, State]):
         MatchArchived besides."""
         match = super().load(aggregate_id)
         if match.state.phase == ENDED and self._due(aggregate_id):
-            found = self._store.records().archived(aggregate_id)
-            if found is not None:
-                self.forget(aggregate_id)  # read again, from its first rows, by every call
-                raise archived_error(found)
+            self.refuse_if_archived(aggregate_id)
         return match
+
+    def refuse_if_archived(self, match_id: str) -> None:
+        """Raises MatchArchived when `bergen archive` has removed the match (which is then
+        dropped from the cache, to be read again, from its first rows, by every call)."""
+        found = self._store.records().archived(match_id)
+        if found is not None:
+            self.forget(match_id)
+            raise archived_error(found)
 
     def forget(self, match_id: str) -> None:
         """Drop the match from the cache: the next load reads it from the store."""

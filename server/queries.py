@@ -35,7 +35,7 @@ from .feed import TICK_S, EventFeed, Subscription
 from .identity import Caller, Identity
 from .matches import Match, MatchRepository, extend
 from .store import EventStore, MatchSummary, lagging_reads
-from .store.records import Kept, archived_error
+from .store.records import Kept
 from .tlog import TransparencyLog
 from .tournaments import tournament_table
 
@@ -136,10 +136,7 @@ class MatchQueries:
             head = self._store.read_stream(match_id, match.version, limit=1)
             first = head if match.version == 1 else self._store.read_stream(match_id, 1, limit=1)
             if first and first[0].seq != 1:  # its first rows are gone: archived since?
-                archived = self._store.records().archived(match_id)
-                if archived is not None:
-                    self._repo.forget(match_id)
-                    raise archived_error(archived)
+                self._repo.refuse_if_archived(match_id)
             keys = self._store.key_ids(match_id, match.version)
             order = self._rated_order(match)
         log_info = {"events": match.version, "head": head[-1].hash.hex()} if head else None
@@ -234,9 +231,8 @@ class MatchQueries:
             stored = self._store.read_stream(match_id)
             if not stored:
                 raise NotFound(f"no match {match_id}", reason="MATCH_NOT_FOUND", match_id=match_id)
-            archived = self._store.records().archived(match_id) if stored[0].seq != 1 else None
-            if archived is not None:
-                raise archived_error(archived)
+            if stored[0].seq != 1:
+                self._repo.refuse_if_archived(match_id)
             return stored
         try:
             ended = self._repo.load(match_id).state.phase == ENDED
