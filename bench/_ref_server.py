@@ -46,7 +46,8 @@ import grpc
 import psycopg
 
 from bench.harness import ExitStatus
-from bergen.server.bootstrap import WORKERS, server_options
+from bergen.server.bootstrap import CALL_WORKERS, server_options
+from bergen.server.config import MAX_WATCHERS
 from bergen.server.servicer import SERVICE
 from bergen.server.threads import pool_thread_named
 from bergen.v1 import bergen_pb2 as pb
@@ -95,6 +96,11 @@ class _Pool:
                 conn = psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=0)
             yield conn
             self._idle.put(conn)
+
+
+REF_WORKERS = MAX_WATCHERS + CALL_WORKERS
+"""The thread pool of the threaded server Bergen's was before its streams moved to
+grpc.aio: the reference's stays as it was measured."""
 
 
 def insert_handler(url: str) -> Callable[[bytes], bytes]:
@@ -180,7 +186,7 @@ def serve(kind: str, url: str, port_file: str, port: int = 0, answer: bytes = b"
 
     server = grpc.server(
         futures.ThreadPoolExecutor(
-            max_workers=WORKERS, thread_name_prefix="ref-rpc", initializer=pool_thread_named
+            max_workers=REF_WORKERS, thread_name_prefix="ref-rpc", initializer=pool_thread_named
         ),
         options=server_options(reuse_port=port != 0),
     )

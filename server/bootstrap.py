@@ -23,7 +23,7 @@ from bergen.domain.errors import StorageUnavailable
 
 from .app import Application, Settings, build_application
 from .clocks import ClockKeeper
-from .config import KEEPALIVE_SECONDS, MAX_WATCHERS, Config
+from .config import KEEPALIVE_SECONDS, Config
 from .edge import CallLog, CallObserver, aio_interceptors
 from .feed import EventFeed, PostgresNotifier, postgres_listener
 from .identity import Caller, Identity
@@ -51,9 +51,6 @@ CALL_WORKERS = 56
 """Threads that serve the calls (each unary call holds one while it runs) and the watch
 streams' steps (reading a stream's first view or a gap in its events); an open stream that
 waits for events holds none."""
-WORKERS = MAX_WATCHERS + CALL_WORKERS
-"""The thread pool of the threaded server this one was, kept for the bare gRPC server the
-benchmarks compare against (bench/_ref_server.py), so that their reference stays the same."""
 
 
 @dataclass(frozen=True, slots=True)
