@@ -43,8 +43,9 @@ from .usage import seat_label, side_label
 
 class Narrator:
     """Prints each event as it happens (in the domain's words, `describe`), one line per
-    action: a play and the points it made on one line, a run of draws on one. Thread-safe;
-    `flush()` prints a line held back. `seat` is the player's, None for a spectator."""
+    action: a play and the points it made on one line, a run of draws on one; with `lines`,
+    the line as it lies after each play under it. Thread-safe; `flush()` prints a line held
+    back. `seat` is the player's, None for a spectator."""
 
     def __init__(
         self,
@@ -52,6 +53,7 @@ class Narrator:
         seat: int | None,
         state: State | None = None,
         out: Callable[[str], None] | None = None,
+        lines: terminal.Look | None = None,
     ) -> None:
         self.console = console
         self.out = out or console.print
@@ -62,6 +64,9 @@ class Narrator:
         self.ended = False
         """Whether the end of the match was printed."""
         self.pending: str | None = None
+        """The last play's line, held back for the points it makes."""
+        self.lines = lines
+        """How to draw the line under each play; None: not drawn."""
         self.pending_draws: tuple[int, list[Tile | None]] | None = None
         self.lock = threading.RLock()
 
@@ -97,9 +102,17 @@ class Narrator:
     def flush(self) -> None:
         with self.lock:
             self._flush_draws()
-            if self.pending is not None:
-                self.out(self.pending)
-                self.pending = None
+            self._flush_play()
+
+    def _flush_play(self) -> None:
+        """Print the play held back and, with `lines`, the line as it lies after it (the
+        state folded so far: any later event flushes the play before it is folded)."""
+        if self.pending is None:
+            return
+        self.out(self.pending)
+        self.pending = None
+        if self.lines is not None and self.state is not None and self.state.ends is not None:
+            self.out("  " + line_markup(self.state, self.lines))
 
     def _flush_draws(self) -> None:
         if self.pending_draws is None:
@@ -124,8 +137,7 @@ class Narrator:
     def _say(self, event: Event) -> None:
         if isinstance(event, PointsScored) and event.seat is not None and self.pending:
             if event.reason == PointsReason.DOMINO:
-                self.out(self.pending)
-                self.pending = None
+                self._flush_play()
                 self.out(f"  {self.words(phrase(event))}")
             else:
                 self.pending += f" [bold green]{escape(points_words(event))}[/]"
@@ -133,9 +145,7 @@ class Narrator:
         if isinstance(event, TileDrawn):
             if self.pending_draws is not None and self.pending_draws[0] != event.seat:
                 self._flush_draws()
-            if self.pending is not None:
-                self.out(self.pending)
-                self.pending = None
+            self._flush_play()
             if self.pending_draws is None:
                 self.pending_draws = (event.seat, [])
             self.pending_draws[1].append(event.tile)

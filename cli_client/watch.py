@@ -29,7 +29,7 @@ from bergen.domain.state import SEATING, State, fold
 from . import terminal
 from .client import Client, Unreachable
 from .connect import add_server_option, fail_call
-from .narrate import Narrator, clocks_line, line_markup
+from .narrate import Narrator, clocks_line
 from .render import result_json
 from .seat import BotFailed, SeatLink
 from .usage import examples, fail, seat_label
@@ -91,14 +91,16 @@ def run(args: argparse.Namespace) -> int:
                     print(json.dumps(_event_json(seq, event)))
             else:
                 start = _current_hand(history)
-                narrator = Narrator(console, None, fold(history[:start]), out=live.print)
+                narrator = Narrator(
+                    console, None, fold(history[:start]), out=live.print, lines=look
+                )
                 for line in _header(link.state):
                     live.print(line)
                 for event in history[start:]:
                     narrator.feed(event)
                 link.on_event = narrator.on_event
             link.follow()
-            _follow(link, live, look, narrator)
+            _follow(link, live, narrator)
             live.done()
             if narrator is None:
                 print(json.dumps(_outcome(link)))
@@ -170,16 +172,11 @@ def _status(link: SeatLink) -> Text:
     return Text.from_markup(" · ".join(parts))
 
 
-def _follow(
-    link: SeatLink,
-    live: terminal.LiveLine,
-    look: terminal.Look,
-    narrator: Narrator | None = None,
-) -> None:
+def _follow(link: SeatLink, live: terminal.LiveLine, narrator: Narrator | None = None) -> None:
     """Fold the stream until the match ends, keeping the live line current and, with a
-    `narrator`, printing the line as it lies under each play it tells. Raises BotFailed (the
-    stream failed for good), grpc.RpcError."""
-    shown: tuple[tuple[int, int], ...] = ()  # the line so far is printed at the first turn
+    `narrator`, printing each play (and the line under it) as soon as it is seen rather than
+    when the next event comes. Raises BotFailed (the stream failed for good), grpc.RpcError."""
+    shown: tuple[tuple[int, int], ...] = ()
     while not link.ended:
         if link.stream_ended:
             link.resync()
@@ -190,9 +187,8 @@ def _follow(
         if link.k.state is None:
             continue
         state = link.state
-        if narrator is not None and state.line != shown and state.ends is not None:
-            narrator.flush()  # the play (and its points) first, then the line after it
-            live.print("  " + line_markup(state, look))
+        if narrator is not None and state.line != shown:
+            narrator.flush()
         shown = state.line
         if live.enabled:
             live.show(_status(link))

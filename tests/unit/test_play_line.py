@@ -10,6 +10,7 @@ import re
 
 from rich.console import Console
 
+from bergen.cli_client import terminal
 from bergen.cli_client.narrate import Narrator, render_turn
 from bergen.cli_client.render import render_frame, tell
 from bergen.domain.commands import TakeSeat
@@ -82,3 +83,35 @@ def test_a_player_named_you_is_not_told_it_twice() -> None:
     assert seated("you").who(0) == "seat 1 (you)"
     assert seated("You").who(1) == "seat 2 (bob)"
     assert seated("ann").who(0) == "seat 1 (ann, you)"
+
+
+def test_a_watcher_catching_up_is_shown_the_line_under_every_play(crafted_deals) -> None:
+    """`bergen watch` that receives several plays at once (it started late, or the machine
+    was busy) still prints the line as it lay after each of them, not only the last."""
+    crafted_deals({(1, 1): deals.CASE3})
+    g = Game(rules=rules_for(2)).start()
+    for seat, tile, at in [(1, "1-3", "left"), (0, "1-5", "right"), (1, "3-5", "left")]:
+        g.play(seat, tile, at)
+    printed: list[str] = []
+    narrator = Narrator(Console(file=io.StringIO()), None, out=printed.append, lines=terminal.PLAIN)
+    for event in g.events:
+        narrator.feed(event)
+    narrator.flush()
+    plain = [Console().render_str(x).plain for x in printed]
+    shown = [m.group(1) for m in (LINE.match(p.strip()) for p in plain) if m]
+    assert shown == ["[1|1]", "[3|1][1|1]", "[3|1][1|1][1|5]", "[5|3][3|1][1|1][1|5]"]
+    # Each line comes right under the play it follows.
+    for i, p in enumerate(plain):
+        if LINE.match(p.strip()):
+            assert " plays " in plain[i - 1] or " leads " in plain[i - 1], plain[i - 1]
+
+
+def test_a_player_is_not_shown_the_line_under_each_play_twice() -> None:
+    """Without `lines` (how `bergen play` narrates: the line comes with its turn), no line."""
+    g = Game(rules=rules_for(2)).start()
+    printed: list[str] = []
+    narrator = Narrator(Console(file=io.StringIO()), 0, out=printed.append)
+    for event in g.events:
+        narrator.feed(event)
+    narrator.flush()
+    assert printed and not any("line: " in p for p in printed)
