@@ -1,4 +1,5 @@
-"""Fixtures shared by every suite: PostgreSQL databases of a test's (or a module's) own.
+"""Fixtures shared by every suite: PostgreSQL databases of a test's (or a module's) own, and
+a migrated SQLite file to copy.
 
 PostgreSQL: BERGEN_TEST_DATABASE_URL (an admin URL, e.g. postgresql://postgres@127.0.0.1:5432/test),
 else a testcontainers PostgreSQL when a Docker engine answers, else the tests that need it are
@@ -14,6 +15,7 @@ import os
 # fork handlers can then block the fork for ever. Nothing here needs gRPC in a forked child.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +27,19 @@ import pytest
 
 from bergen.server.store import upgrade_to_head
 from bergen.server.store.url import psycopg_conninfo
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file, made once, that each test's file is a copy of (the migrations
+    write nothing of a file's own: a copy is the file they would make)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "bergen.db"
+    upgrade_to_head(f"sqlite:///{path}")
+    # The last connection closed folds the write-ahead log into the file: one file to copy.
+    sqlite3.connect(path).close()
+    assert not path.with_name(f"{path.name}-wal").exists(), "the template's log was not folded"
+    return path
+
 
 HOW_TO_RUN = (
     "PostgreSQL tests need a server: set BERGEN_TEST_DATABASE_URL="

@@ -6,6 +6,7 @@ logs of a failing test's servers are attached to its report.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,10 +43,17 @@ def module_farm(
     yield from _farm(request, tmp_path_factory.mktemp("servers"))
 
 
+def migrated_sqlite(template: Path, path: Path) -> str:
+    """The URL of `path`, made a copy of the migrated `template` (tests/conftest.py)."""
+    shutil.copyfile(template, path)
+    return f"sqlite:///{path}"
+
+
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    """A SQLite file of this test's own (the server creates and migrates it)."""
-    return f"sqlite:///{tmp_path / 'bergen.db'}"
+def sqlite_url(tmp_path: Path, sqlite_template: Path) -> str:
+    """A migrated SQLite file of this test's own: a copy of the migrations' file, so that a
+    server starts on it without running them (a test of a fresh file makes its own)."""
+    return migrated_sqlite(sqlite_template, tmp_path / "bergen.db")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -73,8 +81,8 @@ def on_backend(name: str) -> pytest.MarkDecorator:
 
 
 @pytest.fixture(scope="module")
-def module_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return f"sqlite:///{tmp_path_factory.mktemp('db') / 'bergen.db'}"
+def module_sqlite_url(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> str:
+    return migrated_sqlite(sqlite_template, tmp_path_factory.mktemp("db") / "bergen.db")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from bergen.server.store import EventStore, open_store, upgrade_to_head
+from bergen.server.store import EventStore, open_store
 
 
 @dataclass(frozen=True)
@@ -48,18 +48,6 @@ def sqlite_tamper(path: Path) -> Callable[..., None]:
             conn.close()
 
     return tamper
-
-
-@pytest.fixture(scope="session")
-def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated SQLite file, made once, that each test's file is a copy of (the migrations
-    write nothing of a file's own: a copy is the file they would make)."""
-    path = tmp_path_factory.mktemp("sqlite-template") / "bergen.db"
-    upgrade_to_head(f"sqlite:///{path}")
-    # The last connection closed folds the write-ahead log into the file: one file to copy.
-    sqlite3.connect(path).close()
-    assert not path.with_name(f"{path.name}-wal").exists(), "the template's log was not folded"
-    return path
 
 
 @pytest.fixture
