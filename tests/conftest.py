@@ -144,20 +144,33 @@ def own_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
+LONGEST_FIRST = ["web", "deploy", "ha", "e2e", "security", "integration", "unit"]
+"""The suites by the time a file of theirs takes, longest first (a suite not named goes
+first)."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `--dist loadfile` (`make test` runs pytest-xdist's workers so), hand out the files
-    with a test marked `slow` first, so that none of them starts when the others are done.
+    with a test marked `slow` first, then the suites whose files are long (the browsers', the
+    servers') before those whose files are short, so that the workers end together: the unit
+    tests, by the thousand and quick, come last and fill the gaps.
 
     Each file goes to one worker as a whole, so a module's fixtures (its servers, its database,
     its browser) are made once; the files go out in the order of their first test
     (`--no-loadscope-reorder`). What files share outside any test waits for its turn
     (tests/ha's clusters: a lock)."""
-    if getattr(config.option, "dist", "no") != "loadfile":
+    # pytest-xdist's workers collect with `dist` "no": the order they collect in is the one
+    # the controller hands the files out in.
+    if getattr(config.option, "dist", "no") != "loadfile" and not hasattr(config, "workerinput"):
         return
     files: dict[str, list[pytest.Item]] = {}
     for item in items:
         files.setdefault(item.nodeid.split("::")[0], []).append(item)
-    slow_first = sorted(
-        files.values(), key=lambda tests: not any(t.get_closest_marker("slow") for t in tests)
-    )
+
+    def order(tests: list[pytest.Item]) -> tuple[bool, int]:
+        suite = tests[0].nodeid.split("/")[1] if tests[0].nodeid.count("/") > 1 else ""
+        slow = any(t.get_closest_marker("slow") for t in tests)
+        return not slow, LONGEST_FIRST.index(suite) if suite in LONGEST_FIRST else 0
+
+    slow_first = sorted(files.values(), key=order)
     items[:] = [item for tests in slow_first for item in tests]

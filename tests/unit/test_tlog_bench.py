@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench import harness
 from bench import tlog_bench as bench
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 NUMBER = r"(\d+(?:\.\d+)?)"
 

@@ -59,6 +59,7 @@ def test_the_table_gives_each_goal_its_verdict() -> None:
     assert lines[3].ours == "80"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_quick_run_plays_through_the_gateway_and_prints_both_figures(
     pg_admin_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
