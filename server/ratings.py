@@ -31,8 +31,11 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
+from bergen.api.chain import parse_metadata
+from bergen.domain import codec
 from bergen.domain.errors import BergenError, CorruptRecord, InvalidArgument
 from bergen.domain.events import MatchEnded, SeatTaken
 from bergen.domain.ratings import NEWCOMER, POOLS, Rating, places_of, pool_of, rate, rated_table
@@ -50,6 +53,7 @@ from .projections import (
     parse_page_token,
 )
 from .store import EventStore, StoredEvent
+from .store.packed import PackedEvent
 from .store.ratings import (
     RATINGS,
     BoardKey,
@@ -78,9 +82,10 @@ rebuild's memory stays bounded (about 2.4 kB a rated match held: some 250 MB at 
 the events read being the matches' ends), and so does its writing transaction, during
 which PostgreSQL's commit-safe order waits for it."""
 _RATED_ENDS = ("target", "forfeit")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-class RatingsProjection(FoldLoop):
+class RatingsProjection(FoldLoop[PackedEvent]):
     """The ratings: folded from the store's global order into the store's tables.
 
     Keeping up (a few events at a time, a match's end) folds each batch in a transaction of
@@ -146,12 +151,31 @@ class RatingsProjection(FoldLoop):
             f"its position {self._position} names no event of the log",
         )
 
-    def _page(self) -> int:
-        if self._held is not None or (not self._bounded and self._position == 0):
-            return HELD_PAGE
-        return self._batch
+    def _holding(self) -> bool:
+        """Whether the next page read is folded in memory (`HeldRatings`)."""
+        return self._held is not None or (not self._bounded and self._position == 0)
 
-    def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
+    def _page(self) -> int:
+        return HELD_PAGE if self._holding() else self._batch
+
+    def _read(self, page: int) -> tuple[Sequence[PackedEvent] | Sequence[StoredEvent], int]:
+        """A page folded in memory is read packed (`EventStore.read_all_packed`): reading
+        an end was the largest part of a rebuild, most of it making a row's Python objects
+        and parsing its JSON before it was even checked. A page that does not parse is read
+        again row by row, which passes over a row that does not decode."""
+        if not self._holding():
+            return super()._read(page)
+        after = self._position or 0
+        try:
+            batch = self._store.read_all_packed(after, page, self.types or ())
+        except CorruptRecord as err:
+            log.critical(
+                "ratings: the page after position %d is read row by row: %s", after, err.message
+            )
+            return super()._read(page)
+        return batch, batch[-1].position if batch else after
+
+    def _fold(self, batch: Sequence[PackedEvent] | Sequence[StoredEvent], upto: int) -> int:
         if self._held is not None or (
             not self._bounded and (self._position == 0 or len(batch) >= self._batch)
         ):
@@ -167,7 +191,7 @@ class RatingsProjection(FoldLoop):
         self._position = upto
         return len(batch)
 
-    def _fold_held(self, batch: Sequence[StoredEvent], upto: int) -> int:
+    def _fold_held(self, batch: Sequence[PackedEvent] | Sequence[StoredEvent], upto: int) -> int:
         held = self._held
         if held is None:
             with self._tables.looking(RATINGS) as tables:
@@ -370,21 +394,31 @@ class HeldRatings:
 
 def fold_batch(
     tx: FoldTarget,
-    batch: Sequence[StoredEvent],
+    batch: Sequence[PackedEvent] | Sequence[StoredEvent],
     check: RowCheck | None,
     seated: SeatedBefore,
 ) -> None:
-    """Fold `batch` (in global order) into the ratings: rate each match end by its target or
-    a forfeit of a rated match, whose holders the end names or (`seated`, for an end that
-    names none) its stream gives."""
+    """Fold `batch` (in global order; stored or packed rows) into the ratings: rate each
+    match end by its target or a forfeit of a rated match, whose holders the end names or
+    (`seated`, for an end that names none) its stream gives."""
     ends: list[RatedEnd] = []
     for e in batch:
         if e.type != "MatchEnded":
             continue
         match_id = e.stream_id
-        if not is_match_stream(match_id) or _refused(check, e):
+        if not is_match_stream(match_id):
             continue
-        event = _decoded(e)
+        if type(e) is PackedEvent:
+            if _packed_refused(check, e):
+                continue
+            event = _packed_decoded(e)
+            ended_at = _EPOCH + timedelta(microseconds=e.recorded_us)
+        else:
+            assert isinstance(e, StoredEvent)
+            if _refused(check, e):
+                continue
+            event = _decoded(e)
+            ended_at = e.recorded_at
         if not isinstance(event, MatchEnded) or str(event.reason) not in _RATED_ENDS:
             continue  # abandoned: not rated
         # An end written before ends named their holders: from the start of its stream.
@@ -403,7 +437,7 @@ def fold_batch(
             if len(_places) >= _PLACES_KEPT:
                 _places.clear()
             _places[result] = places
-        ends.append(RatedEnd(match_id, pool, e.position, holders, sides, places, e.recorded_at))
+        ends.append(RatedEnd(match_id, pool, e.position, holders, sides, places, ended_at))
     apply_ends(tx, ends)
 
 
@@ -495,6 +529,16 @@ def _refused(check: RowCheck | None, e: StoredEvent) -> bool:
     return True
 
 
+def _packed_refused(check: RowCheck | None, e: PackedEvent) -> bool:
+    why = check.packed_refusal(e) if check is not None else None
+    if why is None:
+        if check is not None:
+            check.folded(e)
+        return False
+    log.critical("LOG TAMPERED: match %s seq %d is not rated: %s", e.stream_id, e.seq, why)
+    return True
+
+
 def _table_of(e: StoredEvent) -> tuple[int, tuple[tuple[int, ...], ...], str] | None:
     """The seats, sides and pool of a rated match, from its MatchCreated's payload alone:
     the rest of it (the rules, the seed's commitment) is the match's business, and decoding
@@ -515,6 +559,17 @@ def _decoded(e: StoredEvent) -> object:
     try:
         return decode_stored(e)
     except CorruptRecord as err:
+        log.error("ratings: stream %s seq %d left out: %s", e.stream_id, e.seq, err)
+        return None
+
+
+def _packed_decoded(e: PackedEvent) -> object:
+    """The event of a packed row, decoded as a stored one is (its metadata too, which a
+    store's read parses)."""
+    try:
+        parse_metadata(e.metadata)
+        return codec.decode(e.type, e.schema_version, json.loads(e.payload))
+    except (ValueError, KeyError, TypeError, CorruptRecord) as err:
         log.error("ratings: stream %s seq %d left out: %s", e.stream_id, e.seq, err)
         return None
 
