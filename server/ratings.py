@@ -27,9 +27,9 @@ import bisect
 import gc
 import json
 import logging
+import threading
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
@@ -67,6 +67,7 @@ from .store.ratings import (
     board_key,
 )
 from .store.sealed import ReadModelTampered
+from .threads import Thread
 
 log = logging.getLogger("bergen.server.ratings")
 
@@ -83,6 +84,7 @@ the events read being the matches' ends), and so does its writing transaction, d
 which PostgreSQL's commit-safe order waits for it."""
 _RATED_ENDS = ("target", "forfeit")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_new_tuple = tuple.__new__
 
 
 class RatingsProjection(FoldLoop[PackedEvent]):
@@ -103,6 +105,11 @@ class RatingsProjection(FoldLoop[PackedEvent]):
         self._check = RowCheck(store.log_keys)
         self._seated = SeatedBefore(store, self._check)
         self._held: HeldRatings | None = None
+        self._collection_paused = False
+        """Whether this projection paused the cyclic garbage collector, for the fold held
+        in memory (`_pause_cycle_collection`)."""
+        self._ahead: _PageAhead | None = None
+        """The next page of a fold held in memory, being read meanwhile."""
         self._held_events = 0
         self.started_at: int | None = None
         """The position this process found the ratings folded up to, when it first looked."""
@@ -164,15 +171,24 @@ class RatingsProjection(FoldLoop[PackedEvent]):
         and parsing its JSON before it was even checked. A page that does not parse is read
         again row by row, which passes over a row that does not decode."""
         if not self._holding():
+            self._ahead = None
             return super()._read(page)
         after = self._position or 0
+        ahead, self._ahead = self._ahead, None
         try:
-            batch = self._store.read_all_packed(after, page, self.types or ())
+            if ahead is not None and ahead.after == after and ahead.limit == page:
+                batch = ahead.result()
+            else:
+                batch = self._store.read_all_packed(after, page, self.types or ())
         except CorruptRecord as err:
             log.critical(
                 "ratings: the page after position %d is read row by row: %s", after, err.message
             )
             return super()._read(page)
+        if len(batch) == page:
+            # A full page: the next one is read while this one is folded (the database's
+            # part of a read is most of its time, and a rebuild has a core for it).
+            self._ahead = _PageAhead(self._store, batch[-1].position, page, self.types or ())
         return batch, batch[-1].position if batch else after
 
     def _fold(self, batch: Sequence[PackedEvent] | Sequence[StoredEvent], upto: int) -> int:
@@ -200,14 +216,21 @@ class RatingsProjection(FoldLoop[PackedEvent]):
                     return 0
             held = self._held = HeldRatings(self._tables, self._position or 0)
             self._held_events = 0
-        with _no_cycle_collection():
-            fold_batch(held, batch, self._check, self._seated)
+            self._collection_paused = _pause_cycle_collection()
+        fold_batch(held, batch, self._check, self._seated)
         held.save_position(upto)
         self._position = upto
         self._held_events += len(batch)
         return self._finish() if self._held_events >= HELD_MAX else 0
 
     def _finish(self) -> int:
+        try:
+            return self._write_held()
+        finally:
+            # What was held is dropped by now: a collection has no survivors of it to walk.
+            self._resume_cycle_collection()
+
+    def _write_held(self) -> int:
         held = self._held
         if held is None:
             return 0
@@ -218,8 +241,7 @@ class RatingsProjection(FoldLoop[PackedEvent]):
                     # ratings go on from where that one stopped.
                     self._position = tx.position
                     return 0
-                with _no_cycle_collection():
-                    held.write(tx)
+                held.write(tx)
         except BaseException:
             self._position = held.start  # nothing written: fold it again
             raise
@@ -233,25 +255,60 @@ class RatingsProjection(FoldLoop[PackedEvent]):
         return self._held_events
 
     def _abandon(self) -> None:
+        self._ahead = None  # read for a fold that stopped: its page is read again if wanted
         if self._held is not None:
             self._position = self._held.start
         self._held = None
+        self._resume_cycle_collection()
+
+    def _resume_cycle_collection(self) -> None:
+        if self._collection_paused:
+            self._collection_paused = False
+            gc.enable()
 
 
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """The cyclic garbage collector paused: a held fold makes millions of objects and no
-    cycle, and each collection scans every object it holds (a tenth of a rebuild's time at
-    10,000 matches, more as they grow). Reference counting frees garbage as ever; cycles
-    made meanwhile, by this thread or another, are collected once it is back on."""
+class _PageAhead:
+    """A packed page (`EventStore.read_all_packed`) read in a thread of its own."""
+
+    def __init__(self, store: EventStore, after: int, limit: int, types: Collection[str]) -> None:
+        self.after, self.limit = after, limit
+        self._done = threading.Event()
+        self._page: Sequence[PackedEvent] = ()
+        self._error: BaseException | None = None
+
+        def read() -> None:
+            try:
+                self._page = store.read_all_packed(after, limit, types)
+            except BaseException as e:  # raised where the page is taken
+                self._error = e
+            finally:
+                self._done.set()
+
+        Thread(target=read, name="bergen-ratings-ahead", daemon=True).start()
+
+    def result(self) -> Sequence[PackedEvent]:
+        """The page, once read. Raises what the read raised."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._page
+
+
+def _pause_cycle_collection() -> bool:
+    """Pause the cyclic garbage collector for a fold held in memory, from its first page
+    until what it held is written and dropped. Returns whether it was running (and is now
+    paused).
+
+    A held fold makes millions of objects and no cycle, and each collection walks every one
+    of them still young: a tenth of a rebuild's time at 10,000 matches, and more as they
+    grow. Paused for each page alone, it was back on between pages holding every object the
+    pages before had made, and walked them all again a page (a tenth of a rebuild of 100,000
+    matches). Reference counting frees garbage as ever; cycles made meanwhile, by this
+    thread or another, are collected once it is back on."""
     if not gc.isenabled():
-        yield
-        return
+        return False
     gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+    return True
 
 
 class FoldTarget(Protocol):
@@ -365,15 +422,22 @@ class HeldRatings:
     def add_matches(
         self, applied: Sequence[tuple[RatedEnd, SeatRatings]], fresh: bool = False
     ) -> None:
-        ends, made, rated_of = self._ends, self._made, self._rated
+        ends, made, rated_of, last = self._ends, self._made, self._rated, self._last
         for end, rated in applied:
             m = end.match_id
             if m not in ends:
                 ends[m] = end
                 made.add(m)
-                bisect.insort(self._new_ends.setdefault(end.pool, []), (end.order, m))
-                if end.order > self.last_order(end.pool):
-                    self._last[end.pool] = end.order
+                pool, order = end.pool, end.order
+                new = self._new_ends.get(pool)
+                if new is None:
+                    new = self._new_ends[pool] = []
+                if not new or new[-1][0] < order:
+                    new.append((order, m))  # as a rebuild folds them: in order
+                else:
+                    bisect.insort(new, (order, m))
+                if order > (last[pool] if pool in last else self.last_order(pool)):
+                    last[pool] = order
             rated_of[m] = rated
 
     def save_position(self, position: int) -> None:
@@ -455,9 +519,11 @@ Table = tuple[tuple[Holder, ...], tuple[tuple[int, ...], ...], str]
 def _table_of_end(match_id: str, end: MatchEnded) -> Table | None:
     """The table of a rated match from its end alone (`rated_table`). None (logged) for
     holders the rules would not seat."""
-    holders = tuple(Holder(*h) for h in end.holders)
+    # tuple.__new__: a named tuple's own constructor is a Python function, and the codec
+    # gives each holder as a (player, name, bot) tuple already checked.
+    holders = tuple([_new_tuple(Holder, h) for h in end.holders])
     try:
-        pool, sides = rated_table([h.player for h in holders], len(end.scores))
+        pool, sides = rated_table([h[0] for h in end.holders], len(end.scores))
     except InvalidArgument as err:
         log.error("ratings: match %s is not rated: %s", match_id, err)
         return None
@@ -568,7 +634,7 @@ def _packed_decoded(e: PackedEvent) -> object:
     store's read parses)."""
     try:
         parse_metadata(e.metadata)
-        return codec.decode(e.type, e.schema_version, json.loads(e.payload))
+        return codec.decode(e.type, e.schema_version, json.loads(e.payload.decode()))
     except (ValueError, KeyError, TypeError, CorruptRecord) as err:
         log.error("ratings: stream %s seq %d left out: %s", e.stream_id, e.seq, err)
         return None
