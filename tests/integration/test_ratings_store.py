@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import threading
 import time
 import uuid
 from collections import Counter
@@ -33,6 +34,7 @@ from bergen.domain.ratings import (
 from bergen.domain.rules import make_rules
 from bergen.domain.tiles import sides_of
 from bergen.domain.vocabulary import ForfeitCause, MatchEndReason
+from bergen.server import ratings as ratings_module
 from bergen.server.keys import LogKeys
 from bergen.server.projections import PAGE_CATCH_UP_BATCHES
 from bergen.server.ratings import HeldRatings, RatingsProjection, apply_end, apply_ends
@@ -710,5 +712,27 @@ def test_a_packed_page_that_does_not_parse_is_read_again_row_by_row(
     with caplog.at_level("CRITICAL", logger="bergen.server.ratings"):
         assert RatingsProjection(store).catch_up() > 0
     assert "is read row by row" in caplog.text and "does not parse" in caplog.text
+    assert store.ratings().position(RATINGS) == head
+    assert tables_of(store) == want
+
+
+def test_a_rebuild_reads_each_next_page_while_it_folds_one(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rated_log(store, random.Random(14), 20)
+    head = visible_head(store)
+    want = _rated_by_batches(store, head)
+    monkeypatch.setattr(ratings_module, "HELD_PAGE", 4)
+    readers: Counter[str] = Counter()
+    read_all_packed = store.read_all_packed
+
+    def counted(after: int, limit: int, types: object) -> object:
+        readers[threading.current_thread().name] += 1
+        return read_all_packed(after, limit, types)  # type: ignore[arg-type]
+
+    store.read_all_packed = counted  # type: ignore[method-assign]
+    assert RatingsProjection(store).catch_up() > 20
+    assert readers["bergen-ratings-ahead"] >= 5  # every page but the first, read ahead
+    assert readers[threading.current_thread().name] == 1
     assert store.ratings().position(RATINGS) == head
     assert tables_of(store) == want
