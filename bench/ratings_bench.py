@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import random
 import sys
@@ -77,6 +78,7 @@ from bench.grpc_bench import (
 )
 from bench.harness import SERVICE_TABLE, ExitStatus, Line, say
 from bench.store_bench import bench_database
+from bergen.api.chain import parse_metadata
 from bergen.api.stored import GENESIS_HASH, EventMetadata
 from bergen.domain import codec
 from bergen.domain.events import Event, MatchCreated, MatchEnded, SeatTaken, SeedRevealed
@@ -85,7 +87,6 @@ from bergen.domain.rules import make_rules
 from bergen.domain.tiles import sides_of
 from bergen.domain.vocabulary import ForfeitCause, MatchEndReason
 from bergen.server.keys import DEFAULT_LOG_KEY_FILE, LogKeys
-from bergen.server.matches import decode_stored
 from bergen.server.projections import RowCheck
 from bergen.server.ratings import HELD_PAGE, RatingQueries, RatingsProjection, board_token
 from bergen.server.store import NewEvent, open_store
@@ -393,9 +394,9 @@ class Stage:
 
 def stages(url: str, keys: LogKeys, ends: Sequence[EndKey]) -> list[Stage]:
     """Each stage of the rebuild alone, over the same log: reading the rows in global order
-    (the store's read of the types the ratings fold, a page at a time, as the rebuild reads
-    them), checking the rows the fold checks (link and
-    authenticator), decoding them, and the update itself (`bergen.domain.ratings.rate`, the
+    (the store's packed read of the types the ratings fold, a page at a time, as the rebuild
+    reads them), checking the rows the fold checks (link and authenticator over each row's
+    packed message), decoding them, and the update itself (`bergen.domain.ratings.rate`, the
     ratings in a dict)."""
     store = open_store(url, log_keys=keys)
     times = {"read": [0.0, 0.0], "check": [0.0, 0.0], "decode": [0.0, 0.0]}
@@ -413,7 +414,7 @@ def stages(url: str, keys: LogKeys, ends: Sequence[EndKey]) -> list[Stage]:
         gc.collect()
         while True:
             t = now()
-            batch = store.read_all(after, HELD_PAGE, RatingsProjection.types)
+            batch = store.read_all_packed(after, HELD_PAGE, RatingsProjection.types)
             timed("read", t)
             if not batch:
                 break
@@ -421,14 +422,15 @@ def stages(url: str, keys: LogKeys, ends: Sequence[EndKey]) -> list[Stage]:
             folded = [e for e in batch if e.type in FOLDED_TYPES]
             t = now()
             for e in folded:
-                if check.refusal(e) is not None:
+                if check.packed_refusal(e) is not None:
                     raise RuntimeError(f"{e.stream_id} seq {e.seq} does not check")
                 check.folded(e)
             timed("check", t)
             t = now()
             for e in folded:
                 if e.type in DECODED_TYPES:
-                    decode_stored(e)
+                    parse_metadata(e.metadata)
+                    codec.decode(e.type, e.schema_version, json.loads(e.payload))
             timed("decode", t)
     finally:
         store.close()

@@ -123,7 +123,7 @@ def hmac_pads(key: bytes) -> tuple[Any, Any]:
     return _sha256(padded.translate(_IPAD)), _sha256(padded.translate(_OPAD))
 
 
-def hmac_on(pads: tuple[Any, Any], message: bytes) -> bytes:
+def hmac_on(pads: tuple[Any, Any], message: bytes | memoryview) -> bytes:
     """HMAC-SHA256 of `message` under the key whose `hmac_pads` are `pads`."""
     inner, outer = pads[0].copy(), pads[1].copy()
     inner.update(message)

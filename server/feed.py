@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import suppress
+from typing import Any
 
 from bergen.domain.errors import LogRolledBack
 
@@ -205,7 +206,7 @@ class EventFeed:
         self._position = self._store.head_position()
         follower = Thread(target=self._follow, name="bergen-feed", daemon=True)
         self._threads.append(follower)
-        models: list[tuple[str, str, FoldLoop, Callable[[], object]]] = [
+        models: list[tuple[str, str, FoldLoop[Any], Callable[[], object]]] = [
             ("bergen-listing", "match list", self.listing, self._fold_listing),
             ("bergen-ratings", "ratings", self.ratings, self.ratings.catch_up),
         ]

@@ -30,6 +30,7 @@ from .store import (
     StoredEvent,
     StreamInfo,
 )
+from .store.packed import PackedEvent
 
 SpanOpener = Callable[[str, dict[str, Any]], AbstractContextManager[Any]]
 """Opens a child span of the current call's span, named and with attributes; a context
@@ -107,6 +108,13 @@ class ObservedStore:
         attributes = {"db.system": self._system, "bergen.after_position": after_position}
         with self._span("bergen.store.read_all", attributes):
             return self._store.read_all(after_position, limit, types)
+
+    def read_all_packed(
+        self, after_position: int, limit: int, types: Collection[str]
+    ) -> tuple[PackedEvent, ...]:
+        attributes = {"db.system": self._system, "bergen.after_position": after_position}
+        with self._span("bergen.store.read_all_packed", attributes):
+            return self._store.read_all_packed(after_position, limit, types)
 
     def head_position(self) -> int:
         return self._store.head_position()

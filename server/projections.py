@@ -33,6 +33,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
+from typing import Generic, TypeVar
 
 from bergen.api.chain import canonical_json, metadata_json, micros
 from bergen.api.stored import GENESIS_HASH, EventMetadata
@@ -55,6 +56,7 @@ from .matches import REMATCH_KEY, decode_stored
 from .store import EventStore, MatchSummary, StoredEvent
 from .store.authenticity import Keyed, ReadEvent
 from .store.listing import FoldTransaction
+from .store.packed import PackedEvent
 
 log = logging.getLogger("bergen.server.projections")
 
@@ -200,7 +202,29 @@ class RowCheck:
             return self._unauthentic(self._keyed, stored)
         return None
 
-    def folded(self, stored: StoredEvent) -> None:
+    def packed_refusal(self, row: PackedEvent) -> str | None:
+        """Why the packed `row` must not be folded (as `refusal`: its link, then its
+        authenticator over its message as packed); None when it may."""
+        if row.seq == 1:
+            prev: bytes | None = GENESIS_HASH
+        else:
+            head = self._heads.get(row.stream_id)
+            prev = head[1] if head is not None and head[0] == row.seq - 1 else None
+        if prev is not None and row.prev_hash != prev:
+            return f"seq {row.seq} does not link to seq {row.seq - 1}"
+        keyed = self._keyed
+        if keyed is None:
+            return None
+        if row.key_id is None or row.mac is None:
+            return f"seq {row.seq} has no authenticator"
+        expected = keyed.mac_of_message(row.key_id, row.message)
+        if expected is None:
+            return f"seq {row.seq} names an unknown log key {row.key_id!r}"
+        if hmac.compare_digest(expected, row.mac):
+            return None
+        return _NOT_OURS.format(row.seq)
+
+    def folded(self, stored: StoredEvent | PackedEvent) -> None:
         """Remember the hash of `stored`, just folded, for the next row's link."""
         if len(self._heads) >= HEADS_KEPT and stored.stream_id not in self._heads:
             self._heads.clear()
@@ -422,11 +446,18 @@ def parse_page_token(token: str) -> int:
 # --- the projection -------------------------------------------------------------------------
 
 
-class FoldLoop:
+RowT = TypeVar("RowT", StoredEvent, PackedEvent)
+
+
+class FoldLoop(Generic[RowT]):
     """How a read model follows the store's global order, shared by the listing and the
     ratings: from the position its tables were folded up to, a batch at a time (or the
     batches the event feed read and offered), each folded by the model's `_fold` in a
-    transaction of its own, which another replica's fold of the same batch makes a no-op."""
+    transaction of its own, which another replica's fold of the same batch makes a no-op.
+
+    A model reads StoredEvents (`read_all`); one that reads many rows and decodes few may
+    read packed rows instead (`RowT`: PackedEvent, its own `_read`), and folds the batches
+    the feed offers (StoredEvents) all the same."""
 
     reader = "read model"
     """Named in the log line about a row passed over (`read_past_unreadable`)."""
@@ -455,11 +486,18 @@ class FoldLoop:
         """What the tables were folded up to. Raises StorageUnavailable."""
         raise NotImplementedError
 
-    def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
+    def _fold(self, batch: Sequence[RowT] | Sequence[StoredEvent], upto: int) -> int:
         """Fold `batch`, read after self._position up to the position `upto`, unless another
         replica did first; then only move self._position to where it stopped. Returns the
         events folded here."""
         raise NotImplementedError
+
+    def _read(self, page: int) -> tuple[Sequence[RowT] | Sequence[StoredEvent], int]:
+        """Up to `page` rows of the global order after self._position, and the position they
+        reach (`read_past_unreadable`). Raises NotFound for a position that names no event,
+        StorageUnavailable."""
+        assert self._position is not None
+        return read_past_unreadable(self._store, self._position, page, self.reader, self.types)
 
     def _page(self) -> int:
         """Events to read at a time."""
@@ -503,19 +541,18 @@ class FoldLoop:
                 return folded
             page = self._page()
             offered = self._offered.pop(self._position, None)
+            batch: Sequence[RowT] | Sequence[StoredEvent]
             if offered is not None:
-                batch, upto = offered
+                joined: list[StoredEvent] = list(offered[0])
+                upto = offered[1]
                 # The batches offered after it, one after another: one transaction.
-                while len(batch) < page:
-                    more = self._offered.pop(upto, None)
-                    if more is None:
-                        break
-                    batch, upto = [*batch, *more[0]], more[1]
+                while len(joined) < page and (more := self._offered.pop(upto, None)) is not None:
+                    joined += more[0]
+                    upto = more[1]
+                batch = joined
             else:
                 try:
-                    batch, upto = read_past_unreadable(
-                        self._store, self._position, page, self.reader, self.types
-                    )
+                    batch, upto = self._read(page)
                 except NotFound:
                     self._lost_position()
                     continue
@@ -546,7 +583,7 @@ class FoldLoop:
         self._offered[after] = (batch, upto)
 
 
-class MatchListProjection(FoldLoop):
+class MatchListProjection(FoldLoop[StoredEvent]):
     """The match listing: folded from the store's global order into the store's tables."""
 
     reader = "match list"

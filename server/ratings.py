@@ -27,12 +27,15 @@ import bisect
 import gc
 import json
 import logging
+import threading
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
+from bergen.api.chain import parse_metadata
+from bergen.domain import codec
 from bergen.domain.errors import BergenError, CorruptRecord, InvalidArgument
 from bergen.domain.events import MatchEnded, SeatTaken
 from bergen.domain.ratings import NEWCOMER, POOLS, Rating, places_of, pool_of, rate, rated_table
@@ -50,6 +53,7 @@ from .projections import (
     parse_page_token,
 )
 from .store import EventStore, StoredEvent
+from .store.packed import PackedEvent
 from .store.ratings import (
     RATINGS,
     BoardKey,
@@ -63,6 +67,7 @@ from .store.ratings import (
     board_key,
 )
 from .store.sealed import ReadModelTampered
+from .threads import Thread
 
 log = logging.getLogger("bergen.server.ratings")
 
@@ -78,9 +83,11 @@ rebuild's memory stays bounded (about 2.4 kB a rated match held: some 250 MB at 
 the events read being the matches' ends), and so does its writing transaction, during
 which PostgreSQL's commit-safe order waits for it."""
 _RATED_ENDS = ("target", "forfeit")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_new_tuple = tuple.__new__
 
 
-class RatingsProjection(FoldLoop):
+class RatingsProjection(FoldLoop[PackedEvent]):
     """The ratings: folded from the store's global order into the store's tables.
 
     Keeping up (a few events at a time, a match's end) folds each batch in a transaction of
@@ -98,6 +105,11 @@ class RatingsProjection(FoldLoop):
         self._check = RowCheck(store.log_keys)
         self._seated = SeatedBefore(store, self._check)
         self._held: HeldRatings | None = None
+        self._collection_paused = False
+        """Whether this projection paused the cyclic garbage collector, for the fold held
+        in memory (`_pause_cycle_collection`)."""
+        self._ahead: _PageAhead | None = None
+        """The next page of a fold held in memory, being read meanwhile."""
         self._held_events = 0
         self.started_at: int | None = None
         """The position this process found the ratings folded up to, when it first looked."""
@@ -146,12 +158,40 @@ class RatingsProjection(FoldLoop):
             f"its position {self._position} names no event of the log",
         )
 
-    def _page(self) -> int:
-        if self._held is not None or (not self._bounded and self._position == 0):
-            return HELD_PAGE
-        return self._batch
+    def _holding(self) -> bool:
+        """Whether the next page read is folded in memory (`HeldRatings`)."""
+        return self._held is not None or (not self._bounded and self._position == 0)
 
-    def _fold(self, batch: Sequence[StoredEvent], upto: int) -> int:
+    def _page(self) -> int:
+        return HELD_PAGE if self._holding() else self._batch
+
+    def _read(self, page: int) -> tuple[Sequence[PackedEvent] | Sequence[StoredEvent], int]:
+        """A page folded in memory is read packed (`EventStore.read_all_packed`): reading
+        an end was the largest part of a rebuild, most of it making a row's Python objects
+        and parsing its JSON before it was even checked. A page that does not parse is read
+        again row by row, which passes over a row that does not decode."""
+        if not self._holding():
+            self._ahead = None
+            return super()._read(page)
+        after = self._position or 0
+        ahead, self._ahead = self._ahead, None
+        try:
+            if ahead is not None and ahead.after == after and ahead.limit == page:
+                batch = ahead.result()
+            else:
+                batch = self._store.read_all_packed(after, page, self.types or ())
+        except CorruptRecord as err:
+            log.critical(
+                "ratings: the page after position %d is read row by row: %s", after, err.message
+            )
+            return super()._read(page)
+        if len(batch) == page:
+            # A full page: the next one is read while this one is folded (the database's
+            # part of a read is most of its time, and a rebuild has a core for it).
+            self._ahead = _PageAhead(self._store, batch[-1].position, page, self.types or ())
+        return batch, batch[-1].position if batch else after
+
+    def _fold(self, batch: Sequence[PackedEvent] | Sequence[StoredEvent], upto: int) -> int:
         if self._held is not None or (
             not self._bounded and (self._position == 0 or len(batch) >= self._batch)
         ):
@@ -167,7 +207,7 @@ class RatingsProjection(FoldLoop):
         self._position = upto
         return len(batch)
 
-    def _fold_held(self, batch: Sequence[StoredEvent], upto: int) -> int:
+    def _fold_held(self, batch: Sequence[PackedEvent] | Sequence[StoredEvent], upto: int) -> int:
         held = self._held
         if held is None:
             with self._tables.looking(RATINGS) as tables:
@@ -176,14 +216,21 @@ class RatingsProjection(FoldLoop):
                     return 0
             held = self._held = HeldRatings(self._tables, self._position or 0)
             self._held_events = 0
-        with _no_cycle_collection():
-            fold_batch(held, batch, self._check, self._seated)
+            self._collection_paused = _pause_cycle_collection()
+        fold_batch(held, batch, self._check, self._seated)
         held.save_position(upto)
         self._position = upto
         self._held_events += len(batch)
         return self._finish() if self._held_events >= HELD_MAX else 0
 
     def _finish(self) -> int:
+        try:
+            return self._write_held()
+        finally:
+            # What was held is dropped by now: a collection has no survivors of it to walk.
+            self._resume_cycle_collection()
+
+    def _write_held(self) -> int:
         held = self._held
         if held is None:
             return 0
@@ -194,8 +241,7 @@ class RatingsProjection(FoldLoop):
                     # ratings go on from where that one stopped.
                     self._position = tx.position
                     return 0
-                with _no_cycle_collection():
-                    held.write(tx)
+                held.write(tx)
         except BaseException:
             self._position = held.start  # nothing written: fold it again
             raise
@@ -209,25 +255,60 @@ class RatingsProjection(FoldLoop):
         return self._held_events
 
     def _abandon(self) -> None:
+        self._ahead = None  # read for a fold that stopped: its page is read again if wanted
         if self._held is not None:
             self._position = self._held.start
         self._held = None
+        self._resume_cycle_collection()
+
+    def _resume_cycle_collection(self) -> None:
+        if self._collection_paused:
+            self._collection_paused = False
+            gc.enable()
 
 
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """The cyclic garbage collector paused: a held fold makes millions of objects and no
-    cycle, and each collection scans every object it holds (a tenth of a rebuild's time at
-    10,000 matches, more as they grow). Reference counting frees garbage as ever; cycles
-    made meanwhile, by this thread or another, are collected once it is back on."""
+class _PageAhead:
+    """A packed page (`EventStore.read_all_packed`) read in a thread of its own."""
+
+    def __init__(self, store: EventStore, after: int, limit: int, types: Collection[str]) -> None:
+        self.after, self.limit = after, limit
+        self._done = threading.Event()
+        self._page: Sequence[PackedEvent] = ()
+        self._error: BaseException | None = None
+
+        def read() -> None:
+            try:
+                self._page = store.read_all_packed(after, limit, types)
+            except BaseException as e:  # raised where the page is taken
+                self._error = e
+            finally:
+                self._done.set()
+
+        Thread(target=read, name="bergen-ratings-ahead", daemon=True).start()
+
+    def result(self) -> Sequence[PackedEvent]:
+        """The page, once read. Raises what the read raised."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._page
+
+
+def _pause_cycle_collection() -> bool:
+    """Pause the cyclic garbage collector for a fold held in memory, from its first page
+    until what it held is written and dropped. Returns whether it was running (and is now
+    paused).
+
+    A held fold makes millions of objects and no cycle, and each collection walks every one
+    of them still young: a tenth of a rebuild's time at 10,000 matches, and more as they
+    grow. Paused for each page alone, it was back on between pages holding every object the
+    pages before had made, and walked them all again a page (a tenth of a rebuild of 100,000
+    matches). Reference counting frees garbage as ever; cycles made meanwhile, by this
+    thread or another, are collected once it is back on."""
     if not gc.isenabled():
-        yield
-        return
+        return False
     gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+    return True
 
 
 class FoldTarget(Protocol):
@@ -341,15 +422,22 @@ class HeldRatings:
     def add_matches(
         self, applied: Sequence[tuple[RatedEnd, SeatRatings]], fresh: bool = False
     ) -> None:
-        ends, made, rated_of = self._ends, self._made, self._rated
+        ends, made, rated_of, last = self._ends, self._made, self._rated, self._last
         for end, rated in applied:
             m = end.match_id
             if m not in ends:
                 ends[m] = end
                 made.add(m)
-                bisect.insort(self._new_ends.setdefault(end.pool, []), (end.order, m))
-                if end.order > self.last_order(end.pool):
-                    self._last[end.pool] = end.order
+                pool, order = end.pool, end.order
+                new = self._new_ends.get(pool)
+                if new is None:
+                    new = self._new_ends[pool] = []
+                if not new or new[-1][0] < order:
+                    new.append((order, m))  # as a rebuild folds them: in order
+                else:
+                    bisect.insort(new, (order, m))
+                if order > (last[pool] if pool in last else self.last_order(pool)):
+                    last[pool] = order
             rated_of[m] = rated
 
     def save_position(self, position: int) -> None:
@@ -370,21 +458,31 @@ class HeldRatings:
 
 def fold_batch(
     tx: FoldTarget,
-    batch: Sequence[StoredEvent],
+    batch: Sequence[PackedEvent] | Sequence[StoredEvent],
     check: RowCheck | None,
     seated: SeatedBefore,
 ) -> None:
-    """Fold `batch` (in global order) into the ratings: rate each match end by its target or
-    a forfeit of a rated match, whose holders the end names or (`seated`, for an end that
-    names none) its stream gives."""
+    """Fold `batch` (in global order; stored or packed rows) into the ratings: rate each
+    match end by its target or a forfeit of a rated match, whose holders the end names or
+    (`seated`, for an end that names none) its stream gives."""
     ends: list[RatedEnd] = []
     for e in batch:
         if e.type != "MatchEnded":
             continue
         match_id = e.stream_id
-        if not is_match_stream(match_id) or _refused(check, e):
+        if not is_match_stream(match_id):
             continue
-        event = _decoded(e)
+        if type(e) is PackedEvent:
+            if _packed_refused(check, e):
+                continue
+            event = _packed_decoded(e)
+            ended_at = _EPOCH + timedelta(microseconds=e.recorded_us)
+        else:
+            assert isinstance(e, StoredEvent)
+            if _refused(check, e):
+                continue
+            event = _decoded(e)
+            ended_at = e.recorded_at
         if not isinstance(event, MatchEnded) or str(event.reason) not in _RATED_ENDS:
             continue  # abandoned: not rated
         # An end written before ends named their holders: from the start of its stream.
@@ -403,7 +501,7 @@ def fold_batch(
             if len(_places) >= _PLACES_KEPT:
                 _places.clear()
             _places[result] = places
-        ends.append(RatedEnd(match_id, pool, e.position, holders, sides, places, e.recorded_at))
+        ends.append(RatedEnd(match_id, pool, e.position, holders, sides, places, ended_at))
     apply_ends(tx, ends)
 
 
@@ -421,9 +519,11 @@ Table = tuple[tuple[Holder, ...], tuple[tuple[int, ...], ...], str]
 def _table_of_end(match_id: str, end: MatchEnded) -> Table | None:
     """The table of a rated match from its end alone (`rated_table`). None (logged) for
     holders the rules would not seat."""
-    holders = tuple(Holder(*h) for h in end.holders)
+    # tuple.__new__: a named tuple's own constructor is a Python function, and the codec
+    # gives each holder as a (player, name, bot) tuple already checked.
+    holders = tuple([_new_tuple(Holder, h) for h in end.holders])
     try:
-        pool, sides = rated_table([h.player for h in holders], len(end.scores))
+        pool, sides = rated_table([h[0] for h in end.holders], len(end.scores))
     except InvalidArgument as err:
         log.error("ratings: match %s is not rated: %s", match_id, err)
         return None
@@ -495,6 +595,16 @@ def _refused(check: RowCheck | None, e: StoredEvent) -> bool:
     return True
 
 
+def _packed_refused(check: RowCheck | None, e: PackedEvent) -> bool:
+    why = check.packed_refusal(e) if check is not None else None
+    if why is None:
+        if check is not None:
+            check.folded(e)
+        return False
+    log.critical("LOG TAMPERED: match %s seq %d is not rated: %s", e.stream_id, e.seq, why)
+    return True
+
+
 def _table_of(e: StoredEvent) -> tuple[int, tuple[tuple[int, ...], ...], str] | None:
     """The seats, sides and pool of a rated match, from its MatchCreated's payload alone:
     the rest of it (the rules, the seed's commitment) is the match's business, and decoding
@@ -515,6 +625,17 @@ def _decoded(e: StoredEvent) -> object:
     try:
         return decode_stored(e)
     except CorruptRecord as err:
+        log.error("ratings: stream %s seq %d left out: %s", e.stream_id, e.seq, err)
+        return None
+
+
+def _packed_decoded(e: PackedEvent) -> object:
+    """The event of a packed row, decoded as a stored one is (its metadata too, which a
+    store's read parses)."""
+    try:
+        parse_metadata(e.metadata)
+        return codec.decode(e.type, e.schema_version, json.loads(e.payload.decode()))
+    except (ValueError, KeyError, TypeError, CorruptRecord) as err:
         log.error("ratings: stream %s seq %d left out: %s", e.stream_id, e.seq, err)
         return None
 

@@ -189,7 +189,7 @@ def leaf_of(e: StoredEvent, index: int) -> Leaf:
     )
 
 
-class TransparencyLog(FoldLoop):
+class TransparencyLog(FoldLoop[StoredEvent]):
     """The tree folded from the global order, its checkpoints and proofs."""
 
     reader = "transparency log"

@@ -115,6 +115,17 @@ class Keyed:
         )  # fmt: skip
         return hmac_on(known[0], message)
 
+    def mac_of_message(self, key_id: str, message: bytes | memoryview) -> bytes | None:
+        """The authenticator of a row whose `row_mac_message` is `message`, under the key
+        `key_id` names (None: no such key)."""
+        known = self._pads.get(key_id)
+        if known is None:
+            key = self._keys.key(key_id)
+            if key is None:
+                return None
+            known = self._pads[key_id] = (hmac_pads(key), key_id.encode())
+        return hmac_on(known[0], message)
+
 
 class ReadEvent(StoredEvent):
     """A StoredEvent as a store read it from its row, also holding the row's payload and

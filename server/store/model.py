@@ -11,6 +11,7 @@ from bergen.domain.rules import RULES_VERSION
 
 from ..keys import LogKeys
 from .listing import MatchList
+from .packed import PackedEvent
 from .ratings import RatingsTables
 from .records import SqlRecords
 from .tlog import SqlTlog
@@ -122,6 +123,17 @@ class EventStore(Protocol):
         writing transaction, then position, so positions need not increase along it. Raises
         NotFound when `after_position` names no visible event, CorruptRecord (with the
         row's match_id, seq and position in its metadata) for a row that does not decode.
+        """
+        ...
+
+    def read_all_packed(
+        self, after_position: int, limit: int, types: Collection[str]
+    ) -> tuple[PackedEvent, ...]:
+        """`read_all` of `types`, each row undecoded with the bytes its authenticator
+        covers (`bergen.server.store.packed`), read as one value a page where the backend
+        can: for a fold that reads many rows and decodes few. Raises NotFound for an unknown
+        `after_position`, CorruptRecord for a page that does not parse (with no position in
+        its metadata: `read_all` then says which row does not decode).
         """
         ...
 

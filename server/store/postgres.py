@@ -49,6 +49,7 @@ from .listing import (
     summary_params,
 )
 from .model import Append, AppendResult, StreamInfo
+from .packed import PACKED_ROW_SQL, PACKED_TEXTS_SQL, PackedEvent, parse_page
 from .ratings import Db, SqlRatings
 from .records import SqlRecords
 from .sealed import Seals, seals_of
@@ -95,7 +96,7 @@ _READ_COLUMNS = ", ".join(
 
 
 @functools.lru_cache(maxsize=16)
-def typed_reads(types: frozenset[str]) -> tuple[str, str]:
+def typed_reads(types: frozenset[str], columns: str = _READ_COLUMNS) -> tuple[str, str]:
     """The reads of the rows of `types` in commit-safe global order, from the start and after
     a position (the parameters: [the position,] the limit twice), and the last row visible
     whatever its type: where a read that passes over the other types reached.
@@ -104,8 +105,9 @@ def typed_reads(types: frozenset[str]) -> tuple[str, str]:
     the rows of a type an index is made for (`ix_events_match_ended`: the ends) are read by
     that index alone, not by the global order's filtered for them. The horizon is taken once
     for both parts (`OFFSET 0` keeps the planner from copying it into each): the last row
-    must not lie past a row of the types that the first part could not see. Raises
-    ValueError for a type that is not a name."""
+    must not lie past a row of the types that the first part could not see. `columns`: what
+    each row gives of the rows `u` (with `tx_id`: `u.*`). Raises ValueError for a type that
+    is not a name."""
     for t in types:
         if not _TYPE_NAME.fullmatch(t):
             raise ValueError(f"not an event type: {t!r}")
@@ -119,18 +121,32 @@ def typed_reads(types: frozenset[str]) -> tuple[str, str]:
         f" WHERE NOT {of_types})"
     )
     start = (
-        f"SELECT {_READ_COLUMNS} FROM (SELECT ({_HORIZON}) AS horizon OFFSET 0) c,"
+        f"SELECT {columns} FROM (SELECT ({_HORIZON}) AS horizon OFFSET 0) c,"
         f" LATERAL ({both.format(after='', limit='%s::bigint')}) u"
         " ORDER BY u.tx_id, u.position LIMIT %s::bigint"
     )
     past_c = "(tx_id, position) > (c.tx_id, c.position) AND"
     after = (
-        f"SELECT {_READ_COLUMNS} FROM (SELECT tx_id, position, ({_HORIZON}) AS horizon"
+        f"SELECT {columns} FROM (SELECT tx_id, position, ({_HORIZON}) AS horizon"
         " FROM events WHERE position = %s::bigint OFFSET 0) c"
         f" LEFT JOIN LATERAL (SELECT * FROM ({both.format(after=past_c, limit='%s::bigint')})"
         " t ORDER BY t.tx_id, t.position LIMIT %s::bigint) u ON true"
     )
     return start, after
+
+
+@functools.lru_cache(maxsize=16)
+def packed_reads(types: frozenset[str]) -> tuple[str, str]:
+    """`typed_reads` as one packed page (`bergen.server.store.packed`): the rows found (0:
+    no event at the position read after), how many of them are events (with nothing after
+    it: one row of NULLs), and the page."""
+    start, after = typed_reads(types, "u.*")
+    return tuple(  # type: ignore[return-value]
+        "SELECT count(*), count(u.position),"
+        f" string_agg({PACKED_ROW_SQL}, ''::bytea ORDER BY u.tx_id, u.position)"
+        f" FROM ({read}) u, {PACKED_TEXTS_SQL}"
+        for read in (start, after)
+    )
 
 
 def _fault(e: BaseException) -> str | None:
@@ -681,6 +697,25 @@ class PostgresEventStore:
                 if rows[0][0] is None:
                     return ()
         return tuple(map(read_event, rows))
+
+    @_guarded
+    def read_all_packed(
+        self, after_position: int, limit: int, types: Collection[str]
+    ) -> tuple[PackedEvent, ...]:
+        """`read_all` of `types`, the rows read as one packed page. Raises NotFound for an
+        unknown `after_position`, CorruptRecord for a page that does not parse."""
+        start, after = packed_reads(frozenset(types))
+        with self._pool.connection() as conn:
+            # In the binary format: the page as its bytes, not hex text to decode.
+            if after_position == 0:
+                row = conn.execute(start, (limit, limit), binary=True).fetchone()
+            else:
+                row = conn.execute(after, (after_position, limit, limit), binary=True).fetchone()
+        assert row is not None  # an aggregate's one row
+        found, count, page = row
+        if after_position != 0 and found == 0:
+            raise NotFound(f"no event at global position {after_position}")
+        return parse_page(page or b"", count)
 
     @_guarded
     def head_position(self) -> int:

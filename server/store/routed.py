@@ -38,6 +38,7 @@ from bergen.domain.errors import StorageUnavailable
 from ..keys import LogKeys
 from .listing import FoldTransaction, MatchList, MatchSummary
 from .model import Append, AppendResult, EventStore, StreamInfo
+from .packed import PackedEvent
 from .ratings import RatingsTables
 from .records import SqlRecords
 from .tlog import SqlTlog
@@ -121,7 +122,7 @@ class _Known:
                 while len(self._seqs) > self._size:
                     self._seqs.popitem(last=False)
 
-    def learn_all(self, events: Sequence[StoredEvent]) -> None:
+    def learn_all(self, events: Sequence[StoredEvent] | Sequence[PackedEvent]) -> None:
         newest: dict[str, int] = {}
         for e in events:
             if newest.get(e.stream_id, 0) < e.seq:
@@ -203,6 +204,14 @@ class RoutedStore:
     ) -> tuple[StoredEvent, ...]:
         """On the primary: the feed follows it, and what it reads sets the standby's floor."""
         events = self._primary.read_all(after_position, limit, types)
+        self._known.learn_all(events)
+        return events
+
+    def read_all_packed(
+        self, after_position: int, limit: int, types: Collection[str]
+    ) -> tuple[PackedEvent, ...]:
+        """On the primary, as `read_all`."""
+        events = self._primary.read_all_packed(after_position, limit, types)
         self._known.learn_all(events)
         return events
 

@@ -35,6 +35,7 @@ from .listing import (
     summary_params,
 )
 from .model import Append, AppendResult, StreamInfo
+from .packed import PackedEvent, pack_events, parse_page
 from .ratings import Db, SqlRatings
 from .records import SqlRecords
 from .sealed import Seals, seals_of
@@ -424,6 +425,14 @@ class SQLiteEventStore:
         ):
             raise NotFound(f"no event at global position {after_position}")
         return tuple(map(_read_sqlite_event, rows))
+
+    def read_all_packed(
+        self, after_position: int, limit: int, types: Collection[str]
+    ) -> tuple[PackedEvent, ...]:
+        """`read_all` of `types`, packed and parsed as PostgreSQL's packed page is (here the
+        rows are packed in Python: the same rows, no faster). Raises NotFound for an unknown
+        `after_position`, CorruptRecord for a row that does not decode."""
+        return parse_page(pack_events(self.read_all(after_position, limit, types)))
 
     @_guarded
     def head_position(self) -> int:

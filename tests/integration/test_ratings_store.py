@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import threading
 import time
 import uuid
 from collections import Counter
@@ -16,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from conftest import Backend
 
+from bergen.api.chain import canonical_json
 from bergen.domain import codec
 from bergen.domain.commands import CreateMatch
 from bergen.domain.engine import execute
@@ -32,10 +34,12 @@ from bergen.domain.ratings import (
 from bergen.domain.rules import make_rules
 from bergen.domain.tiles import sides_of
 from bergen.domain.vocabulary import ForfeitCause, MatchEndReason
+from bergen.server import ratings as ratings_module
 from bergen.server.keys import LogKeys
 from bergen.server.projections import PAGE_CATCH_UP_BATCHES
 from bergen.server.ratings import HeldRatings, RatingsProjection, apply_end, apply_ends
 from bergen.server.store import Append, EventStore, NewEvent, StoredEvent, open_store, postgres
+from bergen.server.store.packed import parse_page
 from bergen.server.store.ratings import RATINGS, HistoryRow, Holder, RatedEnd, board_key
 from bergen.server.store.sealed import ReadModelTampered
 
@@ -634,3 +638,101 @@ def test_an_end_naming_its_holders_is_rated_alone_and_one_naming_none_from_its_s
         assert mine == theirs
         rated += sum(r.matches for r in mine.values())
     assert rated == sum(len([e for e in m if isinstance(e, SeatTaken)]) for m in matches)
+
+
+def _rated_by_batches(store: EventStore, head: int) -> tuple[object, list[HistoryRow]]:
+    """The tables as folded a few rows at a time (each row read as a StoredEvent), then
+    emptied."""
+    batched = RatingsProjection(store, batch=7)
+    while store.ratings().position(RATINGS) != head:
+        batched.catch_up(PAGE_CATCH_UP_BATCHES)
+    want = tables_of(store)
+    store.ratings().reset(RATINGS)
+    return want
+
+
+def test_a_rebuild_reads_packed_pages_and_refuses_an_end_changed_in_the_database(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rebuild reads the ends packed a page at a time, each checked against its
+    authenticator over the bytes it is decoded from: an end whose scores were changed in the
+    database is not rated, and every other one is, as read row by row."""
+    store = open_store(backend.url, log_keys=LogKeys.generate())
+    try:
+        rng = random.Random(12)
+        rated_log(store, rng, 12)
+        match = rated_match(random.Random(4), "2")
+        match_id = match[0].match_id  # type: ignore[union-attr]
+        append_all(store, match_id, 0, match)
+        head = visible_head(store)
+        end = next(e for e in store.read_stream(match_id) if e.type == "MatchEnded")
+        changed = {**end.payload, "scores": [s + 1 for s in end.payload["scores"]]}
+        want = _rated_by_batches(store, head)  # the tampered end's match rated too
+        backend.tamper(
+            "UPDATE events SET payload = %s WHERE stream_id = %s AND seq = %s",
+            [canonical_json(changed, "payload").decode(), match_id, end.seq],
+        )
+        packed_reads = 0
+        read_all_packed = store.read_all_packed
+
+        def counted(after: int, limit: int, types: object) -> object:
+            nonlocal packed_reads
+            packed_reads += 1
+            return read_all_packed(after, limit, types)  # type: ignore[arg-type]
+
+        store.read_all_packed = counted  # type: ignore[method-assign]
+        with caplog.at_level("CRITICAL", logger="bergen.server.ratings"):
+            RatingsProjection(store).catch_up()
+        assert packed_reads >= 1
+        assert f"LOG TAMPERED: match {match_id} seq {end.seq} is not rated" in caplog.text
+        assert "not written by this server" in caplog.text
+        got = tables_of(store)
+        assert got != want
+        assert not any(r.match_id == match_id for r in got[1])
+        # Every other match rated as before: the same rows but the tampered match's.
+        store.ratings().reset(RATINGS)
+        backend.tamper("DELETE FROM events WHERE stream_id = %s", [match_id])
+        RatingsProjection(store).catch_up()
+        assert tables_of(store) == got
+    finally:
+        store.close()
+
+
+def test_a_packed_page_that_does_not_parse_is_read_again_row_by_row(
+    store: EventStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    rated_log(store, random.Random(13), 10)
+    head = visible_head(store)
+    want = _rated_by_batches(store, head)
+
+    def corrupt(after: int, limit: int, types: object) -> object:
+        return parse_page(b"\0" * 40)
+
+    store.read_all_packed = corrupt  # type: ignore[method-assign]
+    with caplog.at_level("CRITICAL", logger="bergen.server.ratings"):
+        assert RatingsProjection(store).catch_up() > 0
+    assert "is read row by row" in caplog.text and "does not parse" in caplog.text
+    assert store.ratings().position(RATINGS) == head
+    assert tables_of(store) == want
+
+
+def test_a_rebuild_reads_each_next_page_while_it_folds_one(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rated_log(store, random.Random(14), 20)
+    head = visible_head(store)
+    want = _rated_by_batches(store, head)
+    monkeypatch.setattr(ratings_module, "HELD_PAGE", 4)
+    readers: Counter[str] = Counter()
+    read_all_packed = store.read_all_packed
+
+    def counted(after: int, limit: int, types: object) -> object:
+        readers[threading.current_thread().name] += 1
+        return read_all_packed(after, limit, types)  # type: ignore[arg-type]
+
+    store.read_all_packed = counted  # type: ignore[method-assign]
+    assert RatingsProjection(store).catch_up() > 20
+    assert readers["bergen-ratings-ahead"] >= 5  # every page but the first, read ahead
+    assert readers[threading.current_thread().name] == 1
+    assert store.ratings().position(RATINGS) == head
+    assert tables_of(store) == want

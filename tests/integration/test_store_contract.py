@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
+import json
 import random
 import signal
 import threading
@@ -13,6 +15,7 @@ import rfc8785
 from conftest import Backend
 from helpers import read_all_until, start_worker
 
+from bergen.api.chain import micros
 from bergen.api.stored import GENESIS_HASH
 from bergen.domain.errors import ConcurrencyConflict, NotFound
 from bergen.domain.rules import RULES_VERSION
@@ -354,6 +357,39 @@ def test_read_all_after_a_position_that_names_no_event_raises_not_found(
 ) -> None:
     with pytest.raises(NotFound, match="position 12345"):
         store.read_all(12345)
+
+
+def test_a_packed_read_gives_read_alls_rows_with_the_bytes_their_authenticators_cover(
+    backend: Backend,
+) -> None:
+    keys = LogKeys.generate()
+    store = open_store(backend.url, log_keys=keys)
+    try:
+        payload = {"名前": "Ærø 🁣", "controls": "nul\u0000 tab\t", "n": 2}
+        store.append(Append("a-é", 0, [NewEvent("SeatTaken", 1, {"n": 1}), ev(2)], actor="Ł"))
+        store.append(Append("b", 0, [ev(3), NewEvent("MatchEnded", 1, payload), ev(5)]))
+        every = read_all_until(store, 5)
+        types = {"SeatTaken", "MatchEnded"}
+        for after, limit in ((0, 1000), (0, 1), (every[0].position, 1000), (every[-1].position, 9)):
+            rows = store.read_all(after, limit, types)
+            packed = store.read_all_packed(after, limit, types)
+            assert [r.position for r in packed] == [e.position for e in rows]
+            for e, r in zip(rows, packed, strict=True):
+                assert (r.stream_id, r.seq, r.type, r.schema_version) == (
+                    e.stream_id, e.seq, e.type, e.schema_version,
+                )  # fmt: skip
+                assert json.loads(r.payload) == e.payload
+                assert (r.recorded_us, r.prev_hash, r.hash) == (
+                    micros(e.recorded_at), e.prev_hash, e.hash,
+                )  # fmt: skip
+                assert (r.key_id, r.mac) == (e.key_id, e.mac) and e.mac is not None
+                key = keys.key(r.key_id)
+                assert key is not None
+                assert hmac.digest(key, r.message, "sha256") == e.mac
+        with pytest.raises(NotFound, match="position 12345"):
+            store.read_all_packed(12345, 10, types)
+    finally:
+        store.close()
 
 
 def test_list_streams_pages_through_stream_ids_with_their_versions(store: EventStore) -> None:
