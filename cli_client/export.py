@@ -26,7 +26,8 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -383,6 +384,16 @@ def _check_page(texts: list[str], key: str | None, replay: bool) -> list[Checked
     return [check_served(t, None, key, replay) for t in texts]
 
 
+def _workers_context() -> BaseContext:
+    """How the workers start: forked from one process that imported this module (the
+    import costs more than a page's checks), where that can be; else each imports it."""
+    if "forkserver" not in get_all_start_methods():
+        return get_context("spawn")
+    context = get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
 CHECKED_IN_CHUNKS = 25
 """Records a worker checks a task."""
 CHUNKS_IN_FLIGHT = 8
@@ -416,7 +427,7 @@ def _checked(
             flight.append((texts, pool.submit(_check_page, texts, key, replay)))
             return
         if full and cores > 1:
-            pool = ProcessPoolExecutor(cores, mp_context=get_context("spawn"))
+            pool = ProcessPoolExecutor(cores, mp_context=_workers_context())
             for _ in range(cores):
                 pool.submit(int)  # start the workers while this page is checked here
         flight.append((texts, _check_page(texts, key, replay)))
