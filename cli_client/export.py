@@ -404,32 +404,32 @@ one waiting when it is done with its own (the order the records come back in is 
 def _checked(
     served: Iterator[tuple[str | None, str | None]], key: str | None, replay: bool
 ) -> Iterator[tuple[str | None, str | None, Checked]]:
-    """`served` with each page's records checked, in the order served: the first full page
-    here while the workers start, then by as many processes as there are cores, several
-    chunks in flight at once so that none of them waits on this process between pages. An
-    item asked for alone (no text) is passed on, after every record before it, with a
-    stand-in, to be fetched and checked by the caller."""
+    """`served` with each page's records checked, in the order served: here while the
+    workers start (from the first full page on), then by as many processes as there are
+    cores, several chunks in flight at once so that none of them waits on this process
+    between pages. An item asked for alone (no text) is passed on, after every record
+    before it, with a stand-in, to be fetched and checked by the caller."""
     cores = os.cpu_count() or 1
     pool: ProcessPoolExecutor | None = None
+    starting: list[Future[int]] = []
     chunk: list[str] = []
     flight: deque[tuple[list[str], Future[list[Checked]] | list[Checked]]] = deque()
     blank = Checked("", None)
 
     def send(full: bool) -> None:
-        """The records gathered, checked here (`full`: a first full page, while the
-        workers start) or handed to a worker."""
+        """The records gathered, handed to a worker; or checked here: before a first full
+        page (`full`) has started the workers, and until one of them has started."""
         nonlocal pool
         texts = chunk[:]
         chunk.clear()
         if not texts:
             return
-        if pool is not None:
+        if pool is not None and all(f.done() for f in starting):
             flight.append((texts, pool.submit(_check_page, texts, key, replay)))
             return
-        if full and cores > 1:
+        if pool is None and full and cores > 1:
             pool = ProcessPoolExecutor(cores, mp_context=_workers_context())
-            for _ in range(cores):
-                pool.submit(int)  # start the workers while this page is checked here
+            starting.extend(pool.submit(int) for _ in range(cores))
         flight.append((texts, _check_page(texts, key, replay)))
 
     def landed(limit: int) -> Iterator[tuple[str | None, str | None, Checked]]:
