@@ -411,29 +411,38 @@ def _checked(
     before it, with a stand-in, to be fetched and checked by the caller."""
     cores = os.cpu_count() or 1
     pool: ProcessPoolExecutor | None = None
-    starting: list[Future[int]] = []
+    starter: threading.Thread | None = None
+    started = threading.Event()
     chunk: list[str] = []
     flight: deque[tuple[list[str], Future[list[Checked]] | list[Checked]]] = deque()
     blank = Checked("", None)
 
     def send(full: bool) -> None:
         """The records gathered, handed to a worker; or checked here: before a first full
-        page (`full`) has started the workers, and until one of them has started."""
-        nonlocal pool
+        page (`full`) has started the workers, and until they have started."""
+        nonlocal pool, starter
         texts = chunk[:]
         chunk.clear()
         if not texts:
             return
-        if pool is not None and all(f.done() for f in starting):
+        if pool is not None and started.is_set():
             flight.append((texts, pool.submit(_check_page, texts, key, replay)))
             return
         if pool is None and full and cores > 1:
             pool = ProcessPoolExecutor(cores, mp_context=_workers_context())
-            starting.extend(pool.submit(int) for _ in range(cores))
+            # Starting a worker waits for it to be made: on a thread of its own.
+            starter = threading.Thread(
+                target=_start_workers, args=(pool, cores, started), daemon=True
+            )
+            starter.start()
         flight.append((texts, _check_page(texts, key, replay)))
 
     def landed(limit: int) -> Iterator[tuple[str | None, str | None, Checked]]:
-        while len(flight) > limit:
+        """The records checked, in order: those done, and more while over `limit` chunks
+        are in flight (waiting for them)."""
+        while flight and (
+            len(flight) > limit or isinstance(flight[0][1], list) or flight[0][1].done()
+        ):
             texts, results = flight.popleft()
             done = results if isinstance(results, list) else results.result()
             for text, checked in zip(texts, done, strict=True):
@@ -453,8 +462,21 @@ def _checked(
         send(full=False)
         yield from landed(0)
     finally:
+        if starter is not None:
+            starter.join()
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+
+
+def _start_workers(pool: ProcessPoolExecutor, workers: int, started: threading.Event) -> None:
+    """Start `pool`'s workers, and set `started` once they have; left unset when they
+    cannot start (the records are then all checked by the export's own process)."""
+    try:
+        for task in [pool.submit(int) for _ in range(workers)]:
+            task.result()
+    except Exception:  # a pool that cannot start: every record is checked here instead
+        return
+    started.set()
 
 
 PAGES_AHEAD = 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -195,3 +196,13 @@ def test_a_page_that_fails_midway_stops_the_export_and_lists_nothing(tmp_path: P
     assert not (tmp_path / "manifest.json").exists()
     again, listed, rejected = export.export(Server(texts), "here", tmp_path, None)
     assert listed == len(again) == RECORDS and not rejected  # the next run makes it whole
+
+
+def test_workers_that_cannot_start_leave_every_record_to_the_export_itself() -> None:
+    class Broken:
+        def submit(self, *args: Any) -> Any:
+            raise OSError("no processes left")
+
+    started = threading.Event()
+    export._start_workers(Broken(), 2, started)  # type: ignore[arg-type]
+    assert not started.is_set()
