@@ -18,20 +18,23 @@ import argparse
 import hashlib
 import json
 import os
+import queue
 import sys
+import threading
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import repeat
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
 import grpc
 
 from bergen.api.convert import timestamp_in
-from bergen.api.durable import replace_whole
+from bergen.api.durable import Folder, replace_whole
 from bergen.api.exit_status import ExitStatus, help_text
 from bergen.api.helptext import HelpFormatter
 from bergen.api.signing import read_signed_text
@@ -315,11 +318,12 @@ def _ended_at_of(record: dict[str, Any]) -> datetime | None:
         return None
 
 
-def _write_unsynced(path: Path, data: bytes) -> Path:
-    """`data` written whole as `path` (owner-only), renamed into place; synced later, all at
-    once. Raises Stopped."""
+def _write_unsynced(folder: Folder, name: str, data: bytes) -> Path:
+    """`data` written whole as `name` in `folder` (owner-only), renamed into place; synced
+    later, all at once. Raises Stopped."""
+    path = folder.path / name
     try:
-        replace_whole(path, data, sync=False)
+        folder.replace_whole(name, data)
     except OSError as e:
         raise Stopped(ExitStatus.ERROR, f"cannot write {path}: {e.strerror or e}") from None
     return path
@@ -380,87 +384,157 @@ def _check_page(texts: list[str], key: str | None, replay: bool) -> list[Checked
     return [check_served(t, None, key, replay) for t in texts]
 
 
-def _checked(
-    served: Iterator[tuple[str | None, str | None]], key: str | None, replay: bool
-) -> Iterator[tuple[str | None, str | None, Checked]]:
-    """`served` with each page's records checked; from the second full page on, by as many
-    processes as there are cores (the first is checked here while they start). An item
-    asked for alone (no text) is passed on with a stand-in, to be fetched and checked by
-    the caller."""
-    pool: ProcessPoolExecutor | None = None
-    page: list[str] = []
-    blank = Checked("", None)
-
-    def flush() -> Iterator[tuple[str | None, str | None, Checked]]:
-        nonlocal pool
-        texts = page[:]
-        page.clear()
-        if pool is None or len(texts) < CHECKED_IN_CHUNKS:
-            if len(texts) >= PAGE_SIZE and pool is None and (os.cpu_count() or 1) > 1:
-                pool = ProcessPoolExecutor(os.cpu_count(), mp_context=get_context("spawn"))
-                for _ in range(os.cpu_count() or 1):
-                    pool.submit(int)  # start the workers while this page is checked here
-            results = _check_page(texts, key, replay)
-        else:
-            chunks = [
-                texts[i : i + CHECKED_IN_CHUNKS] for i in range(0, len(texts), CHECKED_IN_CHUNKS)
-            ]
-            results = [
-                c
-                for part in pool.map(_check_page, chunks, repeat(key), repeat(replay))
-                for c in part
-            ]
-        for text, checked in zip(texts, results, strict=True):
-            yield None, text, checked
-
-    try:
-        for asked, text in served:
-            if text is not None and asked is None:
-                page.append(text)
-                if len(page) >= PAGE_SIZE:
-                    yield from flush()
-                continue
-            yield from flush()
-            yield asked, text, blank
-        yield from flush()
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+def _workers_context() -> BaseContext:
+    """How the workers start: forked from one process that imported this module (the
+    import costs more than a page's checks), where that can be; else each imports it."""
+    if "forkserver" not in get_all_start_methods():
+        return get_context("spawn")
+    context = get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
 
 
 CHECKED_IN_CHUNKS = 25
 """Records a worker checks a task."""
+CHUNKS_IN_FLIGHT = 8
+"""Chunks handed to the workers and not yet taken back: enough that a worker finds the next
+one waiting when it is done with its own (the order the records come back in is kept)."""
+
+
+def _checked(
+    served: Iterator[tuple[str | None, str | None]], key: str | None, replay: bool
+) -> Iterator[tuple[str | None, str | None, Checked]]:
+    """`served` with each page's records checked, in the order served: here while the
+    workers start (from the first full page on), then by as many processes as there are
+    cores, several chunks in flight at once so that none of them waits on this process
+    between pages. An item asked for alone (no text) is passed on, after every record
+    before it, with a stand-in, to be fetched and checked by the caller."""
+    cores = os.cpu_count() or 1
+    pool: ProcessPoolExecutor | None = None
+    starter: threading.Thread | None = None
+    started = threading.Event()
+    chunk: list[str] = []
+    flight: deque[tuple[list[str], Future[list[Checked]] | list[Checked]]] = deque()
+    blank = Checked("", None)
+
+    def send(full: bool) -> None:
+        """The records gathered, handed to a worker; or checked here: before a first full
+        page (`full`) has started the workers, and until they have started."""
+        nonlocal pool, starter
+        texts = chunk[:]
+        chunk.clear()
+        if not texts:
+            return
+        if pool is not None and started.is_set():
+            flight.append((texts, pool.submit(_check_page, texts, key, replay)))
+            return
+        if pool is None and full and cores > 1:
+            pool = ProcessPoolExecutor(cores, mp_context=_workers_context())
+            # Starting a worker waits for it to be made: on a thread of its own.
+            starter = threading.Thread(
+                target=_start_workers, args=(pool, cores, started), daemon=True
+            )
+            starter.start()
+        flight.append((texts, _check_page(texts, key, replay)))
+
+    def landed(limit: int) -> Iterator[tuple[str | None, str | None, Checked]]:
+        """The records checked, in order: those done, and more while over `limit` chunks
+        are in flight (waiting for them)."""
+        while flight and (
+            len(flight) > limit or isinstance(flight[0][1], list) or flight[0][1].done()
+        ):
+            texts, results = flight.popleft()
+            done = results if isinstance(results, list) else results.result()
+            for text, checked in zip(texts, done, strict=True):
+                yield None, text, checked
+
+    try:
+        for asked, text in served:
+            if text is not None and asked is None:
+                chunk.append(text)
+                if len(chunk) >= (CHECKED_IN_CHUNKS if pool is not None else PAGE_SIZE):
+                    send(full=True)
+                    yield from landed(CHUNKS_IN_FLIGHT)
+                continue
+            send(full=False)
+            yield from landed(0)
+            yield asked, text, blank
+        send(full=False)
+        yield from landed(0)
+    finally:
+        if starter is not None:
+            starter.join()
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+def _start_workers(pool: ProcessPoolExecutor, workers: int, started: threading.Event) -> None:
+    """Start `pool`'s workers, and set `started` once they have; left unset when they
+    cannot start (the records are then all checked by the export's own process)."""
+    try:
+        for task in [pool.submit(int) for _ in range(workers)]:
+            task.result()
+    except Exception:  # a pool that cannot start: every record is checked here instead
+        return
+    started.set()
+
+
+PAGES_AHEAD = 4
+"""Pages read from the server and not yet checked: the server makes the next ones while
+this client checks."""
 
 
 def _served(stub: Any, server: str) -> Iterator[tuple[str | None, str | None]]:
     """(the match id asked for, or None; its record's JSON text, or None when the server
-    could not make it) for every finished match: ExportRecords' pages, the next one asked
-    for while this one is written; from a server without it, the finished matches listed,
-    then GetRecord of each."""
-    with ThreadPoolExecutor(1, thread_name_prefix="bergen-export") as ahead:
+    could not make it) for every finished match: ExportRecords' pages, read one after the
+    other by a thread of their own up to PAGES_AHEAD ahead of the one being checked; from a
+    server without it, the finished matches listed, then GetRecord of each."""
+    pages: queue.Queue[Any] = queue.Queue(PAGES_AHEAD)
+    stop = threading.Event()
 
-        def page(token: str) -> Future[Any]:
-            request = pb.ExportRecordsRequest(page_size=PAGE_SIZE, page_token=token)
-            return ahead.submit(stub.ExportRecords, request, timeout=RPC_TIMEOUT_S)
-
-        coming, first = page(""), True
-        while True:
+    def hand(item: Any) -> bool:
+        while not stop.is_set():
             try:
-                answer = coming.result()
-            except grpc.RpcError as e:
-                if first and e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                pages.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        token = ""
+        try:
+            while True:
+                request = pb.ExportRecordsRequest(page_size=PAGE_SIZE, page_token=token)
+                answer = stub.ExportRecords(request, timeout=RPC_TIMEOUT_S)
+                if not hand(answer) or not answer.next_page_token:
+                    return
+                token = answer.next_page_token
+        except BaseException as e:  # raised again where the pages are read
+            hand(e)
+
+    reader = threading.Thread(target=read, name="bergen-export-pages", daemon=True)
+    reader.start()
+    first = True
+    try:
+        while True:
+            answer = pages.get()
+            if isinstance(answer, grpc.RpcError):
+                if first and answer.code() == grpc.StatusCode.UNIMPLEMENTED:
                     break  # an earlier server: one record a call
-                outcome = rpc_problem(e, server, "the records of the finished matches")
+                outcome = rpc_problem(answer, server, "the records of the finished matches")
                 raise Stopped(outcome.status, outcome.line) from None
+            if isinstance(answer, BaseException):
+                raise answer
             first = False
-            if answer.next_page_token:
-                coming = page(answer.next_page_token)
             for text in answer.records_json:
                 yield None, text
             for match_id in answer.refused_match_ids:
                 yield match_id, None
             if not answer.next_page_token:
                 return
+    finally:
+        stop.set()
     for match_id in _finished_matches(stub, server):
         yield match_id, None
 
@@ -510,13 +584,18 @@ def export(
     # Files are written by threads of their own: making a file waits on the file system's
     # journal, shared with whatever else the machine writes, and that wait need not hold up
     # the next record's check.
+    try:
+        folder = Folder(out)
+    except OSError as e:
+        raise Stopped(ExitStatus.USAGE, f"cannot open {out}: {e.strerror or e}") from None
     writers = ThreadPoolExecutor(WRITERS, thread_name_prefix="bergen-export-write")
     files: list[Future[Path]] = []
     try:
-        _export_records(stub, server, out, key, replay, cutoff, entries, written, rejected,
+        _export_records(stub, server, folder, key, replay, cutoff, entries, written, rejected,
                         writers, files)  # fmt: skip
     finally:
         writers.shutdown(wait=True)
+        folder.close()
     for f in files:
         f.result()  # raises the Stopped of a file not written
     if files:
@@ -568,7 +647,7 @@ def manifest_text(manifest: dict[str, Any]) -> str:
 def _export_records(
     stub: Any,
     server: str,
-    out: Path,
+    folder: Folder,
     key: str,
     replay: bool,
     cutoff: datetime | None,
@@ -581,6 +660,7 @@ def _export_records(
     """`export`'s pass over the served records: each checked, and written (by `writers`,
     each file's future added to `files`) when it is new or its file changed; `entries`,
     `written` and `rejected` updated. Raises Stopped."""
+    out = folder.path
     for asked, text, checked in _checked(_served(stub, server), key or None, replay):
         if text is None:
             # Asked for alone: GetRecord says why the server cannot make it (a log that
@@ -613,14 +693,19 @@ def _export_records(
             continue
         name = f"{match_id}.json"
         data = record_file_bytes(text or "")
-        files.append(writers.submit(_write_unsynced, out / name, data))
-        entries[match_id] = Entry(
-            match_id=match_id,
-            file=name,
-            sha256=hashlib.sha256(data).hexdigest(),
-            ended_at=ended.isoformat(),
-            result=checked.result or {},
-            hands=checked.hands,
-            log=checked.log,
-        ).as_json()
+        files.append(writers.submit(_write_unsynced, folder, name, data))
+        entries[match_id] = _entry(checked, ended, hashlib.sha256(data).hexdigest())
         written.append(match_id)
+
+
+def _entry(checked: Checked, ended: datetime, sha256: str) -> dict[str, Any]:
+    """The manifest's entry for a checked record written with the hash `sha256`."""
+    return Entry(
+        match_id=checked.match_id,
+        file=f"{checked.match_id}.json",
+        sha256=sha256,
+        ended_at=ended.isoformat(),
+        result=checked.result or {},
+        hands=checked.hands,
+        log=checked.log,
+    ).as_json()

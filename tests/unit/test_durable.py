@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bergen.api.durable import SLOT_BYTES, NoValidSlot, SlotFile
+from bergen.api.durable import SLOT_BYTES, Folder, NoValidSlot, SlotFile
 
 TAG = b"test-slot/1\n"
 
@@ -168,3 +168,35 @@ def test_a_record_larger_than_a_slot_is_refused(tmp_path: Path) -> None:
             slots.write(bytes(slots.capacity + 1))
         slots.write(bytes(slots.capacity))
     assert read(path) == bytes(SLOT_BYTES - (len(TAG) + 32 + 12))
+
+
+def test_a_folders_file_is_replaced_whole_owner_only_with_nothing_left_beside_it(
+    tmp_path: Path,
+) -> None:
+    folder = Folder(tmp_path)
+    try:
+        folder.replace_whole("a.json", b"first")
+        folder.replace_whole("a.json", b"second")
+        folder.replace_whole("b.json", b"")
+    finally:
+        folder.close()
+    assert (tmp_path / "a.json").read_bytes() == b"second"
+    assert (tmp_path / "b.json").read_bytes() == b""
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json"]
+
+
+def test_a_folders_file_not_written_leaves_the_old_one_and_no_other(tmp_path: Path) -> None:
+    folder = Folder(tmp_path)
+    try:
+        folder.replace_whole("a.json", b"old")
+        with pytest.raises(OSError):
+            folder.replace_whole("no/such/place.json", b"new")
+        (tmp_path / "d").mkdir()
+        (tmp_path / "d" / "x").write_bytes(b"")
+        with pytest.raises(IsADirectoryError):
+            folder.replace_whole("d", b"new")  # a folder cannot be replaced by a file
+    finally:
+        folder.close()
+    assert (tmp_path / "a.json").read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "d"]

@@ -4,9 +4,12 @@ state, written at every check: one sync rather than a file's and its folder's)."
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
+import itertools
 import os
+import secrets
 import struct
 import tempfile
 from collections.abc import Callable
@@ -30,6 +33,59 @@ def replace_whole(path: Path, data: bytes, sync: bool = True) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class Folder:
+    """A folder held open, into which many files are replaced whole and unsynced (the
+    caller syncs them together), each by its name: `replace_whole` without the folder's
+    path looked up again for each file, nor a file object made around its bytes. Where
+    names cannot be taken relative to a folder (`os.supports_dir_fd`), each file is
+    `replace_whole`'s. Raises OSError."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._count = itertools.count()
+        self._fd = (
+            os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            if {os.open, os.rename, os.unlink} <= os.supports_dir_fd
+            else None
+        )
+
+    def replace_whole(self, name: str, data: bytes) -> None:
+        """Replace the file `name` in the folder with `data` (owner-only), whole or not at
+        all: written to a file of its own beside it, then renamed over it. Raises OSError."""
+        if self._fd is None:
+            replace_whole(self.path / name, data, sync=False)
+            return
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        # A name of this process's own (its id and a count), another at random should a
+        # file of that name be left there.
+        tmp = f".{name}.{os.getpid()}-{next(self._count)}"
+        for _ in range(100):
+            try:
+                fd = os.open(tmp, flags, 0o600, dir_fd=self._fd)
+                break
+            except FileExistsError:
+                tmp = f".{name}.{secrets.token_hex(8)}"
+        else:
+            raise FileExistsError(errno.EEXIST, "no free temporary name", str(self.path / name))
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            os.rename(tmp, name, src_dir_fd=self._fd, dst_dir_fd=self._fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=self._fd)
+            raise
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def write_durably(path: Path, text: str) -> None:
