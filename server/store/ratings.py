@@ -591,27 +591,34 @@ class SqlRatings:
         with self._reading() as db:
             p, d = db.dialect.param, db.dialect
             # The rated matches whose seats name the player, newest first, read from their
-            # sealed rows: on PostgreSQL by the GIN index on their holders, on SQLite by
-            # the matches' order backwards.
-            if d.any_list:
-                where = f"{HOLDERS_JSONB} @> jsonb_build_array({p}::text)"
-            else:
-                where = (
-                    "EXISTS (SELECT 1 FROM json_each(m.seats) AS s"
-                    f" WHERE json_extract(s.value, '$[0]') = {p})"
-                )
-            params: list[Any] = [player_id]
+            # sealed rows. On PostgreSQL the player's matches are found by the GIN index on
+            # their holders first (fenced: the planner would walk a pool's order backwards
+            # instead, through every match of the pool for a player with few there), then
+            # the page's rows by their key; on SQLite, by the matches' order backwards.
+            where = ""
+            params: list[Any] = []
             if pool is not None:
-                where += f" AND m.pool = {p}"
+                where += f" AND pool = {p}"
                 params.append(pool)
             if before is not None:
-                where += f" AND m.rated_order < {p}{d.int8}"
+                where += f" AND rated_order < {p}{d.int8}"
                 params.append(before)
-            rows = db.rows(
-                f"SELECT {_RATED_READ} FROM rated_matches AS m WHERE {where}"
-                f" ORDER BY m.rated_order DESC LIMIT {p}{d.int8}",
-                [*params, limit],
-            )
+            if d.any_list:
+                sql = (
+                    "WITH mine AS MATERIALIZED (SELECT match_id, pool, rated_order"
+                    f" FROM rated_matches WHERE {HOLDERS_JSONB} @> jsonb_build_array({p}::text)),"
+                    f" page AS (SELECT match_id FROM mine WHERE true{where}"
+                    f" ORDER BY rated_order DESC LIMIT {p}{d.int8})"
+                    f" SELECT {_RATED_READ} FROM page JOIN rated_matches AS m USING (match_id)"
+                    " ORDER BY m.rated_order DESC"
+                )
+            else:
+                sql = (
+                    f"SELECT {_RATED_READ} FROM rated_matches AS m WHERE EXISTS (SELECT 1"
+                    f" FROM json_each(m.seats) AS s WHERE json_extract(s.value, '$[0]') = {p})"
+                    f"{where} ORDER BY m.rated_order DESC LIMIT {p}{d.int8}"
+                )
+            rows = db.rows(sql, [player_id, *params, limit])
             return [history_row(player_id, *_rated_row(db, r, self._seals)) for r in rows]
 
     def reset(self, projection: str) -> None:
