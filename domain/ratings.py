@@ -54,14 +54,23 @@ def rated_table(players: Sequence[str], sides: int) -> tuple[str, tuple[tuple[in
     holders, seat order) and gives `sides` scores: four seats in two sides are partnerships.
     Raises InvalidArgument for a table the rules have not, or players they would not seat
     (a seat without one, one in two seats)."""
-    seats, partnerships = len(players), len(players) == 4 and sides == 2
-    pool = pool_of(seats, partnerships)
-    table = sides_of(seats, partnerships)
-    if len(table) != sides:
-        raise InvalidArgument(f"{sides} scores for {len(table)} sides")
+    seats = len(players)
+    table = _TABLES.get((seats, sides))
+    if table is None:
+        partnerships = seats == 4 and sides == 2
+        pool = pool_of(seats, partnerships)
+        each = sides_of(seats, partnerships)
+        if len(each) != sides:
+            raise InvalidArgument(f"{sides} scores for {len(each)} sides")
+        table = _TABLES[seats, sides] = (pool, each)
     if not all(players) or len(set(players)) != seats:
         raise InvalidArgument("a seat without a player, or a player in two seats")
-    return pool, table
+    return table
+
+
+_TABLES: dict[tuple[int, int], tuple[str, tuple[tuple[int, ...], ...]]] = {}
+"""`rated_table`'s pool and sides by (seats, scores): the few tables the rules have, each
+made once (a rebuild asks for one a rated match)."""
 
 
 @dataclass(frozen=True, slots=True)
