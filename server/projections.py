@@ -191,20 +191,16 @@ class RowCheck:
 
     def refusal(self, stored: StoredEvent) -> str | None:
         """Why `stored` must not be folded; None when it may."""
-        if stored.seq == 1:
-            prev: bytes | None = GENESIS_HASH
-        else:
-            head = self._heads.get(stored.stream_id)
-            prev = head[1] if head is not None and head[0] == stored.seq - 1 else None
-        if prev is not None and stored.prev_hash != prev:
-            return f"seq {stored.seq} does not link to seq {stored.seq - 1}"
+        unlinked = self._unlinked(stored)
+        if unlinked is not None:
+            return unlinked
         if self._keyed is not None:
             return self._unauthentic(self._keyed, stored)
         return None
 
-    def packed_refusal(self, row: PackedEvent) -> str | None:
-        """Why the packed `row` must not be folded (as `refusal`: its link, then its
-        authenticator over its message as packed); None when it may."""
+    def _unlinked(self, row: StoredEvent | PackedEvent) -> str | None:
+        """Why `row` does not follow the row of its stream folded before it (when that one
+        is known here); None when it does."""
         if row.seq == 1:
             prev: bytes | None = GENESIS_HASH
         else:
@@ -212,6 +208,14 @@ class RowCheck:
             prev = head[1] if head is not None and head[0] == row.seq - 1 else None
         if prev is not None and row.prev_hash != prev:
             return f"seq {row.seq} does not link to seq {row.seq - 1}"
+        return None
+
+    def packed_refusal(self, row: PackedEvent) -> str | None:
+        """Why the packed `row` must not be folded (as `refusal`: its link, then its
+        authenticator over its message as packed); None when it may."""
+        unlinked = self._unlinked(row)
+        if unlinked is not None:
+            return unlinked
         keyed = self._keyed
         if keyed is None:
             return None

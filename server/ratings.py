@@ -586,17 +586,15 @@ def _all_seated(
 
 
 def _refused(check: RowCheck | None, e: StoredEvent) -> bool:
-    why = check.refusal(e) if check is not None else None
-    if why is None:
-        if check is not None:
-            check.folded(e)
-        return False
-    log.critical("LOG TAMPERED: match %s seq %d is not rated: %s", e.stream_id, e.seq, why)
-    return True
+    return _judged(check, e, check.refusal(e) if check is not None else None)
 
 
 def _packed_refused(check: RowCheck | None, e: PackedEvent) -> bool:
-    why = check.packed_refusal(e) if check is not None else None
+    return _judged(check, e, check.packed_refusal(e) if check is not None else None)
+
+
+def _judged(check: RowCheck | None, e: StoredEvent | PackedEvent, why: str | None) -> bool:
+    """Whether `e` is refused for `why` (logged); a row that is not is remembered as folded."""
     if why is None:
         if check is not None:
             check.folded(e)

@@ -96,6 +96,16 @@ class Keyed:
         """By key id: its HMAC's pads and the id as UTF-8, set up once (a fold checks every
         row it reads: setting the key up again for each was most of what checking cost)."""
 
+    def _pad(self, key_id: str) -> tuple[tuple[Any, Any], bytes] | None:
+        """The HMAC pads of the key `key_id` names and the id as UTF-8 (None: no such key)."""
+        known = self._pads.get(key_id)
+        if known is None:
+            key = self._keys.key(key_id)
+            if key is None:
+                return None
+            known = self._pads[key_id] = (hmac_pads(key), key_id.encode())
+        return known
+
     def mac(
         self, key_id: str, stream_id: str, seq: int, type_: str, schema_version: int,
         payload_text: str, metadata_text: str, recorded_us: int, prev_hash: bytes,
@@ -103,12 +113,9 @@ class Keyed:
     ) -> bytes | None:  # fmt: skip
         """The row's authenticator (`row_mac`) under the key `key_id` names (None: no such
         key)."""
-        known = self._pads.get(key_id)
+        known = self._pad(key_id)
         if known is None:
-            key = self._keys.key(key_id)
-            if key is None:
-                return None
-            known = self._pads[key_id] = (hmac_pads(key), key_id.encode())
+            return None
         message = row_mac_message_of(
             known[1], stream_id.encode(), seq, type_.encode(), schema_version,
             payload_text.encode(), metadata_text.encode(), recorded_us, prev_hash, salt, digest,
@@ -118,13 +125,8 @@ class Keyed:
     def mac_of_message(self, key_id: str, message: bytes | memoryview) -> bytes | None:
         """The authenticator of a row whose `row_mac_message` is `message`, under the key
         `key_id` names (None: no such key)."""
-        known = self._pads.get(key_id)
-        if known is None:
-            key = self._keys.key(key_id)
-            if key is None:
-                return None
-            known = self._pads[key_id] = (hmac_pads(key), key_id.encode())
-        return hmac_on(known[0], message)
+        known = self._pad(key_id)
+        return None if known is None else hmac_on(known[0], message)
 
 
 class ReadEvent(StoredEvent):
