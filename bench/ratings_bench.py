@@ -113,7 +113,7 @@ TARGET = 100
 TIE_SHARE = 0.08
 """Of the matches ended by their target: two sides on the same final score."""
 FORFEIT_SHARE = 0.07
-RATING_TABLES = ("player_ratings", "rated_matches")
+RATING_TABLES = ("player_ratings", "rating_history", "rated_matches")
 FOLDED_TYPES = frozenset({"MatchEnded"})
 """The events the ratings' fold checks."""
 DECODED_TYPES = frozenset({"MatchEnded"})

@@ -18,7 +18,7 @@ GRANT SELECT, INSERT, DELETE ON match_list_players TO bergen_app;
 GRANT SELECT, INSERT, UPDATE ON projection_positions TO bergen_app;
 -- The players' ratings (emptied to be folded again when a row does not verify).
 GRANT SELECT, INSERT, UPDATE, DELETE ON player_ratings TO bergen_app;
-GRANT SELECT, INSERT, DELETE ON rated_matches TO bergen_app;
+GRANT SELECT, INSERT, DELETE ON rating_history, rated_matches TO bergen_app;
 -- The transparency log's tree: folded from the events, never changed once written (no
 -- UPDATE or DELETE: a server checks it against the checkpoints it signed all the same).
 GRANT SELECT, INSERT ON tlog_leaves, tlog_nodes TO bergen_app;

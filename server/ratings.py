@@ -113,7 +113,7 @@ class RatingsProjection(FoldLoop[PackedEvent]):
         self._held_events = 0
         self.started_at: int | None = None
         """The position this process found the ratings folded up to, when it first looked."""
-        self.repairs: Counter[str] = Counter(player_ratings=0, rated_matches=0)
+        self.repairs: Counter[str] = Counter(player_ratings=0, rating_history=0, rated_matches=0)
         """Times a row was found tampered with and the ratings rebuilt, by table (for the
         metrics; the positions' row counts with the listing's)."""
 

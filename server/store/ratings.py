@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from bergen.api.chain import micros
-from bergen.domain.ratings import Rating
+from bergen.domain.ratings import POOLS, Rating
 
 from .listing import POSITIONS_TABLE, position_fault, sealed_position
 from .sealed import ReadModelTampered, Seals, compact_json
@@ -34,7 +34,7 @@ _CHUNK = 500
 
 # The rows a fold makes are named tuples, immutable as frozen dataclasses are and made
 # five times as fast (a frozen dataclass sets each field through object.__setattr__): a
-# rebuild makes a holder a seat of every rated match.
+# rebuild makes a history row and a holder a seat of every rated match.
 
 
 class Holder(NamedTuple):
@@ -142,9 +142,7 @@ def _sides(text: str) -> tuple[tuple[int, ...], ...]:
 _RATING_COLUMNS = "player_id, pool, name, bot, mu, sigma, matches"
 _RATING_WRITTEN = (*_RATING_COLUMNS.split(", "), "shown", "rank_rating", "rank_conservative")
 _RATING_READ = ", ".join((*_RATING_WRITTEN, "key_id", "mac"))
-HOLDERS_JSONB = "jsonb_path_query_array(seats::jsonb, '$[*][0]')"
-"""PostgreSQL: a rated match's seat holders, from its `seats` column, as a JSON array (the
-expression of the GIN index `ix_rated_matches_players`, which a player's history reads)."""
+_HISTORY_COLUMNS = ("player_id", "pool", "rated_order")
 _RATED_COLUMNS = (
     "match_id", "pool", "rated_order", "seats", "sides", "places", "ratings", "ended_at"
 )  # fmt: skip
@@ -154,10 +152,10 @@ _RATED_READ = ", ".join(f"m.{c}" for c in (*_RATED_COLUMNS, "key_id", "mac"))
 # columns as written, among them what binds them to the log: a rating's player and pool, a
 # match's id and the order of its end. A row read that does not verify raises
 # ReadModelTampered. A rated match's row holds every seat's rating before and after it
-# (`ratings`, packed), and a player's history is read from those rows alone, found by the
-# holders their sealed `seats` name (on PostgreSQL, a GIN index over them): no row a seat
-# is written, and a row read for a player that names no seat of theirs is refused as
-# tampered with. A rebuild seals and writes one row a rated match. The bytes sealed
+# (`ratings`, packed), so a player's history row is its key alone, (player, pool, order),
+# unsealed: what it shows is read from the match's sealed row, and a row naming a match
+# that player did not play in that pool is refused as tampered with. A rebuild then seals
+# one row a rated match, not one a seat. The bytes sealed
 # are the table's name and its columns packed in a fixed layout (`struct`): each text's
 # length, then the numbers (an int as 8 bytes, a float as its 8 IEEE bytes, a time as whole
 # microseconds since 1970 UTC), then the texts in UTF-8. A rebuild seals every row it
@@ -292,7 +290,9 @@ def history_row(player_id: str, end: RatedEnd, rated: SeatRatings) -> HistoryRow
                 player_id, end.pool, end.match_id, end.order, seat, place, before, after,
                 end.ended_at,
             )  # fmt: skip
-    raise ReadModelTampered("rated_matches", end.match_id, f"{player_id} held no seat of it")
+    raise ReadModelTampered(
+        "rating_history", f"{player_id} {end.pool} {end.order}", "its player has no seat there"
+    )
 
 
 def _chunks(values: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
@@ -412,10 +412,34 @@ class RatingsFold:
         ]
 
     def drop_matches(self, ends: Sequence[RatedEnd]) -> None:
-        """Delete the rows of `ends` (to be applied again)."""
+        """Delete the rows of `ends` (to be applied again): the matches and their players'
+        history."""
+        for where, params in self._history_keys(ends):
+            self._db.run(f"DELETE FROM rating_history WHERE {where}", params)
         for chunk in _chunks(sorted({e.match_id for e in ends})):
             where, params = _among(self._db, "match_id", chunk)
             self._db.run(f"DELETE FROM rated_matches WHERE {where}", params)
+
+    def _history_keys(self, ends: Sequence[RatedEnd]) -> Iterator[tuple[str, list[Any]]]:
+        """The rows of `ends`' history by their primary key (player, pool, order): a WHERE
+        clause and its parameters a chunk."""
+        keys = sorted({(h.player, e.pool, e.order) for e in ends for h in e.seats})
+        p = self._p
+        if self._db.dialect.any_list:
+            if keys:
+                players, pools, orders = (list(k) for k in zip(*keys, strict=True))
+                yield (
+                    "(player_id, pool, rated_order) IN (SELECT unnest("
+                    f"{p}::text[]), unnest({p}::text[]), unnest({p}::bigint[]))",
+                    [players, pools, orders],
+                )
+            return
+        for chunk in _chunks(keys, _CHUNK // 3):  # three values a key
+            marks = ", ".join([f"({p}, {p}, {p})"] * len(chunk))
+            yield (
+                f"(player_id, pool, rated_order) IN (VALUES {marks})",
+                [v for key in chunk for v in key],
+            )
 
     def add_match(self, end: RatedEnd, rated: SeatRatings) -> None:
         """Record `end` as applied (unless it is already), with its seats' ratings."""
@@ -425,8 +449,8 @@ class RatingsFold:
         self, applied: Sequence[tuple[RatedEnd, SeatRatings]], fresh: bool = False
     ) -> None:
         """Record each end as applied (unless it is already: `fresh` says none is, as of an
-        end after its pool's latest), with its seats' ratings, in one bulk write. A player's
-        history is read from these rows (`SqlRatings.history`): no row a seat is written."""
+        end after its pool's latest), with its seats' ratings and its players' history
+        rows (none written yet), each table's rows in one bulk write."""
         if not applied:
             return
         db, seals = self._db, self._seals
@@ -457,12 +481,19 @@ class RatingsFold:
                 )
                 yield (*e, time_in(end.ended_at), *sealed)
 
+        def histories() -> Iterator[tuple[str, str, int]]:
+            for end, _ in applied:
+                pool, order = end.pool, end.order
+                for h in end.seats:
+                    yield (h.player, pool, order)
+
         db.insert(
             "rated_matches",
             (*_RATED_COLUMNS, "key_id", "mac"),
             matches(),
             "" if fresh else "ON CONFLICT (match_id) DO NOTHING",
         )
+        db.insert("rating_history", _HISTORY_COLUMNS, histories())
 
     def save_position(self, position: int) -> None:
         self._db.run(
@@ -590,40 +621,43 @@ class SqlRatings:
     ) -> list[HistoryRow]:
         with self._reading() as db:
             p, d = db.dialect.param, db.dialect
-            # The rated matches whose seats name the player, newest first, read from their
-            # sealed rows. On PostgreSQL the player's matches are found by the GIN index on
-            # their holders first (fenced: the planner would walk a pool's order backwards
-            # instead, through every match of the pool for a player with few there), then
-            # the page's rows by their key; on SQLite, by the matches' order backwards.
-            where = ""
-            params: list[Any] = []
-            if pool is not None:
-                where += f" AND pool = {p}"
-                params.append(pool)
+            # Each pool's newest first, a range of the primary key (player, pool, order)
+            # backwards, each row's match joined (its sealed row holds what is shown); for
+            # every pool, the pools' ranges merged.
+            where = f"h.player_id = {p} AND h.pool = {p}"
             if before is not None:
-                where += f" AND rated_order < {p}{d.int8}"
-                params.append(before)
-            if d.any_list:
-                sql = (
-                    "WITH mine AS MATERIALIZED (SELECT match_id, pool, rated_order"
-                    f" FROM rated_matches WHERE {HOLDERS_JSONB} @> jsonb_build_array({p}::text)),"
-                    f" page AS (SELECT match_id FROM mine WHERE true{where}"
-                    f" ORDER BY rated_order DESC LIMIT {p}{d.int8})"
-                    f" SELECT {_RATED_READ} FROM page JOIN rated_matches AS m USING (match_id)"
-                    " ORDER BY m.rated_order DESC"
-                )
+                where += f" AND h.rated_order < {p}{d.int8}"
+            one = (
+                f"SELECT h.pool AS h_pool, h.rated_order AS h_order, {_RATED_READ}"
+                " FROM rating_history AS h LEFT JOIN rated_matches AS m"
+                f" ON m.pool = h.pool AND m.rated_order = h.rated_order WHERE {where}"
+                f" ORDER BY h.rated_order DESC LIMIT {p}{d.int8}"
+            )
+            pools = POOLS if pool is None else (pool,)
+            params: list[Any] = []
+            for each in pools:
+                params += [player_id, each, *([] if before is None else [before]), limit]
+            if len(pools) == 1:
+                rows = db.rows(one, params)
             else:
-                sql = (
-                    f"SELECT {_RATED_READ} FROM rated_matches AS m WHERE EXISTS (SELECT 1"
-                    f" FROM json_each(m.seats) AS s WHERE json_extract(s.value, '$[0]') = {p})"
-                    f"{where} ORDER BY m.rated_order DESC LIMIT {p}{d.int8}"
+                merged = " UNION ALL ".join(
+                    f"SELECT * FROM ({one}) AS in_{i}" for i in range(len(pools))
                 )
-            rows = db.rows(sql, [player_id, *params, limit])
-            return [history_row(player_id, *_rated_row(db, r, self._seals)) for r in rows]
+                rows = db.rows(
+                    f"{merged} ORDER BY h_order DESC LIMIT {p}{d.int8}", [*params, limit]
+                )
+            out = []
+            for r in rows:
+                if r[2] is None:
+                    raise ReadModelTampered(
+                        "rating_history", f"{player_id} {r[0]} {r[1]}", "it names no rated match"
+                    )
+                out.append(history_row(player_id, *_rated_row(db, r[2:], self._seals)))
+            return out
 
     def reset(self, projection: str) -> None:
         with self._locked(projection) as (db, _):
-            for table in ("player_ratings", "rated_matches"):
+            for table in ("player_ratings", "rating_history", "rated_matches"):
                 db.run(f"DELETE FROM {table}")
             db.run(
                 f"UPDATE projection_positions SET position = 0, key_id = NULL, mac = NULL"

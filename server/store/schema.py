@@ -235,6 +235,22 @@ player_ratings = sa.Table(
     ),
 )
 
+rating_history = sa.Table(
+    "rating_history",
+    metadata,
+    # The rated matches a player played in a pool, by the global position of each match's
+    # end (the record's rated.order): what the player's history shows (the rating before and
+    # after, the seat, the place) is read from the match's sealed row in rated_matches, so
+    # these rows hold no more than their key and carry no authenticator.
+    sa.Column("player_id", _id(), nullable=False),
+    sa.Column("pool", sa.String(8), nullable=False),
+    sa.Column("rated_order", sa.BigInteger(), nullable=False),
+    # A player's history in a pool, newest first, is a range of this key read backwards (and
+    # for every pool, the pools' ranges merged); a match's rows are found by its players. One
+    # index only: a rebuild writes a row for every seat of every rated match.
+    sa.PrimaryKeyConstraint("player_id", "pool", "rated_order"),
+)
+
 rated_matches = sa.Table(
     "rated_matches",
     metadata,
@@ -256,14 +272,6 @@ rated_matches = sa.Table(
     sa.Column("mac", sa.LargeBinary(HASH_SIZE), nullable=True),
     sa.PrimaryKeyConstraint("match_id"),
     sa.Index("ix_rated_matches_pool_rated_order", "pool", "rated_order"),
-    # A player's history (their rated matches, newest first) is read from these rows: on
-    # PostgreSQL by a GIN index over the holders their `seats` name; on SQLite by the
-    # pool's order backwards. A rebuild writes no row a seat besides.
-    sa.Index(
-        "ix_rated_matches_players",
-        sa.text("jsonb_path_query_array(seats::jsonb, '$[*][0]')"),
-        postgresql_using="gin",
-    ).ddl_if(dialect="postgresql"),
 )
 
 # --- the transparency log: a Merkle tree over the global order (bergen.server.tlog) -------

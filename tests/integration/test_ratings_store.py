@@ -6,7 +6,6 @@ empties them."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import threading
 import time
@@ -41,15 +40,7 @@ from bergen.server.projections import PAGE_CATCH_UP_BATCHES
 from bergen.server.ratings import HeldRatings, RatingsProjection, apply_end, apply_ends
 from bergen.server.store import Append, EventStore, NewEvent, StoredEvent, open_store, postgres
 from bergen.server.store.packed import parse_page
-from bergen.server.store.ratings import (
-    HOLDERS_JSONB,
-    RATINGS,
-    HistoryRow,
-    Holder,
-    RatedEnd,
-    board_key,
-    history_row,
-)
+from bergen.server.store.ratings import RATINGS, HistoryRow, Holder, RatedEnd, board_key
 from bergen.server.store.sealed import ReadModelTampered
 
 PLAYERS = [str(uuid.uuid5(uuid.NAMESPACE_OID, f"player {i}")) for i in range(12)]
@@ -263,7 +254,7 @@ def test_a_players_matches_page_newest_first_by_pool(store: EventStore) -> None:
         assert got == want, pool
 
 
-def test_a_players_history_is_read_from_the_sealed_rows_of_their_matches(
+def test_a_history_row_is_shown_from_its_matchs_sealed_row_and_a_made_up_one_refused(
     backend: Backend,
 ) -> None:
     store = open_store(backend.url, log_keys=LogKeys.generate())
@@ -285,21 +276,16 @@ def _history_from_sealed_matches(store: EventStore, backend: Backend) -> None:
     ]
     first = rows[-1]
     assert (first.seat, first.before, first.place) == (0, NEWCOMER, two[0].places[0])
-    # A match named the player's that they held no seat of: not shown.
-    with pytest.raises(ReadModelTampered) as raised:
-        history_row(p, other, tuple((NEWCOMER, NEWCOMER) for _ in other.seats))
-    assert (raised.value.table, raised.value.key) == ("rated_matches", other.match_id)
-    # A match's seats changed to name the player: its row does not verify.
-    seats = json.dumps([[p, "mallory", False] if i == 0 else [h.player, h.name, h.bot]
-                        for i, h in enumerate(other.seats)])  # fmt: skip
-    backend.tamper(
-        "UPDATE rated_matches SET seats = %s WHERE match_id = %s", (seats, other.match_id)
-    )
-    with pytest.raises(ReadModelTampered) as raised:
-        store.ratings().history(p, None, None, 1000)
-    assert raised.value.table == "rated_matches"
-    store.ratings().reset(RATINGS)
-    fold_in(store, ends)
+    # A row naming a match the player did not play, or no match at all: not shown.
+    for order in (other.order, 10**9):
+        backend.tamper(
+            "INSERT INTO rating_history (player_id, pool, rated_order) VALUES (%s, %s, %s)",
+            (p, "2", order),
+        )
+        with pytest.raises(ReadModelTampered) as raised:
+            store.ratings().history(p, None, None, 1000)
+        assert raised.value.table == "rating_history"
+        backend.tamper("DELETE FROM rating_history WHERE rated_order = %s", (order,))
     # A seat's ratings changed in its match's row: the row does not verify.
     assert store.ratings().history(p, "2", None, 1000) == rows
     backend.tamper(
@@ -311,38 +297,40 @@ def _history_from_sealed_matches(store: EventStore, backend: Backend) -> None:
     assert raised.value.table == "rated_matches"
 
 
-def test_a_players_history_page_is_read_by_an_index(store: EventStore, backend: Backend) -> None:
-    fold_in(store, random_ends(random.Random(12), 30))
+def test_a_players_page_in_a_pool_is_one_range_of_the_historys_only_index(
+    store: EventStore, backend: Backend
+) -> None:
+    query = (
+        "SELECT rated_order FROM rating_history WHERE player_id = ? AND pool = ?"
+        " AND rated_order < ? ORDER BY rated_order DESC LIMIT 20"
+    )
     params = (PLAYERS[0], "2", 10**9)
     if backend.name == "sqlite":
         import sqlite3
 
-        query = (
-            "SELECT m.match_id FROM rated_matches AS m WHERE EXISTS (SELECT 1 FROM"
-            " json_each(m.seats) AS s WHERE json_extract(s.value, '$[0]') = ?) AND m.pool = ?"
-            " AND m.rated_order < ? ORDER BY m.rated_order DESC LIMIT 20"
-        )
         conn = sqlite3.connect(backend.url.removeprefix("sqlite:///"))
         try:
             plan = " ".join(str(r) for r in conn.execute(f"EXPLAIN QUERY PLAN {query}", params))
+            indexes = [r[1] for r in conn.execute("PRAGMA index_list('rating_history')")]
         finally:
             conn.close()
-        # A pool's page: the pool's order backwards, without a sort.
-        assert "ix_rated_matches_pool_rated_order" in plan and "TEMP B-TREE" not in plan, plan
+        assert "TEMP B-TREE" not in plan and "SCAN" not in plan, plan
+        assert len(indexes) == 1, indexes  # the primary key's
     else:
         import psycopg
 
-        # The player's matches of every pool by the GIN index over the holders (a pool's
-        # own the planner may also find by the pool's order).
-        query = (
-            f"SELECT m.match_id FROM rated_matches AS m WHERE {HOLDERS_JSONB}"
-            " @> jsonb_build_array(%s::text) ORDER BY m.rated_order DESC LIMIT 20"
-        )
         with psycopg.connect(backend.url, autocommit=True) as conn:
             conn.execute("SET enable_seqscan = off")
-            rows = conn.execute(f"EXPLAIN {query}", params[:1]).fetchall()
+            rows = conn.execute(f"EXPLAIN {query.replace('?', '%s')}", params).fetchall()
+            indexes = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT indexname FROM pg_indexes WHERE tablename = 'rating_history'"
+                )
+            ]
         plan = " ".join(r[0] for r in rows)
-        assert "ix_rated_matches_players" in plan, plan
+        assert "pk_rating_history" in plan and "Sort" not in plan, plan
+        assert indexes == ["pk_rating_history"]
 
 
 def test_a_reset_empties_the_ratings_and_their_position(store: EventStore) -> None:

@@ -282,6 +282,7 @@ def granted_in_docs() -> dict[str, set[str]]:
 
 UPDATED = {
     "match_list_players": "match_id",
+    "rating_history": "rated_order",
     "rated_matches": "match_id",
 }
 """A column of each table the role may not UPDATE."""
@@ -312,6 +313,6 @@ def test_the_server_role_holds_exactly_what_docs_security_says(deployed_pg: Data
     assert sorted(tables) == sorted(granted), "a table docs/security.md does not name"
     assert held == granted
     with psycopg.connect(deployed_pg.server_url, autocommit=True) as conn:
-        for table in ("match_list_players", "rated_matches"):
+        for table in ("match_list_players", "rating_history", "rated_matches"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(f"UPDATE {table} SET {UPDATED[table]} = {UPDATED[table]}")
