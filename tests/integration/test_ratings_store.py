@@ -560,11 +560,7 @@ def test_a_rebuild_whose_write_fails_is_folded_again_from_where_the_tables_stand
 ) -> None:
     rated_log(store, random.Random(10), 12)
     head = visible_head(store)
-    batched = RatingsProjection(store, batch=7)
-    while store.ratings().position(RATINGS) != head:
-        batched.catch_up(PAGE_CATCH_UP_BATCHES)
-    want = tables_of(store)
-    store.ratings().reset(RATINGS)
+    want = _rated_by_batches(store, head)
 
     def fails(self: HeldRatings, tx: object) -> None:
         raise StorageUnavailable("the database did not answer in time")
