@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import warnings
 from pathlib import Path
 
 import psycopg
@@ -25,12 +24,7 @@ from bergen.server.store.url import sqlalchemy_url
 def _differences(url: str) -> list[object]:
     engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
     try:
-        with engine.connect() as conn, warnings.catch_warnings():
-            # The rated matches' holders index exists on PostgreSQL alone (`ddl_if`): SQLite
-            # cannot reflect an index over an expression, and Alembic says so and skips it.
-            warnings.filterwarnings(
-                "ignore", "autogenerate skipping metadata-specified expression-based index"
-            )
+        with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"compare_type": True})
             return list(compare_metadata(context, metadata))
     finally:
