@@ -49,6 +49,7 @@ from .export import (
     Entry,
     Stopped,
     check_served,
+    entry_of,
     file_sha256,
     manifest_of,
     manifest_text,
@@ -356,15 +357,7 @@ def _candidate(
     if checked.log != {"events": events, "head": head.hex()}:
         return f"its kept record pins another log than the stored one ({checked.log})"
     ended = checked.ended or datetime.now(UTC)
-    entry = Entry(
-        match_id=match_id,
-        file=f"{match_id}.json",
-        sha256=hashlib.sha256(record_file_bytes(text)).hexdigest(),
-        ended_at=ended.isoformat(),
-        result=checked.result or {},
-        hands=checked.hands,
-        log=checked.log,
-    )
+    entry = entry_of(checked, ended, record_file_bytes(text))
     plan.chosen.append(Candidate(match_id, end_seq, events, head, text, entry))
     return None
 

@@ -691,21 +691,22 @@ def _export_records(
         ended = checked.ended or _ended_at(stub, server, match_id)
         if known is None and cutoff is not None and ended <= cutoff:
             continue
-        name = f"{match_id}.json"
         data = record_file_bytes(text or "")
-        files.append(writers.submit(_write_unsynced, folder, name, data))
-        entries[match_id] = _entry(checked, ended, hashlib.sha256(data).hexdigest())
+        entry = entry_of(checked, ended, data)
+        files.append(writers.submit(_write_unsynced, folder, entry.file, data))
+        entries[match_id] = entry.as_json()
         written.append(match_id)
 
 
-def _entry(checked: Checked, ended: datetime, sha256: str) -> dict[str, Any]:
-    """The manifest's entry for a checked record written with the hash `sha256`."""
+def entry_of(checked: Checked, ended: datetime, data: bytes) -> Entry:
+    """The manifest's entry for a checked record whose file holds `data`
+    (`record_file_bytes`), as `bergen export` and `bergen archive` list it."""
     return Entry(
         match_id=checked.match_id,
         file=f"{checked.match_id}.json",
-        sha256=sha256,
+        sha256=hashlib.sha256(data).hexdigest(),
         ended_at=ended.isoformat(),
         result=checked.result or {},
         hands=checked.hands,
         log=checked.log,
-    ).as_json()
+    )
