@@ -29,6 +29,7 @@ TOKEN_BYTES = 32
 """256 bits of randomness per seat token."""
 
 _BEARER = re.compile(r"^Bearer ([A-Za-z0-9_\-]{16,200})$")
+_TOKEN = re.compile(r"[A-Za-z0-9_\-]{16,200}")
 _SENDABLE = re.compile(r"[A-Za-z0-9_\-]*")
 MAX_TOKEN_CHARS = 200
 """The longest token a bearer entry carries."""
@@ -304,6 +305,14 @@ def bearer_token(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | No
     if match is None:
         raise Unauthenticated("authorization must be 'Bearer <token>'")
     return match.group(1)
+
+
+def token_field(value: str, field: str) -> str:
+    """A token sent in a request's `field` (where one request carries several), held to the
+    form a bearer entry's token has. Raises Unauthenticated for another."""
+    if _TOKEN.fullmatch(value) is None:
+        raise Unauthenticated(f"{field} must be a token as the server gave it")
+    return value
 
 
 def matches(token: str, stored_hash: str) -> bool:

@@ -240,7 +240,9 @@ def create_server(
         guard=client_limits.secrets,
         gate=None if tlog is None else tlog.check,
     )
-    handler = generic_handler(app, config.max_watchers, client_limits, pool)
+    handler = generic_handler(
+        app, config.max_watchers, client_limits, pool, max_follows=config.max_follows
+    )
     health_servicer = health.aio.HealthServicer()
 
     def build() -> grpc.aio.Server:

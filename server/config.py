@@ -42,6 +42,9 @@ LOG_LEVEL_ENV = "BERGEN_LOG_LEVEL"
 MAX_WATCHERS = 200
 """Open watch streams a server keeps at once by default; each holds memory (about 30 KB),
 not a thread."""
+MAX_FOLLOWS = 5_000
+"""Matches a server follows at once for WatchMatches streams by default (each follow holds
+a few KB; the stream holding it one of the watch streams)."""
 KEEPALIVE_SECONDS = 60.0
 """How long a call may go without a sign of its client before the server pings it (and
 how long, at most 20 s, an answer may take before the connection is dropped)."""
@@ -69,6 +72,7 @@ class Config:
     migrate: bool = True
     """Bring a schema that is behind up to date on start; else refuse to start."""
     max_watchers: int = MAX_WATCHERS
+    max_follows: int = MAX_FOLLOWS
     keepalive_s: float = KEEPALIVE_SECONDS
     limits: Limits = field(default_factory=Limits)
     seating_timeout_s: float = SEATING_TIMEOUT_S
@@ -105,6 +109,8 @@ class Config:
     def __post_init__(self) -> None:
         if self.log_format not in FORMATS:
             raise ConfigError(f"BERGEN_LOG_FORMAT {self.log_format!r}: text or json")
+        if self.max_follows < 1:
+            raise ConfigError(f"max_follows must be at least 1, not {self.max_follows}")
         if self.max_watchers < 1:
             raise ConfigError(f"max_watchers must be at least 1, not {self.max_watchers}")
         if self.workers < 1:
@@ -134,6 +140,7 @@ class Config:
             restrict_create=args.restrict_create,
             migrate=not args.no_migrate,
             max_watchers=args.max_watchers,
+            max_follows=args.max_follows,
             keepalive_s=args.keepalive,
             limits=Limits(
                 creates_per_minute=args.create_rate,
@@ -262,6 +269,15 @@ def add_serve_arguments(p: argparse.ArgumentParser, environ: Mapping[str, str]) 
         help="match streams (players and spectators following a match) open at once; more "
         "are refused as too many, with a retry hint "
         f"(default: $BERGEN_MAX_WATCHERS, else {MAX_WATCHERS})",
+    )
+    p.add_argument(
+        "--max-follows",
+        type=at_least_one,
+        default=environ.get("BERGEN_MAX_FOLLOWS", str(MAX_FOLLOWS)),
+        metavar="N",
+        help="matches followed at once on WatchMatches streams (one stream for many matches, "
+        "each stream also one of --max-watchers); more are refused as too many "
+        f"(default: $BERGEN_MAX_FOLLOWS, else {MAX_FOLLOWS})",
     )
     p.add_argument(
         "--keepalive",

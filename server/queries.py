@@ -266,7 +266,7 @@ class MatchQueries:
         batch: int = 1,
         on_end: Callable[[Callable[[], None]], object] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
-    ) -> Generator[View | _T | Subscription, None, None]:
+    ) -> Generator[View | _T | Subscription, None, bool]:
         """The caller's view, then every event after it (or after `after_seq`) as the caller
         may see it, until the match ends or `active()` turns false. Raises NotFound,
         PermissionDenied, CorruptRecord.
@@ -283,7 +283,10 @@ class MatchQueries:
 
         With `loop` (a stream served on that event loop), nothing here waits: where a thread
         would wait for events, the subscription is yielded, for the coroutine driving this
-        generator to await (`Subscription.ready`) before asking for the next item."""
+        generator to await (`Subscription.ready`) before asking for the next item.
+
+        Returns True when the match has ended and every event was given, False when the
+        watch stopped before (the subscription closed, or `active()` turned false)."""
         subscription = self._feed.subscribe(match_id, loop)
         tick = TICK_S
         if on_end is not None:
@@ -310,9 +313,9 @@ class MatchQueries:
                     sent += len(events)
                     yield ready
                 if ended:
-                    return
+                    return True
                 if not (yield from subscription.waiting(active, tick)):
-                    return
+                    return False
                 if subscription.refused:
                     # A row of this match is not authentic: reading it names the row, and
                     # the stream ends with DATA_LOSS (LOG_TAMPERED), as every call on it does.

@@ -39,6 +39,7 @@ from bergen.v1 import bergen_pb2 as pb
 
 from . import auth
 from .app import Application
+from .config import MAX_FOLLOWS as MAX_FOLLOWS_DEFAULT
 from .edge import service_handler
 from .feed import Subscription
 from .identity import Caller
@@ -55,6 +56,12 @@ _MATCH_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 
 STREAM_WORKERS = 8
 """Threads a servicer given no pool of its own runs its streams' steps in."""
+
+MAX_FOLLOWS = 500
+"""The most follows one WatchMatches request may give (its size stays under the edge's
+limit)."""
+FOLLOW_QUEUE = 256
+"""Messages a WatchMatches stream's follows may have ready before they wait for the client."""
 
 
 REMATCH_TAKES = ("seats", "partnerships", "preset", "options", "name", "creator_token")
@@ -120,6 +127,7 @@ class BergenServicer:
         max_watchers: int,
         limits: ClientLimits | None = None,
         stream_pool: Executor | None = None,
+        max_follows: int = MAX_FOLLOWS_DEFAULT,
     ) -> None:
         self._limits = limits or ClientLimits(Limits())
         self._commands = app.commands
@@ -132,6 +140,9 @@ class BergenServicer:
         self._tlog = app.tlog
         self._max_watchers = max_watchers
         self._watch_slots = threading.BoundedSemaphore(max_watchers)
+        self._max_follows = max_follows
+        self._follows_open = 0
+        self._follows_lock = threading.Lock()
         self._stream_pool = stream_pool or ThreadPoolExecutor(
             STREAM_WORKERS, thread_name_prefix="bergen-watch", initializer=pool_thread_named
         )
@@ -300,6 +311,103 @@ class BergenServicer:
             else:
                 rematch_of = self._rematch_of(match_id)
                 yield pb.WatchMatchResponse(view=self._view_out(item, rematch_of=rematch_of))
+
+    async def WatchMatches(
+        self, req: pb.WatchMatchesRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[bytes]:
+        caller = _caller(context)
+        follows = _follows(req, caller)
+        if any(f.seat_token for f in req.follows):
+            # Tokens in the request are secrets as the metadata's are: a client that sent too
+            # many wrong ones waits before it may send more.
+            self._limits.secrets.check(context.peer(), (("authorization", ""),))
+        loop = asyncio.get_running_loop()
+        with self._stream_slot(context, caller), self._follow_slots(len(follows)):
+            out: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(FOLLOW_QUEUE)
+            tasks = [
+                asyncio.create_task(self._follow(i, match_id, after, who, loop, out))
+                for i, (match_id, after, who) in enumerate(follows)
+            ]
+            try:
+                left = len(tasks)
+                while left:
+                    item = await out.get()
+                    if item is None:
+                        left -= 1
+                    elif isinstance(item, BaseException):
+                        raise item
+                    else:
+                        yield item
+            finally:
+                for task in tasks:
+                    task.cancel()
+
+    async def _follow(
+        self,
+        index: int,
+        match_id: str,
+        after_seq: int,
+        caller: Caller,
+        loop: asyncio.AbstractEventLoop,
+        out: asyncio.Queue[bytes | BaseException | None],
+    ) -> None:
+        """One follow of a WatchMatches stream: its messages put on `out` (each the follow's
+        own fields before what the watch made, which is shared by every watcher shown the
+        same), then None; or the error that ends the stream."""
+        head = pb.WatchMatchesResponse(follow=index, match_id=match_id).SerializeToString()
+        try:
+            async for item in stepped(
+                self._follow_steps(match_id, after_seq, caller, loop), self._stream_pool
+            ):
+                await out.put(head + item)
+        except Exception as e:  # the stream answers it
+            await out.put(e)
+            return
+        await out.put(None)
+
+    def _follow_steps(
+        self, match_id: str, after_seq: int, caller: Caller, loop: asyncio.AbstractEventLoop
+    ) -> Generator[bytes | Subscription, None, None]:
+        """A follow's messages without its head, as `stepped` runs them; the last `ended`
+        when its match has ended (not when the server stops)."""
+        watch = self._queries.watch(
+            caller, match_id, after_seq, _always, _followed_events, WATCH_BATCH, loop=loop
+        )
+        try:
+            while True:
+                try:
+                    item = next(watch)
+                except StopIteration as stop:
+                    if stop.value:
+                        yield _FOLLOW_ENDED
+                    return
+                if isinstance(item, bytes | Subscription):
+                    yield item
+                else:
+                    view = self._view_out(item, rematch_of=self._rematch_of(match_id))
+                    yield pb.WatchMatchesResponse(view=view).SerializeToString()
+        finally:
+            watch.close()
+
+    @contextmanager
+    def _follow_slots(self, count: int) -> Iterator[None]:
+        """Hold `count` of the server's follows while a WatchMatches stream is served. Raises
+        ResourceExhausted when fewer are left."""
+        with self._follows_lock:
+            if self._follows_open + count > self._max_follows:
+                raise ResourceExhausted(
+                    f"this server already follows {self._follows_open} matches for WatchMatches "
+                    f"streams, of at most {self._max_follows}; try again later, or another "
+                    "replica",
+                    reason="TOO_MANY_FOLLOWS",
+                    limit=self._max_follows,
+                )
+            self._follows_open += count
+        try:
+            yield
+        finally:
+            with self._follows_lock:
+                self._follows_open -= count
 
     @contextmanager
     def _stream_slot(self, context: Context, caller: Caller) -> Iterator[None]:
@@ -803,6 +911,37 @@ def _watched_event(seq: int, events: Sequence[Event]) -> bytes:
     return pb.WatchMatchResponse(event=convert.event_out(seq, event)).SerializeToString()
 
 
+def _followed_events(seq: int, events: Sequence[Event]) -> bytes:
+    """A WatchMatches message's events (`events`, the first at `seq`) without its head: the
+    same bytes for every follow shown them (a message's fields may come in any order)."""
+    out = [convert.event_out(seq + i, e) for i, e in enumerate(events)]
+    return pb.WatchMatchesResponse(events=out).SerializeToString()
+
+
+_FOLLOW_ENDED = pb.WatchMatchesResponse(ended=True).SerializeToString()
+
+
+def _follows(req: pb.WatchMatchesRequest, caller: Caller) -> list[tuple[str, int, Caller]]:
+    """Each follow's match, seq to start after and caller. Raises InvalidArgument for no
+    follow or too many, or a malformed id; Unauthenticated for a malformed token."""
+    if not req.follows:
+        raise InvalidArgument("follow at least one match", reason="NO_FOLLOWS")
+    if len(req.follows) > MAX_FOLLOWS:
+        raise InvalidArgument(
+            f"{len(req.follows)} follows: a stream takes at most {MAX_FOLLOWS}; open another",
+            reason="TOO_MANY_FOLLOWS_IN_STREAM",
+            limit=MAX_FOLLOWS,
+        )
+    out = []
+    for i, follow in enumerate(req.follows):
+        match_id = _match_id(follow.match_id, f"follows[{i}].match_id")
+        who = caller
+        if follow.seat_token:
+            who = Caller(auth.token_field(follow.seat_token, f"follows[{i}].seat_token"))
+        out.append((match_id, follow.after_seq, who))
+    return out
+
+
 def _watched_events(seq: int, events: Sequence[Event]) -> bytes:
     """The serialized message of a `batched` stream: `events`, the first at `seq`."""
     out = [convert.event_out(seq + i, e) for i, e in enumerate(events)]
@@ -814,10 +953,11 @@ def generic_handler(
     max_watchers: int,
     limits: ClientLimits | None = None,
     stream_pool: Executor | None = None,
+    max_follows: int = MAX_FOLLOWS_DEFAULT,
 ) -> grpc.GenericRpcHandler:
     """The handlers of every RPC of the service, each client held to `limits` (the defaults
     when None), the streams' steps run in `stream_pool` (a pool of STREAM_WORKERS threads of
     their own when None). Raises TypeError when the servicer lacks a method for one."""
     return service_handler(
-        SERVICE_DESCRIPTOR, BergenServicer(app, max_watchers, limits, stream_pool)
+        SERVICE_DESCRIPTOR, BergenServicer(app, max_watchers, limits, stream_pool, max_follows)
     )

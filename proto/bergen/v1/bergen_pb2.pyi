@@ -576,6 +576,35 @@ class WatchMatchResponse(_message.Message):
     events: _containers.RepeatedCompositeFieldContainer[Event]
     def __init__(self, view: _Optional[_Union[MatchView, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
 
+class WatchMatchesRequest(_message.Message):
+    __slots__ = ("follows",)
+    class Follow(_message.Message):
+        __slots__ = ("match_id", "after_seq", "seat_token")
+        MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+        AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+        SEAT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+        match_id: str
+        after_seq: int
+        seat_token: str
+        def __init__(self, match_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., seat_token: _Optional[str] = ...) -> None: ...
+    FOLLOWS_FIELD_NUMBER: _ClassVar[int]
+    follows: _containers.RepeatedCompositeFieldContainer[WatchMatchesRequest.Follow]
+    def __init__(self, follows: _Optional[_Iterable[_Union[WatchMatchesRequest.Follow, _Mapping]]] = ...) -> None: ...
+
+class WatchMatchesResponse(_message.Message):
+    __slots__ = ("follow", "match_id", "view", "events", "ended")
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    MATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    follow: int
+    match_id: str
+    view: MatchView
+    events: _containers.RepeatedCompositeFieldContainer[Event]
+    ended: bool
+    def __init__(self, follow: _Optional[int] = ..., match_id: _Optional[str] = ..., view: _Optional[_Union[MatchView, _Mapping]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., ended: _Optional[bool] = ...) -> None: ...
+
 class GetReplayRequest(_message.Message):
     __slots__ = ("match_id", "after_seq")
     MATCH_ID_FIELD_NUMBER: _ClassVar[int]

@@ -65,6 +65,11 @@ class BergenServiceStub:
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.WatchMatchRequest.SerializeToString,
                 response_deserializer=bergen_dot_v1_dot_bergen__pb2.WatchMatchResponse.FromString,
                 _registered_method=True)
+        self.WatchMatches = channel.unary_stream(
+                '/bergen.v1.BergenService/WatchMatches',
+                request_serializer=bergen_dot_v1_dot_bergen__pb2.WatchMatchesRequest.SerializeToString,
+                response_deserializer=bergen_dot_v1_dot_bergen__pb2.WatchMatchesResponse.FromString,
+                _registered_method=True)
         self.GetReplay = channel.unary_unary(
                 '/bergen.v1.BergenService/GetReplay',
                 request_serializer=bergen_dot_v1_dot_bergen__pb2.GetReplayRequest.SerializeToString,
@@ -257,6 +262,22 @@ class BergenServiceServicer:
     def WatchMatch(self, request, context):
         """The caller's view, then every new event as the caller may see it, until the match ends.
         RESOURCE_EXHAUSTED when the server already has its limit of open streams.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchMatches(self, request, context):
+        """Many matches on one stream, for a client that follows many at once (a program holding
+        the seats of many matches, a gateway): each as a batched WatchMatch would send it, every
+        message naming the follow it is for. One stream holds far less of the server's memory
+        than a WatchMatch a match. Each follow may carry the seat token it is watched with (one
+        stream's metadata cannot carry the tokens of many seats); without one it is watched with
+        the stream's own token, or as a spectator. The stream ends when every followed match has
+        ended and been sent. Any follow's error (NOT_FOUND, PERMISSION_DENIED for a token that
+        holds no seat of its match, ...) ends the whole stream, its message naming the match:
+        follow the others again from the seq each had reached. RESOURCE_EXHAUSTED as WatchMatch,
+        or past the server's limit of followed matches (TOO_MANY_FOLLOWS).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -544,6 +565,11 @@ def add_BergenServiceServicer_to_server(servicer, server):
                     servicer.WatchMatch,
                     request_deserializer=bergen_dot_v1_dot_bergen__pb2.WatchMatchRequest.FromString,
                     response_serializer=bergen_dot_v1_dot_bergen__pb2.WatchMatchResponse.SerializeToString,
+            ),
+            'WatchMatches': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchMatches,
+                    request_deserializer=bergen_dot_v1_dot_bergen__pb2.WatchMatchesRequest.FromString,
+                    response_serializer=bergen_dot_v1_dot_bergen__pb2.WatchMatchesResponse.SerializeToString,
             ),
             'GetReplay': grpc.unary_unary_rpc_method_handler(
                     servicer.GetReplay,
@@ -854,6 +880,33 @@ class BergenService:
             '/bergen.v1.BergenService/WatchMatch',
             bergen_dot_v1_dot_bergen__pb2.WatchMatchRequest.SerializeToString,
             bergen_dot_v1_dot_bergen__pb2.WatchMatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchMatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/bergen.v1.BergenService/WatchMatches',
+            bergen_dot_v1_dot_bergen__pb2.WatchMatchesRequest.SerializeToString,
+            bergen_dot_v1_dot_bergen__pb2.WatchMatchesResponse.FromString,
             options,
             channel_credentials,
             insecure,
