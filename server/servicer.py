@@ -7,6 +7,7 @@ are the edge's (`edge.py`), and the handler table is built from the service desc
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import re
 import threading
@@ -23,6 +24,7 @@ from bergen.api import convert
 from bergen.api.chain import canonical_json, metadata_json
 from bergen.api.signing import ALGORITHM
 from bergen.domain.errors import (
+    BergenError,
     DeadlineExceeded,
     InvalidArgument,
     ResourceExhausted,
@@ -360,7 +362,10 @@ class BergenServicer:
                 self._follow_steps(match_id, after_seq, caller, loop), self._stream_pool
             ):
                 await out.put(head + item)
-        except Exception as e:  # the stream answers it
+        except BergenError as e:  # the stream answers it, naming the follow
+            await out.put(_of_follow(e, index, match_id))
+            return
+        except Exception as e:  # a bug: the stream answers it as one
             await out.put(e)
             return
         await out.put(None)
@@ -934,12 +939,27 @@ def _follows(req: pb.WatchMatchesRequest, caller: Caller) -> list[tuple[str, int
         )
     out = []
     for i, follow in enumerate(req.follows):
-        match_id = _match_id(follow.match_id, f"follows[{i}].match_id")
-        who = caller
-        if follow.seat_token:
-            who = Caller(auth.token_field(follow.seat_token, f"follows[{i}].seat_token"))
+        try:
+            match_id = _match_id(follow.match_id, f"follows[{i}].match_id")
+            who = caller
+            if follow.seat_token:
+                who = Caller(auth.token_field(follow.seat_token, f"follows[{i}].seat_token"))
+        except BergenError as e:
+            e.metadata["follow"] = str(i)
+            raise
         out.append((match_id, follow.after_seq, who))
     return out
+
+
+def _of_follow(error: BergenError, index: int, match_id: str) -> BergenError:
+    """`error` as a WatchMatches stream ends with it: its message naming the match, and its
+    metadata the follow (its index) and the match, for a client that follows one match more
+    than once (two seats of it) to know which. A copy: the error may be another call's too."""
+    named = copy.copy(error)
+    if match_id not in named.message:
+        named.args = (f"match {match_id}: {named.message}",)
+    named.metadata = {**error.metadata, "follow": str(index), "match_id": match_id}
+    return named
 
 
 def _watched_events(seq: int, events: Sequence[Event]) -> bytes:
