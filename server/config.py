@@ -275,8 +275,8 @@ def add_serve_arguments(p: argparse.ArgumentParser, environ: Mapping[str, str]) 
         type=at_least_one,
         default=environ.get("BERGEN_MAX_FOLLOWS", str(MAX_FOLLOWS)),
         metavar="N",
-        help="matches followed at once on WatchMatches streams (one stream for many matches, "
-        "each stream also one of --max-watchers); more are refused as too many "
+        help="matches followed at once on streams that follow many matches (a program holding "
+        "many seats; each such stream also one of --max-watchers); more are refused as too many "
         f"(default: $BERGEN_MAX_FOLLOWS, else {MAX_FOLLOWS})",
     )
     p.add_argument(
