@@ -182,7 +182,13 @@ def hostile_requests(world: World, rpc: str) -> Iterator[Message]:
         request = base_request(world, rpc)
         target: Any = request
         for name in path[:-1]:
-            target = getattr(target, name)
+            if target.DESCRIPTOR.fields_by_name[name].is_repeated:
+                # A list of submessages (WatchMatches' follows): one, of an existing match.
+                target = getattr(target, name).add()
+                if "match_id" in target.DESCRIPTOR.fields_by_name:
+                    target.match_id = world.match_ids[-1]
+            else:
+                target = getattr(target, name)
         f = target.DESCRIPTOR.fields_by_name[path[-1]]
         if f.is_repeated:
             getattr(target, path[-1]).append(value)
