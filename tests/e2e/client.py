@@ -28,7 +28,7 @@ from bergen.domain import events as ev
 from bergen.domain.rules import Rules
 from bergen.domain.state import State, fold
 from bergen.domain.tiles import End, Tile
-from bergen.domain.vocabulary import HandEndReason, MatchEndReason, PointsReason
+from bergen.domain.vocabulary import ForfeitCause, HandEndReason, MatchEndReason, PointsReason
 from bergen.v1 import bergen_pb2 as pb
 from bergen.v1 import bergen_pb2_grpc as rpc
 
@@ -461,6 +461,9 @@ def event_in(msg: pb.Event) -> ev.Event:
             tuple(r.scores),
             r.resigned_seat if r.HasField("resigned_seat") else None,
             r.note,
+            r.forfeited_side if r.HasField("forfeited_side") else None,
+            ForfeitCause(number_word(pb.ForfeitCause.DESCRIPTOR, r.cause)) if r.cause else None,
+            r.at_ms if r.HasField("at_ms") else None,
         )
     if kind == "seed_revealed":
         return ev.SeedRevealed(msg.seed_revealed.server_seed)
