@@ -25,6 +25,7 @@ from .janitor import SEATING_TIMEOUT_S
 from .keys import DEFAULT_LOG_KEY_FILE, LOG_KEY_ENV
 from .limits import (
     CREATES_PER_MINUTE,
+    FOLLOWS_PER_CLIENT,
     JOINS_PER_MINUTE,
     REGISTRATIONS_PER_MINUTE,
     WATCHERS_PER_CLIENT,
@@ -146,6 +147,7 @@ class Config:
                 creates_per_minute=args.create_rate,
                 joins_per_minute=args.join_rate,
                 watchers_per_client=args.max_watchers_per_client,
+                follows_per_client=args.max_follows_per_client,
                 limit_loopback=args.limit_loopback,
                 registrations_per_minute=args.register_rate,
             ),
@@ -317,6 +319,14 @@ def add_serve_arguments(p: argparse.ArgumentParser, environ: Mapping[str, str]) 
         metavar="N",
         help="match streams one client (its address, or its token) may hold open at once "
         f"(default {WATCHERS_PER_CLIENT})",
+    )
+    p.add_argument(
+        "--max-follows-per-client",
+        type=at_least_one,
+        default=FOLLOWS_PER_CLIENT,
+        metavar="N",
+        help="matches one client (its address, or its token) may follow at once on streams "
+        f"that follow many matches (default {FOLLOWS_PER_CLIENT})",
     )
     p.add_argument(
         "--limit-loopback",

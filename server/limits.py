@@ -53,6 +53,9 @@ JOINS_PER_MINUTE = 6
 REGISTRATIONS_PER_MINUTE = 6
 """A few players a minute: a person registers once, a bot's owner a few."""
 WATCHERS_PER_CLIENT = 16
+FOLLOWS_PER_CLIENT = 1_000
+"""Matches one client may follow at once on WatchMatches streams, by default: a share of the
+server's follows, so that one client cannot take them all."""
 MAX_CLIENTS = 10_000
 """Clients each rate table remembers at most."""
 MIN_STREAM_RETRY_S = 1.0
@@ -73,6 +76,7 @@ class Limits:
     max_clients: int = MAX_CLIENTS
     limit_loopback: bool = False
     registrations_per_minute: int = REGISTRATIONS_PER_MINUTE
+    follows_per_client: int = FOLLOWS_PER_CLIENT
 
     def __post_init__(self) -> None:
         for name in (
@@ -80,6 +84,7 @@ class Limits:
             "joins_per_minute",
             "watchers_per_client",
             "registrations_per_minute",
+            "follows_per_client",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
@@ -133,18 +138,19 @@ class StreamTable:
     def __len__(self) -> int:
         return len(self._open)
 
-    def open(self, client: str) -> bool:
-        """Count a stream for `client`; False (nothing counted) when it has its limit."""
+    def open(self, client: str, count: int = 1) -> bool:
+        """Count `count` streams (or follows) for `client`; False (nothing counted) when that
+        would take it past its limit."""
         with self._lock:
             n = self._open.get(client, 0)
-            if n >= self._per_client:
+            if n + count > self._per_client:
                 return False
-            self._open[client] = n + 1
+            self._open[client] = n + count
             return True
 
-    def close(self, client: str) -> None:
+    def close(self, client: str, count: int = 1) -> None:
         with self._lock:
-            n = self._open.get(client, 0) - 1
+            n = self._open.get(client, 0) - count
             if n > 0:
                 self._open[client] = n
             else:
@@ -293,6 +299,7 @@ class ClientLimits:
         self._joins = RateTable(limits.joins_per_minute, limits.max_clients)
         self._registrations = RateTable(limits.registrations_per_minute, limits.max_clients)
         self._streams = StreamTable(limits.watchers_per_client)
+        self._follows = StreamTable(limits.follows_per_client)
         self._stream_refusals = RefusalPressure(REFUSALS_PER_HINT_SECOND, limits.max_clients)
         self.secrets = WrongSecrets(self.address_of, limits.max_clients)
 
@@ -366,6 +373,27 @@ class ClientLimits:
     def close_stream(self, key: str | None) -> None:
         if key is not None:
             self._streams.close(key)
+
+    def open_follows(self, peer: str, token: str | None, count: int) -> str | None:
+        """Count `count` follows of a WatchMatches stream; returns the key to give
+        `close_follows` when it ends. Raises ResourceExhausted when the client would hold more
+        than its share."""
+        key = self.client(peer, token, any_token=True)
+        if key is None:
+            return None
+        if not self._follows.open(key, count):
+            limit = self.limits.follows_per_client
+            raise ResourceExhausted(
+                f"this client may follow at most {limit} matches at once, and asks for "
+                f"{count} more than it has; end a stream first",
+                reason="TOO_MANY_FOLLOWS_FOR_CLIENT",
+                limit=limit,
+            )
+        return key
+
+    def close_follows(self, key: str | None, count: int) -> None:
+        if key is not None:
+            self._follows.close(key, count)
 
     def sizes(self) -> tuple[int, int, int, int]:
         """Clients remembered by the create, join, stream and stream refusal tables."""

@@ -324,7 +324,10 @@ class BergenServicer:
             # many wrong ones waits before it may send more.
             self._limits.secrets.check(context.peer(), (("authorization", ""),))
         loop = asyncio.get_running_loop()
-        with self._stream_slot(context, caller), self._follow_slots(len(follows)):
+        with (
+            self._stream_slot(context, caller),
+            self._follow_slots(context, caller, len(follows)),
+        ):
             out: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(FOLLOW_QUEUE)
             tasks = [
                 asyncio.create_task(self._follow(i, match_id, after, who, loop, out))
@@ -395,9 +398,23 @@ class BergenServicer:
             watch.close()
 
     @contextmanager
-    def _follow_slots(self, count: int) -> Iterator[None]:
-        """Hold `count` of the server's follows while a WatchMatches stream is served. Raises
-        ResourceExhausted when fewer are left."""
+    def _follow_slots(self, context: Context, caller: Caller, count: int) -> Iterator[None]:
+        """Hold `count` of the server's follows, and of the client's share, while a
+        WatchMatches stream is served. Raises ResourceExhausted when fewer are left."""
+        client = self._limits.open_follows(context.peer(), caller.token, count)
+        try:
+            self._hold_follows(count)
+        except BaseException:
+            self._limits.close_follows(client, count)
+            raise
+        try:
+            yield
+        finally:
+            with self._follows_lock:
+                self._follows_open -= count
+            self._limits.close_follows(client, count)
+
+    def _hold_follows(self, count: int) -> None:
         with self._follows_lock:
             if self._follows_open + count > self._max_follows:
                 raise ResourceExhausted(
@@ -408,11 +425,6 @@ class BergenServicer:
                     limit=self._max_follows,
                 )
             self._follows_open += count
-        try:
-            yield
-        finally:
-            with self._follows_lock:
-                self._follows_open -= count
 
     @contextmanager
     def _stream_slot(self, context: Context, caller: Caller) -> Iterator[None]:

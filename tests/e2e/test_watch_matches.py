@@ -446,6 +446,38 @@ def test_follows_past_the_servers_limit_are_refused_and_given_back_when_a_stream
             assert s.error is not None and s.error.code() is Code.CANCELLED, s.error  # type: ignore[attr-defined]
 
 
+def test_a_client_may_follow_only_its_share_of_the_servers_follows(
+    farm: ServerFarm, sqlite_url: str
+) -> None:
+    share = 3
+    args = ["--limit-loopback", "--max-follows", "100", "--max-follows-per-client", str(share)]
+    with Client(farm.start(sqlite_url, extra_args=args).target) as c:
+        table = seat_everyone(c, 2)
+        spectator = Follow(table.match_id, None)
+        first = FollowStream(c, [spectator] * 2).started()
+        got = follow(c, [spectator] * 2)
+        assert (got.code, got.reason) == (
+            Code.RESOURCE_EXHAUSTED,
+            "TOO_MANY_FOLLOWS_FOR_CLIENT",
+        ), got
+        assert got.metadata.get("limit") == str(share), got
+        # The server had room: what was refused was this client's share, and what it has
+        # left it may still use.
+        second = FollowStream(c, [spectator]).started()
+        second.call.cancel()
+        first.call.cancel()
+        deadline = time.monotonic() + 10
+        while True:
+            got = follow(c, [spectator] * (share - 1) + [Follow(str(uuid.uuid4()), None)])
+            if got.reason == "MATCH_NOT_FOUND":
+                break
+            assert got.reason == "TOO_MANY_FOLLOWS_FOR_CLIENT", got
+            assert time.monotonic() < deadline, "a closed stream's follows stayed the client's"
+            time.sleep(0.05)
+        for s in (first, second):
+            s.join(10)
+
+
 def wait_until_free(client: Client, spectator: Follow, n: int, timeout: float = 10.0) -> None:
     """Wait until the server takes a stream of `n` follows: one that ends at once, its last
     follow's match unknown (so that it holds none after). Raises AssertionError when it is
