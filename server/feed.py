@@ -134,6 +134,17 @@ class Subscription:
             ready = self._ready = self._loop.create_future()
         await ready
 
+    def when_ready(self, callback: Callable[[], object]) -> None:
+        """On its loop, without a coroutine: have `callback` called on the loop once events
+        came, or the subscription was refused or closed (soon, when that has happened)."""
+        assert self._loop is not None
+        with self._lock:
+            if not (self._items or self.refused or self._closed):
+                ready = self._ready = self._loop.create_future()
+                ready.add_done_callback(lambda _: callback())
+                return
+        self._loop.call_soon(callback)
+
     def take(self) -> list[StoredEvent]:
         with self._lock:
             items, self._items = self._items, []

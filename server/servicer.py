@@ -46,7 +46,7 @@ from .edge import service_handler
 from .feed import Subscription
 from .identity import Caller
 from .limits import ClientLimits, Limits
-from .streams import stepped
+from .streams import StepFailed, merged, stepped
 from .threads import pool_thread_named
 from .tlog import TransparencyLog
 from .tournaments import TournamentView, check_tournament_id
@@ -63,7 +63,8 @@ MAX_FOLLOWS = 500
 """The most follows one WatchMatches request may give (its size stays under the edge's
 limit)."""
 FOLLOW_QUEUE = 256
-"""Messages a WatchMatches stream's follows may have ready before they wait for the client."""
+"""Messages a WatchMatches stream's follows may have ready before they wait for the client
+(`merged`'s room)."""
 
 
 REMATCH_TAKES = ("seats", "partnerships", "preset", "options", "name", "creator_token")
@@ -328,50 +329,22 @@ class BergenServicer:
             self._stream_slot(context, caller),
             self._follow_slots(context, caller, len(follows)),
         ):
-            out: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(FOLLOW_QUEUE)
-            tasks = [
-                asyncio.create_task(self._follow(i, match_id, after, who, loop, out))
-                for i, (match_id, after, who) in enumerate(follows)
+            heads = [
+                pb.WatchMatchesResponse(follow=i, match_id=follow[0]).SerializeToString()
+                for i, follow in enumerate(follows)
+            ]
+            steps = [
+                self._follow_steps(match_id, after, who, loop) for match_id, after, who in follows
             ]
             try:
-                left = len(tasks)
-                while left:
-                    item = await out.get()
-                    if item is None:
-                        left -= 1
-                    elif isinstance(item, BaseException):
-                        raise item
-                    else:
-                        yield item
-            finally:
-                for task in tasks:
-                    task.cancel()
-
-    async def _follow(
-        self,
-        index: int,
-        match_id: str,
-        after_seq: int,
-        caller: Caller,
-        loop: asyncio.AbstractEventLoop,
-        out: asyncio.Queue[bytes | BaseException | None],
-    ) -> None:
-        """One follow of a WatchMatches stream: its messages put on `out` (each the follow's
-        own fields before what the watch made, which is shared by every watcher shown the
-        same), then None; or the error that ends the stream."""
-        head = pb.WatchMatchesResponse(follow=index, match_id=match_id).SerializeToString()
-        try:
-            async for item in stepped(
-                self._follow_steps(match_id, after_seq, caller, loop), self._stream_pool
-            ):
-                await out.put(head + item)
-        except BergenError as e:  # the stream answers it, naming the follow
-            await out.put(_of_follow(e, index, match_id))
-            return
-        except Exception as e:  # a bug: the stream answers it as one
-            await out.put(e)
-            return
-        await out.put(None)
+                async for item in merged(heads, steps, self._stream_pool, FOLLOW_QUEUE):
+                    yield item
+            except StepFailed as failed:
+                if isinstance(failed.error, BergenError):
+                    # The stream answers it, naming the follow.
+                    index = failed.index
+                    raise _of_follow(failed.error, index, follows[index][0]) from None
+                raise failed.error from None  # a bug: answered as one
 
     def _follow_steps(
         self, match_id: str, after_seq: int, caller: Caller, loop: asyncio.AbstractEventLoop
@@ -392,8 +365,11 @@ class BergenServicer:
                 if isinstance(item, bytes | Subscription):
                     yield item
                 else:
-                    view = self._view_out(item, rematch_of=self._rematch_of(match_id))
-                    yield pb.WatchMatchesResponse(view=view).SerializeToString()
+                    # Made in one expression: a local would hold the view while the match is
+                    # quiet, for every follow.
+                    yield pb.WatchMatchesResponse(
+                        view=self._view_out(item, rematch_of=self._rematch_of(match_id))
+                    ).SerializeToString()
         finally:
             watch.close()
 
