@@ -354,24 +354,29 @@ class BergenServicer:
         watch = self._queries.watch(
             caller, match_id, after_seq, _always, _followed_events, WATCH_BATCH, loop=loop
         )
+        # Nothing made for a message is kept in a local once it is given: this generator
+        # waits, suspended, for as long as its match is quiet, and a view kept (its protobuf
+        # message above all, which holds C memory) would cost every live follow some KB.
+        box: list[object] = []
         try:
             while True:
                 try:
-                    item = next(watch)
+                    box.append(next(watch))
                 except StopIteration as stop:
                     if stop.value:
                         yield _FOLLOW_ENDED
                     return
-                if isinstance(item, bytes | Subscription):
-                    yield item
+                if isinstance(box[0], bytes | Subscription):
+                    yield box.pop()  # type: ignore[misc]
                 else:
-                    # Made in one expression: a local would hold the view while the match is
-                    # quiet, for every follow.
-                    yield pb.WatchMatchesResponse(
-                        view=self._view_out(item, rematch_of=self._rematch_of(match_id))
-                    ).SerializeToString()
+                    yield self._followed_view(cast(View, box.pop()), match_id)
         finally:
             watch.close()
+
+    def _followed_view(self, view: View, match_id: str) -> bytes:
+        """A follow's first message without its head: the view, serialized."""
+        msg = self._view_out(view, rematch_of=self._rematch_of(match_id))
+        return pb.WatchMatchesResponse(view=msg).SerializeToString()
 
     @contextmanager
     def _follow_slots(self, context: Context, caller: Caller, count: int) -> Iterator[None]:
