@@ -28,8 +28,10 @@ TOKEN_PREFIX = "bgs_"
 TOKEN_BYTES = 32
 """256 bits of randomness per seat token."""
 
-_BEARER = re.compile(r"^Bearer ([A-Za-z0-9_\-]{16,200})$")
-_TOKEN = re.compile(r"[A-Za-z0-9_\-]{16,200}")
+_TOKEN_FORM = r"[A-Za-z0-9_\-]{16,200}"
+"""What a token sent to the server looks like, in a bearer entry or a request's field."""
+_BEARER = re.compile(rf"^Bearer ({_TOKEN_FORM})$")
+_TOKEN = re.compile(_TOKEN_FORM)
 _SENDABLE = re.compile(r"[A-Za-z0-9_\-]*")
 MAX_TOKEN_CHARS = 200
 """The longest token a bearer entry carries."""

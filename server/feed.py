@@ -127,23 +127,28 @@ class Subscription:
 
     async def ready(self) -> None:
         """Return once events came, or the subscription was refused or closed (on its loop)."""
-        assert self._loop is not None
-        with self._lock:
-            if self._items or self.refused or self._closed:
-                return
-            ready = self._ready = self._loop.create_future()
-        await ready
+        ready = self._waiter()
+        if ready is not None:
+            await ready
 
     def when_ready(self, callback: Callable[[], object]) -> None:
         """On its loop, without a coroutine: have `callback` called on the loop once events
         came, or the subscription was refused or closed (soon, when that has happened)."""
+        ready = self._waiter()
+        if ready is None:
+            self._loop.call_soon(callback)  # type: ignore[union-attr]
+        else:
+            ready.add_done_callback(lambda _: callback())
+
+    def _waiter(self) -> asyncio.Future[None] | None:
+        """The future the feed resolves when events come, or the subscription is refused or
+        closed; None when one of those has happened already."""
         assert self._loop is not None
         with self._lock:
-            if not (self._items or self.refused or self._closed):
-                ready = self._ready = self._loop.create_future()
-                ready.add_done_callback(lambda _: callback())
-                return
-        self._loop.call_soon(callback)
+            if self._items or self.refused or self._closed:
+                return None
+            ready = self._ready = self._loop.create_future()
+            return ready
 
     def take(self) -> list[StoredEvent]:
         with self._lock:

@@ -248,8 +248,12 @@ class WrongSecrets:
         return len(self._clients)
 
     def check(self, peer: str, metadata: Sequence[tuple[str, str | bytes]]) -> None:
-        if not any(key == "authorization" for key, _ in metadata):
-            return
+        if any(key == "authorization" for key, _ in metadata):
+            self.hold(peer)
+
+    def hold(self, peer: str) -> None:
+        """Raises ResourceExhausted (WRONG_SECRET_BACKOFF) while `peer` must wait before it
+        sends a secret again, wherever in the call the secret is."""
         key = self._client(peer)
         if key is None:
             return

@@ -41,11 +41,11 @@ from bergen.v1 import bergen_pb2 as pb
 
 from . import auth
 from .app import Application
-from .config import MAX_FOLLOWS as MAX_FOLLOWS_DEFAULT
+from .config import MAX_FOLLOWS
 from .edge import service_handler
 from .feed import Subscription
 from .identity import Caller
-from .limits import ClientLimits, Limits
+from .limits import ClientLimits, Limits, StreamTable
 from .streams import StepFailed, merged, stepped
 from .threads import pool_thread_named
 from .tlog import TransparencyLog
@@ -59,7 +59,7 @@ _MATCH_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 STREAM_WORKERS = 8
 """Threads a servicer given no pool of its own runs its streams' steps in."""
 
-MAX_FOLLOWS = 500
+FOLLOWS_PER_REQUEST = 500
 """The most follows one WatchMatches request may give (its size stays under the edge's
 limit)."""
 FOLLOW_QUEUE = 256
@@ -130,7 +130,7 @@ class BergenServicer:
         max_watchers: int,
         limits: ClientLimits | None = None,
         stream_pool: Executor | None = None,
-        max_follows: int = MAX_FOLLOWS_DEFAULT,
+        max_follows: int = MAX_FOLLOWS,
     ) -> None:
         self._limits = limits or ClientLimits(Limits())
         self._commands = app.commands
@@ -144,8 +144,9 @@ class BergenServicer:
         self._max_watchers = max_watchers
         self._watch_slots = threading.BoundedSemaphore(max_watchers)
         self._max_follows = max_follows
-        self._follows_open = 0
-        self._follows_lock = threading.Lock()
+        self._follows = StreamTable(max_follows)
+        """The matches followed on WatchMatches streams, counted as a client's streams are
+        (one key: the server's)."""
         self._stream_pool = stream_pool or ThreadPoolExecutor(
             STREAM_WORKERS, thread_name_prefix="bergen-watch", initializer=pool_thread_named
         )
@@ -323,7 +324,7 @@ class BergenServicer:
         if any(f.seat_token for f in req.follows):
             # Tokens in the request are secrets as the metadata's are: a client that sent too
             # many wrong ones waits before it may send more.
-            self._limits.secrets.check(context.peer(), (("authorization", ""),))
+            self._limits.secrets.hold(context.peer())
         loop = asyncio.get_running_loop()
         with (
             self._stream_slot(context, caller),
@@ -349,7 +350,7 @@ class BergenServicer:
     def _follow_steps(
         self, match_id: str, after_seq: int, caller: Caller, loop: asyncio.AbstractEventLoop
     ) -> Generator[bytes | Subscription, None, None]:
-        """A follow's messages without its head, as `stepped` runs them; the last `ended`
+        """A follow's messages without its head, as `merged` runs them; the last `ended`
         when its match has ended (not when the server stops)."""
         watch = self._queries.watch(
             caller, match_id, after_seq, _always, _followed_events, WATCH_BATCH, loop=loop
@@ -383,29 +384,20 @@ class BergenServicer:
         """Hold `count` of the server's follows, and of the client's share, while a
         WatchMatches stream is served. Raises ResourceExhausted when fewer are left."""
         client = self._limits.open_follows(context.peer(), caller.token, count)
-        try:
-            self._hold_follows(count)
-        except BaseException:
+        if not self._follows.open(_SERVER, count):
             self._limits.close_follows(client, count)
-            raise
+            raise ResourceExhausted(
+                f"this server follows at most {self._max_follows} matches at once for "
+                "WatchMatches streams, and has too few left; try again later, or another "
+                "replica",
+                reason="TOO_MANY_FOLLOWS",
+                limit=self._max_follows,
+            )
         try:
             yield
         finally:
-            with self._follows_lock:
-                self._follows_open -= count
+            self._follows.close(_SERVER, count)
             self._limits.close_follows(client, count)
-
-    def _hold_follows(self, count: int) -> None:
-        with self._follows_lock:
-            if self._follows_open + count > self._max_follows:
-                raise ResourceExhausted(
-                    f"this server already follows {self._follows_open} matches for WatchMatches "
-                    f"streams, of at most {self._max_follows}; try again later, or another "
-                    "replica",
-                    reason="TOO_MANY_FOLLOWS",
-                    limit=self._max_follows,
-                )
-            self._follows_open += count
 
     @contextmanager
     def _stream_slot(self, context: Context, caller: Caller) -> Iterator[None]:
@@ -909,14 +901,20 @@ def _watched_event(seq: int, events: Sequence[Event]) -> bytes:
     return pb.WatchMatchResponse(event=convert.event_out(seq, event)).SerializeToString()
 
 
+def _numbered(seq: int, events: Sequence[Event]) -> list[pb.Event]:
+    """`events` as messages, the first at `seq`."""
+    return [convert.event_out(seq + i, e) for i, e in enumerate(events)]
+
+
 def _followed_events(seq: int, events: Sequence[Event]) -> bytes:
     """A WatchMatches message's events (`events`, the first at `seq`) without its head: the
     same bytes for every follow shown them (a message's fields may come in any order)."""
-    out = [convert.event_out(seq + i, e) for i, e in enumerate(events)]
-    return pb.WatchMatchesResponse(events=out).SerializeToString()
+    return pb.WatchMatchesResponse(events=_numbered(seq, events)).SerializeToString()
 
 
 _FOLLOW_ENDED = pb.WatchMatchesResponse(ended=True).SerializeToString()
+_SERVER = ""
+"""The key the server's own follows are counted under."""
 
 
 def _follows(req: pb.WatchMatchesRequest, caller: Caller) -> list[tuple[str, int, Caller]]:
@@ -924,11 +922,12 @@ def _follows(req: pb.WatchMatchesRequest, caller: Caller) -> list[tuple[str, int
     follow or too many, or a malformed id; Unauthenticated for a malformed token."""
     if not req.follows:
         raise InvalidArgument("follow at least one match", reason="NO_FOLLOWS")
-    if len(req.follows) > MAX_FOLLOWS:
+    if len(req.follows) > FOLLOWS_PER_REQUEST:
         raise InvalidArgument(
-            f"{len(req.follows)} follows: a stream takes at most {MAX_FOLLOWS}; open another",
+            f"{len(req.follows)} follows: a stream takes at most {FOLLOWS_PER_REQUEST}; "
+            "open another",
             reason="TOO_MANY_FOLLOWS_IN_STREAM",
-            limit=MAX_FOLLOWS,
+            limit=FOLLOWS_PER_REQUEST,
         )
     out = []
     for i, follow in enumerate(req.follows):
@@ -957,8 +956,7 @@ def _of_follow(error: BergenError, index: int, match_id: str) -> BergenError:
 
 def _watched_events(seq: int, events: Sequence[Event]) -> bytes:
     """The serialized message of a `batched` stream: `events`, the first at `seq`."""
-    out = [convert.event_out(seq + i, e) for i, e in enumerate(events)]
-    return pb.WatchMatchResponse(events=out).SerializeToString()
+    return pb.WatchMatchResponse(events=_numbered(seq, events)).SerializeToString()
 
 
 def generic_handler(
@@ -966,7 +964,7 @@ def generic_handler(
     max_watchers: int,
     limits: ClientLimits | None = None,
     stream_pool: Executor | None = None,
-    max_follows: int = MAX_FOLLOWS_DEFAULT,
+    max_follows: int = MAX_FOLLOWS,
 ) -> grpc.GenericRpcHandler:
     """The handlers of every RPC of the service, each client held to `limits` (the defaults
     when None), the streams' steps run in `stream_pool` (a pool of STREAM_WORKERS threads of
