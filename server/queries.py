@@ -8,16 +8,18 @@ never older than what this process has already seen (bergen.server.store.routed)
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from bergen.api.signing import RecordSigner
 from bergen.api.signing import record_text as served_text
 from bergen.api.stored import StoredEvent
+from bergen.domain.audit import replay_record
 from bergen.domain.errors import (
     BergenError,
     CorruptRecord,
@@ -25,16 +27,17 @@ from bergen.domain.errors import (
     NotFound,
     StorageUnavailable,
 )
-from bergen.domain.events import Event, MatchEnded
+from bergen.domain.events import Event, MatchCreated, MatchEnded, SeatTaken
 from bergen.domain.record import build_record, rated_pool
-from bergen.domain.state import ENDED
+from bergen.domain.state import ENDED, fold
 from bergen.domain.views import View, redact_event, view
 
 from .commands import seen
 from .feed import TICK_S, EventFeed, Subscription
 from .identity import Caller, Identity
-from .matches import Match, MatchRepository, extend
+from .matches import REMATCH_KEY, Match, MatchRepository, decode_stored, extend
 from .store import EventStore, MatchSummary, lagging_reads
+from .store.authenticity import unauthentic
 from .store.records import Kept
 from .tlog import TransparencyLog
 from .tournaments import tournament_table
@@ -100,9 +103,86 @@ class MatchQueries:
 
     def get_view(self, caller: Caller, match_id: str) -> View:
         """Raises NotFound, Unauthenticated, PermissionDenied."""
+        return self.match_view(caller, match_id)[0]
+
+    def match_view(self, caller: Caller, match_id: str) -> tuple[View, str | None]:
+        """The match as the caller may see it, and the match it is the rematch of (None for
+        none). A spectator's view of an ended match that is not in the cache is made from
+        its kept record when it has one (`_kept_view`), else from its events. Raises
+        NotFound, Unauthenticated, PermissionDenied."""
         with lagging_reads():
+            kept = self._kept_view(match_id) if caller.token is None else None
+            if kept is not None:
+                return kept
             match = self._repo.load(match_id)
-        return view(match.state, self._identity.viewer(match, caller))
+        return view(match.state, self._identity.viewer(match, caller)), match.rematch_of
+
+    def _kept_view(self, match_id: str) -> tuple[View, str | None] | None:
+        """A spectator's view of an ended match not in the cache, from the record this
+        server kept of it, and its rematch_of; None when there is none to use.
+
+        An old match's events lie on as many pages of the log as it has events (each among
+        the events of the matches played beside it), so reading them costs a page read
+        each once the log outgrows the database's memory. Its kept record is one row, served
+        only as `records` serves it: its authenticator verifies, and it was made from the
+        stream's head as it stands. Its plays are replayed through the rules
+        (`replay_record`), which give the events they were made from, but for what a record
+        does not hold: the match's name and which players are programs. Those come from the
+        match's seating rows (its first few, read and authenticated), which stand in for
+        the replayed ones once they agree on everything else; the first also says what the
+        match is a rematch of. Anything that does not hold sends the read to the events."""
+        if self._signer is None or self._repo.cached(match_id) is not None:
+            return None
+        text = self._store.records().load([match_id], self._signer.public_key).get(match_id)
+        if text is None:
+            return None
+        try:
+            replayed = replay_record(json.loads(text))
+        except ValueError:
+            replayed = None
+        if replayed is None or not replayed.ok:
+            log.warning("match %s: its kept record does not replay; read from its events", match_id)
+            return None
+        seating = self._seating(match_id, replayed.events)
+        if seating is None:
+            return None
+        events, rematch_of = seating
+        state = fold((*events, *replayed.events[len(events) :]))
+        if state.phase != ENDED:
+            return None
+        return view(state, None), rematch_of
+
+    def _seating(
+        self, match_id: str, replayed: Sequence[Event]
+    ) -> tuple[list[Event], str | None] | None:
+        """The match's stored MatchCreated and SeatTaken events, and its rematch_of, when
+        their rows authenticate and they are the `replayed` ones but for the match's name
+        and the seats' bot flags; else None."""
+        created = replayed[0] if replayed else None
+        if not isinstance(created, MatchCreated):
+            return None
+        seats = [e for e in replayed[1 : 1 + created.seats] if isinstance(e, SeatTaken)]
+        rows = self._store.read_stream(match_id, 1, limit=1 + len(seats))
+        keys = self._store.log_keys
+        if len(rows) != 1 + len(seats) or (
+            keys is not None and any(unauthentic(r, keys) is not None for r in rows)
+        ):
+            return None
+        try:
+            stored = [decode_stored(r) for r in rows]
+        except CorruptRecord:
+            return None
+        first, taken = stored[0], stored[1:]
+        if not isinstance(first, MatchCreated) or replace(first, name=created.name) != created:
+            return None
+        # The record lists the seats in order; they were taken in any order.
+        if not all(isinstance(e, SeatTaken) for e in taken) or sorted(
+            (replace(e, bot=False) for e in taken if isinstance(e, SeatTaken)),
+            key=lambda e: e.seat,
+        ) != sorted((replace(e, bot=False) for e in seats), key=lambda e: e.seat):
+            return None
+        rematch_of = rows[0].metadata.extra.get(REMATCH_KEY)
+        return stored, rematch_of if isinstance(rematch_of, str) else None
 
     def replay(
         self, caller: Caller, match_id: str, after_seq: int

@@ -254,8 +254,8 @@ class BergenServicer:
         self, req: pb.GetMatchRequest, context: grpc.ServicerContext
     ) -> pb.GetMatchResponse:
         match_id = _match_id(req.match_id)
-        view = self._queries.get_view(_caller(context), match_id)
-        return pb.GetMatchResponse(view=self._view_out(view, rematch_of=self._rematch_of(match_id)))
+        view, rematch_of = self._queries.match_view(_caller(context), match_id)
+        return pb.GetMatchResponse(view=self._view_out(view, rematch_of=rematch_of))
 
     def Play(self, req: pb.PlayRequest, context: grpc.ServicerContext) -> pb.PlayResponse:
         match_id = _match_id(req.match_id)
