@@ -374,12 +374,15 @@ class HeldRatings:
     def ratings_in(
         self, wanted: Collection[tuple[str, str]]
     ) -> dict[tuple[str, str], PlayerRating]:
-        missing = [k for k in wanted if k not in self._ratings]
-        if missing and self._tables is not None:
-            found = self._look(lambda t: t.ratings_in(missing))
-            for k in missing:
-                self._ratings[k] = found.get(k)
-        return {k: r for k in wanted if (r := self._ratings.get(k)) is not None}
+        held = self._ratings
+        if self._tables is not None:  # at position 0 there is nothing to read
+            missing = [k for k in wanted if k not in held]
+            if missing:
+                found = self._look(lambda t: t.ratings_in(missing))
+                for k in missing:
+                    held[k] = found.get(k)
+        get = held.get
+        return {k: r for k in wanted if (r := get(k)) is not None}
 
     def save_ratings(self, ratings: Sequence[PlayerRating]) -> None:
         for r in ratings:
@@ -473,24 +476,31 @@ def fold_batch(
         if not is_match_stream(match_id):
             continue
         if type(e) is PackedEvent:
-            if _packed_refused(check, e):
-                continue
+            if check is not None:  # as `_refused` does, written out: every row passes here
+                why = check.packed_refusal(e)
+                if why is not None:
+                    _judged(check, e, why)
+                    continue
+                check.folded(e)
             event = _packed_decoded(e)
-            ended_at = _EPOCH + timedelta(microseconds=e.recorded_us)
+            ended_at = _EPOCH + timedelta(0, 0, e.recorded_us)  # microseconds
         else:
             assert isinstance(e, StoredEvent)
             if _refused(check, e):
                 continue
             event = _decoded(e)
             ended_at = e.recorded_at
-        if not isinstance(event, MatchEnded) or str(event.reason) not in _RATED_ENDS:
+        if not isinstance(event, MatchEnded):
+            continue
+        reason = str(event.reason)
+        if reason not in _RATED_ENDS:
             continue  # abandoned: not rated
         # An end written before ends named their holders: from the start of its stream.
         table = _table_of_end(match_id, event) if event.holders else seated.table(match_id, e.seq)
         if table is None:
             continue
         holders, sides, pool = table
-        result = (str(event.reason), tuple(event.scores), event.forfeited_side)
+        result = (reason, tuple(event.scores), event.forfeited_side)
         places = _places.get(result)
         if places is None:
             try:
@@ -501,7 +511,9 @@ def fold_batch(
             if len(_places) >= _PLACES_KEPT:
                 _places.clear()
             _places[result] = places
-        ends.append(RatedEnd(match_id, pool, e.position, holders, sides, places, ended_at))
+        ends.append(
+            _new_tuple(RatedEnd, (match_id, pool, e.position, holders, sides, places, ended_at))
+        )
     apply_ends(tx, ends)
 
 
@@ -589,10 +601,6 @@ def _refused(check: RowCheck | None, e: StoredEvent) -> bool:
     return _judged(check, e, check.refusal(e) if check is not None else None)
 
 
-def _packed_refused(check: RowCheck | None, e: PackedEvent) -> bool:
-    return _judged(check, e, check.packed_refusal(e) if check is not None else None)
-
-
 def _judged(check: RowCheck | None, e: StoredEvent | PackedEvent, why: str | None) -> bool:
     """Whether `e` is refused for `why` (logged); a row that is not is remembered as folded."""
     if why is None:
@@ -650,32 +658,38 @@ def apply_ends(tx: FoldTarget, ends: Sequence[RatedEnd]) -> None:
     held = tx.ratings_in({(e.pool, h.player) for e in ends for h in e.seats})
     states: dict[str, dict[str, Rating]] = {pool: {} for pool in pools}
     applied: list[tuple[RatedEnd, SeatRatings]] = []
-    rated: dict[tuple[str, str], Holder] = {}
+    # By pool, then player: a dict a pool, not a (pool, player) key made for every seat.
+    rated: dict[str, dict[str, Holder]] = {pool: {} for pool in pools}
 
     def write() -> None:
         tx.add_matches(applied, fresh=True)
         tx.save_ratings([PlayerRating(p, pool, h.name, h.bot, states[pool][p])
-                         for (pool, p), h in rated.items()])  # fmt: skip
+                         for pool, seen in rated.items() for p, h in seen.items()])  # fmt: skip
         applied.clear()
-        rated.clear()
+        for holders in rated.values():
+            holders.clear()
 
+    add = applied.append
     for end in ends:
-        state = states[end.pool]
-        if end.order <= last[end.pool]:
+        pool = end.pool
+        state = states[pool]
+        if end.order <= last[pool]:
             write()
             apply_end(tx, end)
             # The pool's ratings as that left them, for the ends after it.
             state.clear()
-            players = {h.player for e in ends if e.pool == end.pool for h in e.seats}
-            held.update((k, r) for k, r in tx.ratings_in({(end.pool, p) for p in players}).items())
+            players = {h.player for e in ends if e.pool == pool for h in e.seats}
+            held.update((k, r) for k, r in tx.ratings_in({(pool, p) for p in players}).items())
             continue
+        holders = rated[pool]
         for h in end.seats:
-            if h.player not in state:
-                r = held.get((end.pool, h.player))
-                state[h.player] = NEWCOMER if r is None else r.rating
-            rated[end.pool, h.player] = h
-        applied.append((end, rate_end(end, state)))
-        last[end.pool] = end.order
+            player = h.player
+            if player not in state:
+                r = held.get((pool, player))
+                state[player] = NEWCOMER if r is None else r.rating
+            holders[player] = h
+        add((end, rate_end(end, state)))
+        last[pool] = end.order
     write()
 
 
@@ -722,14 +736,28 @@ def rate_end(end: RatedEnd, state: dict[str, Rating]) -> SeatRatings:
     section 3: each side a team of its seat holders in seat order. Returns each seat's
     rating before and after, in seat order."""
     seats = end.seats
-    teams = [[state[seats[s].player] for s in side] for side in end.sides]
+    sides = end.sides
+    if sides == _ONE_A_SIDE.get(len(seats)):
+        # A side a seat, in seat order (every pool but partnerships): no side to gather.
+        befores = [state[h.player] for h in seats]
+        after = rate([[b] for b in befores], end.places)
+        rated = []
+        for h, before, (new,) in zip(seats, befores, after, strict=True):
+            state[h.player] = new
+            rated.append((before, new))
+        return tuple(rated)
+    teams = [[state[seats[s].player] for s in side] for side in sides]
     after = rate(teams, end.places)
-    rated: list[tuple[Rating, Rating]] = [None] * len(seats)  # type: ignore[list-item]
-    for side, before_side, after_side in zip(end.sides, teams, after, strict=True):
+    pairs: list[tuple[Rating, Rating]] = [None] * len(seats)  # type: ignore[list-item]
+    for side, before_side, after_side in zip(sides, teams, after, strict=True):
         for seat, before, new in zip(side, before_side, after_side, strict=True):
             state[seats[seat].player] = new
-            rated[seat] = (before, new)
-    return tuple(rated)
+            pairs[seat] = (before, new)
+    return tuple(pairs)
+
+
+_ONE_A_SIDE = {n: tuple((seat,) for seat in range(n)) for n in (2, 3, 4)}
+"""The sides of a table of `n` seats without partnerships: a side a seat, in seat order."""
 
 
 def _rows(pool: str, holders: Sequence[Holder], state: dict[str, Rating]) -> list[PlayerRating]:
