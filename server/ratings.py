@@ -76,7 +76,11 @@ T = TypeVar("T")
 BATCH = 1000
 """Events read and folded per transaction, as the ratings keep up with live play."""
 HELD_PAGE = 20_000
-"""Events read at a time by a fold held in memory (`HeldRatings`)."""
+"""Events read at a time by a fold held in memory (`HeldRatings`), at most."""
+HELD_FIRST_PAGE = 2_000
+"""The first page of a fold held in memory. Each page after it is read while the one before
+is folded, and is twice as long (up to HELD_PAGE): the fold waits for one short read, where
+a first page of HELD_PAGE kept it waiting a third of a second before its first row."""
 HELD_MAX = 100_000
 """At most this many events are folded in memory before what they made is written: a
 rebuild's memory stays bounded (about 2.4 kB a rated match held: some 250 MB at the bound,
@@ -111,6 +115,8 @@ class RatingsProjection(FoldLoop[PackedEvent]):
         self._ahead: _PageAhead | None = None
         """The next page of a fold held in memory, being read meanwhile."""
         self._held_events = 0
+        self._held_page = 0
+        """The next page's length in a fold held in memory (0: its first, HELD_FIRST_PAGE)."""
         self.started_at: int | None = None
         """The position this process found the ratings folded up to, when it first looked."""
         self.repairs: Counter[str] = Counter(player_ratings=0, rating_history=0, rated_matches=0)
@@ -163,7 +169,9 @@ class RatingsProjection(FoldLoop[PackedEvent]):
         return self._held is not None or (not self._bounded and self._position == 0)
 
     def _page(self) -> int:
-        return HELD_PAGE if self._holding() else self._batch
+        if not self._holding():
+            return self._batch
+        return self._held_page or min(HELD_FIRST_PAGE, HELD_PAGE)
 
     def _read(self, page: int) -> tuple[Sequence[PackedEvent] | Sequence[StoredEvent], int]:
         """A page folded in memory is read packed (`EventStore.read_all_packed`): reading
@@ -187,8 +195,14 @@ class RatingsProjection(FoldLoop[PackedEvent]):
             return super()._read(page)
         if len(batch) == page:
             # A full page: the next one is read while this one is folded (the database's
-            # part of a read is most of its time, and a rebuild has a core for it).
-            self._ahead = _PageAhead(self._store, batch[-1].position, page, self.types or ())
+            # part of a read is most of its time, and a rebuild has a core for it), twice as
+            # long, up to what the fold may hold.
+            held = (self._held_events if self._held is not None else 0) + len(batch)
+            self._held_page = max(min(2 * page, HELD_PAGE, HELD_MAX - held), 0)
+            if self._held_page:
+                self._ahead = _PageAhead(
+                    self._store, batch[-1].position, self._held_page, self.types or ()
+                )
         return batch, batch[-1].position if batch else after
 
     def _fold(self, batch: Sequence[PackedEvent] | Sequence[StoredEvent], upto: int) -> int:
@@ -224,6 +238,7 @@ class RatingsProjection(FoldLoop[PackedEvent]):
         return self._finish() if self._held_events >= HELD_MAX else 0
 
     def _finish(self) -> int:
+        self._held_page = 0
         try:
             return self._write_held()
         finally:
@@ -256,6 +271,7 @@ class RatingsProjection(FoldLoop[PackedEvent]):
 
     def _abandon(self) -> None:
         self._ahead = None  # read for a fold that stopped: its page is read again if wanted
+        self._held_page = 0
         if self._held is not None:
             self._position = self._held.start
         self._held = None
