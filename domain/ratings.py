@@ -119,6 +119,7 @@ def rate(teams: Sequence[Sequence[Rating]], places: Sequence[int]) -> list[list[
     # Written out with loops rather than generators and sum() (a rebuild rates every rated
     # match: this is most of its arithmetic), each sum in the same order as openskill's.
     # The dynamics first: each sigma grows by tau before the match (no limit on sigma).
+    sqrt = math.sqrt
     sigmas: list[list[float]] = []
     mus: list[float] = []
     variances: list[float] = []
@@ -127,7 +128,7 @@ def rate(teams: Sequence[Sequence[Rating]], places: Sequence[int]) -> list[list[
         grown = []
         mu = variance = 0.0
         for r in team:
-            sigma = math.sqrt(r.sigma * r.sigma + _TAU2)
+            sigma = sqrt(r.sigma * r.sigma + _TAU2)
             grown.append(sigma)
             mu += r.mu
             variance += sigma * sigma
@@ -135,45 +136,46 @@ def rate(teams: Sequence[Sequence[Rating]], places: Sequence[int]) -> list[list[
         mus.append(mu)
         variances.append(variance)
         spread += variance + _BETA2
-    c = math.sqrt(spread)
+    c = sqrt(spread)
     c2 = c * c
-    strengths = [math.exp(mu / c) for mu in mus]
-    # For each side q: the strengths of the sides placed at q or below it, and how many share
-    # its place.
-    sum_q = []
-    shared = []
+    exp = math.exp
+    strengths = [exp(mu / c) for mu in mus]
+    # For each side q: its place, the strengths of the sides placed at q or below it, and
+    # how many share its place.
+    by_q = []
     for place in places:
         total = 0.0
         ties = 0
-        for k in range(n):
-            if places[k] >= place:
-                total += strengths[k]
-            if places[k] == place:
-                ties += 1
-        sum_q.append(total)
-        shared.append(ties)
+        for other, strength in zip(places, strengths, strict=True):
+            if other >= place:
+                total += strength
+                if other == place:
+                    ties += 1
+        by_q.append((place, total, ties))
     after: list[list[Rating]] = []
     for i in range(n):
         omega = delta = 0.0
         mine = places[i]
         strength = strengths[i]
-        for q in range(n):
-            if places[q] > mine:
+        q = -1
+        for place, total, ties in by_q:
+            q += 1
+            if place > mine:
                 continue
-            share = strength / sum_q[q]
-            delta += share * (1 - share) / shared[q]
-            omega += ((1 - share) if q == i else -share) / shared[q]
+            share = strength / total
+            delta += share * (1 - share) / ties
+            omega += ((1 - share) if q == i else -share) / ties
         variance = variances[i]
         omega *= variance / c
         delta *= variance / c2
-        delta *= math.sqrt(variance) / c  # gamma, openskill's default
+        delta *= sqrt(variance) / c  # gamma, openskill's default
         rated = []
         for rating, sigma in zip(teams[i], sigmas[i], strict=True):
             part = sigma * sigma / variance
             rated.append(
                 Rating(
                     rating.mu + part * omega,
-                    sigma * math.sqrt(max(1 - part * delta, KAPPA)),
+                    sigma * sqrt(max(1 - part * delta, KAPPA)),
                     rating.matches + 1,
                 )
             )

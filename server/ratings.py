@@ -76,7 +76,11 @@ T = TypeVar("T")
 BATCH = 1000
 """Events read and folded per transaction, as the ratings keep up with live play."""
 HELD_PAGE = 20_000
-"""Events read at a time by a fold held in memory (`HeldRatings`)."""
+"""Events read at a time by a fold held in memory (`HeldRatings`), at most."""
+HELD_FIRST_PAGE = 2_000
+"""The first page of a fold held in memory. Each page after it is read while the one before
+is folded, and is twice as long (up to HELD_PAGE): the fold waits for one short read, where
+a first page of HELD_PAGE kept it waiting a third of a second before its first row."""
 HELD_MAX = 100_000
 """At most this many events are folded in memory before what they made is written: a
 rebuild's memory stays bounded (about 2.4 kB a rated match held: some 250 MB at the bound,
@@ -111,6 +115,8 @@ class RatingsProjection(FoldLoop[PackedEvent]):
         self._ahead: _PageAhead | None = None
         """The next page of a fold held in memory, being read meanwhile."""
         self._held_events = 0
+        self._held_page = 0
+        """The next page's length in a fold held in memory (0: its first, HELD_FIRST_PAGE)."""
         self.started_at: int | None = None
         """The position this process found the ratings folded up to, when it first looked."""
         self.repairs: Counter[str] = Counter(player_ratings=0, rating_history=0, rated_matches=0)
@@ -163,7 +169,9 @@ class RatingsProjection(FoldLoop[PackedEvent]):
         return self._held is not None or (not self._bounded and self._position == 0)
 
     def _page(self) -> int:
-        return HELD_PAGE if self._holding() else self._batch
+        if not self._holding():
+            return self._batch
+        return self._held_page or min(HELD_FIRST_PAGE, HELD_PAGE)
 
     def _read(self, page: int) -> tuple[Sequence[PackedEvent] | Sequence[StoredEvent], int]:
         """A page folded in memory is read packed (`EventStore.read_all_packed`): reading
@@ -187,8 +195,14 @@ class RatingsProjection(FoldLoop[PackedEvent]):
             return super()._read(page)
         if len(batch) == page:
             # A full page: the next one is read while this one is folded (the database's
-            # part of a read is most of its time, and a rebuild has a core for it).
-            self._ahead = _PageAhead(self._store, batch[-1].position, page, self.types or ())
+            # part of a read is most of its time, and a rebuild has a core for it), twice as
+            # long, up to what the fold may hold.
+            held = (self._held_events if self._held is not None else 0) + len(batch)
+            self._held_page = max(min(2 * page, HELD_PAGE, HELD_MAX - held), 0)
+            if self._held_page:
+                self._ahead = _PageAhead(
+                    self._store, batch[-1].position, self._held_page, self.types or ()
+                )
         return batch, batch[-1].position if batch else after
 
     def _fold(self, batch: Sequence[PackedEvent] | Sequence[StoredEvent], upto: int) -> int:
@@ -224,6 +238,7 @@ class RatingsProjection(FoldLoop[PackedEvent]):
         return self._finish() if self._held_events >= HELD_MAX else 0
 
     def _finish(self) -> int:
+        self._held_page = 0
         try:
             return self._write_held()
         finally:
@@ -256,6 +271,7 @@ class RatingsProjection(FoldLoop[PackedEvent]):
 
     def _abandon(self) -> None:
         self._ahead = None  # read for a fold that stopped: its page is read again if wanted
+        self._held_page = 0
         if self._held is not None:
             self._position = self._held.start
         self._held = None
@@ -374,12 +390,15 @@ class HeldRatings:
     def ratings_in(
         self, wanted: Collection[tuple[str, str]]
     ) -> dict[tuple[str, str], PlayerRating]:
-        missing = [k for k in wanted if k not in self._ratings]
-        if missing and self._tables is not None:
-            found = self._look(lambda t: t.ratings_in(missing))
-            for k in missing:
-                self._ratings[k] = found.get(k)
-        return {k: r for k in wanted if (r := self._ratings.get(k)) is not None}
+        held = self._ratings
+        if self._tables is not None:  # at position 0 there is nothing to read
+            missing = [k for k in wanted if k not in held]
+            if missing:
+                found = self._look(lambda t: t.ratings_in(missing))
+                for k in missing:
+                    held[k] = found.get(k)
+        get = held.get
+        return {k: r for k in wanted if (r := get(k)) is not None}
 
     def save_ratings(self, ratings: Sequence[PlayerRating]) -> None:
         for r in ratings:
@@ -473,24 +492,31 @@ def fold_batch(
         if not is_match_stream(match_id):
             continue
         if type(e) is PackedEvent:
-            if _packed_refused(check, e):
-                continue
+            if check is not None:  # as `_refused` does, written out: every row passes here
+                why = check.packed_refusal(e)
+                if why is not None:
+                    _judged(check, e, why)
+                    continue
+                check.folded(e)
             event = _packed_decoded(e)
-            ended_at = _EPOCH + timedelta(microseconds=e.recorded_us)
+            ended_at = _EPOCH + timedelta(0, 0, e.recorded_us)  # microseconds
         else:
             assert isinstance(e, StoredEvent)
             if _refused(check, e):
                 continue
             event = _decoded(e)
             ended_at = e.recorded_at
-        if not isinstance(event, MatchEnded) or str(event.reason) not in _RATED_ENDS:
+        if not isinstance(event, MatchEnded):
+            continue
+        reason = str(event.reason)
+        if reason not in _RATED_ENDS:
             continue  # abandoned: not rated
         # An end written before ends named their holders: from the start of its stream.
         table = _table_of_end(match_id, event) if event.holders else seated.table(match_id, e.seq)
         if table is None:
             continue
         holders, sides, pool = table
-        result = (str(event.reason), tuple(event.scores), event.forfeited_side)
+        result = (reason, tuple(event.scores), event.forfeited_side)
         places = _places.get(result)
         if places is None:
             try:
@@ -501,7 +527,9 @@ def fold_batch(
             if len(_places) >= _PLACES_KEPT:
                 _places.clear()
             _places[result] = places
-        ends.append(RatedEnd(match_id, pool, e.position, holders, sides, places, ended_at))
+        ends.append(
+            _new_tuple(RatedEnd, (match_id, pool, e.position, holders, sides, places, ended_at))
+        )
     apply_ends(tx, ends)
 
 
@@ -589,10 +617,6 @@ def _refused(check: RowCheck | None, e: StoredEvent) -> bool:
     return _judged(check, e, check.refusal(e) if check is not None else None)
 
 
-def _packed_refused(check: RowCheck | None, e: PackedEvent) -> bool:
-    return _judged(check, e, check.packed_refusal(e) if check is not None else None)
-
-
 def _judged(check: RowCheck | None, e: StoredEvent | PackedEvent, why: str | None) -> bool:
     """Whether `e` is refused for `why` (logged); a row that is not is remembered as folded."""
     if why is None:
@@ -650,32 +674,38 @@ def apply_ends(tx: FoldTarget, ends: Sequence[RatedEnd]) -> None:
     held = tx.ratings_in({(e.pool, h.player) for e in ends for h in e.seats})
     states: dict[str, dict[str, Rating]] = {pool: {} for pool in pools}
     applied: list[tuple[RatedEnd, SeatRatings]] = []
-    rated: dict[tuple[str, str], Holder] = {}
+    # By pool, then player: a dict a pool, not a (pool, player) key made for every seat.
+    rated: dict[str, dict[str, Holder]] = {pool: {} for pool in pools}
 
     def write() -> None:
         tx.add_matches(applied, fresh=True)
         tx.save_ratings([PlayerRating(p, pool, h.name, h.bot, states[pool][p])
-                         for (pool, p), h in rated.items()])  # fmt: skip
+                         for pool, seen in rated.items() for p, h in seen.items()])  # fmt: skip
         applied.clear()
-        rated.clear()
+        for holders in rated.values():
+            holders.clear()
 
+    add = applied.append
     for end in ends:
-        state = states[end.pool]
-        if end.order <= last[end.pool]:
+        pool = end.pool
+        state = states[pool]
+        if end.order <= last[pool]:
             write()
             apply_end(tx, end)
             # The pool's ratings as that left them, for the ends after it.
             state.clear()
-            players = {h.player for e in ends if e.pool == end.pool for h in e.seats}
-            held.update((k, r) for k, r in tx.ratings_in({(end.pool, p) for p in players}).items())
+            players = {h.player for e in ends if e.pool == pool for h in e.seats}
+            held.update((k, r) for k, r in tx.ratings_in({(pool, p) for p in players}).items())
             continue
+        holders = rated[pool]
         for h in end.seats:
-            if h.player not in state:
-                r = held.get((end.pool, h.player))
-                state[h.player] = NEWCOMER if r is None else r.rating
-            rated[end.pool, h.player] = h
-        applied.append((end, rate_end(end, state)))
-        last[end.pool] = end.order
+            player = h.player
+            if player not in state:
+                r = held.get((pool, player))
+                state[player] = NEWCOMER if r is None else r.rating
+            holders[player] = h
+        add((end, rate_end(end, state)))
+        last[pool] = end.order
     write()
 
 
@@ -722,14 +752,28 @@ def rate_end(end: RatedEnd, state: dict[str, Rating]) -> SeatRatings:
     section 3: each side a team of its seat holders in seat order. Returns each seat's
     rating before and after, in seat order."""
     seats = end.seats
-    teams = [[state[seats[s].player] for s in side] for side in end.sides]
+    sides = end.sides
+    if sides == _ONE_A_SIDE.get(len(seats)):
+        # A side a seat, in seat order (every pool but partnerships): no side to gather.
+        befores = [state[h.player] for h in seats]
+        after = rate([[b] for b in befores], end.places)
+        rated = []
+        for h, before, (new,) in zip(seats, befores, after, strict=True):
+            state[h.player] = new
+            rated.append((before, new))
+        return tuple(rated)
+    teams = [[state[seats[s].player] for s in side] for side in sides]
     after = rate(teams, end.places)
-    rated: list[tuple[Rating, Rating]] = [None] * len(seats)  # type: ignore[list-item]
-    for side, before_side, after_side in zip(end.sides, teams, after, strict=True):
+    pairs: list[tuple[Rating, Rating]] = [None] * len(seats)  # type: ignore[list-item]
+    for side, before_side, after_side in zip(sides, teams, after, strict=True):
         for seat, before, new in zip(side, before_side, after_side, strict=True):
             state[seats[seat].player] = new
-            rated[seat] = (before, new)
-    return tuple(rated)
+            pairs[seat] = (before, new)
+    return tuple(pairs)
+
+
+_ONE_A_SIDE = {n: tuple((seat,) for seat in range(n)) for n in (2, 3, 4)}
+"""The sides of a table of `n` seats without partnerships: a side a seat, in seat order."""
 
 
 def _rows(pool: str, holders: Sequence[Holder], state: dict[str, Rating]) -> list[PlayerRating]:

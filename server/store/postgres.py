@@ -901,6 +901,16 @@ class _PostgresDb:
             # are sent from a thread of psycopg's (QueuedLibpqWriter) as they are made: `rows`
             # may be a generator that makes each (a rebuild's seals them), and the server
             # stores the ones sent meanwhile, on another core.
+            blocks = getattr(rows, "copy_blocks", None)
+            if blocks is not None:
+                # Rows that make their binary COPY data themselves (`HistoryRows`).
+                for block in blocks(COPY_ROWS):
+                    with cur.copy(
+                        f"COPY {table} ({names}) FROM STDIN (FORMAT BINARY)",
+                        writer=QueuedLibpqWriter(cur),
+                    ) as copy:
+                        copy.write(block)
+                return
             types = self._column_types(table, tuple(columns))
             it = iter(rows)
             first = next(it, None)

@@ -732,3 +732,28 @@ def test_a_rebuild_reads_each_next_page_while_it_folds_one(
     assert readers[threading.current_thread().name] == 1
     assert store.ratings().position(RATINGS) == head
     assert tables_of(store) == want
+
+
+def test_a_rebuild_reads_a_short_first_page_then_each_twice_as_long(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rated_log(store, random.Random(15), 30)
+    head = visible_head(store)
+    want = _rated_by_batches(store, head)
+    monkeypatch.setattr(ratings_module, "HELD_FIRST_PAGE", 2)
+    monkeypatch.setattr(ratings_module, "HELD_PAGE", 8)
+    monkeypatch.setattr(ratings_module, "HELD_MAX", 20)
+    limits: list[int] = []
+    read_all_packed = store.read_all_packed
+
+    def counted(after: int, limit: int, types: object) -> object:
+        limits.append(limit)
+        return read_all_packed(after, limit, types)  # type: ignore[arg-type]
+
+    store.read_all_packed = counted  # type: ignore[method-assign]
+    assert RatingsProjection(store).catch_up() > 20
+    # Up to HELD_PAGE, and no more than the fold may hold (HELD_MAX) before it writes; the
+    # events after it are folded from the tables' position, a batch first.
+    assert limits[:4] == [2, 4, 8, 6]
+    assert store.ratings().position(RATINGS) == head
+    assert tables_of(store) == want
