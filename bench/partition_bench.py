@@ -288,7 +288,7 @@ KINDS = (
     Kind(LOAD, "load an ended match by stream id (read_rows, checked rows)"),
     Kind(FIRST_EVENT, "its first event (read_stream limit 1)"),
     Kind(VERSION, "its version (stream_version, max(seq))"),
-    Kind(STALE, "its listing row's staleness probe (ListMatches, each row)"),
+    Kind(STALE, "a ListMatches page's staleness probes, 20 rows (one SELECT)"),
     Kind(APPEND, "append a new match's event (prepared INSERT, 1 row)"),
     Kind(FEED_RECENT, f"global order after a recent position, {FEED_LIMIT:,} rows"),
     Kind(FEED_OLD, f"global order after an old position, {FEED_LIMIT:,} rows"),
@@ -354,10 +354,15 @@ def positions_of(conn: psycopg.Connection[Any], events: int) -> Positions:
     return Positions(nth("DESC", RECENT), nth("ASC", int(events * OLD_FRACTION)))
 
 
+PAGE = 20
+"""Rows of a ListMatches page."""
+
+
 def stale_probe() -> str:
     """The test a ListMatches page makes of each of its rows (whether the match has an event
     after its listed version, at or before the listing's position), as the store says it,
-    of one row: its parameters the position, the match id and the version."""
+    of the rows of a page in one statement: its parameters the position, the match ids and
+    their versions (arrays)."""
     page = _SQL.pages[(False, False)]
     start = page.index("EXISTS (")
     depth, end = 0, start
@@ -367,7 +372,7 @@ def stale_probe() -> str:
             break
     return (
         f"SELECT {page[start : end + 1]}"
-        " FROM (SELECT %s::text AS match_id, %s::bigint AS version) m"
+        " FROM unnest(%s::text[], %s::bigint[]) AS m(match_id, version)"
     )
 
 
@@ -377,6 +382,8 @@ def run_kind(
     """Each of `ids` (or as many calls) of one kind on `conn`, in ms."""
     after = packed_reads(ENDS)[1]
     stale = stale_probe()
+    # Each match's page: it and the PAGE - 1 matches after it in `ids`, round.
+    page = {s: [ids[(i + j) % len(ids)] for j in range(PAGE)] for i, s in enumerate(ids)}
     calls: dict[str, Callable[[str], object]] = {
         LOAD: lambda s: conn.execute(
             _CHECKED_ROWS.format("%s", "%s::bigint"), (s, 1), binary=True
@@ -385,8 +392,8 @@ def run_kind(
         VERSION: lambda s: conn.execute(
             "SELECT max(seq) FROM events WHERE stream_id = %s", (s,)
         ).fetchone(),
-        # An ended match listed at its last version: nothing after it (the usual answer).
-        STALE: lambda s: conn.execute(stale, (where.recent, s, 10_000)).fetchone(),
+        # Ended matches listed at their last version: nothing after them (the usual answer).
+        STALE: lambda s: conn.execute(stale, (where.recent, page[s], [10_000] * PAGE)).fetchall(),
         FEED_RECENT: lambda _: conn.execute(_READ_AFTER, (where.recent, FEED_LIMIT)).fetchall(),
         FEED_OLD: lambda _: conn.execute(_READ_AFTER, (where.old, FEED_LIMIT)).fetchall(),
         ENDS_RECENT: lambda _: conn.execute(

@@ -81,7 +81,7 @@ def test_a_plan_summary_counts_the_scans_one_a_partition() -> None:
 
 def test_the_staleness_probe_is_the_listing_pages_own_test_of_a_row() -> None:
     probe = bench.stale_probe()
-    inner = probe.removeprefix("SELECT ").partition(" FROM (SELECT %s::text")[0]
+    inner = probe.removeprefix("SELECT ").partition(" FROM unnest(")[0]
     assert inner.startswith("EXISTS (") and inner.endswith(")")
     assert inner in bench._SQL.pages[(False, False)]
     assert inner.count("(") == inner.count(")")
