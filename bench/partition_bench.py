@@ -13,7 +13,8 @@ first from MINVALUE and the last to MAXVALUE (a host would make the next month's
 last open keeps the appends of the run in it). Its indexes are made first, then the rows
 copied by one INSERT ... SELECT in position order (so both tables' indexes grew row by row),
 keeping each row's position and transaction id (the position trigger is made after), then
-`VACUUM ANALYZE`.
+`VACUUM ANALYZE`. Then every block of both is read into the operating system's cache
+(`pg_prewarm`'s 'read'): the copy, written last, must not be the warmer.
 
 Why `position`: it is the store's own counter (an identity column its trigger assigns), so it
 grows with the append order, which is the age a host archives by; the global order's reads
