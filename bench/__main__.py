@@ -143,6 +143,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         True,
     ),
     Benchmark(
+        "partition",
+        "bench.partition_bench",
+        "one events table vs 12 partitions by position at 10^5 matches: reads, appends, archival",
+        postgres_reachable,
+        True,
+    ),
+    Benchmark(
         "live",
         "bench.live_bench",
         "10,000 live matches watched, clocks running: memory, CPU at rest, Play p99",
