@@ -130,8 +130,15 @@ class MatchQueries:
         does not hold: the match's name and which players are programs. Those come from the
         match's seating rows (its first few, read and authenticated), which stand in for
         the replayed ones once they agree on everything else; the first also says what the
-        match is a rematch of. Anything that does not hold sends the read to the events."""
-        if self._signer is None or self._repo.cached(match_id) is not None:
+        match is a rematch of. Anything that does not hold sends the read to the events.
+        Like `records`, it does not read the match's other rows again: one changed after
+        the record was kept is found by the next read of the events (a seat's call, the
+        audit log, a replay), and from then on this read is refused too."""
+        if (
+            self._signer is None
+            or self._repo.cached(match_id) is not None
+            or self._repo.found_tampered(match_id)  # refused, as every call on it is
+        ):
             return None
         text = self._store.records().load([match_id], self._signer.public_key).get(match_id)
         if text is None:

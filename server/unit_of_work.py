@@ -195,6 +195,11 @@ class Repository(Generic[A, C, E, S]):
                 error.message,
             )
 
+    def found_tampered(self, aggregate_id: str) -> bool:
+        """Whether a load here has found a row of the aggregate not authentic."""
+        with self._lock:
+            return any(seen == aggregate_id for seen, _ in self._tampered)
+
     def cached(self, aggregate_id: str) -> A | None:
         """The aggregate as this process last saw it (possibly behind the store), or None."""
         with self._lock:

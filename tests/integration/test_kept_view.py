@@ -12,6 +12,7 @@ from conftest import Backend
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bergen.api.signing import RecordSigner
+from bergen.domain.errors import LogTampered
 from bergen.domain.state import ENDED
 from bergen.domain.views import view
 from bergen.server.app import Application, Settings, build_application
@@ -147,3 +148,20 @@ def test_a_changed_kept_record_is_not_served_and_the_view_comes_from_the_events(
     assert kept == truth
     assert again.repository.cached(match_id) is not None  # read from the events
     assert store.records().repairs[RECORDS_TABLE] >= 1
+
+
+def test_once_a_changed_row_is_found_the_kept_view_is_refused_too(
+    backend: Backend, store: EventStore, keys: LogKeys
+) -> None:
+    match_id, tokens = _ended(_app(store, keys), 6)
+    _app(store, keys).queries.record_text(Caller(), match_id)
+    backend.tamper(
+        "UPDATE events SET payload = '{\"seat\": 0}' WHERE stream_id = %s AND seq = 5",
+        (match_id,),
+    )
+    app = _app(store, keys)
+    app.queries.match_view(Caller(), match_id)  # the kept record: the row is not read
+    with pytest.raises(LogTampered):
+        app.queries.match_view(Caller(tokens[0]), match_id)  # a seat's view reads it
+    with pytest.raises(LogTampered):
+        app.queries.match_view(Caller(), match_id)
