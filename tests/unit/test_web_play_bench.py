@@ -84,5 +84,7 @@ def test_a_quick_run_plays_through_the_gateway_and_prints_both_figures(
     assert found, out
     web, grpc, ratio = int(found[1]), int(found[2]), float(found[3])
     assert web > 0 and grpc > 0
-    assert ratio == pytest.approx(web / grpc, abs=0.02)
+    # The rates are printed rounded to whole Plays a second and the ratio to 0.01, so the
+    # ratio of the printed rates is only near it when the rates are small (a busy machine).
+    assert (web - 0.5) / (grpc + 0.5) - 0.005 <= ratio <= (web + 0.5) / (grpc - 0.5) + 0.005
     assert found[4] == ("PASS" if ratio >= 0.75 else "MISSED")
