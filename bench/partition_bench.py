@@ -40,7 +40,7 @@ kind on each table:
   its version (`stream_version`: `max(seq)`), the same matches;
 - the append of a new match's events, one prepared INSERT ... RETURNING an event (one
   autocommit transaction each, as `append` does), a new match each round;
-- the global order read after a position (`read_all`: `_READ_AFTER`, 1,000 rows, the folds'
+- the global order read after a position (`read_all`: `READ_AFTER`, 1,000 rows, the folds'
   batch) at a recent position (500 events before the head) and at an old one (5 % in);
 - the ends read after a position (the ratings' `read_all_packed` of MatchEnded), recent
   and old;
@@ -77,23 +77,23 @@ import psycopg
 from bench import harness
 from bench.harness import Column, ExitStatus, Row, Table, say
 from bench.listing_bench import LOG_KEY_FILE
-from bench.scale_bench import _play, load, match_id_of, vacuum
+from bench.scale_bench import load, match_events, match_id_of, vacuum
 from bench.store_bench import bench_database
 from bergen.api.chain import micros
 from bergen.api.stored import GENESIS_HASH, EventMetadata
 from bergen.server.keys import LogKeys
 from bergen.server.store.batch import build_rows
 from bergen.server.store.postgres import (
-    _CHECKED_ROWS,
-    _I4,
-    _I8,
-    _PG_EPOCH_US,
-    _READ_AFTER,
-    _SQL,
-    _VISIBLE,
-    _insert,
-    _text,
+    CHECKED_ROWS,
+    PG_EPOCH_US,
+    READ_AFTER,
+    SQL,
+    VISIBLE,
+    insert_rows,
+    pack_i4,
+    pack_i8,
     packed_reads,
+    text_param,
 )
 
 PARTS = 12
@@ -353,16 +353,16 @@ class Appender:
         writing = (self.keys.writing, self.keys.writing_key)
         prepared = self.prepared.setdefault(table, set())
         prev, out = GENESIS_HASH, []
-        for seq, event in enumerate(_play(k)):
+        for seq, event in enumerate(match_events(k)):
             at = datetime.now(UTC)
             (r,) = build_rows(stream, seq, [event], meta, prev, at, writing)
             values: list[bytes | None] = [
-                stream.encode(), _I8(r.seq), r.event.type.encode(), _I4(r.event.schema_version),
-                r.payload_json.encode(), r.metadata_json.encode(), _text(r.command_id),
-                r.prev_hash, r.hash, r.salt, _I8(micros(at) - _PG_EPOCH_US), _text(r.key_id),
-                r.mac,
+                stream.encode(), pack_i8(r.seq), r.event.type.encode(),
+                pack_i4(r.event.schema_version), r.payload_json.encode(),
+                r.metadata_json.encode(), text_param(r.command_id), r.prev_hash, r.hash, r.salt,
+                pack_i8(micros(at) - PG_EPOCH_US), text_param(r.key_id), r.mac,
             ]  # fmt: skip
-            out.append(timed(partial(_insert, conn, prepared, values, 1)))
+            out.append(timed(partial(insert_rows, conn, prepared, values, 1)))
             prev = r.hash
         return out
 
@@ -395,7 +395,7 @@ def stale_probe() -> str:
     after its listed version, at or before the listing's position), as the store says it,
     of the rows of a page in one statement: its parameters the position, the match ids and
     their versions (arrays)."""
-    page = _SQL.pages[(False, False)]
+    page = SQL.pages[(False, False)]
     start = page.index("EXISTS (")
     depth, end = 0, start
     for end in range(start, len(page)):
@@ -418,16 +418,16 @@ def run_kind(
     page = {s: [ids[(i + j) % len(ids)] for j in range(PAGE)] for i, s in enumerate(ids)}
     calls: dict[str, Callable[[str], object]] = {
         LOAD: lambda s: conn.execute(
-            _CHECKED_ROWS.format("%s", "%s::bigint"), (s, 1), binary=True
+            CHECKED_ROWS.format("%s", "%s::bigint"), (s, 1), binary=True
         ).fetchall(),
-        FIRST_EVENT: lambda s: conn.execute(_SQL.stream_page, (s, 1, 1), binary=True).fetchall(),
+        FIRST_EVENT: lambda s: conn.execute(SQL.stream_page, (s, 1, 1), binary=True).fetchall(),
         VERSION: lambda s: conn.execute(
             "SELECT max(seq) FROM events WHERE stream_id = %s", (s,)
         ).fetchone(),
         # Ended matches listed at their last version: nothing after them (the usual answer).
         STALE: lambda s: conn.execute(stale, (where.recent, page[s], [10_000] * PAGE)).fetchall(),
-        FEED_RECENT: lambda _: conn.execute(_READ_AFTER, (where.recent, FEED_LIMIT)).fetchall(),
-        FEED_OLD: lambda _: conn.execute(_READ_AFTER, (where.old, FEED_LIMIT)).fetchall(),
+        FEED_RECENT: lambda _: conn.execute(READ_AFTER, (where.recent, FEED_LIMIT)).fetchall(),
+        FEED_OLD: lambda _: conn.execute(READ_AFTER, (where.old, FEED_LIMIT)).fetchall(),
         ENDS_RECENT: lambda _: conn.execute(
             after, (where.recent, FEED_LIMIT, FEED_LIMIT), binary=True
         ).fetchone(),
@@ -435,7 +435,7 @@ def run_kind(
             after, (where.old, FEED_LIMIT, FEED_LIMIT), binary=True
         ).fetchone(),
         HEAD: lambda _: conn.execute(
-            f"SELECT position FROM events WHERE {_VISIBLE}"
+            f"SELECT position FROM events WHERE {VISIBLE}"
             " ORDER BY tx_id DESC, position DESC LIMIT 1"
         ).fetchone(),
     }
@@ -464,7 +464,7 @@ def explain_load(url: str, table: str, stream: str, other: str) -> list[str]:
     """The plan of the load of `stream` (not read before) on a connection that has planned
     the load of `other` first (the partitions' catalogs read: a server's plan is not its
     connection's first)."""
-    sql = _CHECKED_ROWS.format("%s", "%s::bigint")
+    sql = CHECKED_ROWS.format("%s", "%s::bigint")
     with connect(url, table) as conn:
         conn.execute("EXPLAIN " + sql, (other, 1)).fetchall()
         rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, (stream, 1)).fetchall()

@@ -158,7 +158,7 @@ def match_id_of(k: int) -> str:
     return new_match_id(lambda: (LOADED_FROM_MS + k) * 1_000_000, lambda _: random_bits)
 
 
-def _play(k: int) -> list[NewEvent]:
+def match_events(k: int) -> list[NewEvent]:
     """Loaded match number k, played whole by the rules: 2, 3 or 4 seats (pairs every other
     4), each seat the greedy or the random policy, seated by names from PLAYERS."""
     rng = random.Random(k)
@@ -194,9 +194,8 @@ def load_chunk(url: str, key_file: str, first: int, stop: int) -> tuple[int, int
                 open_rows = []
                 for k in range(group, min(stop, group + INTERLEAVED)):
                     stream = match_id_of(k)
-                    open_rows.append(
-                        (stream, build_rows(stream, 0, _play(k), meta, GENESIS_HASH, at, writing))
-                    )
+                    rows = build_rows(stream, 0, match_events(k), meta, GENESIS_HASH, at, writing)
+                    open_rows.append((stream, rows))
                 cursors = [0] * len(open_rows)
                 live = list(range(len(open_rows)))
                 while live:

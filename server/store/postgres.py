@@ -1049,3 +1049,16 @@ class PostgresMatchList:
 def _as_time(value: Any) -> datetime:
     assert isinstance(value, datetime)
     return value
+
+
+# The store's own statements and the binary forms its appends send, for a benchmark that
+# times them on a copy of the tables (bench/partition_bench.py: a partitioned `events`).
+SQL = _SQL
+VISIBLE = _VISIBLE
+READ_AFTER = _READ_AFTER
+CHECKED_ROWS = _CHECKED_ROWS
+PG_EPOCH_US = _PG_EPOCH_US
+pack_i4 = _I4
+pack_i8 = _I8
+text_param = _text
+insert_rows = _insert

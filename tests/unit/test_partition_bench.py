@@ -83,6 +83,6 @@ def test_the_staleness_probe_is_the_listing_pages_own_test_of_a_row() -> None:
     probe = bench.stale_probe()
     inner = probe.removeprefix("SELECT ").partition(" FROM unnest(")[0]
     assert inner.startswith("EXISTS (") and inner.endswith(")")
-    assert inner in bench._SQL.pages[(False, False)]
+    assert inner in bench.SQL.pages[(False, False)]
     assert inner.count("(") == inner.count(")")
     assert probe.count("%s") == 3
