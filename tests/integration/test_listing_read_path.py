@@ -235,8 +235,17 @@ def test_a_catch_up_far_behind_reads_full_batches_until_it_reaches_the_end(
     busy = Busy(store, writes=0)
     projection = MatchListProjection(busy, batch=10)  # type: ignore[arg-type]
 
-    assert projection.catch_up() == total
-    assert busy.reads == total // 10 + 1
+    folded, calls = projection.catch_up(), 1
+    deadline = time.monotonic() + 60
+    while folded < total:
+        # On PostgreSQL a transaction of another database that ended between the snapshot and
+        # the look at pg_stat_activity still counts, so the horizon can fall back for a read
+        # and end a catch-up at a short batch: the next one goes on from there.
+        assert time.monotonic() < deadline, "the catch-ups never reached the end"
+        folded, calls = folded + projection.catch_up(), calls + 1
+    assert folded == total
+    # Each read was a full batch but the one that ended its catch-up (one call, quiet).
+    assert busy.reads <= total // 10 + calls
 
 
 def test_a_catch_up_goes_on_past_a_row_that_does_not_decode(
