@@ -281,9 +281,15 @@ def test_a_record_is_checked_against_a_witnessed_checkpoint(
     # The same key, another history: its record conflicts with what the witness cosigned.
     fork = farm.start(f"sqlite:///{tmp_path / 'fork.db'}")
     forked = tmp_path / "forked.json"
+    witnessed_size = int(later.read_text().splitlines()[1])
     with Client(fork.target) as client:
-        for seed in (7, 8, 9):
-            play_a_match(client, seed, forked)
+        # Its log past the witnessed tree (deals are the server's, so match lengths vary):
+        # then it has signed a tree of that size, and the conflict can be proved.
+        seed, size = 7, 0
+        while seed < 10 or size <= witnessed_size:
+            size = play_a_match(client, seed, forked)
+            seed += 1
+        until(lambda: newest_size(client) >= size, "the fork's checkpoint")
     done = verify(str(forked), *held, str(later), "--server", fork.target)
     assert done.returncode == ExitStatus.INCONSISTENT, done.stdout + done.stderr
     assert done.stdout.startswith("INCONSISTENT: ")
